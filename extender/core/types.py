@@ -1,0 +1,130 @@
+"""Plain data the core works on.
+
+The adapters translate Kubernetes JSON into these once, when a watch event arrives,
+so the filter path never walks raw API objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Resource name -> integer amount in kube-scheduler's units: "cpu" in millicores,
+# "memory"/"ephemeral-storage"/hugepages in bytes, "pods" as a count, extended
+# resources (e.g. "nvidia.com/gpu") as whole values.
+Resources = dict[str, int]
+
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str  # NoSchedule | PreferNoSchedule | NoExecute
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""  # "" matches every effect
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One matchExpressions entry of a node selector term or a label selector."""
+
+    key: str
+    operator: str  # In NotIn Exists DoesNotExist (+ Gt Lt for node selectors)
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """Requirements are ANDed; terms of a NodeSelector are ORed."""
+
+    match_expressions: tuple[Requirement, ...] = ()
+    match_fields: tuple[Requirement, ...] = ()  # only key "metadata.name" exists upstream
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[Requirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """A required (anti-)affinity term. namespaces empty and no namespace selector
+    means the pod's own namespace."""
+
+    selector: LabelSelector | None
+    topology_key: str
+    namespaces: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class NodeInfo:
+    name: str
+    allocatable: Resources
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+
+
+@dataclass(slots=True)
+class PodInfo:
+    uid: str
+    namespace: str
+    name: str
+    requests: Resources  # always includes "pods": 1
+    labels: dict[str, str] = field(default_factory=dict)
+    priority: int = 0
+    node_name: str = ""  # "" while unbound
+    phase: str = "Pending"  # Pending Running Succeeded Failed Unknown
+    deleting: bool = False  # metadata.deletionTimestamp set
+    gated: bool = False  # spec.schedulingGates non-empty
+    scheduler_name: str = "default-scheduler"
+    creation: float = 0.0  # metadata.creationTimestamp, epoch seconds
+    node_selector: dict[str, str] = field(default_factory=dict)
+    # Required node affinity: None means none; terms are ORed.
+    required_node_affinity: tuple[NodeSelectorTerm, ...] | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    required_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def group(self) -> str | None:
+        """PodGroup name this pod joins, or None for a plain pod."""
+        return self.labels.get(GROUP_LABEL) or None
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def holds_capacity(self) -> bool:
+        """Whether the pod's requests count against its node, as in kube-scheduler's
+        cache: every assigned pod that has not finished."""
+        return bool(self.node_name) and not self.terminal
+
+
+@dataclass(slots=True)
+class GroupInfo:
+    """A PodGroup (scheduling.x-k8s.io/v1alpha1)."""
+
+    namespace: str
+    name: str
+    min_member: int
+    uid: str = ""
+    creation: float = 0.0
+    min_resources: Resources | None = None
+    schedule_timeout_seconds: int | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
