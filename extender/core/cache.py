@@ -1,0 +1,209 @@
+"""The extender's view of the cluster, kept incrementally like kube-scheduler's cache.
+
+Per-node free capacity is maintained on every change instead of being recomputed,
+so the filter path and the planner read it in O(1) per node. "Free" already
+excludes capacity held by reservations, because every consumer except the holder
+of a slot must be kept off it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from extender.core.types import GroupInfo, NodeInfo, PodInfo, Resources
+
+
+def _add_into(target: Resources, delta: Resources, sign: int) -> None:
+    for name, amount in delta.items():
+        target[name] = target.get(name, 0) + sign * amount
+
+
+class PodsOnNode(Mapping[str, list[PodInfo]]):
+    """Read-only view: node -> pods bound to it plus pods a reservation holds it for.
+
+    Bound pods and held slots are kept apart so that a pod whose slot turns into a
+    binding is never counted twice nor dropped while the two updates interleave.
+    """
+
+    def __init__(
+        self, bound: dict[str, dict[str, PodInfo]], held: dict[str, dict[str, PodInfo]]
+    ) -> None:
+        self._bound = bound
+        self._held = held
+
+    def __getitem__(self, node: str) -> list[PodInfo]:
+        bound = self._bound.get(node)
+        held = self._held.get(node)
+        if bound is None and held is None:
+            raise KeyError(node)
+        return [*(bound or {}).values(), *(held or {}).values()]
+
+    def get(self, node: str, default: object = None) -> list[PodInfo]:  # type: ignore[override]
+        return [*self._bound.get(node, {}).values(), *self._held.get(node, {}).values()]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._bound.keys() | self._held.keys())
+
+    def __len__(self) -> int:
+        return len(self._bound.keys() | self._held.keys())
+
+
+class Cache:
+    """Nodes, pods and PodGroups as last seen, plus derived per-node usage.
+
+    `capacity_epoch` grows whenever capacity may have become free (a pod left a node,
+    a node appeared or changed, a hold was released), so a gang whose plan failed at
+    one epoch need not be planned again until it moves.
+    """
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeInfo] = {}
+        self.pods: dict[str, PodInfo] = {}
+        self.groups: dict[str, GroupInfo] = {}
+        self.free: dict[str, Resources] = {}
+        # uid -> pod for pods whose requests are charged to a node (bound, not finished).
+        self._charged: dict[str, PodInfo] = {}
+        self._on_node: dict[str, dict[str, PodInfo]] = {}
+        self._held_on_node: dict[str, dict[str, PodInfo]] = {}
+        self.pods_on_node = PodsOnNode(self._on_node, self._held_on_node)
+        # Nodes where at least one reservation holds capacity: the only nodes where
+        # the extender can disagree with kube-scheduler's own fit check.
+        self.held_nodes: dict[str, int] = {}
+        # (namespace, group name) -> uid -> pod, for every pod carrying the group label.
+        self._group_pods: dict[tuple[str, str], dict[str, PodInfo]] = {}
+        self.capacity_epoch = 0
+        self.members_epoch: dict[str, int] = {}
+
+    # ----- nodes -------------------------------------------------------------------
+
+    def upsert_node(self, node: NodeInfo) -> None:
+        old = self.nodes.get(node.name)
+        self.nodes[node.name] = node
+        free = dict(node.allocatable)
+        for pod in self._on_node.get(node.name, {}).values():
+            _add_into(free, pod.requests, -1)
+        for pod in self._held_on_node.get(node.name, {}).values():
+            _add_into(free, pod.requests, -1)
+        self.free[node.name] = free
+        if old is None or old != node:
+            self.capacity_epoch += 1
+
+    def remove_node(self, name: str) -> None:
+        self.nodes.pop(name, None)
+        self.free.pop(name, None)
+        self.capacity_epoch += 1
+
+    # ----- pods --------------------------------------------------------------------
+
+    def upsert_pod(self, pod: PodInfo) -> None:
+        old = self.pods.get(pod.uid)
+        self.pods[pod.uid] = pod
+        self._uncharge(pod.uid)
+        if pod.holds_capacity:
+            self._charge(pod)
+        old_group = (old.namespace, old.group) if old is not None and old.group else None
+        new_group = (pod.namespace, pod.group) if pod.group else None
+        if old_group is not None and old_group != new_group:
+            self._group_pods.get(old_group, {}).pop(pod.uid, None)
+            self._bump_members(old_group)
+        if new_group is not None:
+            self._group_pods.setdefault(new_group, {})[pod.uid] = pod
+            if old is None or _membership_changed(old, pod):
+                self._bump_members(new_group)
+
+    def remove_pod(self, uid: str) -> PodInfo | None:
+        pod = self.pods.pop(uid, None)
+        if pod is None:
+            return None
+        self._uncharge(uid)
+        if pod.group:
+            key = (pod.namespace, pod.group)
+            members = self._group_pods.get(key)
+            if members is not None:
+                members.pop(uid, None)
+                if not members:
+                    del self._group_pods[key]
+            self._bump_members(key)
+        return pod
+
+    def _charge(self, pod: PodInfo) -> None:
+        self._charged[pod.uid] = pod
+        self._on_node.setdefault(pod.node_name, {})[pod.uid] = pod
+        free = self.free.get(pod.node_name)
+        if free is not None:
+            _add_into(free, pod.requests, -1)
+
+    def _uncharge(self, uid: str) -> None:
+        pod = self._charged.pop(uid, None)
+        if pod is None:
+            return
+        self._on_node.get(pod.node_name, {}).pop(uid, None)
+        free = self.free.get(pod.node_name)
+        if free is not None:
+            _add_into(free, pod.requests, +1)
+        self.capacity_epoch += 1
+
+    def _bump_members(self, key: tuple[str, str]) -> None:
+        gk = f"{key[0]}/{key[1]}"
+        self.members_epoch[gk] = self.members_epoch.get(gk, 0) + 1
+
+    def group_pods(self, namespace: str, group: str) -> list[PodInfo]:
+        """Every pod labelled for the group, including finished ones."""
+        return list(self._group_pods.get((namespace, group), {}).values())
+
+    def members(self, group: GroupInfo) -> list[PodInfo]:
+        """Pods that count for the gang: labelled, not finished, not being deleted, not
+        gated (design 3.1)."""
+        return [
+            p
+            for p in self._group_pods.get((group.namespace, group.name), {}).values()
+            if not p.terminal and not p.deleting and not p.gated
+        ]
+
+    # ----- groups ------------------------------------------------------------------
+
+    def upsert_group(self, group: GroupInfo) -> None:
+        old = self.groups.get(group.key)
+        self.groups[group.key] = group
+        if old != group:
+            self.members_epoch[group.key] = self.members_epoch.get(group.key, 0) + 1
+            self.capacity_epoch += 1
+
+    def remove_group(self, key: str) -> GroupInfo | None:
+        return self.groups.pop(key, None)
+
+    # ----- holds (reservation slots) -----------------------------------------------
+
+    def hold(self, node: str, pod: PodInfo) -> None:
+        """Charge a reservation slot for `pod` to `node`."""
+        self._held_on_node.setdefault(node, {})[pod.uid] = pod
+        free = self.free.get(node)
+        if free is not None:
+            _add_into(free, pod.requests, -1)
+        self.held_nodes[node] = self.held_nodes.get(node, 0) + 1
+
+    def unhold(self, node: str, pod: PodInfo) -> None:
+        held = self._held_on_node.get(node)
+        if held is not None:
+            held.pop(pod.uid, None)
+            if not held:
+                del self._held_on_node[node]
+        free = self.free.get(node)
+        if free is not None:
+            _add_into(free, pod.requests, +1)
+        count = self.held_nodes.get(node, 0) - 1
+        if count > 0:
+            self.held_nodes[node] = count
+        else:
+            self.held_nodes.pop(node, None)
+        self.capacity_epoch += 1
+
+
+def _membership_changed(old: PodInfo, new: PodInfo) -> bool:
+    return (
+        old.terminal != new.terminal
+        or old.deleting != new.deleting
+        or old.gated != new.gated
+        or old.node_name != new.node_name
+        or old.priority != new.priority
+    )

@@ -1,0 +1,813 @@
+"""The gang state machine: filter, prioritize and bind decisions, deadlines, backoff.
+
+Pure: it is fed plain data (`on_pod`, `on_node`, `on_group`), asked for decisions
+with the current time passed in, and leaves the I/O it wants done (bindings, failing
+held binds, wake-up patches, events) as actions in `outbox` for the adapters.
+Everything runs on one thread (the server's event loop), so no locks are needed.
+
+Invariant behind "never a partial bind": a gang member's Binding is created only in
+`_commit`, which runs when bound + being-bound + held members of the gang reach
+`minMember`, and then releases every held member at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from extender.core.cache import Cache
+from extender.core.constraints import node_matches
+from extender.core.planner import Plan, Shortfall, plan_gang
+from extender.core.queue import Backoff, BackoffPolicy, queue_sort_key
+from extender.core.resources import fits, format_resources
+from extender.core.types import GroupInfo, NodeInfo, PodInfo, Resources
+
+# Reasons shown in PodGroup conditions and rejection messages (README documents them).
+WAITING_FOR_MEMBERS = "WaitingForMembers"
+INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+WAITING_BEHIND_OLDER_GANG = "WaitingBehindOlderGang"
+RESERVED = "Reserved"
+BACKING_OFF = "BackingOff"
+TIMED_OUT = "TimedOut"
+BOUND = "Bound"
+FAILED = "Failed"
+POD_GROUP_NOT_FOUND = "PodGroupNotFound"
+
+
+# ----- actions for the adapters ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BindPod:
+    """Create the Binding for a pod now (the gang's quorum is assembled)."""
+
+    uid: str
+    namespace: str
+    name: str
+    node: str
+    gang: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class FailHeld:
+    """Answer a held bind request with this error."""
+
+    uid: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class WakePods:
+    """Touch these pending pods so kube-scheduler retries them at once (design 3.8)."""
+
+    reason: str
+    pods: tuple[tuple[str, str], ...]  # (namespace, name)
+    gang: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GangEvent:
+    """A transition users should see as an Event and in metrics."""
+
+    gang: str
+    reason: str
+    message: str
+    warning: bool = False
+    # For Bound: seconds from "quorum present" to "quorum bound".
+    seconds: float | None = None
+
+
+Action = BindPod | FailHeld | WakePods | GangEvent
+
+
+# ----- state ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Slot:
+    node: str
+    pod: PodInfo
+
+
+@dataclass(slots=True)
+class Reservation:
+    gang: str
+    group_uid: str
+    created: float
+    deadline: float
+    slots: dict[str, Slot] = field(default_factory=dict)  # pod uid -> slot
+
+
+@dataclass(slots=True)
+class GangStatus:
+    reason: str
+    message: str
+    since: float
+
+
+@dataclass(frozen=True, slots=True)
+class FilterResult:
+    nodes: list[str]
+    unresolvable: dict[str, str]
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BindDecision:
+    """`bound`: already bound there, answer success. `bind`: create the Binding now.
+    `hold`: wait for the gang (the adapter waits until `deadline` at most).
+    `error`: answer with `message`."""
+
+    kind: str
+    message: str = ""
+    deadline: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    default_timeout_seconds: float = 60.0
+    backoff: BackoffPolicy = BackoffPolicy()
+    scheduler_name: str = "gang-scheduler"
+
+
+class _Overlay(Mapping[str, Resources]):
+    """`free` with some nodes replaced, without copying every node."""
+
+    def __init__(self, base: Mapping[str, Resources], over: dict[str, Resources]) -> None:
+        self._base = base
+        self._over = over
+
+    def __getitem__(self, key: str) -> Resources:
+        if key in self._over:
+            return self._over[key]
+        return self._base[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._base)
+
+    def __len__(self) -> int:
+        return len(self._base)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._over or key in self._base
+
+
+class GangFramework:
+    def __init__(self, config: Config | None = None) -> None:
+        self.config = config or Config()
+        self.cache = Cache()
+        self.reservations: dict[str, Reservation] = {}
+        self.held: dict[str, str] = {}  # pod uid -> node, bind request waiting
+        self.binding: dict[str, str] = {}  # pod uid -> node, Binding POST in flight
+        self.backoff: dict[str, Backoff] = {}
+        self.status: dict[str, GangStatus] = {}
+        self.outbox: list[Action] = []
+        # gang -> ((capacity epoch, members epoch, minMember), shortfall) of its last failed plan
+        self._last_failure: dict[str, tuple[tuple[int, int, int], Shortfall]] = {}
+        self._quorum_since: dict[str, float] = {}
+        # Plain pods turned away only because capacity was held for a gang: woken when a
+        # hold is released, since kube-scheduler is not told about that.
+        self._rejected_for_holds: dict[str, tuple[str, str]] = {}
+        self._evaluated_version: tuple[int, int] | None = None
+        self._members_version = 0
+
+    # ----- watch input -----------------------------------------------------------------
+
+    def on_node(self, node: NodeInfo) -> None:
+        self.cache.upsert_node(node)
+
+    def on_node_deleted(self, name: str) -> None:
+        for res in list(self.reservations.values()):
+            for uid, slot in list(res.slots.items()):
+                if slot.node == name:
+                    self._drop_slot(res, uid, f"node {name} was deleted")
+        self.cache.remove_node(name)
+
+    def on_pod(self, pod: PodInfo, now: float) -> None:
+        old = self.cache.pods.get(pod.uid)
+        if old is not None and old.node_name and not pod.node_name:
+            # A stale copy (e.g. the filter request's informer copy) must never undo a
+            # binding we have already seen.
+            pod = dataclasses.replace(pod, node_name=old.node_name)
+        gang = self._gang_key(pod)
+        res = self.reservations.get(gang) if gang else None
+        gone = pod.terminal or pod.deleting or pod.gated
+        if res is not None and pod.uid in res.slots and (pod.node_name or gone):
+            self._drop_slot(res, pod.uid, f"pod {pod.key} is being deleted" if gone else None)
+        if gone and pod.uid in self.held:
+            self._fail_held(pod.uid, f"pod {pod.key} is finished or being deleted")
+        self.cache.upsert_pod(pod)
+        self._members_version += 1
+        if gang is not None:
+            self._check_quorum_bound(gang, now)
+
+    def on_pod_deleted(self, uid: str) -> None:
+        pod = self.cache.pods.get(uid)
+        if pod is None:
+            return
+        gang = self._gang_key(pod)
+        res = self.reservations.get(gang) if gang else None
+        if res is not None and uid in res.slots:
+            self._drop_slot(res, uid, f"pod {pod.key} was deleted")
+        if uid in self.held:
+            self._fail_held(uid, f"pod {pod.key} was deleted")
+        self._rejected_for_holds.pop(uid, None)
+        self.cache.remove_pod(uid)
+        self._members_version += 1
+
+    def on_group(self, group: GroupInfo, now: float) -> None:
+        old = self.cache.groups.get(group.key)
+        bo = self.backoff.get(group.key)
+        if bo is not None and (
+            bo.group_uid != group.uid
+            or (old is not None and (old.min_member, old.schedule_timeout_seconds)
+                != (group.min_member, group.schedule_timeout_seconds))
+        ):
+            # A recreated or re-specified group starts over (its Failed state included).
+            del self.backoff[group.key]
+        res = self.reservations.get(group.key)
+        if res is not None and res.group_uid != group.uid:
+            self._release(res, f"PodGroup {group.key} was recreated")
+        self.cache.upsert_group(group)
+        self._members_version += 1
+        # A lower minMember may complete a gang whose binds are held already.
+        self._maybe_commit(group.key)
+        self._check_quorum_bound(group.key, now)
+
+    def on_group_deleted(self, key: str) -> None:
+        res = self.reservations.get(key)
+        if res is not None:
+            self._release(res, f"PodGroup {key} was deleted")
+        self.backoff.pop(key, None)
+        self.status.pop(key, None)
+        self._last_failure.pop(key, None)
+        self._quorum_since.pop(key, None)
+        self.cache.remove_group(key)
+        self._members_version += 1
+
+    # ----- filter ----------------------------------------------------------------------
+
+    def filter(self, pod: PodInfo, node_names: list[str], now: float) -> FilterResult:
+        """Which of `node_names` (kube-scheduler's feasible nodes) may take `pod`."""
+        known = self.cache.pods.get(pod.uid)
+        if known is None:
+            self.on_pod(pod, now)  # the watch has not delivered it yet
+        else:
+            pod = known
+        if pod.node_name:
+            return self._reject(
+                node_names, f"pod {pod.key} is already bound to node {pod.node_name}"
+            )
+        gang = self._gang_key(pod)
+        if gang is None:
+            return self._filter_single(pod, node_names, gang=None)
+        group = self.cache.groups.get(gang)
+        if group is None:
+            return self._reject(
+                node_names,
+                f"gang {gang}: PodGroup {gang} not found; create it or fix the "
+                f"scheduling.x-k8s.io/pod-group label of pod {pod.key}",
+            )
+        members = self.cache.members(group)
+        bound = sum(1 for m in members if m.node_name)
+        if bound >= group.min_member:
+            # Quorum is bound: elastic extras are placed one by one like plain pods.
+            return self._filter_single(pod, node_names, gang=gang)
+        bo = self.backoff.get(gang)
+        if bo is not None and bo.failed:
+            return self._reject(node_names, self._status_message(gang))
+        res = self.reservations.get(gang)
+        if res is None:
+            if len(members) < group.min_member:
+                msg = f"gang {gang}: {len(members)} of {group.min_member} members exist"
+                self._set_status(gang, WAITING_FOR_MEMBERS, msg, now)
+                return self._reject(node_names, msg)
+            if bo is not None and bo.until > now:
+                return self._reject(node_names, self._status_message(gang))
+            self._quorum_since.setdefault(gang, now)
+            self.evaluate(now)
+            res = self.reservations.get(gang)
+            if res is None:
+                return self._reject(node_names, self._status_message(gang))
+        return self._filter_reserved(res, group, pod, node_names, now)
+
+    def _filter_reserved(
+        self, res: Reservation, group: GroupInfo, pod: PodInfo, node_names: list[str], now: float
+    ) -> FilterResult:
+        slot = res.slots.get(pod.uid)
+        if slot is None:
+            assembled = self._assembled(group)
+            if assembled + self._open_slots(res) >= group.min_member:
+                return self._reject(
+                    node_names,
+                    f"gang {res.gang}: a quorum of {group.min_member} is being placed; "
+                    f"pod {pod.key} waits until it is bound",
+                )
+            # The reservation fell short (a member was replaced, a node vanished, or
+            # minMember grew): plan this pod alone into what is free.
+            slot = self._plan_single_slot(res, pod, node_names)
+            if slot is None:
+                return self._reject(
+                    node_names,
+                    f"gang {res.gang}: no node can take replacement member {pod.key} "
+                    f"({format_resources(pod.requests)}); reservation expires at its deadline",
+                )
+        # Nodes left out of the reply are filtered out too; naming each of thousands
+        # of them would only cost time on the scheduler's serial loop.
+        if slot.node in node_names:
+            return FilterResult([slot.node], {})
+        moved = self._move_slot(res, pod, node_names)
+        if moved is None:
+            return self._reject(
+                node_names,
+                f"gang {res.gang}: node {slot.node} reserved for pod {pod.key} is no longer "
+                f"feasible and no other node has {format_resources(pod.requests)} free",
+            )
+        return FilterResult([moved], {})
+
+    def _filter_single(self, pod: PodInfo, node_names: list[str], gang: str | None) -> FilterResult:
+        """Plain pods and elastic extras: any node kube-scheduler found feasible, except
+        where capacity held for gangs leaves too little. Only nodes with holds can
+        disagree with kube-scheduler's own fit check, so only those are examined."""
+        nodes = self.cache.nodes
+        held_nodes = self.cache.held_nodes
+        if not held_nodes:
+            unknown = [n for n in node_names if n not in nodes]
+            if not unknown:
+                self._rejected_for_holds.pop(pod.uid, None)
+                return FilterResult(list(node_names), {})
+        passed: list[str] = []
+        failed: dict[str, str] = {}
+        free = self.cache.free
+        for name in node_names:
+            if name not in nodes:
+                failed[name] = f"node {name} is not yet known to gang-extender"
+            elif name in held_nodes and not fits(pod.requests, free[name]):
+                failed[name] = (
+                    f"capacity on node {name} is held for gang(s) "
+                    f"{', '.join(self._gangs_holding(name))}; pod {pod.key} needs "
+                    f"{format_resources(pod.requests)}"
+                )
+            else:
+                passed.append(name)
+        if not passed and any(name in held_nodes for name in node_names):
+            self._rejected_for_holds[pod.uid] = (pod.namespace, pod.name)
+        else:
+            self._rejected_for_holds.pop(pod.uid, None)
+        return FilterResult(passed, failed)
+
+    # ----- prioritize ------------------------------------------------------------------
+
+    def prioritize(self, pod: PodInfo, node_names: list[str]) -> list[tuple[str, int]]:
+        """Steer members to their slot (10), everything else neutral (0)."""
+        gang = self._gang_key(self.cache.pods.get(pod.uid, pod))
+        res = self.reservations.get(gang) if gang else None
+        slot = res.slots.get(pod.uid) if res else None
+        target = slot.node if slot else None
+        return [(n, 10 if n == target else 0) for n in node_names]
+
+    # ----- bind ------------------------------------------------------------------------
+
+    def bind(self, namespace: str, name: str, uid: str, node: str, now: float) -> BindDecision:
+        pod = self.cache.pods.get(uid)
+        if pod is None:
+            return BindDecision("error", f"pod {namespace}/{name} (uid {uid}) is not known")
+        if (pod.namespace, pod.name) != (namespace, name):
+            return BindDecision(
+                "error", f"uid {uid} belongs to pod {pod.key}, not {namespace}/{name}"
+            )
+        if pod.node_name:
+            if pod.node_name == node:
+                return BindDecision("bound")
+            return BindDecision(
+                "error", f"pod {pod.key} is already bound to node {pod.node_name}, not {node}"
+            )
+        if node not in self.cache.nodes:
+            return BindDecision("error", f"node {node} is not known (pod {pod.key})")
+        if pod.deleting or pod.terminal:
+            return BindDecision("error", f"pod {pod.key} is finished or being deleted")
+        if uid in self.binding:
+            return BindDecision("hold", deadline=now)  # the in-flight Binding answers it
+        gang = self._gang_key(pod)
+        if gang is None:
+            self.binding[uid] = node
+            return BindDecision("bind")
+        group = self.cache.groups.get(gang)
+        if group is None:
+            return BindDecision("error", f"gang {gang}: PodGroup not found (pod {pod.key})")
+        members = self.cache.members(group)
+        if sum(1 for m in members if m.node_name) >= group.min_member:
+            self.binding[uid] = node
+            return BindDecision("bind")
+        res = self.reservations.get(gang)
+        slot = res.slots.get(uid) if res else None
+        if res is None or slot is None:
+            return BindDecision(
+                "error",
+                f"gang {gang}: no reservation holds a slot for pod {pod.key} (it timed out, "
+                f"or the extender restarted); kube-scheduler will retry the pod",
+            )
+        if slot.node != node and not self._retarget_slot(res, pod, node):
+            return BindDecision(
+                "error",
+                f"gang {gang}: pod {pod.key} was reserved node {slot.node}; node {node} "
+                f"lacks {format_resources(pod.requests)}",
+            )
+        self.held[uid] = node
+        self._maybe_commit(gang)
+        return BindDecision("hold", deadline=res.deadline)
+
+    def bind_finished(self, uid: str, node: str, error: str | None, now: float) -> None:
+        """The Binding POST for `uid` returned."""
+        self.binding.pop(uid, None)
+        if error is not None:
+            return  # kube-scheduler re-queues the pod; its slot stays until the deadline
+        pod = self.cache.pods.get(uid)
+        if pod is not None and not pod.node_name:
+            self.on_pod(dataclasses.replace(pod, node_name=node), now)
+
+    def hold_expired(self, uid: str) -> None:
+        """The adapter stopped waiting (its hold limit is below the HTTP timeout)."""
+        self.held.pop(uid, None)
+
+    # ----- time ------------------------------------------------------------------------
+
+    def tick(self, now: float) -> None:
+        """Deadlines, backoffs ending and capacity freed: called a few times a second."""
+        for res in list(self.reservations.values()):
+            if res.deadline <= now and not self._binding_in_flight(res.gang):
+                self._expire(res, now)
+        self.evaluate(now)
+
+    def evaluate(self, now: float) -> None:
+        """Grant reservations in gang order to every waiting gang that fits now.
+
+        An older gang that does not fit does not block a younger one that does (no
+        head-of-line blocking), but it is planned first, so the younger one can only
+        take capacity the older cannot use.
+        """
+        version = (self.cache.capacity_epoch, self._members_version)
+        backoff_ended = any(
+            not b.failed and 0 < b.until <= now for b in self.backoff.values()
+        )
+        if version == self._evaluated_version and not backoff_ended:
+            return
+        waiting: list[tuple[tuple[int, float, str], GroupInfo, list[PodInfo]]] = []
+        for key, group in self.cache.groups.items():
+            if key in self.reservations:
+                continue
+            bo = self.backoff.get(key)
+            if bo is not None and (bo.failed or bo.until > now):
+                continue
+            if bo is not None and bo.until:
+                bo.until = 0.0  # backoff over: eligible again
+            members = self.cache.members(group)
+            if len(members) < group.min_member:
+                if members:
+                    self._set_status(
+                        key,
+                        WAITING_FOR_MEMBERS,
+                        f"gang {key}: {len(members)} of {group.min_member} members exist",
+                        now,
+                    )
+                continue
+            if sum(1 for m in members if m.node_name) >= group.min_member:
+                continue
+            waiting.append((queue_sort_key(group, members), group, members))
+        waiting.sort(key=lambda w: w[0])
+        granted: list[str] = []
+        for _, group, members in waiting:
+            key = group.key
+            self._quorum_since.setdefault(key, now)
+            signature = (
+                self.cache.capacity_epoch,
+                self.cache.members_epoch.get(key, 0),
+                group.min_member,
+            )
+            last = self._last_failure.get(key)
+            if last is not None and last[0] == signature:
+                continue
+            result = self._plan(group, members)
+            if isinstance(result, Plan):
+                self._reserve(group, result, now)
+                granted.append(key)
+            else:
+                self._last_failure[key] = (signature, result)
+                self._explain_shortfall(group, members, result, granted, now)
+        self._evaluated_version = (self.cache.capacity_epoch, self._members_version)
+
+    # ----- views -----------------------------------------------------------------------
+
+    def queue(self, now: float) -> list[dict[str, object]]:
+        """Gangs not yet bound, in the order capacity is granted."""
+        rows = []
+        for key, group in self.cache.groups.items():
+            members = self.cache.members(group)
+            bound = sum(1 for m in members if m.node_name)
+            if bound >= group.min_member:
+                continue
+            st = self.status.get(key)
+            rows.append(
+                (
+                    queue_sort_key(group, members),
+                    {
+                        "gang": key,
+                        "minMember": group.min_member,
+                        "members": len(members),
+                        "bound": bound,
+                        "reason": st.reason if st else "",
+                        "message": st.message if st else "",
+                    },
+                )
+            )
+        rows.sort(key=lambda r: r[0])
+        return [r[1] for r in rows]
+
+    def debug(self, now: float) -> dict[str, object]:
+        return {
+            "queue": self.queue(now),
+            "reservations": [
+                {
+                    "gang": r.gang,
+                    "created": r.created,
+                    "deadline": r.deadline,
+                    "secondsLeft": round(r.deadline - now, 3),
+                    "slots": [
+                        {"pod": s.pod.key, "node": s.node, "requests": dict(s.pod.requests)}
+                        for s in r.slots.values()
+                    ],
+                }
+                for r in self.reservations.values()
+            ],
+            "heldBinds": [
+                {"pod": self._pod_key(uid), "node": node} for uid, node in self.held.items()
+            ],
+            "bindingsInFlight": [
+                {"pod": self._pod_key(uid), "node": node} for uid, node in self.binding.items()
+            ],
+            "backoff": [
+                {
+                    "gang": key,
+                    "attempts": b.attempts,
+                    "secondsLeft": max(0.0, round(b.until - now, 3)),
+                    "failed": b.failed,
+                }
+                for key, b in self.backoff.items()
+                if b.attempts
+            ],
+        }
+
+    def gang_status(self, key: str) -> GangStatus | None:
+        return self.status.get(key)
+
+    # ----- internals -------------------------------------------------------------------
+
+    def _gang_key(self, pod: PodInfo) -> str | None:
+        group = pod.group
+        return f"{pod.namespace}/{group}" if group else None
+
+    def _pod_key(self, uid: str) -> str:
+        pod = self.cache.pods.get(uid)
+        return pod.key if pod else uid
+
+    def _assembled(self, group: GroupInfo) -> int:
+        """Members bound, being bound, or whose bind is held."""
+        count = 0
+        for m in self.cache.members(group):
+            if m.node_name or m.uid in self.binding or m.uid in self.held:
+                count += 1
+        return count
+
+    def _open_slots(self, res: Reservation) -> int:
+        return sum(
+            1 for uid in res.slots if uid not in self.held and uid not in self.binding
+        )
+
+    def _binding_in_flight(self, gang: str) -> bool:
+        for uid in self.binding:
+            pod = self.cache.pods.get(uid)
+            if pod is not None and self._gang_key(pod) == gang:
+                return True
+        return False
+
+    def _plan(self, group: GroupInfo, members: list[PodInfo]) -> Plan | Shortfall:
+        unbound = [m for m in members if not m.node_name]
+        unbound.sort(key=lambda p: (p.creation, p.name))
+        need = group.min_member - (len(members) - len(unbound))
+        return plan_gang(unbound, need, self.cache.nodes, self.cache.free, self.cache.pods_on_node)
+
+    def _reserve(self, group: GroupInfo, plan: Plan, now: float) -> None:
+        timeout = group.schedule_timeout_seconds or self.config.default_timeout_seconds
+        res = Reservation(group.key, group.uid, created=now, deadline=now + timeout)
+        for uid, node in plan.assignments.items():
+            pod = self.cache.pods[uid]
+            res.slots[uid] = Slot(node, pod)
+            self.cache.hold(node, pod)
+        self.reservations[group.key] = res
+        self._last_failure.pop(group.key, None)
+        nodes = sorted({s.node for s in res.slots.values()})
+        msg = (
+            f"gang {group.key}: reserved {len(res.slots)} slot(s) on {len(nodes)} node(s) "
+            f"for {timeout:g}s"
+        )
+        self._set_status(group.key, RESERVED, msg, now)
+        self.outbox.append(GangEvent(group.key, RESERVED, msg))
+        pending = tuple(
+            (m.namespace, m.name)
+            for m in self.cache.members(group)
+            if not m.node_name and m.uid not in self.held
+        )
+        if pending:
+            self.outbox.append(WakePods(f"gang {group.key} reserved", pending, group.key))
+
+    def _explain_shortfall(
+        self,
+        group: GroupInfo,
+        members: list[PodInfo],
+        shortfall: Shortfall,
+        granted_now: list[str],
+        now: float,
+    ) -> None:
+        """Tell apart "does not fit in this cluster now" from "would fit, but capacity is
+        held for a gang ahead of it" (design 3.7)."""
+        holders = [k for k in self.reservations if k != group.key]
+        if holders:
+            over: dict[str, Resources] = {}
+            for r in self.reservations.values():
+                for s in r.slots.values():
+                    base = over.get(s.node)
+                    if base is None:
+                        base = over[s.node] = dict(self.cache.free.get(s.node, {}))
+                    for k, v in s.pod.requests.items():
+                        base[k] = base.get(k, 0) + v
+            unbound = sorted((m for m in members if not m.node_name), key=lambda p: p.name)
+            need = group.min_member - (len(members) - len(unbound))
+            without = plan_gang(
+                unbound,
+                need,
+                self.cache.nodes,
+                _Overlay(self.cache.free, over),
+                self.cache.pods_on_node,
+            )
+            if isinstance(without, Plan):
+                ahead = sorted(holders, key=lambda k: (k not in granted_now, k))
+                msg = (
+                    f"gang {group.key}: waiting behind older gang {ahead[0]}"
+                    + (f" (+{len(ahead) - 1} more)" if len(ahead) > 1 else "")
+                    + f"; {shortfall.message}"
+                )
+                self._set_status(group.key, WAITING_BEHIND_OLDER_GANG, msg, now)
+                return
+        self._set_status(
+            group.key, INSUFFICIENT_CAPACITY, f"gang {group.key}: {shortfall.message}", now
+        )
+
+    def _plan_single_slot(
+        self, res: Reservation, pod: PodInfo, node_names: list[str]
+    ) -> Slot | None:
+        result = plan_gang(
+            [pod],
+            1,
+            self.cache.nodes,
+            self.cache.free,
+            self.cache.pods_on_node,
+            allowed={pod.uid: set(node_names)},
+        )
+        if not isinstance(result, Plan):
+            return None
+        node = result.assignments[pod.uid]
+        slot = res.slots[pod.uid] = Slot(node, pod)
+        self.cache.hold(node, pod)
+        return slot
+
+    def _move_slot(self, res: Reservation, pod: PodInfo, node_names: list[str]) -> str | None:
+        """Move a member's slot to another feasible node (kube-scheduler excluded the
+        planned one for a reason the extender does not model, e.g. host ports)."""
+        old = res.slots.pop(pod.uid)
+        self.cache.unhold(old.node, old.pod)
+        slot = self._plan_single_slot(res, pod, node_names)
+        if slot is None:
+            res.slots[pod.uid] = old
+            self.cache.hold(old.node, old.pod)
+            return None
+        return slot.node
+
+    def _retarget_slot(self, res: Reservation, pod: PodInfo, node: str) -> bool:
+        old = res.slots.pop(pod.uid)
+        self.cache.unhold(old.node, old.pod)
+        info = self.cache.nodes.get(node)
+        if info is not None and node_matches(pod, info) is None and fits(
+            pod.requests, self.cache.free.get(node, {})
+        ):
+            res.slots[pod.uid] = Slot(node, pod)
+            self.cache.hold(node, pod)
+            return True
+        res.slots[pod.uid] = old
+        self.cache.hold(old.node, old.pod)
+        return False
+
+    def _drop_slot(self, res: Reservation, uid: str, failure: str | None) -> None:
+        slot = res.slots.pop(uid, None)
+        if slot is not None:
+            self.cache.unhold(slot.node, slot.pod)
+        if failure is not None and uid in self.held:
+            self._fail_held(uid, f"gang {res.gang}: {failure}")
+
+    def _fail_held(self, uid: str, message: str) -> None:
+        if self.held.pop(uid, None) is not None:
+            self.outbox.append(FailHeld(uid, message))
+
+    def _maybe_commit(self, gang: str) -> None:
+        group = self.cache.groups.get(gang)
+        res = self.reservations.get(gang)
+        if group is None or res is None:
+            return
+        if self._assembled(group) < group.min_member:
+            return
+        for uid in [u for u in self.held if u in res.slots]:
+            node = self.held.pop(uid)
+            pod = self.cache.pods[uid]
+            self.binding[uid] = node
+            self.outbox.append(BindPod(uid, pod.namespace, pod.name, node, gang))
+
+    def _check_quorum_bound(self, gang: str, now: float) -> None:
+        group = self.cache.groups.get(gang)
+        if group is None:
+            return
+        members = self.cache.members(group)
+        bound = sum(1 for m in members if m.node_name)
+        if bound < group.min_member:
+            return
+        res = self.reservations.pop(gang, None)
+        if res is None:
+            return
+        for uid in list(res.slots):
+            self._drop_slot(res, uid, "quorum is bound")
+        self.backoff.pop(gang, None)
+        self._last_failure.pop(gang, None)
+        since = self._quorum_since.pop(gang, None)
+        seconds = None if since is None else max(0.0, now - since)
+        msg = f"gang {gang}: quorum of {group.min_member} bound"
+        self._set_status(gang, BOUND, msg, now)
+        self.outbox.append(GangEvent(gang, BOUND, msg, seconds=seconds))
+
+    def _release(self, res: Reservation, why: str) -> None:
+        self.reservations.pop(res.gang, None)
+        for uid in list(res.slots):
+            self._drop_slot(res, uid, why)
+        for uid in [u for u, _ in list(self.held.items()) if self._gang_of_uid(u) == res.gang]:
+            self._fail_held(uid, f"gang {res.gang}: {why}")
+        if self._rejected_for_holds:
+            pods = tuple(self._rejected_for_holds.values())
+            self._rejected_for_holds.clear()
+            self.outbox.append(WakePods(f"capacity held for gang {res.gang} released", pods))
+
+    def _gang_of_uid(self, uid: str) -> str | None:
+        pod = self.cache.pods.get(uid)
+        return self._gang_key(pod) if pod else None
+
+    def _expire(self, res: Reservation, now: float) -> None:
+        group = self.cache.groups.get(res.gang)
+        assembled = self._assembled(group) if group else 0
+        need = group.min_member if group else 0
+        bo = self.backoff.setdefault(res.gang, Backoff(group_uid=res.group_uid))
+        bo.attempts += 1
+        policy = self.config.backoff
+        waited = now - res.created
+        if policy.exhausted(bo.attempts):
+            bo.failed = True
+            reason = FAILED
+            msg = (
+                f"gang {res.gang}: timed out {bo.attempts} time(s) with {assembled} of {need} "
+                f"members ready; retry limit {policy.retry_limit} reached, the group is Failed"
+            )
+        else:
+            delay = policy.delay(bo.attempts)
+            bo.until = now + delay
+            reason = BACKING_OFF
+            msg = (
+                f"gang {res.gang}: timed out after {waited:.0f}s with {assembled} of {need} "
+                f"members ready (attempt {bo.attempts}); backing off {delay:g}s"
+            )
+        self._release(res, msg)
+        self._quorum_since.pop(res.gang, None)
+        self._set_status(res.gang, reason, msg, now)
+        self.outbox.append(GangEvent(res.gang, TIMED_OUT, msg, warning=True))
+
+    def _status_message(self, gang: str) -> str:
+        st = self.status.get(gang)
+        return st.message if st else f"gang {gang}: waiting to be planned"
+
+    def _set_status(self, gang: str, reason: str, message: str, now: float) -> None:
+        cur = self.status.get(gang)
+        if cur is None or cur.reason != reason or cur.message != message:
+            self.status[gang] = GangStatus(reason, message, now)
+
+    def _gangs_holding(self, node: str) -> list[str]:
+        return sorted(
+            {r.gang for r in self.reservations.values() for s in r.slots.values() if s.node == node}
+        )
+
+    def _reject(self, node_names: list[str], message: str) -> FilterResult:
+        return FilterResult([], dict.fromkeys(node_names, message))

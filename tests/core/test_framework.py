@@ -1,0 +1,339 @@
+"""The gang state machine on plain data: one test per contract point of design.md 3-5."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from extender.core.framework import (
+    BACKING_OFF,
+    BOUND,
+    FAILED,
+    INSUFFICIENT_CAPACITY,
+    RESERVED,
+    WAITING_BEHIND_OLDER_GANG,
+    WAITING_FOR_MEMBERS,
+    BindPod,
+    Config,
+    FailHeld,
+    GangEvent,
+    GangFramework,
+    WakePods,
+)
+from extender.core.queue import BackoffPolicy
+from tests.core.sim import SimScheduler, group, node, pod
+
+
+def cluster(n: int = 4, **kw: object) -> SimScheduler:
+    sim = SimScheduler()
+    for i in range(n):
+        sim.add_node(node(f"n{i}", **kw))  # type: ignore[arg-type]
+    return sim
+
+
+def test_quorum_missing_member_rejects_with_count() -> None:
+    sim = cluster()
+    sim.add_group(group("g", 4))
+    pods = [sim.add_pod(pod(f"g-{i}", "g")) for i in range(3)]
+    assert sim.schedule(pods[0].uid) == "rejected"
+    assert sim.last_filter[pods[0].uid] == "gang ns/g: 3 of 4 members exist"
+    assert sim.fw.status["ns/g"].reason == WAITING_FOR_MEMBERS
+    assert not sim.bound()
+
+
+def test_no_member_bound_before_quorum_then_all_at_once() -> None:
+    sim = cluster()
+    sim.add_group(group("g", 4))
+    pods = [sim.add_pod(pod(f"g-{i}", "g")) for i in range(4)]
+    results = [sim.schedule(p.uid) for p in pods]
+    assert results == ["held", "held", "held", "bound"]
+    assert len(sim.bind_log) == 4
+    assert len({t for t, _, _ in sim.bind_log}) == 1  # one batch
+    assert sim.fw.status["ns/g"].reason == BOUND
+    assert not sim.fw.reservations and not sim.fw.held and not sim.fw.binding
+
+
+def test_reservation_holds_capacity_against_plain_pods() -> None:
+    sim = cluster(2, cpu=4000)
+    sim.add_group(group("g", 2))
+    a, b = (sim.add_pod(pod(f"g-{i}", "g", cpu=4000)) for i in range(2))
+    assert sim.schedule(a.uid) == "held"
+    plain = sim.add_pod(pod("plain", None, cpu=1000))
+    assert sim.schedule(plain.uid) == "rejected"
+    assert "held for gang(s) ns/g" in sim.last_filter[plain.uid]
+    assert sim.schedule(b.uid) == "bound"
+    assert {p.name for p in sim.bound()} == {"g-0", "g-1"}
+
+
+def test_plain_pod_uses_capacity_no_gang_holds() -> None:
+    sim = cluster(2, cpu=4000)
+    sim.add_group(group("g", 1))
+    g0 = sim.add_pod(pod("g-0", "g", cpu=4000))
+    assert sim.schedule(g0.uid) == "bound"
+    plain = sim.add_pod(pod("plain", None, cpu=4000))
+    assert sim.schedule(plain.uid) == "bound"
+
+
+def test_older_gang_gets_capacity_even_when_younger_member_asks_first() -> None:
+    sim = cluster(4)
+    sim.add_group(group("old", 3, creation=1.0))
+    sim.add_group(group("young", 3, creation=2.0))
+    old = [sim.add_pod(pod(f"old-{i}", "old", cpu=8000)) for i in range(3)]
+    young = [sim.add_pod(pod(f"young-{i}", "young", cpu=8000)) for i in range(3)]
+    assert sim.schedule(young[0].uid) == "rejected"
+    assert "waiting behind older gang ns/old" in sim.last_filter[young[0].uid]
+    assert sim.fw.status["ns/young"].reason == WAITING_BEHIND_OLDER_GANG
+    assert "ns/old" in sim.fw.reservations
+    assert ("ns", "old-0") in sim.woken  # its members are told to retry now
+    for p in old:
+        sim.schedule(p.uid)
+    assert {p.name for p in sim.bound()} == {"old-0", "old-1", "old-2"}
+    for p in old:
+        sim.finish(p.uid)
+    sim.tick()
+    assert "ns/young" in sim.fw.reservations
+    sim.run_all()
+    assert {p.name for p in sim.bound("young")} == {f"young-{i}" for i in range(3)}
+
+
+def test_priority_beats_age() -> None:
+    sim = cluster(2)
+    sim.add_group(group("old", 2, creation=1.0))
+    sim.add_group(group("urgent", 2, creation=5.0))
+    for i in range(2):
+        sim.add_pod(pod(f"old-{i}", "old", cpu=8000))
+        sim.add_pod(pod(f"urgent-{i}", "urgent", cpu=8000, priority=100))
+    sim.tick()
+    assert list(sim.fw.reservations) == ["ns/urgent"]
+
+
+def test_younger_gang_may_use_capacity_the_older_cannot() -> None:
+    sim = cluster(2, cpu=4000)
+    sim.add_group(group("big", 3, creation=1.0))
+    sim.add_group(group("small", 2, creation=2.0))
+    for i in range(3):
+        sim.add_pod(pod(f"big-{i}", "big", cpu=4000))
+    for i in range(2):
+        sim.add_pod(pod(f"small-{i}", "small", cpu=1000))
+    sim.run_all()
+    assert {p.name for p in sim.bound()} == {"small-0", "small-1"}
+    assert sim.fw.status["ns/big"].reason == INSUFFICIENT_CAPACITY
+    assert "needs 3 × {cpu: 4" in sim.fw.status["ns/big"].message
+
+
+def test_fragmentation_gives_shortfall_not_a_reservation() -> None:
+    sim = SimScheduler()
+    for i, gpus in enumerate((6, 2, 2, 2)):
+        sim.add_node(node(f"n{i}", gpu=gpus))
+    sim.add_group(group("g", 3))
+    pods = [sim.add_pod(pod(f"g-{i}", "g", gpu=4)) for i in range(3)]
+    assert sim.schedule(pods[0].uid) == "rejected"
+    msg = sim.last_filter[pods[0].uid]
+    assert "needs 3 × {" in msg and "nvidia.com/gpu: 4" in msg and "1 fit" in msg
+    assert not sim.fw.reservations
+    small = sim.add_pod(pod("plain", None, gpu=2))
+    assert sim.schedule(small.uid) == "bound"
+
+
+def test_deadline_releases_everything_and_backs_off() -> None:
+    sim = SimScheduler(GangFramework(Config(10, BackoffPolicy(5, 20))))
+    for i in range(2):
+        sim.add_node(node(f"n{i}"))
+    sim.add_group(group("g", 3))
+    pods = [sim.add_pod(pod(f"g-{i}", "g")) for i in range(3)]
+    assert sim.schedule(pods[0].uid) == "held"
+    assert sim.schedule(pods[1].uid) == "held"
+    sim.tick(10.5)
+    assert {uid for uid, _ in sim.failed_binds} == {pods[0].uid, pods[1].uid}
+    assert not sim.bound() and not sim.fw.reservations and not sim.fw.cache.held_nodes
+    assert sim.fw.status["ns/g"].reason == BACKING_OFF
+    assert "backing off 5s" in sim.fw.status["ns/g"].message
+    assert sim.schedule(pods[2].uid) == "rejected"
+    sim.tick(5.1)  # backoff over: planned again, members woken
+    assert "ns/g" in sim.fw.reservations
+    assert ("ns", "g-0") in sim.woken
+    sim.run_all()
+    assert len(sim.bound("g")) == 3
+
+
+def test_backoff_doubles_and_retry_limit_fails_group() -> None:
+    fw = GangFramework(Config(10, BackoffPolicy(5, 8, retry_limit=3)))
+    sim = SimScheduler(fw)
+    sim.add_node(node("n0"))
+    sim.add_group(group("g", 2))
+    pods = [sim.add_pod(pod(f"g-{i}", "g")) for i in range(2)]
+    delays = []
+    for _ in range(3):
+        sim.tick()
+        assert sim.schedule(pods[0].uid) == "held"
+        sim.tick(10.1)
+        delays.append(fw.backoff["ns/g"].until - sim.now)
+        sim.tick(max(delays[-1], 0) + 0.1)
+    assert delays[:2] == [5.0, 8.0]
+    assert fw.status["ns/g"].reason == FAILED
+    assert "retry limit 3 reached" in fw.status["ns/g"].message
+    assert sim.schedule(pods[1].uid) == "rejected"
+    # A changed spec gives the group a fresh start.
+    sim.add_group(dataclasses.replace(group("g", 1), creation=0.0))
+    sim.run_all()
+    assert len(sim.bound("g")) == 2  # the quorum of one, then the elastic extra
+
+
+def test_elastic_group_binds_quorum_together_then_extras_one_by_one() -> None:
+    sim = cluster(5, cpu=1000)
+    sim.add_group(group("g", 4))
+    pods = [sim.add_pod(pod(f"g-{i}", "g", cpu=1000)) for i in range(6)]
+    sim.run_all(rounds=4)
+    bound = sorted(p.name for p in sim.bound())
+    assert len(bound) == 5
+    first_batch_time = sim.bind_log[0][0]
+    assert sum(1 for t, _, _ in sim.bind_log if t == first_batch_time) >= 4
+    assert [p for p in pods if not sim.fw.cache.pods[p.uid].node_name]
+
+
+def test_member_deleted_while_binds_held_fails_its_bind_and_replacement_completes() -> None:
+    sim = cluster()
+    sim.add_group(group("g", 3))
+    pods = [sim.add_pod(pod(f"g-{i}", "g")) for i in range(3)]
+    sim.schedule(pods[0].uid)
+    sim.schedule(pods[1].uid)
+    sim.delete(pods[1].uid)
+    assert (pods[1].uid, "gang ns/g: pod ns/g-1 was deleted") in sim.failed_binds
+    assert not sim.bound()
+    assert sim.schedule(pods[2].uid) == "held"  # 2 of 3 present: still no bind
+    repl = sim.add_pod(pod("g-1b", "g"))
+    assert sim.schedule(repl.uid) == "bound"
+    assert len(sim.bound("g")) == 3
+
+
+def test_node_deleted_under_reservation_moves_the_member() -> None:
+    sim = cluster(3, cpu=2000)
+    sim.add_group(group("g", 2))
+    a, b = (sim.add_pod(pod(f"g-{i}", "g", cpu=2000)) for i in range(2))
+    assert sim.schedule(a.uid) == "held"
+    slot_b = sim.fw.reservations["ns/g"].slots[b.uid].node
+    sim.fw.on_node_deleted(slot_b)
+    sim.drain()
+    assert sim.schedule(b.uid) == "bound"
+    assert slot_b not in {p.node_name for p in sim.bound()}
+
+
+def test_group_deleted_releases_reservation_and_fails_holds() -> None:
+    sim = cluster()
+    sim.add_group(group("g", 2))
+    a, _ = (sim.add_pod(pod(f"g-{i}", "g")) for i in range(2))
+    sim.schedule(a.uid)
+    sim.fw.on_group_deleted("ns/g")
+    sim.drain()
+    assert not sim.fw.reservations and not sim.fw.cache.held_nodes
+    assert sim.failed_binds and "PodGroup ns/g was deleted" in sim.failed_binds[0][1]
+
+
+def test_min_member_lowered_while_held_commits() -> None:
+    sim = cluster()
+    sim.add_group(group("g", 3))
+    pods = [sim.add_pod(pod(f"g-{i}", "g")) for i in range(3)]
+    sim.schedule(pods[0].uid)
+    sim.schedule(pods[1].uid)
+    sim.add_group(group("g", 2))
+    sim.drain()
+    assert len(sim.bound("g")) == 2
+
+
+def test_bind_without_reservation_is_refused() -> None:
+    """After a restart the new process has no reservation: the pod must go round again
+    instead of being bound alone."""
+    sim = cluster()
+    sim.add_group(group("g", 2))
+    a, _ = (sim.add_pod(pod(f"g-{i}", "g")) for i in range(2))
+    d = sim.fw.bind("ns", a.name, a.uid, "n0", sim.now)
+    assert d.kind == "error" and "no reservation holds a slot" in d.message
+    assert not sim.fw.outbox
+
+
+def test_bind_is_idempotent_and_validates() -> None:
+    sim = cluster()
+    p = sim.add_pod(pod("plain"))
+    assert sim.schedule(p.uid) == "bound"
+    where = sim.fw.cache.pods[p.uid].node_name
+    assert sim.fw.bind("ns", "plain", p.uid, where, sim.now).kind == "bound"
+    other = "n1" if where != "n1" else "n2"
+    d = sim.fw.bind("ns", "plain", p.uid, other, sim.now)
+    assert d.kind == "error" and f"already bound to node {where}" in d.message
+    assert sim.fw.bind("ns", "nope", "uid-x", "n0", sim.now).kind == "error"
+    q = sim.add_pod(pod("q"))
+    assert "not known" in sim.fw.bind("ns", "q", q.uid, "ghost", sim.now).message
+    assert "belongs to pod ns/q" in sim.fw.bind("ns", "z", q.uid, "n0", sim.now).message
+
+
+def test_missing_podgroup_names_it() -> None:
+    sim = cluster()
+    p = sim.add_pod(pod("x", "nogroup"))
+    assert sim.schedule(p.uid) == "rejected"
+    assert "PodGroup ns/nogroup not found" in sim.last_filter[p.uid]
+
+
+def test_prioritize_steers_to_slot() -> None:
+    sim = cluster()
+    sim.add_group(group("g", 2))
+    a, _ = (sim.add_pod(pod(f"g-{i}", "g")) for i in range(2))
+    res = sim.fw.filter(a, ["n0", "n1", "n2", "n3"], sim.now)
+    scores = dict(sim.fw.prioritize(a, ["n0", "n1", "n2", "n3"]))
+    assert scores[res.nodes[0]] == 10
+    assert sum(scores.values()) == 10
+
+
+def test_events_and_wakeups_are_emitted_once_per_change() -> None:
+    sim = cluster()
+    sim.add_group(group("g", 2))
+    a, _ = (sim.add_pod(pod(f"g-{i}", "g")) for i in range(2))
+    sim.fw.filter(a, ["n0"], sim.now)
+    out = list(sim.fw.outbox)
+    assert [type(x) for x in out].count(GangEvent) == 1
+    wakes = [x for x in out if isinstance(x, WakePods)]
+    assert len(wakes) == 1 and len(wakes[0].pods) == 2
+    sim.fw.outbox.clear()
+    sim.fw.filter(a, ["n0"], sim.now)
+    sim.tick()
+    assert not [x for x in sim.fw.outbox if isinstance(x, (WakePods, GangEvent))]
+    assert sim.fw.status["ns/g"].reason == RESERVED
+
+
+def test_plain_pods_turned_away_by_holds_are_woken_on_release() -> None:
+    sim = SimScheduler(GangFramework(Config(5)))
+    sim.add_node(node("n0", cpu=2000))
+    sim.add_group(group("g", 2))
+    a, _ = (sim.add_pod(pod(f"g-{i}", "g", cpu=1000)) for i in range(2))
+    sim.schedule(a.uid)
+    plain = sim.add_pod(pod("plain", cpu=1000))
+    assert sim.schedule(plain.uid) == "rejected"
+    sim.tick(6)
+    assert ("ns", "plain") in sim.woken
+
+
+def test_stale_request_copy_does_not_unbind() -> None:
+    sim = cluster()
+    p = sim.add_pod(pod("plain"))
+    sim.schedule(p.uid)
+    stale = dataclasses.replace(sim.fw.cache.pods[p.uid], node_name="")
+    sim.fw.on_pod(stale, sim.now)
+    assert sim.fw.cache.pods[p.uid].node_name
+
+
+def test_commit_emits_one_bind_per_member() -> None:
+    fw = GangFramework()
+    sim = SimScheduler(fw)
+    for i in range(2):
+        sim.add_node(node(f"n{i}"))
+    sim.add_group(group("g", 2))
+    a, b = (sim.add_pod(pod(f"g-{i}", "g")) for i in range(2))
+    fw.filter(a, ["n0", "n1"], sim.now)
+    fw.filter(b, ["n0", "n1"], sim.now)
+    fw.outbox.clear()
+    na = fw.reservations["ns/g"].slots[a.uid].node
+    nb = fw.reservations["ns/g"].slots[b.uid].node
+    assert fw.bind("ns", "g-0", a.uid, na, sim.now).kind == "hold"
+    assert not [x for x in fw.outbox if isinstance(x, BindPod)]
+    assert fw.bind("ns", "g-1", b.uid, nb, sim.now).kind == "hold"
+    binds = [x for x in fw.outbox if isinstance(x, BindPod)]
+    assert sorted(x.name for x in binds) == ["g-0", "g-1"]
+    assert not [x for x in fw.outbox if isinstance(x, FailHeld)]
