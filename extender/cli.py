@@ -1,0 +1,144 @@
+"""Command line: `gang-extender serve` (the extender) and `gang-extender demo`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+from extender.core.framework import Config, GangFramework
+from extender.core.queue import BackoffPolicy
+
+
+def _host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not (0 < int(port) < 65536):
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return host or "127.0.0.1", int(port)
+
+
+def _positive(value: str) -> float:
+    try:
+        f = float(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from exc
+    if f <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value!r}")
+    return f
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gang-extender", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the extender for kube-scheduler")
+    serve.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube)")
+    serve.add_argument("--listen", type=_host_port, default=("127.0.0.1", 8888),
+                       help="HOST:PORT for the extender verbs (default 127.0.0.1:8888)")
+    serve.add_argument("--metrics-listen", type=_host_port, default=None,
+                       help="extra HOST:PORT serving only /metrics, /healthz and /readyz "
+                            "(they are always served on --listen too)")
+    serve.add_argument("--default-timeout", type=_positive, default=60.0,
+                       help="seconds a reservation waits for its quorum to bind when the "
+                            "PodGroup sets no scheduleTimeoutSeconds (default 60)")
+    serve.add_argument("--backoff-base", type=_positive, default=10.0,
+                       help="seconds a gang backs off after its first timeout; doubles each "
+                            "time (default 10)")
+    serve.add_argument("--backoff-cap", type=_positive, default=300.0,
+                       help="longest backoff in seconds (default 300)")
+    serve.add_argument("--backoff-limit", type=int, default=None,
+                       help="timeouts after which the PodGroup is marked Failed "
+                            "(default: retry forever)")
+    serve.add_argument("--bind-hold-limit", type=_positive, default=240.0,
+                       help="longest a single bind request is held, in seconds; keep it below "
+                            "the bind extender entry's httpTimeout (default 240)")
+    serve.add_argument("--scheduler-name", default="gang-scheduler",
+                       help="schedulerName of the gang scheduler profile (default gang-scheduler)")
+    serve.add_argument("--log-level", default="INFO")
+    demo = sub.add_parser("demo", help="replay the two-job deadlock with and without gangs")
+    demo.add_argument("--out", default="demo-out", help="directory for the timeline and chart")
+    return parser
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from extender.informer import Informer
+    from extender.kube import Kube, make_client
+    from extender.metrics import Metrics
+    from extender.runtime import Runtime, RuntimeConfig
+    from extender.server import create_app
+
+    if args.backoff_limit is not None and args.backoff_limit < 1:
+        raise SystemExit("--backoff-limit must be at least 1")
+    policy = BackoffPolicy(args.backoff_base, max(args.backoff_cap, args.backoff_base),
+                           args.backoff_limit)
+    fw = GangFramework(Config(args.default_timeout, policy, args.scheduler_name))
+    kube = Kube(make_client(args.kubeconfig))
+    metrics = Metrics()
+    runtime = Runtime(
+        fw, kube, RuntimeConfig(bind_hold_limit=args.bind_hold_limit),
+        on_event=metrics.on_event,
+        on_wake=metrics.wakeups.inc,
+    )
+    informer = Informer(kube, fw, runtime.clock, runtime.drain)
+    app = create_app(runtime, metrics, ready=informer.synced)
+    host, port = args.listen
+    servers = [uvicorn.Server(uvicorn.Config(
+        app, host=host, port=port, log_level="warning", timeout_keep_alive=120,
+        access_log=False, lifespan="off"))]
+    if args.metrics_listen:
+        mhost, mport = args.metrics_listen
+        servers.append(uvicorn.Server(uvicorn.Config(
+            app, host=mhost, port=mport, log_level="warning", access_log=False,
+            lifespan="off")))
+    log = logging.getLogger("gang-extender")
+    log.info("serving on %s:%d (scheduler %s, default timeout %gs, backoff %gs..%gs, limit %s)",
+             host, port, args.scheduler_name, args.default_timeout, policy.base_seconds,
+             policy.cap_seconds, policy.retry_limit)
+    tasks = [
+        asyncio.create_task(informer.run(), name="informer"),
+        asyncio.create_task(runtime.tick_loop(), name="tick"),
+        asyncio.create_task(runtime.wake_loop(), name="wake"),
+    ]
+    try:
+        await asyncio.gather(*(s.serve() for s in servers))
+    finally:
+        for t in tasks:
+            t.cancel()
+        await kube.http.aclose()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        _configure_logging(args.log_level)
+        loop = asyncio.new_event_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, lambda: [t.cancel() for t in asyncio.all_tasks(loop)])
+        try:
+            loop.run_until_complete(_serve(args))
+        except asyncio.CancelledError:
+            pass
+        finally:
+            loop.close()
+        return 0
+    if args.command == "demo":
+        from extender.demo import run_demo
+
+        return run_demo(args.out)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

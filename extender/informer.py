@@ -1,0 +1,137 @@
+"""List+watch loops that keep the framework's cache current (kube-scheduler's informers).
+
+Each event is converted to core types once, here, so the filter path reads only plain
+data. A relist (start, 410 Gone, dropped watch) replays the full list and deletes what
+vanished, so the cache converges whatever was missed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from extender.core.convert import group_from_k8s, node_from_k8s, pod_from_k8s
+from extender.core.framework import GangFramework
+from extender.kube import PODGROUP_PATH, ApiError, Kube, ResourceExpired
+
+log = logging.getLogger("gang-extender.informer")
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    name: str
+    path: str
+    key: Callable[[dict[str, Any]], str]
+    apply: Callable[[GangFramework, dict[str, Any], float], None]
+    delete: Callable[[GangFramework, str, float], None]
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _apply_node(fw: GangFramework, obj: dict[str, Any], now: float) -> None:
+    fw.on_node(node_from_k8s(obj))
+
+
+def _apply_pod(fw: GangFramework, obj: dict[str, Any], now: float) -> None:
+    fw.on_pod(pod_from_k8s(obj), now)
+
+
+def _apply_group(fw: GangFramework, obj: dict[str, Any], now: float) -> None:
+    fw.on_group(group_from_k8s(obj), now)
+
+
+NODES = Kind(
+    "nodes", "/api/v1/nodes", lambda o: str(_meta(o).get("name", "")), _apply_node,
+    lambda fw, key, now: fw.on_node_deleted(key),
+)
+PODS = Kind(
+    "pods", "/api/v1/pods", lambda o: str(_meta(o).get("uid", "")), _apply_pod,
+    lambda fw, key, now: fw.on_pod_deleted(key),
+)
+GROUPS = Kind(
+    "podgroups",
+    f"{PODGROUP_PATH}/podgroups",
+    lambda o: f"{_meta(o).get('namespace', '')}/{_meta(o).get('name', '')}",
+    _apply_group,
+    lambda fw, key, now: fw.on_group_deleted(key),
+)
+
+
+class Informer:
+    """Runs one list+watch loop per kind; `synced` is set once every kind is listed."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        fw: GangFramework,
+        clock: Callable[[], float],
+        on_change: Callable[[], None],
+        kinds: tuple[Kind, ...] = (NODES, PODS, GROUPS),
+    ) -> None:
+        self.kube = kube
+        self.fw = fw
+        self.clock = clock
+        self.on_change = on_change
+        self.kinds = kinds
+        self.synced = asyncio.Event()
+        self._listed: set[str] = set()
+        self._known: dict[str, set[str]] = {k.name: set() for k in kinds}
+        self.rejected_objects = 0
+
+    async def run(self) -> None:
+        await asyncio.gather(*(self._loop(k) for k in self.kinds))
+
+    def _apply(self, kind: Kind, obj: dict[str, Any]) -> None:
+        try:
+            kind.apply(self.fw, obj, self.clock())
+        except ValueError as exc:
+            # One malformed object must not stop the informer; it is skipped and logged.
+            self.rejected_objects += 1
+            log.warning("ignoring %s %s: %s", kind.name, kind.key(obj), exc)
+            return
+        self._known[kind.name].add(kind.key(obj))
+
+    async def _loop(self, kind: Kind) -> None:
+        delay = 0.5
+        while True:
+            try:
+                items, rv = await self.kube.list(kind.path)
+                seen = {kind.key(o) for o in items}
+                for key in self._known[kind.name] - seen:
+                    kind.delete(self.fw, key, self.clock())
+                self._known[kind.name] = set()
+                for obj in items:
+                    self._apply(kind, obj)
+                self._listed.add(kind.name)
+                if len(self._listed) == len(self.kinds):
+                    self.synced.set()
+                self.on_change()
+                delay = 0.5
+                while True:
+                    async for etype, obj in self.kube.watch(kind.path, rv):
+                        meta = _meta(obj)
+                        if meta.get("resourceVersion"):
+                            rv = str(meta["resourceVersion"])
+                        if etype in ("ADDED", "MODIFIED"):
+                            self._apply(kind, obj)
+                        elif etype == "DELETED":
+                            key = kind.key(obj)
+                            self._known[kind.name].discard(key)
+                            kind.delete(self.fw, key, self.clock())
+                        else:
+                            continue  # BOOKMARK
+                        self.on_change()
+            except ResourceExpired:
+                log.info("%s watch expired; relisting", kind.name)
+            except asyncio.CancelledError:
+                raise
+            except (ApiError, OSError, ValueError, Exception) as exc:  # noqa: BLE001
+                log.warning("%s list/watch failed (%s); retrying in %.1fs", kind.name, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
