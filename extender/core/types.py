@@ -62,6 +62,9 @@ class PodAffinityTerm:
     selector: LabelSelector | None
     topology_key: str
     namespaces: tuple[str, ...] = ()
+    # namespaceSelector: None when absent; an empty LabelSelector selects every
+    # namespace. When set, `namespaces` plus the selected namespaces replace the default.
+    namespace_selector: LabelSelector | None = None
 
 
 @dataclass(slots=True)

@@ -1,0 +1,317 @@
+"""Kubernetes quantities and resource lists, in kube-scheduler's integer units.
+
+Amounts are parsed exactly (as `Fraction`) and rounded up only once, at the end,
+the way kube-scheduler sums `resource.Quantity` values exactly and then takes
+`MilliValue()`/`Value()`: rounding each container separately could make a pod look
+bigger than kube-scheduler thinks it is, and the two would then disagree on fits.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any
+
+from extender.core.types import Resources
+
+__all__ = [
+    "add",
+    "fits",
+    "format_resources",
+    "parse_quantity",
+    "parse_resource_list",
+    "pod_requests",
+    "shortfall",
+    "sub",
+    "to_units",
+]
+
+_DECIMAL_SUFFIX: dict[str, int] = {
+    "n": -9,
+    "u": -6,
+    "m": -3,
+    "": 0,
+    "k": 3,
+    "M": 6,
+    "G": 9,
+    "T": 12,
+    "P": 15,
+    "E": 18,
+}
+_BINARY_SUFFIX: dict[str, int] = {
+    "Ki": 10,
+    "Mi": 20,
+    "Gi": 30,
+    "Ti": 40,
+    "Pi": 50,
+    "Ei": 60,
+}
+# apimachinery's grammar: <sign><digits>[.<digits>] then one of a binary suffix, a
+# decimal suffix, or an exponent. "1E" is one exa, "1E3" is a thousand, "1e" is invalid.
+_QUANTITY = re.compile(
+    r"([+-]?)(\d+\.?\d*|\.\d+)(?:[eE]([+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)",
+    re.ASCII,
+)
+
+# Pod-level requests (PodLevelResources) replace the aggregated container value only
+# for these, as component-helpers' IsSupportedPodLevelResource.
+_POD_LEVEL = ("cpu", "memory")
+_HUGEPAGES = "hugepages-"
+_MEMORY_LIKE = ("memory", "ephemeral-storage")
+
+
+def parse_quantity(s: str | int | float) -> Fraction:
+    """Exact value of a Kubernetes quantity ("100m", "1.5Gi", "1e3", 2, 0.5).
+
+    Floats go through their shortest repr so a JSON `0.1` means one tenth, as it
+    would had it been written as the string "0.1".
+    """
+    if isinstance(s, bool):
+        raise ValueError(f"invalid quantity {s!r}")
+    if isinstance(s, int):
+        return Fraction(s)
+    if isinstance(s, float):
+        if not math.isfinite(s):
+            raise ValueError(f"invalid quantity '{s}'")
+        return Fraction(repr(s))
+    if not isinstance(s, str):
+        raise ValueError(f"invalid quantity {s!r}")
+    return _parse_str(s)
+
+
+@lru_cache(maxsize=4096)
+def _parse_str(s: str) -> Fraction:
+    # Memoized: a cluster spells the same few dozen quantities ("1", "500m", "1Gi")
+    # millions of times over a relist. The function is pure, so the memo is invisible.
+    m = _QUANTITY.fullmatch(s)
+    if m is None:
+        raise ValueError(f"invalid quantity '{s}'")
+    sign, number, exponent, suffix = m.groups()
+    value = Fraction(number)
+    if exponent is not None:
+        value *= Fraction(10) ** int(exponent)
+    elif suffix:
+        if suffix in _BINARY_SUFFIX:
+            value *= 1 << _BINARY_SUFFIX[suffix]
+        else:
+            value *= Fraction(10) ** _DECIMAL_SUFFIX[suffix]
+    return -value if sign == "-" else value
+
+
+def to_units(name: str, q: Fraction | int) -> int:
+    """Integer amount in kube-scheduler's unit for `name`: millicores for cpu
+    (`MilliValue()`), the plain value for everything else (`Value()`); both round up,
+    so a request is never understated."""
+    if name == "cpu":
+        return math.ceil(q * 1000)
+    return math.ceil(q)
+
+
+def parse_resource_list(d: Mapping[str, Any] | None) -> Resources:
+    """A ResourceList (`{"cpu": "500m", ...}`) in integer units. Negative amounts are
+    rejected: the API server never stores them, so one means corrupt input."""
+    if d is None:
+        return {}
+    if not isinstance(d, Mapping):
+        raise ValueError(f"resource list must be an object, got {type(d).__name__}")
+    out: Resources = {}
+    for name, raw in d.items():
+        units = to_units(name, _quantity_for(name, raw))
+        if units < 0:
+            raise ValueError(f"negative quantity '{raw}' for {name}")
+        out[name] = units
+    return out
+
+
+def _quantity_for(name: str, raw: Any) -> Fraction:
+    try:
+        return parse_quantity(raw)
+    except ValueError:
+        raise ValueError(f"invalid quantity '{raw}' for {name}") from None
+
+
+def _exact_list(d: Any, where: str) -> dict[str, Fraction]:
+    if d is None:
+        return {}
+    if not isinstance(d, Mapping):
+        raise ValueError(f"{where} must be an object, got {type(d).__name__}")
+    out: dict[str, Fraction] = {}
+    for name, raw in d.items():
+        q = _quantity_for(name, raw)
+        if q < 0:
+            raise ValueError(f"negative quantity '{raw}' for {name}")
+        out[name] = q
+    return out
+
+
+def _container_requests(c: Any, where: str) -> dict[str, Fraction]:
+    """A container's requests, defaulted from its limits as the API server does
+    (idempotent on objects read back from the API, needed for hand-built ones)."""
+    if not isinstance(c, Mapping):
+        raise ValueError(f"{where} must be an object, got {type(c).__name__}")
+    res = c.get("resources")
+    if res is None:
+        return {}
+    if not isinstance(res, Mapping):
+        raise ValueError(f"{where}.resources must be an object")
+    reqs = _exact_list(res.get("requests"), f"{where}.resources.requests")
+    limits = res.get("limits")
+    if limits:
+        for name, q in _exact_list(limits, f"{where}.resources.limits").items():
+            reqs.setdefault(name, q)
+    return reqs
+
+
+def _containers(spec: Mapping[str, Any], key: str) -> list[Any]:
+    v = spec.get(key)
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise ValueError(f"spec.{key} must be a list, got {type(v).__name__}")
+    return v
+
+
+def _add_exact(into: dict[str, Fraction], more: Mapping[str, Fraction]) -> None:
+    for k, v in more.items():
+        into[k] = into[k] + v if k in into else v
+
+
+def _max_exact(into: dict[str, Fraction], more: Mapping[str, Fraction]) -> None:
+    for k, v in more.items():
+        if k not in into or v > into[k]:
+            into[k] = v
+
+
+def pod_requests(pod_spec: Mapping[str, Any]) -> Resources:
+    """What the pod takes from a node, as kube-scheduler's NodeResourcesFit sees it
+    (component-helpers `PodRequests`, v1.36, without in-place resize status).
+
+    Sidecars (init containers with `restartPolicy: Always`) keep running, so each
+    one adds to the steady-state sum and to every later init step; a regular init
+    container only needs its own requests plus the sidecars started before it. The
+    pod needs the larger of the steady state and the worst init step, per resource,
+    then pod-level requests replace cpu/memory/hugepages, then overhead is added.
+    "pods" is always 1 (the scheduler counts pods, never a requested "pods").
+    """
+    if not isinstance(pod_spec, Mapping):
+        raise ValueError(f"pod spec must be an object, got {type(pod_spec).__name__}")
+    total: dict[str, Fraction] = {}
+    for i, c in enumerate(_containers(pod_spec, "containers")):
+        _add_exact(total, _container_requests(c, f"spec.containers[{i}]"))
+
+    init_containers = _containers(pod_spec, "initContainers")
+    if init_containers:
+        sidecars: dict[str, Fraction] = {}
+        init_max: dict[str, Fraction] = {}
+        for i, c in enumerate(init_containers):
+            reqs = _container_requests(c, f"spec.initContainers[{i}]")
+            if c.get("restartPolicy") == "Always":
+                _add_exact(total, reqs)
+                _add_exact(sidecars, reqs)
+                step = sidecars
+            else:
+                step = dict(reqs)
+                _add_exact(step, sidecars)
+            _max_exact(init_max, step)
+        _max_exact(total, init_max)
+
+    pod_res = pod_spec.get("resources")
+    if pod_res is not None:
+        if not isinstance(pod_res, Mapping):
+            raise ValueError("spec.resources must be an object")
+        pod_level = _exact_list(pod_res.get("requests"), "spec.resources.requests")
+        for name, q in pod_level.items():
+            if name in _POD_LEVEL or name.startswith(_HUGEPAGES):
+                total[name] = q
+
+    overhead = pod_spec.get("overhead")
+    if overhead is not None:
+        _add_exact(total, _exact_list(overhead, "spec.overhead"))
+
+    out: Resources = {}
+    for name, q in total.items():
+        if name == "pods":
+            continue
+        units = to_units(name, q)
+        if units > 0:
+            out[name] = units
+    out["pods"] = 1
+    return out
+
+
+# ----- arithmetic ---------------------------------------------------------------------
+
+
+def add(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
+    """a + b per resource, as a new dict."""
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + v
+    return out
+
+
+def sub(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
+    """a - b per resource, as a new dict; may go negative (an over-committed node
+    must stay visible as such, not be clamped into looking empty)."""
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) - v
+    return out
+
+
+def fits(req: Mapping[str, int], free: Mapping[str, int]) -> bool:
+    """Whether every requested amount is available. Zero requests fit anywhere, as in
+    NodeResourcesFit, even for a resource the node does not have."""
+    for k, v in req.items():  # noqa: SIM110 - a plain loop is cheaper on the filter path
+        if v > 0 and v > free.get(k, 0):
+            return False
+    return True
+
+
+def shortfall(req: Mapping[str, int], free: Mapping[str, int]) -> dict[str, int]:
+    """How much of each resource is missing for `req` to fit (only those missing)."""
+    out: dict[str, int] = {}
+    for k, v in req.items():
+        if v > 0:
+            missing = v - free.get(k, 0)
+            if missing > 0:
+                out[k] = missing
+    return out
+
+
+# ----- messages -----------------------------------------------------------------------
+
+
+def _is_memory_like(name: str) -> bool:
+    return name in _MEMORY_LIKE or name.startswith(_HUGEPAGES)
+
+
+def format_amount(name: str, v: int) -> str:
+    """One amount the way a manifest would spell it, so a user can compare the message
+    with what they wrote: cpu as "500m"/"2", bytes in the largest exact binary unit."""
+    if name == "cpu":
+        return str(v // 1000) if v % 1000 == 0 else f"{v}m"
+    if _is_memory_like(name) and v != 0:
+        for suffix, shift in reversed(_BINARY_SUFFIX.items()):
+            if v % (1 << shift) == 0:
+                return f"{v >> shift}{suffix}"
+    return str(v)
+
+
+def _order(name: str) -> tuple[int, str]:
+    return ({"cpu": 0, "memory": 1}.get(name, 2), name)
+
+
+def format_resources(r: Mapping[str, int], skip_pods: bool = True) -> str:
+    """`{cpu: 1, memory: 316Mi, nvidia.com/gpu: 4}`: cpu and memory first, then by
+    name. "pods" is skipped by default: every pod requests exactly one, so it only
+    adds noise to a message about what did not fit."""
+    parts = [
+        f"{name}: {format_amount(name, v)}"
+        for name, v in sorted(r.items(), key=lambda kv: _order(kv[0]))
+        if not (skip_pods and name == "pods")
+    ]
+    return "{" + ", ".join(parts) + "}"
