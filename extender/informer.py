@@ -131,7 +131,7 @@ class Informer:
                 log.info("%s watch expired; relisting", kind.name)
             except asyncio.CancelledError:
                 raise
-            except (ApiError, OSError, ValueError, Exception) as exc:  # noqa: BLE001
+            except (ApiError, OSError, ValueError, Exception) as exc:
                 log.warning("%s list/watch failed (%s); retrying in %.1fs", kind.name, exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)

@@ -41,12 +41,18 @@ class ResourceExpired(Exception):
 def _load(kubeconfig: str | None) -> k8s_client.Configuration:
     cfg = k8s_client.Configuration()
     if kubeconfig:
-        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, client_configuration=cfg
+        )
     else:
         try:
-            k8s_config.load_incluster_config(client_configuration=cfg)
+            k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=cfg
+            )
         except k8s_config.ConfigException:
-            k8s_config.load_kube_config(client_configuration=cfg)
+            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                client_configuration=cfg
+            )
     return cfg
 
 
@@ -64,7 +70,8 @@ def make_client(kubeconfig: str | None, timeout: float = 30.0) -> httpx.AsyncCli
     token = cfg.api_key.get("authorization") or cfg.api_key.get("BearerToken")
     if token:
         prefix = cfg.api_key_prefix.get("authorization", "")
-        headers["Authorization"] = token if token.startswith("Bearer") else f"{prefix} {token}".strip()
+        bearer = token if token.startswith("Bearer") else f"{prefix} {token}".strip()
+        headers["Authorization"] = bearer
     limits = httpx.Limits(max_connections=64, max_keepalive_connections=32)
     return httpx.AsyncClient(
         base_url=cfg.host,

@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from extender.core.framework import (
     BindPod,
@@ -89,8 +90,8 @@ class Runtime:
                 if self.on_event is not None:
                     self.on_event(action)
 
-    def _spawn(self, coro: object) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -124,7 +125,7 @@ class Runtime:
             return f"binding pod {namespace}/{name} to node {node} failed: {exc}"
         except OSError as exc:
             return f"binding pod {namespace}/{name} to node {node} failed: {exc}"
-        except Exception as exc:  # noqa: BLE001 - httpx transport errors and the like
+        except Exception as exc:
             return f"binding pod {namespace}/{name} to node {node} failed: {exc!r}"
 
     async def _bind(self, action: BindPod) -> None:
@@ -241,5 +242,5 @@ class Runtime:
         except ApiError as exc:
             if exc.status != 404:
                 log.warning("wake-up of pod %s/%s failed: %s", namespace, name, exc)
-        except Exception as exc:  # noqa: BLE001 - a failed wake-up only delays the pod
+        except Exception as exc:
             log.warning("wake-up of pod %s/%s failed: %r", namespace, name, exc)

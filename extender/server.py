@@ -92,7 +92,8 @@ def create_app(
         body["Error"] = result.error
         observe("filter", start, "ok" if result.nodes else "rejected")
         if not result.nodes and result.unresolvable:
-            log.info("filter pod=%s rejected: %s", pod.key, next(iter(result.unresolvable.values())))
+            reason = next(iter(result.unresolvable.values()))
+            log.info("filter pod=%s rejected: %s", pod.key, reason)
         return _json(body)
 
     @app.post("/prioritize")

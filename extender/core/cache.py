@@ -38,7 +38,7 @@ class PodsOnNode(Mapping[str, list[PodInfo]]):
             raise KeyError(node)
         return [*(bound or {}).values(), *(held or {}).values()]
 
-    def get(self, node: str, default: object = None) -> list[PodInfo]:  # type: ignore[override]
+    def get(self, node: str, default: object = None) -> list[PodInfo]:
         return [*self._bound.get(node, {}).values(), *self._held.get(node, {}).values()]
 
     def __iter__(self) -> Iterator[str]:

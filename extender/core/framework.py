@@ -127,7 +127,7 @@ class BindDecision:
 @dataclass(frozen=True, slots=True)
 class Config:
     default_timeout_seconds: float = 60.0
-    backoff: BackoffPolicy = BackoffPolicy()
+    backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
     scheduler_name: str = "gang-scheduler"
 
 

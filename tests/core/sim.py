@@ -24,7 +24,9 @@ from extender.core.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo, Resou
 _uid = itertools.count()
 
 
-def node(name: str, cpu: int = 8000, memory: int = 32 << 30, gpu: int = 0, **kw: object) -> NodeInfo:
+def node(
+    name: str, cpu: int = 8000, memory: int = 32 << 30, gpu: int = 0, **kw: object
+) -> NodeInfo:
     alloc: Resources = {"cpu": cpu, "memory": memory, "pods": 110}
     if gpu:
         alloc["nvidia.com/gpu"] = gpu

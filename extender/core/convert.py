@@ -1,0 +1,322 @@
+"""Kubernetes JSON (as the API or a watch returns it) to the core's plain types.
+
+Runs once per watch event, so the filter path never walks raw objects. Input is
+untrusted: anything malformed raises `ValueError` naming the object and the field
+("pod ml/trainer-0: invalid quantity 'abc' for cpu"), never another exception type,
+so an adapter can log and skip one bad object without a catch-all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from extender.core.resources import parse_resource_list, pod_requests
+from extender.core.types import (
+    GroupInfo,
+    LabelSelector,
+    NodeInfo,
+    NodeSelectorTerm,
+    PodAffinityTerm,
+    PodInfo,
+    Requirement,
+    Taint,
+    Toleration,
+)
+
+__all__ = ["group_from_k8s", "node_from_k8s", "parse_time", "pod_from_k8s"]
+
+_EMPTY: Mapping[str, Any] = {}
+_NODE_SELECTOR_OPS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+_LABEL_SELECTOR_OPS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+_T = TypeVar("_T")
+
+
+# ----- typed accessors: wrong shapes become ValueError with the field path -----------
+
+
+def _obj(v: Any, where: str) -> Mapping[str, Any]:
+    if v is None:
+        return _EMPTY
+    if not isinstance(v, Mapping):
+        raise ValueError(f"{where} must be an object, got {type(v).__name__}")
+    return v
+
+
+def _list(v: Any, where: str) -> list[Any]:
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise ValueError(f"{where} must be a list, got {type(v).__name__}")
+    return v
+
+
+def _str(v: Any, where: str, default: str = "") -> str:
+    if v is None:
+        return default
+    if not isinstance(v, str):
+        raise ValueError(f"{where} must be a string, got {type(v).__name__}")
+    return v
+
+
+def _int(v: Any, where: str, default: int) -> int:
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"{where} must be an integer, got {v!r}")
+    return v
+
+
+def _str_map(v: Any, where: str) -> dict[str, str]:
+    m = _obj(v, where)
+    for k, val in m.items():
+        if not isinstance(k, str) or not isinstance(val, str):
+            raise ValueError(f"{where} must map strings to strings, got {k!r}: {val!r}")
+    return dict(m)
+
+
+def parse_time(v: Any, where: str = "timestamp") -> float:
+    """RFC 3339 ("2026-11-22T07:14:48Z", fractional seconds and offsets allowed) to
+    epoch seconds; absent is 0.0 (the oldest possible, so ordering stays total)."""
+    if v is None or v == "":
+        return 0.0
+    if not isinstance(v, str):
+        raise ValueError(f"{where} must be an RFC 3339 string, got {v!r}")
+    try:
+        t = datetime.fromisoformat(v)
+    except ValueError:
+        raise ValueError(f"{where}: invalid RFC 3339 time {v!r}") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    return t.timestamp()
+
+
+def _guarded(kind: str, obj: Any, build: Callable[[Mapping[str, Any], str], _T]) -> _T:
+    """Run `build` with the object's name for messages, turning every failure into a
+    ValueError prefixed with "<kind> <ns>/<name>: "."""
+    ident = kind
+    try:
+        if not isinstance(obj, Mapping):
+            raise ValueError(f"expected an object, got {type(obj).__name__}")
+        meta = obj.get("metadata")
+        if isinstance(meta, Mapping):
+            name, ns = meta.get("name"), meta.get("namespace")
+            if isinstance(name, str):
+                ident = f"{kind} {ns}/{name}" if isinstance(ns, str) and ns else f"{kind} {name}"
+        return build(obj, ident)
+    except ValueError as e:
+        raise ValueError(f"{ident}: {e}") from None
+    except (TypeError, AttributeError, KeyError, IndexError, OverflowError) as e:
+        raise ValueError(f"{ident}: malformed object ({type(e).__name__}: {e})") from None
+
+
+# ----- selectors ----------------------------------------------------------------------
+
+
+def _requirement(v: Any, where: str, ops: frozenset[str]) -> Requirement:
+    r = _obj(v, where)
+    op = _str(r.get("operator"), f"{where}.operator")
+    if op not in ops:
+        raise ValueError(f"{where}.operator: unknown operator {op!r}")
+    values = tuple(_str(x, f"{where}.values") for x in _list(r.get("values"), f"{where}.values"))
+    return Requirement(_str(r.get("key"), f"{where}.key"), op, values)
+
+
+def _node_selector_terms(v: Any, where: str) -> tuple[NodeSelectorTerm, ...]:
+    terms = []
+    for i, raw in enumerate(_list(_obj(v, where).get("nodeSelectorTerms"), where)):
+        w = f"{where}.nodeSelectorTerms[{i}]"
+        t = _obj(raw, w)
+        terms.append(
+            NodeSelectorTerm(
+                tuple(
+                    _requirement(x, f"{w}.matchExpressions[{j}]", _NODE_SELECTOR_OPS)
+                    for j, x in enumerate(_list(t.get("matchExpressions"), w))
+                ),
+                tuple(
+                    _requirement(x, f"{w}.matchFields[{j}]", _NODE_SELECTOR_OPS)
+                    for j, x in enumerate(_list(t.get("matchFields"), w))
+                ),
+            )
+        )
+    return tuple(terms)
+
+
+def _label_selector(v: Any, where: str) -> LabelSelector | None:
+    if v is None:
+        return None
+    s = _obj(v, where)
+    return LabelSelector(
+        tuple(sorted(_str_map(s.get("matchLabels"), f"{where}.matchLabels").items())),
+        tuple(
+            _requirement(x, f"{where}.matchExpressions[{j}]", _LABEL_SELECTOR_OPS)
+            for j, x in enumerate(_list(s.get("matchExpressions"), where))
+        ),
+    )
+
+
+def _affinity_term(v: Any, where: str) -> PodAffinityTerm:
+    # matchLabelKeys/mismatchLabelKeys need no handling: the API server merges them
+    # into labelSelector when the pod is created.
+    t = _obj(v, where)
+    return PodAffinityTerm(
+        selector=_label_selector(t.get("labelSelector"), f"{where}.labelSelector"),
+        topology_key=_str(t.get("topologyKey"), f"{where}.topologyKey"),
+        namespaces=tuple(_str(x, f"{where}.namespaces") for x in _list(t.get("namespaces"), where)),
+        namespace_selector=_label_selector(
+            t.get("namespaceSelector"), f"{where}.namespaceSelector"
+        ),
+    )
+
+
+def _toleration(v: Any, where: str) -> Toleration:
+    t = _obj(v, where)
+    return Toleration(
+        key=_str(t.get("key"), f"{where}.key"),
+        operator=_str(t.get("operator"), f"{where}.operator") or "Equal",
+        value=_str(t.get("value"), f"{where}.value"),
+        effect=_str(t.get("effect"), f"{where}.effect"),
+    )
+
+
+# ----- pods ---------------------------------------------------------------------------
+
+
+def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
+    meta = _obj(obj.get("metadata"), "metadata")
+    spec = _obj(obj.get("spec"), "spec")
+    status = _obj(obj.get("status"), "status")
+
+    name = _str(meta.get("name"), "metadata.name")
+    if not name:
+        raise ValueError("metadata.name is missing")
+    uid = _str(meta.get("uid"), "metadata.uid")
+    if not uid:
+        raise ValueError("metadata.uid is missing")
+
+    affinity = _obj(spec.get("affinity"), "spec.affinity")
+    required_node_affinity: tuple[NodeSelectorTerm, ...] | None = None
+    node_aff = _obj(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    req_node = node_aff.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if req_node is not None:
+        required_node_affinity = _node_selector_terms(
+            req_node, "spec.affinity.nodeAffinity.required"
+        )
+    anti = _obj(affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity")
+    w = "spec.affinity.podAntiAffinity.required"
+    anti_terms = tuple(
+        _affinity_term(x, f"{w}[{i}]")
+        for i, x in enumerate(_list(anti.get("requiredDuringSchedulingIgnoredDuringExecution"), w))
+    )
+
+    return PodInfo(
+        uid=uid,
+        namespace=_str(meta.get("namespace"), "metadata.namespace", "default"),
+        name=name,
+        requests=pod_requests(spec),
+        labels=_str_map(meta.get("labels"), "metadata.labels"),
+        priority=_int(spec.get("priority"), "spec.priority", 0),
+        node_name=_str(spec.get("nodeName"), "spec.nodeName"),
+        phase=_str(status.get("phase"), "status.phase", "Pending") or "Pending",
+        deleting=meta.get("deletionTimestamp") is not None,
+        gated=bool(_list(spec.get("schedulingGates"), "spec.schedulingGates")),
+        scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName", "default-scheduler")
+        or "default-scheduler",
+        creation=parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        node_selector=_str_map(spec.get("nodeSelector"), "spec.nodeSelector"),
+        required_node_affinity=required_node_affinity,
+        tolerations=tuple(
+            _toleration(x, f"spec.tolerations[{i}]")
+            for i, x in enumerate(_list(spec.get("tolerations"), "spec.tolerations"))
+        ),
+        required_anti_affinity=anti_terms,
+    )
+
+
+def pod_from_k8s(obj: Any) -> PodInfo:
+    """A Pod object to `PodInfo`, requests computed as kube-scheduler does."""
+    return _guarded("pod", obj, _build_pod)
+
+
+# ----- nodes --------------------------------------------------------------------------
+
+
+def _build_node(obj: Mapping[str, Any], _ident: str) -> NodeInfo:
+    meta = _obj(obj.get("metadata"), "metadata")
+    spec = _obj(obj.get("spec"), "spec")
+    status = _obj(obj.get("status"), "status")
+    name = _str(meta.get("name"), "metadata.name")
+    if not name:
+        raise ValueError("metadata.name is missing")
+    # kube-scheduler uses allocatable; capacity only stands in for a node whose
+    # kubelet has not reported allocatable yet.
+    raw = status.get("allocatable") or status.get("capacity")
+    taints = []
+    for i, t in enumerate(_list(spec.get("taints"), "spec.taints")):
+        w = f"spec.taints[{i}]"
+        tm = _obj(t, w)
+        taints.append(
+            Taint(
+                _str(tm.get("key"), f"{w}.key"),
+                _str(tm.get("value"), f"{w}.value"),
+                _str(tm.get("effect"), f"{w}.effect"),
+            )
+        )
+    unschedulable = spec.get("unschedulable")
+    if unschedulable is not None and not isinstance(unschedulable, bool):
+        raise ValueError(f"spec.unschedulable must be a boolean, got {unschedulable!r}")
+    return NodeInfo(
+        name=name,
+        allocatable=parse_resource_list(_obj(raw, "status.allocatable")),
+        labels=_str_map(meta.get("labels"), "metadata.labels"),
+        taints=tuple(taints),
+        unschedulable=bool(unschedulable),
+    )
+
+
+def node_from_k8s(obj: Any) -> NodeInfo:
+    """A Node object to `NodeInfo`."""
+    return _guarded("node", obj, _build_node)
+
+
+# ----- PodGroups ----------------------------------------------------------------------
+
+
+def _build_group(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
+    meta = _obj(obj.get("metadata"), "metadata")
+    spec = _obj(obj.get("spec"), "spec")
+    name = _str(meta.get("name"), "metadata.name")
+    if not name:
+        raise ValueError("metadata.name is missing")
+    min_member = _int(spec.get("minMember"), "spec.minMember", 1)
+    if min_member < 0:
+        raise ValueError(f"spec.minMember must be >= 1, got {min_member}")
+    timeout = spec.get("scheduleTimeoutSeconds")
+    if timeout is not None:
+        timeout = _int(timeout, "spec.scheduleTimeoutSeconds", 0)
+        if timeout < 0:
+            raise ValueError(f"spec.scheduleTimeoutSeconds must be >= 0, got {timeout}")
+    min_resources = parse_resource_list(_obj(spec.get("minResources"), "spec.minResources"))
+    return GroupInfo(
+        namespace=_str(meta.get("namespace"), "metadata.namespace", "default"),
+        name=name,
+        # 0 and 1 mean the same thing: a bound member is already a quorum of one.
+        min_member=max(min_member, 1),
+        uid=_str(meta.get("uid"), "metadata.uid"),
+        creation=parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        min_resources=min_resources or None,
+        # 0 would expire every reservation at once; treat it as "not set".
+        schedule_timeout_seconds=timeout or None,
+    )
+
+
+def group_from_k8s(obj: Any) -> GroupInfo:
+    """A PodGroup (scheduling.x-k8s.io/v1alpha1) to `GroupInfo`.
+
+    minMember: absent or 0 becomes 1 (scheduler-plugins lets 0 through, and a group
+    of "at least none" behaves exactly like one of at least one: each member may
+    bind alone); negative is rejected. scheduleTimeoutSeconds: absent or 0 means
+    "use the extender's default"; negative is rejected. An empty minResources is None.
+    """
+    return _guarded("podgroup", obj, _build_group)

@@ -1,0 +1,270 @@
+"""The HTTP layer against bodies captured from a real kube-scheduler (shared/wire-samples).
+
+Runs the ASGI app in-process (no network, no API server): the framework is fed the
+sample's nodes directly, and bindings go to a recording stand-in for the API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from extender.core.convert import node_from_k8s, pod_from_k8s
+from extender.core.framework import GangFramework
+from extender.core.types import GroupInfo, NodeInfo
+from extender.kube import ApiError
+from extender.runtime import Runtime, RuntimeConfig
+from extender.server import create_app
+
+SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "wire-samples"
+if not SAMPLES.is_dir():  # CI clones main with shared/ beside it
+    SAMPLES = Path(__file__).resolve().parents[1] / ".." / "shared" / "wire-samples"
+
+
+def sample(name: str) -> Any:
+    return json.loads((SAMPLES / name).read_text())
+
+
+class RecordingKube:
+    """Answers Binding POSTs like the API server would, and records them."""
+
+    def __init__(self) -> None:
+        self.bindings: list[tuple[str, str, str, str]] = []
+        self.fail_with: ApiError | None = None
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.bindings.append((namespace, name, uid, node))
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+    async def merge_patch(self, path: str, patch: dict[str, Any]) -> None:
+        self.patches.append((path, patch))
+
+
+def fake_nodes(fw: GangFramework, names: list[str]) -> None:
+    for name in names:
+        fw.on_node(NodeInfo(name, {"cpu": 8000, "memory": 32 << 30, "pods": 110,
+                                   "nvidia.com/gpu": 8}, {"kubernetes.io/hostname": name}))
+
+
+@pytest.fixture
+def env() -> tuple[GangFramework, RecordingKube, httpx.AsyncClient]:
+    fw = GangFramework()
+    kube = RecordingKube()
+    runtime = Runtime(fw, kube, RuntimeConfig(bind_hold_limit=5))  # type: ignore[arg-type]
+    app = create_app(runtime)
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
+    return fw, kube, client
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_filter_prioritize_bind_with_node_names(env: Any) -> None:
+    fw, kube, client = env
+    req = sample("nodecachecapable-true.filter.request.json")
+    fake_nodes(fw, req["NodeNames"])
+
+    async def go() -> None:
+        r = await client.post("/filter", json=req)
+        assert r.status_code == 200
+        body = r.json()
+        assert set(body) == {"NodeNames", "Nodes", "FailedNodes", "FailedAndUnresolvableNodes",
+                             "Error"}
+        assert body["NodeNames"] == req["NodeNames"] and body["Nodes"] is None
+        assert body["Error"] == ""
+        r = await client.post("/prioritize",
+                              json=sample("nodecachecapable-true.prioritize.request.json"))
+        assert r.status_code == 200
+        scores = r.json()
+        assert [s["Host"] for s in scores] == req["NodeNames"]
+        assert all(type(s["Score"]) is int for s in scores)
+        r = await client.post("/bind", json=sample("nodecachecapable-true.bind.request.json"))
+        assert r.status_code == 200 and r.json() == {"Error": ""}
+
+    run(go())
+    bind = sample("nodecachecapable-true.bind.request.json")
+    assert kube.bindings == [(bind["PodNamespace"], bind["PodName"], bind["PodUID"], bind["Node"])]
+    assert fw.cache.pods[bind["PodUID"]].node_name == bind["Node"]
+
+
+def test_filter_with_full_node_objects_returns_node_objects(env: Any) -> None:
+    """nodeCacheCapable=false: kube-scheduler ignores NodeNames in the reply."""
+    fw, _, client = env
+    req = sample("nodecachecapable-false.filter.request.json")
+    for item in req["Nodes"]["items"]:
+        fw.on_node(node_from_k8s(item))
+
+    async def go() -> dict[str, Any]:
+        r = await client.post("/filter", json=req)
+        return r.json()  # type: ignore[no-any-return]
+
+    body = run(go())
+    assert body["NodeNames"] is None
+    names = [n["metadata"]["name"] for n in body["Nodes"]["items"]]
+    assert names == [n["metadata"]["name"] for n in req["Nodes"]["items"]]
+    assert body["Nodes"]["items"][0] == req["Nodes"]["items"][0]
+
+
+def test_gang_member_rejected_as_unresolvable_with_reason(env: Any) -> None:
+    fw, _, client = env
+    req = sample("nodecachecapable-true.filter.request.json")
+    req["Pod"]["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = "trainer"
+    fake_nodes(fw, req["NodeNames"])
+    fw.on_group(GroupInfo("default", "trainer", 4, uid="u1"), 0.0)
+
+    async def go() -> dict[str, Any]:
+        return (await client.post("/filter", json=req)).json()  # type: ignore[no-any-return]
+
+    body = run(go())
+    assert body["NodeNames"] == []
+    assert body["FailedNodes"] == {}
+    assert set(body["FailedAndUnresolvableNodes"]) == set(req["NodeNames"])
+    assert set(body["FailedAndUnresolvableNodes"].values()) == {
+        "gang default/trainer: 1 of 4 members exist"
+    }
+
+
+def test_gang_binds_are_held_until_quorum_then_all_bound(env: Any) -> None:
+    fw, kube, client = env
+    base = sample("nodecachecapable-true.filter.request.json")
+    fake_nodes(fw, base["NodeNames"])
+    fw.on_group(GroupInfo("default", "pair", 2, uid="u1"), 0.0)
+    pods = []
+    for i in range(2):
+        p = json.loads(json.dumps(base["Pod"]))
+        p["metadata"].update(name=f"pair-{i}", uid=f"uid-pair-{i}")
+        p["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = "pair"
+        pods.append(p)
+        fw.on_pod(pod_from_k8s(p), 0.0)
+
+    async def go() -> list[Any]:
+        chosen = []
+        for p in pods:
+            r = await client.post("/filter", json={"Pod": p, "Nodes": None,
+                                                   "NodeNames": base["NodeNames"]})
+            chosen.append(r.json()["NodeNames"][0])
+        first = asyncio.create_task(client.post("/bind", json={
+            "PodName": "pair-0", "PodNamespace": "default", "PodUID": "uid-pair-0",
+            "Node": chosen[0]}))
+        await asyncio.sleep(0.2)
+        assert not first.done() and kube.bindings == []  # held, nothing bound
+        second = await client.post("/bind", json={
+            "PodName": "pair-1", "PodNamespace": "default", "PodUID": "uid-pair-1",
+            "Node": chosen[1]})
+        return [(await first).json(), second.json()]
+
+    assert run(go()) == [{"Error": ""}, {"Error": ""}]
+    assert sorted(b[1] for b in kube.bindings) == ["pair-0", "pair-1"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "needle"),
+    [
+        ("/filter", b"{not json", "malformed JSON"),
+        ("/filter", b"", "empty body"),
+        ("/filter", b"[]", "invalid request"),
+        ("/filter", b'{"Pod": 3}', "Pod"),
+        ("/filter", b'{"Pod": {"metadata": {"name": "x"}}, "NodeNames": ["n"]}', "invalid"),
+        ("/filter", b'{"Pod": {}, "NodeNames": "n1"}', "NodeNames"),
+        ("/bind", b'{"PodName": "x"}', "PodNamespace"),
+        ("/bind", b'{"PodName": "", "PodNamespace": "d", "PodUID": "u", "Node": "n"}', "PodName"),
+        ("/bind", b"\xff\xfe", "invalid request"),
+    ],
+)
+def test_bad_input_gets_a_clear_error_and_changes_nothing(
+    env: Any, path: str, body: bytes, needle: str
+) -> None:
+    fw, kube, client = env
+    fake_nodes(fw, ["n1"])
+    before = (dict(fw.cache.pods), dict(fw.reservations), dict(fw.held))
+
+    async def go() -> httpx.Response:
+        return await client.post(path, content=body, headers={"Content-Type": "application/json"})
+
+    r = run(go())
+    assert r.status_code == 200
+    assert needle in r.json()["Error"]
+    assert (dict(fw.cache.pods), dict(fw.reservations), dict(fw.held)) == before
+    assert kube.bindings == []
+
+
+def test_prioritize_bad_input_is_a_400_with_reason(env: Any) -> None:
+    _, _, client = env
+
+    async def go() -> httpx.Response:
+        return await client.post("/prioritize", content=b"{")
+
+    r = run(go())
+    assert r.status_code == 400 and "malformed JSON" in r.json()["Error"]
+
+
+def test_bind_unknown_pod_and_pod_bound_elsewhere(env: Any) -> None:
+    fw, kube, client = env
+    req = sample("nodecachecapable-true.filter.request.json")
+    fake_nodes(fw, req["NodeNames"])
+    pod = pod_from_k8s(req["Pod"])
+    fw.on_pod(pod, 0.0)
+
+    async def go() -> list[dict[str, Any]]:
+        out = []
+        for body in (
+            {"PodName": "ghost", "PodNamespace": "default", "PodUID": "nope",
+             "Node": "fake-node-0"},
+            {"PodName": pod.name, "PodNamespace": "default", "PodUID": pod.uid, "Node": "ghost"},
+        ):
+            out.append((await client.post("/bind", json=body)).json())
+        return out
+
+    unknown_pod, unknown_node = run(go())
+    assert "is not known" in unknown_pod["Error"]
+    assert "node ghost is not known" in unknown_node["Error"]
+    import dataclasses
+
+    fw.on_pod(dataclasses.replace(pod, node_name="fake-node-1"), 0.0)
+
+    async def again() -> dict[str, Any]:
+        return (await client.post("/bind", json={  # type: ignore[no-any-return]
+            "PodName": pod.name, "PodNamespace": "default", "PodUID": pod.uid,
+            "Node": "fake-node-2"})).json()
+
+    assert "already bound to node fake-node-1" in run(again())["Error"]
+    assert kube.bindings == []
+
+
+def test_api_rejection_of_binding_is_reported(env: Any) -> None:
+    fw, kube, client = env
+    req = sample("nodecachecapable-true.filter.request.json")
+    fake_nodes(fw, req["NodeNames"])
+    fw.on_pod(pod_from_k8s(req["Pod"]), 0.0)
+    kube.fail_with = ApiError(409, "Conflict", "Operation cannot be fulfilled: UID mismatch")
+
+    async def go() -> dict[str, Any]:
+        return (await client.post(  # type: ignore[no-any-return]
+            "/bind", json=sample("nodecachecapable-true.bind.request.json"))).json()
+
+    err = run(go())["Error"]
+    assert "UID mismatch" in err and "gang-0" in err
+    assert not fw.cache.pods[req["Pod"]["metadata"]["uid"]].node_name
+
+
+def test_health_ready_metrics_debug(env: Any) -> None:
+    _, _, client = env
+
+    async def go() -> list[httpx.Response]:
+        return [await client.get(p) for p in ("/healthz", "/readyz", "/metrics", "/debug/gangs")]
+
+    health, ready, metrics, debug = run(go())
+    assert health.text == "ok" and ready.status_code == 200
+    assert "gang_extender_verb_duration_seconds" in metrics.text
+    assert set(debug.json()) >= {"queue", "reservations", "heldBinds"}
