@@ -1,0 +1,456 @@
+"""Kubernetes JSON to core types, on objects captured from a real kube-scheduler."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from extender.core.convert import group_from_k8s, node_from_k8s, parse_time, pod_from_k8s
+from extender.core.types import (
+    LabelSelector,
+    NodeSelectorTerm,
+    PodAffinityTerm,
+    Requirement,
+    Taint,
+    Toleration,
+)
+
+SAMPLES = Path("/work/shared/wire-samples")
+Gi = 1 << 30
+
+
+def load(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((SAMPLES / name).read_text())
+    return data
+
+
+@pytest.fixture
+def pod_obj() -> dict[str, Any]:
+    return copy.deepcopy(load("nodecachecapable-true.filter.request.json")["Pod"])
+
+
+@pytest.fixture
+def node_objs() -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = load("nodecachecapable-false.filter.request.json")["Nodes"][
+        "items"
+    ]
+    return copy.deepcopy(items)
+
+
+# ----- pods ---------------------------------------------------------------------------
+
+
+def test_real_pod(pod_obj: dict[str, Any]) -> None:
+    p = pod_from_k8s(pod_obj)
+    assert p.uid == "b23da728-af8f-4a42-8ae4-c70818285f1a"
+    assert p.key == "default/gang-0"
+    assert p.requests == {"cpu": 1000, "memory": Gi, "nvidia.com/gpu": 1, "pods": 1}
+    assert p.labels == {"app": "wire", "gang": "g1"}
+    assert p.priority == 0
+    assert p.node_name == ""
+    assert p.phase == "Pending"
+    assert p.scheduler_name == "gang-scheduler"
+    assert p.creation == 1795331688.0  # 2026-11-22T07:14:48Z
+    assert not p.deleting and not p.gated
+    assert p.node_selector == {}
+    assert p.required_node_affinity is None
+    assert p.tolerations == (
+        Toleration("node.kubernetes.io/not-ready", "Exists", "", "NoExecute"),
+        Toleration("node.kubernetes.io/unreachable", "Exists", "", "NoExecute"),
+    )
+    assert p.required_anti_affinity == ()
+    assert p.group is None
+
+
+def test_pod_state_fields(pod_obj: dict[str, Any]) -> None:
+    pod_obj["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = "trainer"
+    pod_obj["metadata"]["deletionTimestamp"] = "2026-11-22T07:20:00Z"
+    pod_obj["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
+    pod_obj["spec"]["nodeName"] = "fake-node-1"
+    pod_obj["spec"]["priority"] = 1000
+    pod_obj["status"]["phase"] = "Running"
+    p = pod_from_k8s(pod_obj)
+    assert p.group == "trainer"
+    assert p.deleting and p.gated
+    assert p.node_name == "fake-node-1" and p.holds_capacity
+    assert p.priority == 1000
+    assert p.phase == "Running"
+
+
+def test_pod_defaults_for_absent_fields() -> None:
+    p = pod_from_k8s({"metadata": {"name": "a", "namespace": "ns", "uid": "u"}})
+    assert p.requests == {"pods": 1}
+    assert p.priority == 0 and p.phase == "Pending" and p.creation == 0.0
+    assert p.scheduler_name == "default-scheduler"
+    assert p.labels == {} and p.tolerations == ()
+
+
+def test_pod_constraints(pod_obj: dict[str, Any]) -> None:
+    pod_obj["spec"]["nodeSelector"] = {"pool": "gpu"}
+    pod_obj["spec"]["tolerations"].append({"key": "dedicated", "value": "ml"})
+    pod_obj["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "zone", "operator": "In", "values": ["a", "b"]},
+                            {"key": "cores", "operator": "Gt", "values": ["16"]},
+                        ]
+                    },
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]},
+                ]
+            },
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "preference": {"matchExpressions": []}}
+            ],
+        },
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {
+                        "matchLabels": {"app": "wire"},
+                        "matchExpressions": [{"key": "tier", "operator": "Exists"}],
+                    },
+                    "topologyKey": "kubernetes.io/hostname",
+                },
+                {
+                    "labelSelector": {"matchLabels": {"app": "db"}},
+                    "topologyKey": "kubernetes.io/hostname",
+                    "namespaces": ["data"],
+                    "namespaceSelector": {},
+                },
+            ]
+        },
+    }
+    p = pod_from_k8s(pod_obj)
+    assert p.node_selector == {"pool": "gpu"}
+    assert p.tolerations[-1] == Toleration("dedicated", "Equal", "ml", "")
+    assert p.required_node_affinity == (
+        NodeSelectorTerm(
+            match_expressions=(
+                Requirement("zone", "In", ("a", "b")),
+                Requirement("cores", "Gt", ("16",)),
+            )
+        ),
+        NodeSelectorTerm(match_fields=(Requirement("metadata.name", "In", ("n1",)),)),
+    )
+    assert p.required_anti_affinity == (
+        PodAffinityTerm(
+            LabelSelector((("app", "wire"),), (Requirement("tier", "Exists"),)),
+            "kubernetes.io/hostname",
+        ),
+        PodAffinityTerm(
+            LabelSelector((("app", "db"),)),
+            "kubernetes.io/hostname",
+            ("data",),
+            namespace_selector=LabelSelector(),
+        ),
+    )
+
+
+def test_pod_empty_node_affinity_terms_are_kept_as_matching_nothing(
+    pod_obj: dict[str, Any],
+) -> None:
+    pod_obj["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}
+    }
+    assert pod_from_k8s(pod_obj).required_node_affinity == ()
+
+
+def test_pod_anti_affinity_without_selector(pod_obj: dict[str, Any]) -> None:
+    pod_obj["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    (term,) = pod_from_k8s(pod_obj).required_anti_affinity
+    assert term.selector is None  # selects nothing, as upstream
+
+
+def _set(obj: dict[str, Any], path: str, value: Any) -> None:
+    *head, last = path.split(".")
+    for k in head:
+        obj = obj[int(k)] if isinstance(obj, list) else obj[k]
+    if isinstance(obj, list):
+        obj[int(last)] = value
+    else:
+        obj[last] = value
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (
+            "spec.containers.0.resources.requests.cpu",
+            "abc",
+            "pod default/gang-0: invalid quantity 'abc' for cpu",
+        ),
+        (
+            "spec.containers.0.resources.requests.memory",
+            [1],
+            r"pod default/gang-0: invalid quantity '\[1\]' for memory",
+        ),
+        ("spec.containers", "main", "pod default/gang-0: spec.containers must be a list"),
+        ("spec.containers.0", 3, r"pod default/gang-0: spec.containers\[0\] must be an object"),
+        ("metadata.labels", {"a": 1}, "pod default/gang-0: metadata.labels must map strings"),
+        ("metadata.labels", ["a"], "pod default/gang-0: metadata.labels must be an object"),
+        ("spec.priority", "high", "pod default/gang-0: spec.priority must be an integer"),
+        ("spec.priority", True, "pod default/gang-0: spec.priority must be an integer"),
+        ("spec.tolerations", {}, "pod default/gang-0: spec.tolerations must be a list"),
+        ("spec.tolerations.0", "x", r"pod default/gang-0: spec.tolerations\[0\] must be an"),
+        ("spec.tolerations.0.key", 5, r"pod default/gang-0: spec.tolerations\[0\].key must be"),
+        ("spec.nodeSelector", "gpu", "pod default/gang-0: spec.nodeSelector must be an object"),
+        ("spec.schedulingGates", "x", "pod default/gang-0: spec.schedulingGates must be a list"),
+        ("metadata.creationTimestamp", "yesterday", "pod default/gang-0: .*invalid RFC 3339"),
+        ("metadata.creationTimestamp", 5, "pod default/gang-0: .*RFC 3339"),
+        ("metadata.uid", None, "pod default/gang-0: metadata.uid is missing"),
+        ("spec", [], "pod default/gang-0: spec must be an object"),
+        ("status", "x", "pod default/gang-0: status must be an object"),
+        (
+            "spec.affinity",
+            {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "a", "operator": "Like"}]}
+                        ]
+                    }
+                }
+            },
+            "pod default/gang-0: .*unknown operator 'Like'",
+        ),
+        (
+            "spec.affinity",
+            {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "labelSelector": {"matchExpressions": [{"key": "a", "operator": "Gt"}]},
+                            "topologyKey": "kubernetes.io/hostname",
+                        }
+                    ]
+                }
+            },
+            "pod default/gang-0: .*unknown operator 'Gt'",
+        ),
+    ],
+)
+def test_malformed_pods_raise_value_error_naming_the_pod(
+    pod_obj: dict[str, Any], path: str, value: Any, message: str
+) -> None:
+    _set(pod_obj, path, value)
+    with pytest.raises(ValueError, match=message):
+        pod_from_k8s(pod_obj)
+
+
+@pytest.mark.parametrize(
+    ("obj", "message"),
+    [
+        (None, "pod: expected an object"),
+        ("pod", "pod: expected an object"),
+        ({}, "pod: metadata.name is missing"),
+        ({"metadata": "x"}, "pod: metadata must be an object"),
+        ({"metadata": {"name": 5}}, "pod: metadata.name must be a string"),
+        ({"metadata": {"name": "a", "namespace": "ns"}}, "pod ns/a: metadata.uid is missing"),
+    ],
+)
+def test_pods_without_identity(obj: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        pod_from_k8s(obj)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=6,
+)
+
+
+def _paths(obj: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix]
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out += _paths(v, (*prefix, k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            out += _paths(v, (*prefix, i))
+    return out
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=300)
+@given(data=st.data())
+def test_any_corruption_of_a_pod_gives_a_pod_or_value_error(
+    pod_obj: dict[str, Any], data: st.DataObject
+) -> None:
+    obj = copy.deepcopy(pod_obj)
+    obj["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "In"}]}]
+            }
+        },
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"a": "b"}}, "topologyKey": "t"}
+            ]
+        },
+    }
+    obj["spec"]["initContainers"] = [{"name": "i", "restartPolicy": "Always"}]
+    path = data.draw(st.sampled_from(_paths(obj)[1:]))
+    value = data.draw(_json)
+    target: Any = obj
+    for k in path[:-1]:
+        target = target[k]
+    target[path[-1]] = value
+    with contextlib.suppress(ValueError):  # the only exception allowed
+        pod_from_k8s(obj)
+
+
+# ----- nodes --------------------------------------------------------------------------
+
+
+def test_real_nodes(node_objs: list[dict[str, Any]]) -> None:
+    nodes = [node_from_k8s(o) for o in node_objs]
+    assert [n.name for n in nodes] == [o["metadata"]["name"] for o in node_objs]
+    n = nodes[0]
+    assert n.name == "fake-node-0"
+    assert n.allocatable == {
+        "cpu": 8000,
+        "ephemeral-storage": 100 * Gi,
+        "memory": 32 * Gi,
+        "nvidia.com/gpu": 8,
+        "pods": 110,
+    }
+    assert n.labels["kubernetes.io/hostname"] == "fake-node-0"
+    assert n.labels["pool"] == "gpu"
+    assert n.taints == ()
+    assert not n.unschedulable
+
+
+def test_node_taints_unschedulable_and_capacity_fallback(node_objs: list[dict[str, Any]]) -> None:
+    o = node_objs[0]
+    o["spec"]["unschedulable"] = True
+    o["spec"]["taints"] = [
+        {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": None},
+        {"key": "gpu", "value": "a100", "effect": "NoExecute"},
+    ]
+    del o["status"]["allocatable"]
+    o["status"]["capacity"]["cpu"] = "4"
+    n = node_from_k8s(o)
+    assert n.unschedulable
+    assert n.taints == (
+        Taint("node.kubernetes.io/unschedulable", "", "NoSchedule"),
+        Taint("gpu", "a100", "NoExecute"),
+    )
+    assert n.allocatable["cpu"] == 4000
+    assert node_from_k8s({"metadata": {"name": "bare"}}).allocatable == {}
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("status.allocatable.cpu", "eight", "node fake-node-0: invalid quantity 'eight' for cpu"),
+        ("status.allocatable", "8", "node fake-node-0: status.allocatable must be an object"),
+        ("spec.taints", {"key": "a"}, "node fake-node-0: spec.taints must be a list"),
+        ("spec.unschedulable", "yes", "node fake-node-0: spec.unschedulable must be a boolean"),
+        ("metadata.labels", {"a": None}, "node fake-node-0: metadata.labels must map"),
+    ],
+)
+def test_malformed_nodes(
+    node_objs: list[dict[str, Any]], path: str, value: Any, message: str
+) -> None:
+    o = node_objs[0]
+    _set(o, path, value)
+    with pytest.raises(ValueError, match=message):
+        node_from_k8s(o)
+
+
+# ----- PodGroups ----------------------------------------------------------------------
+
+
+def pg(spec: dict[str, Any] | None) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": "trainer",
+            "namespace": "ml",
+            "uid": "g-1",
+            "creationTimestamp": "2026-11-22T07:14:48.5+01:00",
+        },
+        "spec": spec,
+    }
+
+
+def test_group() -> None:
+    g = group_from_k8s(
+        pg(
+            {
+                "minMember": 4,
+                "minResources": {"cpu": "8", "nvidia.com/gpu": "16"},
+                "scheduleTimeoutSeconds": 120,
+            }
+        )
+    )
+    assert g.key == "ml/trainer"
+    assert g.uid == "g-1"
+    assert g.min_member == 4
+    assert g.min_resources == {"cpu": 8000, "nvidia.com/gpu": 16}
+    assert g.schedule_timeout_seconds == 120
+    assert g.creation == 1795331688.5 - 3600
+
+
+@pytest.mark.parametrize(
+    ("spec", "min_member", "timeout", "min_resources"),
+    [
+        (None, 1, None, None),
+        ({}, 1, None, None),
+        ({"minMember": 0}, 1, None, None),
+        ({"minMember": 1, "scheduleTimeoutSeconds": 0, "minResources": {}}, 1, None, None),
+    ],
+)
+def test_group_defaults(
+    spec: dict[str, Any] | None, min_member: int, timeout: int | None, min_resources: Any
+) -> None:
+    g = group_from_k8s(pg(spec))
+    assert (g.min_member, g.schedule_timeout_seconds, g.min_resources) == (
+        min_member,
+        timeout,
+        min_resources,
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"minMember": -1}, "podgroup ml/trainer: spec.minMember must be >= 1, got -1"),
+        ({"minMember": "4"}, "podgroup ml/trainer: spec.minMember must be an integer"),
+        ({"minMember": 2.5}, "podgroup ml/trainer: spec.minMember must be an integer"),
+        ({"scheduleTimeoutSeconds": -5}, "podgroup ml/trainer: spec.scheduleTimeoutSeconds must"),
+        ({"minResources": {"cpu": "lots"}}, "podgroup ml/trainer: invalid quantity 'lots' for cpu"),
+        ({"minResources": ["cpu"]}, "podgroup ml/trainer: spec.minResources must be an object"),
+    ],
+)
+def test_malformed_groups(spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        group_from_k8s(pg(spec))
+
+
+def test_parse_time() -> None:
+    assert parse_time("1970-01-01T00:00:10Z") == 10.0
+    assert parse_time("1970-01-01T00:00:10.250000Z") == 10.25
+    assert parse_time("1970-01-01T01:00:10+01:00") == 10.0
+    assert parse_time("1970-01-01T00:00:10") == 10.0  # no offset: UTC
+    assert parse_time(None) == 0.0
+    with pytest.raises(ValueError, match="invalid RFC 3339"):
+        parse_time("10 o'clock")
