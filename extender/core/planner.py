@@ -25,6 +25,9 @@ How it works (greedy, and fast enough for the scheduler's serial loop):
   such node per member still to place.
 * Anti-affinity on kubernetes.io/hostname is checked per member against the pods
   on the node and the members already placed there by this plan.
+* When only some of the pods are needed (`need` < len(pods)), the preferred ones
+  are planned first, later ones stand in for those that do not fit, and if that
+  still falls short the smallest `need` pods get a second attempt.
 
 Where greedy can miss a feasible assignment (never for a gang of one shape without
 constraints: there each node's count is exact and independent of the others, so a
@@ -108,7 +111,9 @@ class _Shape:
         )
 
 
-def _shapes(pods: Sequence[PodInfo], allowed: Mapping[str, Collection[str]] | None) -> list[_Shape]:
+def _shapes(
+    pods: Sequence[PodInfo], allowed: Mapping[str, Collection[str]] | None, by_size: bool = True
+) -> list[_Shape]:
     by_key: dict[object, _Shape] = {}
     for p in pods:
         restriction = allowed.get(p.uid) if allowed is not None else None
@@ -143,8 +148,9 @@ def _shapes(pods: Sequence[PodInfo], allowed: Mapping[str, Collection[str]] | No
         # Members of a shape share their terms, so if those terms select every
         # member, no two members may share a node.
         s.one_per_node = all(self_anti_affine(m) for m in s.members)
-    # sorted() is stable: equal shapes keep the members' preference order.
-    out.sort(key=_Shape.size_key)
+    if by_size:
+        # sort() is stable: equal shapes keep the members' preference order.
+        out.sort(key=_Shape.size_key)
     return out
 
 
@@ -256,9 +262,9 @@ class _Candidates:
                 proto, node
             ) is not None:
                 continue
-            if one:
-                cnt = 1
-            left[name] = cnt
+            # One member per node under self anti-affinity, but ranked by how tightly
+            # it fits all the same, to keep roomy nodes whole.
+            left[name] = 1 if one else cnt
             if cnt == 1:
                 order.append(name)
                 found += 1
@@ -354,37 +360,83 @@ def plan_gang(
     the pods bound or held there, for anti-affinity; `allowed` restricts some pods
     to given nodes (kube-scheduler's feasible list for the pod being filtered).
     The first `need` pods are planned; if some do not fit, later pods stand in for
-    them. A Plan never puts more on a node than its free capacity. `need` below 1
-    gives an empty Plan; above len(pods), a Shortfall after planning all of them.
+    them, and failing that the `need` smallest pods are tried. A Plan never puts
+    more on a node than its free capacity. `need` below 1 gives an empty Plan;
+    above len(pods) (after dropping repeated uids), a Shortfall.
     """
     if need <= 0:
         return Plan({})
+    if len({p.uid for p in pods}) != len(pods):  # a pod listed twice is one pod
+        pods = _first_occurrences(pods)
     if need > len(pods):
         return _too_few(pods, need, nodes, free, pods_on_node, allowed)
 
-    pl = _Planner(nodes, free, pods_on_node, need)
-    required = pods[:need]
-    shapes = _shapes(required, allowed)
-    first_failure: tuple[_Shape, _Outcome] | None = None
-    for shape in shapes:
-        outcome = _place_shape(pl, shape, shape.members)
-        if outcome.unplaced and first_failure is None:
-            first_failure = (shape, outcome)
-    if len(pl.assignments) < need and len(pods) > need:
-        for shape in _shapes(pods[need:], allowed):
-            _place_shape(pl, shape, shape.members)
-            if len(pl.assignments) >= need:
-                break
-    if len(pl.assignments) >= need:
+    pl, failure = _attempt(pods, need, nodes, free, pods_on_node, allowed)
+    if failure is None:
         return Plan(pl.assignments)
+    best_fit = len(pl.assignments)
+    if len(pods) > need:
+        # Only some members are needed: the preferred ones may be the big ones that
+        # crowd each other out. Try again with the smallest members first.
+        by_size = sorted(pods, key=_pod_size_key)
+        if {p.uid for p in by_size[:need]} != {p.uid for p in pods[:need]}:
+            alt, alt_failure = _attempt(by_size, need, nodes, free, pods_on_node, allowed)
+            if alt_failure is None:
+                return Plan(alt.assignments)
+            best_fit = max(best_fit, len(alt.assignments))
 
-    assert first_failure is not None
-    shape, outcome = first_failure
+    shapes, shape, outcome = failure
     message = _explain(pl, shape, outcome)
     if len(shapes) > 1:
         message += f"; {len(pl.assignments)} of {need} members placed in all"
-    first = next((p.key for p in required if p.uid not in pl.assignments), None)
-    return Shortfall(need=need, fit=len(pl.assignments), message=message, pod=first)
+    first = next((p.key for p in pods[:need] if p.uid not in pl.assignments), None)
+    return Shortfall(need=need, fit=best_fit, message=message, pod=first)
+
+
+_Failure = tuple[list[_Shape], _Shape, _Outcome]
+
+
+def _attempt(
+    pods: Sequence[PodInfo],
+    need: int,
+    nodes: Mapping[str, NodeInfo],
+    free: Mapping[str, Resources],
+    pods_on_node: Mapping[str, Sequence[PodInfo]],
+    allowed: Mapping[str, Collection[str]] | None,
+) -> tuple[_Planner, _Failure | None]:
+    """Plan the first `need` pods, biggest shape first; let later pods stand in for
+    those that do not fit. Returns the planner state and, unless all `need` were
+    placed, the first shape that fell short (for the message)."""
+    pl = _Planner(nodes, free, pods_on_node, need)
+    shapes = _shapes(pods[:need], allowed)
+    failure: _Failure | None = None
+    for shape in shapes:
+        outcome = _place_shape(pl, shape, shape.members)
+        if outcome.unplaced and failure is None:
+            failure = (shapes, shape, outcome)
+    if failure is not None and len(pods) > need:
+        # Stand-ins are taken in preference order, not by size: any that fits will do.
+        for shape in _shapes(pods[need:], allowed, by_size=False):
+            _place_shape(pl, shape, shape.members)
+            if len(pl.assignments) >= need:
+                break
+    return pl, (None if len(pl.assignments) >= need else failure)
+
+
+def _pod_size_key(p: PodInfo) -> tuple[int, int, int, int]:
+    req = p.requests
+    extended = sum(v for k, v in req.items() if k not in _STANDARD)
+    return (extended, req.get("cpu", 0), req.get("memory", 0), req.get("ephemeral-storage", 0))
+
+
+def _first_occurrences(pods: Sequence[PodInfo]) -> list[PodInfo]:
+    seen: set[str] = set()
+    out: list[PodInfo] = []
+    for p in pods:
+        if p.uid not in seen:
+            seen.add(p.uid)
+            out.append(p)
+    return out
 
 
 def _too_few(
