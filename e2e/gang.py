@@ -1,0 +1,211 @@
+"""The gang scheduler as users run it, on the local control plane: our extender process
+plus a stock kube-scheduler with the single profile `gang-scheduler` (design 1), and a
+watch-based recorder of every binding and phase change for invariant checks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.harness.cluster import Cluster, ControlPlane, http_ok
+from e2e.harness.fixtures import kube
+from e2e.harness.process import ManagedProcess, free_port
+
+REPO = Path(__file__).resolve().parents[1]
+GANG_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+def scheduler_config(port: int, filter_timeout: str = "5s", bind_timeout: str = "300s") -> dict[
+    str, Any
+]:
+    """The KubeSchedulerConfiguration of design 1 (what deploy/ ships, too)."""
+    url = f"http://127.0.0.1:{port}"
+    return {
+        "profiles": [{"schedulerName": "gang-scheduler", "percentageOfNodesToScore": 100}],
+        # Rejections by the extender are cheap: retry parked members quickly.
+        "podInitialBackoffSeconds": 1,
+        "podMaxBackoffSeconds": 2,
+        "extenders": [
+            {"urlPrefix": url, "filterVerb": "filter", "prioritizeVerb": "prioritize",
+             "weight": 1, "nodeCacheCapable": True, "ignorable": False,
+             "httpTimeout": filter_timeout},
+            {"urlPrefix": url, "bindVerb": "bind", "nodeCacheCapable": True,
+             "ignorable": False, "httpTimeout": bind_timeout},
+        ],
+    }
+
+
+@dataclass
+class GangStack:
+    cluster: ControlPlane
+    port: int
+    extender: ManagedProcess
+    scheduler: ManagedProcess
+    extra_args: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def get(self, path: str) -> Any:
+        with urllib.request.urlopen(self.url + path, timeout=5) as resp:
+            body = resp.read()
+        return json.loads(body) if path.startswith("/debug") else body.decode()
+
+    def post(self, path: str, body: bytes) -> tuple[int, Any]:
+        req = urllib.request.Request(self.url + path, data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"null")
+
+    def debug(self) -> dict[str, Any]:
+        out: dict[str, Any] = self.get("/debug/gangs")
+        return out
+
+    def logs(self) -> list[ManagedProcess]:
+        return [self.extender, self.scheduler]
+
+
+def start_extender(cluster: Cluster, port: int, args: list[str], name: str) -> ManagedProcess:
+    argv = [sys.executable, "-m", "extender.cli", "serve", "--kubeconfig",
+            str(cluster.kubeconfig), "--listen", f"127.0.0.1:{port}", *args]
+    return cluster.start_process(argv, name, cwd=REPO,
+                                 ready=http_ok(f"http://127.0.0.1:{port}/readyz"),
+                                 ready_timeout=30)
+
+
+# Test-friendly defaults: short backoff so backoff behaviour is observable in seconds.
+DEFAULT_ARGS = ["--default-timeout", "30", "--backoff-base", "2", "--backoff-cap", "8"]
+
+
+@pytest.fixture(scope="session")
+def gang_stack(control_plane: Cluster) -> Iterator[GangStack]:
+    if not isinstance(control_plane, ControlPlane):
+        pytest.skip("the gang stack is deployed by deploy/ on external clusters")
+    port = free_port()
+    ext = start_extender(control_plane, port, DEFAULT_ARGS, "gang-extender")
+    sched = control_plane.start_scheduler(scheduler_config(port), "gang-kube-scheduler")
+    stack = GangStack(control_plane, port, ext, sched, list(DEFAULT_ARGS))
+    yield stack
+    for p in (sched, ext):
+        with contextlib.suppress(Exception):
+            p.stop()
+
+
+@pytest.fixture
+def gang(gang_stack: GangStack) -> Iterator[GangStack]:
+    """The session's gang stack, made sure to be up (a test may have killed a part)."""
+    if not gang_stack.extender.running():
+        gang_stack.extender.restart()
+        gang_stack.extender.wait_ready(30)
+    if not gang_stack.scheduler.running():
+        gang_stack.scheduler.restart()
+        gang_stack.scheduler.wait_ready(60)
+    yield gang_stack
+
+
+@dataclass
+class PodRecord:
+    node: str = ""
+    bound_at: float | None = None
+    phase: str = "Pending"
+    phase_at: dict[str, float] = field(default_factory=dict)
+    group: str | None = None
+
+
+class Recorder:
+    """Watches the pods of one namespace and records when each was bound and changed
+    phase, from the API's own event stream, so invariants are checked on every change
+    rather than on samples."""
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+        self.pods: dict[str, PodRecord] = {}
+        self.history: list[tuple[float, str, str, str]] = []  # (t, pod, what, value)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._ready = threading.Event()
+
+    def __enter__(self) -> Recorder:
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        from kubernetes import watch  # type: ignore[import-untyped]
+
+        core = kube().core
+        rv = core.list_namespaced_pod(self.namespace).metadata.resource_version
+        self._ready.set()
+        while not self._stop.is_set():
+            w = watch.Watch()
+            try:
+                for ev in w.stream(core.list_namespaced_pod, self.namespace,
+                                   resource_version=rv, timeout_seconds=5):
+                    pod = ev["object"]
+                    rv = pod.metadata.resource_version
+                    self._observe(pod)
+                    if self._stop.is_set():
+                        break
+            except Exception:  # noqa: BLE001 - 410 and transient errors: relist
+                rv = core.list_namespaced_pod(self.namespace).metadata.resource_version
+            finally:
+                w.stop()
+
+    def _observe(self, pod: Any) -> None:
+        now = time.monotonic()
+        name = pod.metadata.name
+        with self._lock:
+            rec = self.pods.setdefault(name, PodRecord())
+            rec.group = (pod.metadata.labels or {}).get(GANG_LABEL)
+            if pod.spec.node_name and rec.bound_at is None:
+                rec.node, rec.bound_at = pod.spec.node_name, now
+                self.history.append((now, name, "bound", pod.spec.node_name))
+            phase = (pod.status.phase if pod.status else None) or "Pending"
+            if phase != rec.phase:
+                rec.phase = phase
+                rec.phase_at.setdefault(phase, now)
+                self.history.append((now, name, "phase", phase))
+
+    def bound(self, group: str | None = None) -> dict[str, PodRecord]:
+        with self._lock:
+            return {n: r for n, r in self.pods.items()
+                    if r.bound_at is not None and (group is None or r.group == group)}
+
+    def bind_times(self, group: str) -> list[float]:
+        return sorted(r.bound_at for r in self.bound(group).values() if r.bound_at is not None)
+
+    def assert_never_partial(self, group: str, min_member: int, window: float = 2.0) -> None:
+        """Bindings of a gang's quorum come as one burst: the first `min_member` bindings
+        fall within `window` seconds (separate API calls cannot be simultaneous), and
+        never fewer than `min_member` members end up bound."""
+        times = self.bind_times(group)
+        if not times:
+            return
+        assert len(times) >= min_member, (
+            f"gang {group}: only {len(times)} of {min_member} members were ever bound: "
+            f"{self.history}"
+        )
+        spread = times[min_member - 1] - times[0]
+        assert spread <= window, (
+            f"gang {group}: its quorum of {min_member} was bound over {spread:.2f}s "
+            f"(more than {window}s: partially bound in between)"
+        )
