@@ -1,0 +1,1 @@
+"""End-to-end tests; they need a control plane (see ``e2e/harness``)."""
