@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import os
 import shutil
 import ssl
@@ -113,7 +114,14 @@ def find_k8s_bin(build: bool = True) -> Path:
             if any(d.glob(".built-*")) and ok(d):
                 return d
         raise HarnessError("no cached Kubernetes binaries (run e2e/setup-deps.sh)")
-    res = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
+    # Same lock as setup-deps.sh: never two compiles at once, a second caller waits.
+    cache_root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    lock_path = cache_root / "gang-extender" / "k8s" / ".build.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        res = subprocess.run(["bash", str(script)], capture_output=True, text=True,
+                             check=False)
     out = res.stdout.strip().splitlines()
     if res.returncode != 0 or not out or not ok(Path(out[-1])):
         raise HarnessError(
