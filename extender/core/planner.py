@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from extender.core.constraints import (
     HOSTNAME,
     NODE_SELECTOR_MISMATCH,
+    NODE_UNSCHEDULABLE,
     anti_affinity_conflict,
     node_matches,
     self_anti_affine,
@@ -386,7 +387,7 @@ def plan_gang(
             best_fit = max(best_fit, len(alt.assignments))
 
     shapes, shape, outcome = failure
-    message = _explain(pl, shape, outcome)
+    message = _explain(pl, shape, outcome, shared=len(shapes) > 1)
     if len(shapes) > 1:
         message += f"; {len(pl.assignments)} of {need} members placed in all"
     first = next((p.key for p in pods[:need] if p.uid not in pl.assignments), None)
@@ -459,13 +460,24 @@ def _too_few(
 # ----- explaining a shortfall ---------------------------------------------------------
 
 
-def _explain(pl: _Planner, shape: _Shape, outcome: _Outcome) -> str:
+def _as_node_count(reason: str) -> str:
+    """node_matches' reason as it reads after a count ("3 node(s) were unschedulable"),
+    in kube-scheduler's wording."""
+    if reason == NODE_UNSCHEDULABLE:
+        return "node(s) were unschedulable"
+    if reason.startswith("untolerated taint"):
+        return f"node(s) had {reason}"
+    return reason
+
+
+def _explain(pl: _Planner, shape: _Shape, outcome: _Outcome, shared: bool) -> str:
     """Name what did not fit: the count and per-member requests of the shape, how
-    many fit, and the resource or constraint that stopped the rest. Runs only on
-    failure, so it may look at every node again."""
+    many fit, and the resource or constraint that stopped the rest. `shared`: other
+    shapes of the gang competed for the same nodes. Runs only on failure, so it may
+    look at every node again."""
     n = len(shape.members)
     fit = outcome.placed
-    req = format_resources(shape.proto.requests)
+    req = format_resources(dict(shape.items))
     proto = shape.proto
 
     reasons: Counter[str] = Counter()
@@ -485,7 +497,7 @@ def _explain(pl: _Planner, shape: _Shape, outcome: _Outcome) -> str:
                 continue
         why = node_matches(proto, node)
         if why is not None:
-            reasons[why] += 1
+            reasons[_as_node_count(why)] += 1
         else:
             eligible.append(name)
     if shape.allowed is not None:
@@ -493,7 +505,9 @@ def _explain(pl: _Planner, shape: _Shape, outcome: _Outcome) -> str:
         if outside > 0:
             reasons["node(s) not feasible for kube-scheduler"] += outside
     if outcome.blocked_by_existing:
-        reasons["node(s) with pods it has anti-affinity with"] += len(outcome.blocked_by_existing)
+        reasons["node(s) didn't satisfy anti-affinity with pods already there"] += len(
+            outcome.blocked_by_existing
+        )
 
     def excluded() -> str:
         if not reasons:
@@ -516,6 +530,17 @@ def _explain(pl: _Planner, shape: _Shape, outcome: _Outcome) -> str:
         if all(pl.nodes[name].allocatable.get(r, 0) < q for name in eligible):
             one = format_resources({r: q}, skip_pods=False)
             detail = f"no eligible node has {one} allocatable"
+            return f"needs {n} {_TIMES} {req}; {fit} fit; {detail}{excluded()}"
+
+    if shared:
+        alone = 0
+        for name in eligible:
+            base = pl.free.get(name)  # before this plan placed anything
+            if base is not None:
+                k = min((max(0, base.get(r, 0)) // q for r, q in shape.items), default=_BIG)
+                alone += min(k, 1) if shape.one_per_node else k
+        if alone >= n:
+            detail = f"the gang's other members take the room it needs ({alone} would fit alone)"
             return f"needs {n} {_TIMES} {req}; {fit} fit; {detail}{excluded()}"
 
     # The resource that alone would admit the fewest further members on the eligible
