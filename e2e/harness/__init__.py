@@ -1,0 +1,12 @@
+"""Local Kubernetes control plane for end-to-end tests of gang-extender.
+
+* :mod:`.cluster`: ``ControlPlane`` (etcd, kube-apiserver, kube-controller-manager and
+  kube-schedulers on 127.0.0.1, started in about 4 s with cached binaries) and
+  ``ExternalCluster`` (``$E2E_KUBECONFIG``, e.g. kind).
+* :mod:`.fakekubelet`: fake nodes and a kubelet that runs pods by annotation.
+* :mod:`.fixtures`: pytest fixtures and helpers (``create_pod``, ``create_job``,
+  ``create_podgroup``, ``wait_for``...).
+* :mod:`.process`: child processes stopped by pid, with logs; :mod:`.pki`: certificates.
+
+Nothing is imported here so ``python -m e2e.harness.fakekubelet`` stays light.
+"""
