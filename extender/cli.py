@@ -1,4 +1,4 @@
-"""Command line: `gang-extender serve` (the extender) and `gang-extender demo`."""
+"""Command line: `gang-extender serve` runs the extender (the demo is `make demo`)."""
 
 from __future__ import annotations
 
@@ -57,8 +57,6 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--scheduler-name", default="gang-scheduler",
                        help="schedulerName of the gang scheduler profile (default gang-scheduler)")
     serve.add_argument("--log-level", default="INFO")
-    demo = sub.add_parser("demo", help="replay the two-job deadlock with and without gangs")
-    demo.add_argument("--out", default="demo-out", help="directory for the timeline and chart")
     return parser
 
 
@@ -133,10 +131,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             loop.close()
         return 0
-    if args.command == "demo":
-        from extender.demo import run_demo
-
-        return run_demo(args.out)
     return 2
 
 

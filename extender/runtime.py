@@ -66,8 +66,8 @@ class Runtime:
         self.futures: dict[str, asyncio.Future[str | None]] = {}
         self.stats = Stats()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._wake_queue: dict[tuple[str, str], str] = {}
-        self._woken_at: dict[tuple[str, str], float] = {}
+        self._wake_queue: dict[tuple[str, str, str], str] = {}
+        self._woken_at: dict[tuple[str, str, str], float] = {}
         self._wake_signal = asyncio.Event()
 
     # ----- actions ---------------------------------------------------------------------
@@ -172,7 +172,9 @@ class Runtime:
         return await self._wait(uid, fut, decision.deadline)
 
     async def _wait(self, uid: str, fut: asyncio.Future[str | None], deadline: float) -> str | None:
-        limit = min(max(deadline - self.clock(), 0.0), self.config.bind_hold_limit)
+        # A little past the gang's deadline: the framework's own expiry answers first, with
+        # the gang-level reason; this limit only guards against a missed tick.
+        limit = min(max(deadline - self.clock(), 0.0) + 2.0, self.config.bind_hold_limit)
         if uid in self.fw.binding:
             limit = max(limit, 60.0)  # a Binding is in flight: its answer is the answer
         try:
@@ -208,23 +210,29 @@ class Runtime:
             await self._wake_signal.wait()
             self._wake_signal.clear()
             while self._wake_queue:
-                (ns, name), reason = next(iter(self._wake_queue.items()))
-                del self._wake_queue[(ns, name)]
+                key, reason = next(iter(self._wake_queue.items()))
+                del self._wake_queue[key]
+                ns, name, uid = key
+                pod = self.fw.cache.pods.get(uid)
+                if pod is None or pod.node_name or uid in self.fw.held:
+                    continue  # placed or gone meanwhile: nothing to wake
                 now = self.clock()
-                last = self._woken_at.get((ns, name), 0.0)
+                last = self._woken_at.get(key, 0.0)
                 if now - last < self.config.wake_min_interval:
                     # Too soon for this pod: try again once its interval has passed.
-                    self._spawn(self._requeue_wake((ns, name), reason,
+                    self._spawn(self._requeue_wake(key, reason,
                                                    self.config.wake_min_interval - (now - last)))
                     continue
-                self._woken_at[(ns, name)] = now
+                self._woken_at[key] = now
                 if len(self._woken_at) > 10000:
                     cutoff = now - 60
                     self._woken_at = {k: v for k, v in self._woken_at.items() if v > cutoff}
                 await self._wake(ns, name, reason, now)
                 await asyncio.sleep(interval)
 
-    async def _requeue_wake(self, pod: tuple[str, str], reason: str, delay: float) -> None:
+    async def _requeue_wake(
+        self, pod: tuple[str, str, str], reason: str, delay: float
+    ) -> None:
         await asyncio.sleep(delay)
         self._wake_queue.setdefault(pod, reason)
         self._wake_signal.set()

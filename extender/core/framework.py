@@ -62,7 +62,7 @@ class WakePods:
     """Touch these pending pods so kube-scheduler retries them at once (design 3.8)."""
 
     reason: str
-    pods: tuple[tuple[str, str], ...]  # (namespace, name)
+    pods: tuple[tuple[str, str, str], ...]  # (namespace, name, uid)
     gang: str | None = None
 
 
@@ -168,7 +168,7 @@ class GangFramework:
         self._quorum_since: dict[str, float] = {}
         # Plain pods turned away only because capacity was held for a gang: woken when a
         # hold is released, since kube-scheduler is not told about that.
-        self._rejected_for_holds: dict[str, tuple[str, str]] = {}
+        self._rejected_for_holds: dict[str, tuple[str, str, str]] = {}
         self._evaluated_version: tuple[int, int] | None = None
         self._members_version = 0
 
@@ -352,7 +352,7 @@ class GangFramework:
             else:
                 passed.append(name)
         if not passed and any(name in held_nodes for name in node_names):
-            self._rejected_for_holds[pod.uid] = (pod.namespace, pod.name)
+            self._rejected_for_holds[pod.uid] = (pod.namespace, pod.name, pod.uid)
         else:
             self._rejected_for_holds.pop(pod.uid, None)
         return FilterResult(passed, failed)
@@ -614,7 +614,7 @@ class GangFramework:
         self._set_status(group.key, RESERVED, msg, now)
         self.outbox.append(GangEvent(group.key, RESERVED, msg))
         pending = tuple(
-            (m.namespace, m.name)
+            (m.namespace, m.name, m.uid)
             for m in self.cache.members(group)
             if not m.node_name and m.uid not in self.held
         )

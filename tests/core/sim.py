@@ -70,7 +70,7 @@ class SimScheduler:
         self.held: set[str] = set()
         self.bind_log: list[tuple[float, str, str]] = []  # (time, uid, node) of Bindings
         self.failed_binds: list[tuple[str, str]] = []
-        self.woken: list[tuple[str, str]] = []
+        self.woken: list[tuple[str, str, str]] = []
         self.last_filter: dict[str, str] = {}
 
     # ----- cluster changes ------------------------------------------------------------

@@ -83,7 +83,7 @@ def test_older_gang_gets_capacity_even_when_younger_member_asks_first() -> None:
     assert "waiting behind older gang ns/old" in sim.last_filter[young[0].uid]
     assert sim.fw.status["ns/young"].reason == WAITING_BEHIND_OLDER_GANG
     assert "ns/old" in sim.fw.reservations
-    assert ("ns", "old-0") in sim.woken  # its members are told to retry now
+    assert ("ns", "old-0", old[0].uid) in sim.woken  # its members are told to retry now
     for p in old:
         sim.schedule(p.uid)
     assert {p.name for p in sim.bound()} == {"old-0", "old-1", "old-2"}
@@ -150,7 +150,7 @@ def test_deadline_releases_everything_and_backs_off() -> None:
     assert sim.schedule(pods[2].uid) == "rejected"
     sim.tick(5.1)  # backoff over: planned again, members woken
     assert "ns/g" in sim.fw.reservations
-    assert ("ns", "g-0") in sim.woken
+    assert ("ns", "g-0", pods[0].uid) in sim.woken
     sim.run_all()
     assert len(sim.bound("g")) == 3
 
@@ -307,7 +307,7 @@ def test_plain_pods_turned_away_by_holds_are_woken_on_release() -> None:
     plain = sim.add_pod(pod("plain", cpu=1000))
     assert sim.schedule(plain.uid) == "rejected"
     sim.tick(6)
-    assert ("ns", "plain") in sim.woken
+    assert ("ns", "plain", plain.uid) in sim.woken
 
 
 def test_stale_request_copy_does_not_unbind() -> None:
