@@ -16,12 +16,12 @@ from e2e.harness.fixtures import (
 )
 
 __all__ = [
-    "gang",
-    "gang_stack",
     "control_plane",
     "default_scheduler",
     "fake_kubelet",
     "fake_nodes",
+    "gang",
+    "gang_stack",
     "kube_fixture",
     "local_control_plane",
     "namespace",

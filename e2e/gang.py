@@ -165,7 +165,7 @@ class Recorder:
                     self._observe(pod)
                     if self._stop.is_set():
                         break
-            except Exception:  # noqa: BLE001 - 410 and transient errors: relist
+            except Exception:
                 rv = core.list_namespaced_pod(self.namespace).metadata.resource_version
             finally:
                 w.stop()
