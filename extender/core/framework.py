@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from extender.core.cache import Cache
 from extender.core.constraints import node_matches
-from extender.core.planner import Plan, Shortfall, plan_gang
+from extender.core.planner import Plan, Shortfall, min_resources_shortfall, plan_gang
 from extender.core.queue import Backoff, BackoffPolicy, queue_sort_key
 from extender.core.resources import fits, format_resources
 from extender.core.types import GroupInfo, NodeInfo, PodInfo, Resources
@@ -331,27 +331,23 @@ class GangFramework:
         where capacity held for gangs leaves too little. Only nodes with holds can
         disagree with kube-scheduler's own fit check, so only those are examined."""
         nodes = self.cache.nodes
-        held_nodes = self.cache.held_nodes
-        if not held_nodes:
-            unknown = [n for n in node_names if n not in nodes]
-            if not unknown:
-                self._rejected_for_holds.pop(pod.uid, None)
-                return FilterResult(list(node_names), {})
-        passed: list[str] = []
-        failed: dict[str, str] = {}
         free = self.cache.free
-        for name in node_names:
-            if name not in nodes:
-                failed[name] = f"node {name} is not yet known to gang-extender"
-            elif name in held_nodes and not fits(pod.requests, free[name]):
+        failed: dict[str, str] = {}
+        # Set operations and comprehensions keep this linear pass in C: at thousands of
+        # nodes a Python loop over every name would dominate the scheduler's cycle.
+        for name in self.cache.held_nodes.keys() & set(node_names):
+            if not fits(pod.requests, free[name]):
                 failed[name] = (
                     f"capacity on node {name} is held for gang(s) "
                     f"{', '.join(self._gangs_holding(name))}; pod {pod.key} needs "
                     f"{format_resources(pod.requests)}"
                 )
-            else:
-                passed.append(name)
-        if not passed and any(name in held_nodes for name in node_names):
+        held_out = bool(failed)
+        unknown = [n for n in node_names if n not in nodes]
+        for name in unknown:
+            failed[name] = f"node {name} is not yet known to gang-extender"
+        passed = [n for n in node_names if n not in failed] if failed else list(node_names)
+        if not passed and held_out:
             self._rejected_for_holds[pod.uid] = (pod.namespace, pod.name, pod.uid)
         else:
             self._rejected_for_holds.pop(pod.uid, None)
@@ -595,6 +591,17 @@ class GangFramework:
         unbound = [m for m in members if not m.node_name]
         unbound.sort(key=lambda p: (p.creation, p.name))
         need = group.min_member - (len(members) - len(unbound))
+        if group.min_resources:
+            # scheduler-plugins' aggregate pre-check, in the PodGroup's own terms; the
+            # node-by-node plan below is what actually proves a fit.
+            total: Resources = {}
+            for free in self.cache.free.values():
+                for k, v in free.items():
+                    if v > 0:
+                        total[k] = total.get(k, 0) + v
+            missing = min_resources_shortfall(total, group.min_resources)
+            if missing is not None:
+                return Shortfall(need, 0, missing, None)
         return plan_gang(unbound, need, self.cache.nodes, self.cache.free, self.cache.pods_on_node)
 
     def _reserve(self, group: GroupInfo, plan: Plan, now: float) -> None:

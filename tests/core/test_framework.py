@@ -337,3 +337,24 @@ def test_commit_emits_one_bind_per_member() -> None:
     binds = [x for x in fw.outbox if isinstance(x, BindPod)]
     assert sorted(x.name for x in binds) == ["g-0", "g-1"]
     assert not [x for x in fw.outbox if isinstance(x, FailHeld)]
+
+
+def test_min_resources_is_checked_in_the_groups_own_terms() -> None:
+    sim = cluster(2, cpu=4000)
+    g = dataclasses.replace(group("g", 2), min_resources={"cpu": 16000})
+    sim.add_group(g)
+    pods = [sim.add_pod(pod(f"g-{i}", "g", cpu=1000)) for i in range(2)]
+    assert sim.schedule(pods[0].uid) == "rejected"
+    assert "minResources" in sim.last_filter[pods[0].uid]
+    assert not sim.fw.reservations
+    sim.add_group(dataclasses.replace(g, min_resources={"cpu": 2000}))
+    sim.run_all()
+    assert len(sim.bound("g")) == 2
+
+
+def test_unknown_node_is_rejected_with_reason() -> None:
+    sim = cluster(1)
+    p = sim.add_pod(pod("plain"))
+    res = sim.fw.filter(p, ["n0", "ghost"], sim.now)
+    assert res.nodes == ["n0"]
+    assert "not yet known" in res.unresolvable["ghost"]
