@@ -31,3 +31,33 @@ if ! flock -n 9; then
   flock 9
 fi
 "$here/build-k8s.sh"
+
+# ---- helm and kustomize (deploy/ and charts/ tests; block owned by the install story) ----
+# Pinned versions built from the Go module proxy into a cache outside the checkout, one
+# directory per version, with $tools/helm and $tools/kustomize pointing at the pinned ones.
+# Skipped when already built. All output goes to stderr: stdout is the k8s binary directory.
+helm_version=v3.22.0        # go 1.26, k8s.io/client-go v0.37
+kustomize_version=v5.8.2    # go 1.26 (v5.8.3 needs go 1.27)
+tools=${XDG_CACHE_HOME:-$HOME/.cache}/gang-extender/tools
+mkdir -p "$tools"
+exec 8>"$tools/.install.lock"
+flock 8
+if [[ ! -x "$tools/helm-$helm_version/helm" ]]; then
+  echo "setup-deps: building helm $helm_version into $tools (first run only)" >&2
+  # The ldflags a release build sets: its version, and the Kubernetes version `helm
+  # template` assumes (otherwise v1.20, which fails charts declaring kubeVersion).
+  hpkg=helm.sh/helm/v3
+  GOBIN="$tools/helm-$helm_version" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w \
+    -X $hpkg/internal/version.version=$helm_version \
+    -X $hpkg/pkg/lint/rules.k8sVersionMajor=1 -X $hpkg/pkg/lint/rules.k8sVersionMinor=37 \
+    -X $hpkg/pkg/chartutil.k8sVersionMajor=1 -X $hpkg/pkg/chartutil.k8sVersionMinor=37" \
+    "$hpkg/cmd/helm@$helm_version" >&2
+fi
+if [[ ! -x "$tools/kustomize-$kustomize_version/kustomize" ]]; then
+  echo "setup-deps: building kustomize $kustomize_version into $tools (first run only)" >&2
+  GOBIN="$tools/kustomize-$kustomize_version" CGO_ENABLED=0 go install -trimpath \
+    -ldflags "-s -w" "sigs.k8s.io/kustomize/kustomize/v5@$kustomize_version" >&2
+fi
+ln -sfn "helm-$helm_version/helm" "$tools/helm"
+ln -sfn "kustomize-$kustomize_version/kustomize" "$tools/kustomize"
+flock -u 8
