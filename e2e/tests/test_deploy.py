@@ -1,0 +1,379 @@
+"""The install story: deploy/ (kustomize) and charts/gang-scheduler (Helm) are accepted by a
+real API server, say the same thing, and their RBAC is exactly enough.
+
+* Both renderings pass a server-side dry run (admission, schema and RBAC escalation checks)
+  and the KubeSchedulerConfiguration passes the kube-scheduler's own validation.
+* The ServiceAccount from deploy/, with only the roles from deploy/, runs the extender and a
+  stock kube-scheduler (configured from the ConfigMap, leader election on) and schedules a
+  gang end to end: the permissions are sufficient. Calls outside the set are refused.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e import deploy_kit as dk
+from e2e.harness.cluster import REPO_ROOT, Cluster, ControlPlane
+from e2e.harness.fixtures import (
+    Kube,
+    NodeSet,
+    NotYet,
+    create_pod,
+    create_podgroup,
+    list_pods,
+    wait_for,
+)
+from e2e.harness.k8s import ApiException, client
+from e2e.harness.process import START_MARKER
+
+pytestmark = pytest.mark.e2e
+
+# A schedulerName of its own: the suite's other gang scheduler (e2e/gang.py) may be running
+# in the same session under "gang-scheduler", and must not be the one placing these pods.
+SCHED_NAME = "gang-scheduler-rbac-e2e"
+
+
+@pytest.fixture(scope="module")
+def kustomize_docs() -> list[dk.Doc]:
+    return dk.kustomize_build()
+
+
+@pytest.fixture(scope="module")
+def helm_docs() -> list[dk.Doc]:
+    return dk.helm_template(kube_version=dk.k8s_version())
+
+
+# ----------------------------------------------------------------------------------------
+# Static checks (no cluster)
+
+
+def test_crd_copies_are_identical_to_crds_dir() -> None:
+    src = (REPO_ROOT / "crds" / dk.CRD_FILE).read_bytes()
+    for copy in (dk.DEPLOY_DIR / "crd" / dk.CRD_FILE, dk.CHART_DIR / "crds" / dk.CRD_FILE):
+        assert copy.read_bytes() == src, f"{copy} differs from crds/{dk.CRD_FILE}: copy it again"
+
+
+def test_scheduler_config_follows_the_design(kustomize_docs: list[dk.Doc]) -> None:
+    cfg = dk.scheduler_config(kustomize_docs)
+    assert [p["schedulerName"] for p in cfg["profiles"]] == ["gang-scheduler"]
+    assert cfg["profiles"][0]["percentageOfNodesToScore"] == 100
+    assert cfg["podInitialBackoffSeconds"] == 1 and cfg["podMaxBackoffSeconds"] == 2
+    le = cfg["leaderElection"]
+    assert le["leaderElect"] is True
+    assert le["resourceName"] != "kube-scheduler"
+    assert le["resourceNamespace"] == dk.INSTALL_NS
+    fp, bind = cfg["extenders"]
+    assert fp["urlPrefix"] == bind["urlPrefix"] == "http://127.0.0.1:8888"
+    assert (fp["filterVerb"], fp["prioritizeVerb"], fp["weight"]) == ("filter", "prioritize", 1)
+    assert "bindVerb" not in fp and bind["bindVerb"] == "bind"
+    assert not {"filterVerb", "prioritizeVerb"} & bind.keys()
+    for e in (fp, bind):
+        assert e["nodeCacheCapable"] is True and e["ignorable"] is False
+    assert _seconds(fp["httpTimeout"]) <= 10 < 120 <= _seconds(bind["httpTimeout"])
+
+    args = dk.container(kustomize_docs, dk.EXTENDER_CONTAINER)["args"]
+    flags = dict(a.removeprefix("--").split("=", 1) for a in args[1:])
+    assert flags["listen"] == "127.0.0.1:8888"
+    assert flags["scheduler-name"] == "gang-scheduler"
+    assert float(flags["bind-hold-limit"]) < _seconds(bind["httpTimeout"])
+    image = dk.container(kustomize_docs, dk.SCHEDULER_CONTAINER)["image"]
+    assert image == f"registry.k8s.io/kube-scheduler:{dk.k8s_version()}"
+
+
+def _seconds(duration: str) -> float:
+    units = {"h": 3600, "m": 60, "s": 1}
+    assert duration[-1] in units and duration[:-1].isdigit(), duration
+    return int(duration[:-1]) * units[duration[-1]]
+
+
+def _normalise(docs: list[dk.Doc]) -> dict[tuple[str, str], dk.Doc]:
+    """Objects by (kind, name) without what legitimately differs between kustomize and
+    Helm: labels and annotations (Helm's standard ones, the config checksum), the
+    ConfigMap's content hash suffix, the selector labels."""
+    out = {}
+    for d in docs:
+        d = yaml.safe_load(yaml.safe_dump(d))
+        name = d["metadata"]["name"]
+        if d["kind"] == "ConfigMap":
+            name = "gang-scheduler-config"
+            d["data"] = {k: yaml.safe_load(v) for k, v in d["data"].items()}
+        d["metadata"] = {"name": name, "namespace": d["metadata"].get("namespace")}
+        if d["kind"] == "Deployment":
+            spec = d["spec"]
+            spec.pop("selector")
+            spec["template"].pop("metadata")
+            for v in spec["template"]["spec"]["volumes"]:
+                if "configMap" in v:
+                    v["configMap"]["name"] = "gang-scheduler-config"
+        if d["kind"] == "Service":
+            d["spec"].pop("selector")
+        out[(d["kind"], name)] = d
+    return out
+
+
+def test_helm_chart_renders_the_same_install_as_kustomize(
+    kustomize_docs: list[dk.Doc], helm_docs: list[dk.Doc]
+) -> None:
+    k = _normalise(kustomize_docs)
+    h = _normalise(helm_docs)
+    # Helm does not create the release namespace (helm install --create-namespace does).
+    assert set(k) - set(h) == {("Namespace", dk.INSTALL_NS)}
+    assert set(h) <= set(k)
+    for key in sorted(h):
+        assert h[key] == k[key], f"{key} differs between Helm and kustomize"
+
+
+def test_helm_values_reach_the_manifests() -> None:
+    docs = dk.helm_template(kube_version=dk.k8s_version(), values={
+        "extender.image.repository": "registry.example.com/gang-extender",
+        "extender.image.tag": "1.2.3",
+        "scheduler.image.tag": "v1.36.0",
+        "extender.filterTimeout": "3s",
+        "extender.bindTimeout": "10m",
+        "extender.bindHoldLimit": "500",
+        "extender.defaultScheduleTimeoutSeconds": "120",
+        "extender.backoff.baseSeconds": "30",
+        "extender.backoff.capSeconds": "600",
+        "extender.backoff.limit": "5",
+        "extender.resources.limits.memory": "1Gi",
+        "scheduler.resources.requests.cpu": "500m",
+    })
+    cfg = dk.scheduler_config(docs)
+    assert [e["httpTimeout"] for e in cfg["extenders"]] == ["3s", "10m"]
+    ext = dk.container(docs, dk.EXTENDER_CONTAINER)
+    assert ext["image"] == "registry.example.com/gang-extender:1.2.3"
+    for flag in ("--bind-hold-limit=500", "--default-timeout=120", "--backoff-base=30",
+                 "--backoff-cap=600", "--backoff-limit=5"):
+        assert flag in ext["args"]
+    assert ext["resources"]["limits"]["memory"] == "1Gi"
+    sched = dk.container(docs, dk.SCHEDULER_CONTAINER)
+    assert sched["image"] == "registry.k8s.io/kube-scheduler:v1.36.0"
+    assert sched["resources"]["requests"]["cpu"] == "500m"
+
+    with pytest.raises(AssertionError, match=r"must be below extender\.bindTimeout"):
+        dk.helm_template(kube_version=dk.k8s_version(),
+                         values={"extender.bindHoldLimit": "300"})
+
+
+def _kube_scheduler_bin() -> Path:
+    from e2e.harness.cluster import find_k8s_bin
+
+    return find_k8s_bin() / "kube-scheduler"
+
+
+@pytest.mark.parametrize("renderer", ["kustomize", "helm"])
+def test_kube_scheduler_accepts_the_config(
+    renderer: str, kustomize_docs: list[dk.Doc], helm_docs: list[dk.Doc], tmp_path: Path
+) -> None:
+    """The kube-scheduler binary decodes, defaults and validates the configuration
+    (``--write-config-to`` exits after that)."""
+    docs = kustomize_docs if renderer == "kustomize" else helm_docs
+    cfg = dk.scheduler_config(docs)
+    # It builds a client before writing; any syntactically valid kubeconfig will do.
+    kc = tmp_path / "dummy.kubeconfig"
+    kc.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "x",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}]}))
+    cfg["clientConnection"] = {"kubeconfig": str(kc)}
+    src, out = tmp_path / "in.yaml", tmp_path / "out.yaml"
+    src.write_text(yaml.safe_dump(cfg))
+    res = subprocess.run([str(_kube_scheduler_bin()), f"--config={src}",
+                          f"--write-config-to={out}"], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert res.returncode == 0, res.stderr[-3000:]
+    full = yaml.safe_load(out.read_text())
+    prof = full["profiles"][0]
+    assert prof["schedulerName"] == "gang-scheduler"
+    assert "DefaultPreemption" in [p["name"] for p in prof["plugins"]["postFilter"]["disabled"]]
+    assert [e.get("httpTimeout") for e in full["extenders"]] == ["5s", "5m0s"]
+
+
+# ----------------------------------------------------------------------------------------
+# Server-side dry run
+
+
+@pytest.fixture
+def install_namespace(control_plane: Cluster, kube: Kube) -> Iterator[str]:
+    """gang-scheduler-system, created for real if absent (a dry run cannot create objects
+    in a namespace that does not exist yet), deleted afterwards if created here."""
+    created = False
+    try:
+        kube.core.read_namespace(dk.INSTALL_NS)
+    except ApiException as e:
+        if e.status != 404:
+            raise
+        kube.core.create_namespace({"metadata": {"name": dk.INSTALL_NS}})
+        created = True
+    yield dk.INSTALL_NS
+    if created and not isinstance(control_plane, ControlPlane):
+        kube.core.delete_namespace(dk.INSTALL_NS)
+
+
+def test_kustomize_output_passes_server_side_dry_run(
+    kustomize_docs: list[dk.Doc], kube: Kube, install_namespace: str
+) -> None:
+    errors = dk.apply(dk.dynamic_client(kube.api), kustomize_docs, dry_run=True)
+    assert not errors, "\n".join(errors)
+
+
+def test_helm_output_passes_server_side_dry_run(kube: Kube, namespace: str) -> None:
+    # Installed into an arbitrary namespace, as `helm install -n <ns>` would.
+    docs = dk.helm_template(namespace=namespace, kube_version=dk.k8s_version())
+    errors = dk.apply(dk.dynamic_client(kube.api), docs, dry_run=True)
+    assert not errors, "\n".join(errors)
+
+
+# ----------------------------------------------------------------------------------------
+# The ServiceAccount's own credentials
+
+
+@pytest.fixture(scope="module")
+def sa_kubeconfig(
+    control_plane: Cluster, kustomize_docs: list[dk.Doc], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """deploy/'s namespace, ServiceAccount, roles and bindings applied for real; returns a
+    kubeconfig with a token of that ServiceAccount."""
+    if not isinstance(control_plane, ControlPlane):
+        pytest.skip("needs the local control plane (E2E_KUBECONFIG is set)")
+    from e2e.harness.fixtures import kube as admin
+
+    errors = dk.apply(dk.dynamic_client(admin().api), dk.rbac_docs(kustomize_docs))
+    assert not errors, "\n".join(errors)
+    return dk.sa_kubeconfig(control_plane, admin().core, dk.INSTALL_NS, dk.SERVICE_ACCOUNT,
+                            tmp_path_factory.mktemp("sa") / "sa.kubeconfig")
+
+
+def _current_log(p: Any) -> str:
+    text: str = Path(p.log_path).read_text(errors="replace")
+    return text.rsplit(START_MARKER, 1)[-1]
+
+
+def test_service_account_rbac_is_sufficient_to_schedule_a_gang(
+    local_control_plane: ControlPlane,
+    kustomize_docs: list[dk.Doc],
+    sa_kubeconfig: Path,
+    fake_nodes: NodeSet,
+    namespace: str,
+    kube: Kube,
+) -> None:
+    nodes = fake_nodes.add_nodes(3, prefix=namespace, cpu="2", memory="4Gi")
+    stack = dk.start_deployed_stack(local_control_plane, kustomize_docs, sa_kubeconfig,
+                                    "rbac-e2e", scheduler_name=SCHED_NAME)
+    try:
+        create_podgroup(namespace, "trio", min_member=3)
+        for i in range(3):
+            create_pod(namespace, f"trio-{i}", cpu="1", memory="1Gi", pod_group="trio",
+                       scheduler_name=SCHED_NAME)
+
+        def all_running() -> object:
+            pods = list_pods(namespace)
+            state = {p["metadata"]["name"]: (p["status"].get("phase"), p["spec"].get("nodeName"))
+                     for p in pods}
+            ok = len(pods) == 3 and all(ph == "Running" for ph, _ in state.values())
+            return state if ok else NotYet(state)
+
+        state = wait_for(all_running, 60, "the 3-pod gang Running under the SA's credentials",
+                         logs=[*stack.logs(), "kube-apiserver"])
+        assert isinstance(state, dict)
+        assert {node for _, node in state.values()} <= set(nodes)
+
+        # Leader election used the lease deploy/ grants, under the SA's identity.
+        le = dk.scheduler_config(kustomize_docs)["leaderElection"]
+        lease = client.CoordinationV1Api(kube.api).read_namespaced_lease(
+            le["resourceName"], le["resourceNamespace"])
+        assert lease.spec.holder_identity
+
+        # Nothing was refused along the way (a missing read right shows up only as a
+        # retrying informer in the log, not as a failure).
+        for p in stack.logs():
+            refused = [ln for ln in _current_log(p).splitlines() if "forbidden" in ln.lower()]
+            assert not refused, f"{p.name} was refused:\n" + "\n".join(refused[:10])
+    finally:
+        stack.stop()
+
+
+# (verb, group, resource, subresource, namespace, name)
+REFUSED = [
+    ("delete", "", "pods", "", "default", ""),        # no preemption, no evictions
+    ("create", "", "pods", "", "default", ""),
+    ("update", "", "pods", "", "default", ""),
+    ("list", "", "secrets", "", "", ""),
+    ("get", "", "secrets", "", dk.INSTALL_NS, ""),
+    ("get", "", "configmaps", "", "default", ""),
+    ("patch", "", "nodes", "", "", ""),
+    ("delete", "", "nodes", "", "", ""),
+    ("create", "", "pods", "eviction", "default", ""),
+    # The main scheduler's lease, and any other lease than its own.
+    ("update", "coordination.k8s.io", "leases", "", "kube-system", "kube-scheduler"),
+    ("update", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, "kube-scheduler"),
+    ("delete", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, "gang-scheduler"),
+    # PodGroups are the users'; the extender writes only their status.
+    ("update", "scheduling.x-k8s.io", "podgroups", "", "default", ""),
+    ("create", "scheduling.x-k8s.io", "podgroups", "", "default", ""),
+    ("delete", "scheduling.x-k8s.io", "podgroups", "", "default", ""),
+    ("create", "batch", "jobs", "", "default", ""),
+    ("create", "rbac.authorization.k8s.io", "clusterrolebindings", "", "", ""),
+]
+
+ALLOWED = [
+    ("create", "", "pods", "binding", "default", ""),
+    ("patch", "", "pods", "", "default", ""),
+    ("patch", "", "pods", "status", "default", ""),
+    ("watch", "", "nodes", "", "", ""),
+    ("list", "scheduling.x-k8s.io", "podgroups", "", "", ""),
+    ("patch", "scheduling.x-k8s.io", "podgroups", "status", "default", ""),
+    ("create", "events.k8s.io", "events", "", "default", ""),
+    ("create", "", "events", "", "default", ""),
+    ("update", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, "gang-scheduler"),
+]
+
+
+def _can(api: Any, verb: str, group: str, resource: str, sub: str, ns: str, name: str) -> bool:
+    attrs = {"verb": verb, "group": group, "resource": resource}
+    attrs.update({k: v for k, v in (("subresource", sub), ("namespace", ns), ("name", name))
+                  if v})
+    review = client.AuthorizationV1Api(api).create_self_subject_access_review(
+        {"spec": {"resourceAttributes": attrs}})
+    return bool(review.status.allowed)
+
+
+def test_service_account_is_refused_outside_its_roles(
+    sa_kubeconfig: Path, namespace: str, kube: Kube
+) -> None:
+    api = dk.sa_api_client(sa_kubeconfig)
+    try:
+        who = client.AuthenticationV1Api(api).create_self_subject_review({}).status
+        assert who.user_info.username == (
+            f"system:serviceaccount:{dk.INSTALL_NS}:{dk.SERVICE_ACCOUNT}")
+
+        wrongly_allowed = [r for r in REFUSED if _can(api, *r)]
+        assert not wrongly_allowed, f"the ServiceAccount may: {wrongly_allowed}"
+        missing = [r for r in ALLOWED if not _can(api, *r)]
+        assert not missing, f"the ServiceAccount may not: {missing}"
+
+        # And real calls, not just the authorizer's opinion.
+        create_pod(namespace, "victim")
+        core = client.CoreV1Api(api)
+        calls = {
+            "delete pod": lambda: core.delete_namespaced_pod("victim", namespace),
+            "list secrets": lambda: core.list_secret_for_all_namespaces(),
+            "update the main scheduler's lease": lambda: client.CoordinationV1Api(
+                api).patch_namespaced_lease("kube-scheduler", "kube-system",
+                                            {"spec": {"holderIdentity": "gang"}}),
+        }
+        for what, call in calls.items():
+            with pytest.raises(ApiException) as exc:
+                call()
+            assert exc.value.status == 403, f"{what}: {exc.value.status} {exc.value.reason}"
+        assert kube.core.read_namespaced_pod("victim", namespace).metadata.deletion_timestamp \
+            is None
+    finally:
+        api.close()
