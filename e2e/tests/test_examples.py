@@ -1,0 +1,122 @@
+"""Every manifest in examples/ is applied as a user would (``kubectl apply -n <ns> -f``),
+scheduled by the gang scheduler as a whole gang, and runs to completion.
+
+The only change to the manifests is the fake kubelet's run-time annotation on each pod (the
+local control plane runs no containers); schedulerName, labels, PodGroups and resources are
+exactly what users read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e import deploy_kit as dk
+from e2e.gang import GangStack, Recorder
+from e2e.harness.cluster import REPO_ROOT
+from e2e.harness.fakekubelet import ANN_RUN_SECONDS
+from e2e.harness.fixtures import (
+    GANG_SCHEDULER,
+    POD_GROUP_LABEL,
+    Kube,
+    NodeSet,
+    NotYet,
+    get_job,
+    job_condition,
+    list_pods,
+    wait_for,
+)
+
+pytestmark = pytest.mark.e2e
+
+EXAMPLES = REPO_ROOT / "examples"
+
+# Nodes each example gets: enough for its gang, GPU nodes tainted as GPU nodes usually are.
+NODES: dict[str, dict[str, Any]] = {
+    "mpi-indexed-job.yaml": {"count": 2, "cpu": "4", "memory": "8Gi"},
+    "bare-pods-gang.yaml": {"count": 2, "cpu": "1", "memory": "1Gi"},
+    "gpu-gang.yaml": {"count": 2, "cpu": "16", "memory": "64Gi", "gpus": 4,
+                      "taints": [{"key": "nvidia.com/gpu", "value": "present",
+                                  "effect": "NoSchedule"}]},
+    "elastic-job.yaml": {"count": 2, "cpu": "2", "memory": "2Gi"},
+}
+
+
+def test_every_example_is_covered() -> None:
+    assert sorted(p.name for p in EXAMPLES.glob("*.yaml")) == sorted(NODES)
+
+
+def _load(path: Path) -> list[dk.Doc]:
+    docs = dk.load_docs(path.read_text())
+    for d in docs:
+        meta = None
+        if d["kind"] == "Pod":
+            meta = d["metadata"]
+        elif d["kind"] == "Job":
+            meta = d["spec"]["template"].setdefault("metadata", {})
+        if meta is not None:
+            meta.setdefault("annotations", {})[ANN_RUN_SECONDS] = "1"
+    return docs
+
+
+def _expected_pods(docs: list[dk.Doc]) -> int:
+    return sum(1 if d["kind"] == "Pod" else d["spec"].get("completions", 1)
+               for d in docs if d["kind"] in ("Pod", "Job"))
+
+
+@pytest.mark.parametrize("example", sorted(NODES))
+def test_example_gang_is_scheduled_and_completes(
+    example: str, gang: GangStack, fake_nodes: NodeSet, namespace: str, kube: Kube
+) -> None:
+    docs = _load(EXAMPLES / example)
+    shape = dict(NODES[example])
+    fake_nodes.add_nodes(shape.pop("count"), prefix=namespace, **shape)
+    groups = {d["metadata"]["name"]: d["spec"]["minMember"]
+              for d in docs if d["kind"] == "PodGroup"}
+    assert groups, f"{example} has no PodGroup"
+    for d in docs:
+        if d["kind"] in ("Pod", "Job"):
+            spec = d["spec"] if d["kind"] == "Pod" else d["spec"]["template"]["spec"]
+            assert spec["schedulerName"] == GANG_SCHEDULER, example
+
+    with Recorder(namespace) as rec:
+        errors = dk.apply(dk.dynamic_client(kube.api), docs, namespace=namespace)
+        assert not errors, "\n".join(errors)
+        jobs = [d["metadata"]["name"] for d in docs if d["kind"] == "Job"]
+        want = _expected_pods(docs)
+
+        def done() -> object:
+            pods = list_pods(namespace)
+            phases = {p["metadata"]["name"]: p["status"].get("phase") for p in pods}
+            jobs_done = all(job_condition(get_job(namespace, j), "Complete") for j in jobs)
+            succeeded = sum(1 for ph in phases.values() if ph == "Succeeded")
+            if jobs_done and succeeded >= want:
+                return phases
+            return NotYet({"pods": phases, "jobs complete": jobs_done})
+
+        wait_for(done, 90, f"{example}: every gang scheduled and complete", logs=gang.logs())
+
+        for group, min_member in groups.items():
+            rec.assert_never_partial(group, min_member)
+        bound = rec.bound()
+        assert len(bound) == want, f"bound {sorted(bound)}, expected {want} pods"
+        assert all(r.group in groups for r in bound.values()), {
+            n: r.group for n, r in bound.items()}
+        assert {r.node for r in bound.values()} <= set(fake_nodes.added)
+
+
+def test_examples_label_pods_with_their_podgroup() -> None:
+    """Static: each pod (or pod template) names a PodGroup of the same file."""
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        docs = dk.load_docs(path.read_text())
+        groups = {d["metadata"]["name"] for d in docs if d["kind"] == "PodGroup"}
+        for d in docs:
+            if d["kind"] == "Pod":
+                labels = d["metadata"].get("labels", {})
+            elif d["kind"] == "Job":
+                labels = d["spec"]["template"]["metadata"].get("labels", {})
+            else:
+                continue
+            assert labels.get(POD_GROUP_LABEL) in groups, (path.name, d["metadata"]["name"])
