@@ -199,6 +199,9 @@ def test_reserved_capacity_is_not_taken_and_default_pods_are_counted(
 
     # Pods of the default scheduler are counted: with one node filled by one, a gang that
     # needs both nodes gets no reservation at all (rather than a hung half of one).
+    # The pending intruder would rightly take the new nodes first: remove it.
+    delete_pod(ns, "intruder")
+    wait_for(lambda: get_pod(ns, "intruder") is None, 20, "intruder deleted")
     ns2_nodes = fake_nodes.add_nodes(2, prefix="acct", cpu="4", memory="8Gi")
     create_pod(ns, "default-pod", cpu="4", node_selector={"kubernetes.io/hostname":
                                                          ns2_nodes[0]})
