@@ -347,6 +347,13 @@ class ExternalCluster(Cluster):
     def __init__(self, kubeconfig: Path, workdir: Path | None = None) -> None:
         wd = workdir or Path(tempfile.mkdtemp(prefix="gang-e2e-ext-"))
         super().__init__(wd, kubeconfig)
+        self._own_workdir = workdir is None
+
+    def stop(self) -> None:
+        """Stop local processes; remove the log directory if this object created it."""
+        self.stop_processes()
+        if self._own_workdir and os.environ.get("E2E_KEEP_DIR") != "1":
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 class ControlPlane(Cluster):

@@ -3,6 +3,10 @@
 The extender here is a few lines of http.server that records the verbs, passes every node,
 scores 0 and binds by POSTing a v1 Binding; it proves the wiring (config, ports, RBAC,
 binding subresource) the real extender depends on, independent of the extender's code.
+
+The profile is named ``gang-scheduler-smoke``, not ``gang-scheduler``: other e2e modules keep
+the real gang stack (profile ``gang-scheduler``) running for the whole session, and two
+schedulers serving one profile would race for the pod.
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ import pytest
 
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.fixtures import (
-    GANG_SCHEDULER,
     NodeSet,
     NotYet,
     create_pod,
@@ -27,6 +30,8 @@ from e2e.harness.fixtures import (
 )
 
 pytestmark = pytest.mark.e2e
+
+SMOKE_SCHEDULER = "gang-scheduler-smoke"
 
 
 class RecordingExtender:
@@ -106,7 +111,7 @@ def test_scheduler_calls_extender_filter_prioritize_bind(
     # Two nodes: with a single feasible node kube-scheduler skips prioritize.
     fake_nodes.add_nodes(2, prefix=namespace)
     sched = local_control_plane.start_scheduler({
-        "profiles": [{"schedulerName": GANG_SCHEDULER, "percentageOfNodesToScore": 100}],
+        "profiles": [{"schedulerName": SMOKE_SCHEDULER, "percentageOfNodesToScore": 100}],
         "extenders": [{
             "urlPrefix": recording_extender.url,
             "filterVerb": "filter", "prioritizeVerb": "prioritize", "bindVerb": "bind",
@@ -114,7 +119,7 @@ def test_scheduler_calls_extender_filter_prioritize_bind(
         }],
     }, name="gang-scheduler-smoke")
     try:
-        create_pod(namespace, "p", scheduler_name=GANG_SCHEDULER)
+        create_pod(namespace, "p", scheduler_name=SMOKE_SCHEDULER)
 
         def running() -> object:
             pod = get_pod(namespace, "p") or {}
