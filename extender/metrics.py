@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from extender.core.framework import (
-    BACKING_OFF,
     BOUND,
-    FAILED,
-    RESERVED,
     TIMED_OUT,
     GangEvent,
     GangFramework,
@@ -27,8 +26,9 @@ class Metrics:
             "gang_extender_verb_duration_seconds",
             "Time to answer a kube-scheduler extender call (bind includes the time held).",
             ["verb", "result"], buckets=_LATENCY_BUCKETS, registry=r)
-        self.gangs = Gauge("gang_extender_gangs", "Gangs by state (condition reason).",
-                           ["state"], registry=r)
+        self.gangs = Gauge("gang_extender_gangs",
+                           "PodGroups by status phase and Scheduled condition reason.",
+                           ["phase", "reason"], registry=r)
         self.reservations = Gauge("gang_extender_reservations",
                                   "Reservations currently held.", registry=r)
         self.reserved_slots = Gauge("gang_extender_reserved_slots",
@@ -43,6 +43,15 @@ class Metrics:
                                 "Reservations released at their deadline.", registry=r)
         self.backoffs = Counter("gang_extender_backoffs_total",
                                 "Gangs sent to back off after a timeout.", registry=r)
+        self.retry_limit = Counter("gang_extender_retry_limit_reached_total",
+                                   "Gangs marked Failed after their last allowed timeout.",
+                                   registry=r)
+        self.status_writes = Counter("gang_extender_podgroup_status_writes_total",
+                                     "PodGroup status patches.", ["result"], registry=r)
+        self.events = Counter("gang_extender_events_total",
+                              "Kubernetes Events posted (created, updated = a repeat folded "
+                              "into an existing Event, dropped, error).", ["result"],
+                              registry=r)
         self.quorum_to_bound = Histogram(
             "gang_extender_quorum_to_bound_seconds",
             "From the gang's quorum being present to the quorum being bound.",
@@ -52,22 +61,34 @@ class Metrics:
         self.wakeups = Counter("gang_extender_wakeups_total",
                                "Pods touched so kube-scheduler retries them.", registry=r)
 
+        # Set by the wiring: framework (to tell a backoff from a final failure) and the
+        # status writer's (phase, reason) counts for the gangs gauge.
+        self.fw: GangFramework | None = None
+        self.status_counts: Callable[[], dict[tuple[str, str], int]] | None = None
+
     def on_event(self, event: GangEvent) -> None:
         self.transitions.labels(event.reason).inc()
         if event.reason == TIMED_OUT:
             self.timeouts.inc()
-            if "backing off" in event.message:
+            bo = self.fw.backoff.get(event.gang) if self.fw is not None else None
+            if bo is not None and bo.failed:
+                self.retry_limit.inc()
+            elif bo is not None or "backing off" in event.message:
                 self.backoffs.inc()
         if event.reason == BOUND and event.seconds is not None:
             self.quorum_to_bound.observe(event.seconds)
 
     def refresh(self, fw: GangFramework) -> None:
-        """Gauges are read from the framework at scrape time, never kept in step by hand."""
-        counts: dict[str, int] = {}
-        for st in fw.status.values():
-            counts[st.reason] = counts.get(st.reason, 0) + 1
-        for state in {*counts, RESERVED, BOUND, BACKING_OFF, FAILED}:
-            self.gangs.labels(state).set(counts.get(state, 0))
+        """Gauges are read at scrape time, never kept in step by hand."""
+        if self.status_counts is not None:
+            counts = self.status_counts()
+        else:  # no status writer: the framework's reasons alone
+            counts = {}
+            for st in fw.status.values():
+                counts[("", st.reason)] = counts.get(("", st.reason), 0) + 1
+        self.gangs.clear()
+        for (phase, reason), n in counts.items():
+            self.gangs.labels(phase, reason).set(n)
         self.reservations.set(len(fw.reservations))
         self.reserved_slots.set(sum(len(r.slots) for r in fw.reservations.values()))
         self.held_binds.set(len(fw.held))

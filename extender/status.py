@@ -1,0 +1,395 @@
+"""Keeps PodGroup status current: a thin adapter around `extender.core.phase`.
+
+A background task notices what changed (watch events for the group and its pods, the
+framework's decisions, reservations, backoffs), recomputes those groups' status and
+writes it with a merge patch of the `status` subresource, off the request path:
+
+* coalesced: only when the computed status differs from what was written last (or,
+  after a restart, from what the API shows), so a steady gang costs nothing;
+* rate-limited: at most one write per group per `min_interval`, and at most
+  `max_writes_per_second` overall; a change inside the interval is written at its end;
+* never fatal: API errors are logged and retried later with backoff.
+
+It also logs one line per status transition and tells `GangEvents` about it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from extender.core.framework import GangEvent, GangFramework, GangStatus
+from extender.core.phase import GroupStatus, Previous, compute_status, rfc3339
+from extender.core.types import GROUP_LABEL, GroupInfo, PodInfo
+from extender.events import EventRecorder, GangEvents
+from extender.informer import GROUPS, NODES, PODS, Kind
+from extender.kube import PODGROUP_PATH, ApiError
+
+log = logging.getLogger("gang-extender.status")
+
+
+class StatusApi(Protocol):
+    async def merge_patch(self, path: str, patch: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class StatusConfig:
+    min_interval: float = 1.0  # seconds between two writes of one PodGroup
+    loop_interval: float = 0.25
+    max_writes_per_second: float = 50.0
+    resync_seconds: float = 30.0  # recompute every group this often, changed or not
+    max_error_backoff: float = 30.0
+
+
+@dataclass
+class _Group:
+    uid: str
+    observed: dict[str, Any] = field(default_factory=dict)  # status as the API shows it
+    written: dict[str, Any] | None = None  # status this process wrote last
+    written_at: float = float("-inf")
+    current: GroupStatus | None = None
+    phase: str = ""  # last computed (or observed) phase and Scheduled reason
+    reason: str = ""
+    errors: int = 0
+    retry_at: float = 0.0
+
+
+def _kv(value: object) -> str:
+    text = str(value)
+    if not text or any(c in text for c in ' "='):
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return text
+
+
+def _scheduled_reason(status: dict[str, Any]) -> str:
+    for c in status.get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == "Scheduled":
+            return str(c.get("reason", ""))
+    return ""
+
+
+class StatusWriter:
+    def __init__(
+        self,
+        fw: GangFramework,
+        kube: StatusApi | None,
+        clock: Callable[[], float] = time.time,
+        config: StatusConfig | None = None,
+        events: GangEvents | None = None,
+        on_write: Callable[[str], None] | None = None,
+    ) -> None:
+        self.fw = fw
+        self.kube = kube
+        self.clock = clock
+        self.config = config or StatusConfig()
+        self.events = events
+        self.on_write = on_write
+        self.groups: dict[str, _Group] = {}
+        self.owners: dict[str, tuple[str, ...]] = {}  # pod uid -> owner names
+        self.dirty: set[str] = set()
+        self.writes = 0
+        self.write_errors = 0
+        self._seen_status: dict[str, GangStatus] = {}
+        self._seen_reserved: set[str] = set()
+        self._seen_failed: set[str] = set()
+        self._last_resync = float("-inf")
+
+    # ----- watch hooks (called after the framework applied the object) ----------------------
+
+    def observe_group(self, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        uid = str(meta.get("uid", ""))
+        status = obj.get("status")
+        rec = self.groups.get(key)
+        if rec is None or rec.uid != uid:
+            rec = self.groups[key] = _Group(uid)
+            observed = status if isinstance(status, dict) else {}
+            rec.phase = str(observed.get("phase", ""))
+            rec.reason = _scheduled_reason(observed)
+        rec.observed = status if isinstance(status, dict) else {}
+        self.dirty.add(key)
+
+    def group_deleted(self, key: str) -> None:
+        self.groups.pop(key, None)
+        self.dirty.discard(key)
+        self._seen_status.pop(key, None)
+        if self.events is not None:
+            self.events.forget(key)
+
+    def observe_pod(self, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        group = (meta.get("labels") or {}).get(GROUP_LABEL)
+        uid = str(meta.get("uid", ""))
+        if not group or not isinstance(group, str):
+            self.owners.pop(uid, None)
+            return
+        refs = meta.get("ownerReferences") or []
+        names = tuple(str(r.get("name", "")) for r in refs
+                      if isinstance(r, dict) and r.get("name"))
+        if names:
+            self.owners[uid] = names
+        else:
+            self.owners.pop(uid, None)
+        self.dirty.add(f"{meta.get('namespace', '')}/{group}")
+
+    def pod_deleted(self, uid: str, pod: PodInfo | None) -> None:
+        self.owners.pop(uid, None)
+        if pod is not None and pod.group:
+            self.dirty.add(f"{pod.namespace}/{pod.group}")
+
+    def on_gang_event(self, ev: GangEvent) -> None:
+        self.dirty.add(ev.gang)
+
+    # ----- computing -------------------------------------------------------------------------
+
+    def scan(self, now: float) -> None:
+        """Mark the groups whose framework state moved since the last scan."""
+        fw = self.fw
+        for key, st in fw.status.items():
+            if self._seen_status.get(key) is not st:
+                self._seen_status[key] = st
+                self.dirty.add(key)
+        if len(self._seen_status) > len(fw.status):
+            for key in [k for k in self._seen_status if k not in fw.status]:
+                del self._seen_status[key]
+                self.dirty.add(key)
+        reserved = set(fw.reservations)
+        self.dirty |= reserved ^ self._seen_reserved
+        self._seen_reserved = reserved
+        failed = {k for k, b in fw.backoff.items() if b.failed}
+        self.dirty |= failed ^ self._seen_failed
+        self._seen_failed = failed
+        if now - self._last_resync >= self.config.resync_seconds:
+            self._last_resync = now
+            self.dirty |= set(fw.cache.groups)
+
+    def compute(self, group: GroupInfo, now: float) -> GroupStatus | None:
+        rec = self.groups.get(group.key)
+        base = rec.written if rec is not None and rec.written is not None else (
+            rec.observed if rec is not None else {})
+        pods = self.fw.cache.group_pods(group.namespace, group.name)
+        bo = self.fw.backoff.get(group.key)
+        owners: Iterable[tuple[str, ...]] = (self.owners.get(p.uid, ()) for p in pods)
+        return compute_status(
+            group, pods, self.fw.status.get(group.key), now,
+            retry_limit_reached=bo is not None and bo.failed,
+            previous=Previous.from_k8s(base), owners=owners,
+        )
+
+    def _transition(self, group: GroupInfo, rec: _Group, st: GroupStatus) -> None:
+        if (st.phase, st.reason) == (rec.phase, rec.reason):
+            return
+        log.info(
+            "podgroup=%s phase=%s reason=%s running=%d succeeded=%d failed=%d bound=%d "
+            "members=%d minMember=%d message=%s",
+            group.key, st.phase, st.reason, st.running, st.succeeded, st.failed, st.bound,
+            st.members, group.min_member, _kv(st.message),
+        )
+        if self.events is not None:
+            try:
+                self.events.on_status(group, rec.phase, rec.reason, st)
+            except Exception:  # an event is never worth a lost status
+                log.exception("event for podgroup %s failed", group.key)
+        rec.phase, rec.reason = st.phase, st.reason
+
+    def due(self, now: float) -> list[tuple[GroupInfo, dict[str, Any]]]:
+        """Recompute the dirty groups; return those to write now. Groups that changed
+        but were written too recently stay dirty for a later round."""
+        out: list[tuple[GroupInfo, dict[str, Any]]] = []
+        keep: set[str] = set()
+        for key in self.dirty:
+            group = self.fw.cache.groups.get(key)
+            if group is None:
+                continue
+            rec = self.groups.get(key)
+            if rec is None or rec.uid != group.uid:
+                rec = self.groups[key] = _Group(group.uid)
+            st = self.compute(group, now)
+            if st is None:
+                continue
+            rec.current = st
+            self._transition(group, rec, st)
+            doc = st.to_k8s()
+            base = rec.written if rec.written is not None else rec.observed
+            if all(base.get(k) == v for k, v in doc.items()):
+                continue
+            if now - rec.written_at < self.config.min_interval or now < rec.retry_at:
+                keep.add(key)
+                continue
+            out.append((group, doc))
+        self.dirty = keep
+        return out
+
+    # ----- writing ---------------------------------------------------------------------------
+
+    async def write(self, group: GroupInfo, doc: dict[str, Any]) -> bool:
+        rec = self.groups.get(group.key)
+        if self.kube is None or rec is None:
+            return False
+        path = f"{PODGROUP_PATH}/namespaces/{group.namespace}/podgroups/{group.name}/status"
+        now = self.clock()
+        try:
+            await self.kube.merge_patch(path, {"status": doc})
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if isinstance(exc, ApiError) and exc.status == 404:
+                return False  # deleted meanwhile; the watch will tell
+            self.write_errors += 1
+            rec.errors += 1
+            rec.retry_at = now + min(self.config.max_error_backoff, 2.0 ** min(rec.errors, 10))
+            self.dirty.add(group.key)
+            if self.on_write is not None:
+                self.on_write("error")
+            log.warning("podgroup=%s status write failed (retry in %.0fs): %s", group.key,
+                        rec.retry_at - now, exc)
+            return False
+        rec.written, rec.written_at, rec.errors, rec.retry_at = doc, now, 0, 0.0
+        self.writes += 1
+        if self.on_write is not None:
+            self.on_write("ok")
+        return True
+
+    async def step(self) -> int:
+        """One round: scan, recompute, write what is due. Returns the writes made."""
+        now = self.clock()
+        self.scan(now)
+        written = 0
+        gap = 1.0 / self.config.max_writes_per_second
+        for i, (group, doc) in enumerate(self.due(now)):
+            if i:
+                await asyncio.sleep(gap)
+            if await self.write(group, doc):
+                written += 1
+        return written
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.step()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # never let the status loop die
+                log.exception("status writer round failed")
+            await asyncio.sleep(self.config.loop_interval)
+
+    # ----- views -----------------------------------------------------------------------------
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        """(phase, reason) -> number of PodGroups, for the gangs-by-state gauge."""
+        out: dict[tuple[str, str], int] = {}
+        for key, rec in self.groups.items():
+            if rec.current is None or key not in self.fw.cache.groups:
+                continue
+            k = (rec.current.phase, rec.current.reason)
+            out[k] = out.get(k, 0) + 1
+        return out
+
+    def debug(self, now: float) -> dict[str, Any]:
+        fw = self.fw
+        order = {row["gang"]: i for i, row in enumerate(fw.queue(now))}
+        groups = []
+        for key in sorted(fw.cache.groups, key=lambda k: (order.get(k, len(order)), k)):
+            group = fw.cache.groups[key]
+            rec = self.groups.get(key)
+            st = rec.current if rec is not None else None
+            row: dict[str, Any] = {"gang": key, "minMember": group.min_member,
+                                   "queuePosition": order.get(key)}
+            if st is not None:
+                row.update(phase=st.phase, reason=st.reason, message=st.message,
+                           members=st.members, bound=st.bound, running=st.running,
+                           succeeded=st.succeeded, failed=st.failed,
+                           scheduleStartTime=st.schedule_start_time,
+                           occupiedBy=st.occupied_by)
+            if rec is not None:
+                row.update(
+                    statusWritten=rec.written is not None,
+                    lastWriteSecondsAgo=(round(now - rec.written_at, 3)
+                                         if rec.written is not None else None),
+                    writeErrors=rec.errors,
+                    pendingWrite=key in self.dirty,
+                )
+            groups.append(row)
+        reservations = []
+        for res in fw.reservations.values():
+            reservations.append({
+                "gang": res.gang,
+                "nodes": sorted({s.node for s in res.slots.values()}),
+                "slots": [{"pod": s.pod.key, "node": s.node} for s in res.slots.values()],
+                "created": rfc3339(res.created),
+                "deadline": rfc3339(res.deadline),
+                "secondsLeft": round(res.deadline - now, 3),
+            })
+        held = []
+        for uid, node in fw.held.items():
+            pod = fw.cache.pods.get(uid)
+            gang = f"{pod.namespace}/{pod.group}" if pod is not None and pod.group else None
+            hold = fw.reservations.get(gang) if gang else None
+            held.append({"pod": pod.key if pod else uid, "gang": gang, "node": node,
+                         "deadline": rfc3339(hold.deadline) if hold else None,
+                         "secondsLeft": round(hold.deadline - now, 3) if hold else None})
+        return {
+            "podGroups": groups,
+            "reservations": reservations,
+            "heldBinds": held,
+            "statusWriter": {"pending": len(self.dirty), "writes": self.writes,
+                             "errors": self.write_errors},
+        }
+
+
+# ----- wiring ----------------------------------------------------------------------------------
+
+
+def observed_kinds(writer: StatusWriter) -> tuple[Kind, ...]:
+    """The informer's kinds, with the status writer told about every pod and PodGroup
+    change after the framework has applied it."""
+
+    def apply_pod(fw: GangFramework, obj: dict[str, Any], now: float) -> None:
+        PODS.apply(fw, obj, now)
+        _guard(writer.observe_pod, obj)
+
+    def delete_pod(fw: GangFramework, key: str, now: float) -> None:
+        pod = fw.cache.pods.get(key)
+        PODS.delete(fw, key, now)
+        writer.pod_deleted(key, pod)
+
+    def apply_group(fw: GangFramework, obj: dict[str, Any], now: float) -> None:
+        GROUPS.apply(fw, obj, now)
+        _guard(writer.observe_group, obj)
+
+    def delete_group(fw: GangFramework, key: str, now: float) -> None:
+        GROUPS.delete(fw, key, now)
+        writer.group_deleted(key)
+
+    return (
+        NODES,
+        Kind(PODS.name, PODS.path, PODS.key, apply_pod, delete_pod),
+        Kind(GROUPS.name, GROUPS.path, GROUPS.key, apply_group, delete_group),
+    )
+
+
+def _guard(fn: Callable[[dict[str, Any]], None], obj: dict[str, Any]) -> None:
+    try:
+        fn(obj)
+    except Exception:  # a malformed object must not stop the informer
+        log.exception("status writer could not read an object")
+
+
+def install_debug_route(app: Any, writer: StatusWriter, recorder: EventRecorder | None,
+                        clock: Callable[[], float]) -> None:
+    """GET /debug/podgroups: every PodGroup in queue order with its computed status and
+    write state, reservations (nodes, slots, deadline), held binds and the event sink."""
+    import orjson
+    from fastapi.responses import Response
+
+    async def debug_podgroups() -> Response:
+        body = writer.debug(clock())
+        body["events"] = recorder.debug() if recorder is not None else None
+        return Response(orjson.dumps(body), media_type="application/json")
+
+    app.add_api_route("/debug/podgroups", debug_podgroups, methods=["GET"])

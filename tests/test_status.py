@@ -1,0 +1,416 @@
+"""The PodGroup status writer, the event sink and policy, metrics and the debug route,
+against a recording stand-in for the API (no network)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from prometheus_client import generate_latest
+
+from extender.core.framework import (
+    BindPod,
+    Config,
+    FailHeld,
+    GangEvent,
+    GangFramework,
+    WakePods,
+)
+from extender.core.queue import BackoffPolicy
+from extender.events import EventRecorder, GangEvents, ObjectRef
+from extender.kube import ApiError
+from extender.metrics import Metrics
+from extender.status import StatusConfig, StatusWriter, install_debug_route, observed_kinds
+from tests.core.sim import SimScheduler, group, node, pod
+
+T0 = 1_800_000_000.0
+
+
+class FakeApi:
+    """Records status patches and Events; can be told to fail."""
+
+    def __init__(self) -> None:
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+        self.events: dict[str, dict[str, Any]] = {}
+        self.fail: ApiError | None = None
+        self.event_404 = False
+
+    async def merge_patch(self, path: str, patch: dict[str, Any]) -> None:
+        if self.fail is not None:
+            raise self.fail
+        if "/events/" in path:
+            name = path.rsplit("/", 1)[1]
+            if self.event_404 or name not in self.events:
+                raise ApiError(404, "NotFound", "gone")
+            self.events[name].update(patch)
+            return
+        self.patches.append((path, patch))
+
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        if self.fail is not None:
+            raise self.fail
+        name = f"{body['metadata']['generateName']}{len(self.events)}"
+        self.events[name] = dict(body, metadata={**body["metadata"], "name": name})
+        return self.events[name]
+
+    def status_writes(self, name: str) -> list[dict[str, Any]]:
+        return [p["status"] for path, p in self.patches if f"/podgroups/{name}/status" in path]
+
+    def events_for(self, name: str) -> list[tuple[str, str, int, str]]:
+        return sorted((e["reason"], e["type"], e["count"], e["message"])
+                      for e in self.events.values() if e["involvedObject"]["name"] == name)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Sim(SimScheduler):
+    """The core simulator, forwarding the framework's GangEvents as the runtime does."""
+
+    def __init__(self, fw: GangFramework, forward: Any) -> None:
+        super().__init__(fw)
+        self.now = T0
+        self.forward = forward
+
+    def drain(self) -> None:
+        while self.fw.outbox:
+            out, self.fw.outbox = self.fw.outbox, []
+            for a in out:
+                if isinstance(a, GangEvent):
+                    self.forward(a)
+                elif isinstance(a, BindPod):
+                    self._do_bind(a.uid, a.node)
+                elif isinstance(a, FailHeld):
+                    self.held.discard(a.uid)
+                    self.assumed.pop(a.uid, None)
+                elif isinstance(a, WakePods):
+                    pass
+
+
+@dataclasses.dataclass
+class Env:
+    fw: GangFramework
+    api: FakeApi
+    clock: Clock
+    writer: StatusWriter
+    recorder: EventRecorder
+    metrics: Metrics
+    sim: Sim
+
+    def step(self, seconds: float = 0.0) -> int:
+        self.clock.now += seconds
+        self.sim.now = self.clock.now
+
+        async def go() -> int:
+            n = await self.writer.step()
+            await self.recorder.flush()
+            return n
+
+        return asyncio.run(go())
+
+    def tick(self, seconds: float) -> None:
+        """Time passes for the framework (deadlines, backoffs), then the writer runs."""
+        self.clock.now += seconds
+        self.sim.now = self.clock.now
+        self.sim.tick(0)
+        self.step()
+
+    def add_group(self, name: str, min_member: int, **kw: Any) -> None:
+        g = group(name, min_member, **kw)
+        self.sim.add_group(g)
+        self.writer.observe_group({"metadata": {"namespace": g.namespace, "name": g.name,
+                                                "uid": g.uid}})
+
+    def add_pod(self, name: str, grp: str, owner: str | None = None, **kw: Any) -> str:
+        p = self.sim.add_pod(pod(name, grp, **kw))
+        meta: dict[str, Any] = {"namespace": p.namespace, "name": p.name, "uid": p.uid,
+                                "labels": dict(p.labels)}
+        if owner:
+            meta["ownerReferences"] = [{"kind": "Job", "name": owner, "uid": "j1"}]
+        self.writer.observe_pod({"metadata": meta})
+        return p.uid
+
+    def set_phase(self, uid: str, phase: str) -> None:
+        p = self.fw.cache.pods[uid]
+        self.fw.on_pod(dataclasses.replace(p, phase=phase), self.clock.now)
+        self.sim.drain()
+        self.writer.dirty.add(f"{p.namespace}/{p.group}")
+
+
+@pytest.fixture
+def env() -> Env:
+    fw = GangFramework(Config(default_timeout_seconds=10,
+                              backoff=BackoffPolicy(2, 8, retry_limit=2)))
+    api = FakeApi()
+    clock = Clock()
+    metrics = Metrics()
+    metrics.fw = fw
+    recorder = EventRecorder(api, clock, on_result=lambda r: metrics.events.labels(r).inc())
+    events = GangEvents(fw, recorder)
+    writer = StatusWriter(fw, api, clock, StatusConfig(min_interval=1.0), events=events,
+                          on_write=lambda r: metrics.status_writes.labels(r).inc())
+    metrics.status_counts = writer.counts
+
+    def forward(ev: GangEvent) -> None:
+        metrics.on_event(ev)
+        events.on_gang_event(ev)
+        writer.on_gang_event(ev)
+
+    sim = Sim(fw, forward)
+    for i in range(2):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    return Env(fw, api, clock, writer, recorder, metrics, sim)
+
+
+def last(env: Env, name: str) -> dict[str, Any]:
+    writes = env.api.status_writes(name)
+    assert writes, f"no status written for {name}"
+    return writes[-1]
+
+
+def cond(status: dict[str, Any], type_: str = "Scheduled") -> dict[str, Any]:
+    return next(c for c in status["conditions"] if c["type"] == type_)
+
+
+def test_life_of_a_gang_written_through_the_status_subresource(env: Env) -> None:
+    env.add_group("train", 3)
+    uids = [env.add_pod(f"train-{i}", "train", owner="train-job") for i in range(2)]
+    assert env.step() == 1
+    path, patch = env.api.patches[-1]
+    assert path == "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ns/podgroups/train/status"
+    st = patch["status"]
+    assert st["phase"] == "Pending" and st["occupiedBy"] == "ns/train-job"
+    assert cond(st)["reason"] == "WaitingForMembers"
+    assert cond(st)["message"] == "gang ns/train: 2 of 3 members exist"
+    assert env.step(5) == 0, "nothing changed: nothing written"
+
+    uids.append(env.add_pod("train-2", "train", owner="train-job"))
+    for uid in uids:
+        env.sim.schedule(uid)
+    env.step(1)
+    st = last(env, "train")
+    assert (st["phase"], cond(st)["reason"], st["bound"]) == ("Scheduling", "Bound", 3)
+    assert cond(st)["status"] == "True" and "scheduleStartTime" in st
+
+    for uid in uids:
+        env.set_phase(uid, "Running")
+    env.step(1)
+    st = last(env, "train")
+    assert (st["phase"], st["running"]) == ("Running", 3)
+    for uid in uids:
+        env.set_phase(uid, "Succeeded")
+    env.step(1)
+    st = last(env, "train")
+    assert (st["phase"], st["succeeded"], st["running"]) == ("Finished", 3, 0)
+
+    reasons = {r for r, *_ in env.api.events_for("train")}
+    assert {"WaitingForMembers", "Reserved", "Bound", "Running", "Finished"} <= reasons
+    pod_events = env.api.events_for("train-0")
+    assert [r for r, *_ in pod_events] == ["Reserved"]
+    assert "reserved for this pod until" in pod_events[0][3]
+
+
+def test_writes_are_rate_limited_per_group_and_coalesced(env: Env) -> None:
+    env.add_group("g", 3)
+    env.add_pod("g-0", "g")
+    assert env.step() == 1
+    env.add_pod("g-1", "g")
+    assert env.step(0.3) == 0, "second change inside the interval waits"
+    assert env.writer.dirty == {"ns/g"}
+    assert env.step(0.8) == 1
+    assert cond(last(env, "g"))["message"] == "gang ns/g: 2 of 3 members exist"
+    assert len(env.api.status_writes("g")) == 2
+
+
+def test_api_errors_are_retried_with_backoff_never_raised(env: Env) -> None:
+    env.add_group("g", 2)
+    env.add_pod("g-0", "g")
+    env.api.fail = ApiError(500, "InternalError", "etcd is sad")
+    assert env.step() == 0
+    assert env.writer.write_errors == 1
+    env.api.fail = None
+    assert env.step(1) == 0, "retry waits for its backoff"
+    assert env.step(2) == 1
+    assert 'gang_extender_podgroup_status_writes_total{result="error"} 1.0' in \
+        generate_latest(env.metrics.registry).decode()
+
+
+def test_deleted_group_404_is_not_an_error(env: Env) -> None:
+    env.add_group("g", 2)
+    env.api.fail = ApiError(404, "NotFound", "gone")
+    env.step()
+    assert env.writer.write_errors == 0
+    env.writer.group_deleted("ns/g")
+    assert "ns/g" not in env.writer.groups
+
+
+def test_restart_does_not_rewrite_an_unchanged_status(env: Env) -> None:
+    env.add_group("g", 2)
+    env.add_pod("g-0", "g")
+    env.step()
+    written = last(env, "g")
+    fresh = StatusWriter(env.fw, env.api, env.clock)
+    fresh.observe_group({"metadata": {"namespace": "ns", "name": "g", "uid": "g-g"},
+                         "status": written})
+    before = len(env.api.patches)
+    asyncio.run(fresh.step())
+    assert len(env.api.patches) == before
+
+
+def test_timeout_backoff_and_retry_limit_events_and_metrics(env: Env) -> None:
+    env.add_group("big", 2, timeout=3)
+    a = env.add_pod("big-0", "big")
+    env.add_pod("big-1", "big")
+    assert env.sim.schedule(a) == "held"  # the other member never comes
+    env.step()
+    assert cond(last(env, "big"))["reason"] == "Reserved"
+    env.tick(3.5)
+    st = last(env, "big")
+    assert (st["phase"], cond(st)["reason"]) == ("Scheduling", "BackingOff")
+    assert "timed out after" in cond(st)["message"]
+    events = {r: (t, c, m) for r, t, c, m in env.api.events_for("big")}
+    assert events["TimedOut"][0] == "Warning"
+    assert "released 2 slot(s) on 1 node(s)" in events["Released"][2]
+    assert "next attempt in 2s" in events["BackingOff"][2]
+    assert ("TimedOut", "Warning") in {(r, t) for r, t, *_ in env.api.events_for("big-1")}
+
+    # Second attempt after the backoff: times out again and hits the retry limit.
+    env.tick(2.5)
+    assert env.sim.schedule(a) == "held"
+    env.tick(3.5)
+    st = last(env, "big")
+    assert st["phase"] == "Failed"
+    assert cond(st, "Failed")["reason"] == "RetryLimitReached"
+    events = {r: (t, c, m) for r, t, c, m in env.api.events_for("big")}
+    assert events["TimedOut"][1] == 2, "the repeat was folded into the first TimedOut Event"
+    assert events["Reserved"][1] == 2
+    assert "RetryLimitReached" in events
+    text = generate_latest(env.metrics.registry).decode()
+    assert "gang_extender_timeouts_total 2.0" in text
+    assert "gang_extender_backoffs_total 1.0" in text
+    assert "gang_extender_retry_limit_reached_total 1.0" in text
+
+
+def test_member_failure_marks_failed_and_names_the_pod(env: Env) -> None:
+    env.add_group("g", 2)
+    uids = [env.add_pod(f"g-{i}", "g") for i in range(2)]
+    for uid in uids:
+        env.sim.schedule(uid)
+        env.set_phase(uid, "Running")
+    env.step()
+    assert last(env, "g")["phase"] == "Running"
+    env.set_phase(uids[1], "Failed")
+    env.step(1)
+    st = last(env, "g")
+    assert (st["phase"], st["failed"], st["running"]) == ("Failed", 1, 1)
+    assert "g-1" in cond(st, "Failed")["message"]
+    assert ("MemberFailed", "Warning") in {(r, t) for r, t, *_ in env.api.events_for("g")}
+
+
+def test_gauge_counts_gangs_by_phase_and_reason(env: Env) -> None:
+    env.add_group("a", 3)
+    env.add_group("b", 1)
+    env.add_pod("a-0", "a")
+    env.sim.schedule(env.add_pod("b-0", "b"))
+    env.step()
+    env.metrics.refresh(env.fw)
+    text = generate_latest(env.metrics.registry).decode()
+    assert 'gang_extender_gangs{phase="Pending",reason="WaitingForMembers"} 1.0' in text
+    assert 'gang_extender_gangs{phase="Scheduling",reason="Bound"} 1.0' in text
+
+
+def test_recorder_folds_repeats_and_recreates_expired_events() -> None:
+    api, clock = FakeApi(), Clock()
+    rec = EventRecorder(api, clock, window=600)
+    ref = ObjectRef("PodGroup", "scheduling.x-k8s.io/v1alpha1", "ns", "g", "uid-g")
+    rec.record(ref, "InsufficientCapacity", "needs 3; 2 fit", warning=True)
+    rec.record(ref, "InsufficientCapacity", "needs 3; 1 fit", warning=True)
+    asyncio.run(rec.flush())
+    (ev,) = api.events.values()
+    assert (ev["count"], ev["message"], ev["type"]) == (2, "needs 3; 1 fit", "Warning")
+    assert ev["involvedObject"] == {"apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                                    "kind": "PodGroup", "namespace": "ns", "name": "g",
+                                    "uid": "uid-g"}
+    clock.now += 60
+    rec.record(ref, "InsufficientCapacity", "needs 3; 1 fit", warning=True)
+    asyncio.run(rec.flush())
+    assert len(api.events) == 1 and ev["count"] == 3
+    api.event_404 = True  # expired by the API server's event TTL
+    rec.record(ref, "InsufficientCapacity", "needs 3; 0 fit", warning=True)
+    asyncio.run(rec.flush())
+    assert len(api.events) == 2
+    clock.now += 601
+    api.event_404 = False
+    rec.record(ref, "InsufficientCapacity", "x")
+    asyncio.run(rec.flush())
+    assert len(api.events) == 3, "outside the window a new Event is created"
+    assert rec.stats.created == 3 and rec.stats.updated == 1 and rec.stats.folded == 1
+
+
+def test_recorder_never_raises_and_bounds_its_queue() -> None:
+    api = FakeApi()
+    rec = EventRecorder(api, Clock(), max_pending=2)
+    for i in range(4):
+        rec.record(ObjectRef("Pod", "v1", "ns", f"p{i}", f"u{i}"), "Reserved", "m")
+    assert rec.stats.dropped == 2
+    api.fail = ApiError(403, "Forbidden", "no RBAC for events")
+    asyncio.run(rec.flush())
+    assert rec.stats.errors == 2
+
+
+def test_observed_kinds_feed_owners_and_group_status() -> None:
+    fw = GangFramework()
+    writer = StatusWriter(fw, None)
+    kinds = {k.name: k for k in observed_kinds(writer)}
+    kinds["podgroups"].apply(fw, {
+        "metadata": {"namespace": "ns", "name": "g", "uid": "gu", "creationTimestamp":
+                     "2027-01-01T00:00:00Z"},
+        "spec": {"minMember": 2}, "status": {"phase": "Running"}}, T0)
+    kinds["pods"].apply(fw, {
+        "metadata": {"namespace": "ns", "name": "p", "uid": "pu",
+                     "labels": {"scheduling.x-k8s.io/pod-group": "g"},
+                     "ownerReferences": [{"name": "job-1", "kind": "Job", "uid": "j"}]},
+        "spec": {"containers": []}}, T0)
+    assert writer.owners == {"pu": ("job-1",)}
+    assert writer.groups["ns/g"].observed == {"phase": "Running"}
+    assert writer.groups["ns/g"].phase == "Running"
+    kinds["pods"].delete(fw, "pu", T0)
+    assert writer.owners == {} and "pu" not in fw.cache.pods
+    kinds["podgroups"].delete(fw, "ns/g", T0)
+    assert "ns/g" not in writer.groups
+
+
+def test_debug_route_shows_queue_reservations_and_held_binds(env: Env) -> None:
+    env.add_group("big", 2, timeout=30)
+    a = env.add_pod("big-0", "big")
+    env.add_pod("big-1", "big")
+    env.add_group("late", 2)
+    env.add_pod("late-0", "late")
+    env.sim.schedule(a)
+    env.fw.held[a] = env.fw.reservations["ns/big"].slots[a].node
+    env.step()
+    app = FastAPI()
+    install_debug_route(app, env.writer, env.recorder, env.clock)
+
+    async def go() -> Any:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url="http://t") as client:
+            return (await client.get("/debug/podgroups")).json()
+
+    body = asyncio.run(go())
+    assert [g["gang"] for g in body["podGroups"]] == ["ns/big", "ns/late"]
+    assert body["podGroups"][0]["reason"] == "Reserved"
+    assert body["podGroups"][0]["queuePosition"] == 0
+    (res,) = body["reservations"]
+    assert res["gang"] == "ns/big" and len(res["slots"]) == 2 and res["secondsLeft"] == 30
+    assert body["heldBinds"][0]["gang"] == "ns/big"
+    assert body["events"]["created"] >= 1
