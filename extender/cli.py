@@ -9,7 +9,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from extender.core.framework import Config, GangFramework
+from extender.core.framework import Config, GangEvent, GangFramework
 from extender.core.queue import BackoffPolicy
 
 
@@ -71,11 +71,13 @@ def _configure_logging(level: str) -> None:
 async def _serve(args: argparse.Namespace) -> None:
     import uvicorn
 
+    from extender.events import EventRecorder, GangEvents
     from extender.informer import Informer
     from extender.kube import Kube, make_client
     from extender.metrics import Metrics
     from extender.runtime import Runtime, RuntimeConfig
     from extender.server import create_app
+    from extender.status import StatusWriter, install_debug_route, observed_kinds
 
     if args.backoff_limit is not None and args.backoff_limit < 1:
         raise SystemExit("--backoff-limit must be at least 1")
@@ -84,13 +86,28 @@ async def _serve(args: argparse.Namespace) -> None:
     fw = GangFramework(Config(args.default_timeout, policy, args.scheduler_name))
     kube = Kube(make_client(args.kubeconfig))
     metrics = Metrics()
+    metrics.fw = fw
+    # Status, events and metrics of design 6: all off the request path.
+    recorder = EventRecorder(kube, on_result=lambda r: metrics.events.labels(r).inc())
+    gang_events = GangEvents(fw, recorder)
+    status = StatusWriter(fw, kube, events=gang_events,
+                          on_write=lambda r: metrics.status_writes.labels(r).inc())
+    metrics.status_counts = status.counts
+
+    def on_event(event: GangEvent) -> None:
+        metrics.on_event(event)
+        gang_events.on_gang_event(event)
+        status.on_gang_event(event)
+
     runtime = Runtime(
         fw, kube, RuntimeConfig(bind_hold_limit=args.bind_hold_limit),
-        on_event=metrics.on_event,
+        on_event=on_event,
         on_wake=metrics.wakeups.inc,
     )
-    informer = Informer(kube, fw, runtime.clock, runtime.drain)
+    status.clock = recorder.clock = runtime.clock
+    informer = Informer(kube, fw, runtime.clock, runtime.drain, kinds=observed_kinds(status))
     app = create_app(runtime, metrics, ready=informer.synced)
+    install_debug_route(app, status, recorder, runtime.clock)
     host, port = args.listen
     servers = [uvicorn.Server(uvicorn.Config(
         app, host=host, port=port, log_level="warning", timeout_keep_alive=120,
@@ -108,6 +125,8 @@ async def _serve(args: argparse.Namespace) -> None:
         asyncio.create_task(informer.run(), name="informer"),
         asyncio.create_task(runtime.tick_loop(), name="tick"),
         asyncio.create_task(runtime.wake_loop(), name="wake"),
+        asyncio.create_task(status.run(), name="podgroup-status"),
+        asyncio.create_task(recorder.run(), name="events"),
     ]
     try:
         await asyncio.gather(*(s.serve() for s in servers))
