@@ -86,6 +86,18 @@ def test_scheduler_config_follows_the_design(kustomize_docs: list[dk.Doc]) -> No
     assert image == f"registry.k8s.io/kube-scheduler:{dk.k8s_version()}"
 
 
+
+def test_every_object_but_the_crd_carries_the_uninstall_label(
+    kustomize_docs: list[dk.Doc], helm_docs: list[dk.Doc]
+) -> None:
+    """docs/install.md uninstalls by this label to keep the CRD (and users' PodGroups)."""
+    for docs in (kustomize_docs, helm_docs):
+        unlabelled = [(d["kind"], d["metadata"]["name"]) for d in docs
+                      if d["kind"] != "CustomResourceDefinition"
+                      and (d["metadata"].get("labels") or {}).get("app.kubernetes.io/part-of")
+                      != "gang-extender"]
+        assert not unlabelled
+
 def _seconds(duration: str) -> float:
     units = {"h": 3600, "m": 60, "s": 1}
     assert duration[-1] in units and duration[:-1].isdigit(), duration
@@ -377,3 +389,28 @@ def test_service_account_is_refused_outside_its_roles(
             is None
     finally:
         api.close()
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "extender/cli.py runs the whole app on --metrics-listen, so the pod-IP port deploy/ "
+    "opens for probes and scraping also accepts /filter, /prioritize, /bind and "
+    "/debug/gangs from anywhere in the cluster (--help promises only /metrics, /healthz, "
+    "/readyz). Remove this mark once that is fixed."))
+def test_metrics_port_serves_only_metrics_and_probes(
+    local_control_plane: ControlPlane, kustomize_docs: list[dk.Doc], sa_kubeconfig: Path
+) -> None:
+    import httpx
+
+    stack = dk.start_deployed_stack(local_control_plane, kustomize_docs, sa_kubeconfig,
+                                    "metrics-port", scheduler_name=SCHED_NAME + "-metrics")
+    try:
+        url = f"http://127.0.0.1:{stack.metrics_port}"
+        for path in ("/metrics", "/healthz", "/readyz"):
+            assert httpx.get(url + path, timeout=5).status_code == 200, path
+        body = {"PodName": "x", "PodNamespace": "default", "PodUID": "u", "Node": "n"}
+        for verb in ("filter", "prioritize", "bind"):
+            r = httpx.post(f"{url}/{verb}", json=body, timeout=5)
+            assert r.status_code in (404, 405), f"POST /{verb} on the metrics port: {r.status_code}"
+        assert httpx.get(url + "/debug/gangs", timeout=5).status_code == 404
+    finally:
+        stack.stop()
