@@ -72,8 +72,37 @@ KCM_CONTROLLERS = (
 )
 
 
+ETCD_DIR_PREFIX = "gang-e2e-etcd-"
+OWNER_FILE = "harness-owner.pid"
+
+
 class HarnessError(RuntimeError):
     """The control plane could not be set up (missing binaries, a component failed)."""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_orphaned_etcd_dirs(base: Path) -> None:
+    """Delete etcd data dirs left by harness processes that were SIGKILLed.
+
+    The children die with their parent (PR_SET_PDEATHSIG), but data on tmpfs would hold
+    RAM until reboot. Only directories carrying our owner file with a dead pid go.
+    """
+    for d in base.glob(ETCD_DIR_PREFIX + "*"):
+        try:
+            pid = int((d / OWNER_FILE).read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if not _pid_alive(pid):
+            shutil.rmtree(d, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------------------
@@ -437,7 +466,9 @@ class ControlPlane(Cluster):
         pki = self.pki = generate_pki(self.workdir / "pki")
         shm = Path("/dev/shm")
         base = shm if shm.is_dir() and os.access(shm, os.W_OK) else self.workdir
-        self.etcd_data = Path(tempfile.mkdtemp(prefix="gang-e2e-etcd-", dir=base))
+        _remove_orphaned_etcd_dirs(base)
+        self.etcd_data = Path(tempfile.mkdtemp(prefix=ETCD_DIR_PREFIX, dir=base))
+        (self.etcd_data / OWNER_FILE).write_text(str(os.getpid()))
 
         etcd_port, peer_port = free_port(), free_port()
         etcd_url = f"http://127.0.0.1:{etcd_port}"
