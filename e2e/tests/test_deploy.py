@@ -10,6 +10,7 @@ real API server, say the same thing, and their RBAC is exactly enough.
 
 from __future__ import annotations
 
+import copy
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,8 +56,8 @@ def helm_docs() -> list[dk.Doc]:
 
 def test_crd_copies_are_identical_to_crds_dir() -> None:
     src = (REPO_ROOT / "crds" / dk.CRD_FILE).read_bytes()
-    for copy in (dk.DEPLOY_DIR / "crd" / dk.CRD_FILE, dk.CHART_DIR / "crds" / dk.CRD_FILE):
-        assert copy.read_bytes() == src, f"{copy} differs from crds/{dk.CRD_FILE}: copy it again"
+    for dup in (dk.DEPLOY_DIR / "crd" / dk.CRD_FILE, dk.CHART_DIR / "crds" / dk.CRD_FILE):
+        assert dup.read_bytes() == src, f"{dup} differs from crds/{dk.CRD_FILE}: copy it again"
 
 
 def test_scheduler_config_follows_the_design(kustomize_docs: list[dk.Doc]) -> None:
@@ -213,16 +214,21 @@ def test_kube_scheduler_accepts_the_config(
 
 
 @pytest.fixture
-def install_namespace(control_plane: Cluster, kube: Kube) -> Iterator[str]:
-    """gang-scheduler-system, created for real if absent (a dry run cannot create objects
-    in a namespace that does not exist yet), deleted afterwards if created here."""
+def install_namespace(
+    control_plane: Cluster, kube: Kube, kustomize_docs: list[dk.Doc]
+) -> Iterator[str]:
+    """gang-scheduler-system as deploy/ defines it (with its Pod Security label), applied for
+    real if absent: a dry run cannot create objects in a namespace that does not exist yet.
+    Deleted afterwards if created here on an external cluster."""
     created = False
     try:
         kube.core.read_namespace(dk.INSTALL_NS)
     except ApiException as e:
         if e.status != 404:
             raise
-        kube.core.create_namespace({"metadata": {"name": dk.INSTALL_NS}})
+        errors = dk.apply(dk.dynamic_client(kube.api),
+                          [dk.find(kustomize_docs, "Namespace", dk.INSTALL_NS)])
+        assert not errors, errors
         created = True
     yield dk.INSTALL_NS
     if created and not isinstance(control_plane, ControlPlane):
@@ -234,6 +240,26 @@ def test_kustomize_output_passes_server_side_dry_run(
 ) -> None:
     errors = dk.apply(dk.dynamic_client(kube.api), kustomize_docs, dry_run=True)
     assert not errors, "\n".join(errors)
+
+
+@pytest.mark.parametrize("renderer", ["kustomize", "helm"])
+def test_scheduler_pod_is_admitted_under_restricted_pod_security(
+    renderer: str, kustomize_docs: list[dk.Doc], helm_docs: list[dk.Doc], kube: Kube,
+    install_namespace: str,
+) -> None:
+    """The namespace enforces the "restricted" Pod Security level; the Deployment's pod
+    must pass it (a Deployment is only warned about, its pods would be refused)."""
+    ns = kube.core.read_namespace(install_namespace)
+    assert ns.metadata.labels.get("pod-security.kubernetes.io/enforce") == "restricted"
+    docs = kustomize_docs if renderer == "kustomize" else helm_docs
+    spec = copy.deepcopy(dk.pod_spec(docs))
+    # Only Pod Security is under test: the ServiceAccount admission plugin would refuse a
+    # pod whose account does not exist yet.
+    spec.pop("serviceAccountName")
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": f"psa-check-{renderer}", "namespace": install_namespace},
+           "spec": spec}
+    kube.core.create_namespaced_pod(install_namespace, pod, dry_run="All")
 
 
 def test_helm_output_passes_server_side_dry_run(kube: Kube, namespace: str) -> None:
