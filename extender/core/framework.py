@@ -191,6 +191,13 @@ class GangFramework:
             # binding we have already seen.
             pod = dataclasses.replace(pod, node_name=old.node_name)
         gang = self._gang_key(pod)
+        old_gang = self._gang_key(old) if old is not None else None
+        if old_gang is not None and old_gang != gang:
+            # Relabelled out of its gang: it no longer holds that gang's slot or bind.
+            old_res = self.reservations.get(old_gang)
+            if old_res is not None and pod.uid in old_res.slots:
+                self._drop_slot(old_res, pod.uid, f"pod {pod.key} left gang {old_gang}")
+            self._fail_held(pod.uid, f"pod {pod.key} left gang {old_gang}")
         res = self.reservations.get(gang) if gang else None
         gone = pod.terminal or pod.deleting or pod.gated
         if res is not None and pod.uid in res.slots and (pod.node_name or gone):

@@ -358,3 +358,16 @@ def test_unknown_node_is_rejected_with_reason() -> None:
     res = sim.fw.filter(p, ["n0", "ghost"], sim.now)
     assert res.nodes == ["n0"]
     assert "not yet known" in res.unresolvable["ghost"]
+
+
+def test_member_relabelled_out_of_its_gang_releases_its_slot_and_bind() -> None:
+    sim = cluster()
+    sim.add_group(group("g", 3))
+    pods = [sim.add_pod(pod(f"g-{i}", "g")) for i in range(3)]
+    assert sim.schedule(pods[0].uid) == "held"
+    moved = dataclasses.replace(sim.fw.cache.pods[pods[0].uid], labels={})
+    sim.fw.on_pod(moved, sim.now)
+    sim.drain()
+    assert pods[0].uid not in sim.fw.reservations["ns/g"].slots
+    assert any("left gang ns/g" in m for _, m in sim.failed_binds)
+    assert not sim.bound()
