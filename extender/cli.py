@@ -66,6 +66,9 @@ def _configure_logging(level: str) -> None:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )
+    # httpx logs every request at INFO: one line per binding and watch reconnect drowns
+    # the extender's own decision lines.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 async def _serve(args: argparse.Namespace) -> None:
