@@ -38,8 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--listen", type=_host_port, default=("127.0.0.1", 8888),
                        help="HOST:PORT for the extender verbs (default 127.0.0.1:8888)")
     serve.add_argument("--metrics-listen", type=_host_port, default=None,
-                       help="extra HOST:PORT serving only /metrics, /healthz and /readyz "
-                            "(they are always served on --listen too)")
+                       help="extra HOST:PORT serving only /metrics, /healthz and /readyz, "
+                            "for probes and scraping from outside the pod (they are always "
+                            "served on --listen too; the verbs never are on this one)")
     serve.add_argument("--default-timeout", type=_positive, default=60.0,
                        help="seconds a reservation waits for its quorum to bind when the "
                             "PodGroup sets no scheduleTimeoutSeconds (default 60)")
@@ -79,7 +80,7 @@ async def _serve(args: argparse.Namespace) -> None:
     from extender.kube import Kube, make_client
     from extender.metrics import Metrics
     from extender.runtime import Runtime, RuntimeConfig
-    from extender.server import create_app
+    from extender.server import create_app, create_metrics_app
     from extender.status import StatusWriter, install_debug_route, observed_kinds
 
     if args.backoff_limit is not None and args.backoff_limit < 1:
@@ -117,8 +118,9 @@ async def _serve(args: argparse.Namespace) -> None:
         access_log=False, lifespan="off"))]
     if args.metrics_listen:
         mhost, mport = args.metrics_listen
+        metrics_app = create_metrics_app(fw, metrics, ready=informer.synced)
         servers.append(uvicorn.Server(uvicorn.Config(
-            app, host=mhost, port=mport, log_level="warning", access_log=False,
+            metrics_app, host=mhost, port=mport, log_level="warning", access_log=False,
             lifespan="off")))
     log = logging.getLogger("gang-extender")
     log.info("serving on %s:%d (scheduler %s, default timeout %gs, backoff %gs..%gs, limit %s)",

@@ -53,6 +53,33 @@ async def _read(request: Request) -> Any:
     return orjson.loads(body)
 
 
+def _add_probes_and_metrics(app: FastAPI, fw: GangFramework, m: Metrics, ready: Any) -> None:
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        return Response("ok", media_type="text/plain")
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        if ready is None or ready.is_set():
+            return Response("ok", media_type="text/plain")
+        return Response("watches not synced yet", status_code=503, media_type="text/plain")
+
+    @app.get("/metrics")
+    async def metrics_() -> Response:
+        m.refresh(fw)
+        return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def create_metrics_app(fw: GangFramework, metrics: Metrics, ready: Any = None) -> FastAPI:
+    """Only /metrics and the probes, for an address reachable from outside the pod: the
+    verbs (a /bind binds any pod anywhere with the extender's rights) and the debug view
+    stay on the loopback listener."""
+    app = FastAPI(title="gang-extender metrics", docs_url=None, redoc_url=None,
+                  openapi_url=None)
+    _add_probes_and_metrics(app, fw, metrics, ready)
+    return app
+
+
 def create_app(
     runtime: Runtime,
     metrics: Metrics | None = None,
@@ -123,20 +150,7 @@ def create_app(
         m.bindings.labels("ok" if error is None else "error").inc()
         return _json({"Error": error or ""})
 
-    @app.get("/healthz")
-    async def healthz() -> Response:
-        return Response("ok", media_type="text/plain")
-
-    @app.get("/readyz")
-    async def readyz() -> Response:
-        if ready is None or ready.is_set():
-            return Response("ok", media_type="text/plain")
-        return Response("watches not synced yet", status_code=503, media_type="text/plain")
-
-    @app.get("/metrics")
-    async def metrics_() -> Response:
-        m.refresh(fw)
-        return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
+    _add_probes_and_metrics(app, fw, m, ready)
 
     @app.get("/debug/gangs")
     async def debug() -> Response:

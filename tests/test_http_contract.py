@@ -268,3 +268,20 @@ def test_health_ready_metrics_debug(env: Any) -> None:
     assert health.text == "ok" and ready.status_code == 200
     assert "gang_extender_verb_duration_seconds" in metrics.text
     assert set(debug.json()) >= {"queue", "reservations", "heldBinds"}
+
+
+def test_metrics_app_serves_no_verbs() -> None:
+    from extender.metrics import Metrics
+    from extender.server import create_metrics_app
+
+    app = create_metrics_app(GangFramework(), Metrics())
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
+
+    async def go() -> list[int]:
+        out = [(await client.get(p)).status_code for p in ("/metrics", "/healthz", "/readyz")]
+        for verb in ("/filter", "/prioritize", "/bind"):
+            out.append((await client.post(verb, content=b"{}")).status_code)
+        out.append((await client.get("/debug/gangs")).status_code)
+        return out
+
+    assert run(go()) == [200, 200, 200, 404, 404, 404, 404]

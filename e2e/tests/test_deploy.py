@@ -417,11 +417,6 @@ def test_service_account_is_refused_outside_its_roles(
         api.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "extender/cli.py runs the whole app on --metrics-listen, so the pod-IP port deploy/ "
-    "opens for probes and scraping also accepts /filter, /prioritize, /bind and "
-    "/debug/gangs from anywhere in the cluster (--help promises only /metrics, /healthz, "
-    "/readyz). Remove this mark once that is fixed."))
 def test_metrics_port_serves_only_metrics_and_probes(
     local_control_plane: ControlPlane, kustomize_docs: list[dk.Doc], sa_kubeconfig: Path
 ) -> None:
