@@ -302,7 +302,8 @@ class GangEvents:
                                f"{until}; it binds when the whole quorum is ready")
         elif ev.reason == BOUND:
             self._holds.pop(ev.gang, None)
-            extra = f" {ev.seconds:.1f}s after the quorum was present" if ev.seconds else ""
+            extra = (f", {ev.seconds:.2f}s after the quorum was present"
+                     if ev.seconds is not None else "")
             rec.record(ref, BOUND, ev.message + extra)
         elif ev.reason == TIMED_OUT:
             rec.record(ref, TIMED_OUT, ev.message, warning=True)
@@ -330,7 +331,9 @@ class GangEvents:
                   new: GroupStatus) -> None:
         """The computed status changed (the status writer calls this)."""
         ref = group_ref(group)
-        if new.reason != old_reason and new.reason in _WAITING_EVENTS:
+        # A PodGroup is usually created just before its pods: "0 of N members" is noise.
+        quiet = new.reason == WAITING_FOR_MEMBERS and new.members == 0
+        if new.reason != old_reason and new.reason in _WAITING_EVENTS and not quiet:
             self.recorder.record(ref, new.reason, new.message,
                                  warning=_WAITING_EVENTS[new.reason])
         if new.phase == old_phase:

@@ -23,7 +23,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from extender.core.framework import GangEvent, GangFramework, GangStatus
-from extender.core.phase import GroupStatus, Previous, compute_status, rfc3339
+from extender.core.phase import (
+    PENDING,
+    SCHEDULING,
+    GroupStatus,
+    Previous,
+    compute_status,
+    rfc3339,
+)
 from extender.core.types import GROUP_LABEL, GroupInfo, PodInfo
 from extender.events import EventRecorder, GangEvents
 from extender.informer import GROUPS, NODES, PODS, Kind
@@ -280,6 +287,10 @@ class StatusWriter:
 
     # ----- views -----------------------------------------------------------------------------
 
+    def _waiting(self, key: str) -> bool:
+        rec = self.groups.get(key)
+        return rec is None or rec.current is None or rec.current.phase in (PENDING, SCHEDULING)
+
     def counts(self) -> dict[tuple[str, str], int]:
         """(phase, reason) -> number of PodGroups, for the gangs-by-state gauge."""
         out: dict[tuple[str, str], int] = {}
@@ -292,7 +303,8 @@ class StatusWriter:
 
     def debug(self, now: float) -> dict[str, Any]:
         fw = self.fw
-        order = {row["gang"]: i for i, row in enumerate(fw.queue(now))}
+        waiting = [row["gang"] for row in fw.queue(now) if self._waiting(str(row["gang"]))]
+        order = {gang: i for i, gang in enumerate(waiting)}
         groups = []
         for key in sorted(fw.cache.groups, key=lambda k: (order.get(k, len(order)), k)):
             group = fw.cache.groups[key]
