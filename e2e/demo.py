@@ -169,6 +169,8 @@ class RunResult:
     ok: bool
     """True when the run showed what it should: a deadlock for stock, a clean gang run."""
     problems: list[str] = field(default_factory=list)
+    attempt: int = 1
+    """Which attempt this is (the stock run is retried when the race avoids the deadlock)."""
 
 
 def job_of(pod: Any) -> str:
@@ -210,6 +212,12 @@ class DemoRecorder(Recorder):
             return out
 
 
+def quorum_present_at(pods: dict[str, PodTimes], job: str, size: int) -> float | None:
+    """When the Job's ``size``-th pod was first seen (all members exist)."""
+    created = sorted(p.created for p in pods.values() if p.job == job and p.created is not None)
+    return created[size - 1] if len(created) >= size else None
+
+
 def summarize(pods: dict[str, PodTimes], sizes: dict[str, int]) -> dict[str, JobSummary]:
     out = {}
     for job, size in sizes.items():
@@ -239,6 +247,9 @@ def timeline(pods: dict[str, PodTimes], jobs: dict[str, JobSummary], window: flo
             if binds:
                 events.append((binds[0], f"{job}: first pod bound"))
         else:
+            present = quorum_present_at(pods, job, s.pods)
+            if present is not None:
+                events.append((present, f"{job}: all {s.pods} pods created"))
             burst_start = 0
             for i, t in enumerate(binds):
                 count = i + 1
@@ -265,10 +276,12 @@ def timeline(pods: dict[str, PodTimes], jobs: dict[str, JobSummary], window: flo
 
 
 class Demo:
-    def __init__(self, wl: Workload, out: Path, stock_wait: float, timeout: float) -> None:
+    def __init__(self, wl: Workload, out: Path, stock_wait: float, timeout: float,
+                 stock_attempts: int = 3) -> None:
         self.wl = wl
         self.out = out
         self.stock_wait = stock_wait
+        self.stock_attempts = stock_attempts
         self.deadline = time.monotonic() + timeout
         self.timeout = timeout
         self.cp: ControlPlane | None = None
@@ -350,34 +363,78 @@ class Demo:
     # -- one run ---------------------------------------------------------------------
 
     def submit(self, ns: str, scheduler: str, gang: bool) -> None:
+        """Create the three Jobs at once (one thread each, released together), as users
+        submitting at the same moment would; PodGroups first, job-a's before job-b's."""
         wl = self.wl
         if gang:
             for job in BIG_JOBS:
                 create_podgroup(ns, job, wl.big_pods)
-        for job in BIG_JOBS:
-            create_job(ns, job, wl.big_pods, cpu=wl.big_cpu, memory=f"{wl.pod_memory_mi}Mi",
-                       scheduler_name=scheduler, pod_group=job if gang else None,
-                       run_seconds=wl.run_seconds, rendezvous=job,
-                       rendezvous_size=wl.big_pods)
-        create_job(ns, QUICK_JOB, wl.quick_pods, cpu=wl.quick_cpu,
-                   memory=f"{wl.quick_memory_mi}Mi", scheduler_name=scheduler,
-                   run_seconds=wl.quick_seconds)
+
+        def big(job: str) -> Callable[[], Any]:
+            return lambda: create_job(
+                ns, job, wl.big_pods, cpu=wl.big_cpu, memory=f"{wl.pod_memory_mi}Mi",
+                scheduler_name=scheduler, pod_group=job if gang else None,
+                run_seconds=wl.run_seconds, rendezvous=job, rendezvous_size=wl.big_pods)
+
+        def quick() -> Any:
+            return create_job(ns, QUICK_JOB, wl.quick_pods, cpu=wl.quick_cpu,
+                              memory=f"{wl.quick_memory_mi}Mi", scheduler_name=scheduler,
+                              run_seconds=wl.quick_seconds)
+
+        calls = [*(big(j) for j in BIG_JOBS), quick]
+        barrier = threading.Barrier(len(calls))
+        errors: list[BaseException] = []
+
+        def call(fn: Callable[[], Any]) -> None:
+            try:
+                barrier.wait(10)
+                fn()
+            except BaseException as e:  # re-raised below, in the caller's thread
+                errors.append(e)
+
+        threads = [threading.Thread(target=call, args=(fn,)) for fn in calls]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        if errors:
+            raise DemoError(f"submitting the Jobs failed: {errors[0]!r}") from errors[0]
 
     def progress(self, name: str, t0: float, rec: DemoRecorder) -> str:
         jobs = summarize(rec.snapshot(t0), self.sizes())
         parts = [f"{j} {s.bound}/{s.pods} bound {s.succeeded} done" for j, s in jobs.items()]
         return f"  [{name} t={time.monotonic() - t0:4.0f}s] " + ", ".join(parts)
 
+    def some_big_job_whole(self, rec: DemoRecorder, t0: float) -> bool:
+        jobs = summarize(rec.snapshot(t0), self.sizes())
+        return any(jobs[j].bound == jobs[j].pods for j in BIG_JOBS)
+
     def jobs_complete(self, ns: str, names: Sequence[str]) -> bool:
         return all(job_condition(get_job(ns, j), "Complete") for j in names)
 
     def run(self, name: str, gang: bool) -> RunResult:
-        ns = f"demo-{name}"
+        """One run; the stock one is repeated (in a fresh namespace) while the race that
+        causes the deadlock goes one Job's way, up to ``stock_attempts`` times."""
         scheduler = GANG_SCHEDULER if gang else STOCK_SCHEDULER
-        self.create_namespace(ns)
         print(f"\n=== run {'B' if gang else 'A'} ({name}): schedulerName {scheduler}"
               + (", PodGroups job-a and job-b with minMember "
                  f"{self.wl.big_pods}" if gang else ", no PodGroups") + " ===", flush=True)
+        attempts = 1 if gang else self.stock_attempts
+        for attempt in range(1, attempts + 1):
+            ns = f"demo-{name}" + (f"-{attempt}" if attempt > 1 else "")
+            res = self.run_once(name, ns, gang, last=attempt == attempts)
+            res.attempt = attempt
+            if gang or res.ok or attempt == attempts:
+                return res
+            print(f"  attempt {attempt}: {res.verdict}. Whether the stock scheduler "
+                  "deadlocks is a race (the order in which the job controller creates the "
+                  "two Jobs' pods); trying again in a fresh namespace.", flush=True)
+            self.delete_namespace(ns)
+        raise AssertionError("unreachable")
+
+    def run_once(self, name: str, ns: str, gang: bool, last: bool) -> RunResult:
+        scheduler = GANG_SCHEDULER if gang else STOCK_SCHEDULER
+        self.create_namespace(ns)
         with DemoRecorder(ns) as rec:
             t0 = time.monotonic()
             self.submit(ns, scheduler, gang)
@@ -391,6 +448,8 @@ class Demo:
                 if self.jobs_complete(ns, (*BIG_JOBS, QUICK_JOB)):
                     finished = True
                     break
+                if not gang and not last and self.some_big_job_whole(rec, t0):
+                    break  # that Job will finish and free the room: no deadlock this time
                 if time.monotonic() - last_print >= 5:
                     last_print = time.monotonic()
                     print(self.progress(name, t0, rec), flush=True)
@@ -416,9 +475,11 @@ class Demo:
         if ok:
             verdict = (f"DEADLOCK: job-a {a.bound}/{a.pods} and job-b {b.bound}/{b.pods} "
                        f"placed; neither can ever finish (observed {window:.0f} s)")
-        elif not hung:
-            verdict = ("no deadlock this time: one Job got all its pods first, so both "
-                       "finished one after the other")
+        elif any(jobs[j].bound == jobs[j].pods for j in BIG_JOBS):
+            whole = next(j for j in BIG_JOBS if jobs[j].bound == jobs[j].pods)
+            verdict = (f"no deadlock this time: {whole} got all {jobs[whole].pods} pods "
+                       f"placed before the other Job took enough room (job-a {a.bound}, "
+                       f"job-b {b.bound} placed)")
         else:
             verdict = (f"{', '.join(hung)} did not finish: job-a {a.bound}/{a.pods}, "
                        f"job-b {b.bound}/{b.pods} placed")
@@ -438,8 +499,19 @@ class Demo:
         f, s2 = jobs[first], jobs[second]
         first_done = max((p.finished for p in pods.values()
                           if p.job == first and p.finished is not None), default=None)
-        if first != "job-a":
-            problems.append("job-b was placed before job-a (older PodGroup first)")
+        # Which gang goes first: the older PodGroup (job-a, created first) among those
+        # whose members all exist. The job controller creates the two Jobs' pods in a
+        # race, so job-b goes first when all its pods existed before job-a's did.
+        exists = {j: quorum_present_at(pods, j, jobs[j].pods) for j in BIG_JOBS}
+        note = ""
+        if first == "job-b":
+            qa, qb = exists["job-a"], exists["job-b"]
+            if qa is not None and qb is not None and qa < qb - 0.2:
+                problems.append(f"job-b was placed first although job-a (the older "
+                                f"PodGroup) had all its pods first ({qa:.1f} s vs {qb:.1f} s)")
+            else:
+                note = (f" (job-b first: all its pods existed at {fmt(qb)} s, job-a's only "
+                        f"at {fmt(qa)} s, and a gang is placed once all its members exist)")
         if first_done is not None and s2.first_bound is not None \
                 and s2.first_bound < first_done - 0.5:
             problems.append(f"{second} was bound at {s2.first_bound:.1f} s, before {first} "
@@ -452,7 +524,7 @@ class Demo:
             last = max(s.complete_at or 0.0 for s in jobs.values())
             verdict = (f"{first} placed whole at {f.all_bound:.1f} s, {second} placed whole "
                        f"at {s2.all_bound:.1f} s after {first} finished at "
-                       f"{first_done:.1f} s; every pod done at {last:.1f} s")
+                       f"{first_done:.1f} s; every pod done at {last:.1f} s{note}")
         return RunResult("gang", GANG_SCHEDULER, "", window, pods, jobs, [], verdict,
                          not problems, problems)
 
@@ -465,7 +537,14 @@ def print_run(res: RunResult) -> None:
     print(f"\n--- timeline, {res.name} run (schedulerName {res.scheduler}) ---")
     for t, text in res.events:
         print(f"  t={t:6.1f}s  {text}")
-    print(f"  => {res.verdict}")
+    print(f"  => {res.verdict}{attempt_note(res)}")
+
+
+def attempt_note(res: RunResult) -> str:
+    if res.attempt == 1:
+        return ""
+    return (f" [attempt {res.attempt}: in the earlier one(s) one Job won the race "
+            "for room and no deadlock formed]")
 
 
 def fmt(t: float | None) -> str:
@@ -490,7 +569,7 @@ def print_summary(runs: Sequence[RunResult]) -> None:
         if i == 0:
             print("  " + "  ".join("-" * w for w in widths))
     for r in runs:
-        print(f"  {r.name}: {r.verdict}")
+        print(f"  {r.name}: {r.verdict}{attempt_note(r)}")
 
 
 def write_json(path: Path, wl: Workload, runs: Sequence[RunResult]) -> None:
@@ -498,7 +577,7 @@ def write_json(path: Path, wl: Workload, runs: Sequence[RunResult]) -> None:
         "workload": {**asdict(wl), "pod_memory_mi": wl.pod_memory_mi, "slots": wl.slots},
         "runs": {r.name: {
             "scheduler": r.scheduler, "namespace": r.namespace, "window": r.window,
-            "ok": r.ok, "verdict": r.verdict, "problems": r.problems,
+            "ok": r.ok, "verdict": r.verdict, "problems": r.problems, "attempt": r.attempt,
             "jobs": {j: asdict(s) for j, s in r.jobs.items()},
             "events": [{"t": t, "event": e} for t, e in r.events],
             "pods": {n: asdict(p) for n, p in sorted(r.pods.items())},
@@ -517,6 +596,7 @@ def read_json(path: Path) -> tuple[Workload, list[RunResult]]:
         {n: PodTimes(**p) for n, p in r["pods"].items()},
         {j: JobSummary(**s) for j, s in r["jobs"].items()},
         [(e["t"], e["event"]) for e in r["events"]], r["verdict"], r["ok"], r["problems"],
+        r.get("attempt", 1),
     ) for name, r in doc["runs"].items()]
     return wl, runs
 
@@ -641,6 +721,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="directory for timeline.json and demo.png (default demo-out)")
     ap.add_argument("--stock-wait", type=float, default=40.0,
                     help="seconds to watch the stock run hang (default 40)")
+    ap.add_argument("--stock-attempts", type=int, default=3,
+                    help="repeat the stock run up to this many times while the race goes "
+                         "one Job's way and no deadlock forms (default 3)")
     ap.add_argument("--timeout", type=float, default=180.0,
                     help="bound of the whole demo in seconds (default 180)")
     ap.add_argument("--nodes", type=int, default=d.nodes)
@@ -669,7 +752,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         plot(out / "demo.png", wl, runs)
         print(f"wrote {out / 'demo.png'}")
         return 0
-    demo = Demo(wl, out, args.stock_wait, args.timeout)
+    demo = Demo(wl, out, args.stock_wait, args.timeout, args.stock_attempts)
     print(f"gang deadlock demo: {wl.describe()}", flush=True)
 
     # SIGTERM should stop the components like Ctrl-C does (the finally below).
