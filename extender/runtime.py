@@ -154,6 +154,18 @@ class Runtime:
         """Answer one /bind request: None for success or the error text."""
         existing = self.futures.get(uid)
         if existing is not None and not existing.done():
+            # A repeat of a bind that is held or in flight waits for its answer, but only
+            # if it is the same request: another pod's name, or another node, must not
+            # be told the outcome of a bind it did not ask for.
+            pod = self.fw.cache.pods.get(uid)
+            if pod is not None and (pod.namespace, pod.name) != (namespace, name):
+                return f"uid {uid} belongs to pod {pod.key}, not {namespace}/{name}"
+            target = self.fw.held.get(uid) or self.fw.binding.get(uid)
+            if target is not None and target != node:
+                return (
+                    f"pod {namespace}/{name}: a bind to node {target} is already in progress; "
+                    f"refusing to bind it to node {node}"
+                )
             return await self._wait(uid, existing, self.clock() + self.config.bind_hold_limit)
         decision = self.fw.bind(namespace, name, uid, node, self.clock())
         if decision.kind == "bound":
