@@ -45,9 +45,19 @@ def _describe(exc: Exception) -> str:
 
 
 async def _read(request: Request) -> Any:
-    body = await request.body()
-    if len(body) > MAX_BODY:
-        raise ValueError(f"body of {len(body)} bytes exceeds the {MAX_BODY} byte limit")
+    # Refuse an oversized body from its declared length, or as soon as the stream
+    # crosses the limit: never buffer an arbitrarily large request first.
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY:
+        raise ValueError(f"body of {declared} bytes exceeds the {MAX_BODY} byte limit")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise ValueError(f"body of more than {MAX_BODY} bytes exceeds the byte limit")
+        chunks.append(chunk)
+    body = b"".join(chunks)
     if not body:
         raise ValueError("empty body")
     return orjson.loads(body)

@@ -601,3 +601,35 @@ def test_bind_naming_another_pod_with_a_held_pods_uid_is_refused() -> None:
     assert "uid-g2-0 belongs to pod fuzz/g2-0, not fuzz/g3-0" in wrong["Error"], wrong
     assert "g3-0" not in env.kube.bound
 
+
+def test_oversized_streamed_body_is_cut_off_without_reading_it_all() -> None:
+    """A body past the limit is refused as soon as the limit is crossed: the server
+    must not buffer an arbitrarily large request before looking at its size."""
+    env = make_env()
+    chunk = b" " * (1 << 20)
+    total = MAX_BODY // len(chunk) + 64
+    sent = 0
+
+    async def body() -> Any:
+        nonlocal sent
+        for _ in range(total):
+            sent += 1
+            yield chunk
+
+    async def go() -> httpx.Response:
+        return await env.client.post("/filter", content=body())
+
+    resp = asyncio.run(go())
+    assert resp.status_code == 200 and "exceeds" in resp.json()["Error"]
+    assert sent < total, "the whole oversized body was read"
+
+
+def test_declared_oversized_body_is_refused_from_its_length() -> None:
+    env = make_env()
+
+    async def go() -> httpx.Response:
+        return await env.client.post("/bind", content=b"{}",
+                                     headers={"Content-Length": str(MAX_BODY + 1)})
+
+    resp = asyncio.run(go())
+    assert resp.status_code == 200 and "exceeds" in resp.json()["Error"], resp.text
