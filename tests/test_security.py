@@ -1,0 +1,271 @@
+"""Security properties of the extender (issue 7, part 4).
+
+* It listens on loopback unless told otherwise, and the shipped manifests keep the
+  verbs there (only the metrics port is exposed, and it serves no verb: e2e
+  test_deploy.test_metrics_port_serves_only_metrics_and_probes).
+* No credential reaches its logs or its answers: `gang-extender serve` runs at DEBUG
+  against a stand-in API server that fails every write, and its whole output and the
+  /bind answer are searched for the bearer token.
+* The extender's ClusterRole grants what the code calls and nothing dangerous. That the
+  role is *sufficient* and that everything else is refused is shown on a real API
+  server by e2e test_deploy (test_service_account_rbac_is_sufficient_to_schedule_a_gang,
+  test_service_account_is_refused_outside_its_roles).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import httpx
+import pytest
+import yaml
+
+from extender.cli import build_parser
+
+REPO = Path(__file__).resolve().parents[1]
+TOKEN = "s3cr3t-token-" + "7f1d2c9e4b8a"  # a marker searched for in logs
+
+
+# ----- listening address ----------------------------------------------------------------
+
+
+def test_serve_listens_on_loopback_by_default() -> None:
+    args = build_parser().parse_args(["serve"])
+    assert args.listen == ("127.0.0.1", 8888)
+    assert args.metrics_listen is None, "no second listener unless asked for"
+
+
+def test_an_address_without_a_host_means_loopback() -> None:
+    args = build_parser().parse_args(["serve", "--listen", ":9999"])
+    assert args.listen == ("127.0.0.1", 9999)
+
+
+def _manifest_args() -> list[list[str]]:
+    out = []
+    for doc in yaml.safe_load_all((REPO / "deploy" / "deployment.yaml").read_text()):
+        if not isinstance(doc, dict) or doc.get("kind") != "Deployment":
+            continue
+        spec = doc["spec"]["template"]["spec"]
+        for c in [*spec.get("initContainers", []), *spec.get("containers", [])]:
+            if "serve" in (c.get("args") or []):
+                out.append([str(a) for a in c["args"]])
+    return out
+
+
+def test_shipped_deployment_keeps_the_verbs_on_loopback() -> None:
+    found = _manifest_args()
+    assert found, "no extender container in deploy/deployment.yaml"
+    for args in found:
+        listen = [a.split("=", 1)[1] for a in args if a.startswith("--listen=")]
+        assert listen and all(v.startswith("127.0.0.1:") for v in listen), args
+
+
+# ----- no credentials in logs or answers ---------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _item_list(kind: str, items: list[dict[str, Any]]) -> bytes:
+    return json.dumps({"kind": kind, "metadata": {"resourceVersion": "1"},
+                       "items": items}).encode()
+
+
+NODE = {"metadata": {"name": "n1", "uid": "node-uid", "resourceVersion": "1"},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}
+POD = {"metadata": {"name": "p1", "namespace": "default", "uid": "pod-uid",
+                    "resourceVersion": "1", "creationTimestamp": "2026-01-01T00:00:00Z"},
+       "spec": {"schedulerName": "gang-scheduler",
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+       "status": {"phase": "Pending"}}
+
+
+class FakeApi(BaseHTTPRequestHandler):
+    """Lists succeed; watches, Bindings, patches and creates fail, so every error path
+    that logs an API answer runs. It records the Authorization headers it was sent."""
+
+    seen_tokens: ClassVar[list[str]] = []
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+    def _reply(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _fail(self) -> None:
+        auth = self.headers.get("Authorization", "")
+        self.seen_tokens.append(auth)
+        status = {"kind": "Status", "status": "Failure", "reason": "InternalError",
+                  "message": f"request {self.command} {self.path} failed", "code": 500}
+        self._reply(500, json.dumps(status).encode())
+
+    def do_GET(self) -> None:
+        self.seen_tokens.append(self.headers.get("Authorization", ""))
+        if "watch=1" in self.path:
+            self._reply(403, b"forbidden: the request was not allowed", "text/plain")
+        elif self.path.startswith("/api/v1/nodes"):
+            self._reply(200, _item_list("NodeList", [NODE]))
+        elif self.path.startswith("/api/v1/pods"):
+            self._reply(200, _item_list("PodList", [POD]))
+        elif "/podgroups" in self.path:
+            self._reply(200, _item_list("PodGroupList", []))
+        else:
+            self._fail()
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self._fail()
+
+    def do_PATCH(self) -> None:
+        self.do_POST()
+
+
+@pytest.fixture
+def fake_api() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeApi)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_no_token_in_logs_or_answers(fake_api: str, tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "t",
+        "clusters": [{"name": "t", "cluster": {"server": fake_api}}],
+        "users": [{"name": "t", "user": {"token": TOKEN}}],
+        "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}],
+    }))
+    port = _free_port()
+    log_path = tmp_path / "extender.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "extender.cli", "serve", "--kubeconfig", str(kubeconfig),
+             "--listen", f"127.0.0.1:{port}", "--log-level", "DEBUG"],
+            stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    answers = []
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.1)
+        args = {"Pod": POD, "NodeNames": ["n1"], "Nodes": None}
+        answers.append(httpx.post(url + "/filter", json=args, timeout=5).text)
+        answers.append(httpx.post(url + "/bind", json={
+            "PodName": "p1", "PodNamespace": "default", "PodUID": "pod-uid", "Node": "n1"},
+            timeout=10).text)
+        answers.append(httpx.get(url + "/debug/gangs", timeout=5).text)
+        answers.append(httpx.get(url + "/debug/podgroups", timeout=5).text)
+        time.sleep(1.5)  # let the watch retries, status and event writers log their failures
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    output = log_path.read_text()
+    assert any(TOKEN in t for t in FakeApi.seen_tokens), "the stand-in API never saw the token"
+    assert "bind" in answers[1] and "failed" in answers[1], answers[1]
+    assert "WARNING" in output, "the failures must have been logged"
+    assert TOKEN not in output, "the bearer token appears in the extender's log"
+    assert "Bearer" not in output and "Authorization" not in output
+    for a in answers:
+        assert TOKEN not in a
+
+
+# ----- RBAC --------------------------------------------------------------------------
+
+# (apiGroup, resource, verb) the extender's code uses, and where.
+NEEDED = {
+    ("", "nodes", "list"), ("", "nodes", "watch"),  # informer.NODES
+    ("", "pods", "list"), ("", "pods", "watch"),  # informer.PODS
+    ("", "pods", "get"),  # runtime._post_binding: is a 409 "already bound here"?
+    ("", "pods", "patch"),  # runtime._wake: the wake-up annotation
+    ("", "pods/binding", "create"),  # kube.bind
+    ("scheduling.x-k8s.io", "podgroups", "list"),  # informer.GROUPS
+    ("scheduling.x-k8s.io", "podgroups", "watch"),
+    ("scheduling.x-k8s.io", "podgroups/status", "patch"),  # status.StatusWriter.write
+    ("", "events", "create"), ("", "events", "patch"),  # events.EventRecorder
+}
+# Granted but not called today; harmless reads, or the same rights in the other API
+# group or verb spelling. Listed so that any *new* grant fails this test.
+TOLERATED = {
+    ("", "nodes", "get"), ("scheduling.x-k8s.io", "podgroups", "get"),
+    ("scheduling.x-k8s.io", "podgroups/status", "get"),
+    ("scheduling.x-k8s.io", "podgroups/status", "update"),
+    ("events.k8s.io", "events", "create"), ("events.k8s.io", "events", "patch"),
+}
+NEVER_VERBS = {"*", "delete", "deletecollection", "escalate", "bind", "impersonate"}
+NEVER_RESOURCES = {"*", "secrets", "serviceaccounts/token", "configmaps", "clusterroles",
+                   "clusterrolebindings", "roles", "rolebindings", "pods/exec",
+                   "pods/eviction", "nodes/proxy", "leases"}
+
+
+def _roles() -> dict[str, list[dict[str, Any]]]:
+    out = {}
+    for f in (REPO / "deploy" / "rbac").glob("*.yaml"):
+        for doc in yaml.safe_load_all(f.read_text()):
+            if isinstance(doc, dict) and doc.get("kind") in ("ClusterRole", "Role"):
+                out[doc["metadata"]["name"]] = doc.get("rules") or []
+    return out
+
+
+def _grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {(g, r, v) for rule in rules for g in rule.get("apiGroups", [])
+            for r in rule.get("resources", []) for v in rule.get("verbs", [])}
+
+
+def test_extender_role_grants_what_the_code_calls_and_no_more() -> None:
+    granted = _grants(_roles()["gang-scheduler-extender"])
+    assert granted >= NEEDED, f"missing: {sorted(NEEDED - granted)}"
+    assert granted - NEEDED <= TOLERATED, f"not needed: {sorted(granted - NEEDED - TOLERATED)}"
+
+
+# The kube-scheduler's own role keeps upstream's DRA rights (system:kube-scheduler): it
+# creates and deletes the ResourceClaims of extended resources backed by DRA.
+SCHEDULER_DRA = {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"],
+                 "verbs": ["create", "delete"]}
+
+
+def test_no_shipped_role_grants_dangerous_rights() -> None:
+    roles = _roles()
+    assert {"gang-scheduler", "gang-scheduler-extender"} <= roles.keys()
+    for name, rules in roles.items():
+        for rule in rules:
+            if name == "gang-scheduler" and rule == SCHEDULER_DRA:
+                continue
+            assert not set(rule.get("verbs", [])) & NEVER_VERBS, (name, rule)
+            resources = set(rule.get("resources", []))
+            if name.endswith("leader-election"):
+                resources.discard("leases")  # its own lease, by name for get/update
+            assert not resources & NEVER_RESOURCES, (name, rule)
+            assert "*" not in rule.get("apiGroups", []), (name, rule)
+            assert not rule.get("nonResourceURLs"), (name, rule)
