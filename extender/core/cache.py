@@ -151,6 +151,13 @@ class Cache:
         """Every pod labelled for the group, including finished ones."""
         return list(self._group_pods.get((namespace, group), {}).values())
 
+    def succeeded(self, group: GroupInfo) -> int:
+        """Labelled pods that ran to success: they were bound as part of a quorum, so
+        they keep counting toward it (a Job with more completions than parallelism must
+        not hang once its first pods finish)."""
+        pods = self._group_pods.get((group.namespace, group.name), {})
+        return sum(1 for p in pods.values() if p.phase == "Succeeded")
+
     def members(self, group: GroupInfo) -> list[PodInfo]:
         """Pods that count for the gang: labelled, not finished, not being deleted, not
         gated (design 3.1)."""

@@ -276,8 +276,7 @@ class GangFramework:
                 f"gang {gang}: PodGroup {gang} not found; create it or fix the "
                 f"scheduling.x-k8s.io/pod-group label of pod {pod.key}",
             )
-        members = self.cache.members(group)
-        bound = sum(1 for m in members if m.node_name)
+        _, bound, present = self._counts(group)
         if bound >= group.min_member:
             # Quorum is bound: elastic extras are placed one by one like plain pods.
             return self._filter_single(pod, node_names, gang=gang)
@@ -286,8 +285,8 @@ class GangFramework:
             return self._reject(node_names, self._status_message(gang))
         res = self.reservations.get(gang)
         if res is None:
-            if len(members) < group.min_member:
-                msg = f"gang {gang}: {len(members)} of {group.min_member} members exist"
+            if present < group.min_member:
+                msg = f"gang {gang}: {present} of {group.min_member} members exist"
                 self._set_status(gang, WAITING_FOR_MEMBERS, msg, now)
                 return self._reject(node_names, msg)
             if bo is not None and bo.until > now:
@@ -399,8 +398,7 @@ class GangFramework:
         group = self.cache.groups.get(gang)
         if group is None:
             return BindDecision("error", f"gang {gang}: PodGroup not found (pod {pod.key})")
-        members = self.cache.members(group)
-        if sum(1 for m in members if m.node_name) >= group.min_member:
+        if self._counts(group)[1] >= group.min_member:
             self.binding[uid] = node
             return BindDecision("bind")
         res = self.reservations.get(gang)
@@ -465,17 +463,17 @@ class GangFramework:
                 continue
             if bo is not None and bo.until:
                 bo.until = 0.0  # backoff over: eligible again
-            members = self.cache.members(group)
-            if len(members) < group.min_member:
+            members, bound, present = self._counts(group)
+            if bound >= group.min_member:
+                continue
+            if present < group.min_member:
                 if members:
                     self._set_status(
                         key,
                         WAITING_FOR_MEMBERS,
-                        f"gang {key}: {len(members)} of {group.min_member} members exist",
+                        f"gang {key}: {present} of {group.min_member} members exist",
                         now,
                     )
-                continue
-            if sum(1 for m in members if m.node_name) >= group.min_member:
                 continue
             waiting.append((queue_sort_key(group, members), group, members))
         waiting.sort(key=lambda w: w[0])
@@ -506,10 +504,9 @@ class GangFramework:
         """Gangs not yet bound, in the order capacity is granted."""
         rows = []
         for key, group in self.cache.groups.items():
-            members = self.cache.members(group)
-            bound = sum(1 for m in members if m.node_name)
-            if bound >= group.min_member:
-                continue
+            members, bound, present = self._counts(group)
+            if bound >= group.min_member or not members:
+                continue  # running or finished, or no pods yet
             st = self.status.get(key)
             rows.append(
                 (
@@ -517,7 +514,7 @@ class GangFramework:
                     {
                         "gang": key,
                         "minMember": group.min_member,
-                        "members": len(members),
+                        "members": present,
                         "bound": bound,
                         "reason": st.reason if st else "",
                         "message": st.message if st else "",
@@ -574,9 +571,17 @@ class GangFramework:
         pod = self.cache.pods.get(uid)
         return pod.key if pod else uid
 
+    def _counts(self, group: GroupInfo) -> tuple[list[PodInfo], int, int]:
+        """(members, bound, present): succeeded pods count as bound and present, since
+        they ran as part of a formed quorum; failed ones do not."""
+        members = self.cache.members(group)
+        done = self.cache.succeeded(group)
+        bound = sum(1 for m in members if m.node_name) + done
+        return members, bound, len(members) + done
+
     def _assembled(self, group: GroupInfo) -> int:
-        """Members bound, being bound, or whose bind is held."""
-        count = 0
+        """Members bound (or succeeded), being bound, or whose bind is held."""
+        count = self.cache.succeeded(group)
         for m in self.cache.members(group):
             if m.node_name or m.uid in self.binding or m.uid in self.held:
                 count += 1
@@ -597,7 +602,7 @@ class GangFramework:
     def _plan(self, group: GroupInfo, members: list[PodInfo]) -> Plan | Shortfall:
         unbound = [m for m in members if not m.node_name]
         unbound.sort(key=lambda p: (p.creation, p.name))
-        need = group.min_member - (len(members) - len(unbound))
+        need = group.min_member - (len(members) - len(unbound)) - self.cache.succeeded(group)
         if group.min_resources:
             # scheduler-plugins' aggregate pre-check, in the PodGroup's own terms; the
             # node-by-node plan below is what actually proves a fit.
@@ -656,7 +661,7 @@ class GangFramework:
                     for k, v in s.pod.requests.items():
                         base[k] = base.get(k, 0) + v
             unbound = sorted((m for m in members if not m.node_name), key=lambda p: p.name)
-            need = group.min_member - (len(members) - len(unbound))
+            need = group.min_member - (len(members) - len(unbound)) - self.cache.succeeded(group)
             without = plan_gang(
                 unbound,
                 need,
@@ -666,9 +671,17 @@ class GangFramework:
             )
             if isinstance(without, Plan):
                 ahead = sorted(holders, key=lambda k: (k not in granted_now, k))
+                # "older" only when the holder really is ahead in gang order; a younger
+                # gang may hold capacity it got while this one was incomplete.
+                mine = queue_sort_key(group, members)
+                holder = self.cache.groups.get(ahead[0])
+                older = holder is not None and queue_sort_key(
+                    holder, self.cache.members(holder)) < mine
                 msg = (
-                    f"gang {group.key}: waiting behind older gang {ahead[0]}"
+                    f"gang {group.key}: waiting behind {'older ' if older else ''}gang "
+                    f"{ahead[0]}"
                     + (f" (+{len(ahead) - 1} more)" if len(ahead) > 1 else "")
+                    + ("" if older else " which reserved the capacity first")
                     + f"; {shortfall.message}"
                 )
                 self._set_status(group.key, WAITING_BEHIND_OLDER_GANG, msg, now)
@@ -749,9 +762,7 @@ class GangFramework:
         group = self.cache.groups.get(gang)
         if group is None:
             return
-        members = self.cache.members(group)
-        bound = sum(1 for m in members if m.node_name)
-        if bound < group.min_member:
+        if self._counts(group)[1] < group.min_member:
             return
         res = self.reservations.pop(gang, None)
         if res is None:
@@ -767,6 +778,7 @@ class GangFramework:
         self.outbox.append(GangEvent(gang, BOUND, msg, seconds=seconds))
 
     def _release(self, res: Reservation, why: str) -> None:
+        """`why` without the gang prefix: held binds are answered "gang <key>: <why>"."""
         self.reservations.pop(res.gang, None)
         for uid in list(res.slots):
             self._drop_slot(res, uid, why)
@@ -792,19 +804,20 @@ class GangFramework:
         if policy.exhausted(bo.attempts):
             bo.failed = True
             reason = FAILED
-            msg = (
-                f"gang {res.gang}: timed out {bo.attempts} time(s) with {assembled} of {need} "
-                f"members ready; retry limit {policy.retry_limit} reached, the group is Failed"
+            body = (
+                f"timed out {bo.attempts} time(s) with {assembled} of {need} members ready; "
+                f"retry limit {policy.retry_limit} reached, the group is Failed"
             )
         else:
             delay = policy.delay(bo.attempts)
             bo.until = now + delay
             reason = BACKING_OFF
-            msg = (
-                f"gang {res.gang}: timed out after {waited:.0f}s with {assembled} of {need} "
-                f"members ready (attempt {bo.attempts}); backing off {delay:g}s"
+            body = (
+                f"timed out after {waited:.0f}s with {assembled} of {need} members ready "
+                f"(attempt {bo.attempts}); backing off {delay:g}s"
             )
-        self._release(res, msg)
+        msg = f"gang {res.gang}: {body}"
+        self._release(res, body)
         self._quorum_since.pop(res.gang, None)
         self._set_status(res.gang, reason, msg, now)
         self.outbox.append(GangEvent(res.gang, TIMED_OUT, msg, warning=True))

@@ -371,3 +371,55 @@ def test_member_relabelled_out_of_its_gang_releases_its_slot_and_bind() -> None:
     assert pods[0].uid not in sim.fw.reservations["ns/g"].slots
     assert any("left gang ns/g" in m for _, m in sim.failed_binds)
     assert not sim.bound()
+
+
+def test_timeout_message_names_the_gang_once() -> None:
+    sim = SimScheduler(GangFramework(Config(5)))
+    sim.add_node(node("n0"))
+    sim.add_group(group("g", 2))
+    a, _ = (sim.add_pod(pod(f"g-{i}", "g")) for i in range(2))
+    sim.schedule(a.uid)
+    sim.tick(6)
+    (msg,) = [m for uid, m in sim.failed_binds if uid == a.uid]
+    assert msg.startswith("gang ns/g: timed out") and msg.count("gang ns/g") == 1, msg
+
+
+def test_succeeded_members_keep_counting_toward_the_quorum() -> None:
+    """A Job with completions > parallelism: once some members finish, later pods join
+    the running quorum one by one instead of waiting forever for a new quorum."""
+    sim = cluster()
+    sim.add_group(group("job", 3))
+    pods = [sim.add_pod(pod(f"job-{i}", "job")) for i in range(3)]
+    sim.run_all()
+    assert len(sim.bound("job")) == 3
+    sim.finish(pods[0].uid)
+    sim.finish(pods[1].uid)
+    sim.tick()
+    assert sim.fw.status["ns/job"].reason == BOUND
+    assert sim.fw.queue(sim.now) == []
+    late = sim.add_pod(pod("job-3", "job"))
+    assert sim.schedule(late.uid) == "bound"
+
+
+def test_finished_gang_leaves_the_queue_view() -> None:
+    sim = cluster()
+    sim.add_group(group("g", 2))
+    sim.add_group(group("waiting", 3))
+    pods = [sim.add_pod(pod(f"g-{i}", "g")) for i in range(2)]
+    sim.add_pod(pod("waiting-0", "waiting"))
+    sim.run_all()
+    for p in pods:
+        sim.finish(p.uid)
+    assert [row["gang"] for row in sim.fw.queue(sim.now)] == ["ns/waiting"]
+
+
+def test_waiting_message_says_older_only_when_the_holder_is_older() -> None:
+    sim = cluster(2)
+    sim.add_group(group("old", 2, creation=1.0))
+    sim.add_group(group("young", 2, creation=2.0))
+    young = [sim.add_pod(pod(f"young-{i}", "young", cpu=8000)) for i in range(2)]
+    sim.schedule(young[0].uid)  # the old gang has no members yet: young reserves
+    old = [sim.add_pod(pod(f"old-{i}", "old", cpu=8000)) for i in range(2)]
+    assert sim.schedule(old[0].uid) == "rejected"
+    msg = sim.last_filter[old[0].uid]
+    assert "waiting behind gang ns/young which reserved the capacity first" in msg, msg

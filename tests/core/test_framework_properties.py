@@ -30,8 +30,9 @@ def eligible(sim: SimScheduler) -> list[tuple[GroupInfo, list[PodInfo]]]:
         if key in fw.reservations or (bo is not None and (bo.failed or bo.until > sim.now)):
             continue
         members = fw.cache.members(g)
-        bound = sum(1 for m in members if m.node_name)
-        if len(members) >= g.min_member and bound < g.min_member:
+        done = fw.cache.succeeded(g)  # succeeded members keep counting toward the quorum
+        bound = sum(1 for m in members if m.node_name) + done
+        if len(members) + done >= g.min_member and bound < g.min_member:
             out.append((g, members))
     out.sort(key=lambda x: queue_sort_key(x[0], x[1]))
     return out
@@ -45,7 +46,7 @@ def fits_now(sim: SimScheduler, g: GroupInfo, members: list[PodInfo],
         for k, v in add.items():
             free[n][k] = free[n].get(k, 0) + v
     unbound = [m for m in members if not m.node_name]
-    need = g.min_member - (len(members) - len(unbound))
+    need = g.min_member - (len(members) - len(unbound)) - fw.cache.succeeded(g)
     return isinstance(
         plan_gang(unbound, need, fw.cache.nodes, free, fw.cache.pods_on_node), Plan
     )
