@@ -209,3 +209,36 @@ class Recorder:
             f"gang {group}: its quorum of {min_member} was bound over {spread:.2f}s "
             f"(more than {window}s: partially bound in between)"
         )
+
+
+# A member asking for a hostPort that is taken on every node is never offered to the
+# extender (kube-scheduler's own NodePorts filter rejects it, and the extender does not
+# model ports), so a reservation that includes it stays assembling until its deadline.
+# Deleting the blockers lets it through.
+PORT = 9000
+
+
+def port_pod(ns: str, name: str, *, node: str | None = None, group: str | None = None,
+             cpu: str = "0") -> None:
+    """A pod holding hostPort 9000: pinned to `node` (a blocker), or a gang member."""
+    labels = {GANG_LABEL: group} if group else {}
+    spec: dict[str, Any] = {
+        "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sleep", "1d"],
+                        "ports": [{"containerPort": PORT, "hostPort": PORT}],
+                        "resources": {"requests": {"cpu": cpu, "memory": "0"}}}],
+        "terminationGracePeriodSeconds": 0,
+    }
+    if node:
+        spec["nodeName"] = node
+    else:
+        spec["schedulerName"] = "gang-scheduler"
+    kube().core.create_namespaced_pod(ns, {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": labels}, "spec": spec}, _preload_content=False)
+
+
+def block_ports(ns: str, nodes: list[str]) -> list[str]:
+    names = [f"blocker-{n}" for n in nodes]
+    for name, node in zip(names, nodes, strict=True):
+        port_pod(ns, name, node=node)
+    return names

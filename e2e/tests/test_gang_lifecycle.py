@@ -15,51 +15,20 @@ from typing import Any
 
 import pytest
 
-from e2e.gang import GangStack, Recorder
+from e2e.gang import GangStack, Recorder, block_ports, port_pod
 from e2e.harness.fixtures import (
     GANG_SCHEDULER,
-    POD_GROUP_LABEL,
     NotYet,
     create_pod,
     create_podgroup,
     delete_pod,
     get_pod,
-    kube,
     pod_nodes,
     wait_for,
 )
 from e2e.harness.fixtures import NodeSet as Nodes
 
 pytestmark = pytest.mark.e2e
-
-PORT = 9000
-
-
-def port_pod(ns: str, name: str, *, node: str | None = None, group: str | None = None,
-             cpu: str = "0") -> None:
-    """A pod holding hostPort 9000: pinned to `node` (a blocker), or a gang member."""
-    labels = {POD_GROUP_LABEL: group} if group else {}
-    spec: dict[str, Any] = {
-        "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sleep", "1d"],
-                        "ports": [{"containerPort": PORT, "hostPort": PORT}],
-                        "resources": {"requests": {"cpu": cpu, "memory": "0"}}}],
-        "terminationGracePeriodSeconds": 0,
-    }
-    if node:
-        spec["nodeName"] = node
-    else:
-        spec["schedulerName"] = GANG_SCHEDULER
-    kube().core.create_namespaced_pod(ns, {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "labels": labels}, "spec": spec}, _preload_content=False)
-
-
-def block_ports(ns: str, nodes: list[str]) -> list[str]:
-    names = [f"blocker-{n}" for n in nodes]
-    for name, node in zip(names, nodes, strict=True):
-        port_pod(ns, name, node=node)
-    return names
-
 
 def member(ns: str, name: str, group: str, cpu: str) -> None:
     create_pod(ns, name, cpu=cpu, memory="64Mi", scheduler_name=GANG_SCHEDULER, pod_group=group)

@@ -9,13 +9,14 @@ import time
 
 import pytest
 
-from e2e.gang import GangStack, Recorder
+from e2e.gang import GangStack, Recorder, block_ports, port_pod
 from e2e.harness.fixtures import (
     GANG_SCHEDULER,
     NotYet,
     create_pod,
     create_podgroup,
     get_pod,
+    kube,
     pod_nodes,
     wait_for,
 )
@@ -64,26 +65,49 @@ def test_quorum_nothing_bound_until_last_member_then_all_within_2s(
 def test_two_big_gangs_never_interleave_older_first(
     gang: GangStack, fake_nodes: Nodes, namespace: str
 ) -> None:
-    """The classic deadlock: each gang needs 3 of 4 nodes. Older one runs first, whole;
-    the younger only after it finished; both complete."""
+    """The classic deadlock: each gang needs 3 of 4 nodes. Both wait, complete, while an
+    even older gang holds the whole cluster (the younger one's pods even exist first);
+    when that capacity is released at once, the extender grants it in gang order: the
+    older is placed whole first, the younger only after it finished; both complete."""
     ns = namespace
-    fake_nodes.add_nodes(4, prefix="dead", cpu="4", memory="8Gi")
-    create_podgroup(ns, "first", 3)
+    nodes = fake_nodes.add_nodes(4, prefix="dead", cpu="4", memory="8Gi")
+    block_ports(ns, nodes)
+    create_podgroup(ns, "holder", 5, timeout=120)
+    for i in range(4):
+        gang_pod(ns, f"holder-{i}", "holder", cpu="4")
+    port_pod(ns, "holder-4", group="holder", cpu="0")  # never offered: holder assembles
+    wait_for(lambda: len(gang.debug()["heldBinds"]) == 4 or NotYet(gang.debug()), 20,
+             "holder holds the whole cluster", logs=gang.logs())
     time.sleep(1.1)  # creationTimestamp has second resolution
+    create_podgroup(ns, "first", 3)
+    time.sleep(1.1)
     create_podgroup(ns, "second", 3)
     with Recorder(ns) as rec:
-        for i in range(3):  # interleaved creation, as two Jobs would
-            for g in ("second", "first"):
+        for g in ("second", "first"):
+            for i in range(3):
                 gang_pod(ns, f"{g}-{i}", g, cpu="4", run_seconds=3,
                          rendezvous=g, rendezvous_size=3)
+        def both_complete_and_waiting() -> bool | NotYet:
+            # The holder's held binds keep its pods assumed in kube-scheduler's cache, so
+            # kube-scheduler itself turns these away; the extender's queue shows both.
+            rows = {r["gang"]: r for r in gang.debug()["queue"]}
+            ok = all(rows.get(f"{ns}/{g}", {}).get("members") == 3 for g in ("first", "second"))
+            return ok or NotYet(rows)
+
+        wait_for(both_complete_and_waiting, 20, "both gangs complete and waiting",
+                 logs=gang.logs())
+        assert not rec.bound()
+        kube().custom.delete_namespaced_custom_object(
+            "scheduling.x-k8s.io", "v1alpha1", ns, "podgroups", "holder")
 
         def both_done() -> bool | NotYet:
-            done = [r for r in rec.pods.values() if r.phase == "Succeeded"]
+            done = [n for n, r in rec.pods.items() if r.phase == "Succeeded"]
             return len(done) == 6 or NotYet({n: r.phase for n, r in rec.pods.items()})
 
         wait_for(both_done, 60, "both gangs complete", logs=gang.logs())
         rec.assert_never_partial("first", 3)
         rec.assert_never_partial("second", 3)
+        assert not rec.bound("holder")
         first_bound = rec.bind_times("first")
         second_bound = rec.bind_times("second")
         first_done = max(r.phase_at["Succeeded"] for n, r in rec.pods.items()
