@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from extender.core.convert import pod_from_k8s
 from extender.core.framework import GangFramework
+from extender.core.types import PodInfo
 from extender.metrics import Metrics
 from extender.runtime import Runtime
 from extender.wire import ExtenderArgs, ExtenderBindingArgs
@@ -61,6 +62,13 @@ async def _read(request: Request) -> Any:
     if not body:
         raise ValueError("empty body")
     return orjson.loads(body)
+
+
+async def _extender_args(request: Request) -> tuple[ExtenderArgs, PodInfo, list[str]]:
+    """The filter/prioritize body, its pod in core terms and the candidate node names;
+    raises ValueError/ValidationError with a readable message on bad input."""
+    args = ExtenderArgs.model_validate(await _read(request))
+    return args, pod_from_k8s(args.Pod), args.node_names()
 
 
 def _add_probes_and_metrics(app: FastAPI, fw: GangFramework, m: Metrics, ready: Any) -> None:
@@ -109,9 +117,7 @@ def create_app(
     async def filter_(request: Request) -> Response:
         start = time.perf_counter()
         try:
-            args = ExtenderArgs.model_validate(await _read(request))
-            pod = pod_from_k8s(args.Pod)
-            names = args.node_names()
+            args, pod, names = await _extender_args(request)
         except (ValueError, ValidationError) as exc:
             observe("filter", start, "error")
             return _json({"NodeNames": None, "Nodes": None, "FailedNodes": {},
@@ -137,9 +143,7 @@ def create_app(
     async def prioritize(request: Request) -> Response:
         start = time.perf_counter()
         try:
-            args = ExtenderArgs.model_validate(await _read(request))
-            pod = pod_from_k8s(args.Pod)
-            names = args.node_names()
+            _, pod, names = await _extender_args(request)
         except (ValueError, ValidationError) as exc:
             observe("prioritize", start, "error")
             return _json({"Error": _describe(exc)}, status=400)

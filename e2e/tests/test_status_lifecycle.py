@@ -17,13 +17,12 @@ from typing import Any
 
 import pytest
 
-from e2e.gang import GangStack
+from e2e.gang import GangStack, port_pod
 from e2e.harness.fixtures import (
     GANG_SCHEDULER,
     PG_GROUP,
     PG_PLURAL,
     PG_VERSION,
-    POD_GROUP_LABEL,
     NotYet,
     create_job,
     create_pod,
@@ -36,7 +35,6 @@ from e2e.harness.fixtures import NodeSet as Nodes
 
 pytestmark = pytest.mark.e2e
 
-PORT = 9100
 
 
 def scheduled(status: dict[str, Any], type_: str = "Scheduled") -> dict[str, Any]:
@@ -145,26 +143,6 @@ def table_row(ns: str, name: str) -> dict[str, Any]:
         if row["cells"][0] == name:
             return dict(zip(names, row["cells"], strict=True))
     raise AssertionError(f"no row for {name} in {table['rows']}")
-
-
-def port_pod(ns: str, name: str, *, node: str | None = None, group: str | None = None,
-             cpu: str = "0") -> None:
-    """A pod holding hostPort PORT: pinned to `node` (a blocker), or a gang member that
-    kube-scheduler can never place while the blockers run."""
-    labels = {POD_GROUP_LABEL: group} if group else {}
-    spec: dict[str, Any] = {
-        "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sleep", "1d"],
-                        "ports": [{"containerPort": PORT, "hostPort": PORT}],
-                        "resources": {"requests": {"cpu": cpu, "memory": "0"}}}],
-        "terminationGracePeriodSeconds": 0,
-    }
-    if node:
-        spec["nodeName"] = node
-    else:
-        spec["schedulerName"] = GANG_SCHEDULER
-    kube().core.create_namespaced_pod(ns, {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "labels": labels}, "spec": spec}, _preload_content=False)
 
 
 def test_job_waits_for_members_then_runs_and_finishes(
