@@ -1,0 +1,112 @@
+"""Shared by both benchmarks: percentiles, process memory/CPU, and writing results."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of unsorted values; NaN when empty."""
+    if not values:
+        return math.nan
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, math.ceil(q / 100 * len(s)) - 1))
+    return s[k]
+
+
+def summary_ms(seconds: Sequence[float]) -> dict[str, float | int]:
+    """count, p50, p90, p99, max and mean of durations given in seconds, as milliseconds."""
+    if not seconds:
+        return {"count": 0}
+    ms = [s * 1000 for s in seconds]
+    return {
+        "count": len(ms),
+        "p50": round(percentile(ms, 50), 3),
+        "p90": round(percentile(ms, 90), 3),
+        "p99": round(percentile(ms, 99), 3),
+        "max": round(max(ms), 3),
+        "mean": round(sum(ms) / len(ms), 3),
+    }
+
+
+def rss_mib(pid: int | None = None) -> float:
+    """Resident set size now, from /proc (Linux)."""
+    path = f"/proc/{pid or 'self'}/status"
+    try:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return math.nan
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set size of this process (ru_maxrss is in KiB on Linux)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used, from /proc/<pid>/stat."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+
+
+def machine() -> dict[str, Any]:
+    """Where the numbers were taken: ratios travel between machines, absolutes do not."""
+    commit = ""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+            text=True, check=False, timeout=10,
+        ).stdout.strip()
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        # Other work on the machine skews absolute numbers: recorded with each result.
+        "loadavg_1m": round(os.getloadavg()[0], 2),
+        "commit": commit,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+    }
+
+
+def write_results(out_dir: Path, stem: str, data: dict[str, Any], markdown: str) -> list[Path]:
+    """`<stem>.json` and `<stem>.md` in out_dir; returns both paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    js = out_dir / f"{stem}.json"
+    md = out_dir / f"{stem}.md"
+    js.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    md.write_text(markdown if markdown.endswith("\n") else markdown + "\n")
+    return [js, md]
+
+
+def md_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    def cell(v: object) -> str:
+        if isinstance(v, float):
+            if math.isnan(v):
+                return "-"
+            return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
+        return str(v)
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
+    return "\n".join(lines)

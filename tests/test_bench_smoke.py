@@ -1,0 +1,45 @@
+"""The benchmarks keep working: bench.core at a tiny size writes its JSON and markdown, and
+bench.e2e's report is built from run records. No timing is asserted, ever: speed is
+measured by `python -m bench.core --full` / `python -m bench.e2e --full`, not by CI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench import core, e2e
+
+
+def test_core_benchmark_writes_json_and_markdown(tmp_path: Path) -> None:
+    assert core.main(["--cases", "12x40", "--passes", "2", "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "core-custom.json").read_text())
+    (case,) = data["cases"]
+    assert (case["nodes"], case["pods"]) == (12, 40)
+    for verb in ("filter", "prioritize", "evaluate", "watch: pod"):
+        assert case["verbs"][verb]["count"] > 0, verb
+        assert {"p50", "p99", "max"} <= set(case["verbs"][verb]), verb
+    assert case["planning"]["count"] > 0
+    assert case["counts"]["bound_or_finished"] > 0
+    assert case["memory"]["peak_rss_mib"] > 0
+    md = (tmp_path / "core-custom.md").read_text()
+    assert "| nodes | pending pods | call |" in md and "filter" in md
+
+
+def test_e2e_report_from_run_records() -> None:
+    assert e2e.gang_sizes(60) == [8, 16, 32, 4]
+    runs = [
+        e2e.RunResult("A", 10, 60, 0, bound=60, seconds=1.0, pods_per_second=60.0,
+                      cpu={"kube-scheduler": 0.5}),
+        e2e.RunResult("B", 10, 60, 0, bound=60, seconds=1.5, pods_per_second=40.0,
+                      gang_start=[0.5, 0.7, 0.9, 1.1], cpu={"extender": 0.3},
+                      scheduler={"attempts": 61}, api_requests={"POST pods/binding": 60}),
+    ]
+    (point,) = e2e.summarize(runs)
+    assert point["ratio_b_over_a"] == round(40.0 / 60.0, 3)
+    assert point["gang_start_seconds"]["gangs"] == 4
+    data = {"mode": "test", "machine": {"cpus": 2, "loadavg_1m": 0.0, "commit": "x",
+                                        "date": "now"},
+            "repetitions": 1, "kubernetes": "v0", "points": [point],
+            "runs": [r.__dict__ for r in runs]}
+    md = e2e.markdown(data)
+    assert "| 10 | 60 |" in md and "POST pods/binding" in md
