@@ -666,3 +666,48 @@ def test_late_filter_of_a_deleted_member_does_not_resurrect_it() -> None:
     placed = asyncio.run(go())
     assert "uid-g2-1" not in env.fw.cache.pods, "a deleted pod is back in the cache"
     assert all(placed), f"the gang's two live members must both get a node: {placed}"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "framework._filter_single() checks a plain pod (or an elastic extra) against free "
+    "capacity minus holds, but records nothing when it passes a node, and bind() binds "
+    "such a pod without looking at capacity again. kube-scheduler filters the next pods "
+    "before the previous one's bind arrives, so several pods are each told the same free "
+    "capacity next to a reservation and all bind: the node ends over-committed once the "
+    "gang binds (seen in the soak after a kube-scheduler restart: 9 of 8 cpu). Needs "
+    "the passed placement assumed (charged) until its bind or a timeout, as design 5 "
+    "asks ('placements not yet bound must be counted')."))
+def test_plain_pods_filtered_before_their_binds_do_not_overcommit_a_hold() -> None:
+    env = make_env(hold_limit=5)
+    fw = env.fw
+    for n in NODES[1:]:
+        fw.on_node_deleted(n)
+    fw.on_pod_deleted("uid-bound-0")  # n0: 4 cpu, all free
+    extra = [pod_obj(f"plain-{i}") for i in (1, 2)]
+    for p in extra:
+        fw.on_pod(pod_from_k8s(p), 0.0)
+    plains = [pod_by_name("plain-0"), *extra]
+
+    async def go() -> list[dict[str, Any]]:
+        # g2 reserves 2 × 1 cpu on n0: 2 cpu stay free for everyone else.
+        await env.client.post("/filter", content=encode(
+            {"Pod": pod_by_name("g2-0"), "NodeNames": ["n0"]}))
+        assert fw.reservations
+        # kube-scheduler's serial loop: three 1-cpu pods filtered, then their binds.
+        passed = []
+        for p in plains:
+            r = await env.client.post("/filter", content=encode(
+                {"Pod": p, "NodeNames": ["n0"]}))
+            if r.json()["NodeNames"]:
+                passed.append(p["metadata"])
+        return [(await env.client.post("/bind", content=encode({
+            "PodName": m["name"], "PodNamespace": NS, "PodUID": m["uid"],
+            "Node": "n0"}))).json() for m in passed]
+
+    asyncio.run(go())
+    committed = sum(p.requests["cpu"] for p in fw.cache.pods.values()
+                    if p.node_name == "n0" and not p.terminal)
+    held = sum(s.pod.requests["cpu"] for r in fw.reservations.values()
+               for s in r.slots.values() if s.node == "n0")
+    assert committed + held <= 4000, (
+        f"n0 has 4000m: {committed}m bound plus {held}m reserved for g2")
