@@ -98,9 +98,18 @@ class Cache:
     def upsert_pod(self, pod: PodInfo) -> None:
         old = self.pods.get(pod.uid)
         self.pods[pod.uid] = pod
-        self._uncharge(pod.uid)
-        if pod.holds_capacity:
-            self._charge(pod)
+        charged = self._charged.get(pod.uid)
+        if charged is not None and pod.holds_capacity and _same_footprint(charged, pod):
+            # A status or annotation update of a running pod (the most common watch
+            # event by far): free capacity and everything the planner reads are the
+            # same, so only the reference changes. Uncharging and charging again would
+            # advance `capacity_epoch` and have every waiting gang planned again.
+            self._charged[pod.uid] = pod
+            self._on_node[pod.node_name][pod.uid] = pod
+        else:
+            self._uncharge(pod.uid)
+            if pod.holds_capacity:
+                self._charge(pod)
         old_group = (old.namespace, old.group) if old is not None and old.group else None
         new_group = (pod.namespace, pod.group) if pod.group else None
         if old_group is not None and old_group != new_group:
@@ -204,6 +213,18 @@ class Cache:
         else:
             self.held_nodes.pop(node, None)
         self.capacity_epoch += 1
+
+
+def _same_footprint(old: PodInfo, new: PodInfo) -> bool:
+    """Whether `new` takes exactly what `old` took on its node: the same requests, and
+    for anti-affinity the same labels and terms (a pod's uid fixes its name and
+    namespace)."""
+    return (
+        old.node_name == new.node_name
+        and old.requests == new.requests
+        and old.labels == new.labels
+        and old.required_anti_affinity == new.required_anti_affinity
+    )
 
 
 def _membership_changed(old: PodInfo, new: PodInfo) -> bool:
