@@ -1,0 +1,77 @@
+"""``python -m e2e.soak --seed N --minutes M``: the long chaos soak on a fresh local
+control plane. Prints a summary (and ``--json`` writes the full report); exits 1 if any
+invariant was violated, a gang that fits did not finish, or the extender kept state."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from e2e.harness.cluster import ControlPlane
+from e2e.harness.fakekubelet import FakeKubelet
+from e2e.harness.fixtures import use_cluster
+
+from .driver import SoakConfig, run_soak
+
+
+def main(argv: list[str] | None = None) -> int:
+    d = SoakConfig()
+    ap = argparse.ArgumentParser(prog="python -m e2e.soak", description=__doc__)
+    ap.add_argument("--seed", type=int, default=d.seed)
+    ap.add_argument("--minutes", type=float, default=d.minutes,
+                    help="how long gangs are created (the drain comes on top)")
+    ap.add_argument("--max-gangs", type=int, default=d.max_gangs)
+    ap.add_argument("--nodes", type=int, default=d.nodes)
+    ap.add_argument("--node-cpu", type=int, default=d.node_cpu)
+    ap.add_argument("--node-memory-gi", type=int, default=d.node_memory_gi)
+    ap.add_argument("--concurrent-gangs", type=int, default=d.concurrent_gangs)
+    ap.add_argument("--max-size", type=int, default=d.max_size)
+    ap.add_argument("--elastic-fraction", type=float, default=d.elastic_fraction,
+                    help="share of gangs with minMember < size (0: every gang is rigid)")
+    ap.add_argument("--extender-kill-every", type=float, default=d.extender_kill_every,
+                    help="mean seconds between extender kills (0: none)")
+    ap.add_argument("--scheduler-kill-every", type=float, default=d.scheduler_kill_every,
+                    help="mean seconds between kube-scheduler kills (0: none)")
+    ap.add_argument("--apiserver-restarts", type=int, default=d.apiserver_restarts)
+    ap.add_argument("--partial-window", type=float, default=d.partial_window)
+    ap.add_argument("--drain-timeout", type=float, default=d.drain_timeout)
+    ap.add_argument("--max-rss-mb", type=float, default=d.max_rss_mb)
+    ap.add_argument("--json", type=Path, help="write the full report here")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the control plane's workdir (logs) and the soak's objects")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    cfg = SoakConfig(
+        seed=args.seed, minutes=args.minutes, max_gangs=args.max_gangs, nodes=args.nodes,
+        node_cpu=args.node_cpu, node_memory_gi=args.node_memory_gi,
+        concurrent_gangs=args.concurrent_gangs, max_size=args.max_size,
+        elastic_fraction=args.elastic_fraction,
+        extender_kill_every=args.extender_kill_every,
+        scheduler_kill_every=args.scheduler_kill_every,
+        apiserver_restarts=args.apiserver_restarts, partial_window=args.partial_window,
+        drain_timeout=args.drain_timeout, max_rss_mb=args.max_rss_mb)
+    cp = ControlPlane(keep_workdir=args.keep or None).start()
+    fk: FakeKubelet | None = None
+    try:
+        use_cluster(cp)
+        fk = FakeKubelet(cp).start()
+        report = run_soak(cp, cfg, keep=args.keep)
+        if args.json:
+            args.json.write_text(report.to_json())
+        print(report.summary())
+        if args.keep:
+            print(f"logs: {cp.log_dir}")
+        return 0 if report.ok else 1
+    finally:
+        if fk is not None:
+            fk.stop()
+        cp.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
