@@ -320,15 +320,19 @@ class Checker:
 
     def _ticker(self) -> None:
         while not self._stop.wait(0.5):
-            t = self.now()
-            with self.lock:
-                for g in self.gangs.values():
-                    if (g.quorum_at is None and g.first_bound_at is not None
-                            and not g.reported and t - g.first_bound_at > self.partial_window):
-                        self._violate("partial", g.key,
-                                      f"{len(g.bound)} of {g.min_member} members bound for "
-                                      f"{t - g.first_bound_at:.1f}s without reaching quorum")
-                        g.reported = True
+            self.check_windows()
+
+    def check_windows(self, t: float | None = None) -> None:
+        """Record gangs short of their quorum for longer than the burst window."""
+        t = self.now() if t is None else t
+        with self.lock:
+            for g in self.gangs.values():
+                if (g.quorum_at is None and g.first_bound_at is not None
+                        and not g.reported and t - g.first_bound_at > self.partial_window):
+                    self._violate("partial", g.key,
+                                  f"{len(g.bound)} of {g.min_member} members bound for "
+                                  f"{t - g.first_bound_at:.1f}s without reaching quorum")
+                    g.reported = True
 
     def _violate(self, kind: str, subject: str, detail: str) -> None:
         v = Violation(kind, subject, detail, self.now())
