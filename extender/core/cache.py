@@ -72,6 +72,7 @@ class Cache:
         # (namespace, group name) -> uid -> pod, for every pod carrying the group label.
         self._group_pods: dict[tuple[str, str], dict[str, PodInfo]] = {}
         self.capacity_epoch = 0
+        self.release_epoch = 0  # grows whenever a reservation slot is released
         self.members_epoch: dict[str, int] = {}
 
     # ----- nodes -------------------------------------------------------------------
@@ -198,7 +199,10 @@ class Cache:
             _add_into(free, pod.requests, -1)
         self.held_nodes[node] = self.held_nodes.get(node, 0) + 1
 
-    def unhold(self, node: str, pod: PodInfo) -> None:
+    def unhold(self, node: str, pod: PodInfo, freed: bool = True) -> None:
+        """Release a slot. `freed=False`: the pod is being bound to this same node, so
+        its requests stay taken (now as a bound pod) and `capacity_epoch` stays put;
+        `release_epoch` moves either way, for explanations that name holders."""
         held = self._held_on_node.get(node)
         if held is not None:
             held.pop(pod.uid, None)
@@ -212,7 +216,9 @@ class Cache:
             self.held_nodes[node] = count
         else:
             self.held_nodes.pop(node, None)
-        self.capacity_epoch += 1
+        self.release_epoch += 1
+        if freed:
+            self.capacity_epoch += 1
 
 
 def _same_footprint(old: PodInfo, new: PodInfo) -> bool:

@@ -164,7 +164,7 @@ class GangFramework:
         self.status: dict[str, GangStatus] = {}
         self.outbox: list[Action] = []
         # gang -> ((capacity epoch, members epoch, minMember), shortfall) of its last failed plan
-        self._last_failure: dict[str, tuple[tuple[int, int, int], Shortfall]] = {}
+        self._last_failure: dict[str, tuple[tuple[int, int, int, int], Shortfall]] = {}
         self._quorum_since: dict[str, float] = {}
         # Plain pods turned away only because capacity was held for a gang: woken when a
         # hold is released, since kube-scheduler is not told about that.
@@ -201,7 +201,12 @@ class GangFramework:
         res = self.reservations.get(gang) if gang else None
         gone = pod.terminal or pod.deleting or pod.gated
         if res is not None and pod.uid in res.slots and (pod.node_name or gone):
-            self._drop_slot(res, pod.uid, f"pod {pod.key} is being deleted" if gone else None)
+            self._drop_slot(
+                res,
+                pod.uid,
+                f"pod {pod.key} is being deleted" if gone else None,
+                bound_here=not gone and res.slots[pod.uid].node == pod.node_name,
+            )
         if gone and pod.uid in self.held:
             self._fail_held(pod.uid, f"pod {pod.key} is finished or being deleted")
         self.cache.upsert_pod(pod)
@@ -484,21 +489,16 @@ class GangFramework:
         for _, group, members in waiting:
             key = group.key
             self._quorum_since.setdefault(key, now)
-            signature = (
-                self.cache.capacity_epoch,
-                self.cache.members_epoch.get(key, 0),
-                group.min_member,
-            )
             last = self._last_failure.get(key)
-            if last is not None and last[0] == signature:
+            if last is not None and last[0] == self._failure_signature(group):
                 continue
             result = self._plan(group, members)
             if isinstance(result, Plan):
                 self._reserve(group, result, now)
                 granted.append(key)
             else:
-                self._last_failure[key] = (signature, result)
                 self._explain_shortfall(group, members, result, granted, now)
+                self._last_failure[key] = (self._failure_signature(group), result)
         self._evaluated_version = (self.cache.capacity_epoch, self._members_version)
 
     # ----- views -----------------------------------------------------------------------
@@ -601,6 +601,19 @@ class GangFramework:
             if pod is not None and self._gang_key(pod) == gang:
                 return True
         return False
+
+    def _failure_signature(self, group: GroupInfo) -> tuple[int, int, int, int]:
+        """What a failed plan depends on: while it is unchanged, planning the gang again
+        would fail the same way. "Waiting behind older gang X" also depends on which
+        capacity is held, so it is re-checked whenever a slot is released."""
+        st = self.status.get(group.key)
+        behind = st is not None and st.reason == WAITING_BEHIND_OLDER_GANG
+        return (
+            self.cache.capacity_epoch,
+            self.cache.members_epoch.get(group.key, 0),
+            group.min_member,
+            self.cache.release_epoch if behind else -1,
+        )
 
     def _plan(self, group: GroupInfo, members: list[PodInfo]) -> Plan | Shortfall:
         unbound = [m for m in members if not m.node_name]
@@ -737,10 +750,14 @@ class GangFramework:
         self.cache.hold(old.node, old.pod)
         return False
 
-    def _drop_slot(self, res: Reservation, uid: str, failure: str | None) -> None:
+    def _drop_slot(
+        self, res: Reservation, uid: str, failure: str | None, bound_here: bool = False
+    ) -> None:
+        """`bound_here`: the slot's pod is now bound to the slot's node, so its capacity
+        stays taken and waiting gangs need not be planned again on its account."""
         slot = res.slots.pop(uid, None)
         if slot is not None:
-            self.cache.unhold(slot.node, slot.pod)
+            self.cache.unhold(slot.node, slot.pod, freed=not bound_here)
         if failure is not None and uid in self.held:
             self._fail_held(uid, f"gang {res.gang}: {failure}")
 
