@@ -684,6 +684,7 @@ class GangFramework:
                 self.cache.nodes,
                 _Overlay(self.cache.free, over),
                 self.cache.pods_on_node,
+                explain=False,
             )
             if isinstance(without, Plan):
                 ahead = sorted(holders, key=lambda k: (k not in granted_now, k))

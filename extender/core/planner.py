@@ -360,6 +360,7 @@ def plan_gang(
     free: Mapping[str, Resources],
     pods_on_node: Mapping[str, Sequence[PodInfo]],
     allowed: Mapping[str, Collection[str]] | None = None,
+    explain: bool = True,
 ) -> Plan | Shortfall:
     """Place `need` of `pods` (earlier ones preferred) on nodes, all or nothing.
 
@@ -369,7 +370,9 @@ def plan_gang(
     The first `need` pods are planned; if some do not fit, later pods stand in for
     them, and failing that the `need` smallest pods are tried. A Plan never puts
     more on a node than its free capacity. `need` below 1 gives an empty Plan;
-    above len(pods) (after dropping repeated uids), a Shortfall.
+    above len(pods) (after dropping repeated uids), a Shortfall. `explain=False`
+    leaves a failed plan's message empty, for callers that only ask whether it fits
+    (the explanation looks at every node again and costs more than the plan).
     """
     if need <= 0:
         return Plan({})
@@ -393,9 +396,11 @@ def plan_gang(
             best_fit = max(best_fit, len(alt.assignments))
 
     shapes, shape, outcome = failure
-    message = _explain(pl, shape, outcome, shared=len(shapes) > 1)
-    if len(shapes) > 1:
-        message += f"; {len(pl.assignments)} of {need} members placed in all"
+    message = ""
+    if explain:
+        message = _explain(pl, shape, outcome, shared=len(shapes) > 1)
+        if len(shapes) > 1:
+            message += f"; {len(pl.assignments)} of {need} members placed in all"
     first = next((p.key for p in pods[:need] if p.uid not in pl.assignments), None)
     return Shortfall(need=need, fit=best_fit, message=message, pod=first)
 
