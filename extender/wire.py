@@ -31,7 +31,8 @@ class ExtenderArgs(_Wire):
             return self.NodeNames
         names: list[str] = []
         for item in (self.Nodes.items or []) if self.Nodes else []:
-            name = item.get("metadata", {}).get("name") if isinstance(item, dict) else None
+            meta = item.get("metadata") if isinstance(item, dict) else None
+            name = meta.get("name") if isinstance(meta, dict) else None
             if not isinstance(name, str) or not name:
                 raise ValueError("Nodes.items[] entry without metadata.name")
             names.append(name)

@@ -668,15 +668,6 @@ def test_late_filter_of_a_deleted_member_does_not_resurrect_it() -> None:
     assert all(placed), f"the gang's two live members must both get a node: {placed}"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "framework._filter_single() checks a plain pod (or an elastic extra) against free "
-    "capacity minus holds, but records nothing when it passes a node, and bind() binds "
-    "such a pod without looking at capacity again. kube-scheduler filters the next pods "
-    "before the previous one's bind arrives, so several pods are each told the same free "
-    "capacity next to a reservation and all bind: the node ends over-committed once the "
-    "gang binds (seen in the soak after a kube-scheduler restart: 9 of 8 cpu). Needs "
-    "the passed placement assumed (charged) until its bind or a timeout, as design 5 "
-    "asks ('placements not yet bound must be counted')."))
 def test_plain_pods_filtered_before_their_binds_do_not_overcommit_a_hold() -> None:
     env = make_env(hold_limit=5)
     fw = env.fw

@@ -189,6 +189,24 @@ class Cache:
     def remove_group(self, key: str) -> GroupInfo | None:
         return self.groups.pop(key, None)
 
+    # ----- placements whose Binding is in flight ------------------------------------
+
+    def assume(self, node: str, pod: PodInfo) -> None:
+        """Charge a pod to `node` from the moment its bind is accepted, before the API
+        confirms it, like kube-scheduler's assumed pods."""
+        free = self.free.get(node)
+        if free is not None:
+            _add_into(free, pod.requests, -1)
+
+    def forget(self, node: str, pod: PodInfo, freed: bool) -> None:
+        """Undo `assume`; `freed` when the Binding failed, so capacity really came back
+        (a success is charged again by the bound pod itself)."""
+        free = self.free.get(node)
+        if free is not None:
+            _add_into(free, pod.requests, +1)
+        if freed:
+            self.capacity_epoch += 1
+
     # ----- holds (reservation slots) -----------------------------------------------
 
     def hold(self, node: str, pod: PodInfo) -> None:

@@ -170,6 +170,8 @@ class GangFramework:
         # hold is released, since kube-scheduler is not told about that.
         self._rejected_for_holds: dict[str, tuple[str, str, str]] = {}
         self._evaluated_version: tuple[int, int] | None = None
+        # Plain pods and extras whose Binding is in flight: uid -> (node, pod), charged.
+        self._in_flight: dict[str, tuple[str, PodInfo]] = {}
         self._without_holds_memo: _Overlay | None = None  # only during `evaluate`
         self._members_version = 0
 
@@ -402,14 +404,12 @@ class GangFramework:
             return BindDecision("hold", deadline=now)  # the in-flight Binding answers it
         gang = self._gang_key(pod)
         if gang is None:
-            self.binding[uid] = node
-            return BindDecision("bind")
+            return self._bind_single(pod, node)
         group = self.cache.groups.get(gang)
         if group is None:
             return BindDecision("error", f"gang {gang}: PodGroup not found (pod {pod.key})")
         if self._counts(group)[1] >= group.min_member:
-            self.binding[uid] = node
-            return BindDecision("bind")
+            return self._bind_single(pod, node)
         res = self.reservations.get(gang)
         slot = res.slots.get(uid) if res else None
         if res is None or slot is None:
@@ -428,9 +428,30 @@ class GangFramework:
         self._maybe_commit(gang)
         return BindDecision("hold", deadline=res.deadline)
 
+    def _bind_single(self, pod: PodInfo, node: str) -> BindDecision:
+        """Plain pods and elastic extras. Their filter could not know which node
+        kube-scheduler would pick, and several may pass a node before the first binds, so
+        holds are checked again here, and the placement is charged at once so the next
+        bind and every plan see it (design 5: placements not yet bound count)."""
+        free = self.cache.free.get(node, {})
+        if node in self.cache.held_nodes and not fits(pod.requests, free):
+            return BindDecision(
+                "error",
+                f"capacity on node {node} is held for gang(s) "
+                f"{', '.join(self._holders_by_node().get(node, []))}; pod {pod.key} needs "
+                f"{format_resources(pod.requests)}; kube-scheduler will retry",
+            )
+        self.binding[pod.uid] = node
+        self._in_flight[pod.uid] = (node, pod)
+        self.cache.assume(node, pod)
+        return BindDecision("bind")
+
     def bind_finished(self, uid: str, node: str, error: str | None, now: float) -> None:
         """The Binding POST for `uid` returned."""
         self.binding.pop(uid, None)
+        assumed = self._in_flight.pop(uid, None)
+        if assumed is not None:
+            self.cache.forget(assumed[0], assumed[1], freed=error is not None)
         if error is not None:
             return  # kube-scheduler re-queues the pod; its slot stays until the deadline
         pod = self.cache.pods.get(uid)

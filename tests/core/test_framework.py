@@ -423,3 +423,25 @@ def test_waiting_message_says_older_only_when_the_holder_is_older() -> None:
     assert sim.schedule(old[0].uid) == "rejected"
     msg = sim.last_filter[old[0].uid]
     assert "waiting behind gang ns/young which reserved the capacity first" in msg, msg
+
+
+def test_plain_binds_are_rechecked_against_holds_and_charged_in_flight() -> None:
+    """Three 1-cpu pods all passed the filter next to a 2-cpu hold on a 4-cpu node before
+    any bind arrived: the first two bind, the third is refused until the hold goes."""
+    sim = SimScheduler()
+    sim.add_node(node("n0", cpu=4000))
+    sim.add_group(group("g", 2))
+    members = [sim.add_pod(pod(f"g-{i}", "g", cpu=1000)) for i in range(2)]
+    sim.fw.filter(members[0], ["n0"], sim.now)  # reserves 2 x 1 cpu on n0
+    held = sum(s.pod.requests["cpu"] for s in sim.fw.reservations["ns/g"].slots.values())
+    assert held == 2000
+    plains = [sim.add_pod(pod(f"p-{i}", cpu=1000)) for i in range(3)]
+    passed = [p for p in plains if sim.fw.filter(p, ["n0"], sim.now).nodes]
+    decisions = [sim.fw.bind("ns", p.name, p.uid, "n0", sim.now) for p in passed]
+    ok = [d for d in decisions if d.kind == "bind"]
+    assert len(ok) == (4000 - held) // 1000
+    refused = [d for d in decisions if d.kind == "error"]
+    assert all("held for gang(s) ns/g" in d.message for d in refused)
+    for p in passed[: len(ok)]:
+        sim.fw.bind_finished(p.uid, "n0", None, sim.now)
+    assert sim.fw.cache.free["n0"]["cpu"] == 4000 - held - 1000 * len(ok)
