@@ -602,10 +602,8 @@ class GangFramework:
     def _counts(self, group: GroupInfo) -> tuple[list[PodInfo], int, int]:
         """(members, bound, present): succeeded pods count as bound and present, since
         they ran as part of a formed quorum; failed ones do not."""
-        members = self.cache.members(group)
-        done = self.cache.succeeded(group)
-        bound = sum(1 for m in members if m.node_name) + done
-        return members, bound, len(members) + done
+        members, bound, done = self.cache.summary(group)
+        return list(members), bound + done, len(members) + done
 
     def _assembled(self, group: GroupInfo) -> int:
         """Members bound (or succeeded), being bound, or whose bind is held."""
