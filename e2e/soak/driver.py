@@ -10,14 +10,15 @@ One run, `run_soak(cluster, SoakConfig(...))`:
    each with a random size (1-`max_size`), `minMember` <= size, per-pod requests, run
    time, rendezvous or not (a rendezvous gang's members finish only once `minMember` of
    them ran together, as a hung MPI job would), a PodGroup timeout, and members that
-   may arrive in two waves. A few gangs cannot fit at all. A gang whose pods all
-   Succeeded is deleted, which makes room for the next.
+   may arrive in two waves. A few gangs cannot fit at all (they take no turn and are
+   deleted after `impossible_lifetime`). A gang whose pods all Succeeded is deleted,
+   which makes room for the next.
 3. **Chaos** meanwhile, on a timeline drawn from the seed: SIGKILL of the extender or of
    the kube-scheduler, each restarted after a short random outage, and one SIGKILL and
    restart of kube-apiserver.
 4. **Drain**: load and chaos stop; every gang that can fit must be placed and complete;
    the impossible ones are deleted; the extender's debug view must become empty (no
-   queue, reservation, held bind, Binding in flight or backoff).
+   queue, reservation, held bind, Binding in flight, backoff or PodGroup of the run).
 
 The extender's resident memory is sampled throughout (per incarnation).
 Inputs are seeded; timings on a shared machine are not, so two runs with one seed
@@ -64,6 +65,7 @@ class SoakConfig:
     concurrent_gangs: int = 10
     max_size: int = 32
     impossible_fraction: float = 0.04
+    impossible_lifetime: float = 90.0  # seconds before an impossible gang is deleted
     # Share of gangs with minMember < size (elastic extras bind one by one after the
     # quorum); the others have minMember == size.
     elastic_fraction: float = 0.5
@@ -381,6 +383,9 @@ class Soak:
             if run.second_wave_at is not None and now >= run.second_wave_at:
                 run.second_wave_at = None
                 self._create_pods(run, run.spec.size)
+            if run.spec.impossible and now - run.created_at > self.cfg.impossible_lifetime:
+                self.delete_gang(run)  # it waited long enough to prove nothing binds
+                continue
             if run.created_pods == run.spec.size and not run.spec.impossible:
                 pods = self.checker.gang_pods(run.spec.key)
                 if len(pods) == run.spec.size and all(p.phase == "Succeeded" for p in pods):
@@ -389,7 +394,8 @@ class Soak:
                     self.delete_gang(run)
 
     def active(self) -> int:
-        return sum(1 for r in self.gangs.values() if not r.deleted)
+        """Gangs that can fit and are not done yet (impossible ones take no turn)."""
+        return sum(1 for r in self.gangs.values() if not r.deleted and not r.spec.impossible)
 
     # ----- chaos ---------------------------------------------------------------------------
 
@@ -454,19 +460,26 @@ class Soak:
 
     # ----- the extender's own view ---------------------------------------------------------------
 
-    def debug(self) -> dict[str, Any]:
-        url = f"http://127.0.0.1:{self.port}/debug/gangs"
+    def debug(self, path: str = "/debug/gangs") -> dict[str, Any]:
+        url = f"http://127.0.0.1:{self.port}{path}"
         with urllib.request.urlopen(url, timeout=5) as resp:
             out: dict[str, Any] = json.loads(resp.read())
         return out
 
     def leftover(self) -> dict[str, Any]:
+        """What the extender still holds about this run: queue, reservations, held binds,
+        Bindings in flight, backoffs, and PodGroups of the run's namespaces."""
         try:
             d = self.debug()
+            groups = self.debug("/debug/podgroups").get("podGroups") or []
         except Exception as e:
             return {"error": repr(e)}
-        return {k: v for k, v in d.items() if v and k in (
+        left = {k: v for k, v in d.items() if v and k in (
             "queue", "reservations", "heldBinds", "bindingsInFlight", "backoff")}
+        mine = [g["gang"] for g in groups if str(g.get("gang", "")).startswith(self.run_id)]
+        if mine:
+            left["podGroups"] = mine
+        return left
 
     # ----- run ---------------------------------------------------------------------------------
 
