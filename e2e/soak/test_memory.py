@@ -1,0 +1,183 @@
+"""The soak's memory check, in-process: a sampled RSS over 20 minutes with restarts
+cannot see a leak of a few hundred bytes per gang, so this drives hundreds of gang
+lifecycles through the extender's own objects (framework, runtime, status writer, event
+recorder, fed the way the informer feeds them) and checks that no dict, set or list
+inside them grows with the number of gangs that came and went."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any
+
+import pytest
+
+from extender.core.convert import pod_from_k8s
+from extender.core.framework import Config, GangEvent, GangFramework
+from extender.events import EventRecorder, GangEvents
+from extender.runtime import Runtime, RuntimeConfig
+from extender.status import StatusConfig, StatusWriter, observed_kinds
+
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+NODES = [f"n{i}" for i in range(4)]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Api:
+    """Bindings, patches and creates always succeed."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        self.n += 1
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+    async def merge_patch(self, path: str, patch: dict[str, Any]) -> None:
+        return None
+
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.n += 1
+        return {"metadata": {"name": f"ev-{self.n}"}}
+
+
+def node(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "uid": f"u-{name}"},
+            "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"}}}
+
+
+def pod(i: int, j: int, node: str = "", phase: str = "Pending") -> dict[str, Any]:
+    return {"metadata": {"name": f"g{i}-{j}", "namespace": "mem", "uid": f"p{i}-{j}",
+                         "labels": {GROUP_LABEL: f"g{i}"},
+                         "ownerReferences": [{"name": f"job{i}"}],
+                         "creationTimestamp": "2027-01-01T00:00:00Z"},
+            "spec": {"schedulerName": "gang-scheduler", "nodeName": node or None,
+                     "containers": [{"name": "c", "resources": {
+                         "requests": {"cpu": "1", "memory": "1Gi"}}}]},
+            "status": {"phase": phase}}
+
+
+def group(i: int, min_member: int) -> dict[str, Any]:
+    return {"metadata": {"name": f"g{i}", "namespace": "mem", "uid": f"pg{i}",
+                         "creationTimestamp": "2027-01-01T00:00:00Z"},
+            "spec": {"minMember": min_member, "scheduleTimeoutSeconds": 30}}
+
+
+def sizes(objs: dict[str, Any]) -> dict[str, int]:
+    out = {}
+    for owner, obj in objs.items():
+        names = list(getattr(obj, "__dict__", {})) or list(getattr(obj, "__slots__", ()))
+        for attr in names:
+            value = getattr(obj, attr, None)
+            if isinstance(value, dict | set | list):
+                out[f"{owner}.{attr}"] = len(value)
+    return out
+
+
+@functools.cache
+def lifecycles() -> tuple[dict[str, int], dict[str, int], GangFramework]:
+    """Sizes of every container after 40 and after 450 gang lifecycles."""
+    clock = Clock()
+    api = Api()
+    fw = GangFramework(Config(default_timeout_seconds=30))
+    recorder = EventRecorder(api, clock=clock)  # type: ignore[arg-type]
+    gang_events = GangEvents(fw, recorder)
+    status = StatusWriter(fw, api, clock=clock, events=gang_events,
+                          config=StatusConfig(min_interval=0, resync_seconds=5))
+
+    def on_event(ev: GangEvent) -> None:
+        gang_events.on_gang_event(ev)
+        status.on_gang_event(ev)
+
+    runtime = Runtime(fw, api, RuntimeConfig(wake_rate=1e6, wake_min_interval=0),  # type: ignore[arg-type]
+                      clock=clock, on_event=on_event)
+    nodes_kind, pods_kind, groups_kind = observed_kinds(status)
+    for n in NODES:
+        nodes_kind.apply(fw, node(n), clock())
+    objs = {"fw": fw, "cache": fw.cache, "runtime": runtime, "status": status,
+            "recorder": recorder, "gang_events": gang_events}
+
+    async def lifecycle(i: int) -> None:
+        size = 1 + i % 5
+        min_member = 1 + (i % size)
+        groups_kind.apply(fw, group(i, min_member), clock())
+        for j in range(size):
+            pods_kind.apply(fw, pod(i, j), clock())
+        runtime.drain()
+        binds = []
+        for j in range(size):
+            result = fw.filter(pod_from_k8s(pod(i, j)), NODES, clock())
+            runtime.drain()
+            if result.nodes:
+                binds.append(asyncio.create_task(
+                    runtime.bind("mem", f"g{i}-{j}", f"p{i}-{j}", result.nodes[0])))
+            await asyncio.sleep(0)
+        answers = await asyncio.gather(*binds)
+        await asyncio.gather(*runtime._tasks)
+        bound = {f"g{i}-{j}": fw.cache.pods[f"p{i}-{j}"].node_name for j in range(size)}
+        assert sum(1 for a in answers if a is None) >= min_member, (i, answers)
+        # The informer sees the bindings, the pods run and finish, then are deleted.
+        for phase in ("Running", "Succeeded"):
+            for j in range(size):
+                pods_kind.apply(fw, pod(i, j, bound[f"g{i}-{j}"], phase), clock())
+            clock.t += 2
+            fw.tick(clock())
+            runtime.drain()
+            await status.step()
+            await recorder.flush()
+        for j in range(size):
+            pods_kind.delete(fw, f"p{i}-{j}", clock())
+        groups_kind.delete(fw, f"mem/g{i}", clock())
+        clock.t += 5
+        fw.tick(clock())
+        runtime.drain()
+        await status.step()
+        await recorder.flush()
+
+    async def run(first: int, count: int) -> None:
+        waker = asyncio.create_task(runtime.wake_loop())
+        for i in range(first, first + count):
+            await lifecycle(i)
+        for _ in range(100):  # let the wake-up loop finish its queue
+            await asyncio.sleep(0)
+        waker.cancel()
+
+    asyncio.run(run(0, 30))
+    clock.t += 700  # past the event recorder's dedup window
+    asyncio.run(run(30, 10))
+    warm = sizes(objs)
+    asyncio.run(run(40, 400))
+    clock.t += 700
+    asyncio.run(run(440, 10))
+    return warm, sizes(objs), fw
+
+
+# Pinned separately below (xfail): only this one may grow in the general check.
+KNOWN = {"cache.members_epoch"}
+
+
+def test_gang_lifecycles_leave_nothing_behind() -> None:
+    warm, after, fw = lifecycles()
+    grew = {k: (warm.get(k, 0), v) for k, v in after.items()
+            if v > warm.get(k, 0) + 5 and k not in KNOWN}
+    assert not grew, f"grows with the number of gangs that came and went: {grew}"
+    assert not fw.cache.pods and not fw.cache.groups and not fw.reservations
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "extender/core/cache.py keeps Cache.members_epoch[<namespace>/<group>] for every gang "
+    "ever seen: remove_group() and remove_pod() bump or leave the entry but never delete "
+    "it, so the dict grows by one entry per gang for the life of the process (about 100 "
+    "bytes each). Drop the key when the group is removed and its last pod is gone."))
+def test_member_epochs_of_deleted_gangs_are_forgotten() -> None:
+    warm, after, _ = lifecycles()
+    assert after["cache.members_epoch"] <= warm["cache.members_epoch"] + 5, (warm, after)
