@@ -89,8 +89,9 @@ SHAPES = (
 )
 SHAPE_WEIGHTS = (3, 3, 2, 2)
 
-FULL_CASES = ((500, 1000), (500, 10_000), (5000, 1000), (5000, 10_000))
-QUICK_CASES = ((500, 1000),)
+SIZES = ((500, 1000), (500, 10_000), (5000, 1000), (5000, 10_000))
+FULL_CASES = tuple((n, p, a) for a in ("burst", "stream") for n, p in SIZES)
+QUICK_CASES = ((500, 1000, "burst"), (500, 1000, "stream"))
 
 
 # ----- Kubernetes JSON, shaped like kube-scheduler's informer copies ---------------------
@@ -172,6 +173,10 @@ class Workload:
     pending: list[dict[str, Any]]  # in kube-scheduler's queue order
     shape_of: dict[str, Shape]  # pod uid -> shape
     gang_sizes: list[int]
+    # What arrives together in "stream" mode: a PodGroup (None for a plain pod) and its
+    # pods; batch_of: pod uid -> index into batches.
+    batches: list[tuple[dict[str, Any] | None, list[dict[str, Any]]]]
+    batch_of: dict[str, int]
 
 
 def make_workload(n_nodes: int, n_pods: int, seed: int = 1) -> Workload:
@@ -189,6 +194,7 @@ def make_workload(n_nodes: int, n_pods: int, seed: int = 1) -> Workload:
     pending: list[dict[str, Any]] = []
     shape_of: dict[str, Shape] = {}
     sizes: list[int] = []
+    batches: list[tuple[dict[str, Any] | None, list[dict[str, Any]]]] = []
     g = 0
     while len(pending) < n_pods:
         created = T0 + g
@@ -199,6 +205,7 @@ def make_workload(n_nodes: int, n_pods: int, seed: int = 1) -> Workload:
             pending.append(pod_json(ns, f"plain-{g}-0", uid, shape.requests, created,
                                     gpu=shape.gpu))
             shape_of[uid] = shape
+            batches.append((None, pending[-1:]))
         else:
             size = min(rng.randint(1, 64), n_pods - len(pending))
             name = f"job-{g}"
@@ -209,8 +216,10 @@ def make_workload(n_nodes: int, n_pods: int, seed: int = 1) -> Workload:
                 pending.append(pod_json(ns, f"{name}-{j}", uid, shape.requests, created,
                                         group=name, index=j, gpu=shape.gpu))
                 shape_of[uid] = shape
+            batches.append((groups[-1], pending[-size:]))
         g += 1
-    return Workload(nodes, running, groups, pending, shape_of, sizes)
+    batch_of = {p["metadata"]["uid"]: i for i, (_, pods) in enumerate(batches) for p in pods}
+    return Workload(nodes, running, groups, pending, shape_of, sizes, batches, batch_of)
 
 
 # ----- calling the ASGI app without a network ----------------------------------------------
@@ -366,8 +375,11 @@ def _instrument(fw: GangFramework, plans: Plans, timings: Timings) -> None:
     fw.bind = timed_bind  # type: ignore[method-assign]
 
 
-async def run_case(n_nodes: int, n_pods: int, passes: int = 3,
-                   trace_memory: bool = True) -> dict[str, Any]:
+async def run_case(n_nodes: int, n_pods: int, passes: int = 3, trace_memory: bool = True,
+                   gc_freeze: bool = False, arrival: str = "burst") -> dict[str, Any]:
+    """`arrival`: "burst", every pod is pending before kube-scheduler starts (the backlog
+    after a big submission); "stream", each gang arrives just before kube-scheduler
+    reaches it, so each gang's first member plans that gang (the steady state)."""
     wl = make_workload(n_nodes, n_pods)
     # The simulator's own objects (the workload's JSON) must not lengthen the extender's
     # garbage collections: move them to the permanent generation.
@@ -383,6 +395,7 @@ async def run_case(n_nodes: int, n_pods: int, passes: int = 3,
     plans = Plans()
 
     # 1. informer feed (timed per event: watch events run on the same event loop)
+    trace_memory = trace_memory and arrival == "burst"  # stream: nothing pending yet
     if trace_memory:
         tracemalloc.start()
     t_feed = time.perf_counter()
@@ -392,20 +405,34 @@ async def run_case(n_nodes: int, n_pods: int, passes: int = 3,
         timings.add("watch: node", time.perf_counter() - t)
     for p in wl.running:
         fw.on_pod(pod_from_k8s(p), clock[0])
-    for gj in wl.groups:
-        t = time.perf_counter()
-        fw.on_group(group_from_k8s(gj), clock[0])
-        timings.add("watch: podgroup", time.perf_counter() - t)
-    for p in wl.pending:
-        t = time.perf_counter()
-        fw.on_pod(pod_from_k8s(p), clock[0])
-        timings.add("watch: pod", time.perf_counter() - t)
+    fed: set[int] = set()
+
+    def feed(batch: int) -> None:
+        group, pods = wl.batches[batch]
+        fed.add(batch)
+        if group is not None:
+            t = time.perf_counter()
+            fw.on_group(group_from_k8s(group), clock[0])
+            timings.add("watch: podgroup", time.perf_counter() - t)
+        for p in pods:
+            t = time.perf_counter()
+            fw.on_pod(pod_from_k8s(p), clock[0])
+            timings.add("watch: pod", time.perf_counter() - t)
+
+    if arrival == "burst":
+        for b in range(len(wl.batches)):
+            feed(b)
     feed_seconds = time.perf_counter() - t_feed
     state_mib = float("nan")
     if trace_memory:
         state_mib = round(tracemalloc.get_traced_memory()[0] / 2**20, 1)
         tracemalloc.stop()
     rss_loaded = rss_mib()
+    if gc_freeze:
+        # What the extender could do once its informers have synced: move the state
+        # loaded so far out of the collector's way (gen2 passes walk all of it).
+        gc.collect()
+        gc.freeze()
     _instrument(fw, plans, timings)
 
     sim = SchedulerSim(wl, fw)
@@ -479,6 +506,8 @@ async def run_case(n_nodes: int, n_pods: int, passes: int = 3,
         for uid in queue:
             if uid in bound or uid in assumed or uid in finished:
                 continue
+            if wl.batch_of[uid] not in fed:
+                feed(wl.batch_of[uid])
             counts["cycles"] += 1
             clock[0] += 0.001
             shape = wl.shape_of[uid]
@@ -543,6 +572,7 @@ async def run_case(n_nodes: int, n_pods: int, passes: int = 3,
     return {
         "nodes": n_nodes,
         "pods": n_pods,
+        "arrival": arrival,
         "gangs": len(wl.groups),
         "plain_pods": sum(1 for p in wl.pending if GROUP_LABEL not in p["metadata"]["labels"]),
         "running_pods": len(wl.running),
@@ -562,6 +592,7 @@ async def run_case(n_nodes: int, n_pods: int, passes: int = 3,
             "rss_loaded_mib": rss_loaded,
             "peak_rss_mib": peak_rss_mib(),
         },
+        "gc_freeze": gc_freeze,
         "gc_pauses": {f"gen{g}": summary_ms(v) for g, v in gc_pauses.items()},
         "seconds": {"feed": round(feed_seconds, 2), "run": round(run_seconds, 2)},
     }
@@ -570,10 +601,11 @@ async def run_case(n_nodes: int, n_pods: int, passes: int = 3,
 # ----- orchestration ---------------------------------------------------------------------------
 
 
-def _run_in_subprocess(nodes: int, pods: int, passes: int) -> dict[str, Any]:
+def _run_in_subprocess(nodes: int, pods: int, arrival: str, passes: int,
+                       gc_freeze: bool) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, "-m", "bench.core", "--case", f"{nodes}x{pods}", "--passes",
-         str(passes)],
+        [sys.executable, "-m", "bench.core", "--case", f"{nodes}x{pods}:{arrival}",
+         "--passes", str(passes), *(["--gc-freeze"] if gc_freeze else [])],
         capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[1],
     )
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -582,47 +614,66 @@ def _run_in_subprocess(nodes: int, pods: int, passes: int) -> dict[str, Any]:
 
 def markdown(data: dict[str, Any]) -> str:
     cases = data["cases"]
+    m = data["machine"]
     lines = [f"# Core benchmark ({data['mode']})", "",
-             f"In-process, ASGI app without network; {data['machine']['cpus']} CPUs, "
-             f"Python {data['machine']['python']}, commit {data['machine']['commit']}, "
-             f"{data['machine']['date']}. Milliseconds per call.", ""]
+             f"In-process: kube-scheduler's calls through the ASGI app, no network. "
+             f"{m['cpus']} CPUs, load {m['loadavg_1m']} at the start, Python {m['python']}, "
+             f"commit {m['commit']}, {m['date']}. Milliseconds per call. *burst*: every pod "
+             f"pending before scheduling starts; *stream*: each gang arrives just before "
+             f"kube-scheduler reaches it.", ""]
+    rows = []
+    for c in cases:
+        f = c["verbs"].get("filter", {})
+        p = c["planning"]
+        rows.append([c["nodes"], c["pods"], c["arrival"], f.get("p50", "-"), f.get("p99", "-"),
+                     c["verbs"].get("prioritize", {}).get("p99", "-"), p.get("p50", "-"),
+                     p.get("p99", "-"), c["memory"]["peak_rss_mib"]])
+    lines += ["## Headline", "",
+              md_table(["nodes", "pending pods", "arrival", "filter p50", "filter p99",
+                        "prioritize p99", "plan p50", "plan p99", "peak RSS MiB"], rows), ""]
     rows = []
     for c in cases:
         for verb in ("filter", "prioritize", "bind: framework decision", "bind (plain pod)",
                      "evaluate", "tick", "watch: pod"):
-            s = c["verbs"].get(verb, {})
-            rows.append([c["nodes"], c["pods"], verb, s.get("count", 0), s.get("p50", "-"),
-                         s.get("p99", "-"), s.get("max", "-")])
-        s = c["planning"]
-        rows.append([c["nodes"], c["pods"], "planning call (plan_gang)", s.get("count", 0),
-                     s.get("p50", "-"), s.get("p99", "-"), s.get("max", "-")])
-    lines += [md_table(["nodes", "pending pods", "call", "count", "p50 ms", "p99 ms", "max ms"],
-                       rows), ""]
-    lines += ["## Filter by path", ""]
+            st = c["verbs"].get(verb, {})
+            rows.append([c["nodes"], c["pods"], c["arrival"], verb, st.get("count", 0),
+                         st.get("p50", "-"), st.get("p99", "-"), st.get("max", "-")])
+        st = c["planning"]
+        rows.append([c["nodes"], c["pods"], c["arrival"], "planning call (plan_gang)",
+                     st.get("count", 0), st.get("p50", "-"), st.get("p99", "-"),
+                     st.get("max", "-")])
+    lines += ["## Every call", "",
+              md_table(["nodes", "pending pods", "arrival", "call", "count", "p50 ms",
+                        "p99 ms", "max ms"], rows), ""]
     rows = []
     for c in cases:
-        for kind, s in c["filter_by_kind"].items():
-            rows.append([c["nodes"], c["pods"], kind, s["count"], s["p50"], s["p99"], s["max"]])
-    lines += [md_table(["nodes", "pending pods", "filter path", "count", "p50 ms", "p99 ms",
-                        "max ms"], rows), ""]
-    lines += ["## Memory and outcome", ""]
+        for kind, st in c["filter_by_kind"].items():
+            rows.append([c["nodes"], c["pods"], c["arrival"], kind, st["count"], st["p50"],
+                         st["p99"], st["max"]])
+    lines += ["## Filter by path", "",
+              md_table(["nodes", "pending pods", "arrival", "filter path", "count", "p50 ms",
+                        "p99 ms", "max ms"], rows), ""]
     rows = []
     for c in cases:
-        m, k = c["memory"], c["counts"]
-        rows.append([c["nodes"], c["pods"], c["gangs"], m["state_mib"], m["rss_loaded_mib"],
-                     m["peak_rss_mib"], k["bound_or_finished"], k["filter_rejected"],
-                     c["planning"]["plans"], c["planning"]["shortfalls"],
-                     c["seconds"]["run"]])
-    lines += [md_table(["nodes", "pending pods", "gangs", "state MiB (tracemalloc)",
-                        "RSS loaded MiB", "peak RSS MiB", "pods bound", "rejections",
-                        "plans", "shortfalls", "run s"], rows), ""]
+        mem, k, gcp = c["memory"], c["counts"], c["gc_pauses"]["gen2"]
+        rows.append([c["nodes"], c["pods"], c["arrival"], c["gangs"], mem["state_mib"],
+                     mem["rss_loaded_mib"], mem["peak_rss_mib"], gcp.get("count", 0),
+                     gcp.get("max", "-"), k["bound_or_finished"], k["filter_rejected"],
+                     c["planning"]["plans"], c["planning"]["shortfalls"], c["seconds"]["run"]])
+    lines += ["## Memory, garbage collection and outcome", "",
+              "State MiB: what the informers' feed allocated (tracemalloc; burst only). "
+              "GC: full (generation 2) collections during the run and the longest one, ms.",
+              "",
+              md_table(["nodes", "pending pods", "arrival", "gangs", "state MiB",
+                        "RSS loaded MiB", "peak RSS MiB", "gen2 GCs", "gen2 max ms",
+                        "pods bound", "rejections", "plans", "shortfalls", "run s"], rows), ""]
     return "\n".join(lines)
 
 
-def profile_case(nodes: int, pods: int, out: Path) -> str:
+def profile_case(nodes: int, pods: int, arrival: str, out: Path) -> str:
     prof = cProfile.Profile()
     prof.enable()
-    asyncio.run(run_case(nodes, pods, trace_memory=False))
+    asyncio.run(run_case(nodes, pods, trace_memory=False, arrival=arrival))
     prof.disable()
     buf = io.StringIO()
     stats = pstats.Stats(prof, stream=buf)
@@ -634,9 +685,13 @@ def profile_case(nodes: int, pods: int, out: Path) -> str:
     return text
 
 
-def _size(text: str) -> tuple[int, int]:
-    nodes, pods = text.lower().split("x")
-    return int(nodes), int(pods)
+def _size(text: str) -> tuple[int, int, str]:
+    """"NODESxPODS[:burst|:stream]"."""
+    size, _, arrival = text.lower().partition(":")
+    nodes, pods = size.split("x")
+    if arrival not in ("", "burst", "stream"):
+        raise SystemExit(f"unknown arrival {arrival!r}: burst or stream")
+    return int(nodes), int(pods), arrival or "burst"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -644,21 +699,26 @@ def main(argv: list[str] | None = None) -> int:
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="500 nodes x 1,000 pods")
     mode.add_argument("--full", action="store_true", help="{500, 5000} x {1000, 10000}")
-    mode.add_argument("--cases", help="NODESxPODS,... instead of a preset (e.g. 20x40)")
-    mode.add_argument("--case", help="NODESxPODS, one case in this process, JSON on stdout")
-    mode.add_argument("--profile", nargs="?", const="5000x10000", metavar="NODESxPODS",
-                      help="cProfile one case (default 5000x10000)")
+    mode.add_argument("--cases", help="NODESxPODS[:stream],... instead of a preset")
+    mode.add_argument("--case", help="NODESxPODS[:stream], one case in this process, "
+                      "JSON on stdout")
+    mode.add_argument("--profile", nargs="?", const="5000x10000:stream",
+                      metavar="NODESxPODS[:stream]",
+                      help="cProfile one case (default 5000x10000:stream)")
     ap.add_argument("--passes", type=int, default=3)
+    ap.add_argument("--gc-freeze", action="store_true",
+                    help="gc.freeze() after the initial feed (what-if for the extender)")
     ap.add_argument("--out", type=Path, default=RESULTS, help="results directory")
     args = ap.parse_args(argv)
 
     if args.case:
-        n, p = _size(args.case)
-        print(json.dumps(asyncio.run(run_case(n, p, args.passes))))
+        n, p, a = _size(args.case)
+        print(json.dumps(asyncio.run(
+            run_case(n, p, args.passes, gc_freeze=args.gc_freeze, arrival=a))))
         return 0
     if args.profile:
-        n, p = _size(args.profile)
-        text = profile_case(n, p, args.out / "core-profile.txt")
+        n, p, a = _size(args.profile)
+        text = profile_case(n, p, a, args.out / "core-profile.txt")
         print(text[:6000])
         print(f"written: {args.out / 'core-profile.txt'}")
         return 0
@@ -670,9 +730,9 @@ def main(argv: list[str] | None = None) -> int:
         cases = FULL_CASES if args.full else QUICK_CASES
         mode_name = "full" if args.full else "quick"
     results = []
-    for n, p in cases:
-        print(f"case {n} nodes x {p} pending pods ...", file=sys.stderr, flush=True)
-        results.append(_run_in_subprocess(n, p, args.passes))
+    for n, p, a in cases:
+        print(f"case {n} nodes x {p} pods, {a} ...", file=sys.stderr, flush=True)
+        results.append(_run_in_subprocess(n, p, a, args.passes, args.gc_freeze))
     data = {"benchmark": "core", "mode": mode_name, "machine": machine(), "cases": results}
     text = markdown(data)
     stem = "core" if args.full else f"core-{mode_name}"

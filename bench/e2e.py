@@ -331,13 +331,14 @@ class Bench:
             proc = start_extender(self.cp, port, [], name)
             proc.port = port
             return proc
-        # Under cProfile: uvicorn exits cleanly on SIGTERM, so the profile is written.
+        # Under cProfile with a CPU clock; the profile is written when it is stopped.
         self.profile_dir.mkdir(parents=True, exist_ok=True)
         out = self.profile_dir / f"{name}.prof"
-        argv = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "extender.cli",
+        argv = [sys.executable, "-m", "bench.cpu_profile", str(out), "extender.cli",
                 "serve", "--kubeconfig", str(self.cp.kubeconfig), "--listen",
                 f"127.0.0.1:{port}"]
-        proc = self.cp.start_process(argv, name, cwd=REPO,
+        env = {"PYTHONPATH": os.environ.get("BENCH_PROFILER_PATH", "")}
+        proc = self.cp.start_process(argv, name, cwd=REPO, env=env,
                                      ready=http_ok(f"http://127.0.0.1:{port}/readyz"),
                                      ready_timeout=30)
         proc.port = port

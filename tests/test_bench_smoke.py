@@ -11,18 +11,20 @@ from bench import core, e2e
 
 
 def test_core_benchmark_writes_json_and_markdown(tmp_path: Path) -> None:
-    assert core.main(["--cases", "12x40", "--passes", "2", "--out", str(tmp_path)]) == 0
+    argv = ["--cases", "12x40,12x40:stream", "--passes", "2", "--out", str(tmp_path)]
+    assert core.main(argv) == 0
     data = json.loads((tmp_path / "core-custom.json").read_text())
-    (case,) = data["cases"]
-    assert (case["nodes"], case["pods"]) == (12, 40)
-    for verb in ("filter", "prioritize", "evaluate", "watch: pod"):
-        assert case["verbs"][verb]["count"] > 0, verb
-        assert {"p50", "p99", "max"} <= set(case["verbs"][verb]), verb
-    assert case["planning"]["count"] > 0
-    assert case["counts"]["bound_or_finished"] > 0
-    assert case["memory"]["peak_rss_mib"] > 0
+    assert [(c["nodes"], c["pods"], c["arrival"]) for c in data["cases"]] == [
+        (12, 40, "burst"), (12, 40, "stream")]
+    for case in data["cases"]:
+        for verb in ("filter", "prioritize", "evaluate", "watch: pod"):
+            assert case["verbs"][verb]["count"] > 0, verb
+            assert {"p50", "p99", "max"} <= set(case["verbs"][verb]), verb
+        assert case["planning"]["count"] > 0
+        assert case["counts"]["bound_or_finished"] > 0
+        assert case["memory"]["peak_rss_mib"] > 0
     md = (tmp_path / "core-custom.md").read_text()
-    assert "| nodes | pending pods | call |" in md and "filter" in md
+    assert "| nodes | pending pods | arrival | filter p50 |" in md and "stream" in md
 
 
 def test_e2e_report_from_run_records() -> None:
