@@ -175,7 +175,10 @@ class Cache:
         key = (group.namespace, group.name)
         cached = self._summaries.get(key)
         if cached is None:
-            pods = self._group_pods.get(key, {}).values()
+            group_pods = self._group_pods.get(key)
+            if group_pods is None:
+                return (), 0, 0  # not cached: nothing would ever drop the entry
+            pods = group_pods.values()
             members = tuple(p for p in pods if not p.terminal and not p.deleting and not p.gated)
             bound = sum(1 for m in members if m.node_name)
             succeeded = sum(1 for p in pods if p.phase == "Succeeded")
