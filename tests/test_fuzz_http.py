@@ -638,13 +638,6 @@ def test_declared_oversized_body_is_refused_from_its_length() -> None:
 # ----- findings in the framework (extender/core/framework.py), pinned -----------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "framework.filter() inserts a pod it does not know into the cache (meant for a pod "
-    "the watch has not delivered yet), so a filter that arrives after the pod's DELETE "
-    "resurrects it for good: the phantom counts as a gang member, takes a reservation "
-    "slot, and its real replacement is refused ('a quorum ... is being placed') until "
-    "the deadline, again after every backoff. Needs a tombstone of deleted uids in "
-    "GangFramework.on_pod_deleted that filter() checks."))
 def test_late_filter_of_a_deleted_member_does_not_resurrect_it() -> None:
     env = make_env()
     replacement = pod_obj("g2-2", "g2")
@@ -704,13 +697,6 @@ def test_plain_pods_filtered_before_their_binds_do_not_overcommit_a_hold() -> No
         f"n0 has 4000m: {committed}m bound plus {held}m reserved for g2")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "framework._filter_reserved() moves the slot of a member whose bind is already held "
-    "(_move_slot) when a new filter call for it (e.g. from a restarted kube-scheduler) "
-    "leaves its node out, but fw.held[uid] keeps the old node and the commit binds the pod "
-    "there: the old node's capacity was released to others meanwhile, so it ends "
-    "over-committed. A held member's filter should keep (or answer) its held node, or the "
-    "held bind should fail when its slot moves."))
 def test_refilter_of_a_held_member_does_not_release_the_node_it_binds_to() -> None:
     env = make_env(hold_limit=5)
     fw = env.fw

@@ -78,7 +78,10 @@ class Cache:
         self._summaries: dict[tuple[str, str], tuple[tuple[PodInfo, ...], int, int]] = {}
         self.capacity_epoch = 0
         self.release_epoch = 0  # grows whenever a reservation slot is released
+        # Values come from one counter for the whole cache, so a gang key that is
+        # forgotten and later seen again can never repeat a stale epoch.
         self.members_epoch: dict[str, int] = {}
+        self._epoch_seq = 0
 
     # ----- nodes -------------------------------------------------------------------
 
@@ -163,7 +166,13 @@ class Cache:
 
     def _bump_members(self, key: tuple[str, str]) -> None:
         gk = f"{key[0]}/{key[1]}"
-        self.members_epoch[gk] = self.members_epoch.get(gk, 0) + 1
+        if key not in self._group_pods and gk not in self.groups:
+            # Neither the group nor any of its pods is left: forget it (no entry per
+            # gang ever seen for the life of the process).
+            self.members_epoch.pop(gk, None)
+            return
+        self._epoch_seq += 1
+        self.members_epoch[gk] = self._epoch_seq
 
     def group_pods(self, namespace: str, group: str) -> list[PodInfo]:
         """Every pod labelled for the group, including finished ones."""
@@ -202,11 +211,15 @@ class Cache:
         old = self.groups.get(group.key)
         self.groups[group.key] = group
         if old != group:
-            self.members_epoch[group.key] = self.members_epoch.get(group.key, 0) + 1
+            self._epoch_seq += 1
+            self.members_epoch[group.key] = self._epoch_seq
             self.capacity_epoch += 1
 
     def remove_group(self, key: str) -> GroupInfo | None:
-        return self.groups.pop(key, None)
+        group = self.groups.pop(key, None)
+        if group is not None and (group.namespace, group.name) not in self._group_pods:
+            self.members_epoch.pop(key, None)
+        return group
 
     # ----- placements whose Binding is in flight ------------------------------------
 

@@ -35,6 +35,10 @@ FAILED = "Failed"
 POD_GROUP_NOT_FOUND = "PodGroupNotFound"
 
 
+# How many deleted pod uids are remembered (a few MB at most) against late filter calls.
+_DELETED_REMEMBERED = 50_000
+
+
 # ----- actions for the adapters ------------------------------------------------------
 
 
@@ -170,6 +174,7 @@ class GangFramework:
         # hold is released, since kube-scheduler is not told about that.
         self._rejected_for_holds: dict[str, tuple[str, str, str]] = {}
         self._evaluated_version: tuple[int, int] | None = None
+        self._deleted: dict[str, None] = {}  # recently deleted pod uids, oldest first
         # Plain pods and extras whose Binding is in flight: uid -> (node, pod), charged.
         self._in_flight: dict[str, tuple[str, PodInfo]] = {}
         self._without_holds_memo: _Overlay | None = None  # only during `evaluate`
@@ -218,6 +223,11 @@ class GangFramework:
             self._check_quorum_bound(gang, now)
 
     def on_pod_deleted(self, uid: str) -> None:
+        # Remembered so a filter call that arrives after the DELETE (kube-scheduler's
+        # informer lags too) cannot bring the pod back as a phantom member.
+        self._deleted[uid] = None
+        if len(self._deleted) > _DELETED_REMEMBERED:
+            del self._deleted[next(iter(self._deleted))]
         pod = self.cache.pods.get(uid)
         if pod is None:
             return
@@ -267,6 +277,8 @@ class GangFramework:
         """Which of `node_names` (kube-scheduler's feasible nodes) may take `pod`."""
         known = self.cache.pods.get(pod.uid)
         if known is None:
+            if pod.uid in self._deleted:
+                return self._reject(node_names, f"pod {pod.key} (uid {pod.uid}) was deleted")
             self.on_pod(pod, now)  # the watch has not delivered it yet
         else:
             pod = known
@@ -309,6 +321,17 @@ class GangFramework:
     def _filter_reserved(
         self, res: Reservation, group: GroupInfo, pod: PodInfo, node_names: list[str], now: float
     ) -> FilterResult:
+        held = self.held.get(pod.uid) or self.binding.get(pod.uid)
+        if held is not None:
+            # Its bind is already waiting (e.g. a restarted kube-scheduler asks again):
+            # that bind decides the node, so the slot must not move away from it.
+            if held in node_names:
+                return FilterResult([held], {})
+            return self._reject(
+                node_names,
+                f"gang {res.gang}: the bind of pod {pod.key} to node {held} is held until "
+                f"the gang is complete",
+            )
         slot = res.slots.get(pod.uid)
         if slot is None:
             assembled = self._assembled(group)
@@ -400,6 +423,12 @@ class GangFramework:
             return BindDecision("error", f"node {node} is not known (pod {pod.key})")
         if pod.deleting or pod.terminal:
             return BindDecision("error", f"pod {pod.key} is finished or being deleted")
+        waiting = self.binding.get(uid) or self.held.get(uid)
+        if waiting is not None and waiting != node:
+            return BindDecision(
+                "error",
+                f"pod {pod.key}: a bind to node {waiting} is already in progress, not to {node}",
+            )
         if uid in self.binding:
             return BindDecision("hold", deadline=now)  # the in-flight Binding answers it
         gang = self._gang_key(pod)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from extender.core.framework import (
     BACKING_OFF,
     BOUND,
@@ -445,3 +447,19 @@ def test_plain_binds_are_rechecked_against_holds_and_charged_in_flight() -> None
     for p in passed[: len(ok)]:
         sim.fw.bind_finished(p.uid, "n0", None, sim.now)
     assert sim.fw.cache.free["n0"]["cpu"] == 4000 - held - 1000 * len(ok)
+
+
+def test_deleted_pods_are_not_resurrected_by_a_late_filter_and_the_memory_is_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import extender.core.framework as framework
+
+    monkeypatch.setattr(framework, "_DELETED_REMEMBERED", 10)
+    sim = cluster()
+    pods = [sim.add_pod(pod(f"p-{i}")) for i in range(25)]
+    for p in pods:
+        sim.fw.on_pod_deleted(p.uid)
+    late = sim.fw.filter(pods[-1], ["n0"], sim.now)
+    assert late.nodes == [] and "was deleted" in late.unresolvable["n0"]
+    assert pods[-1].uid not in sim.fw.cache.pods
+    assert len(sim.fw._deleted) == 10
