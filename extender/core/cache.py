@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from extender.core.planner import FitIndex
 from extender.core.types import GroupInfo, NodeInfo, PodInfo, Resources
 
 
@@ -66,6 +67,9 @@ class Cache:
         self._on_node: dict[str, dict[str, PodInfo]] = {}
         self._held_on_node: dict[str, dict[str, PodInfo]] = {}
         self.pods_on_node = PodsOnNode(self._on_node, self._held_on_node)
+        # Told of every change to `nodes` and `free` (all of them go through
+        # `_adjust`, `upsert_node` and `remove_node`), so plans need not visit every node.
+        self.fit_index = FitIndex(self.nodes, self.free)
         # Nodes where at least one reservation holds capacity: the only nodes where
         # the extender can disagree with kube-scheduler's own fit check.
         self.held_nodes: dict[str, int] = {}
@@ -93,14 +97,27 @@ class Cache:
             _add_into(free, pod.requests, -1)
         for pod in self._held_on_node.get(node.name, {}).values():
             _add_into(free, pod.requests, -1)
+        old_free = self.free.get(node.name)
         self.free[node.name] = free
+        if old_free is None:
+            self.fit_index.node_added(node.name)
+        elif old != node or old_free != free:
+            self.fit_index.changed(node.name)  # not on heartbeats: nothing changed then
         if old is None or old != node:
             self.capacity_epoch += 1
 
     def remove_node(self, name: str) -> None:
         self.nodes.pop(name, None)
-        self.free.pop(name, None)
+        if self.free.pop(name, None) is not None:
+            self.fit_index.node_removed(name)
         self.capacity_epoch += 1
+
+    def _adjust(self, node: str, requests: Resources, sign: int) -> None:
+        """Every change to a node's free capacity after `upsert_node`."""
+        free = self.free.get(node)
+        if free is not None:
+            _add_into(free, requests, sign)
+            self.fit_index.changed(node)
 
     # ----- pods --------------------------------------------------------------------
 
@@ -150,18 +167,14 @@ class Cache:
     def _charge(self, pod: PodInfo) -> None:
         self._charged[pod.uid] = pod
         self._on_node.setdefault(pod.node_name, {})[pod.uid] = pod
-        free = self.free.get(pod.node_name)
-        if free is not None:
-            _add_into(free, pod.requests, -1)
+        self._adjust(pod.node_name, pod.requests, -1)
 
     def _uncharge(self, uid: str) -> None:
         pod = self._charged.pop(uid, None)
         if pod is None:
             return
         self._on_node.get(pod.node_name, {}).pop(uid, None)
-        free = self.free.get(pod.node_name)
-        if free is not None:
-            _add_into(free, pod.requests, +1)
+        self._adjust(pod.node_name, pod.requests, +1)
         self.capacity_epoch += 1
 
     def _bump_members(self, key: tuple[str, str]) -> None:
@@ -226,16 +239,12 @@ class Cache:
     def assume(self, node: str, pod: PodInfo) -> None:
         """Charge a pod to `node` from the moment its bind is accepted, before the API
         confirms it, like kube-scheduler's assumed pods."""
-        free = self.free.get(node)
-        if free is not None:
-            _add_into(free, pod.requests, -1)
+        self._adjust(node, pod.requests, -1)
 
     def forget(self, node: str, pod: PodInfo, freed: bool) -> None:
         """Undo `assume`; `freed` when the Binding failed, so capacity really came back
         (a success is charged again by the bound pod itself)."""
-        free = self.free.get(node)
-        if free is not None:
-            _add_into(free, pod.requests, +1)
+        self._adjust(node, pod.requests, +1)
         if freed:
             self.capacity_epoch += 1
 
@@ -244,9 +253,7 @@ class Cache:
     def hold(self, node: str, pod: PodInfo) -> None:
         """Charge a reservation slot for `pod` to `node`."""
         self._held_on_node.setdefault(node, {})[pod.uid] = pod
-        free = self.free.get(node)
-        if free is not None:
-            _add_into(free, pod.requests, -1)
+        self._adjust(node, pod.requests, -1)
         self.held_nodes[node] = self.held_nodes.get(node, 0) + 1
 
     def unhold(self, node: str, pod: PodInfo, freed: bool = True) -> None:
@@ -258,9 +265,7 @@ class Cache:
             held.pop(pod.uid, None)
             if not held:
                 del self._held_on_node[node]
-        free = self.free.get(node)
-        if free is not None:
-            _add_into(free, pod.requests, +1)
+        self._adjust(node, pod.requests, +1)
         count = self.held_nodes.get(node, 0) - 1
         if count > 0:
             self.held_nodes[node] = count

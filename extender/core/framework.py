@@ -682,7 +682,8 @@ class GangFramework:
             missing = min_resources_shortfall(total, group.min_resources)
             if missing is not None:
                 return Shortfall(need, 0, missing, None)
-        return plan_gang(unbound, need, self.cache.nodes, self.cache.free, self.cache.pods_on_node)
+        return plan_gang(unbound, need, self.cache.nodes, self.cache.free, self.cache.pods_on_node,
+                         index=self.cache.fit_index)
 
     def _reserve(self, group: GroupInfo, plan: Plan, now: float) -> None:
         timeout = group.schedule_timeout_seconds or self.config.default_timeout_seconds

@@ -46,6 +46,8 @@ plan is found iff the counts add up to `need`):
 
 from __future__ import annotations
 
+import heapq
+from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -59,9 +61,9 @@ from extender.core.constraints import (
     self_anti_affine,
 )
 from extender.core.resources import format_resources, shortfall
-from extender.core.types import NodeInfo, PodInfo, Resources
+from extender.core.types import NodeInfo, NodeSelectorTerm, PodInfo, Resources, Toleration
 
-__all__ = ["Plan", "Shortfall", "min_resources_shortfall", "plan_gang"]
+__all__ = ["FitIndex", "Plan", "Shortfall", "min_resources_shortfall", "plan_gang"]
 
 _BIG = 1 << 62
 _TIMES = "\u00d7"  # multiplication sign: "3 \u00d7 {cpu: 1}" in messages
@@ -170,6 +172,7 @@ class _Planner:
     free: Mapping[str, Resources]
     pods_on_node: Mapping[str, Sequence[PodInfo]]
     need: int
+    index: FitIndex | None = None  # kept for exactly these `nodes` and `free`
     assignments: dict[str, str] = field(default_factory=dict)
     work: dict[str, Resources] = field(default_factory=dict)  # free of nodes this plan used
     placed_on: dict[str, list[PodInfo]] = field(default_factory=dict)
@@ -289,6 +292,241 @@ class _Candidates:
         buckets.clear()
 
 
+def _fit_count(
+    items: tuple[tuple[str, int], ...],
+    f: Mapping[str, int] | None,
+    node: NodeInfo | None,
+    proto: PodInfo,
+    plain: bool,
+    selector: tuple[tuple[str, str], ...],
+) -> int:
+    """How many pods of a shape fit in free capacity `f` of `node`, 0 if none or if the
+    node's labels and taints exclude the shape: `_Candidates.scan`'s test, node by node."""
+    if f is None or node is None:
+        return 0
+    cnt = _BIG
+    for r, q in items:
+        c = f.get(r, 0) // q
+        if c < cnt:
+            cnt = c
+            if c <= 0:
+                return 0
+    if selector and not _labels_have(node.labels, selector):
+        return 0
+    if (not plain or node.taints or node.unschedulable) and node_matches(proto, node) is not None:
+        return 0
+    return cnt
+
+
+@dataclass(slots=True)
+class _IndexedCandidates:
+    """`_Candidates` read from a `FitIndex`: the same nodes in the same order (members
+    that fit, fewest first, ties in the order of `free`), without visiting every node.
+    Nodes this plan has already used (`work`) are counted from their working copy, as
+    the scan does, and merged in at their place."""
+
+    planner: _Planner
+    shape: _Shape
+    stream: Iterator[tuple[int, int, str]]
+    order: list[str] = field(default_factory=list)
+    left: dict[str, int] = field(default_factory=dict)
+    done: bool = False
+
+    @classmethod
+    def open(cls, pl: _Planner, index: FitIndex, shape: _Shape) -> _IndexedCandidates:
+        proto = shape.proto
+        selector = tuple(proto.node_selector.items())
+        used = set(pl.work)
+        own = []
+        for name in used:
+            seq = index.position(name)
+            if seq is None:
+                continue
+            cnt = _fit_count(shape.items, pl.work[name], pl.nodes.get(name), proto,
+                             shape.plain, selector)
+            if cnt > 0:
+                own.append((cnt, seq, name))
+        own.sort()
+        rest = index.ordered(shape.items, proto, shape.plain, skip=used)
+        return cls(pl, shape, heapq.merge(rest, own))
+
+    def scan(self, want: int) -> None:
+        """Extend `order` by up to `want` nodes; `done` once there are no more."""
+        one = self.shape.one_per_node
+        order, left = self.order, self.left
+        for added, (cnt, _seq, name) in enumerate(self.stream, 1):
+            order.append(name)
+            left[name] = 1 if one else cnt
+            if added >= want:
+                return
+        self.done = True
+
+
+_ViewKey = tuple[
+    tuple[tuple[str, int], ...],
+    tuple[tuple[str, str], ...],
+    "tuple[NodeSelectorTerm, ...] | None",
+    tuple[Toleration, ...],
+]
+
+
+@dataclass(slots=True)
+class _FitView:
+    """One request shape: fit count per eligible node, and nodes bucketed by count
+    (positions in `free`'s order, ascending)."""
+
+    items: tuple[tuple[str, int], ...]
+    proto: PodInfo
+    plain: bool
+    selector: tuple[tuple[str, str], ...]
+    synced: int = 0  # how much of the index's change log is applied
+    counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # node -> (count, seq)
+    buckets: dict[int, list[int]] = field(default_factory=dict)
+
+
+class FitIndex:
+    """How many more pods of each request shape fit on each node, bucketed by that
+    count and kept current incrementally.
+
+    The planner's best-fit pass looks at every node for every gang it plans (about
+    3 ms at 5,000 nodes, on the filter path of the gang's first member). With the
+    index a plan reads the buckets, fewest fits first, and stops as soon as its
+    members are placed. The cache calls `node_added`, `node_removed` and `changed`
+    whenever a node or its free capacity changes; each shape's view catches up from
+    that change log when it is next used. Plans made through the index are the
+    same as the scan's (tests/core/test_fit_index.py checks it on random clusters).
+    """
+
+    MAX_VIEWS = 32
+
+    def __init__(self, nodes: Mapping[str, NodeInfo], free: Mapping[str, Resources]) -> None:
+        self.nodes = nodes
+        self.free = free
+        self._seq: dict[str, int] = {}  # node -> position in the iteration order of `free`
+        self._name: dict[int, str] = {}
+        self._next = 0
+        self._log: list[str] = []  # nodes changed, in order; views remember how far they read
+        self._views: dict[_ViewKey, _FitView] = {}  # least recently used first
+
+    # ----- fed by the cache -------------------------------------------------------
+
+    def node_added(self, name: str) -> None:
+        """`name` became the last key of `free`."""
+        seq = self._next
+        self._next += 1
+        self._seq[name] = seq
+        self._name[seq] = name
+        self.changed(name)
+
+    def node_removed(self, name: str) -> None:
+        seq = self._seq.pop(name, None)
+        if seq is not None:
+            del self._name[seq]
+        self.changed(name)
+
+    def changed(self, name: str) -> None:
+        self._log.append(name)
+        if len(self._log) > 4 * len(self._seq) + 4096:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Drop the part of the log every view has applied. A view further behind than
+        twice the number of nodes is dropped instead (rebuilding it, one read of every
+        node, is cheaper than replaying that much) and rebuilt when next used."""
+        end = len(self._log)
+        limit = 2 * len(self._seq) + 1024
+        for key in [k for k, v in self._views.items() if end - v.synced > limit]:
+            del self._views[key]
+        start = min((v.synced for v in self._views.values()), default=end)
+        del self._log[:start]
+        for view in self._views.values():
+            view.synced -= start
+
+    # ----- read by the planner --------------------------------------------------------
+
+    def position(self, name: str) -> int | None:
+        return self._seq.get(name)
+
+    def ordered(
+        self,
+        items: tuple[tuple[str, int], ...],
+        proto: PodInfo,
+        plain: bool,
+        skip: Collection[str] = (),
+    ) -> Iterator[tuple[int, int, str]]:
+        """(count, position, node) of every node where a pod shaped like `proto` (with
+        positive requests `items`) fits, fewest fits first, then in `free`'s order."""
+        view = self._view(items, proto, plain)
+        names = self._name
+        for cnt in sorted(view.buckets):
+            for seq in view.buckets[cnt]:
+                name = names[seq]
+                if name not in skip:
+                    yield cnt, seq, name
+
+    def _view(self, items: tuple[tuple[str, int], ...], proto: PodInfo, plain: bool) -> _FitView:
+        key: _ViewKey = (
+            items,
+            tuple(sorted(proto.node_selector.items())),
+            proto.required_node_affinity,
+            proto.tolerations,
+        )
+        view = self._views.pop(key, None)
+        if view is None:
+            view = _FitView(items, proto, plain, tuple(proto.node_selector.items()))
+            self._build(view)
+        else:
+            self._catch_up(view)
+        self._views[key] = view  # most recently used last
+        if len(self._views) > self.MAX_VIEWS:
+            del self._views[next(iter(self._views))]
+        return view
+
+    def _count(self, view: _FitView, name: str) -> int:
+        return _fit_count(view.items, self.free.get(name), self.nodes.get(name), view.proto,
+                          view.plain, view.selector)
+
+    def _build(self, view: _FitView) -> None:
+        if len(self._seq) != len(self.free) or any(n not in self._seq for n in self.free):
+            self._renumber()
+        for name in self.free:
+            cnt = self._count(view, name)
+            if cnt > 0:
+                seq = self._seq[name]
+                view.counts[name] = (cnt, seq)
+                view.buckets.setdefault(cnt, []).append(seq)
+        for bucket in view.buckets.values():
+            bucket.sort()
+        view.synced = len(self._log)
+
+    def _catch_up(self, view: _FitView) -> None:
+        if view.synced == len(self._log):
+            return
+        for name in set(self._log[view.synced:]):
+            entry = view.counts.pop(name, None)
+            if entry is not None:
+                bucket = view.buckets[entry[0]]
+                del bucket[bisect_left(bucket, entry[1])]
+                if not bucket:
+                    del view.buckets[entry[0]]
+            seq = self._seq.get(name)
+            if seq is None:
+                continue
+            cnt = self._count(view, name)
+            if cnt > 0:
+                view.counts[name] = (cnt, seq)
+                insort(view.buckets.setdefault(cnt, []), seq)
+        view.synced = len(self._log)
+
+    def _renumber(self) -> None:
+        """Positions from `free` itself, should they ever disagree with it."""
+        self._seq = {name: i for i, name in enumerate(self.free)}
+        self._name = {i: name for name, i in self._seq.items()}
+        self._next = len(self._seq)
+        self._log.clear()
+        self._views.clear()
+
+
 def _source(
     shape: _Shape, free: Mapping[str, Resources]
 ) -> Iterator[tuple[str, Mapping[str, int] | None]]:
@@ -302,12 +540,16 @@ def _source(
 class _Outcome:
     placed: int
     unplaced: list[PodInfo]
-    candidates: _Candidates
+    candidates: _Candidates | _IndexedCandidates
     blocked_by_existing: set[str]
 
 
 def _place_shape(pl: _Planner, shape: _Shape, members: Sequence[PodInfo]) -> _Outcome:
-    cand = _Candidates(pl, shape, _source(shape, pl.free))
+    cand: _Candidates | _IndexedCandidates
+    if pl.index is not None and shape.allowed is None:
+        cand = _IndexedCandidates.open(pl, pl.index, shape)
+    else:
+        cand = _Candidates(pl, shape, _source(shape, pl.free))
     cand.scan(len(members))
     order, left = cand.order, cand.left
     start = 0
@@ -361,6 +603,7 @@ def plan_gang(
     pods_on_node: Mapping[str, Sequence[PodInfo]],
     allowed: Mapping[str, Collection[str]] | None = None,
     explain: bool = True,
+    index: FitIndex | None = None,
 ) -> Plan | Shortfall:
     """Place `need` of `pods` (earlier ones preferred) on nodes, all or nothing.
 
@@ -373,15 +616,19 @@ def plan_gang(
     above len(pods) (after dropping repeated uids), a Shortfall. `explain=False`
     leaves a failed plan's message empty, for callers that only ask whether it fits
     (the explanation looks at every node again and costs more than the plan).
+    `index`: a `FitIndex` kept for these very `nodes` and `free`, to find nodes without
+    visiting every one (ignored for any other mapping); the plan is the same.
     """
+    if index is not None and (index.free is not free or index.nodes is not nodes):
+        index = None
     if need <= 0:
         return Plan({})
     if len({p.uid for p in pods}) != len(pods):  # a pod listed twice is one pod
         pods = _first_occurrences(pods)
     if need > len(pods):
-        return _too_few(pods, need, nodes, free, pods_on_node, allowed)
+        return _too_few(pods, need, nodes, free, pods_on_node, allowed, index)
 
-    pl, failure = _attempt(pods, need, nodes, free, pods_on_node, allowed)
+    pl, failure = _attempt(pods, need, nodes, free, pods_on_node, allowed, index)
     if failure is None:
         return Plan(pl.assignments)
     best_fit = len(pl.assignments)
@@ -390,7 +637,8 @@ def plan_gang(
         # crowd each other out. Try again with the smallest members first.
         by_size = sorted(pods, key=_pod_size_key)
         if {p.uid for p in by_size[:need]} != {p.uid for p in pods[:need]}:
-            alt, alt_failure = _attempt(by_size, need, nodes, free, pods_on_node, allowed)
+            alt, alt_failure = _attempt(by_size, need, nodes, free, pods_on_node, allowed,
+                                        index)
             if alt_failure is None:
                 return Plan(alt.assignments)
             best_fit = max(best_fit, len(alt.assignments))
@@ -415,11 +663,12 @@ def _attempt(
     free: Mapping[str, Resources],
     pods_on_node: Mapping[str, Sequence[PodInfo]],
     allowed: Mapping[str, Collection[str]] | None,
+    index: FitIndex | None = None,
 ) -> tuple[_Planner, _Failure | None]:
     """Plan the first `need` pods, biggest shape first; let later pods stand in for
     those that do not fit. Returns the planner state and, unless all `need` were
     placed, the first shape that fell short (for the message)."""
-    pl = _Planner(nodes, free, pods_on_node, need)
+    pl = _Planner(nodes, free, pods_on_node, need, index)
     shapes = _shapes(pods[:need], allowed)
     failure: _Failure | None = None
     for shape in shapes:
@@ -458,11 +707,12 @@ def _too_few(
     free: Mapping[str, Resources],
     pods_on_node: Mapping[str, Sequence[PodInfo]],
     allowed: Mapping[str, Collection[str]] | None,
+    index: FitIndex | None = None,
 ) -> Shortfall:
     msg = f"needs {need} members, only {len(pods)} waiting to be placed"
     if not pods:
         return Shortfall(need, 0, msg, None)
-    res = plan_gang(pods, len(pods), nodes, free, pods_on_node, allowed)
+    res = plan_gang(pods, len(pods), nodes, free, pods_on_node, allowed, index=index)
     if isinstance(res, Plan):
         return Shortfall(need, len(pods), msg, None)
     return Shortfall(need, res.fit, f"{msg}; {res.message}", res.pod)

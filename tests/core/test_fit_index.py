@@ -1,0 +1,148 @@
+"""The planner's FitIndex gives exactly the plans of the full scan it replaces.
+
+A random cache is driven through node and pod changes (bindings, finished pods, holds,
+released holds, relabelled and tainted nodes, removed and re-added nodes); after every
+step random gangs are planned both ways and the results must be identical, assignments,
+shortfall messages and all.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from extender.core.cache import Cache
+from extender.core.planner import Plan, Shortfall, plan_gang
+from extender.core.types import (
+    LabelSelector,
+    NodeInfo,
+    PodAffinityTerm,
+    PodInfo,
+    Resources,
+    Taint,
+    Toleration,
+)
+
+GPU = "nvidia.com/gpu"
+HOST = "kubernetes.io/hostname"
+Gi = 1 << 30
+ZONES = ("a", "b")
+
+
+def _node(draw: st.DrawFn, name: str) -> NodeInfo:
+    alloc: Resources = {"cpu": draw(st.sampled_from((2000, 4000, 8000))),
+                        "memory": draw(st.sampled_from((4, 8, 16))) * Gi,
+                        "pods": draw(st.integers(2, 12))}
+    if draw(st.booleans()):
+        alloc[GPU] = draw(st.integers(1, 4))
+    taints = (Taint("dedicated", "x", "NoSchedule"),) if draw(st.integers(0, 3)) == 0 else ()
+    return NodeInfo(name, alloc, {HOST: name, "zone": draw(st.sampled_from(ZONES))}, taints,
+                    unschedulable=draw(st.integers(0, 9)) == 0)
+
+
+def _pod(draw: st.DrawFn, uid: str, node: str = "") -> PodInfo:
+    req: Resources = {"cpu": draw(st.integers(0, 8)) * 250,
+                      "memory": draw(st.integers(0, 4)) * (Gi // 2), "pods": 1}
+    if draw(st.integers(0, 3)) == 0:
+        req[GPU] = draw(st.integers(1, 2))
+    anti: tuple[PodAffinityTerm, ...] = ()
+    if draw(st.integers(0, 3)) == 0:
+        anti = (PodAffinityTerm(LabelSelector((("app", draw(st.sampled_from("xyz"))),)), HOST),)
+    return PodInfo(uid, "ml", uid, req, labels={"app": draw(st.sampled_from("xyz"))},
+                   node_name=node, phase="Running" if node else "Pending",
+                   required_anti_affinity=anti)
+
+
+def _gang(draw: st.DrawFn, tag: str) -> list[PodInfo]:
+    pods: list[PodInfo] = []
+    for s in range(draw(st.integers(1, 3))):
+        req: Resources = {"cpu": draw(st.integers(0, 8)) * 250,
+                          "memory": draw(st.integers(0, 3)) * (Gi // 2), "pods": 1}
+        if draw(st.integers(0, 3)) == 0:
+            req[GPU] = draw(st.integers(1, 2))
+        selector = {"zone": draw(st.sampled_from(ZONES))} if draw(st.booleans()) else {}
+        tol = (Toleration("dedicated", "Exists"),) if draw(st.booleans()) else ()
+        anti: tuple[PodAffinityTerm, ...] = ()
+        if draw(st.integers(0, 2)) == 0:
+            anti = (PodAffinityTerm(LabelSelector((("app", draw(st.sampled_from("gxyz"))),)),
+                                    HOST),)
+        for m in range(draw(st.integers(1, 5))):
+            pods.append(PodInfo(f"{tag}-{s}-{m}", "ml", f"{tag}-{s}-{m}", dict(req),
+                                labels={"app": "g", "index": str(m)}, node_selector=selector,
+                                tolerations=tol, required_anti_affinity=anti))
+    return list(draw(st.permutations(pods)))
+
+
+def _same(a: Plan | Shortfall, b: Plan | Shortfall) -> bool:
+    return type(a) is type(b) and a == b
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_indexed_plans_equal_scanned_plans(data: st.DataObject) -> None:
+    draw = data.draw
+    cache = Cache()
+    names = [f"n{i}" for i in range(draw(st.integers(1, 8)))]
+    for name in names:
+        cache.upsert_node(_node(draw, name))
+    uid = 0
+    held: list[tuple[str, PodInfo]] = []
+    for step in range(draw(st.integers(2, 10))):
+        op = draw(st.sampled_from(
+            ("bind", "bind", "finish", "hold", "unhold", "node", "remove", "add")))
+        live = list(cache.nodes)
+        if op == "bind" and live:
+            uid += 1
+            cache.upsert_pod(_pod(draw, f"p{uid}", draw(st.sampled_from(live))))
+        elif op == "finish":
+            running = [p for p in cache.pods.values() if p.holds_capacity]
+            if running:
+                p = draw(st.sampled_from(running))
+                cache.upsert_pod(PodInfo(p.uid, p.namespace, p.name, p.requests, p.labels,
+                                         node_name=p.node_name, phase="Succeeded"))
+        elif op == "hold" and live:
+            uid += 1
+            slot = (draw(st.sampled_from(live)), _pod(draw, f"h{uid}"))
+            cache.hold(*slot)
+            held.append(slot)
+        elif op == "unhold" and held:
+            node, pod = held.pop(draw(st.integers(0, len(held) - 1)))
+            cache.unhold(node, pod, freed=draw(st.booleans()))
+        elif op == "node" and live:
+            cache.upsert_node(_node(draw, draw(st.sampled_from(live))))
+        elif op == "remove" and live:
+            cache.remove_node(draw(st.sampled_from(live)))
+        elif op == "add":
+            cache.upsert_node(_node(draw, draw(st.sampled_from(names))))
+        for g in range(draw(st.integers(1, 3))):
+            gang = _gang(draw, f"g{step}-{g}")
+            need = draw(st.integers(1, len(gang)))
+            indexed = plan_gang(gang, need, cache.nodes, cache.free, cache.pods_on_node,
+                                index=cache.fit_index)
+            scanned = plan_gang(gang, need, cache.nodes, cache.free, cache.pods_on_node)
+            assert _same(indexed, scanned), (op, indexed, scanned)
+
+
+def test_index_is_ignored_for_other_capacity_maps() -> None:
+    cache = Cache()
+    cache.upsert_node(NodeInfo("n0", {"cpu": 1000, "pods": 10}, {HOST: "n0"}))
+    other = {"n0": {"cpu": 0, "pods": 10}}
+    gang = [PodInfo("u", "ml", "p", {"cpu": 500, "pods": 1})]
+    result = plan_gang(gang, 1, cache.nodes, other, {}, index=cache.fit_index)
+    assert isinstance(result, Shortfall)  # planned against `other`, not the cache
+
+
+def test_many_changes_compact_the_log_and_plans_stay_right() -> None:
+    cache = Cache()
+    for i in range(4):
+        cache.upsert_node(NodeInfo(f"n{i}", {"cpu": 8000, "pods": 110}, {HOST: f"n{i}"}))
+    gang = [PodInfo(f"g{i}", "ml", f"g{i}", {"cpu": 1000, "pods": 1}) for i in range(3)]
+    for i in range(20_000):
+        pod = PodInfo(f"p{i}", "ml", f"p{i}", {"cpu": 500, "pods": 1}, node_name=f"n{i % 4}",
+                      phase="Running")
+        cache.upsert_pod(pod)
+        cache.remove_pod(pod.uid)
+        if i % 997 == 0:
+            a = plan_gang(gang, 3, cache.nodes, cache.free, {}, index=cache.fit_index)
+            b = plan_gang(gang, 3, cache.nodes, cache.free, {})
+            assert a == b
