@@ -32,6 +32,7 @@ import json
 import os
 import resource
 import ssl
+import statistics
 import sys
 import threading
 import time
@@ -169,6 +170,9 @@ class RunResult:
     pods_per_second: float = 0.0
     create_seconds: float = 0.0
     gang_start: list[float] = field(default_factory=list)  # B: last created -> all bound
+    # B, per gang, seconds from the first creation request: first and last member
+    # created, first and last member seen bound.
+    gang_timeline: list[tuple[float, float, float, float]] = field(default_factory=list)
     bound_to_running_p95: float = 0.0
     cpu: dict[str, float] = field(default_factory=dict)  # component -> CPU seconds
     # kube-scheduler's own view: mean scheduling algorithm time per attempt (filter and
@@ -285,10 +289,12 @@ def _self_cpu() -> float:
 
 
 class Bench:
-    def __init__(self, cp: ControlPlane, timeout: float, profile_dir: Path | None = None) -> None:
+    def __init__(self, cp: ControlPlane, timeout: float, profile_dir: Path | None = None,
+                 no_prioritize: bool = False) -> None:
         self.cp = cp
         self.timeout = timeout
         self.profile_dir = profile_dir
+        self.no_prioritize = no_prioritize
         self.runs = 0
 
     def _components(self, extra: dict[str, ManagedProcess]) -> dict[str, int]:
@@ -316,6 +322,11 @@ class Bench:
                 port = free_port()
                 procs["extender"] = self._start_extender(port)
                 cfg = scheduler_config(port)
+                if self.no_prioritize:
+                    # What-if: a member's filter answer is its one reserved node, so the
+                    # prioritize call cannot change the outcome.
+                    del cfg["extenders"][0]["prioritizeVerb"]
+                    del cfg["extenders"][0]["weight"]
             cfg["clientConnection"] = dict(CLIENT_CONNECTION)
             procs["kube-scheduler"] = self.cp.start_scheduler(
                 cfg, f"bench-scheduler-{mode}-{self.runs}")
@@ -416,6 +427,10 @@ class Bench:
                 if all(m in bound for m in members):
                     res.gang_start.append(round(
                         max(bound[m] for m in members) - max(created[m] for m in members), 3))
+                    c0, c1 = (min(created[m] for m in members), max(created[m] for m in members))
+                    b0, b1 = (min(bound[m] for m in members), max(bound[m] for m in members))
+                    res.gang_timeline.append((round(c0 - t0, 3), round(c1 - t0, 3),
+                                              round(b0 - t0, 3), round(b1 - t0, 3)))
         res.cpu = {k: round(cpu1[k] - cpu0[k], 2) for k in cpu0}
         res.api_requests = {k: int(v - req0.get(k, 0.0)) for k, v in sorted(req1.items())
                             if v - req0.get(k, 0.0) >= 1}
@@ -452,7 +467,7 @@ def summarize(runs: list[RunResult]) -> list[dict[str, Any]]:
         b = [r for r in runs if (r.nodes, r.pods, r.mode) == (nodes, pods, "B") and not r.error]
 
         def median(xs: list[float]) -> float:
-            return percentile(xs, 50) if xs else float("nan")
+            return statistics.median(xs) if xs else float("nan")
 
         a_pps = median([r.pods_per_second for r in a])
         b_pps = median([r.pods_per_second for r in b])
@@ -546,6 +561,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="NODESxPODS,... instead of the preset, e.g. 200x500")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds per run to bind all")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--no-prioritize", action="store_true",
+                    help="what-if: B's scheduler configuration without the prioritize verb")
     ap.add_argument("--profile-extender", type=Path, metavar="DIR",
                     help="run the extender under cProfile, one .prof per run in DIR")
     args = ap.parse_args(argv)
@@ -563,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         use_cluster(cp)
         fk = FakeKubelet(cp).start()
-        bench = Bench(cp, args.timeout, args.profile_extender)
+        bench = Bench(cp, args.timeout, args.profile_extender, args.no_prioritize)
         have = 0
         for nodes, pods in sweep:
             with ThreadPoolExecutor(8) as pool:
@@ -584,6 +601,7 @@ def main(argv: list[str] | None = None) -> int:
         cp.stop()
     data = {
         "benchmark": "e2e", "mode": mode_name, "machine": info, "repetitions": reps,
+        "no_prioritize": args.no_prioritize,
         "kubernetes": cp.bin_dir.name, "client_connection": CLIENT_CONNECTION,
         "create_threads": CREATE_THREADS, "seconds": round(time.monotonic() - t_start, 1),
         "points": summarize(runs), "runs": [r.__dict__ for r in runs],
