@@ -566,8 +566,14 @@ class KubeletLoop:
             self.pool.submit(self._guarded, fn, *args)
 
     def _guarded(self, fn: Any, *args: Any) -> None:
-        """Retry transient API errors; a pod that vanished (404) is simply done."""
-        for attempt in range(5):
+        """Retry transient API errors; a pod that vanished (404) is simply done.
+
+        Errors reaching the API server (refused while it restarts) are retried for up to
+        two minutes, as a kubelet would: a status write lost there leaves the pod Running
+        for good, since the informer's relist does not ask for it again."""
+        deadline = time.monotonic() + 120.0
+        attempt = 0
+        while True:
             try:
                 fn(*args)
                 return
@@ -578,11 +584,17 @@ class KubeletLoop:
                     log.error("%s%s rejected: %s", fn.__name__, args, e.body)
                     return
                 log.warning("%s%s failed (%s), retry %d", fn.__name__, args, e.status, attempt)
+                if attempt >= 4 and e.status != 429 and not 500 <= e.status < 600:
+                    return
             except Exception as e:
                 if self.stop_event.is_set():
                     return
                 log.warning("%s%s failed (%r), retry %d", fn.__name__, args, e, attempt)
-            time.sleep(0.2 * (attempt + 1))
+            if time.monotonic() > deadline:
+                log.error("%s%s: giving up after %d attempts", fn.__name__, args, attempt + 1)
+                return
+            time.sleep(min(0.2 * (attempt + 1), 2.0))
+            attempt += 1
 
     @staticmethod
     def _container_id(uid: str, name: str) -> str:
