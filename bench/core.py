@@ -2,7 +2,11 @@
 
     .venv/bin/python -m bench.core --quick     # 500 nodes x 1,000 pods, seconds
     .venv/bin/python -m bench.core --full      # {500, 5,000} nodes x {1,000, 10,000} pods
-    .venv/bin/python -m bench.core --profile   # cProfile of the 5,000 x 10,000 case
+                                               # x {burst, stream}; about 1 minute
+    .venv/bin/python -m bench.core --profile   # cProfile of 5,000 nodes x 10,000 pods, stream
+
+Results: bench/results/core.{json,md} (--full) or core-quick.*; docs/performance.md
+explains them.
 
 What one case does (each in its own process, so memory figures do not mix):
 

@@ -1,7 +1,10 @@
 """End-to-end benchmark on the local control plane: stock kube-scheduler vs gang scheduler.
 
-    .venv/bin/python -m bench.e2e --quick   # 50 nodes, 120 pods; about 1.5 minutes
-    .venv/bin/python -m bench.e2e --full    # 100/200/400 nodes, 250/500/1,000 pods
+    .venv/bin/python -m bench.e2e --quick   # 50 nodes, 120 pods; about 30 s
+    .venv/bin/python -m bench.e2e --full    # 100/200/400 nodes, 250/500/1,000 pods; 2.5 min
+
+Results: bench/results/e2e.{json,md} (--full) or e2e-quick.*; docs/performance.md explains
+them.
 
 One control plane (etcd, kube-apiserver, kube-controller-manager, fake kubelet), and for each
 cluster size, in the same run and with the same settings:
@@ -534,11 +537,13 @@ def markdown(data: dict[str, Any]) -> str:
         rows.append([r["nodes"], r["pods"], r["mode"], r["rep"], s.get("attempts", "-"),
                      s.get("unschedulable_attempts", "-"), s.get("algorithm_mean_ms", "-"),
                      s.get("extender_filter_handler_mean_ms", "-"),
-                     s.get("extender_prioritize_handler_mean_ms", "-"),
+                     s.get("extender_prioritize_calls", "-"),
                      s.get("wakeups", "-")])
     lines += [md_table(["nodes", "pods", "run", "rep", "attempts", "unschedulable",
                         "algorithm mean ms", "extender filter handler ms",
-                        "extender prioritize handler ms", "wake-ups"], rows), ""]
+                        "prioritize calls", "wake-ups"], rows), "",
+              "A member's filter answers one node, and kube-scheduler skips scoring (and "
+              "so the prioritize call) when a single node is feasible.", ""]
     lines += ["## API requests during the run (kube-apiserver's counters, watches excluded)",
               ""]
     kinds = sorted({k for r in data["runs"] for k in r["api_requests"]})
