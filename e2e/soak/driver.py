@@ -261,7 +261,8 @@ class Soak:
     def __init__(self, cluster: ControlPlane, cfg: SoakConfig) -> None:
         self.cluster = cluster
         self.cfg = cfg
-        self.rng = random.Random(cfg.seed)
+        self.rng = random.Random(cfg.seed)  # gangs (load thread only)
+        self.chaos_rng = random.Random(cfg.seed * 7919 + 2)  # outages (chaos only)
         self.run_id = f"soak-{cfg.seed}-{secrets.token_hex(2)}"
         self.scheduler_name = f"{self.run_id}-scheduler"
         self.namespaces = [f"{self.run_id}-{c}" for c in "abc"]
@@ -401,7 +402,7 @@ class Soak:
 
     def _outage(self, proc: ManagedProcess, wait_ready: float) -> None:
         proc.kill()
-        time.sleep(self.rng.uniform(0.0, self.cfg.max_outage))
+        time.sleep(self.chaos_rng.uniform(0.0, self.cfg.max_outage))
         proc.ready_timeout = wait_ready
         proc.start()
 
