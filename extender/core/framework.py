@@ -170,6 +170,11 @@ class GangFramework:
         # gang -> ((capacity epoch, members epoch, minMember), shortfall) of its last failed plan
         self._last_failure: dict[str, tuple[tuple[int, int, int, int], Shortfall]] = {}
         self._quorum_since: dict[str, float] = {}
+        # Gangs whose pending members were woken when the gang became complete but could
+        # not be placed: kube-scheduler does not reliably retry a member it parked with
+        # "2 of 3 members exist" when the last one appears, so it would keep that stale
+        # reason (and wait up to 5 minutes). Once per completion.
+        self._told_complete: set[str] = set()
         # Plain pods turned away only because capacity was held for a gang: woken when a
         # hold is released, since kube-scheduler is not told about that.
         self._rejected_for_holds: dict[str, tuple[str, str, str]] = {}
@@ -268,6 +273,7 @@ class GangFramework:
         self.status.pop(key, None)
         self._last_failure.pop(key, None)
         self._quorum_since.pop(key, None)
+        self._told_complete.discard(key)
         self.cache.remove_group(key)
         self._members_version += 1
 
@@ -527,6 +533,7 @@ class GangFramework:
             if bound >= group.min_member:
                 continue
             if present < group.min_member:
+                self._told_complete.discard(key)
                 if members:
                     self._set_status(
                         key,
@@ -552,6 +559,17 @@ class GangFramework:
             else:
                 self._explain_shortfall(group, members, result, granted, now)
                 self._last_failure[key] = (self._failure_signature(group), result)
+                if key not in self._told_complete:
+                    self._told_complete.add(key)
+                    pending = tuple(
+                        (m.namespace, m.name, m.uid)
+                        for m in members
+                        if not m.node_name and m.uid not in self.held
+                    )
+                    if pending:
+                        self.outbox.append(WakePods(
+                            f"gang {key} complete: {self.status[key].reason}", pending, key
+                        ))
         self._without_holds_memo = None
         self._evaluated_version = (self.cache.capacity_epoch, self._members_version)
 
@@ -854,6 +872,7 @@ class GangFramework:
             self._drop_slot(res, uid, "quorum is bound")
         self.backoff.pop(gang, None)
         self._last_failure.pop(gang, None)
+        self._told_complete.discard(gang)
         since = self._quorum_since.pop(gang, None)
         seconds = None if since is None else max(0.0, now - since)
         msg = f"gang {gang}: quorum of {group.min_member} bound"

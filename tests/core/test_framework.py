@@ -463,3 +463,20 @@ def test_deleted_pods_are_not_resurrected_by_a_late_filter_and_the_memory_is_bou
     assert late.nodes == [] and "was deleted" in late.unresolvable["n0"]
     assert pods[-1].uid not in sim.fw.cache.pods
     assert len(sim.fw._deleted) == 10
+
+
+def test_complete_but_unplaceable_gang_wakes_its_members_once() -> None:
+    """Members parked with "2 of 3 members exist" get a fresh answer (the shortfall)
+    when the last member appears, even though the gang cannot be placed."""
+    sim = SimScheduler()
+    for i, gpus in enumerate((6, 2, 2, 2)):
+        sim.add_node(node(f"n{i}", gpu=gpus))
+    sim.add_group(group("g", 3))
+    pods = [sim.add_pod(pod(f"g-{i}", "g", gpu=4)) for i in range(3)]
+    sim.schedule(pods[2].uid)
+    assert {w[2] for w in sim.woken} == {p.uid for p in pods}
+    sim.woken.clear()
+    sim.schedule(pods[0].uid)
+    sim.tick()
+    assert sim.woken == []  # once per completion, not per filter
+    assert "1 fit" in sim.last_filter[pods[0].uid]
