@@ -26,10 +26,10 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from e2e.harness.fakekubelet import _iter_lines
 from e2e.harness.k8s import client
 
 log = logging.getLogger("soak.checker")
@@ -107,18 +107,6 @@ class NodeRec:
     used_mem: int = 0
     used_pods: int = 0
     over: bool = False
-
-
-def _iter_lines(resp: Any) -> Iterator[bytes]:
-    buf = b""
-    for chunk in resp.stream(64 * 1024, decode_content=True):
-        buf += chunk
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            if line.strip():
-                yield line
-    if buf.strip():
-        yield buf
 
 
 class Checker:
