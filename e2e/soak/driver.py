@@ -131,6 +131,8 @@ class SoakReport:
     debug_leftover: dict[str, Any] = field(default_factory=dict)
     rss_mb_peak: float = 0.0
     rss_mb_by_incarnation: list[tuple[float, float, float]] = field(default_factory=list)
+    # The longest incarnation's RSS once a minute: [seconds since it started, MiB].
+    rss_mb_longest_series: list[tuple[float, float]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -452,12 +454,21 @@ class Soak:
             by_pid.setdefault(pid, []).append((t, mb))
         self.report.rss_mb_peak = round(max((mb for _, _, mb in self._rss), default=0.0), 1)
         incarnations = []
+        longest: list[tuple[float, float]] = []
         for samples in by_pid.values():
             secs = samples[-1][0] - samples[0][0]
             # First sample after a 20 s warm-up (imports, initial LIST) vs the last.
             warm = next((mb for t, mb in samples if t - samples[0][0] >= 20), samples[0][1])
             incarnations.append((round(secs, 1), round(warm, 1), round(samples[-1][1], 1)))
+            if len(samples) > len(longest):
+                longest = samples
         self.report.rss_mb_by_incarnation = sorted(incarnations, reverse=True)
+        series: list[tuple[float, float]] = []
+        for t, mb in longest:
+            age = t - longest[0][0]
+            if not series or age - series[-1][0] >= 60:
+                series.append((round(age), round(mb, 1)))
+        self.report.rss_mb_longest_series = series
 
     # ----- the extender's own view ---------------------------------------------------------------
 
