@@ -19,6 +19,8 @@ import orjson
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from extender.transport import AsyncioTransport
+
 log = logging.getLogger("gang-extender.kube")
 
 PODGROUP_PATH = "/apis/scheduling.x-k8s.io/v1alpha1"
@@ -72,13 +74,11 @@ def make_client(kubeconfig: str | None, timeout: float = 30.0) -> httpx.AsyncCli
         prefix = cfg.api_key_prefix.get("authorization", "")
         bearer = token if token.startswith("Bearer") else f"{prefix} {token}".strip()
         headers["Authorization"] = bearer
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=32)
     return httpx.AsyncClient(
         base_url=cfg.host,
-        verify=ctx,
         headers=headers,
         timeout=httpx.Timeout(timeout, connect=5.0),
-        limits=limits,
+        transport=AsyncioTransport(ctx, max_idle=16),
     )
 
 

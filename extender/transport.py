@@ -1,0 +1,313 @@
+"""An httpx transport on asyncio's own streams: HTTP/1.1 with keep-alive, nothing more.
+
+Why not httpx's default (httpcore): on asyncio it runs TLS through anyio's ``TLSStream``,
+which feeds ``ssl.MemoryBIO`` from Python on every read and write, plus h11's pure-Python
+parser and a pool scanned per request. Measured against the local API server, one Binding
+POST cost 1.47 ms of extender CPU through the default transport and 0.11 ms over asyncio
+streams; Bindings were 43 % of the extender's CPU in the end-to-end benchmark
+(docs/performance.md). The extender talks to exactly one server, the API server, and
+only with plain requests and watch streams, so the little HTTP/1.1 it needs is written
+here: Content-Length and chunked bodies, keep-alive with a bounded idle pool, one retry
+when a reused connection turns out to have been closed by the server before it answered.
+
+httpx stays the client API (requests, responses, timeouts, content decoding, errors);
+only the bytes on the wire move through this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import httpx
+
+_HEAD_LIMIT = 1 << 20  # largest response head or chunk-size line accepted
+_CRLF = b"\r\n"
+_NO_BODY_STATUS = frozenset({204, 304})
+
+_Key = tuple[str, str, int]
+
+
+@dataclass(slots=True, eq=False)
+class _Conn:
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    used: int = 0
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.writer.close()
+
+    def reusable(self) -> bool:
+        return not self.reader.at_eof() and not self.writer.is_closing()
+
+
+@dataclass(slots=True)
+class _Head:
+    status: int
+    reason: bytes
+    headers: list[tuple[bytes, bytes]]
+    length: int | None  # None: chunked or until close
+    chunked: bool
+    keep_alive: bool
+
+
+def _parse_head(raw: bytes, method: bytes) -> _Head:
+    lines = raw[:-4].split(_CRLF)
+    parts = lines[0].split(b" ", 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+        raise httpx.RemoteProtocolError(f"malformed status line {lines[0][:80]!r}")
+    status = int(parts[1])
+    reason = parts[2] if len(parts) > 2 else b""
+    headers: list[tuple[bytes, bytes]] = []
+    length: int | None = None
+    chunked = False
+    keep_alive = parts[0] == b"HTTP/1.1"
+    for line in lines[1:]:
+        name, sep, value = line.partition(b":")
+        if not sep:
+            raise httpx.RemoteProtocolError(f"malformed header line {line[:80]!r}")
+        name = name.strip()
+        value = value.strip()
+        headers.append((name, value))
+        lname = name.lower()
+        if lname == b"content-length":
+            if not value.isdigit():
+                raise httpx.RemoteProtocolError(f"bad Content-Length {value[:40]!r}")
+            length = int(value)
+        elif lname == b"transfer-encoding":
+            chunked = b"chunked" in value.lower()
+        elif lname == b"connection":
+            token = value.lower()
+            if b"close" in token:
+                keep_alive = False
+            elif b"keep-alive" in token:
+                keep_alive = True
+    if method == b"HEAD" or status < 200 or status in _NO_BODY_STATUS:
+        length, chunked = 0, False
+    elif chunked:
+        length = None
+    elif length is None:
+        keep_alive = False  # the body ends when the server closes
+    return _Head(status, reason, headers, length, chunked, keep_alive)
+
+
+class _Body(httpx.AsyncByteStream):
+    """A response body read straight off the connection; the connection goes back to the
+    pool as soon as the last byte is read, and is closed if the reader stops early."""
+
+    def __init__(self, transport: AsyncioTransport, key: _Key, conn: _Conn, head: _Head,
+                 read_timeout: float | None, request: httpx.Request) -> None:
+        self._transport = transport
+        self._key = key
+        self._conn: _Conn | None = conn
+        self._head = head
+        self._timeout = read_timeout
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        conn = self._conn
+        if conn is None:
+            return
+        head = self._head
+        reader = conn.reader
+        try:
+            if head.chunked:
+                while True:
+                    async with asyncio.timeout(self._timeout):
+                        line = await reader.readuntil(_CRLF)
+                    size_text = line.split(b";", 1)[0].strip()
+                    try:
+                        size = int(size_text, 16)
+                    except ValueError:
+                        raise httpx.RemoteProtocolError(
+                            f"bad chunk size {size_text[:20]!r}", request=self._request
+                        ) from None
+                    if size == 0:
+                        async with asyncio.timeout(self._timeout):
+                            while await reader.readuntil(_CRLF) != _CRLF:
+                                pass  # trailers: none that the extender reads
+                        break
+                    async with asyncio.timeout(self._timeout):
+                        data = await reader.readexactly(size + 2)
+                    yield data[:-2]
+            elif head.length is not None:
+                if head.length:
+                    async with asyncio.timeout(self._timeout):
+                        data = await reader.readexactly(head.length)
+                    yield data
+            else:
+                while True:
+                    async with asyncio.timeout(self._timeout):
+                        data = await reader.read(1 << 16)
+                    if not data:
+                        break
+                    yield data
+        except TimeoutError:
+            self._drop()
+            raise httpx.ReadTimeout("timed out reading the response body",
+                                    request=self._request) from None
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError) as exc:
+            self._drop()
+            raise httpx.ReadError(f"reading the response body: {exc!r}",
+                                  request=self._request) from exc
+        self._conn = None
+        self._transport._release(self._key, conn, head.keep_alive)
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    async def aclose(self) -> None:
+        self._drop()
+
+
+@dataclass
+class TransportStats:
+    """Counters for tests and the benchmark: how often connections were opened and reused."""
+
+    connects: int = 0
+    requests: int = 0
+    retries: int = 0
+    by_key: dict[_Key, int] = field(default_factory=dict)
+
+
+class AsyncioTransport(httpx.AsyncBaseTransport):
+    """HTTP/1.1 over ``asyncio.open_connection`` with a pool of idle keep-alive connections.
+
+    Concurrency is not limited here (callers bound their own: the runtime's Binding
+    semaphore, one connection per watch); at most ``max_idle`` idle connections per host
+    are kept, the rest are closed when their response ends.
+    """
+
+    def __init__(self, ssl_context: ssl.SSLContext | None = None, max_idle: int = 16) -> None:
+        self._ssl = ssl_context
+        self._max_idle = max_idle
+        self._idle: dict[_Key, list[_Conn]] = {}
+        self._closed = False
+        self.stats = TransportStats()
+
+    # -- pool --------------------------------------------------------------------------
+
+    def _checkout(self, key: _Key) -> _Conn | None:
+        idle = self._idle.get(key)
+        while idle:
+            conn = idle.pop()
+            if conn.reusable():
+                return conn
+            conn.close()
+        return None
+
+    def _release(self, key: _Key, conn: _Conn, keep_alive: bool) -> None:
+        idle = self._idle.setdefault(key, [])
+        if self._closed or not keep_alive or not conn.reusable() or len(idle) >= self._max_idle:
+            conn.close()
+            return
+        idle.append(conn)
+
+    async def _connect(self, key: _Key, timeout: float | None,
+                       request: httpx.Request) -> _Conn:
+        scheme, host, port = key
+        ctx = None
+        if scheme == "https":
+            ctx = self._ssl or ssl.create_default_context()
+        try:
+            async with asyncio.timeout(timeout):
+                reader, writer = await asyncio.open_connection(
+                    host, port, ssl=ctx, server_hostname=host if ctx else None,
+                    limit=_HEAD_LIMIT,
+                )
+        except TimeoutError:
+            raise httpx.ConnectTimeout(f"connecting to {host}:{port} timed out",
+                                       request=request) from None
+        except (OSError, ssl.SSLError) as exc:
+            raise httpx.ConnectError(f"connecting to {host}:{port}: {exc}",
+                                     request=request) from exc
+        self.stats.connects += 1
+        return _Conn(reader, writer)
+
+    # -- requests ----------------------------------------------------------------------
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self._closed:
+            raise httpx.ConnectError("transport is closed", request=request)
+        url = request.url
+        scheme = url.scheme
+        if scheme not in ("http", "https"):
+            raise httpx.UnsupportedProtocol(f"unsupported scheme {scheme!r}", request=request)
+        key: _Key = (scheme, url.host, url.port or (443 if scheme == "https" else 80))
+        timeouts = request.extensions.get("timeout") or {}
+        connect_timeout = timeouts.get("connect")
+        read_timeout = timeouts.get("read")
+        write_timeout = timeouts.get("write")
+
+        body = await request.aread()
+        method = request.method.encode("ascii")
+        head_lines = [method + b" " + url.raw_path + b" HTTP/1.1"]
+        head_lines.extend(name + b": " + value for name, value in request.headers.raw)
+        if body and "content-length" not in request.headers:
+            head_lines.append(b"Content-Length: " + str(len(body)).encode())
+        wire = _CRLF.join(head_lines) + _CRLF + _CRLF + body
+
+        self.stats.requests += 1
+        self.stats.by_key[key] = self.stats.by_key.get(key, 0) + 1
+        for attempt in range(2):
+            conn = self._checkout(key)
+            reused = conn is not None
+            if conn is None:
+                conn = await self._connect(key, connect_timeout, request)
+            conn.used += 1
+            try:
+                conn.writer.write(wire)
+                async with asyncio.timeout(write_timeout):
+                    await conn.writer.drain()
+                async with asyncio.timeout(read_timeout):
+                    raw = await conn.reader.readuntil(b"\r\n\r\n")
+            except TimeoutError:
+                conn.close()
+                raise httpx.ReadTimeout("timed out waiting for the response",
+                                        request=request) from None
+            except asyncio.IncompleteReadError as exc:
+                conn.close()
+                if reused and attempt == 0 and not exc.partial:
+                    # The server closed an idle connection before reading the request:
+                    # nothing was done, so sending it again on a new one is safe.
+                    self.stats.retries += 1
+                    continue
+                raise httpx.RemoteProtocolError(
+                    "server disconnected without sending a response", request=request
+                ) from exc
+            except asyncio.LimitOverrunError as exc:
+                conn.close()
+                raise httpx.RemoteProtocolError("response head too large",
+                                                request=request) from exc
+            except OSError as exc:
+                conn.close()
+                if reused and attempt == 0:
+                    self.stats.retries += 1
+                    continue
+                raise httpx.ReadError(f"request failed: {exc!r}", request=request) from exc
+            try:
+                head = _parse_head(raw, method)
+            except httpx.RemoteProtocolError as exc:
+                conn.close()
+                exc.request = request
+                raise
+            return httpx.Response(
+                head.status,
+                headers=head.headers,
+                stream=_Body(self, key, conn, head, read_timeout, request),
+                extensions={"http_version": b"HTTP/1.1", "reason_phrase": head.reason},
+            )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for conns in self._idle.values():
+            for conn in conns:
+                conn.close()
+        self._idle.clear()
