@@ -27,6 +27,7 @@ import httpx
 _HEAD_LIMIT = 1 << 20  # largest response head or chunk-size line accepted
 _CRLF = b"\r\n"
 _NO_BODY_STATUS = frozenset({204, 304})
+_HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
 
 _Key = tuple[str, str, int]
 
@@ -120,12 +121,12 @@ class _Body(httpx.AsyncByteStream):
                     async with asyncio.timeout(self._timeout):
                         line = await reader.readuntil(_CRLF)
                     size_text = line.split(b";", 1)[0].strip()
-                    try:
-                        size = int(size_text, 16)
-                    except ValueError:
+                    # 1*HEXDIG only: int() would also take "-5", "+5", "0x5" and "1_0"
+                    if not size_text or not _HEX_DIGITS.issuperset(size_text):
                         raise httpx.RemoteProtocolError(
                             f"bad chunk size {size_text[:20]!r}", request=self._request
-                        ) from None
+                        )
+                    size = int(size_text, 16)
                     if size == 0:
                         async with asyncio.timeout(self._timeout):
                             while await reader.readuntil(_CRLF) != _CRLF:
@@ -133,6 +134,10 @@ class _Body(httpx.AsyncByteStream):
                         break
                     async with asyncio.timeout(self._timeout):
                         data = await reader.readexactly(size + 2)
+                    if data[-2:] != _CRLF:
+                        raise httpx.RemoteProtocolError(
+                            "chunk data not followed by CRLF", request=self._request
+                        )
                     yield data[:-2]
             elif head.length is not None:
                 if head.length:
@@ -248,8 +253,12 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
         body = await request.aread()
         method = request.method.encode("ascii")
         head_lines = [method + b" " + url.raw_path + b" HTTP/1.1"]
-        head_lines.extend(name + b": " + value for name, value in request.headers.raw)
-        if body and "content-length" not in request.headers:
+        # The body was read whole, so it always goes out with a Content-Length, never with
+        # the "Transfer-Encoding: chunked" httpx sets for a generator body.
+        head_lines.extend(name + b": " + value for name, value in request.headers.raw
+                          if name.lower() != b"transfer-encoding")
+        if (body or "transfer-encoding" in request.headers) and (
+                "content-length" not in request.headers):
             head_lines.append(b"Content-Length: " + str(len(body)).encode())
         wire = _CRLF.join(head_lines) + _CRLF + _CRLF + body
 
@@ -261,14 +270,19 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
             if conn is None:
                 conn = await self._connect(key, connect_timeout, request)
             conn.used += 1
+            sending = True
             try:
                 conn.writer.write(wire)
                 async with asyncio.timeout(write_timeout):
                     await conn.writer.drain()
+                sending = False
                 async with asyncio.timeout(read_timeout):
                     raw = await conn.reader.readuntil(b"\r\n\r\n")
             except TimeoutError:
                 conn.close()
+                if sending:
+                    raise httpx.WriteTimeout("timed out sending the request",
+                                             request=request) from None
                 raise httpx.ReadTimeout("timed out waiting for the response",
                                         request=request) from None
             except asyncio.IncompleteReadError as exc:
@@ -291,6 +305,11 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
                     self.stats.retries += 1
                     continue
                 raise httpx.ReadError(f"request failed: {exc!r}", request=request) from exc
+            except BaseException:
+                # Cancelled (a caller's deadline, shutdown) or anything unforeseen: the
+                # response may still arrive on this connection, so it must not live on.
+                conn.close()
+                raise
             try:
                 head = _parse_head(raw, method)
             except httpx.RemoteProtocolError as exc:
