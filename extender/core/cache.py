@@ -289,6 +289,10 @@ def _same_footprint(old: PodInfo, new: PodInfo) -> bool:
 
 
 def _membership_changed(old: PodInfo, new: PodInfo) -> bool:
+    """Whether a gang's failed plan may now come out differently. Status-only updates
+    (the PodScheduled condition kube-scheduler writes after every failed attempt,
+    carried as `unschedulable`) change none of these, so they do not have waiting
+    gangs planned again."""
     return (
         old.terminal != new.terminal
         or old.deleting != new.deleting

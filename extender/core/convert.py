@@ -183,6 +183,25 @@ def _toleration(v: Any, where: str) -> Toleration:
 # ----- pods ---------------------------------------------------------------------------
 
 
+def _unschedulable(status: Mapping[str, Any]) -> bool:
+    """Whether kube-scheduler wrote PodScheduled=False after a failed attempt (reason
+    Unschedulable, or SchedulerError when a plugin or extender call failed). The
+    extender's own record of whom it rejected is lost on restart; this condition is
+    what still tells it which pending members may be parked and need a wake-up.
+    SchedulingGated does not count: a gated pod was never in the scheduling queue,
+    and removing its gates queues it by itself."""
+    for i, raw in enumerate(_list(status.get("conditions"), "status.conditions")):
+        w = f"status.conditions[{i}]"
+        cond = _obj(raw, w)
+        if _str(cond.get("type"), f"{w}.type") != "PodScheduled":
+            continue
+        return (
+            _str(cond.get("status"), f"{w}.status") == "False"
+            and _str(cond.get("reason"), f"{w}.reason") != "SchedulingGated"
+        )
+    return False
+
+
 def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
     meta = _obj(obj.get("metadata"), "metadata")
     spec = _obj(obj.get("spec"), "spec")
@@ -231,6 +250,7 @@ def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
             for i, x in enumerate(_list(spec.get("tolerations"), "spec.tolerations"))
         ),
         required_anti_affinity=anti_terms,
+        unschedulable=_unschedulable(status),
     )
 
 

@@ -95,6 +95,10 @@ class PodInfo:
     required_node_affinity: tuple[NodeSelectorTerm, ...] | None = None
     tolerations: tuple[Toleration, ...] = ()
     required_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    # kube-scheduler recorded a failed attempt (condition PodScheduled=False): the pod
+    # may sit in its unschedulable queue until an event or the 5-minute flush moves it
+    # (design 3.8). Status only: it changes neither the pod's footprint nor its gang.
+    unschedulable: bool = False
 
     @property
     def key(self) -> str:

@@ -67,6 +67,7 @@ def test_real_pod(pod_obj: dict[str, Any]) -> None:
     )
     assert p.required_anti_affinity == ()
     assert p.group is None
+    assert not p.unschedulable
 
 
 def test_pod_state_fields(pod_obj: dict[str, Any]) -> None:
@@ -82,6 +83,34 @@ def test_pod_state_fields(pod_obj: dict[str, Any]) -> None:
     assert p.node_name == "fake-node-1" and p.holds_capacity
     assert p.priority == 1000
     assert p.phase == "Running"
+
+
+@pytest.mark.parametrize(
+    ("conditions", "unschedulable"),
+    [
+        (None, False),
+        ([], False),
+        ([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}], True),
+        ([{"type": "PodScheduled", "status": "False", "reason": "SchedulerError"}], True),
+        ([{"type": "PodScheduled", "status": "True"}], False),
+        # Gated pods were never queued; lifting the gates queues them by itself.
+        ([{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}], False),
+        (
+            [
+                {"type": "Ready", "status": "False", "reason": "ContainersNotReady"},
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                 "message": "0/4 nodes are available", "lastTransitionTime": None},
+            ],
+            True,
+        ),
+        ([{"type": "Ready", "status": "False"}], False),
+    ],
+)
+def test_pod_scheduled_false_marks_the_pod_unschedulable(
+    pod_obj: dict[str, Any], conditions: Any, unschedulable: bool
+) -> None:
+    pod_obj["status"]["conditions"] = conditions
+    assert pod_from_k8s(pod_obj).unschedulable is unschedulable
 
 
 def test_pod_defaults_for_absent_fields() -> None:
@@ -216,6 +245,12 @@ def _set(obj: dict[str, Any], path: str, value: Any) -> None:
         ("metadata.uid", None, "pod default/gang-0: metadata.uid is missing"),
         ("spec", [], "pod default/gang-0: spec must be an object"),
         ("status", "x", "pod default/gang-0: status must be an object"),
+        ("status.conditions", {}, "pod default/gang-0: status.conditions must be a list"),
+        (
+            "status.conditions",
+            [{"type": "PodScheduled", "status": False}],
+            r"pod default/gang-0: status.conditions\[0\].status must be a string",
+        ),
         (
             "spec.affinity",
             {
