@@ -13,7 +13,7 @@ Invariant behind "never a partial bind": a gang member's Binding is created only
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from extender.core.cache import Cache
@@ -178,6 +178,17 @@ class GangFramework:
         # Plain pods turned away only because capacity was held for a gang: woken when a
         # hold is released, since kube-scheduler is not told about that.
         self._rejected_for_holds: dict[str, tuple[str, str, str]] = {}
+        # Pending gang members this extender turned away (filter with no node, a bind
+        # refused or failed) and that have not passed filter, been held or bound since:
+        # kube-scheduler may have parked them, so only these (and pods whose PodScheduled
+        # condition says the same, e.g. after a restart) need a wake-up patch when their
+        # gang is reserved or completed. The others are still in kube-scheduler's queue
+        # and reach filter anyway; patching them was one wasted API write each. Only
+        # uids in `cache.pods` are kept, and `on_pod_deleted` drops them, so it cannot
+        # outgrow the cache.
+        self._rejected_members: set[str] = set()
+        # Uid of the member whose filter call is running `evaluate` (see _possibly_parked).
+        self._scheduling: str | None = None
         self._evaluated_version: tuple[int, int] | None = None
         self._deleted: dict[str, None] = {}  # recently deleted pod uids, oldest first
         # Plain pods and extras whose Binding is in flight: uid -> (node, pod), charged.
@@ -222,6 +233,8 @@ class GangFramework:
             )
         if gone and pod.uid in self.held:
             self._fail_held(pod.uid, f"pod {pod.key} is finished or being deleted")
+        if pod.node_name or gone or gang is None:
+            self._rejected_members.discard(pod.uid)  # nothing left to wake it for
         self.cache.upsert_pod(pod)
         self._members_version += 1
         if gang is not None:
@@ -243,6 +256,7 @@ class GangFramework:
         if uid in self.held:
             self._fail_held(uid, f"pod {pod.key} was deleted")
         self._rejected_for_holds.pop(uid, None)
+        self._rejected_members.discard(uid)
         self.cache.remove_pod(uid)
         self._members_version += 1
 
@@ -295,6 +309,17 @@ class GangFramework:
         gang = self._gang_key(pod)
         if gang is None:
             return self._filter_single(pod, node_names, gang=None)
+        result = self._filter_member(pod, gang, node_names, now)
+        if result.nodes:
+            self._rejected_members.discard(pod.uid)
+        else:
+            self._note_turned_away(pod.uid)
+        return result
+
+    def _filter_member(
+        self, pod: PodInfo, gang: str, node_names: list[str], now: float
+    ) -> FilterResult:
+        """`filter` for a cached, unbound member of `gang`."""
         group = self.cache.groups.get(gang)
         if group is None:
             return self._reject(
@@ -318,7 +343,11 @@ class GangFramework:
             if bo is not None and bo.until > now:
                 return self._reject(node_names, self._status_message(gang))
             self._quorum_since.setdefault(gang, now)
-            self.evaluate(now)
+            self._scheduling = pod.uid
+            try:
+                self.evaluate(now)
+            finally:
+                self._scheduling = None
             res = self.reservations.get(gang)
             if res is None:
                 return self._reject(node_names, self._status_message(gang))
@@ -412,6 +441,14 @@ class GangFramework:
     # ----- bind ------------------------------------------------------------------------
 
     def bind(self, namespace: str, name: str, uid: str, node: str, now: float) -> BindDecision:
+        """Bind `uid` to `node` now, hold it for its gang, or refuse. A refused member
+        goes back to kube-scheduler's queue because of us, so it may need a wake-up."""
+        decision = self._bind(namespace, name, uid, node, now)
+        if decision.kind == "error":
+            self._note_turned_away(uid)
+        return decision
+
+    def _bind(self, namespace: str, name: str, uid: str, node: str, now: float) -> BindDecision:
         pod = self.cache.pods.get(uid)
         if pod is None:
             return BindDecision("error", f"pod {namespace}/{name} (uid {uid}) is not known")
@@ -460,6 +497,7 @@ class GangFramework:
                 f"lacks {format_resources(pod.requests)}",
             )
         self.held[uid] = node
+        self._rejected_members.discard(uid)
         self._maybe_commit(gang)
         return BindDecision("hold", deadline=res.deadline)
 
@@ -477,6 +515,7 @@ class GangFramework:
                 f"{format_resources(pod.requests)}; kube-scheduler will retry",
             )
         self.binding[pod.uid] = node
+        self._rejected_members.discard(pod.uid)
         self._in_flight[pod.uid] = (node, pod)
         self.cache.assume(node, pod)
         return BindDecision("bind")
@@ -494,8 +533,10 @@ class GangFramework:
             self.on_pod(dataclasses.replace(pod, node_name=node), now)
 
     def hold_expired(self, uid: str) -> None:
-        """The adapter stopped waiting (its hold limit is below the HTTP timeout)."""
-        self.held.pop(uid, None)
+        """The adapter stopped waiting (its hold limit is below the HTTP timeout): the
+        bind fails, so kube-scheduler re-queues the pod."""
+        if self.held.pop(uid, None) is not None:
+            self._note_turned_away(uid)
 
     # ----- time ------------------------------------------------------------------------
 
@@ -561,11 +602,7 @@ class GangFramework:
                 self._last_failure[key] = (self._failure_signature(group), result)
                 if key not in self._told_complete:
                     self._told_complete.add(key)
-                    pending = tuple(
-                        (m.namespace, m.name, m.uid)
-                        for m in members
-                        if not m.node_name and m.uid not in self.held
-                    )
+                    pending = self._possibly_parked(members)
                     if pending:
                         self.outbox.append(WakePods(
                             f"gang {key} complete: {self.status[key].reason}", pending, key
@@ -703,6 +740,23 @@ class GangFramework:
         return plan_gang(unbound, need, self.cache.nodes, self.cache.free, self.cache.pods_on_node,
                          index=self.cache.fit_index)
 
+    def _possibly_parked(self, members: Iterable[PodInfo]) -> tuple[tuple[str, str, str], ...]:
+        """(namespace, name, uid) of the pending members kube-scheduler may have parked
+        because of this extender, the only ones a wake-up patch helps (design 3.8):
+        turned away by us since they last passed filter, or marked PodScheduled=False.
+        Both are needed: the condition survives a restart of the extender, but arrives
+        after the rejection, so a reservation a few milliseconds later would miss it.
+        The pod whose filter call is evaluating is in kube-scheduler's scheduling cycle
+        right now, not parked, so it is left out."""
+        return tuple(
+            (m.namespace, m.name, m.uid)
+            for m in members
+            if not m.node_name
+            and m.uid not in self.held
+            and m.uid != self._scheduling
+            and (m.uid in self._rejected_members or m.unschedulable)
+        )
+
     def _reserve(self, group: GroupInfo, plan: Plan, now: float) -> None:
         timeout = group.schedule_timeout_seconds or self.config.default_timeout_seconds
         res = Reservation(group.key, group.uid, created=now, deadline=now + timeout)
@@ -719,11 +773,7 @@ class GangFramework:
         )
         self._set_status(group.key, RESERVED, msg, now)
         self.outbox.append(GangEvent(group.key, RESERVED, msg))
-        pending = tuple(
-            (m.namespace, m.name, m.uid)
-            for m in self.cache.members(group)
-            if not m.node_name and m.uid not in self.held
-        )
+        pending = self._possibly_parked(self.cache.members(group))
         if pending:
             self.outbox.append(WakePods(f"gang {group.key} reserved", pending, group.key))
 
@@ -845,6 +895,16 @@ class GangFramework:
     def _fail_held(self, uid: str, message: str) -> None:
         if self.held.pop(uid, None) is not None:
             self.outbox.append(FailHeld(uid, message))
+            self._note_turned_away(uid)  # the failed bind sends it back to the queue
+
+    def _note_turned_away(self, uid: str) -> None:
+        """Remember a pending gang member this extender refused (filter with no node, a
+        failed or refused bind): kube-scheduler may park it until an event, so it is
+        woken when its gang is reserved or completed (`_possibly_parked`). Only pods in
+        the cache are kept, so `on_pod_deleted` is sure to drop every entry."""
+        pod = self.cache.pods.get(uid)
+        if pod is not None and not pod.node_name and self._gang_key(pod) is not None:
+            self._rejected_members.add(uid)
 
     def _maybe_commit(self, gang: str) -> None:
         group = self.cache.groups.get(gang)

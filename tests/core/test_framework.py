@@ -85,7 +85,9 @@ def test_older_gang_gets_capacity_even_when_younger_member_asks_first() -> None:
     assert "waiting behind older gang ns/old" in sim.last_filter[young[0].uid]
     assert sim.fw.status["ns/young"].reason == WAITING_BEHIND_OLDER_GANG
     assert "ns/old" in sim.fw.reservations
-    assert ("ns", "old-0", old[0].uid) in sim.woken  # its members are told to retry now
+    # Its members were never turned away, so they are still in kube-scheduler's queue
+    # and need no wake-up patch.
+    assert not {w[2] for w in sim.woken} & {p.uid for p in old}
     for p in old:
         sim.schedule(p.uid)
     assert {p.name for p in sim.bound()} == {"old-0", "old-1", "old-2"}
@@ -287,14 +289,17 @@ def test_prioritize_steers_to_slot() -> None:
 def test_events_and_wakeups_are_emitted_once_per_change() -> None:
     sim = cluster()
     sim.add_group(group("g", 2))
-    a, _ = (sim.add_pod(pod(f"g-{i}", "g")) for i in range(2))
-    sim.fw.filter(a, ["n0"], sim.now)
+    a = sim.add_pod(pod("g-0", "g"))
+    assert not sim.fw.filter(a, ["n0"], sim.now).nodes  # "1 of 2 members exist"
+    b = sim.add_pod(pod("g-1", "g"))
+    sim.fw.outbox.clear()
+    sim.fw.filter(b, ["n0"], sim.now)
     out = list(sim.fw.outbox)
     assert [type(x) for x in out].count(GangEvent) == 1
     wakes = [x for x in out if isinstance(x, WakePods)]
-    assert len(wakes) == 1 and len(wakes[0].pods) == 2
+    assert len(wakes) == 1 and wakes[0].pods == (("ns", "g-0", a.uid),)
     sim.fw.outbox.clear()
-    sim.fw.filter(a, ["n0"], sim.now)
+    sim.fw.filter(b, ["n0"], sim.now)
     sim.tick()
     assert not [x for x in sim.fw.outbox if isinstance(x, (WakePods, GangEvent))]
     assert sim.fw.status["ns/g"].reason == RESERVED
@@ -472,11 +477,158 @@ def test_complete_but_unplaceable_gang_wakes_its_members_once() -> None:
     for i, gpus in enumerate((6, 2, 2, 2)):
         sim.add_node(node(f"n{i}", gpu=gpus))
     sim.add_group(group("g", 3))
-    pods = [sim.add_pod(pod(f"g-{i}", "g", gpu=4)) for i in range(3)]
+    pods = [sim.add_pod(pod(f"g-{i}", "g", gpu=4)) for i in range(2)]
+    for p in pods:
+        assert sim.schedule(p.uid) == "rejected"  # "2 of 3 members exist"
+    pods.append(sim.add_pod(pod("g-2", "g", gpu=4)))
     sim.schedule(pods[2].uid)
-    assert {w[2] for w in sim.woken} == {p.uid for p in pods}
+    # The last member is being scheduled right now: only the parked ones are woken.
+    assert sorted(w[2] for w in sim.woken) == [pods[0].uid, pods[1].uid]
     sim.woken.clear()
     sim.schedule(pods[0].uid)
     sim.tick()
     assert sim.woken == []  # once per completion, not per filter
     assert "1 fit" in sim.last_filter[pods[0].uid]
+
+
+# ----- wake-ups only for members kube-scheduler may have parked (design 3.8) ----------
+
+
+def test_reserve_wakes_no_member_that_was_never_turned_away() -> None:
+    """Members that never got a "no" from the extender are still in kube-scheduler's
+    active queue and reach filter anyway: patching them is a wasted API write."""
+    sim = cluster()
+    sim.add_group(group("g", 3))
+    for i in range(3):
+        sim.add_pod(pod(f"g-{i}", "g"))
+    sim.tick()
+    assert "ns/g" in sim.fw.reservations
+    assert sim.woken == []
+
+
+def test_reserve_wakes_only_the_member_rejected_for_missing_members() -> None:
+    sim = cluster()
+    sim.add_group(group("g", 3))
+    early = [sim.add_pod(pod(f"g-{i}", "g")) for i in range(2)]
+    assert sim.schedule(early[0].uid) == "rejected"
+    assert sim.last_filter[early[0].uid] == "gang ns/g: 2 of 3 members exist"
+    sim.add_pod(pod("g-2", "g"))
+    sim.tick()
+    assert "ns/g" in sim.fw.reservations
+    assert sim.woken == [("ns", "g-0", early[0].uid)]
+
+
+def test_member_retried_by_kube_scheduler_is_not_woken_by_its_own_filter_call() -> None:
+    """The pod whose filter call grants the reservation is in its scheduling cycle,
+    not parked, even though it was turned away before and carries the condition."""
+    sim = cluster()
+    sim.add_group(group("g", 2))
+    a = sim.add_pod(pod("g-0", "g"))
+    assert sim.schedule(a.uid) == "rejected"
+    sim.add_pod(dataclasses.replace(sim.fw.cache.pods[a.uid], unschedulable=True))
+    sim.add_pod(pod("g-1", "g"))
+    assert sim.schedule(a.uid) == "held"
+    assert "ns/g" in sim.fw.reservations
+    assert sim.woken == []
+
+
+def test_member_marked_unschedulable_is_woken_by_a_fresh_framework() -> None:
+    """After a restart the extender's own record is empty; kube-scheduler's
+    PodScheduled=False condition still says which members it parked."""
+    sim = cluster()
+    sim.add_group(group("g", 3))
+    parked = sim.add_pod(pod("g-0", "g", unschedulable=True))
+    sim.add_pod(pod("g-1", "g"))
+    sim.add_pod(pod("g-2", "g"))
+    sim.tick()
+    assert "ns/g" in sim.fw.reservations
+    assert sim.woken == [("ns", "g-0", parked.uid)]
+
+
+def test_complete_but_unplaceable_gang_wakes_only_parked_members() -> None:
+    sim = cluster(1, cpu=2000)
+    sim.add_group(group("g", 3))
+    turned_away = sim.add_pod(pod("g-0", "g"))
+    assert sim.schedule(turned_away.uid) == "rejected"
+    marked = sim.add_pod(pod("g-1", "g", unschedulable=True))
+    sim.add_pod(pod("g-2", "g"))
+    sim.tick()
+    assert sim.fw.status["ns/g"].reason == INSUFFICIENT_CAPACITY
+    assert sorted(w[2] for w in sim.woken) == sorted([turned_away.uid, marked.uid])
+
+
+def test_failed_held_bind_is_woken_when_the_gang_is_reserved_again() -> None:
+    """A bind answered with an error sends the pod back to kube-scheduler's queue,
+    where it may be parked like a filter rejection."""
+    sim = SimScheduler(GangFramework(Config(10, BackoffPolicy(5, 20))))
+    for i in range(2):
+        sim.add_node(node(f"n{i}"))
+    sim.add_group(group("g", 3))
+    pods = [sim.add_pod(pod(f"g-{i}", "g")) for i in range(3)]
+    assert sim.schedule(pods[0].uid) == "held"
+    sim.tick(10.5)  # deadline: the held bind fails
+    assert [uid for uid, _ in sim.failed_binds] == [pods[0].uid]
+    sim.tick(5.1)  # backoff over: reserved again
+    assert "ns/g" in sim.fw.reservations
+    assert sim.woken == [("ns", "g-0", pods[0].uid)]
+
+
+def test_rejection_record_is_cleared_on_pass_bind_and_delete() -> None:
+    sim = cluster()
+    sim.add_group(group("g", 2))
+    a = sim.add_pod(pod("g-0", "g"))
+    assert sim.schedule(a.uid) == "rejected"
+    assert sim.fw._rejected_members == {a.uid}
+    assert sim.fw.filter(a, ["n0"], sim.now).nodes == []  # still one member
+    assert sim.fw._rejected_members == {a.uid}
+    b = sim.add_pod(pod("g-1", "g"))
+    assert sim.fw.filter(a, ["n0", "n1"], sim.now).nodes  # passes: no longer parked
+    assert sim.fw._rejected_members == set()
+    sim.schedule(b.uid)
+    sim.schedule(a.uid)
+    assert len(sim.bound("g")) == 2 and sim.fw._rejected_members == set()
+
+    sim.add_group(group("h", 3))
+    waiting = [sim.add_pod(pod(f"h-{i}", "h")) for i in range(2)]
+    for p in waiting:
+        assert sim.schedule(p.uid) == "rejected"
+    assert sim.fw._rejected_members == {p.uid for p in waiting}
+    for p in waiting:
+        sim.delete(p.uid)
+    assert sim.fw._rejected_members == set()
+    # A late filter call of a deleted pod must not bring its record back.
+    assert sim.fw.filter(waiting[0], ["n0"], sim.now).nodes == []
+    assert sim.fw._rejected_members == set()
+
+
+def test_rejection_record_is_dropped_when_a_member_is_bound_elsewhere_or_leaves() -> None:
+    sim = cluster()
+    sim.add_group(group("g", 3))
+    a, b = (sim.add_pod(pod(f"g-{i}", "g")) for i in range(2))
+    for p in (a, b):
+        assert sim.schedule(p.uid) == "rejected"
+    sim.fw.on_pod(dataclasses.replace(a, node_name="n0"), sim.now)  # bound by someone
+    sim.fw.on_pod(dataclasses.replace(b, labels={}), sim.now)  # relabelled out
+    assert sim.fw._rejected_members == set()
+
+
+def test_status_only_update_does_not_replan_a_waiting_gang(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kube-scheduler writes PodScheduled=False after every failed attempt; carrying it
+    must not look like a membership or capacity change."""
+    sim = cluster(1, cpu=2000)
+    sim.add_group(group("g", 3))
+    pods = [sim.add_pod(pod(f"g-{i}", "g")) for i in range(3)]
+    sim.tick()
+    assert sim.fw.status["ns/g"].reason == INSUFFICIENT_CAPACITY
+    cache = sim.fw.cache
+    epochs = (cache.capacity_epoch, dict(cache.members_epoch))
+    planned: list[str] = []
+    plan = sim.fw._plan
+    monkeypatch.setattr(sim.fw, "_plan", lambda g, m: planned.append(g.key) or plan(g, m))
+    for p in pods:
+        sim.fw.on_pod(dataclasses.replace(p, unschedulable=True), sim.now)
+    sim.tick()
+    assert (cache.capacity_epoch, cache.members_epoch) == epochs
+    assert planned == []
