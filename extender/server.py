@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -16,6 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from extender.core.convert import pod_from_k8s
 from extender.core.framework import GangFramework
@@ -45,12 +47,10 @@ def _describe(exc: Exception) -> str:
     return f"invalid request: {exc}"
 
 
-async def _read(request: Request) -> Any:
+async def _read(request: Request) -> bytes:
     # Refuse an oversized body from its declared length, or as soon as the stream
     # crosses the limit: never buffer an arbitrarily large request first.
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_BODY:
-        raise ValueError(f"body of {declared} bytes exceeds the {MAX_BODY} byte limit")
+    _check_declared(request.headers.get("content-length", ""))
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
@@ -58,17 +58,93 @@ async def _read(request: Request) -> Any:
         if size > MAX_BODY:
             raise ValueError(f"body of more than {MAX_BODY} bytes exceeds the byte limit")
         chunks.append(chunk)
-    body = b"".join(chunks)
+    return b"".join(chunks)
+
+
+def _check_declared(declared: str) -> None:
+    if declared.isdigit() and int(declared) > MAX_BODY:
+        raise ValueError(f"body of {declared} bytes exceeds the {MAX_BODY} byte limit")
+
+
+def _parse(body: bytes) -> Any:
     if not body:
         raise ValueError("empty body")
     return orjson.loads(body)
 
 
-async def _extender_args(request: Request) -> tuple[ExtenderArgs, PodInfo, list[str]]:
+def _extender_args(raw: bytes) -> tuple[ExtenderArgs, PodInfo, list[str]]:
     """The filter/prioritize body, its pod in core terms and the candidate node names;
     raises ValueError/ValidationError with a readable message on bad input."""
-    args = ExtenderArgs.model_validate(await _read(request))
+    args = ExtenderArgs.model_validate(_parse(raw))
     return args, pod_from_k8s(args.Pod), args.node_names()
+
+
+Reader = Callable[[], Awaitable[bytes]]
+
+
+class Verbs:
+    """filter, prioritize and bind from request bytes to (status, reply bytes).
+
+    Shared by the FastAPI routes and the ASGI fast path (`with_fast_verbs`), so both
+    answer byte for byte the same; `read` raises ValueError for a body that is too large.
+    """
+
+    def __init__(self, runtime: Runtime, metrics: Metrics) -> None:
+        self.runtime = runtime
+        self.fw: GangFramework = runtime.fw
+        self.m = metrics
+
+    def _observe(self, verb: str, start: float, result: str) -> None:
+        self.m.verb_latency.labels(verb, result).observe(time.perf_counter() - start)
+
+    async def filter(self, read: Reader) -> tuple[int, bytes]:
+        start = time.perf_counter()
+        try:
+            args, pod, names = _extender_args(await read())
+        except (ValueError, ValidationError) as exc:
+            self._observe("filter", start, "error")
+            return 200, orjson.dumps({"NodeNames": None, "Nodes": None, "FailedNodes": {},
+                                      "FailedAndUnresolvableNodes": {},
+                                      "Error": _describe(exc)})
+        result = self.fw.filter(pod, names, self.runtime.clock())
+        self.runtime.drain()
+        if args.NodeNames is None and args.Nodes is not None:
+            keep = set(result.nodes)
+            items = [n for n in (args.Nodes.items or []) if n["metadata"]["name"] in keep]
+            body: dict[str, Any] = {"NodeNames": None, "Nodes": {"metadata": {}, "items": items}}
+        else:
+            body = {"NodeNames": result.nodes, "Nodes": None}
+        body["FailedNodes"] = {}
+        body["FailedAndUnresolvableNodes"] = result.unresolvable
+        body["Error"] = result.error
+        self._observe("filter", start, "ok" if result.nodes else "rejected")
+        if not result.nodes and result.unresolvable:
+            reason = next(iter(result.unresolvable.values()))
+            log.info("filter pod=%s rejected: %s", pod.key, reason)
+        return 200, orjson.dumps(body)
+
+    async def prioritize(self, read: Reader) -> tuple[int, bytes]:
+        start = time.perf_counter()
+        try:
+            _, pod, names = _extender_args(await read())
+        except (ValueError, ValidationError) as exc:
+            self._observe("prioritize", start, "error")
+            return 400, orjson.dumps({"Error": _describe(exc)})
+        scores = self.fw.prioritize(pod, names)
+        self._observe("prioritize", start, "ok")
+        return 200, orjson.dumps([{"Host": h, "Score": int(s)} for h, s in scores])
+
+    async def bind(self, read: Reader) -> tuple[int, bytes]:
+        start = time.perf_counter()
+        try:
+            args = ExtenderBindingArgs.model_validate(_parse(await read()))
+        except (ValueError, ValidationError) as exc:
+            self._observe("bind", start, "error")
+            return 200, orjson.dumps({"Error": _describe(exc)})
+        error = await self.runtime.bind(args.PodNamespace, args.PodName, args.PodUID, args.Node)
+        self._observe("bind", start, "ok" if error is None else "error")
+        self.m.bindings.labels("ok" if error is None else "error").inc()
+        return 200, orjson.dumps({"Error": error or ""})
 
 
 def _add_probes_and_metrics(app: FastAPI, fw: GangFramework, m: Metrics, ready: Any) -> None:
@@ -110,59 +186,23 @@ def create_app(
     app.state.runtime = runtime
     app.state.metrics = m
 
-    def observe(verb: str, start: float, result: str) -> None:
-        m.verb_latency.labels(verb, result).observe(time.perf_counter() - start)
+    verbs = app.state.verbs = Verbs(runtime, m)
+
+    def reply(status_body: tuple[int, bytes]) -> Response:
+        status, body = status_body
+        return Response(body, status_code=status, media_type="application/json")
 
     @app.post("/filter")
     async def filter_(request: Request) -> Response:
-        start = time.perf_counter()
-        try:
-            args, pod, names = await _extender_args(request)
-        except (ValueError, ValidationError) as exc:
-            observe("filter", start, "error")
-            return _json({"NodeNames": None, "Nodes": None, "FailedNodes": {},
-                          "FailedAndUnresolvableNodes": {}, "Error": _describe(exc)})
-        result = fw.filter(pod, names, runtime.clock())
-        runtime.drain()
-        if args.NodeNames is None and args.Nodes is not None:
-            keep = set(result.nodes)
-            items = [n for n in (args.Nodes.items or []) if n["metadata"]["name"] in keep]
-            body: dict[str, Any] = {"NodeNames": None, "Nodes": {"metadata": {}, "items": items}}
-        else:
-            body = {"NodeNames": result.nodes, "Nodes": None}
-        body["FailedNodes"] = {}
-        body["FailedAndUnresolvableNodes"] = result.unresolvable
-        body["Error"] = result.error
-        observe("filter", start, "ok" if result.nodes else "rejected")
-        if not result.nodes and result.unresolvable:
-            reason = next(iter(result.unresolvable.values()))
-            log.info("filter pod=%s rejected: %s", pod.key, reason)
-        return _json(body)
+        return reply(await verbs.filter(lambda: _read(request)))
 
     @app.post("/prioritize")
     async def prioritize(request: Request) -> Response:
-        start = time.perf_counter()
-        try:
-            _, pod, names = await _extender_args(request)
-        except (ValueError, ValidationError) as exc:
-            observe("prioritize", start, "error")
-            return _json({"Error": _describe(exc)}, status=400)
-        scores = fw.prioritize(pod, names)
-        observe("prioritize", start, "ok")
-        return _json([{"Host": h, "Score": int(s)} for h, s in scores])
+        return reply(await verbs.prioritize(lambda: _read(request)))
 
     @app.post("/bind")
     async def bind(request: Request) -> Response:
-        start = time.perf_counter()
-        try:
-            args = ExtenderBindingArgs.model_validate(await _read(request))
-        except (ValueError, ValidationError) as exc:
-            observe("bind", start, "error")
-            return _json({"Error": _describe(exc)})
-        error = await runtime.bind(args.PodNamespace, args.PodName, args.PodUID, args.Node)
-        observe("bind", start, "ok" if error is None else "error")
-        m.bindings.labels("ok" if error is None else "error").inc()
-        return _json({"Error": error or ""})
+        return reply(await verbs.bind(lambda: _read(request)))
 
     _add_probes_and_metrics(app, fw, m, ready)
 
@@ -171,3 +211,51 @@ def create_app(
         return _json(fw.debug(runtime.clock()))
 
     return app
+
+
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+def with_fast_verbs(app: FastAPI) -> ASGIApp:
+    """The app to serve: POSTs of the three verbs go straight to `Verbs`, the rest to
+    FastAPI.
+
+    kube-scheduler calls filter (and bind) once per pod in its serial scheduling loop;
+    FastAPI's routing and middleware stack cost 0.14 ms of the 0.27 ms a filter call
+    took with 200 nodes (measured over uvicorn with httptools), as much as the work.
+    The routes on `app` stay for in-process use and give the same answers.
+    """
+    verbs: Verbs = app.state.verbs
+    handlers = {"/filter": verbs.filter, "/prioritize": verbs.prioritize, "/bind": verbs.bind}
+
+    async def fast(scope: Scope, receive: Receive, send: Send) -> None:
+        handler = handlers.get(scope["path"]) if scope["type"] == "http" else None
+        if handler is None or scope["method"] != "POST":
+            await app(scope, receive, send)
+            return
+
+        async def read() -> bytes:
+            for name, value in scope["headers"]:
+                if name == b"content-length":
+                    _check_declared(value.decode("latin-1"))
+            chunks: list[bytes] = []
+            size = 0
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise ValueError("client disconnected before sending the whole body")
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > MAX_BODY:
+                    raise ValueError(
+                        f"body of more than {MAX_BODY} bytes exceeds the byte limit")
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return b"".join(chunks)
+
+        status, body = await handler(read)
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [*_JSON_HEADERS, (b"content-length", b"%d" % len(body))]})
+        await send({"type": "http.response.body", "body": body})
+
+    return fast

@@ -41,7 +41,7 @@ from extender.core.types import Resources
 from extender.events import EventRecorder, GangEvents
 from extender.kube import ApiError
 from extender.runtime import Runtime, RuntimeConfig
-from extender.server import MAX_BODY, create_app
+from extender.server import MAX_BODY, create_app, with_fast_verbs
 from extender.status import StatusWriter, install_debug_route
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
@@ -149,8 +149,9 @@ def make_env(reject: Callable[[str], ApiError | None] | None = None,
     for p in POD_OBJS:
         fw.on_pod(pod_from_k8s(p), 0.0)
     fw.outbox.clear()
-    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t",
-                               timeout=30)
+    # The app as the CLI serves it: the verbs through the ASGI fast path, the rest FastAPI.
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=with_fast_verbs(app)),
+                               base_url="http://t", timeout=30)
     return Env(fw, kube, runtime, client)
 
 

@@ -19,7 +19,7 @@ from extender.core.framework import GangFramework
 from extender.core.types import GroupInfo, NodeInfo
 from extender.kube import ApiError
 from extender.runtime import Runtime, RuntimeConfig
-from extender.server import create_app
+from extender.server import create_app, with_fast_verbs
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "wire-samples"
 if not SAMPLES.is_dir():  # CI clones main with shared/ beside it
@@ -56,13 +56,16 @@ def fake_nodes(fw: GangFramework, names: list[str]) -> None:
                                    "nvidia.com/gpu": 8}, {"kubernetes.io/hostname": name}))
 
 
-@pytest.fixture
-def env() -> tuple[GangFramework, RecordingKube, httpx.AsyncClient]:
+@pytest.fixture(params=["fast-verbs", "fastapi-routes"])
+def env(request: pytest.FixtureRequest) -> tuple[GangFramework, RecordingKube, httpx.AsyncClient]:
+    """Both ways the verbs are served: the ASGI fast path the CLI serves, and the
+    FastAPI routes; every test must pass on both, byte for byte the same contract."""
     fw = GangFramework()
     kube = RecordingKube()
     runtime = Runtime(fw, kube, RuntimeConfig(bind_hold_limit=5))  # type: ignore[arg-type]
     app = create_app(runtime)
-    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
+    served = with_fast_verbs(app) if request.param == "fast-verbs" else app
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=served), base_url="http://t")
     return fw, kube, client
 
 
@@ -285,3 +288,28 @@ def test_metrics_app_serves_no_verbs() -> None:
         return out
 
     assert run(go()) == [200, 200, 200, 404, 404, 404, 404]
+
+
+def test_fast_path_hands_everything_but_verb_posts_to_fastapi(env: Any) -> None:
+    """GET on a verb, unknown paths and the probes behave exactly as FastAPI answers
+    them, whichever way the app is served."""
+    _, _, client = env
+
+    async def go() -> None:
+        assert (await client.get("/filter")).status_code == 405
+        assert (await client.post("/nope", content=b"{}")).status_code == 404
+        assert (await client.get("/healthz")).text == "ok"
+
+    run(go())
+
+
+def test_declared_oversized_body_is_refused_before_reading(env: Any) -> None:
+    _, _, client = env
+
+    async def go() -> None:
+        r = await client.post("/filter", content=b"{}",
+                              headers={"Content-Length": str(70 * 1024 * 1024)})
+        assert r.status_code == 200
+        assert "exceeds" in r.json()["Error"]
+
+    run(go())
