@@ -48,6 +48,9 @@ def main() -> None:
             sampler.stop()
             Path(out).with_suffix(".txt").write_text(
                 sampler.output_text(unicode=False, color=False, show_all=False))
+            # The whole session, to render again with other options
+            # (`pyinstrument --load OUT.pyisession --show-all`).
+            sampler.last_session.save(str(Path(out).with_suffix(".pyisession")))
         else:
             prof.disable()
             prof.dump_stats(out)

@@ -34,6 +34,7 @@ import contextlib
 import json
 import os
 import resource
+import shlex
 import ssl
 import statistics
 import sys
@@ -293,8 +294,9 @@ def _self_cpu() -> float:
 
 class Bench:
     def __init__(self, cp: ControlPlane, timeout: float, profile_dir: Path | None = None,
-                 no_prioritize: bool = False) -> None:
+                 no_prioritize: bool = False, extender_args: list[str] | None = None) -> None:
         self.cp = cp
+        self.extender_args = list(extender_args or [])
         self.timeout = timeout
         self.profile_dir = profile_dir
         self.no_prioritize = no_prioritize
@@ -342,7 +344,7 @@ class Bench:
     def _start_extender(self, port: int) -> ManagedProcess:
         name = f"bench-extender-{self.runs}"
         if self.profile_dir is None:
-            proc = start_extender(self.cp, port, [], name)
+            proc = start_extender(self.cp, port, self.extender_args, name)
             proc.port = port
             return proc
         # Under cProfile with a CPU clock; the profile is written when it is stopped.
@@ -350,7 +352,7 @@ class Bench:
         out = self.profile_dir / f"{name}.prof"
         argv = [sys.executable, "-m", "bench.cpu_profile", str(out), "extender.cli",
                 "serve", "--kubeconfig", str(self.cp.kubeconfig), "--listen",
-                f"127.0.0.1:{port}"]
+                f"127.0.0.1:{port}", *self.extender_args]
         env = {"PYTHONPATH": os.environ.get("BENCH_PROFILER_PATH", "")}
         proc = self.cp.start_process(argv, name, cwd=REPO, env=env,
                                      ready=http_ok(f"http://127.0.0.1:{port}/readyz"),
@@ -570,6 +572,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="what-if: B's scheduler configuration without the prioritize verb")
     ap.add_argument("--profile-extender", type=Path, metavar="DIR",
                     help="run the extender under cProfile, one .prof per run in DIR")
+    ap.add_argument("--extender-args", default="", metavar="ARGS",
+                    help="what-if: extra `gang-extender serve` flags for B, e.g. "
+                         "'--event-loop asyncio'")
+    ap.add_argument("--kubelet-nice", type=int, default=0, metavar="N",
+                    help="nice value of the fake kubelet process")
     args = ap.parse_args(argv)
     if args.sweep:
         sweep = tuple(tuple(int(x) for x in s.split("x")) for s in args.sweep.split(","))
@@ -585,7 +592,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         use_cluster(cp)
         fk = FakeKubelet(cp).start()
-        bench = Bench(cp, args.timeout, args.profile_extender, args.no_prioritize)
+        kubelet = cp.processes.get("fake-kubelet")
+        if args.kubelet_nice and kubelet is not None and kubelet.pid is not None:
+            os.setpriority(os.PRIO_PROCESS, kubelet.pid, args.kubelet_nice)
+        bench = Bench(cp, args.timeout, args.profile_extender, args.no_prioritize,
+                      shlex.split(args.extender_args))
         have = 0
         for nodes, pods in sweep:
             with ThreadPoolExecutor(8) as pool:
@@ -606,7 +617,7 @@ def main(argv: list[str] | None = None) -> int:
         cp.stop()
     data = {
         "benchmark": "e2e", "mode": mode_name, "machine": info, "repetitions": reps,
-        "no_prioritize": args.no_prioritize,
+        "no_prioritize": args.no_prioritize, "extender_args": args.extender_args,
         "kubernetes": cp.bin_dir.name, "client_connection": CLIENT_CONNECTION,
         "create_threads": CREATE_THREADS, "seconds": round(time.monotonic() - t_start, 1),
         "points": summarize(runs), "runs": [r.__dict__ for r in runs],
