@@ -81,7 +81,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
     from extender.events import EventRecorder, GangEvents
     from extender.informer import Informer
-    from extender.kube import Kube, make_client
+    from extender.kube import make_kube
     from extender.metrics import Metrics
     from extender.runtime import Runtime, RuntimeConfig
     from extender.server import create_app, create_metrics_app, with_fast_verbs
@@ -92,7 +92,7 @@ async def _serve(args: argparse.Namespace) -> None:
     policy = BackoffPolicy(args.backoff_base, max(args.backoff_cap, args.backoff_base),
                            args.backoff_limit)
     fw = GangFramework(Config(args.default_timeout, policy, args.scheduler_name))
-    kube = Kube(make_client(args.kubeconfig))
+    kube = make_kube(args.kubeconfig)
     metrics = Metrics()
     metrics.fw = fw
     # Status, events and metrics of design 6: all off the request path.

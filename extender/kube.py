@@ -7,12 +7,12 @@ generated client raises on it, kubernetes-client/python#547).
 
 from __future__ import annotations
 
-import json
 import logging
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import orjson
@@ -24,6 +24,8 @@ from extender.transport import AsyncioTransport
 log = logging.getLogger("gang-extender.kube")
 
 PODGROUP_PATH = "/apis/scheduling.x-k8s.io/v1alpha1"
+_JSON = b"application/json"
+_MERGE_PATCH = b"application/merge-patch+json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,19 @@ def _load(kubeconfig: str | None) -> k8s_client.Configuration:
 
 def make_client(kubeconfig: str | None, timeout: float = 30.0) -> httpx.AsyncClient:
     cfg = _load(kubeconfig)
+    return _make_client(cfg, timeout, AsyncioTransport(_ssl_context(cfg), max_idle=16))
+
+
+def make_kube(kubeconfig: str | None, timeout: float = 30.0) -> Kube:
+    """The extender's API access: httpx for lists and watches, and the same connection
+    pool without httpx's models for the writes (Bindings, patches, Events)."""
+    cfg = _load(kubeconfig)
+    transport = AsyncioTransport(_ssl_context(cfg), max_idle=16)
+    http = _make_client(cfg, timeout, transport)
+    return Kube(http, _Writer.for_client(http, transport, timeout))
+
+
+def _ssl_context(cfg: k8s_client.Configuration) -> ssl.SSLContext:
     ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert) if cfg.ssl_ca_cert else (
         ssl.create_default_context()
     )
@@ -68,6 +83,11 @@ def make_client(kubeconfig: str | None, timeout: float = 30.0) -> httpx.AsyncCli
         ctx.verify_mode = ssl.CERT_NONE
     if cfg.cert_file and cfg.key_file:
         ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
+    return ctx
+
+
+def _make_client(cfg: k8s_client.Configuration, timeout: float,
+                 transport: AsyncioTransport) -> httpx.AsyncClient:
     headers = {"Accept": "application/json", "User-Agent": "gang-extender"}
     token = cfg.api_key.get("authorization") or cfg.api_key.get("BearerToken")
     if token:
@@ -78,8 +98,45 @@ def make_client(kubeconfig: str | None, timeout: float = 30.0) -> httpx.AsyncCli
         base_url=cfg.host,
         headers=headers,
         timeout=httpx.Timeout(timeout, connect=5.0),
-        transport=AsyncioTransport(ctx, max_idle=16),
+        transport=transport,
     )
+
+
+_PATH_SAFE = "/-._~:@!$&'()*+,;="
+
+
+@dataclass(frozen=True, slots=True)
+class _Writer:
+    """Small requests straight through the transport (`AsyncioTransport.request`), with
+    the client's own headers: a Binding costs 0.1 ms of CPU this way, 0.4 ms via httpx."""
+
+    transport: AsyncioTransport
+    key: tuple[str, str, int]
+    prefix: str  # the base URL's path, for API servers behind a path-routing proxy
+    headers: bytes
+    timeout: float
+
+    @classmethod
+    def for_client(cls, http: httpx.AsyncClient, transport: AsyncioTransport,
+                   timeout: float) -> _Writer:
+        url = http.base_url
+        port = url.port or (443 if url.scheme == "https" else 80)
+        host = url.host if url.port is None else f"{url.host}:{url.port}"
+        lines = [b"Host: " + host.encode("idna")]
+        for name, value in http.headers.raw:
+            if name.lower() not in (b"host", b"accept-encoding", b"connection",
+                                    b"content-length", b"transfer-encoding"):
+                lines.append(name + b": " + value)
+        return cls(transport, (url.scheme, url.host, port), url.path.rstrip("/"),
+                   b"\r\n".join(lines) + b"\r\n", timeout)
+
+    async def send(self, method: bytes, path: str, content_type: bytes,
+                   body: bytes) -> tuple[int, bytes]:
+        # Names come from requests (a /bind body): quoted, a CR or LF cannot end a line.
+        target = quote(self.prefix + path, safe=_PATH_SAFE).encode("ascii")
+        headers = self.headers + b"Content-Type: " + content_type + b"\r\n"
+        return await self.transport.request(self.key, method, target, headers, body,
+                                            self.timeout)
 
 
 async def _lines(resp: httpx.Response) -> AsyncIterator[bytes]:
@@ -99,18 +156,31 @@ async def _lines(resp: httpx.Response) -> AsyncIterator[bytes]:
 
 
 def _error(resp: httpx.Response) -> ApiError:
+    return _error_from(resp.status_code, resp.content, resp.reason_phrase)
+
+
+def _error_from(status: int, content: bytes, reason: str = "") -> ApiError:
     try:
-        body = resp.json()
-        return ApiError(resp.status_code, str(body.get("reason", "")), str(body.get("message", "")))
-    except (json.JSONDecodeError, ValueError, AttributeError):
-        return ApiError(resp.status_code, resp.reason_phrase, resp.text[:300])
+        body = orjson.loads(content)
+        return ApiError(status, str(body.get("reason", "")), str(body.get("message", "")))
+    except (orjson.JSONDecodeError, ValueError, AttributeError):
+        return ApiError(status, reason, content[:300].decode("utf-8", "replace"))
 
 
 class Kube:
     """The few API calls the extender makes."""
 
-    def __init__(self, http: httpx.AsyncClient) -> None:
+    def __init__(self, http: httpx.AsyncClient, writer: _Writer | None = None) -> None:
         self.http = http
+        self.writer = writer
+
+    async def _write(self, method: bytes, path: str, content_type: bytes,
+                     body: bytes) -> tuple[int, bytes]:
+        if self.writer is not None:
+            return await self.writer.send(method, path, content_type, body)
+        resp = await self.http.request(method.decode(), path, content=body,
+                                       headers={"Content-Type": content_type.decode()})
+        return resp.status_code, resp.content
 
     async def list(self, path: str, limit: int = 2000) -> tuple[list[dict[str, Any]], str]:
         items: list[dict[str, Any]] = []
@@ -160,12 +230,11 @@ class Kube:
             "metadata": {"name": name, "namespace": namespace, "uid": uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
-        resp = await self.http.post(
-            f"/api/v1/namespaces/{namespace}/pods/{name}/binding", content=orjson.dumps(body),
-            headers={"Content-Type": "application/json"},
-        )
-        if resp.status_code not in (200, 201):
-            raise _error(resp)
+        status, content = await self._write(
+            b"POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", _JSON,
+            orjson.dumps(body))
+        if status not in (200, 201):
+            raise _error_from(status, content)
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         resp = await self.http.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
@@ -177,17 +246,13 @@ class Kube:
         return result
 
     async def merge_patch(self, path: str, patch: dict[str, Any]) -> None:
-        resp = await self.http.patch(
-            path, content=orjson.dumps(patch),
-            headers={"Content-Type": "application/merge-patch+json"},
-        )
-        if resp.status_code not in (200, 201):
-            raise _error(resp)
+        status, content = await self._write(b"PATCH", path, _MERGE_PATCH, orjson.dumps(patch))
+        if status not in (200, 201):
+            raise _error_from(status, content)
 
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        resp = await self.http.post(path, content=orjson.dumps(body),
-                                    headers={"Content-Type": "application/json"})
-        if resp.status_code not in (200, 201):
-            raise _error(resp)
-        result: dict[str, Any] = orjson.loads(resp.content)
+        status, content = await self._write(b"POST", path, _JSON, orjson.dumps(body))
+        if status not in (200, 201):
+            raise _error_from(status, content)
+        result: dict[str, Any] = orjson.loads(content)
         return result

@@ -1,0 +1,137 @@
+"""Kube's writes (Binding, merge patch, create) through the transport's raw request path,
+against the raw server of test_transport: what goes on the wire, and how answers map."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from extender.kube import ApiError, Kube, _Writer
+from extender.transport import AsyncioTransport
+from tests.test_transport import Peer, Req, answer_all, response, run, serve
+
+
+def _kube(url: str, path_prefix: str = "") -> tuple[Kube, AsyncioTransport]:
+    transport = AsyncioTransport(None)
+    http = httpx.AsyncClient(base_url=url + path_prefix, transport=transport, headers={
+        "Accept": "application/json", "User-Agent": "gang-extender",
+        "Authorization": "Bearer t0ken"})
+    return Kube(http, _Writer.for_client(http, transport, 2.0)), transport
+
+
+def _created(req: Req) -> bytes:
+    return response(b'{"kind":"Status","status":"Success"}', status=201, reason=b"Created")
+
+
+def test_binding_goes_out_whole_with_the_clients_headers_on_one_connection() -> None:
+    async def go() -> None:
+        async with serve(answer_all(_created)) as (server, url):
+            kube, transport = _kube(url)
+            await kube.bind("ns", "p-0", "u-0", "node-1")
+            await kube.bind("ns", "p-1", "u-1", "node-2")
+            assert transport.stats.connects == 1
+            first = server.requests[0]
+            assert first.line == b"POST /api/v1/namespaces/ns/pods/p-0/binding HTTP/1.1"
+            assert first.header(b"host") == [f"127.0.0.1:{server.port}".encode()]
+            assert first.header(b"authorization") == [b"Bearer t0ken"]
+            assert first.header(b"content-type") == [b"application/json"]
+            assert first.header(b"content-length") == [str(len(first.body)).encode()]
+            assert first.header(b"accept-encoding") == []  # answers must be plain
+            assert json.loads(first.body) == {
+                "apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": "p-0", "namespace": "ns", "uid": "u-0"},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}}
+
+    run(go())
+
+
+def test_conflict_is_an_api_error_with_the_status_reason() -> None:
+    status = {"kind": "Status", "reason": "Conflict",
+              "message": 'pod p-0 is already assigned to node "n"'}
+
+    async def go() -> None:
+        async with serve(answer_all(lambda r: response(json.dumps(status).encode(), 409,
+                                                       b"Conflict"))) as (_, url):
+            kube, _ = _kube(url)
+            with pytest.raises(ApiError) as err:
+                await kube.bind("ns", "p-0", "u", "n")
+            assert (err.value.status, err.value.reason) == (409, "Conflict")
+            assert "already assigned" in err.value.message
+
+    run(go())
+
+
+def test_non_json_error_body_is_kept_readable() -> None:
+    async def go() -> None:
+        async with serve(answer_all(lambda r: response(b"<html>bad gateway</html>", 502,
+                                                       b"Bad Gateway"))) as (_, url):
+            kube, _ = _kube(url)
+            with pytest.raises(ApiError) as err:
+                await kube.merge_patch("/api/v1/namespaces/ns/pods/p", {"a": 1})
+            assert err.value.status == 502
+            assert "bad gateway" in err.value.message
+
+    run(go())
+
+
+def test_merge_patch_and_create_send_their_content_types_and_bodies() -> None:
+    async def go() -> None:
+        async with serve(answer_all(lambda r: response(b'{"metadata":{"name":"e1"}}'))) as (
+                server, url):
+            kube, _ = _kube(url)
+            await kube.merge_patch("/api/v1/namespaces/ns/pods/p", {"metadata": {"x": "1"}})
+            made = await kube.create("/api/v1/namespaces/ns/events", {"reason": "R"})
+            assert made == {"metadata": {"name": "e1"}}
+            patch, create = server.requests
+            assert patch.method == b"PATCH"
+            assert patch.header(b"content-type") == [b"application/merge-patch+json"]
+            assert json.loads(patch.body) == {"metadata": {"x": "1"}}
+            assert create.method == b"POST"
+            assert json.loads(create.body) == {"reason": "R"}
+
+    run(go())
+
+
+def test_names_are_quoted_so_they_cannot_break_the_request_line() -> None:
+    """A /bind body is input: a name with CR/LF or spaces must not inject headers."""
+
+    async def go() -> None:
+        async with serve(answer_all(_created)) as (server, url):
+            kube, _ = _kube(url)
+            await kube.bind("ns", "p 0\r\nX-Evil: 1", "u", "n")
+            req = server.requests[0]
+            assert req.header(b"x-evil") == []
+            assert req.target == b"/api/v1/namespaces/ns/pods/p%200%0D%0AX-Evil:%201/binding"
+
+    run(go())
+
+
+def test_base_url_path_prefix_is_kept() -> None:
+    async def go() -> None:
+        async with serve(answer_all(_created)) as (server, url):
+            kube, _ = _kube(url, "/k8s/clusters/c-1/")
+            await kube.bind("ns", "p", "u", "n")
+            assert server.requests[0].target.startswith(b"/k8s/clusters/c-1/api/v1/")
+
+    run(go())
+
+
+def test_without_a_writer_httpx_carries_the_same_request() -> None:
+    """Kube(http) alone (tests, tools) sends the same method, path and body."""
+
+    async def handler(peer: Peer) -> None:
+        while (req := await peer.request()) is not None:
+            await peer.send(_created(req))
+
+    async def go() -> None:
+        async with serve(handler) as (server, url):
+            http = httpx.AsyncClient(base_url=url, transport=AsyncioTransport(None))
+            await Kube(http).bind("ns", "p-0", "u-0", "node-1")
+            req = server.requests[0]
+            assert req.line == b"POST /api/v1/namespaces/ns/pods/p-0/binding HTTP/1.1"
+            assert req.header(b"content-type") == [b"application/json"]
+            assert json.loads(req.body)["target"]["name"] == "node-1"
+
+    run(go())
