@@ -18,9 +18,13 @@ Annotations understood (on the pod):
 Deletion: pods with a deletionTimestamp on fake nodes (or on no node) are force-deleted, as a
 kubelet would after stopping containers.
 
-Scale: one LIST then a WATCH for pods and for fake nodes, raw JSON (no client model
-deserialisation, which costs milliseconds per pod), an in-memory index, and a worker pool
-for the status writes. Hundreds of pods per second are fine.
+Scale: one LIST then a WATCH for pods and for fake nodes, an in-memory index, and a worker
+pool for the status writes, all through :class:`~e2e.harness.rawapi.RawApi` (orjson over
+keep-alive connections set up from the kubeconfig; no generated API layer, no model
+objects). A real kubelet runs on other machines; this one shares the machine with the
+schedulers being benchmarked, so it is kept to well under a millisecond of CPU per pod
+(it used ~4 ms when every write went through the generated client and, its response left
+unread, opened a new TLS connection).
 
 Run it as a process (preferred, survives test-runner oddities)::
 
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import heapq
 import ipaddress
@@ -50,9 +55,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+import urllib3
+
 from .cluster import REPO_ROOT, Cluster, log_contains
 from .k8s import ApiException, client, config
 from .process import ManagedProcess
+from .rawapi import STRATEGIC_MERGE_PATCH, ApiError, Query, QueryValue, RawApi, path_segment
 
 log = logging.getLogger("fakekubelet")
 
@@ -80,9 +89,15 @@ def _parse_rfc3339(s: str) -> float:
     return datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
 
+@functools.cache
+def _network(net: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    """Parsed once: ``ip_network`` is slow enough to show in a per-pod profile."""
+    return ipaddress.ip_network(net)
+
+
 def _fake_ip(seed: str, net: str) -> str:
     """A stable pseudo-random address in ``net`` (pod/node IPs only need to look real)."""
-    n = ipaddress.ip_network(net)
+    n = _network(net)
     h = int(hashlib.sha256(seed.encode()).hexdigest()[:8], 16)
     return str(n.network_address + 1 + h % (n.num_addresses - 2))
 
@@ -144,6 +159,15 @@ def node_manifest(
     }
 
 
+def _drain(resp: Any) -> None:
+    """Read a raw (``_preload_content=False``) response to its end.
+
+    urllib3 hands a connection back to its pool only once the body is read; an unread one
+    is dropped, and the next call pays a new TLS handshake (milliseconds of CPU).
+    """
+    resp.read()
+
+
 class FakeNodes:
     """Create, cordon and delete fake nodes through the API.
 
@@ -182,7 +206,8 @@ class FakeNodes:
 
     def _set_taints(self, name: str, taints: list[dict[str, Any]]) -> None:
         # Taints have no merge key: a strategic merge patch replaces the whole list.
-        self.v1.patch_node(name, {"spec": {"taints": taints}}, _preload_content=False)
+        _drain(self.v1.patch_node(name, {"spec": {"taints": taints}},
+                                  _preload_content=False))
 
     def _taints(self, name: str) -> list[dict[str, Any]]:
         obj = json.loads(self.v1.read_node(name, _preload_content=False).data)
@@ -195,33 +220,35 @@ class FakeNodes:
         (about 40 s), as in a real cluster after a node object vanishes.
         """
         with contextlib.suppress(ApiException):
-            self.v1.delete_node(name, grace_period_seconds=0, _preload_content=False)
+            _drain(self.v1.delete_node(name, grace_period_seconds=0, _preload_content=False))
         if evict_pods:
             resp = self.v1.list_pod_for_all_namespaces(
                 field_selector=f"spec.nodeName={name}", _preload_content=False)
             for p in json.loads(resp.data)["items"]:
                 md = p["metadata"]
                 with contextlib.suppress(ApiException):
-                    self.v1.delete_namespaced_pod(
+                    _drain(self.v1.delete_namespaced_pod(
                         md["name"], md["namespace"], grace_period_seconds=0,
-                        _preload_content=False)
+                        _preload_content=False))
 
     def cordon(self, name: str) -> None:
         """``kubectl cordon``: spec.unschedulable=true."""
-        self.v1.patch_node(name, {"spec": {"unschedulable": True}}, _preload_content=False)
+        _drain(self.v1.patch_node(name, {"spec": {"unschedulable": True}},
+                                  _preload_content=False))
 
     def uncordon(self, name: str) -> None:
         """``kubectl uncordon``."""
-        self.v1.patch_node(name, {"spec": {"unschedulable": False}}, _preload_content=False)
+        _drain(self.v1.patch_node(name, {"spec": {"unschedulable": False}},
+                                  _preload_content=False))
 
     def set_ready(self, name: str, ready: bool) -> None:
         """Flip the Ready condition and the not-ready NoSchedule taint, as a node failure
         and the (absent) node-lifecycle controller would. Pods are not evicted."""
         now = _now_rfc3339()
         status = "True" if ready else "False"
-        self.v1.patch_node_status(name, {"status": {"conditions": [{
+        _drain(self.v1.patch_node_status(name, {"status": {"conditions": [{
             "type": "Ready", "status": status, "reason": "FakeKubelet",
-            "lastHeartbeatTime": now, "lastTransitionTime": now}]}}, _preload_content=False)
+            "lastHeartbeatTime": now, "lastTransitionTime": now}]}}, _preload_content=False))
         taints = [t for t in self._taints(name) if t.get("key") != NOT_READY_TAINT]
         if not ready:
             taints.append({"key": NOT_READY_TAINT, "effect": "NoSchedule"})
@@ -314,13 +341,14 @@ class KubeletLoop:
 
     Threads: a node informer, a pod informer (LIST + WATCH, relist on 410), a timer thread
     for run-time expiry and a pool for API writes. All state sits behind one lock; API
-    calls are made outside it.
+    calls are made outside it. Every call goes through :class:`RawApi` over
+    ``api_client``'s connection pool (size it for ``workers`` plus the two watches).
     """
 
     def __init__(self, api_client: Any, node_selector: str = FAKE_NODE_SELECTOR,
                  workers: int = 8) -> None:
         self.api = api_client
-        self.v1 = client.CoreV1Api(api_client)
+        self.raw = RawApi(api_client)
         self.node_selector = node_selector
         self.stop_event = threading.Event()
         self.lock = threading.RLock()
@@ -357,6 +385,7 @@ class KubeletLoop:
         with self.timer_cv:
             self.timer_cv.notify_all()
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.raw.close()
 
     def run(self) -> None:
         """Run until :meth:`stop` (for the CLI)."""
@@ -365,33 +394,30 @@ class KubeletLoop:
 
     # -- informers -------------------------------------------------------------------
 
-    def _informer(self, kind: str, list_fn: Any, kwargs: dict[str, Any]) -> None:
+    def _informer(self, kind: str, path: str, query: Query) -> None:
         """Generic LIST + WATCH on raw JSON with relist on expiry or error."""
+        watch_timeout = urllib3.Timeout(connect=10.0, read=150.0)
         while not self.stop_event.is_set():
             try:
-                resp = list_fn(_preload_content=False, **kwargs)
-                data = json.loads(resp.data)
+                data = self.raw.get_json(path, query)
                 rv = data["metadata"]["resourceVersion"]
                 self._replace(kind, data["items"])
                 self._synced[kind].set()
                 while not self.stop_event.is_set():
-                    stream = list_fn(watch=True, resource_version=rv,
-                                     allow_watch_bookmarks=True, timeout_seconds=120,
-                                     _preload_content=False, _request_timeout=(10, 150),
-                                     **kwargs)
-                    try:
+                    wq: dict[str, QueryValue] = {**query, "watch": True, "resourceVersion": rv,
+                                                 "allowWatchBookmarks": True, "timeoutSeconds": 120}
+                    with self.raw.stream(path, wq, watch_timeout) as stream:
                         for line in _iter_lines(stream):
                             if self.stop_event.is_set():
                                 return
-                            ev = json.loads(line)
+                            ev = orjson.loads(line)
                             obj = ev["object"]
-                            if ev["type"] == "ERROR":
+                            typ = ev["type"]
+                            if typ == "ERROR":
                                 raise _Relist(str(obj.get("message")))
                             rv = obj["metadata"].get("resourceVersion", rv)
-                            if ev["type"] != "BOOKMARK":
-                                self._event(kind, ev["type"], obj)
-                    finally:
-                        stream.release_conn()
+                            if typ != "BOOKMARK":
+                                self._event(kind, typ, obj)
             except _Relist as e:
                 log.info("%s watch expired (%s): relisting", kind, e)
             except Exception as e:
@@ -401,10 +427,10 @@ class KubeletLoop:
                 time.sleep(0.5)
 
     def _node_informer(self) -> None:
-        self._informer("nodes", self.v1.list_node, {"label_selector": self.node_selector})
+        self._informer("nodes", "/api/v1/nodes", {"labelSelector": self.node_selector})
 
     def _pod_informer(self) -> None:
-        self._informer("pods", self.v1.list_pod_for_all_namespaces, {})
+        self._informer("pods", "/api/v1/pods", {})
 
     def _replace(self, kind: str, items: list[dict[str, Any]]) -> None:
         """Apply a full LIST: objects missing from it are treated as deleted."""
@@ -577,11 +603,12 @@ class KubeletLoop:
             try:
                 fn(*args)
                 return
-            except ApiException as e:
+            except ApiError as e:
                 if e.status in (404, 409):
                     return
                 if e.status == 422:
-                    log.error("%s%s rejected: %s", fn.__name__, args, e.body)
+                    log.error("%s%s rejected: %s", fn.__name__, args,
+                              e.body.decode(errors="replace"))
                     return
                 log.warning("%s%s failed (%s), retry %d", fn.__name__, args, e.status, attempt)
                 if attempt >= 4 and e.status != 429 and not 500 <= e.status < 600:
@@ -634,8 +661,7 @@ class KubeletLoop:
                     "exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now,
                     "containerID": f"containerd://{self._container_id(uid, n)}"}}, False, uid)
                 for n, img in p.init_containers]
-        self.v1.patch_namespaced_pod_status(p.name, p.ns, {"status": status},
-                                            _preload_content=False)
+        self._patch_status(p.ns, p.name, status)
         with self.lock:
             q = self.pods.get(uid)
             if q is not None and q.running_since is None:
@@ -665,14 +691,23 @@ class KubeletLoop:
                     "containerID": f"containerd://{self._container_id(uid, n)}"}}, False, uid)
                 for n, img in p.containers],
         }
-        self.v1.patch_namespaced_pod_status(p.name, p.ns, {"status": status},
-                                            _preload_content=False)
+        self._patch_status(p.ns, p.name, status)
+
+    @staticmethod
+    def _pod_path(ns: str, name: str) -> str:
+        return f"/api/v1/namespaces/{path_segment(ns)}/pods/{path_segment(name)}"
+
+    def _patch_status(self, ns: str, name: str, status: dict[str, Any]) -> None:
+        """Strategic merge patch of the status subresource (what ``patch_namespaced_pod_status``
+        sends for a dict body)."""
+        self.raw.request("PATCH", self._pod_path(ns, name) + "/status", body={"status": status},
+                         content_type=STRATEGIC_MERGE_PATCH)
 
     def _force_delete(self, ns: str, name: str, uid: str) -> None:
-        body = client.V1DeleteOptions(
-            grace_period_seconds=0, preconditions=client.V1Preconditions(uid=uid))
-        self.v1.delete_namespaced_pod(name, ns, body=body, grace_period_seconds=0,
-                                      _preload_content=False)
+        """Delete now, but only the pod we saw: a new pod of the same name (a StatefulSet
+        replacement, a test re-creating it) fails the uid precondition with 409."""
+        self.raw.request("DELETE", self._pod_path(ns, name), {"gracePeriodSeconds": 0},
+                         body={"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
 
 
 class _Relist(Exception):
