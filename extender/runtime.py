@@ -42,7 +42,7 @@ class RuntimeConfig:
     # connection pool (scans of every connection per request) and new TLS connections
     # the extender's biggest CPU cost: 3.0 ms per Binding at 64 in flight, 2.0 at 8,
     # 1.3-1.6 at 1-4, measured against a local API server (docs/performance.md).
-    binding_concurrency: int = 8
+    binding_concurrency: int = 16
 
 
 @dataclass
