@@ -65,7 +65,7 @@ from extender.core.planner import Plan, Shortfall
 from extender.core.resources import fits
 from extender.core.types import GROUP_LABEL, GroupInfo, PodInfo, Resources
 from extender.runtime import Runtime, RuntimeConfig
-from extender.server import create_app
+from extender.server import create_app, with_fast_verbs
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -394,7 +394,7 @@ async def run_case(n_nodes: int, n_pods: int, passes: int = 3, trace_memory: boo
     clock = [T0 + 10_000.0]
     runtime = Runtime(fw, NullKube(), RuntimeConfig(),  # type: ignore[arg-type]
                       clock=lambda: clock[0])
-    app = create_app(runtime)
+    app = with_fast_verbs(create_app(runtime))  # as the CLI serves it
     timings = Timings()
     plans = Plans()
 
