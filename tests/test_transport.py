@@ -436,10 +436,9 @@ def test_idle_pool_is_bounded_by_max_idle() -> None:
 # -- 4. the server closes an idle keep-alive connection ----------------------------------
 
 
-def test_reused_connection_closed_before_answering_is_retried_once() -> None:
-    """The race a keep-alive client always has: the server closes an idle connection just
-    as a request goes out on it. Here the server reads the second request on the first
-    connection and closes without answering; the transport sends it again on a new one."""
+def drops_second_request(drop: Callable[[Peer], None]) -> Handler:
+    """A keep-alive server whose first connection answers one request, then reads the
+    next and drops the connection with it unanswered (`drop`: close or reset)."""
 
     async def handler(peer: Peer) -> None:
         req = await peer.request()
@@ -447,12 +446,21 @@ def test_reused_connection_closed_before_answering_is_retried_once() -> None:
         await peer.send(ok_json(req))
         if peer.index == 0:
             await peer.request()
-            return  # closes the connection with the request unanswered
+            drop(peer)
+            return
         while (req := await peer.request()) is not None:
             await peer.send(ok_json(req))
 
+    return handler
+
+
+def test_reused_connection_closed_before_answering_is_retried_once() -> None:
+    """The race a keep-alive client always has: the server closes an idle connection just
+    as a request goes out on it. Here the server reads the second request on the first
+    connection and closes without answering; the transport sends it again on a new one."""
+
     async def go() -> None:
-        async with serve(handler) as (server, url):
+        async with serve(drops_second_request(Peer.close)) as (server, url):
             t = AsyncioTransport(None)
             async with client_for(url, t) as client:
                 assert (await client.get("/first")).json()["conn"] == 0
@@ -474,19 +482,8 @@ def test_reused_connection_closed_before_answering_is_retried_once() -> None:
 def test_reused_connection_reset_by_server_is_retried_once() -> None:
     """Same race, but the server answers the request with an RST (OSError path)."""
 
-    async def handler(peer: Peer) -> None:
-        req = await peer.request()
-        assert req is not None
-        await peer.send(ok_json(req))
-        if peer.index == 0:
-            await peer.request()
-            peer.reset()
-            return
-        while (req := await peer.request()) is not None:
-            await peer.send(ok_json(req))
-
     async def go() -> None:
-        async with serve(handler) as (_, url):
+        async with serve(drops_second_request(Peer.reset)) as (_, url):
             t = AsyncioTransport(None)
             async with client_for(url, t) as client:
                 assert (await client.get("/first")).json()["conn"] == 0
@@ -820,6 +817,30 @@ def test_fresh_connection_closed_without_response_is_remote_protocol_error(wire:
     run(go())
 
 
+def assert_bad_answer_fails(wire: bytes, match: str | None = None) -> None:
+    """The server answers a GET with `wire` and waits: the request fails with a
+    RemoteProtocolError (matching `match`) naming it, and the connection is closed, never
+    pooled."""
+
+    async def handler(peer: Peer) -> None:
+        await peer.request()
+        with contextlib.suppress(ConnectionError):
+            await peer.send(wire)
+        await peer.until_client_closes()
+
+    async def go() -> None:
+        async with serve(handler) as (server, url):
+            t = AsyncioTransport(None)
+            async with client_for(url, t) as client:
+                with pytest.raises(httpx.RemoteProtocolError, match=match) as info:
+                    await client.get("/x")
+                assert info.value.request.url.path == "/x"
+                await asyncio.wait_for(server.peers[0].client_closed.wait(), 2)
+            assert not any(t._idle.values())
+
+    run(go())
+
+
 @pytest.mark.parametrize("head", [
     pytest.param(b"garbage\r\n\r\n", id="garbage"),
     pytest.param(b"HTTP/2 200 OK\r\n\r\n", id="http2"),
@@ -830,59 +851,20 @@ def test_fresh_connection_closed_without_response_is_remote_protocol_error(wire:
     pytest.param(b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", id="negative-length"),
 ])
 def test_malformed_head_is_remote_protocol_error(head: bytes) -> None:
-    async def handler(peer: Peer) -> None:
-        await peer.request()
-        await peer.send(head)
-        await peer.until_client_closes()
-
-    async def go() -> None:
-        async with serve(handler) as (server, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t) as client:
-                with pytest.raises(httpx.RemoteProtocolError) as info:
-                    await client.get("/x")
-                assert info.value.request.url.path == "/x"
-                await asyncio.wait_for(server.peers[0].client_closed.wait(), 2)
-            assert not any(t._idle.values())
-
-    run(go())
+    assert_bad_answer_fails(head)
 
 
 def test_oversized_head_is_remote_protocol_error() -> None:
-    async def handler(peer: Peer) -> None:
-        await peer.request()
-        with contextlib.suppress(ConnectionError):
-            await peer.send(b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * (2 << 20) + b"\r\n\r\n")
-        await peer.until_client_closes()
-
-    async def go() -> None:
-        async with serve(handler) as (_, url), client_for(url, AsyncioTransport(None)) as client:
-            with pytest.raises(httpx.RemoteProtocolError, match="too large"):
-                await client.get("/x")
-
-    run(go())
+    assert_bad_answer_fails(b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * (2 << 20) + b"\r\n\r\n",
+                            "too large")
 
 
 @pytest.mark.parametrize("size_line", [
     b"zz", b"", b"-5", b"-2", b"0x5", b"+5", b"5 5", b"1_0",
 ])
 def test_bad_chunk_size_is_remote_protocol_error(size_line: bytes) -> None:
-    async def handler(peer: Peer) -> None:
-        await peer.request()
-        await peer.send(CHUNKED_HEAD + chunk(b"fine") + size_line + b"\r\nhello\r\n"
-                        + b"0123456789abcdef" * 2 + b"\r\n0\r\n\r\n")
-        await peer.until_client_closes()
-
-    async def go() -> None:
-        async with serve(handler) as (server, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t) as client:
-                with pytest.raises(httpx.RemoteProtocolError, match="chunk size"):
-                    await client.get("/x")
-                await asyncio.wait_for(server.peers[0].client_closed.wait(), 2)
-            assert not any(t._idle.values())
-
-    run(go())
+    assert_bad_answer_fails(CHUNKED_HEAD + chunk(b"fine") + size_line + b"\r\nhello\r\n"
+                            + b"0123456789abcdef" * 2 + b"\r\n0\r\n\r\n", "chunk size")
 
 
 def test_chunk_not_ending_in_crlf_is_remote_protocol_error() -> None:
@@ -890,17 +872,7 @@ def test_chunk_not_ending_in_crlf_is_remote_protocol_error() -> None:
     the transport takes any two bytes for the CRLF, and here it would silently return
     b"abc" for a body that is not valid chunked framing."""
 
-    async def handler(peer: Peer) -> None:
-        await peer.request()
-        await peer.send(CHUNKED_HEAD + b"3\r\nabcXY0\r\n\r\n")
-        await peer.until_client_closes()
-
-    async def go() -> None:
-        async with serve(handler) as (_, url), client_for(url, AsyncioTransport(None)) as client:
-            with pytest.raises(httpx.RemoteProtocolError, match="chunk"):
-                await client.get("/x")
-
-    run(go())
+    assert_bad_answer_fails(CHUNKED_HEAD + b"3\r\nabcXY0\r\n\r\n", "CRLF")
 
 
 def test_unsupported_scheme() -> None:
