@@ -108,27 +108,31 @@ _PATH_SAFE = "/-._~:@!$&'()*+,;="
 @dataclass(frozen=True, slots=True)
 class _Writer:
     """Small requests straight through the transport (`AsyncioTransport.request`), with
-    the client's own headers: a Binding costs 0.1 ms of CPU this way, 0.4 ms via httpx."""
+    the client's own headers: a Binding costs 0.17 ms of CPU this way, 0.47 ms via
+    httpx (300 Bindings against the local API server)."""
 
     transport: AsyncioTransport
     key: tuple[str, str, int]
     prefix: str  # the base URL's path, for API servers behind a path-routing proxy
     headers: bytes
     timeout: float
+    connect_timeout: float
 
     @classmethod
     def for_client(cls, http: httpx.AsyncClient, transport: AsyncioTransport,
-                   timeout: float) -> _Writer:
+                   timeout: float, connect_timeout: float = 5.0) -> _Writer:
         url = http.base_url
         port = url.port or (443 if url.scheme == "https" else 80)
-        host = url.host if url.port is None else f"{url.host}:{url.port}"
+        host = f"[{url.host}]" if ":" in url.host else url.host  # an IPv6 literal
+        if url.port is not None:
+            host = f"{host}:{url.port}"
         lines = [b"Host: " + host.encode("idna")]
         for name, value in http.headers.raw:
             if name.lower() not in (b"host", b"accept-encoding", b"connection",
                                     b"content-length", b"transfer-encoding"):
                 lines.append(name + b": " + value)
         return cls(transport, (url.scheme, url.host, port), url.path.rstrip("/"),
-                   b"\r\n".join(lines) + b"\r\n", timeout)
+                   b"\r\n".join(lines) + b"\r\n", timeout, connect_timeout)
 
     async def send(self, method: bytes, path: str, content_type: bytes,
                    body: bytes) -> tuple[int, bytes]:
@@ -136,7 +140,7 @@ class _Writer:
         target = quote(self.prefix + path, safe=_PATH_SAFE).encode("ascii")
         headers = self.headers + b"Content-Type: " + content_type + b"\r\n"
         return await self.transport.request(self.key, method, target, headers, body,
-                                            self.timeout)
+                                            self.timeout, self.connect_timeout)
 
 
 async def _lines(resp: httpx.Response) -> AsyncIterator[bytes]:

@@ -272,7 +272,8 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
         )
 
     async def request(self, key: _Key, method: bytes, target: bytes, headers: bytes,
-                      body: bytes, timeout: float | None) -> tuple[int, bytes]:
+                      body: bytes, timeout: float | None,
+                      connect_timeout: float | None = None) -> tuple[int, bytes]:
         """One request without httpx's request and response objects: (status, body).
 
         For the extender's small writes (Bindings, patches, Events), where building and
@@ -283,7 +284,9 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
             raise httpx.ConnectError("transport is closed")
         wire = b"".join((method, b" ", target, b" HTTP/1.1\r\n", headers,
                          b"Content-Length: %d\r\n\r\n" % len(body), body))
-        conn, head = await self._exchange(key, method, wire, timeout, timeout, timeout, None)
+        conn, head = await self._exchange(
+            key, method, wire, timeout if connect_timeout is None else connect_timeout,
+            timeout, timeout, None)
         chunks = [c async for c in _Body(self, key, conn, head, timeout, None)]
         return head.status, chunks[0] if len(chunks) == 1 else b"".join(chunks)
 

@@ -135,3 +135,18 @@ def test_without_a_writer_httpx_carries_the_same_request() -> None:
             assert json.loads(req.body)["target"]["name"] == "node-1"
 
     run(go())
+
+
+@pytest.mark.parametrize(("base", "host", "key"), [
+    ("https://[::1]:6443", b"Host: [::1]:6443", ("https", "::1", 6443)),
+    ("https://api.example.com", b"Host: api.example.com", ("https", "api.example.com", 443)),
+    ("http://10.0.0.1:8080/", b"Host: 10.0.0.1:8080", ("http", "10.0.0.1", 8080)),
+])
+def test_host_header_and_pool_key_from_the_base_url(base: str, host: bytes,
+                                                    key: tuple[str, str, int]) -> None:
+    transport = AsyncioTransport(None)
+    writer = _Writer.for_client(httpx.AsyncClient(base_url=base, transport=transport),
+                                transport, 2.0)
+    assert writer.headers.split(b"\r\n")[0] == host
+    assert writer.key == key
+    assert (writer.timeout, writer.connect_timeout) == (2.0, 5.0)
