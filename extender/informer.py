@@ -53,7 +53,7 @@ NODES = Kind(
 )
 PODS = Kind(
     "pods", "/api/v1/pods", lambda o: str(_meta(o).get("uid", "")), _apply_pod,
-    lambda fw, key, now: fw.on_pod_deleted(key),
+    lambda fw, key, now: fw.on_pod_deleted(key, now),
 )
 GROUPS = Kind(
     "podgroups",

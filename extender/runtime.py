@@ -25,6 +25,9 @@ from extender.kube import ApiError, Kube
 log = logging.getLogger("gang-extender")
 
 WAKE_ANNOTATION = "gang-extender.x-k8s.io/wake"
+# The wake-up memo is pruned of entries older than a minute once it holds this many, so
+# it stays small (it filled towards 10,000 entries in the long soak before).
+_WOKEN_MEMO_PRUNE_AT = 1000
 
 
 @dataclass
@@ -244,7 +247,8 @@ class Runtime:
                                                    self.config.wake_min_interval - (now - last)))
                     continue
                 self._woken_at[key] = now
-                if len(self._woken_at) > 10000:
+                if len(self._woken_at) > _WOKEN_MEMO_PRUNE_AT:
+                    # Only the last `wake_min_interval` matters; a minute is plenty.
                     cutoff = now - 60
                     self._woken_at = {k: v for k, v in self._woken_at.items() if v > cutoff}
                 await self._wake(ns, name, reason, now)

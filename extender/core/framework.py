@@ -35,8 +35,11 @@ FAILED = "Failed"
 POD_GROUP_NOT_FOUND = "PodGroupNotFound"
 
 
-# How many deleted pod uids are remembered (a few MB at most) against late filter calls.
+# Deleted pod uids are remembered against late filter calls: at most this many (a few MB),
+# and none longer than this (a late call trails the DELETE by kube-scheduler's informer
+# lag, seconds), so the memo stops growing once the cluster's churn fills the window.
 _DELETED_REMEMBERED = 50_000
+_DELETED_TTL_SECONDS = 600.0
 
 
 # ----- actions for the adapters ------------------------------------------------------
@@ -190,7 +193,7 @@ class GangFramework:
         # Uid of the member whose filter call is running `evaluate` (see _possibly_parked).
         self._scheduling: str | None = None
         self._evaluated_version: tuple[int, int] | None = None
-        self._deleted: dict[str, None] = {}  # recently deleted pod uids, oldest first
+        self._deleted: dict[str, float] = {}  # recently deleted pod uids -> when, oldest first
         # Plain pods and extras whose Binding is in flight: uid -> (node, pod), charged.
         self._in_flight: dict[str, tuple[str, PodInfo]] = {}
         self._without_holds_memo: _Overlay | None = None  # only during `evaluate`
@@ -240,11 +243,14 @@ class GangFramework:
         if gang is not None:
             self._check_quorum_bound(gang, now)
 
-    def on_pod_deleted(self, uid: str) -> None:
+    def on_pod_deleted(self, uid: str, now: float | None = None) -> None:
         # Remembered so a filter call that arrives after the DELETE (kube-scheduler's
         # informer lags too) cannot bring the pod back as a phantom member.
-        self._deleted[uid] = None
-        if len(self._deleted) > _DELETED_REMEMBERED:
+        self._deleted.pop(uid, None)
+        self._deleted[uid] = now if now is not None else float("-inf")
+        while len(self._deleted) > _DELETED_REMEMBERED or (
+            now is not None and now - next(iter(self._deleted.values())) > _DELETED_TTL_SECONDS
+        ):
             del self._deleted[next(iter(self._deleted))]
         pod = self.cache.pods.get(uid)
         if pod is None:

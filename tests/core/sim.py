@@ -90,7 +90,7 @@ class SimScheduler:
         self.drain()
 
     def delete(self, uid: str) -> None:
-        self.fw.on_pod_deleted(uid)
+        self.fw.on_pod_deleted(uid, self.now)
         self.assumed.pop(uid, None)
         self.drain()
 

@@ -632,3 +632,21 @@ def test_status_only_update_does_not_replan_a_waiting_gang(
     sim.tick()
     assert (cache.capacity_epoch, cache.members_epoch) == epochs
     assert planned == []
+
+
+def test_deleted_pod_memo_forgets_after_its_time_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tombstones are bounded by age as well as count: with steady churn the memo
+    stops growing after `_DELETED_TTL_SECONDS` instead of filling to its cap."""
+    import extender.core.framework as framework
+
+    monkeypatch.setattr(framework, "_DELETED_TTL_SECONDS", 100.0)
+    sim = cluster()
+    pods = [sim.add_pod(pod(f"p-{i}")) for i in range(50)]
+    for i, p in enumerate(pods):
+        sim.fw.on_pod_deleted(p.uid, 1000.0 + 10 * i)  # one deletion every 10 s
+    # the last 100 s: deletions at 1400..1490 (10), plus the one exactly 100 s old
+    assert len(sim.fw._deleted) == 11
+    assert next(iter(sim.fw._deleted.values())) == 1390.0
+    late = sim.fw.filter(pods[-1], ["n0"], 1495.0)
+    assert "was deleted" in late.unresolvable["n0"]
+    assert pods[0].uid not in sim.fw._deleted
