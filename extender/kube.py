@@ -60,11 +60,6 @@ def _load(kubeconfig: str | None) -> k8s_client.Configuration:
     return cfg
 
 
-def make_client(kubeconfig: str | None, timeout: float = 30.0) -> httpx.AsyncClient:
-    cfg = _load(kubeconfig)
-    return _make_client(cfg, timeout, AsyncioTransport(_ssl_context(cfg), max_idle=24))
-
-
 def make_kube(kubeconfig: str | None, timeout: float = 30.0) -> Kube:
     """The extender's API access: httpx for lists and watches, and the same connection
     pool without httpx's models for the writes (Bindings, patches, Events)."""

@@ -377,11 +377,12 @@ def test_node_deleted_under_a_reservation(
 
 def _runtime(cp: ControlPlane) -> Any:
     from extender.core.framework import GangFramework
-    from extender.kube import Kube, make_client
+    from extender.kube import make_kube
     from extender.runtime import Runtime
 
     fw = GangFramework()
-    return Runtime(fw, Kube(make_client(str(cp.kubeconfig))))
+    # The client the CLI builds: Bindings through the transport's raw write path.
+    return Runtime(fw, make_kube(str(cp.kubeconfig)))
 
 
 def _read_node(name: str) -> dict[str, Any]:
