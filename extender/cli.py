@@ -20,14 +20,23 @@ def _host_port(value: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
-def _positive(value: str) -> float:
+def _number(value: str, zero_ok: bool) -> float:
     try:
         f = float(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from exc
-    if f <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value!r}")
+    if f < 0 or (f == 0 and not zero_ok) or f != f:
+        kind = "zero or a positive number" if zero_ok else "a positive number"
+        raise argparse.ArgumentTypeError(f"expected {kind}, got {value!r}")
     return f
+
+
+def _positive(value: str) -> float:
+    return _number(value, zero_ok=False)
+
+
+def _non_negative(value: str) -> float:
+    return _number(value, zero_ok=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,6 +64,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--bind-hold-limit", type=_positive, default=240.0,
                        help="longest a single bind request is held, in seconds; keep it below "
                             "the bind extender entry's httpTimeout (default 240)")
+    serve.add_argument("--assembly-wait", type=_non_negative, default=0.5,
+                       help="longest a gang member's filter call waits for the rest of a "
+                            "gang that is still being created, in seconds, instead of "
+                            "turning it away into kube-scheduler's 1-2 s pod backoff; only "
+                            "while the members arrive fast enough to be complete within it. "
+                            "It holds kube-scheduler's loop: keep it well below the filter "
+                            "entry's httpTimeout. 0 turns it off (default 0.5)")
+    serve.add_argument("--assembly-gap", type=_positive, default=0.2,
+                       help="the wait goes on only while the gang's newest member arrived "
+                            "less than this many seconds ago (default 0.2)")
     serve.add_argument("--scheduler-name", default="gang-scheduler",
                        help="schedulerName of the gang scheduler profile (default gang-scheduler)")
     serve.add_argument("--log-level", default="INFO")
@@ -91,7 +110,9 @@ async def _serve(args: argparse.Namespace) -> None:
         raise SystemExit("--backoff-limit must be at least 1")
     policy = BackoffPolicy(args.backoff_base, max(args.backoff_cap, args.backoff_base),
                            args.backoff_limit)
-    fw = GangFramework(Config(args.default_timeout, policy, args.scheduler_name))
+    fw = GangFramework(Config(args.default_timeout, policy, args.scheduler_name,
+                              assembly_wait_seconds=args.assembly_wait,
+                              assembly_gap_seconds=args.assembly_gap))
     kube = make_kube(args.kubeconfig)
     metrics = Metrics()
     metrics.fw = fw
@@ -111,9 +132,11 @@ async def _serve(args: argparse.Namespace) -> None:
         fw, kube, RuntimeConfig(bind_hold_limit=args.bind_hold_limit),
         on_event=on_event,
         on_wake=metrics.wakeups.inc,
+        on_assembly_wait=metrics.on_assembly_wait,
     )
     status.clock = recorder.clock = runtime.clock
-    informer = Informer(kube, fw, runtime.clock, runtime.drain, kinds=observed_kinds(status))
+    informer = Informer(kube, fw, runtime.clock, runtime.cache_changed,
+                        kinds=observed_kinds(status))
     app = create_app(runtime, metrics, ready=informer.synced)
     install_debug_route(app, status, recorder, runtime.clock)
     host, port = args.listen

@@ -60,6 +60,11 @@ class Metrics:
                                 ["result"], registry=r)
         self.wakeups = Counter("gang_extender_wakeups_total",
                                "Pods touched so kube-scheduler retries them.", registry=r)
+        self.assembly_waits = Histogram(
+            "gang_extender_assembly_wait_seconds",
+            "Time a member's filter call waited for the rest of its gang to be created; "
+            "outcome placed (the gang was complete and got its reservation) or "
+            "turned_away.", ["outcome"], buckets=_LATENCY_BUCKETS, registry=r)
 
         # Set by the wiring: framework (to tell a backoff from a final failure) and the
         # status writer's (phase, reason) counts for the gangs gauge.
@@ -77,6 +82,9 @@ class Metrics:
                 self.backoffs.inc()
         if event.reason == BOUND and event.seconds is not None:
             self.quorum_to_bound.observe(event.seconds)
+
+    def on_assembly_wait(self, placed: bool, seconds: float) -> None:
+        self.assembly_waits.labels("placed" if placed else "turned_away").observe(seconds)
 
     def refresh(self, fw: GangFramework) -> None:
         """Gauges are read at scrape time, never kept in step by hand."""

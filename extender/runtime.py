@@ -16,10 +16,12 @@ from typing import Any
 from extender.core.framework import (
     BindPod,
     FailHeld,
+    FilterResult,
     GangEvent,
     GangFramework,
     WakePods,
 )
+from extender.core.types import PodInfo
 from extender.kube import ApiError, Kube
 
 log = logging.getLogger("gang-extender")
@@ -65,6 +67,7 @@ class Runtime:
         clock: Callable[[], float] = time.time,
         on_event: Callable[[GangEvent], None] | None = None,
         on_wake: Callable[[], None] | None = None,
+        on_assembly_wait: Callable[[bool, float], None] | None = None,
     ) -> None:
         self.fw = fw
         self.kube = kube
@@ -72,6 +75,11 @@ class Runtime:
         self.clock = clock
         self.on_event = on_event
         self.on_wake = on_wake
+        # (placed, seconds) after each filter call that waited for its gang's members.
+        self.on_assembly_wait = on_assembly_wait
+        self._change_waiters: list[asyncio.Future[None]] = []
+        # Filter calls waiting for their gang's members: pod uid -> (pod key, since).
+        self.assembling: dict[str, tuple[str, float]] = {}
         self.futures: dict[str, asyncio.Future[str | None]] = {}
         self.stats = Stats()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -99,6 +107,60 @@ class Runtime:
                 log.log(level, "gang=%s reason=%s %s", action.gang, action.reason, action.message)
                 if self.on_event is not None:
                     self.on_event(action)
+
+    def cache_changed(self) -> None:
+        """A watch event was applied: run what it set off, and let a filter call that is
+        waiting for its gang's members look again."""
+        self.drain()
+        waiters, self._change_waiters = self._change_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    async def _next_change(self, timeout: float) -> None:
+        fut = asyncio.get_running_loop().create_future()
+        self._change_waiters.append(fut)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            if fut in self._change_waiters:
+                self._change_waiters.remove(fut)
+
+    # ----- the filter verb ---------------------------------------------------------------
+
+    async def filter(self, pod: PodInfo, node_names: list[str]) -> FilterResult:
+        """Answer one /filter request. A member of a gang still being created may wait
+        here for the rest, woken by each watch event, because a member turned away is
+        retried by kube-scheduler only after its 1-2 s pod backoff (design 3.8)."""
+        start = self.clock()
+        result = self.fw.filter(pod, node_names, start)
+        waited = 0.0
+        if result.wait > 0:
+            self.assembling[pod.uid] = (pod.key, start)
+            try:
+                while result.wait > 0:
+                    await self._next_change(result.wait)
+                    now = self.clock()
+                    waited = max(now - start, 1e-6)
+                    result = self.fw.filter(pod, node_names, now, waited)
+            finally:
+                self.assembling.pop(pod.uid, None)
+        self.drain()
+        if waited and self.on_assembly_wait is not None:
+            self.on_assembly_wait(bool(result.nodes), waited)
+        return result
+
+    def debug(self) -> dict[str, object]:
+        """The framework's view plus the filter calls waiting for their gang."""
+        now = self.clock()
+        view = self.fw.debug(now)
+        view["filterWaits"] = [
+            {"pod": key, "waitedSeconds": round(now - since, 3)}
+            for key, since in self.assembling.values()
+        ]
+        return view
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)

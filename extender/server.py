@@ -106,8 +106,7 @@ class Verbs:
             return 200, orjson.dumps({"NodeNames": None, "Nodes": None, "FailedNodes": {},
                                       "FailedAndUnresolvableNodes": {},
                                       "Error": _describe(exc)})
-        result = self.fw.filter(pod, names, self.runtime.clock())
-        self.runtime.drain()
+        result = await self.runtime.filter(pod, names)
         if args.NodeNames is None and args.Nodes is not None:
             keep = set(result.nodes)
             items = [n for n in (args.Nodes.items or []) if n["metadata"]["name"] in keep]
@@ -208,7 +207,7 @@ def create_app(
 
     @app.get("/debug/gangs")
     async def debug() -> Response:
-        return _json(fw.debug(runtime.clock()))
+        return _json(runtime.debug())
 
     return app
 

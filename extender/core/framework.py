@@ -16,6 +16,7 @@ import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from extender.core.arrivals import Arrivals
 from extender.core.cache import Cache
 from extender.core.constraints import node_matches
 from extender.core.planner import Plan, Shortfall, min_resources_shortfall, plan_gang
@@ -40,6 +41,10 @@ POD_GROUP_NOT_FOUND = "PodGroupNotFound"
 # lag, seconds), so the memo stops growing once the cluster's churn fills the window.
 _DELETED_REMEMBERED = 50_000
 _DELETED_TTL_SECONDS = 600.0
+
+# A pod first seen this long after its creationTimestamp (second resolution, the API
+# server's clock) was not just created: listed after a restart, not arriving.
+_ARRIVAL_MAX_AGE_SECONDS = 10.0
 
 
 # ----- actions for the adapters ------------------------------------------------------
@@ -115,9 +120,13 @@ class GangStatus:
 
 @dataclass(frozen=True, slots=True)
 class FilterResult:
+    """`wait` > 0: no answer yet; the gang is still being created, ask again after its
+    next member arrives or `wait` seconds, passing the time waited so far."""
+
     nodes: list[str]
     unresolvable: dict[str, str]
     error: str = ""
+    wait: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +145,13 @@ class Config:
     default_timeout_seconds: float = 60.0
     backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
     scheduler_name: str = "gang-scheduler"
+    # Assembly wait: a member whose gang is still being created may wait in filter for
+    # the rest instead of being turned away into kube-scheduler's pod backoff, while its
+    # gang's newest member arrived less than `assembly_gap_seconds` ago and the rate
+    # they arrive at brings the rest within `assembly_wait_seconds` in all
+    # (`_assembly_wait`). 0 turns it off.
+    assembly_wait_seconds: float = 0.5
+    assembly_gap_seconds: float = 0.2
 
 
 class _Overlay(Mapping[str, Resources]):
@@ -198,6 +214,7 @@ class GangFramework:
         self._in_flight: dict[str, tuple[str, PodInfo]] = {}
         self._without_holds_memo: _Overlay | None = None  # only during `evaluate`
         self._members_version = 0
+        self.arrivals = Arrivals()
 
     # ----- watch input -----------------------------------------------------------------
 
@@ -238,6 +255,13 @@ class GangFramework:
             self._fail_held(pod.uid, f"pod {pod.key} is finished or being deleted")
         if pod.node_name or gone or gang is None:
             self._rejected_members.discard(pod.uid)  # nothing left to wake it for
+        if gang is not None and not (pod.node_name or gone) and (
+            (old is None and now - pod.creation < _ARRIVAL_MAX_AGE_SECONDS)
+            or (old is not None and old.gated)
+        ):
+            # Created just now, or its scheduling gates were lifted: the gang is arriving.
+            # (A pod first seen in the list after a restart is not an arrival.)
+            self.arrivals.member_arrived(gang, now)
         self.cache.upsert_pod(pod)
         self._members_version += 1
         if gang is not None:
@@ -294,13 +318,18 @@ class GangFramework:
         self._last_failure.pop(key, None)
         self._quorum_since.pop(key, None)
         self._told_complete.discard(key)
+        self.arrivals.forget(key)
         self.cache.remove_group(key)
         self._members_version += 1
 
     # ----- filter ----------------------------------------------------------------------
 
-    def filter(self, pod: PodInfo, node_names: list[str], now: float) -> FilterResult:
-        """Which of `node_names` (kube-scheduler's feasible nodes) may take `pod`."""
+    def filter(
+        self, pod: PodInfo, node_names: list[str], now: float, waited: float = 0.0
+    ) -> FilterResult:
+        """Which of `node_names` (kube-scheduler's feasible nodes) may take `pod`; or,
+        for a member of a gang still being created, how long to wait before asking
+        again (`FilterResult.wait`, with `waited` the time this call has waited)."""
         known = self.cache.pods.get(pod.uid)
         if known is None:
             if pod.uid in self._deleted:
@@ -315,7 +344,9 @@ class GangFramework:
         gang = self._gang_key(pod)
         if gang is None:
             return self._filter_single(pod, node_names, gang=None)
-        result = self._filter_member(pod, gang, node_names, now)
+        result = self._filter_member(pod, gang, node_names, now, waited)
+        if result.wait:
+            return result
         if result.nodes:
             self._rejected_members.discard(pod.uid)
         else:
@@ -323,7 +354,7 @@ class GangFramework:
         return result
 
     def _filter_member(
-        self, pod: PodInfo, gang: str, node_names: list[str], now: float
+        self, pod: PodInfo, gang: str, node_names: list[str], now: float, waited: float
     ) -> FilterResult:
         """`filter` for a cached, unbound member of `gang`."""
         group = self.cache.groups.get(gang)
@@ -343,6 +374,12 @@ class GangFramework:
         res = self.reservations.get(gang)
         if res is None:
             if present < group.min_member:
+                if bo is None or bo.until <= now:
+                    wait = self._assembly_wait(gang, group.min_member - present, waited, now)
+                    if wait > 0:
+                        return FilterResult([], {}, wait=wait)
+                    if waited > 0:
+                        self.arrivals.give_up(gang)  # created too slowly: not again
                 msg = f"gang {gang}: {present} of {group.min_member} members exist"
                 self._set_status(gang, WAITING_FOR_MEMBERS, msg, now)
                 return self._reject(node_names, msg)
@@ -358,6 +395,23 @@ class GangFramework:
             if res is None:
                 return self._reject(node_names, self._status_message(gang))
         return self._filter_reserved(res, group, pod, node_names, now)
+
+    def _assembly_wait(self, gang: str, missing: int, waited: float, now: float) -> float:
+        """Seconds the filter call of an incomplete gang's member may wait for the next
+        member, 0 to answer now. Waiting holds kube-scheduler's serial loop, so only
+        while the gang is visibly being created (a member arrived within the gap) and at
+        a rate that brings the `missing` ones within the budget left: a gang created
+        slowly, e.g. by an operator at 20 requests per second, is turned away at once,
+        as without the wait."""
+        budget = self.config.assembly_wait_seconds - waited
+        arrival = self.arrivals.get(gang)
+        if budget <= 0 or arrival is None:
+            return 0.0
+        left = arrival.last + self.config.assembly_gap_seconds - now
+        eta = arrival.seconds_to(missing)
+        if left <= 0 or (eta is not None and arrival.last + eta - now > budget):
+            return 0.0
+        return min(left, budget)
 
     def _filter_reserved(
         self, res: Reservation, group: GroupInfo, pod: PodInfo, node_names: list[str], now: float
@@ -551,6 +605,7 @@ class GangFramework:
         for res in list(self.reservations.values()):
             if res.deadline <= now and not self._binding_in_flight(res.gang):
                 self._expire(res, now)
+        self.arrivals.prune(now)
         self.evaluate(now)
 
     def evaluate(self, now: float) -> None:

@@ -115,12 +115,16 @@ class SimScheduler:
 
     # ----- one scheduling cycle --------------------------------------------------------
     def schedule(self, uid: str) -> str:
-        """Filter + bind one pod. Returns 'rejected', 'held', 'bound' or 'error'."""
+        """Filter + bind one pod. Returns 'rejected', 'held', 'bound' or 'error', or
+        'waiting' when the filter call would wait for the rest of a gang being created
+        (the runtime asks again after the next member arrives)."""
         p = self.fw.cache.pods[uid]
         if p.node_name or uid in self.assumed:
             return "skip"
         res = self.fw.filter(p, self.feasible(p), self.now)
         self.drain()
+        if res.wait:
+            return "waiting"
         if not res.nodes:
             self.last_filter[uid] = next(iter(res.unresolvable.values()), "")
             return "rejected"

@@ -1,0 +1,98 @@
+"""The assembly wait through the served verbs: a /filter call for a member of a gang that
+is still being created is answered when the next members arrive (event-driven), or turned
+away after the gap, never left hanging."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import pytest
+
+from extender.core.convert import pod_from_k8s
+from extender.core.framework import Config, GangFramework
+from extender.core.types import GroupInfo
+from extender.metrics import Metrics
+from extender.runtime import Runtime, RuntimeConfig
+from extender.server import create_app, with_fast_verbs
+from tests.test_http_contract import RecordingKube, fake_nodes, sample
+
+GROUP = "scheduling.x-k8s.io/pod-group"
+
+
+def member(name: str) -> dict[str, Any]:
+    """A filter request for a member of default/trainer created just now."""
+    req = sample("nodecachecapable-true.filter.request.json")
+    meta = req["Pod"]["metadata"]
+    meta.update(name=name, uid=f"uid-{name}",
+                creationTimestamp=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    meta["labels"][GROUP] = "trainer"
+    return req
+
+
+def stack(fast: bool, **config: float) -> tuple[GangFramework, Runtime, Metrics,
+                                                 httpx.AsyncClient]:
+    fw = GangFramework(Config(**config))  # type: ignore[arg-type]
+    metrics = Metrics()
+    runtime = Runtime(fw, RecordingKube(), RuntimeConfig(bind_hold_limit=5),  # type: ignore[arg-type]
+                      on_assembly_wait=metrics.on_assembly_wait)
+    app = create_app(runtime, metrics)
+    served = with_fast_verbs(app) if fast else app
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=served), base_url="http://t")
+    return fw, runtime, metrics, client
+
+
+def waits(metrics: Metrics, outcome: str) -> float:
+    value = metrics.registry.get_sample_value(
+        "gang_extender_assembly_wait_seconds_count", {"outcome": outcome})
+    return value or 0.0
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-verbs", "fastapi-routes"])
+def test_filter_answers_with_the_slot_as_soon_as_the_gang_is_complete(fast: bool) -> None:
+    # Budget and gap far longer than the test: only the arrival can end the wait early.
+    fw, runtime, metrics, client = stack(fast, assembly_wait_seconds=60,
+                                         assembly_gap_seconds=60)
+    first = member("trainer-0")
+    fake_nodes(fw, first["NodeNames"])
+    fw.on_group(GroupInfo("default", "trainer", 3, uid="g1"), time.time())
+
+    async def go() -> dict[str, Any]:
+        call = asyncio.create_task(client.post("/filter", json=first))
+        await asyncio.sleep(0.1)
+        assert not call.done()  # held: 1 of 3 members exist, and more are arriving
+        waiting = (await client.get("/debug/gangs")).json()["filterWaits"]
+        assert [w["pod"] for w in waiting] == ["default/trainer-0"]
+        for name in ("trainer-1", "trainer-2"):
+            fw.on_pod(pod_from_k8s(member(name)["Pod"]), time.time())
+            runtime.cache_changed()
+        reply = await asyncio.wait_for(call, 10)
+        return reply.json()  # type: ignore[no-any-return]
+
+    started = time.monotonic()
+    body = asyncio.run(go())
+    assert time.monotonic() - started < 10
+    assert len(body["NodeNames"]) == 1 and body["FailedAndUnresolvableNodes"] == {}
+    assert "default/trainer" in fw.reservations
+    assert waits(metrics, "placed") == 1 and waits(metrics, "turned_away") == 0
+
+
+def test_filter_turns_the_member_away_after_the_gap_when_no_one_arrives() -> None:
+    fw, _, metrics, client = stack(True, assembly_wait_seconds=5, assembly_gap_seconds=0.2)
+    first = member("trainer-0")
+    fake_nodes(fw, first["NodeNames"])
+    fw.on_group(GroupInfo("default", "trainer", 3, uid="g1"), time.time())
+
+    async def go() -> dict[str, Any]:
+        return (await client.post("/filter", json=first)).json()  # type: ignore[no-any-return]
+
+    started = time.monotonic()
+    body = asyncio.run(go())
+    assert time.monotonic() - started >= 0.15
+    assert body["NodeNames"] == []
+    assert set(body["FailedAndUnresolvableNodes"].values()) == {
+        "gang default/trainer: 1 of 3 members exist"}
+    assert waits(metrics, "turned_away") == 1 and waits(metrics, "placed") == 0
