@@ -21,14 +21,15 @@ _PRUNE_EVERY_SECONDS = 1.0
 
 @dataclass(slots=True)
 class Arrival:
-    first: float  # when the first member of this burst was seen
+    first: float  # when the first member was seen (since this entry was made)
     last: float  # when the newest one was
-    count: int = 1
+    count: int = 1  # members seen arriving
     gave_up: bool = False  # a wait ran out before the gang was complete
 
     def seconds_to(self, missing: int) -> float | None:
-        """Time the missing members need at the rate seen so far; None before a rate
-        can be measured (one member, or all at the same instant counts as instant)."""
+        """Time the missing members need, after the newest, at the rate seen so far;
+        None while only one member has been seen (no rate yet). Members seen at the
+        same instant make it 0."""
         if self.count < 2:
             return None
         return missing * (self.last - self.first) / (self.count - 1)
