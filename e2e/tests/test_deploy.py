@@ -83,6 +83,8 @@ def test_scheduler_config_follows_the_design(kustomize_docs: list[dk.Doc]) -> No
     assert flags["listen"] == "127.0.0.1:8888"
     assert flags["scheduler-name"] == "gang-scheduler"
     assert float(flags["bind-hold-limit"]) < _seconds(bind["httpTimeout"])
+    assert 0 < float(flags["assembly-wait"]) < _seconds(fp["httpTimeout"])
+    assert float(flags["assembly-gap"]) > 0
     image = dk.container(kustomize_docs, dk.SCHEDULER_CONTAINER)["image"]
     assert image == f"registry.k8s.io/kube-scheduler:{dk.k8s_version()}"
 
@@ -150,6 +152,8 @@ def test_helm_values_reach_the_manifests() -> None:
         "extender.filterTimeout": "3s",
         "extender.bindTimeout": "10m",
         "extender.bindHoldLimit": "500",
+        "extender.assemblyWait": "0.25",
+        "extender.assemblyGap": "0.1",
         "extender.defaultScheduleTimeoutSeconds": "120",
         "extender.backoff.baseSeconds": "30",
         "extender.backoff.capSeconds": "600",
@@ -162,7 +166,8 @@ def test_helm_values_reach_the_manifests() -> None:
     ext = dk.container(docs, dk.EXTENDER_CONTAINER)
     assert ext["image"] == "registry.example.com/gang-extender:1.2.3"
     for flag in ("--bind-hold-limit=500", "--default-timeout=120", "--backoff-base=30",
-                 "--backoff-cap=600", "--backoff-limit=5"):
+                 "--backoff-cap=600", "--backoff-limit=5", "--assembly-wait=0.25",
+                 "--assembly-gap=0.1"):
         assert flag in ext["args"]
     assert ext["resources"]["limits"]["memory"] == "1Gi"
     sched = dk.container(docs, dk.SCHEDULER_CONTAINER)
@@ -172,6 +177,9 @@ def test_helm_values_reach_the_manifests() -> None:
     with pytest.raises(AssertionError, match=r"must be below extender\.bindTimeout"):
         dk.helm_template(kube_version=dk.k8s_version(),
                          values={"extender.bindHoldLimit": "300"})
+    with pytest.raises(AssertionError, match=r"must be below extender\.filterTimeout"):
+        dk.helm_template(kube_version=dk.k8s_version(),
+                         values={"extender.assemblyWait": "5"})
 
 
 def _kube_scheduler_bin() -> Path:

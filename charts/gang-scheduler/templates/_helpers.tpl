@@ -60,6 +60,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if not (lt (float64 .Values.extender.bindHoldLimit) $bind) -}}
 {{- fail (printf "extender.bindHoldLimit (%v s) must be below extender.bindTimeout (%v)" .Values.extender.bindHoldLimit .Values.extender.bindTimeout) -}}
 {{- end -}}
+{{- $filter := include "gang-scheduler.durationSeconds" .Values.extender.filterTimeout | float64 -}}
+{{- if not (lt (float64 .Values.extender.assemblyWait) $filter) -}}
+{{- fail (printf "extender.assemblyWait (%v s) must be below extender.filterTimeout (%v)" .Values.extender.assemblyWait .Values.extender.filterTimeout) -}}
+{{- end -}}
 {{- if eq .Values.scheduler.leaderElection.leaseName "kube-scheduler" -}}
 {{- fail "scheduler.leaderElection.leaseName must differ from the main scheduler's lease (kube-scheduler)" -}}
 {{- end -}}
