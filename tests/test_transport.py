@@ -347,6 +347,75 @@ def test_chunked_watch_stream_delivers_lines_before_the_end() -> None:
     run(go())
 
 
+def test_chunks_that_arrive_together_are_delivered_as_one_piece() -> None:
+    """A busy API server's watch puts several events (one chunk each) in one segment: they
+    reach the reader as one piece, in order, instead of one piece (and two timed reads)
+    per chunk, which is what made a watch event cost the most in the informers."""
+    lines = [json.dumps({"type": "MODIFIED", "n": i}).encode() + b"\n" for i in range(5)]
+
+    async def handler(peer: Peer) -> None:
+        await peer.request()
+        await peer.send(CHUNKED_HEAD + b"".join(chunk(line) for line in lines))
+        await asyncio.sleep(0.05)
+        await peer.send(chunk(b"last\n") + b"0\r\n\r\n")
+        while await peer.request() is not None:
+            await peer.send(response(b"after"))
+
+    async def go() -> None:
+        async with serve(handler) as (_, url):
+            t = AsyncioTransport(None)
+            async with client_for(url, t) as client:
+                async with client.stream("GET", "/w") as r:
+                    pieces = [p async for p in r.aiter_raw()]
+                assert pieces == [b"".join(lines), b"last\n"]
+                assert (await client.get("/next")).content == b"after"
+            assert t.stats.connects == 1
+
+    run(go())
+
+
+def test_a_stream_that_keeps_arriving_outlives_its_read_timeout() -> None:
+    """The read timeout counts silence, not the length of the body: a watch whose events
+    keep coming every 0.1 s runs well past a 0.3 s timeout."""
+
+    async def handler(peer: Peer) -> None:
+        await peer.request()
+        await peer.send(CHUNKED_HEAD)
+        for i in range(10):
+            await peer.send(chunk(b"%d\n" % i))
+            await asyncio.sleep(0.1)
+        await peer.send(b"0\r\n\r\n")
+
+    async def go() -> None:
+        async with (serve(handler) as (_, url),
+                    client_for(url, AsyncioTransport(None), timeout=0.3) as client):
+            async with client.stream("GET", "/w") as r:
+                got = [line async for line in r.aiter_lines()]
+            assert got == [str(i) for i in range(10)]
+
+    run(go())
+
+
+def test_bytes_after_a_chunked_body_keep_its_connection_out_of_the_pool() -> None:
+    """Anything the server sends after the terminating chunk would be read as the start of
+    the next response on that connection; such a connection is closed instead."""
+
+    async def handler(peer: Peer) -> None:
+        while await peer.request() is not None:
+            await peer.send(CHUNKED_HEAD + chunk(b"body") + b"0\r\n\r\nHTTP/1.1 200 OK\r\n")
+
+    async def go() -> None:
+        async with serve(handler) as (server, url):
+            t = AsyncioTransport(None)
+            async with client_for(url, t) as client:
+                assert (await client.get("/a")).content == b"body"
+                assert (await client.get("/b")).content == b"body"
+            assert t.stats.connects == 2
+            assert server.accepted == 2
+
+    run(go())
+
+
 # -- 3. keep-alive and the pool ----------------------------------------------------------
 
 
