@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 
 import httpx
@@ -176,7 +176,7 @@ class _Body(httpx.AsyncByteStream):
         self._conn = None
         self._transport._release(self._key, conn, head.keep_alive and not self._stray)
 
-    async def _chunked(self, reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+    async def _chunked(self, reader: asyncio.StreamReader) -> AsyncGenerator[bytes, None]:
         """The data of a chunked body, one piece per read of the connection: every chunk
         that read completed, joined. A watch stream's events arrive one chunk each and,
         on a busy API server, several to a read; reading chunk by chunk cost two awaits
