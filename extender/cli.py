@@ -74,6 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--assembly-gap", type=_positive, default=0.2,
                        help="the wait goes on only while the gang's newest member arrived "
                             "less than this many seconds ago (default 0.2)")
+    serve.add_argument("--podgroup-status", choices=("on", "off"), default="on",
+                       help="write PodGroup status (phase, counts, conditions). off when "
+                            "another controller owns it, for example scheduler-plugins' "
+                            "PodGroup controller; /debug/gangs and the metrics still show "
+                            "the computed status (default on)")
+    serve.add_argument("--events", choices=("on", "off"), default="on",
+                       help="post Kubernetes Events on PodGroups and pods (default on)")
     serve.add_argument("--scheduler-name", default="gang-scheduler",
                        help="schedulerName of the gang scheduler profile (default gang-scheduler)")
     serve.add_argument("--log-level", default="INFO")
@@ -116,10 +123,13 @@ async def _serve(args: argparse.Namespace) -> None:
     kube = make_kube(args.kubeconfig)
     metrics = Metrics()
     metrics.fw = fw
-    # Status, events and metrics of design 6: all off the request path.
-    recorder = EventRecorder(kube, on_result=lambda r: metrics.events.labels(r).inc())
+    # Status, events and metrics of design 6: all off the request path. Switched off,
+    # a writer still computes (for /debug/gangs, the gauges and the log) but sends nothing.
+    recorder = EventRecorder(kube if args.events == "on" else None,
+                             on_result=lambda r: metrics.events.labels(r).inc())
     gang_events = GangEvents(fw, recorder)
-    status = StatusWriter(fw, kube, events=gang_events,
+    status = StatusWriter(fw, kube if args.podgroup_status == "on" else None,
+                          events=gang_events,
                           on_write=lambda r: metrics.status_writes.labels(r).inc())
     metrics.status_counts = status.counts
 

@@ -85,6 +85,7 @@ def test_scheduler_config_follows_the_design(kustomize_docs: list[dk.Doc]) -> No
     assert float(flags["bind-hold-limit"]) < _seconds(bind["httpTimeout"])
     assert 0 < float(flags["assembly-wait"]) < _seconds(fp["httpTimeout"])
     assert float(flags["assembly-gap"]) > 0
+    assert (flags["podgroup-status"], flags["events"]) == ("on", "on")
     image = dk.container(kustomize_docs, dk.SCHEDULER_CONTAINER)["image"]
     assert image == f"registry.k8s.io/kube-scheduler:{dk.k8s_version()}"
 
@@ -154,6 +155,8 @@ def test_helm_values_reach_the_manifests() -> None:
         "extender.bindHoldLimit": "500",
         "extender.assemblyWait": "0.25",
         "extender.assemblyGap": "0.1",
+        "extender.podgroupStatus": "false",
+        "extender.events": "false",
         "extender.defaultScheduleTimeoutSeconds": "120",
         "extender.backoff.baseSeconds": "30",
         "extender.backoff.capSeconds": "600",
@@ -167,7 +170,7 @@ def test_helm_values_reach_the_manifests() -> None:
     assert ext["image"] == "registry.example.com/gang-extender:1.2.3"
     for flag in ("--bind-hold-limit=500", "--default-timeout=120", "--backoff-base=30",
                  "--backoff-cap=600", "--backoff-limit=5", "--assembly-wait=0.25",
-                 "--assembly-gap=0.1"):
+                 "--assembly-gap=0.1", "--podgroup-status=off", "--events=off"):
         assert flag in ext["args"]
     assert ext["resources"]["limits"]["memory"] == "1Gi"
     sched = dk.container(docs, dk.SCHEDULER_CONTAINER)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from e2e.gang import GangStack, port_pod
+from e2e.gang import GangStack, port_pod, start_extender
 from e2e.harness.fixtures import (
     GANG_SCHEDULER,
     PG_GROUP,
@@ -278,3 +278,41 @@ def test_member_failures_elastic_gang_keeps_running_then_fails(
     assert "Finished" not in phases
     ev = wait_events(ns, "mpi", "PodGroup", {"Bound", "Running", "MemberFailed"}, gang)
     assert ev["MemberFailed"]["type"] == "Warning"
+
+
+def test_status_and_events_switched_off_gang_still_placed_nothing_written(
+    gang: GangStack, fake_nodes: Nodes, namespace: str
+) -> None:
+    """`--podgroup-status off --events off` (another controller owns PodGroup status, or
+    Events are unwanted): the gang is placed exactly as before, its computed status is
+    in /debug/gangs, and the extender writes neither status nor Events."""
+    ns = namespace
+    fake_nodes.add_nodes(2, prefix="quiet", cpu="4", memory="8Gi")
+    gang.extender.stop()
+    quiet = start_extender(gang.cluster, gang.port,
+                           [*gang.extra_args, "--podgroup-status", "off", "--events", "off"],
+                           "gang-extender-quiet")
+    try:
+        create_podgroup(ns, "quiet", 3)
+        create_job(ns, "quiet", parallelism=3, scheduler_name=GANG_SCHEDULER,
+                   pod_group="quiet", cpu="1")
+
+        def running() -> dict[str, Any] | NotYet:
+            rows = {r["gang"]: r for r in gang.get("/debug/podgroups")["podGroups"]}
+            row = rows.get(f"{ns}/quiet")
+            return row if row and row.get("phase") == "Running" else NotYet(row)
+
+        row = wait_for(running, 30, "the gang running, as the extender computes it",
+                       logs=[quiet, gang.scheduler])
+        assert (row["bound"], row["running"]) == (3, 3)
+        assert row["statusWritten"] is False
+        time.sleep(1.5)  # past the status writer's rounds and the event sender's pace
+        assert not (get_podgroup(ns, "quiet") or {}).get("status"), "status was written"
+        raw = kube().core.list_namespaced_event(ns, _preload_content=False)
+        ours = [e["reason"] for e in json.loads(raw.data)["items"]
+                if (e.get("source") or {}).get("component") == "gang-extender"]
+        assert ours == [], ours
+    finally:
+        quiet.stop()
+        gang.extender.restart()
+        gang.extender.wait_ready(30)
