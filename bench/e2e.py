@@ -548,13 +548,23 @@ def summarize(runs: list[RunResult]) -> list[dict[str, Any]]:
     return points
 
 
+def _warmup_note(warmup: list[dict[str, Any]]) -> str:
+    if not warmup:
+        return ""
+    got = ", ".join(f"{w['mode']} {w['pods_per_second']}" for w in warmup)
+    return f" First {len(warmup) // 2} warm-up pair(s) left out (pods/s: {got})."
+
+
 def markdown(data: dict[str, Any]) -> str:
     m = data["machine"]
     lines = [f"# End-to-end benchmark ({data['mode']})", "",
              f"Local control plane (kube-scheduler {data['kubernetes']}), fake nodes of 8 CPU / "
              f"32Gi, pods of 100m / 64Mi; gangs of {', '.join(map(str, GANG_SIZES))}. "
              f"{m['cpus']} CPUs, load {m['loadavg_1m']} at the start, commit {m['commit']}, "
-             f"{m['date']}. Median of {data['repetitions']} run(s) per point.", ""]
+             f"{m['date']}. Median of {data['repetitions']} run(s) per point."
+             + _warmup_note(data.get("warmup") or []), ""]
+    if data.get("extender_args"):
+        lines += [f"B's extender ran with `{data['extender_args']}` (a what-if).", ""]
     rows = []
     for p in data["points"]:
         gs = p["gang_start_seconds"]
@@ -644,6 +654,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--extender-args", default="", metavar="ARGS",
                     help="what-if: extra `gang-extender serve` flags for B, e.g. "
                          "'--event-loop asyncio'")
+    ap.add_argument("--warmup", type=int, default=1, metavar="N",
+                    help="A/B pairs run first at the first point and left out of the "
+                         "results (default 1): a fresh control plane's first run was "
+                         "25 %% slower than the next ones, which favoured whichever mode "
+                         "went second")
     ap.add_argument("--kubelet-nice", type=int, default=0, metavar="N",
                     help="nice value of the fake kubelet process")
     args = ap.parse_args(argv)
@@ -658,6 +673,7 @@ def main(argv: list[str] | None = None) -> int:
     info = machine()
     cp = ControlPlane().start()
     runs: list[RunResult] = []
+    warmup: list[dict[str, object]] = []
     try:
         use_cluster(cp)
         fk = FakeKubelet(cp).start()
@@ -671,6 +687,13 @@ def main(argv: list[str] | None = None) -> int:
             with ThreadPoolExecutor(8) as pool:
                 list(pool.map(lambda i: fk.add_node(f"node-{i:04d}"), range(have, nodes)))
             have = max(have, nodes)
+            for w in range(args.warmup if not warmup else 0):
+                for m in ("A", "B"):
+                    r = bench.run(m, nodes, pods, -1 - w)
+                    warmup.append({"mode": m, "nodes": nodes, "pods": pods,
+                                   "pods_per_second": r.pods_per_second, "error": r.error})
+                    print(f"warm-up {m} {nodes} nodes {pods} pods: {r.pods_per_second} "
+                          "pods/s (not counted)", file=sys.stderr, flush=True)
             for rep in range(reps):
                 # Alternate which goes first, so drift in machine load does not favour one.
                 for m in ("A", "B") if rep % 2 == 0 else ("B", "A"):
@@ -689,6 +712,7 @@ def main(argv: list[str] | None = None) -> int:
         "no_prioritize": args.no_prioritize, "extender_args": args.extender_args,
         "kubernetes": cp.bin_dir.name, "client_connection": CLIENT_CONNECTION,
         "create_threads": CREATE_THREADS, "seconds": round(time.monotonic() - t_start, 1),
+        "warmup": warmup,
         "points": summarize(runs), "runs": [r.__dict__ for r in runs],
     }
     text = markdown(data)

@@ -45,3 +45,11 @@ def test_e2e_report_from_run_records() -> None:
             "runs": [r.__dict__ for r in runs]}
     md = e2e.markdown(data)
     assert "| 10 | 60 |" in md and "POST pods/binding" in md
+    assert "warm-up" not in md and "what-if" not in md
+
+    data["warmup"] = [{"mode": "A", "pods_per_second": 50.0},
+                      {"mode": "B", "pods_per_second": 30.0}]
+    data["extender_args"] = "--events off"
+    md = e2e.markdown(data)
+    assert "First 1 warm-up pair(s) left out (pods/s: A 50.0, B 30.0)" in md
+    assert "`--events off` (a what-if)" in md
