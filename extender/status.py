@@ -50,6 +50,10 @@ class StatusConfig:
     max_writes_per_second: float = 50.0
     resync_seconds: float = 30.0  # recompute every group this often, changed or not
     max_error_backoff: float = 30.0
+    # A PodGroup is usually created just before its pods. Its first status would say
+    # "0 of N members exist" and be overwritten a moment later, so it is held back this
+    # long after creation (a benchmark of 54 gangs: about half of all status writes).
+    new_group_grace: float = 5.0
 
 
 @dataclass
@@ -225,12 +229,22 @@ class StatusWriter:
             base = rec.written if rec.written is not None else rec.observed
             if all(base.get(k) == v for k, v in doc.items()):
                 continue
+            if self._too_early(group, rec, st, now):
+                keep.add(key)
+                continue
             if now - rec.written_at < self.config.min_interval or now < rec.retry_at:
                 keep.add(key)
                 continue
             out.append((group, doc))
         self.dirty = keep
         return out
+
+    def _too_early(self, group: GroupInfo, rec: _Group, st: GroupStatus, now: float) -> bool:
+        """The first status of a PodGroup that has no members yet and was created less
+        than `new_group_grace` ago: its pods are most likely on their way. A status the
+        API already shows (a restart, another writer) is never held back."""
+        return (st.members == 0 and st.phase == PENDING and rec.written is None
+                and not rec.observed and now - group.creation < self.config.new_group_grace)
 
     # ----- writing ---------------------------------------------------------------------------
 

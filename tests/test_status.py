@@ -231,6 +231,34 @@ def test_writes_are_rate_limited_per_group_and_coalesced(env: Env) -> None:
     assert len(env.api.status_writes("g")) == 2
 
 
+def test_new_group_without_members_is_written_only_after_its_grace(env: Env) -> None:
+    """A PodGroup created a moment ago with no pods yet: "0 of N members exist" would be
+    overwritten as soon as its pods arrive, so it waits `new_group_grace` (5 s); pods that
+    arrive within it make the first write the one that counts."""
+    env.add_group("slow", 3, creation=T0)
+    env.add_group("fast", 2, creation=T0)
+    assert env.step() == 0
+    assert env.step(2) == 0
+    assert env.writer.dirty == {"ns/slow", "ns/fast"}, "held back, not forgotten"
+    env.add_pod("fast-0", "fast")
+    env.add_pod("fast-1", "fast")
+    assert env.step(1) == 1
+    assert cond(last(env, "fast"))["message"] == (
+        "gang ns/fast: 2 members present, waiting to be planned")
+    assert len(env.api.status_writes("fast")) == 1
+    assert env.step(1.9) == 0
+    assert env.step(0.2) == 1, "5 s after creation the empty group says why it waits"
+    assert cond(last(env, "slow"))["message"] == "gang ns/slow: 0 of 3 members exist"
+
+
+def test_young_group_whose_api_status_is_stale_is_corrected_at_once(env: Env) -> None:
+    env.add_group("g", 2, creation=T0)
+    env.writer.observe_group({"metadata": {"namespace": "ns", "name": "g", "uid": "g-g"},
+                              "status": {"phase": "Running", "running": 2}})
+    assert env.step() == 1
+    assert last(env, "g")["phase"] == "Pending"
+
+
 def test_api_errors_are_retried_with_backoff_never_raised(env: Env) -> None:
     env.add_group("g", 2)
     env.add_pod("g-0", "g")
