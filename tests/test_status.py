@@ -156,7 +156,10 @@ def env() -> Env:
     metrics.fw = fw
     recorder = EventRecorder(api, clock, on_result=lambda r: metrics.events.labels(r).inc())
     events = GangEvents(fw, recorder)
-    writer = StatusWriter(fw, api, clock, StatusConfig(min_interval=1.0), events=events,
+    # settle=0: these tests follow every status a gang goes through; the settling has its
+    # own tests below.
+    writer = StatusWriter(fw, api, clock, StatusConfig(min_interval=1.0, settle=0.0),
+                          events=events,
                           on_write=lambda r: metrics.status_writes.labels(r).inc())
     metrics.status_counts = writer.counts
 
@@ -257,6 +260,34 @@ def test_young_group_whose_api_status_is_stale_is_corrected_at_once(env: Env) ->
                               "status": {"phase": "Running", "running": 2}})
     assert env.step() == 1
     assert last(env, "g")["phase"] == "Pending"
+
+
+def test_a_gang_that_runs_within_the_settle_time_gets_one_write(env: Env) -> None:
+    """Members arrive, the gang is reserved, bound and running inside half a second: the
+    status written is the one it settles in, not every stage on the way."""
+    env.writer.config.settle = 0.5
+    env.add_group("g", 2)
+    uids = [env.add_pod(f"g-{i}", "g") for i in range(2)]
+    assert env.step() == 0, "just changed"
+    for uid in uids:
+        env.sim.schedule(uid)
+    assert env.step(0.2) == 0
+    for uid in uids:
+        env.set_phase(uid, "Running")
+    assert env.step(0.2) == 0
+    assert env.step(0.3) == 0, "0.3 s since its last change"
+    assert env.step(0.25) == 1
+    assert [w["phase"] for w in env.api.status_writes("g")] == ["Running"]
+    assert env.step(5) == 0
+
+
+def test_a_status_that_keeps_changing_is_written_after_max_lag(env: Env) -> None:
+    env.writer.config.settle, env.writer.config.max_lag = 0.5, 2.0
+    env.add_group("g", 9)
+    for i in range(6):
+        env.add_pod(f"g-{i}", "g")
+        assert env.step(0.4 if i else 0.0) == (1 if i == 5 else 0), i
+    assert cond(last(env, "g"))["message"] == "gang ns/g: 6 of 9 members exist"
 
 
 def test_api_errors_are_retried_with_backoff_never_raised(env: Env) -> None:
