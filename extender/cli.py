@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--podgroup-status", choices=("on", "off"), default="on",
                        help="write PodGroup status (phase, counts, conditions). off when "
                             "another controller owns it, for example scheduler-plugins' "
-                            "PodGroup controller; /debug/gangs and the metrics still show "
+                            "PodGroup controller; /debug/podgroups and the metrics still show "
                             "the computed status (default on)")
     serve.add_argument("--events", choices=("on", "off"), default="on",
                        help="post Kubernetes Events on PodGroups and pods (default on)")
@@ -124,7 +124,7 @@ async def _serve(args: argparse.Namespace) -> None:
     metrics = Metrics()
     metrics.fw = fw
     # Status, events and metrics of design 6: all off the request path. Switched off,
-    # a writer still computes (for /debug/gangs, the gauges and the log) but sends nothing.
+    # a writer still computes (for /debug/podgroups, the gauges and the log) but sends nothing.
     recorder = EventRecorder(kube if args.events == "on" else None,
                              on_result=lambda r: metrics.events.labels(r).inc())
     gang_events = GangEvents(fw, recorder)
