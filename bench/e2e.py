@@ -691,7 +691,7 @@ def main(argv: list[str] | None = None) -> int:
             with ThreadPoolExecutor(8) as pool:
                 list(pool.map(lambda i: fk.add_node(f"node-{i:04d}"), range(have, nodes)))
             have = max(have, nodes)
-            for w in range(args.warmup if not warmup else 0):
+            for w in range(args.warmup if not runs else 0):  # before the first point only
                 for m in ("A", "B"):
                     r = bench.run(m, nodes, pods, -1 - w)
                     warmup.append({"mode": m, "nodes": nodes, "pods": pods,
