@@ -285,7 +285,7 @@ def test_status_and_events_switched_off_gang_still_placed_nothing_written(
 ) -> None:
     """`--podgroup-status off --events off` (another controller owns PodGroup status, or
     Events are unwanted): the gang is placed exactly as before, its computed status is
-    in /debug/gangs, and the extender writes neither status nor Events."""
+    in /debug/podgroups, and the extender writes neither status nor Events."""
     ns = namespace
     fake_nodes.add_nodes(2, prefix="quiet", cpu="4", memory="8Gi")
     gang.extender.stop()
