@@ -7,7 +7,9 @@ import json
 import math
 import os
 import platform
+import random
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -26,6 +28,25 @@ def percentile(values: Sequence[float], q: float) -> float:
     s = sorted(values)
     k = max(0, min(len(s) - 1, math.ceil(q / 100 * len(s)) - 1))
     return s[k]
+
+
+def median_ci(values: Sequence[float], confidence: float = 0.95, resamples: int = 4000,
+              seed: int = 0) -> tuple[float, float]:
+    """Bootstrap percentile interval of the median; (NaN, NaN) for fewer than 2 values.
+
+    The end-to-end runs share two cores with the whole control plane, so one A-B pair
+    can come out anywhere between 0.65 and 1.0: a median alone does not say whether a
+    target is met. Seeded, so a report recomputed from the same runs says the same.
+    """
+    if len(values) < 2:
+        return math.nan, math.nan
+    rng = random.Random(seed)
+    n = len(values)
+    medians = sorted(statistics.median(rng.choices(values, k=n)) for _ in range(resamples))
+    tail = (1 - confidence) / 2
+    lo = medians[int(tail * (resamples - 1))]
+    hi = medians[int((1 - tail) * (resamples - 1))]
+    return lo, hi
 
 
 def summary_ms(seconds: Sequence[float]) -> dict[str, float | int]:

@@ -53,6 +53,7 @@ from bench.common import (
     cpu_seconds,
     machine,
     md_table,
+    median_ci,
     percentile,
     rss_mib,
     write_results,
@@ -79,6 +80,8 @@ GANG_SIZES = (8, 16, 32)
 CLIENT_CONNECTION = {"qps": 500, "burst": 1000}
 CREATE_THREADS = 16
 FULL_SWEEP = ((100, 250), (200, 500), (400, 1000))
+# Issue 6's throughput target: B (gang) pods/s at least this fraction of A (stock).
+TARGET_RATIO = 0.8
 QUICK_SWEEP = ((50, 120),)
 
 
@@ -522,6 +525,7 @@ def summarize(runs: list[RunResult]) -> list[dict[str, Any]]:
             "gang_pods_per_second": b_pps,
             "ratio_b_over_a": round(b_pps / a_pps, 3) if a and b else float("nan"),
             "ratio_per_pair": [round(x, 3) for x in ratios],
+            "ratio_pairs": ratio_spread(ratios),
             "gang_start_seconds": {
                 "gangs": len(starts),
                 "p50": round(percentile(starts, 50), 3) if starts else float("nan"),
@@ -550,6 +554,44 @@ def summarize(runs: list[RunResult]) -> list[dict[str, Any]]:
             },
         })
     return points
+
+
+def ratio_spread(ratios: list[float]) -> dict[str, Any]:
+    """Median of per-pair B/A ratios, its bootstrap 95 % interval, and how many pairs
+    reached the target: what it takes to say whether the target is met on a machine
+    whose run-to-run spread is wider than the margin."""
+    lo, hi = median_ci(ratios)
+    return {
+        "pairs": len(ratios),
+        "median": round(statistics.median(ratios), 3) if ratios else float("nan"),
+        "ci95": [round(lo, 3), round(hi, 3)],
+        "at_or_above_target": sum(1 for x in ratios if x >= TARGET_RATIO),
+    }
+
+
+def pooled_ratios(points: list[dict[str, Any]]) -> dict[str, Any]:
+    """`ratio_spread` over the pairs of every point together."""
+    return ratio_spread([x for p in points for x in p["ratio_per_pair"]])
+
+
+def _ratio_section(data: dict[str, Any]) -> list[str]:
+    rows = []
+    for p in data["points"]:
+        rp = p.get("ratio_pairs") or ratio_spread(p["ratio_per_pair"])
+        rows.append([f"{p['nodes']} / {p['pods']}", rp["pairs"], rp["median"],
+                     f"{rp['ci95'][0]} - {rp['ci95'][1]}",
+                     f"{rp['at_or_above_target']} of {rp['pairs']}"])
+    pool = data.get("pooled") or pooled_ratios(data["points"])
+    rows.append(["all points", pool["pairs"], pool["median"],
+                 f"{pool['ci95'][0]} - {pool['ci95'][1]}",
+                 f"{pool['at_or_above_target']} of {pool['pairs']}"])
+    return ["## B/A against the target", "",
+            md_table(["nodes / pods", "A-B pairs", "median of pair ratios",
+                      "95 % interval of that median (bootstrap)",
+                      f"pairs with B/A >= {TARGET_RATIO}"], rows), "",
+            f"The target is B/A >= {TARGET_RATIO}. It is met with confidence only where the "
+            "whole interval is at or above it; where the interval straddles it, this "
+            "machine cannot tell.", ""]
 
 
 def _warmup_note(warmup: list[dict[str, Any]]) -> str:
@@ -581,6 +623,7 @@ def markdown(data: dict[str, Any]) -> str:
                         "extender CPU ms/pod", "extender peak RSS MiB"], rows), ""]
     lines += ["Gang start: last member created -> whole gang bound. Throughput: first creation "
               "request -> last binding.", ""]
+    lines += _ratio_section(data)
     rows = []
     for p in data["points"]:
         c, t = p["gang_start_not_turned_away"], p["gang_start_turned_away"]
@@ -719,6 +762,7 @@ def main(argv: list[str] | None = None) -> int:
         "warmup": warmup,
         "points": summarize(runs), "runs": [r.__dict__ for r in runs],
     }
+    data["pooled"] = pooled_ratios(data["points"])
     text = markdown(data)
     stem = "e2e" if args.full else f"e2e-{mode_name}"
     paths = write_results(args.out, stem, data, text)

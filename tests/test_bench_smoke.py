@@ -53,3 +53,44 @@ def test_e2e_report_from_run_records() -> None:
     md = e2e.markdown(data)
     assert "First 1 warm-up pair(s) left out (pods/s: A 50.0, B 30.0)" in md
     assert "`--events off` (a what-if)" in md
+
+
+def test_ratio_spread_says_whether_the_target_is_met_with_confidence() -> None:
+    def pair(rep: int, a: float, b: float) -> list[e2e.RunResult]:
+        return [e2e.RunResult("A", 10, 60, rep, bound=60, seconds=60 / a, pods_per_second=a),
+                e2e.RunResult("B", 10, 60, rep, bound=60, seconds=60 / b, pods_per_second=b)]
+
+    # Pairs at 0.70, 0.75, 0.80, 0.85, 0.90: the median is on the target, and five
+    # pairs cannot put the interval above it.
+    runs = [r for i, b in enumerate((70, 75, 80, 85, 90)) for r in pair(i, 100, b)]
+    (point,) = e2e.summarize(runs)
+    spread = point["ratio_pairs"]
+    assert spread["pairs"] == 5 and spread["median"] == 0.8
+    lo, hi = spread["ci95"]
+    assert lo < 0.8 < hi
+    assert spread["at_or_above_target"] == 3
+    # The same interval again from the same pairs: reports are reproducible.
+    assert e2e.ratio_spread(point["ratio_per_pair"]) == spread
+
+    # Twenty pairs all between 0.86 and 0.9: the whole interval is above the target.
+    high = [r for i in range(20) for r in pair(i, 100, 86 + i % 5)]
+    (hpoint,) = e2e.summarize(high)
+    assert hpoint["ratio_pairs"]["ci95"][0] > e2e.TARGET_RATIO
+
+    pooled = e2e.pooled_ratios([point, hpoint])
+    assert pooled["pairs"] == 25 and pooled["at_or_above_target"] == 23
+    data = {"mode": "test", "machine": {"cpus": 2, "loadavg_1m": 0.0, "commit": "x",
+                                        "date": "now"},
+            "repetitions": 5, "kubernetes": "v0", "points": [point], "pooled": pooled,
+            "runs": [r.__dict__ for r in runs]}
+    md = e2e.markdown(data)
+    assert f"| 10 / 60 | 5 | 0.8 | {lo} - {hi} | 3 of 5 |" in md
+    assert "| all points | 25 |" in md and "23 of 25" in md
+
+
+def test_median_interval_needs_two_values() -> None:
+    from bench.common import median_ci
+
+    assert all(x != x for x in median_ci([0.8]))  # NaN: one pair says nothing of spread
+    lo, hi = median_ci([0.8, 0.8, 0.8])
+    assert lo == hi == 0.8
