@@ -153,7 +153,7 @@ class Recorder:
         self._stop.set()
 
     def _run(self) -> None:
-        from kubernetes import watch  # type: ignore[import-untyped]
+        from kubernetes import watch
 
         core = kube().core
         rv = core.list_namespaced_pod(self.namespace).metadata.resource_version

@@ -45,18 +45,12 @@ class ResourceExpired(Exception):
 def _load(kubeconfig: str | None) -> k8s_client.Configuration:
     cfg = k8s_client.Configuration()
     if kubeconfig:
-        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig, client_configuration=cfg
-        )
+        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
     else:
         try:
-            k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
-                client_configuration=cfg
-            )
+            k8s_config.load_incluster_config(client_configuration=cfg)
         except k8s_config.ConfigException:
-            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-                client_configuration=cfg
-            )
+            k8s_config.load_kube_config(client_configuration=cfg)
     return cfg
 
 
