@@ -26,7 +26,7 @@ demo: setup
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check extender tests e2e bench
-	$(VENV)/bin/mypy --strict extender bench
+	$(VENV)/bin/mypy --strict extender bench e2e tests
 
 unit: $(STAMP)
 	$(VENV)/bin/pytest tests -q

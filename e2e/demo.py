@@ -607,6 +607,7 @@ def plot(path: Path, wl: Workload, runs: Sequence[RunResult]) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.artist import Artist
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -687,7 +688,8 @@ def plot(path: Path, wl: Workload, runs: Sequence[RunResult]) -> None:
     ax0.set_yticks([offsets[j] + (sizes[j] - 1) / 2 for j in order])
     ax0.set_yticklabels([f"{j}\n{sizes[j]} pods" for j in order], fontsize=10)
     ax0.set_ylabel("one row per pod")
-    handles = [Patch(color=COLORS[j], label=f"{j}: bound → finished") for j in order]
+    handles: list[Artist] = [Patch(color=COLORS[j], label=f"{j}: bound → finished")
+                             for j in order]
     handles += [
         Patch(facecolor="#999999", alpha=0.45, hatch="////", edgecolor="#666666",
               label="bound, never finishes (hung)"),
@@ -748,8 +750,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     if args.replot:
-        wl, runs = read_json(args.replot)
-        plot(out / "demo.png", wl, runs)
+        wl, saved = read_json(args.replot)
+        plot(out / "demo.png", wl, saved)
         print(f"wrote {out / 'demo.png'}")
         return 0
     demo = Demo(wl, out, args.stock_wait, args.timeout, args.stock_attempts)

@@ -157,7 +157,7 @@ def rbac_docs(docs: Iterable[Doc]) -> list[Doc]:
 
 
 def dynamic_client(api_client: Any) -> Any:
-    from kubernetes.dynamic import DynamicClient  # type: ignore[import-untyped]
+    from kubernetes.dynamic import DynamicClient
 
     return DynamicClient(api_client)
 

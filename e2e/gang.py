@@ -14,7 +14,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 
@@ -144,7 +144,7 @@ class Recorder:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._ready = threading.Event()
 
-    def __enter__(self) -> Recorder:
+    def __enter__(self) -> Self:
         self._thread.start()
         self._ready.wait(10)
         return self

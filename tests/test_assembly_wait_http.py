@@ -25,7 +25,7 @@ GROUP = "scheduling.x-k8s.io/pod-group"
 
 def member(name: str) -> dict[str, Any]:
     """A filter request for a member of default/trainer created just now."""
-    req = sample("nodecachecapable-true.filter.request.json")
+    req: dict[str, Any] = sample("nodecachecapable-true.filter.request.json")
     meta = req["Pod"]["metadata"]
     meta.update(name=name, uid=f"uid-{name}",
                 creationTimestamp=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))

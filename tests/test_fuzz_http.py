@@ -138,7 +138,7 @@ def make_env(reject: Callable[[str], ApiError | None] | None = None,
     fw = GangFramework()
     kube = RecordingKube(reject)
     runtime = Runtime(fw, kube, RuntimeConfig(bind_hold_limit=hold_limit))  # type: ignore[arg-type]
-    recorder = EventRecorder(kube)  # type: ignore[arg-type]
+    recorder = EventRecorder(kube)
     status = StatusWriter(fw, kube, events=GangEvents(fw, recorder))
     app = create_app(runtime)
     install_debug_route(app, status, recorder, runtime.clock)
@@ -187,13 +187,13 @@ def assert_consistent(env: Env, settled: bool = True) -> None:
     for gang, res in fw.reservations.items():
         assert gang == res.gang
         for uid, s in res.slots.items():
-            pod = cache.pods.get(uid)
-            assert pod is not None, f"slot for unknown pod {uid}"
-            assert fw._gang_key(pod) == gang
-            assert not pod.node_name, f"slot kept for bound pod {pod.key}"
+            slot_pod = cache.pods.get(uid)
+            assert slot_pod is not None, f"slot for unknown pod {uid}"
+            assert fw._gang_key(slot_pod) == gang
+            assert not slot_pod.node_name, f"slot kept for bound pod {slot_pod.key}"
             assert s.node in cache.nodes, f"slot on unknown node {s.node}"
-    for uid, node in fw.held.items():
-        assert uid in slots and slots[uid][1].node == node, f"held bind {uid} has no slot"
+    for uid, held_node in fw.held.items():
+        assert uid in slots and slots[uid][1].node == held_node, f"held bind {uid} has no slot"
     # No gang bound short of its quorum, and no Binding for a pod twice.
     for key, group in cache.groups.items():
         bound = sum(1 for m in cache.members(group) if m.node_name)
@@ -368,9 +368,9 @@ def check_reply(env: Env, req: Request, resp: httpx.Response) -> None:
             assert isinstance(body, dict) and body["Error"].startswith("invalid request"), where
             return
         assert isinstance(body, list), where
-        asked = set(_asked_nodes(orjson.loads(req.body)))
+        candidates = set(_asked_nodes(orjson.loads(req.body)))
         for entry in body:
-            assert set(entry) == {"Host", "Score"} and entry["Host"] in asked, where
+            assert set(entry) == {"Host", "Score"} and entry["Host"] in candidates, where
             assert type(entry["Score"]) is int and 0 <= entry["Score"] <= 10, where
     else:
         assert isinstance(body, dict) and set(body) == {"Error"}, where

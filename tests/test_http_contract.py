@@ -193,7 +193,9 @@ def test_bad_input_gets_a_clear_error_and_changes_nothing(
     before = (dict(fw.cache.pods), dict(fw.reservations), dict(fw.held))
 
     async def go() -> httpx.Response:
-        return await client.post(path, content=body, headers={"Content-Type": "application/json"})
+        r: httpx.Response = await client.post(
+            path, content=body, headers={"Content-Type": "application/json"})
+        return r
 
     r = run(go())
     assert r.status_code == 200
@@ -206,7 +208,8 @@ def test_prioritize_bad_input_is_a_400_with_reason(env: Any) -> None:
     _, _, client = env
 
     async def go() -> httpx.Response:
-        return await client.post("/prioritize", content=b"{")
+        r: httpx.Response = await client.post("/prioritize", content=b"{")
+        return r
 
     r = run(go())
     assert r.status_code == 400 and "malformed JSON" in r.json()["Error"]

@@ -153,13 +153,14 @@ def logs_text(logs: Sequence[LogSource] | None = None, lines: int = LOG_LINES) -
 
 
 def wait_for(
-    predicate: Callable[[], T],
+    predicate: Callable[[], T | NotYet],
     timeout: float = 30.0,
     description: str = "condition",
     logs: Sequence[LogSource] | None = None,
     interval: float = 0.2,
 ) -> T:
-    """Poll ``predicate`` until it returns something truthy, and return that.
+    """Poll ``predicate`` until it returns something truthy, and return that (never a
+    :class:`NotYet`, which is always falsy).
 
     Exceptions from the predicate (an API 404 while an object is being created) count as
     "not yet" and are shown as the last state. On timeout raises :class:`WaitTimeout` with
@@ -172,7 +173,7 @@ def wait_for(
     while True:
         try:
             result = predicate()
-            if result:
+            if result and not isinstance(result, NotYet):
                 return result
             last = result
         except Exception as e:  # reported as the last state

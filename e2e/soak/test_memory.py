@@ -87,7 +87,7 @@ def lifecycles() -> tuple[dict[str, int], dict[str, int], GangFramework]:
     clock = Clock()
     api = Api()
     fw = GangFramework(Config(default_timeout_seconds=30))
-    recorder = EventRecorder(api, clock=clock)  # type: ignore[arg-type]
+    recorder = EventRecorder(api, clock=clock)
     gang_events = GangEvents(fw, recorder)
     status = StatusWriter(fw, api, clock=clock, events=gang_events,
                           config=StatusConfig(min_interval=0, resync_seconds=5))

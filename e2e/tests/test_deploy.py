@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -411,7 +411,7 @@ def test_service_account_is_refused_outside_its_roles(
         # And real calls, not just the authorizer's opinion.
         create_pod(namespace, "victim")
         core = client.CoreV1Api(api)
-        calls = {
+        calls: dict[str, Callable[[], object]] = {
             "delete pod": lambda: core.delete_namespaced_pod("victim", namespace),
             "list secrets": lambda: core.list_secret_for_all_namespaces(),
             "update the main scheduler's lease": lambda: client.CoordinationV1Api(

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.gang import REPO, GangStack, Recorder, scheduler_config
+from e2e.gang import REPO, GangStack, Recorder, block_ports, port_pod, scheduler_config
 from e2e.harness.cluster import ControlPlane, http_ok
 from e2e.harness.fixtures import (
     PG_GROUP,
@@ -48,7 +48,7 @@ from e2e.harness.fixtures import (
     wait_for,
 )
 from e2e.harness.process import ManagedProcess, free_port
-from e2e.tests.test_gang_lifecycle import block_ports, held, member, message, port_pod
+from e2e.tests.test_gang_lifecycle import held, member, message
 
 pytestmark = pytest.mark.e2e
 

@@ -97,7 +97,8 @@ def test_backoff_end_wakes_the_gang_without_a_cluster_event(
         port_pod(ns, "retry-1", group="retry", cpu="1")
 
         def backing_off() -> dict[str, Any] | NotYet:
-            for b in gang.debug()["backoff"]:
+            entries: list[dict[str, Any]] = gang.debug()["backoff"]
+            for b in entries:
                 if b["gang"] == f"{ns}/retry" and b["secondsLeft"] > 0.5:
                     return b
             return NotYet(gang.debug())

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from e2e.gang import GangStack
+from e2e.gang import GangStack, port_pod
 from e2e.harness.fixtures import (
     GANG_SCHEDULER,
     NotYet,
@@ -19,7 +19,7 @@ from e2e.harness.fixtures import (
     wait_for,
 )
 from e2e.harness.fixtures import NodeSet as Nodes
-from e2e.tests.test_status_lifecycle import port_pod, scheduled
+from e2e.tests.test_status_lifecycle import scheduled
 
 pytestmark = pytest.mark.e2e
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from typing import cast
 
 from extender.core.framework import (
     BindPod,
@@ -47,7 +48,7 @@ def pod(
     if gpu:
         req["nvidia.com/gpu"] = gpu
     labels = {GROUP_LABEL: group} if group else {}
-    labels.update(kw.pop("labels", {}))  # type: ignore[arg-type]
+    labels.update(cast(dict[str, str], kw.pop("labels", {})))
     return PodInfo(
         uid=f"uid-{name}-{next(_uid)}", namespace=ns, name=name, requests=req, labels=labels,
         creation=creation, scheduler_name="gang-scheduler", **kw,  # type: ignore[arg-type]

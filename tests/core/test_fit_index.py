@@ -8,6 +8,9 @@ shortfall messages and all.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,9 +30,11 @@ GPU = "nvidia.com/gpu"
 HOST = "kubernetes.io/hostname"
 Gi = 1 << 30
 ZONES = ("a", "b")
+# `DataObject.draw`: its `label` has no default, so it is not an `st.DrawFn`.
+Draw = Callable[..., Any]
 
 
-def _node(draw: st.DrawFn, name: str) -> NodeInfo:
+def _node(draw: Draw, name: str) -> NodeInfo:
     alloc: Resources = {"cpu": draw(st.sampled_from((2000, 4000, 8000))),
                         "memory": draw(st.sampled_from((4, 8, 16))) * Gi,
                         "pods": draw(st.integers(2, 12))}
@@ -40,7 +45,7 @@ def _node(draw: st.DrawFn, name: str) -> NodeInfo:
                     unschedulable=draw(st.integers(0, 9)) == 0)
 
 
-def _pod(draw: st.DrawFn, uid: str, node: str = "") -> PodInfo:
+def _pod(draw: Draw, uid: str, node: str = "") -> PodInfo:
     req: Resources = {"cpu": draw(st.integers(0, 8)) * 250,
                       "memory": draw(st.integers(0, 4)) * (Gi // 2), "pods": 1}
     if draw(st.integers(0, 3)) == 0:
@@ -53,7 +58,7 @@ def _pod(draw: st.DrawFn, uid: str, node: str = "") -> PodInfo:
                    required_anti_affinity=anti)
 
 
-def _gang(draw: st.DrawFn, tag: str) -> list[PodInfo]:
+def _gang(draw: Draw, tag: str) -> list[PodInfo]:
     pods: list[PodInfo] = []
     for s in range(draw(st.integers(1, 3))):
         req: Resources = {"cpu": draw(st.integers(0, 8)) * 250,

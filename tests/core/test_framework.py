@@ -21,7 +21,9 @@ from extender.core.framework import (
     GangFramework,
     WakePods,
 )
+from extender.core.planner import Plan, Shortfall
 from extender.core.queue import BackoffPolicy
+from extender.core.types import GroupInfo, PodInfo
 from tests.core.sim import SimScheduler, group, node, pod
 
 
@@ -626,7 +628,11 @@ def test_status_only_update_does_not_replan_a_waiting_gang(
     epochs = (cache.capacity_epoch, dict(cache.members_epoch))
     planned: list[str] = []
     plan = sim.fw._plan
-    monkeypatch.setattr(sim.fw, "_plan", lambda g, m: planned.append(g.key) or plan(g, m))
+    def counting_plan(g: GroupInfo, m: list[PodInfo]) -> Plan | Shortfall:
+        planned.append(g.key)
+        return plan(g, m)
+
+    monkeypatch.setattr(sim.fw, "_plan", counting_plan)
     for p in pods:
         sim.fw.on_pod(dataclasses.replace(p, unschedulable=True), sim.now)
     sim.tick()
