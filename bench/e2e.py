@@ -577,11 +577,11 @@ def pooled_ratios(points: list[dict[str, Any]]) -> dict[str, Any]:
 def _ratio_section(data: dict[str, Any]) -> list[str]:
     rows = []
     for p in data["points"]:
-        rp = p.get("ratio_pairs") or ratio_spread(p["ratio_per_pair"])
+        rp = p["ratio_pairs"]
         rows.append([f"{p['nodes']} / {p['pods']}", rp["pairs"], rp["median"],
                      f"{rp['ci95'][0]} - {rp['ci95'][1]}",
                      f"{rp['at_or_above_target']} of {rp['pairs']}"])
-    pool = data.get("pooled") or pooled_ratios(data["points"])
+    pool = pooled_ratios(data["points"])
     rows.append(["all points", pool["pairs"], pool["median"],
                  f"{pool['ci95'][0]} - {pool['ci95'][1]}",
                  f"{pool['at_or_above_target']} of {pool['pairs']}"])

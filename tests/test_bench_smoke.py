@@ -81,8 +81,8 @@ def test_ratio_spread_says_whether_the_target_is_met_with_confidence() -> None:
     assert pooled["pairs"] == 25 and pooled["at_or_above_target"] == 23
     data = {"mode": "test", "machine": {"cpus": 2, "loadavg_1m": 0.0, "commit": "x",
                                         "date": "now"},
-            "repetitions": 5, "kubernetes": "v0", "points": [point], "pooled": pooled,
-            "runs": [r.__dict__ for r in runs]}
+            "repetitions": 5, "kubernetes": "v0", "points": [point, hpoint],
+            "runs": [r.__dict__ for r in runs + high]}
     md = e2e.markdown(data)
     assert f"| 10 / 60 | 5 | 0.8 | {lo} - {hi} | 3 of 5 |" in md
     assert "| all points | 25 |" in md and "23 of 25" in md
