@@ -64,8 +64,8 @@ from extender.core.framework import BindDecision, GangFramework
 from extender.core.planner import Plan, Shortfall
 from extender.core.resources import fits
 from extender.core.types import GROUP_LABEL, GroupInfo, PodInfo, Resources
-from extender.runtime import Runtime, RuntimeConfig
-from extender.server import create_app, with_fast_verbs
+from extender.scheduler.http import create_app, with_fast_verbs
+from extender.scheduler.runtime import Runtime, RuntimeConfig
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}

@@ -105,13 +105,13 @@ def _configure_logging(level: str) -> None:
 async def _serve(args: argparse.Namespace) -> None:
     import uvicorn
 
-    from extender.events import EventRecorder, GangEvents
-    from extender.informer import Informer
-    from extender.kube import make_kube
-    from extender.metrics import Metrics
-    from extender.runtime import Runtime, RuntimeConfig
-    from extender.server import create_app, create_metrics_app, with_fast_verbs
-    from extender.status import StatusWriter, install_debug_route, observed_kinds
+    from extender.kube.client import make_kube
+    from extender.kube.informer import Informer
+    from extender.reporting.events import EventRecorder, GangEvents
+    from extender.reporting.metrics import Metrics
+    from extender.reporting.status import StatusWriter, install_debug_route, observed_kinds
+    from extender.scheduler.http import create_app, create_metrics_app, with_fast_verbs
+    from extender.scheduler.runtime import Runtime, RuntimeConfig
 
     if args.backoff_limit is not None and args.backoff_limit < 1:
         raise SystemExit("--backoff-limit must be at least 1")

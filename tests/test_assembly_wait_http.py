@@ -15,9 +15,9 @@ import pytest
 from extender.core.convert import pod_from_k8s
 from extender.core.framework import Config, GangFramework
 from extender.core.types import GroupInfo
-from extender.metrics import Metrics
-from extender.runtime import Runtime, RuntimeConfig
-from extender.server import create_app, with_fast_verbs
+from extender.reporting.metrics import Metrics
+from extender.scheduler.http import create_app, with_fast_verbs
+from extender.scheduler.runtime import Runtime, RuntimeConfig
 from tests.test_http_contract import RecordingKube, fake_nodes, sample
 
 GROUP = "scheduling.x-k8s.io/pod-group"

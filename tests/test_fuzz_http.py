@@ -38,11 +38,11 @@ from hypothesis.errors import InvalidArgument
 from extender.core.convert import group_from_k8s, node_from_k8s, pod_from_k8s
 from extender.core.framework import GangFramework
 from extender.core.types import Resources
-from extender.events import EventRecorder, GangEvents
-from extender.kube import ApiError
-from extender.runtime import Runtime, RuntimeConfig
-from extender.server import MAX_BODY, create_app, with_fast_verbs
-from extender.status import StatusWriter, install_debug_route
+from extender.kube.client import ApiError
+from extender.reporting.events import EventRecorder, GangEvents
+from extender.reporting.status import StatusWriter, install_debug_route
+from extender.scheduler.http import MAX_BODY, create_app, with_fast_verbs
+from extender.scheduler.runtime import Runtime, RuntimeConfig
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
 FUZZ = settings(

@@ -17,9 +17,9 @@ import pytest
 from extender.core.convert import node_from_k8s, pod_from_k8s
 from extender.core.framework import GangFramework
 from extender.core.types import GroupInfo, NodeInfo
-from extender.kube import ApiError
-from extender.runtime import Runtime, RuntimeConfig
-from extender.server import create_app, with_fast_verbs
+from extender.kube.client import ApiError
+from extender.scheduler.http import create_app, with_fast_verbs
+from extender.scheduler.runtime import Runtime, RuntimeConfig
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "wire-samples"
 if not SAMPLES.is_dir():  # CI clones main with shared/ beside it
@@ -277,8 +277,8 @@ def test_health_ready_metrics_debug(env: Any) -> None:
 
 
 def test_metrics_app_serves_no_verbs() -> None:
-    from extender.metrics import Metrics
-    from extender.server import create_metrics_app
+    from extender.reporting.metrics import Metrics
+    from extender.scheduler.http import create_metrics_app
 
     app = create_metrics_app(GangFramework(), Metrics())
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")

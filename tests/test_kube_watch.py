@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import httpx
 import orjson
 
-from extender.kube import Kube
+from extender.kube.client import Kube
 
 
 class _Chunks(httpx.AsyncByteStream):

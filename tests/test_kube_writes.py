@@ -8,8 +8,8 @@ import json
 import httpx
 import pytest
 
-from extender.kube import ApiError, Kube, _Writer
-from extender.transport import AsyncioTransport
+from extender.kube.client import ApiError, Kube, _Writer
+from extender.kube.transport import AsyncioTransport
 from tests.test_transport import Peer, Req, answer_all, response, run, serve
 
 

@@ -21,10 +21,15 @@ from extender.core.framework import (
     WakePods,
 )
 from extender.core.queue import BackoffPolicy
-from extender.events import EventRecorder, GangEvents, ObjectRef
-from extender.kube import ApiError
-from extender.metrics import Metrics
-from extender.status import StatusConfig, StatusWriter, install_debug_route, observed_kinds
+from extender.kube.client import ApiError
+from extender.reporting.events import EventRecorder, GangEvents, ObjectRef
+from extender.reporting.metrics import Metrics
+from extender.reporting.status import (
+    StatusConfig,
+    StatusWriter,
+    install_debug_route,
+    observed_kinds,
+)
 from tests.core.sim import SimScheduler, group, node, pod
 
 T0 = 1_800_000_000.0

@@ -1,4 +1,4 @@
-"""extender.transport.AsyncioTransport against a raw asyncio TCP server on 127.0.0.1.
+"""extender.kube.transport.AsyncioTransport against a raw asyncio TCP server on 127.0.0.1.
 
 The server side is written byte by byte (no HTTP library), so every test controls the exact
 wire behaviour: framing, keep-alive, closes at awkward moments, malformed heads. The client
@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
-from extender.transport import AsyncioTransport
+from extender.kube.transport import AsyncioTransport
 
 DEADLINE = 5.0  # per test; everything here finishes in milliseconds when it works
 

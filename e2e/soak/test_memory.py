@@ -12,9 +12,9 @@ from typing import Any
 
 from extender.core.convert import pod_from_k8s
 from extender.core.framework import Config, GangEvent, GangFramework
-from extender.events import EventRecorder, GangEvents
-from extender.runtime import Runtime, RuntimeConfig
-from extender.status import StatusConfig, StatusWriter, observed_kinds
+from extender.reporting.events import EventRecorder, GangEvents
+from extender.reporting.status import StatusConfig, StatusWriter, observed_kinds
+from extender.scheduler.runtime import Runtime, RuntimeConfig
 
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 NODES = [f"n{i}" for i in range(4)]

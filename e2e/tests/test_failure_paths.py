@@ -377,8 +377,8 @@ def test_node_deleted_under_a_reservation(
 
 def _runtime(cp: ControlPlane) -> Any:
     from extender.core.framework import GangFramework
-    from extender.kube import make_kube
-    from extender.runtime import Runtime
+    from extender.kube.client import make_kube
+    from extender.scheduler.runtime import Runtime
 
     fw = GangFramework()
     # The client the CLI builds: Bindings through the transport's raw write path.

@@ -1,6 +1,6 @@
 """PodGroup status from plain data: phase, counts and conditions (design 6).
 
-Pure: the status writer (`extender/status.py`) feeds it the group, every pod labelled
+Pure: the status writer (`extender/reporting/status.py`) feeds it the group, every pod labelled
 for it, the framework's latest decision for the gang and the status written last, and
 writes what comes back. Rules, in order (the first that applies wins):
 

@@ -42,7 +42,7 @@ from extender.core.phase import (
     rfc3339,
 )
 from extender.core.types import GroupInfo, PodInfo
-from extender.kube import PODGROUP_PATH, ApiError
+from extender.kube.client import PODGROUP_PATH, ApiError
 
 log = logging.getLogger("gang-extender.events")
 

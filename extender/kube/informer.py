@@ -16,7 +16,7 @@ from typing import Any
 
 from extender.core.convert import group_from_k8s, node_from_k8s, pod_from_k8s
 from extender.core.framework import GangFramework
-from extender.kube import PODGROUP_PATH, ApiError, Kube, ResourceExpired
+from extender.kube.client import PODGROUP_PATH, ApiError, Kube, ResourceExpired
 
 log = logging.getLogger("gang-extender.informer")
 

@@ -32,9 +32,9 @@ from extender.core.phase import (
     rfc3339,
 )
 from extender.core.types import GROUP_LABEL, GroupInfo, PodInfo
-from extender.events import EventRecorder, GangEvents
-from extender.informer import GROUPS, NODES, PODS, Kind
-from extender.kube import PODGROUP_PATH, ApiError
+from extender.kube.client import PODGROUP_PATH, ApiError
+from extender.kube.informer import GROUPS, NODES, PODS, Kind
+from extender.reporting.events import EventRecorder, GangEvents
 
 log = logging.getLogger("gang-extender.status")
 

@@ -22,9 +22,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from extender.core.convert import pod_from_k8s
 from extender.core.framework import GangFramework
 from extender.core.types import PodInfo
-from extender.metrics import Metrics
-from extender.runtime import Runtime
-from extender.wire import ExtenderArgs, ExtenderBindingArgs
+from extender.reporting.metrics import Metrics
+from extender.scheduler.runtime import Runtime
+from extender.scheduler.wire import ExtenderArgs, ExtenderBindingArgs
 
 log = logging.getLogger("gang-extender.http")
 

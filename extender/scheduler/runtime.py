@@ -22,7 +22,7 @@ from extender.core.framework import (
     WakePods,
 )
 from extender.core.types import PodInfo
-from extender.kube import ApiError, Kube
+from extender.kube.client import ApiError, Kube
 
 log = logging.getLogger("gang-extender")
 

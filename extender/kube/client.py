@@ -19,7 +19,7 @@ import orjson
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from extender.transport import AsyncioTransport
+from extender.kube.transport import AsyncioTransport
 
 log = logging.getLogger("gang-extender.kube")
 

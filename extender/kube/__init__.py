@@ -1,0 +1,1 @@
+"""Adapters that talk to the Kubernetes API: client, transport, informer."""

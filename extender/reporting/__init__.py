@@ -1,0 +1,1 @@
+"""Adapters that report to users: PodGroup status, Events, metrics."""
