@@ -13,6 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from extender.core.planner import Plan, plan_gang
+from extender.core.snapshot import Snapshot
 from extender.core.types import (
     LabelSelector,
     NodeInfo,
@@ -68,9 +69,10 @@ def bench(
 ) -> None:
     times = []
     result: object = None
+    snapshot = Snapshot(nodes, free, {})  # no fit index: every plan scans the nodes
     for _ in range(30):
         t0 = time.perf_counter()
-        result = plan_gang(pods, len(pods), nodes, free, {})
+        result = plan_gang(pods, len(pods), snapshot)
         times.append((time.perf_counter() - t0) * 1000)
     outcome = "Plan" if isinstance(result, Plan) else f"Shortfall: {result.message}"  # type: ignore[attr-defined]
     median = statistics.median(times)

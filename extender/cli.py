@@ -9,8 +9,8 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from extender.core.framework import Config, GangEvent, GangFramework
-from extender.core.queue import BackoffPolicy
+from extender.core.config import Config
+from extender.core.queue.backoff import BackoffPolicy
 
 
 def _host_port(value: str) -> tuple[str, int]:
@@ -105,57 +105,60 @@ def _configure_logging(level: str) -> None:
 async def _serve(args: argparse.Namespace) -> None:
     import uvicorn
 
+    from extender.core.manager import Core, GangManager
+    from extender.core.vocabulary import Report
     from extender.kube.client import make_kube
+    from extender.kube.events import EventRecorder
     from extender.kube.informer import Informer
-    from extender.reporting.events import EventRecorder, GangEvents
+    from extender.reporting.events import GangEvents
     from extender.reporting.metrics import Metrics
-    from extender.reporting.status import StatusWriter, install_debug_route, observed_kinds
+    from extender.reporting.status import StatusWriter, observed_kinds
+    from extender.scheduler.debug import install_podgroups_route
+    from extender.scheduler.dispatch import DispatchConfig, Dispatcher
     from extender.scheduler.http import create_app, create_metrics_app, with_fast_verbs
-    from extender.scheduler.runtime import Runtime, RuntimeConfig
+    from extender.scheduler.wakeups import Wakeups
 
     if args.backoff_limit is not None and args.backoff_limit < 1:
         raise SystemExit("--backoff-limit must be at least 1")
     policy = BackoffPolicy(args.backoff_base, max(args.backoff_cap, args.backoff_base),
                            args.backoff_limit)
-    fw = GangFramework(Config(args.default_timeout, policy, args.scheduler_name,
-                              assembly_wait_seconds=args.assembly_wait,
-                              assembly_gap_seconds=args.assembly_gap))
+    manager = GangManager(Core.wire(Config(args.default_timeout, policy,
+                                           assembly_wait_seconds=args.assembly_wait,
+                                           assembly_gap_seconds=args.assembly_gap)))
     kube = make_kube(args.kubeconfig)
     metrics = Metrics()
-    metrics.fw = fw
-    # Status, events and metrics of design 6: all off the request path. Switched off,
+    # Status, events and metrics (architecture.md §6): all off the request path. Switched off,
     # a writer still computes (for /debug/podgroups, the gauges and the log) but sends nothing.
     recorder = EventRecorder(kube if args.events == "on" else None,
                              on_result=lambda r: metrics.events.labels(r).inc())
-    gang_events = GangEvents(fw, recorder)
-    status = StatusWriter(fw, kube if args.podgroup_status == "on" else None,
+    gang_events = GangEvents(recorder)
+    status = StatusWriter(manager, kube if args.podgroup_status == "on" else None,
                           events=gang_events,
                           on_write=lambda r: metrics.status_writes.labels(r).inc())
     metrics.status_counts = status.counts
 
-    def on_event(event: GangEvent) -> None:
-        metrics.on_event(event)
-        gang_events.on_gang_event(event)
-        status.on_gang_event(event)
+    def on_report(report: Report) -> None:
+        metrics.on_report(report)
+        gang_events.on_report(report)
+        status.on_report(report)
 
-    runtime = Runtime(
-        fw, kube, RuntimeConfig(bind_hold_limit=args.bind_hold_limit),
-        on_event=on_event,
-        on_wake=metrics.wakeups.inc,
-        on_assembly_wait=metrics.on_assembly_wait,
-    )
-    status.clock = recorder.clock = runtime.clock
-    informer = Informer(kube, fw, runtime.clock, runtime.cache_changed,
+    clock = recorder.clock
+    wakeups = Wakeups(manager, kube, clock, on_wake=metrics.wakeups.inc)
+    dispatcher = Dispatcher(manager, kube, wakeups,
+                            DispatchConfig(bind_hold_limit=args.bind_hold_limit), clock,
+                            on_report=on_report, on_assembly_wait=metrics.on_assembly_wait)
+    status.clock = clock
+    informer = Informer(kube, manager, clock, dispatcher.cache_changed,
                         kinds=observed_kinds(status))
-    app = create_app(runtime, metrics, ready=informer.synced)
-    install_debug_route(app, status, recorder, runtime.clock)
+    app = create_app(dispatcher, metrics, ready=informer.synced)
+    install_podgroups_route(app, status, recorder, clock)
     host, port = args.listen
     servers = [uvicorn.Server(uvicorn.Config(
         with_fast_verbs(app), host=host, port=port, log_level="warning", timeout_keep_alive=120,
         access_log=False, lifespan="off"))]
     if args.metrics_listen:
         mhost, mport = args.metrics_listen
-        metrics_app = create_metrics_app(fw, metrics, ready=informer.synced)
+        metrics_app = create_metrics_app(manager, metrics, ready=informer.synced)
         servers.append(uvicorn.Server(uvicorn.Config(
             metrics_app, host=mhost, port=mport, log_level="warning", access_log=False,
             lifespan="off")))
@@ -165,8 +168,8 @@ async def _serve(args: argparse.Namespace) -> None:
              policy.cap_seconds, policy.retry_limit)
     tasks = [
         asyncio.create_task(informer.run(), name="informer"),
-        asyncio.create_task(runtime.tick_loop(), name="tick"),
-        asyncio.create_task(runtime.wake_loop(), name="wake"),
+        asyncio.create_task(dispatcher.tick_loop(), name="tick"),
+        asyncio.create_task(wakeups.run(), name="wake"),
         asyncio.create_task(status.run(), name="podgroup-status"),
         asyncio.create_task(recorder.run(), name="events"),
     ]

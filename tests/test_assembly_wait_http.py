@@ -12,12 +12,13 @@ from typing import Any
 import httpx
 import pytest
 
+from extender.core.config import Config
 from extender.core.convert import pod_from_k8s
-from extender.core.framework import Config, GangFramework
+from extender.core.manager import Core, GangManager
 from extender.core.types import GroupInfo
 from extender.reporting.metrics import Metrics
+from extender.scheduler.dispatch import DispatchConfig, Dispatcher
 from extender.scheduler.http import create_app, with_fast_verbs
-from extender.scheduler.runtime import Runtime, RuntimeConfig
 from tests.test_http_contract import RecordingKube, fake_nodes, sample
 
 GROUP = "scheduling.x-k8s.io/pod-group"
@@ -33,16 +34,17 @@ def member(name: str) -> dict[str, Any]:
     return req
 
 
-def stack(fast: bool, **config: float) -> tuple[GangFramework, Runtime, Metrics,
+def stack(fast: bool, **config: float) -> tuple[Core, GangManager, Dispatcher, Metrics,
                                                  httpx.AsyncClient]:
-    fw = GangFramework(Config(**config))  # type: ignore[arg-type]
+    core = Core.wire(Config(**config))  # type: ignore[arg-type]
+    manager = GangManager(core)
     metrics = Metrics()
-    runtime = Runtime(fw, RecordingKube(), RuntimeConfig(bind_hold_limit=5),  # type: ignore[arg-type]
-                      on_assembly_wait=metrics.on_assembly_wait)
-    app = create_app(runtime, metrics)
+    dispatcher = Dispatcher(manager, RecordingKube(), config=DispatchConfig(bind_hold_limit=5),
+                            on_assembly_wait=metrics.on_assembly_wait)
+    app = create_app(dispatcher, metrics)
     served = with_fast_verbs(app) if fast else app
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=served), base_url="http://t")
-    return fw, runtime, metrics, client
+    return core, manager, dispatcher, metrics, client
 
 
 def waits(metrics: Metrics, outcome: str) -> float:
@@ -54,11 +56,11 @@ def waits(metrics: Metrics, outcome: str) -> float:
 @pytest.mark.parametrize("fast", [True, False], ids=["fast-verbs", "fastapi-routes"])
 def test_filter_answers_with_the_slot_as_soon_as_the_gang_is_complete(fast: bool) -> None:
     # Budget and gap far longer than the test: only the arrival can end the wait early.
-    fw, runtime, metrics, client = stack(fast, assembly_wait_seconds=60,
-                                         assembly_gap_seconds=60)
+    core, manager, dispatcher, metrics, client = stack(fast, assembly_wait_seconds=60,
+                                                       assembly_gap_seconds=60)
     first = member("trainer-0")
-    fake_nodes(fw, first["NodeNames"])
-    fw.on_group(GroupInfo("default", "trainer", 3, uid="g1"), time.time())
+    fake_nodes(manager, first["NodeNames"])
+    manager.on_group(GroupInfo("default", "trainer", 3, uid="g1"), time.time())
 
     async def go() -> dict[str, Any]:
         call = asyncio.create_task(client.post("/filter", json=first))
@@ -67,8 +69,8 @@ def test_filter_answers_with_the_slot_as_soon_as_the_gang_is_complete(fast: bool
         waiting = (await client.get("/debug/gangs")).json()["filterWaits"]
         assert [w["pod"] for w in waiting] == ["default/trainer-0"]
         for name in ("trainer-1", "trainer-2"):
-            fw.on_pod(pod_from_k8s(member(name)["Pod"]), time.time())
-            runtime.cache_changed()
+            manager.on_pod(pod_from_k8s(member(name)["Pod"]), time.time())
+            dispatcher.cache_changed()
         reply = await asyncio.wait_for(call, 10)
         return reply.json()  # type: ignore[no-any-return]
 
@@ -76,15 +78,16 @@ def test_filter_answers_with_the_slot_as_soon_as_the_gang_is_complete(fast: bool
     body = asyncio.run(go())
     assert time.monotonic() - started < 10
     assert len(body["NodeNames"]) == 1 and body["FailedAndUnresolvableNodes"] == {}
-    assert "default/trainer" in fw.reservations
+    assert "default/trainer" in core.reservations
     assert waits(metrics, "placed") == 1 and waits(metrics, "turned_away") == 0
 
 
 def test_filter_turns_the_member_away_after_the_gap_when_no_one_arrives() -> None:
-    fw, _, metrics, client = stack(True, assembly_wait_seconds=5, assembly_gap_seconds=0.2)
+    _, manager, _, metrics, client = stack(True, assembly_wait_seconds=5,
+                                           assembly_gap_seconds=0.2)
     first = member("trainer-0")
-    fake_nodes(fw, first["NodeNames"])
-    fw.on_group(GroupInfo("default", "trainer", 3, uid="g1"), time.time())
+    fake_nodes(manager, first["NodeNames"])
+    manager.on_group(GroupInfo("default", "trainer", 3, uid="g1"), time.time())
 
     async def go() -> dict[str, Any]:
         return (await client.post("/filter", json=first)).json()  # type: ignore[no-any-return]

@@ -17,7 +17,7 @@ def test_core_benchmark_writes_json_and_markdown(tmp_path: Path) -> None:
     assert [(c["nodes"], c["pods"], c["arrival"]) for c in data["cases"]] == [
         (12, 40, "burst"), (12, 40, "stream")]
     for case in data["cases"]:
-        for verb in ("filter", "prioritize", "evaluate", "watch: pod"):
+        for verb in ("filter", "prioritize", "bind: manager decision", "tick", "watch: pod"):
             assert case["verbs"][verb]["count"] > 0, verb
             assert {"p50", "p99", "max"} <= set(case["verbs"][verb]), verb
         assert case["planning"]["count"] > 0

@@ -1,6 +1,6 @@
 """Fuzzing every HTTP route of the extender (issue 7, part 2).
 
-The ASGI app runs in-process, as in test_http_contract.py, in front of a framework fed
+The ASGI app runs in-process, as in test_http_contract.py, in front of a gang manager fed
 a small cluster: four nodes, two PodGroups (minMember 3 and 2) with their pods, a plain
 pod and a pod already bound. Hypothesis then sends sequences of requests, concurrently
 where the verb holds (bind): random bytes, truncated and malformed JSON, random JSON
@@ -10,9 +10,9 @@ nodes, UID mismatches, duplicate and out-of-order binds, and valid traffic.
 Every request must get a clear answer: HTTP 200 (or 400 for prioritize, whose
 error path kube-scheduler ignores anyway) with a JSON body of the verb's shape, an
 `Error` text when the request was wrong. After each sequence the server still answers
-/healthz, and the framework's bookkeeping is recomputed from scratch and compared
-(`assert_consistent`): per-node free capacity, holds, held binds, futures, and no
-gang bound short of its quorum.
+/healthz, and the gang manager's bookkeeping is recomputed from scratch and compared
+(`assert_consistent`): per-node free capacity, reservations, binds waiting at the permit
+barrier and in flight, and no gang bound short of its quorum.
 
 `FUZZ_EXAMPLES=2000 .venv/bin/pytest tests/test_fuzz_http.py` runs a longer campaign.
 """
@@ -36,13 +36,17 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from extender.core.convert import group_from_k8s, node_from_k8s, pod_from_k8s
-from extender.core.framework import GangFramework
+from extender.core.manager import Core, GangManager
 from extender.core.types import Resources
+from extender.core.vocabulary import Report
 from extender.kube.client import ApiError
-from extender.reporting.events import EventRecorder, GangEvents
-from extender.reporting.status import StatusWriter, install_debug_route
+from extender.kube.events import EventRecorder
+from extender.reporting.events import GangEvents
+from extender.reporting.metrics import Metrics
+from extender.reporting.status import StatusWriter
+from extender.scheduler.debug import install_podgroups_route
+from extender.scheduler.dispatch import DispatchConfig, Dispatcher
 from extender.scheduler.http import MAX_BODY, create_app, with_fast_verbs
-from extender.scheduler.runtime import Runtime, RuntimeConfig
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
 FUZZ = settings(
@@ -57,7 +61,7 @@ NODES = ["n0", "n1", "n2", "n3"]
 GROUPS = {"g3": 3, "g2": 2}
 
 
-# ----- the cluster the framework starts from ---------------------------------------------
+# ----- the cluster the gang manager starts from ---------------------------------------------
 
 
 def node_obj(name: str) -> dict[str, Any]:
@@ -126,33 +130,45 @@ class RecordingKube:
 
 @dataclass
 class Env:
-    fw: GangFramework
+    core: Core
+    manager: GangManager
     kube: RecordingKube
-    runtime: Runtime
+    dispatcher: Dispatcher
     client: httpx.AsyncClient
     problems: list[str] = field(default_factory=list)
 
 
 def make_env(reject: Callable[[str], ApiError | None] | None = None,
              hold_limit: float = 0.05) -> Env:
-    fw = GangFramework()
+    core = Core.wire()
+    manager = GangManager(core)
     kube = RecordingKube(reject)
-    runtime = Runtime(fw, kube, RuntimeConfig(bind_hold_limit=hold_limit))  # type: ignore[arg-type]
+    metrics = Metrics()
     recorder = EventRecorder(kube)
-    status = StatusWriter(fw, kube, events=GangEvents(fw, recorder))
-    app = create_app(runtime)
-    install_debug_route(app, status, recorder, runtime.clock)
+    gang_events = GangEvents(recorder)
+    status = StatusWriter(manager, kube, events=gang_events)
+    metrics.status_counts = status.counts
+
+    def on_report(report: Report) -> None:  # as extender/cli.py wires them
+        metrics.on_report(report)
+        gang_events.on_report(report)
+        status.on_report(report)
+
+    dispatcher = Dispatcher(manager, kube, config=DispatchConfig(bind_hold_limit=hold_limit),
+                            on_report=on_report)
+    app = create_app(dispatcher, metrics)
+    install_podgroups_route(app, status, recorder, dispatcher.clock)
     for n in NODES:
-        fw.on_node(node_from_k8s(node_obj(n)))
+        manager.on_node(node_from_k8s(node_obj(n)))
     for g, m in GROUPS.items():
-        fw.on_group(group_from_k8s(group_obj(g, m)), 0.0)
+        manager.on_group(group_from_k8s(group_obj(g, m)), 0.0)
     for p in POD_OBJS:
-        fw.on_pod(pod_from_k8s(p), 0.0)
-    fw.outbox.clear()
+        manager.on_pod(pod_from_k8s(p), 0.0)
+    manager.take_actions()
     # The app as the CLI serves it: the verbs through the ASGI fast path, the rest FastAPI.
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=with_fast_verbs(app)),
                                base_url="http://t", timeout=30)
-    return Env(fw, kube, runtime, client)
+    return Env(core, manager, kube, dispatcher, client)
 
 
 # ----- the consistency check -----------------------------------------------------------
@@ -164,14 +180,15 @@ def _sub(into: Resources, req: Resources) -> None:
 
 
 def assert_consistent(env: Env, settled: bool = True) -> None:
-    """The framework's incremental bookkeeping equals a recomputation from scratch."""
-    fw, cache = env.fw, env.fw.cache
-    slots = {uid: (res.gang, s) for res in fw.reservations.values()
+    """The gang manager's incremental bookkeeping equals a recomputation from scratch."""
+    core, cache = env.core, env.core.cache
+    permit, reservations = core.permit, core.reservations
+    slots = {uid: (res.gang, s) for res in reservations.values()
              for uid, s in res.slots.items()}
     for name, node in cache.nodes.items():
         want = dict(node.allocatable)
         for pod in cache.pods.values():
-            if pod.holds_capacity and pod.node_name == name:
+            if pod.takes_capacity and pod.node_name == name:
                 _sub(want, pod.requests)
         for _, s in slots.values():
             if s.node == name:
@@ -183,16 +200,17 @@ def assert_consistent(env: Env, settled: bool = True) -> None:
     per_node: dict[str, int] = {}
     for _, s in slots.values():
         per_node[s.node] = per_node.get(s.node, 0) + 1
-    assert cache.held_nodes == per_node, (cache.held_nodes, per_node)
-    for gang, res in fw.reservations.items():
+    assert cache.reserved_nodes == per_node, (cache.reserved_nodes, per_node)
+    for gang in reservations:
+        res = reservations[gang]
         assert gang == res.gang
         for uid, s in res.slots.items():
             slot_pod = cache.pods.get(uid)
             assert slot_pod is not None, f"slot for unknown pod {uid}"
-            assert fw._gang_key(slot_pod) == gang
+            assert slot_pod.gang == gang
             assert not slot_pod.node_name, f"slot kept for bound pod {slot_pod.key}"
             assert s.node in cache.nodes, f"slot on unknown node {s.node}"
-    for uid, held_node in fw.held.items():
+    for uid, held_node in permit.waiting.items():
         assert uid in slots and slots[uid][1].node == held_node, f"held bind {uid} has no slot"
     # No gang bound short of its quorum, and no Binding for a pod twice.
     for key, group in cache.groups.items():
@@ -204,9 +222,10 @@ def assert_consistent(env: Env, settled: bool = True) -> None:
         event(f"bindings created: {min(len(names), 4)}+")
     assert len(names) == len(set(names)), f"a pod was bound twice: {names}"
     if settled:
-        assert not fw.held, f"held binds left after every request was answered: {fw.held}"
-        assert not fw.binding, f"bindings left in flight: {fw.binding}"
-        assert not any(not f.done() for f in env.runtime.futures.values())
+        assert not permit.waiting, (
+            f"held binds left after every request was answered: {dict(permit.waiting)}")
+        assert not permit.in_flight, f"bindings left in flight: {dict(permit.in_flight)}"
+        assert not env.dispatcher.answers_pending(), "an answer future was left pending"
 
 
 # ----- strategies ----------------------------------------------------------------------
@@ -230,7 +249,7 @@ def pod_by_name(name: str) -> dict[str, Any]:
         if p["metadata"]["name"] == name:
             return copy.deepcopy(p)
     group = "g3" if name.startswith("g3") else "g2" if name.startswith("g2") else None
-    return pod_obj(name or "x", group)  # unknown to the framework
+    return pod_obj(name or "x", group)  # unknown to the gang manager
 
 
 @st.composite
@@ -378,7 +397,7 @@ def check_reply(env: Env, req: Request, resp: httpx.Response) -> None:
         if body["Error"] == "":
             # Success means the pod is bound there, in the cache and at the "API".
             sent = orjson.loads(req.body)
-            pod = env.fw.cache.pods.get(sent["PodUID"])
+            pod = env.manager.pod(sent["PodUID"])
             assert pod is not None and pod.node_name == sent["Node"], where
             assert env.kube.bound.get(sent["PodName"]) == sent["Node"], where
 
@@ -407,8 +426,8 @@ async def run_sequence(env: Env, reqs: list[Request]) -> None:
         for _ in range(5):
             await asyncio.sleep(0)
     await asyncio.gather(*tasks)
-    await asyncio.gather(*env.runtime._tasks)
-    env.runtime.drain()
+    await env.dispatcher.idle()
+    env.dispatcher.drain()
     health = await env.client.get("/healthz")
     assert health.status_code == 200 and health.text == "ok"
     debug = await env.client.get("/debug/gangs")
@@ -466,8 +485,8 @@ async def run_with_followups(env: Env, reqs: list[Request]) -> None:
         for _ in range(5):
             await asyncio.sleep(0)
     await asyncio.gather(*tasks)
-    await asyncio.gather(*env.runtime._tasks)
-    env.runtime.drain()
+    await env.dispatcher.idle()
+    env.dispatcher.drain()
 
 
 @FUZZ
@@ -496,14 +515,14 @@ def test_bindings_the_api_rejects_answer_an_error_and_leave_state_consistent(
 
     env = make_env(reject)
     asyncio.run(run_with_followups(env, reqs))
-    fw = env.fw
+    manager, permit = env.manager, env.core.permit
     for name in rejected:
-        pod = fw.cache.pods.get(f"uid-{name}")
+        pod = manager.pod(f"uid-{name}")
         if pod is not None and name != "bound-0":
             assert not pod.node_name, f"{name} refused by the API but bound in the cache"
-    assert not fw.held and not fw.binding
+    assert not permit.waiting and not permit.in_flight
     # Only the quorum clause may differ (a refused member); the rest must hold.
-    for g in fw.cache.groups.values():
+    for g in manager.groups():
         g.min_member = 1
     assert_consistent(env)
 
@@ -636,7 +655,7 @@ def test_declared_oversized_body_is_refused_from_its_length() -> None:
     assert resp.status_code == 200 and "exceeds" in resp.json()["Error"], resp.text
 
 
-# ----- findings in the framework (extender/core/framework.py), pinned -----------------------
+# ----- findings in the gang manager (extender/core/), pinned -----------------------
 
 
 def test_late_filter_of_a_deleted_member_does_not_resurrect_it() -> None:
@@ -645,8 +664,8 @@ def test_late_filter_of_a_deleted_member_does_not_resurrect_it() -> None:
     replacement["metadata"]["creationTimestamp"] = "2026-01-01T00:01:00Z"
 
     async def go() -> list[list[str]]:
-        env.fw.on_pod_deleted("uid-g2-1")  # the watch delivers the DELETE ...
-        env.fw.on_pod(pod_from_k8s(replacement), 0.0)  # ... and the Job's replacement
+        env.manager.on_pod_deleted("uid-g2-1")  # the watch delivers the DELETE ...
+        env.manager.on_pod(pod_from_k8s(replacement), 0.0)  # ... and the Job's replacement
         # ... then kube-scheduler's filter call for the deleted pod, already in flight.
         await env.client.post("/filter", content=encode(
             {"Pod": pod_by_name("g2-1"), "NodeNames": NODES}))
@@ -658,26 +677,26 @@ def test_late_filter_of_a_deleted_member_does_not_resurrect_it() -> None:
         return out
 
     placed = asyncio.run(go())
-    assert "uid-g2-1" not in env.fw.cache.pods, "a deleted pod is back in the cache"
+    assert env.manager.pod("uid-g2-1") is None, "a deleted pod is back in the cache"
     assert all(placed), f"the gang's two live members must both get a node: {placed}"
 
 
 def test_plain_pods_filtered_before_their_binds_do_not_overcommit_a_hold() -> None:
     env = make_env(hold_limit=5)
-    fw = env.fw
+    manager, core = env.manager, env.core
     for n in NODES[1:]:
-        fw.on_node_deleted(n)
-    fw.on_pod_deleted("uid-bound-0")  # n0: 4 cpu, all free
+        manager.on_node_deleted(n)
+    manager.on_pod_deleted("uid-bound-0")  # n0: 4 cpu, all free
     extra = [pod_obj(f"plain-{i}") for i in (1, 2)]
     for p in extra:
-        fw.on_pod(pod_from_k8s(p), 0.0)
+        manager.on_pod(pod_from_k8s(p), 0.0)
     plains = [pod_by_name("plain-0"), *extra]
 
     async def go() -> list[dict[str, Any]]:
         # g2 reserves 2 × 1 cpu on n0: 2 cpu stay free for everyone else.
         await env.client.post("/filter", content=encode(
             {"Pod": pod_by_name("g2-0"), "NodeNames": ["n0"]}))
-        assert fw.reservations
+        assert core.reservations
         # kube-scheduler's serial loop: three 1-cpu pods filtered, then their binds.
         passed = []
         for p in plains:
@@ -690,9 +709,9 @@ def test_plain_pods_filtered_before_their_binds_do_not_overcommit_a_hold() -> No
             "Node": "n0"}))).json() for m in passed]
 
     asyncio.run(go())
-    committed = sum(p.requests["cpu"] for p in fw.cache.pods.values()
+    committed = sum(p.requests["cpu"] for p in core.cache.pods.values()
                     if p.node_name == "n0" and not p.terminal)
-    held = sum(s.pod.requests["cpu"] for r in fw.reservations.values()
+    held = sum(s.pod.requests["cpu"] for r in core.reservations.values()
                for s in r.slots.values() if s.node == "n0")
     assert committed + held <= 4000, (
         f"n0 has 4000m: {committed}m bound plus {held}m reserved for g2")
@@ -700,7 +719,7 @@ def test_plain_pods_filtered_before_their_binds_do_not_overcommit_a_hold() -> No
 
 def test_refilter_of_a_held_member_does_not_release_the_node_it_binds_to() -> None:
     env = make_env(hold_limit=5)
-    fw = env.fw
+    cache = env.core.cache
     plain = pod_by_name("plain-0")
 
     async def go() -> None:
@@ -729,6 +748,6 @@ def test_refilter_of_a_held_member_does_not_release_the_node_it_binds_to() -> No
 
     asyncio.run(go())
     for n in NODES:
-        used = sum(p.requests["cpu"] for p in fw.cache.pods.values()
+        used = sum(p.requests["cpu"] for p in cache.pods.values()
                    if p.node_name == n and not p.terminal)
         assert used <= 4000, f"{n}: {used}m bound on 4000m ({env.kube.bindings})"

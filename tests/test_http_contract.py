@@ -1,6 +1,6 @@
 """The HTTP layer against bodies captured from a real kube-scheduler (shared/wire-samples).
 
-Runs the ASGI app in-process (no network, no API server): the framework is fed the
+Runs the ASGI app in-process (no network, no API server): the gang manager is fed the
 sample's nodes directly, and bindings go to a recording stand-in for the API.
 """
 
@@ -15,11 +15,11 @@ import httpx
 import pytest
 
 from extender.core.convert import node_from_k8s, pod_from_k8s
-from extender.core.framework import GangFramework
+from extender.core.manager import Core, GangManager
 from extender.core.types import GroupInfo, NodeInfo
 from extender.kube.client import ApiError
+from extender.scheduler.dispatch import DispatchConfig, Dispatcher
 from extender.scheduler.http import create_app, with_fast_verbs
-from extender.scheduler.runtime import Runtime, RuntimeConfig
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "wire-samples"
 if not SAMPLES.is_dir():  # CI clones main with shared/ beside it
@@ -50,23 +50,25 @@ class RecordingKube:
         self.patches.append((path, patch))
 
 
-def fake_nodes(fw: GangFramework, names: list[str]) -> None:
+def fake_nodes(manager: GangManager, names: list[str]) -> None:
     for name in names:
-        fw.on_node(NodeInfo(name, {"cpu": 8000, "memory": 32 << 30, "pods": 110,
+        manager.on_node(NodeInfo(name, {"cpu": 8000, "memory": 32 << 30, "pods": 110,
                                    "nvidia.com/gpu": 8}, {"kubernetes.io/hostname": name}))
 
 
 @pytest.fixture(params=["fast-verbs", "fastapi-routes"])
-def env(request: pytest.FixtureRequest) -> tuple[GangFramework, RecordingKube, httpx.AsyncClient]:
+def env(request: pytest.FixtureRequest) -> tuple[Core, GangManager, RecordingKube,
+                                                 httpx.AsyncClient]:
     """Both ways the verbs are served: the ASGI fast path the CLI serves, and the
     FastAPI routes; every test must pass on both, byte for byte the same contract."""
-    fw = GangFramework()
+    core = Core.wire()
+    manager = GangManager(core)
     kube = RecordingKube()
-    runtime = Runtime(fw, kube, RuntimeConfig(bind_hold_limit=5))  # type: ignore[arg-type]
-    app = create_app(runtime)
+    dispatcher = Dispatcher(manager, kube, config=DispatchConfig(bind_hold_limit=5))
+    app = create_app(dispatcher)
     served = with_fast_verbs(app) if request.param == "fast-verbs" else app
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=served), base_url="http://t")
-    return fw, kube, client
+    return core, manager, kube, client
 
 
 def run(coro: Any) -> Any:
@@ -74,9 +76,9 @@ def run(coro: Any) -> Any:
 
 
 def test_filter_prioritize_bind_with_node_names(env: Any) -> None:
-    fw, kube, client = env
+    core, manager, kube, client = env
     req = sample("nodecachecapable-true.filter.request.json")
-    fake_nodes(fw, req["NodeNames"])
+    fake_nodes(manager, req["NodeNames"])
 
     async def go() -> None:
         r = await client.post("/filter", json=req)
@@ -98,15 +100,15 @@ def test_filter_prioritize_bind_with_node_names(env: Any) -> None:
     run(go())
     bind = sample("nodecachecapable-true.bind.request.json")
     assert kube.bindings == [(bind["PodNamespace"], bind["PodName"], bind["PodUID"], bind["Node"])]
-    assert fw.cache.pods[bind["PodUID"]].node_name == bind["Node"]
+    assert core.cache.pods[bind["PodUID"]].node_name == bind["Node"]
 
 
 def test_filter_with_full_node_objects_returns_node_objects(env: Any) -> None:
     """nodeCacheCapable=false: kube-scheduler ignores NodeNames in the reply."""
-    fw, _, client = env
+    _, manager, _, client = env
     req = sample("nodecachecapable-false.filter.request.json")
     for item in req["Nodes"]["items"]:
-        fw.on_node(node_from_k8s(item))
+        manager.on_node(node_from_k8s(item))
 
     async def go() -> dict[str, Any]:
         r = await client.post("/filter", json=req)
@@ -120,11 +122,11 @@ def test_filter_with_full_node_objects_returns_node_objects(env: Any) -> None:
 
 
 def test_gang_member_rejected_as_unresolvable_with_reason(env: Any) -> None:
-    fw, _, client = env
+    _, manager, _, client = env
     req = sample("nodecachecapable-true.filter.request.json")
     req["Pod"]["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = "trainer"
-    fake_nodes(fw, req["NodeNames"])
-    fw.on_group(GroupInfo("default", "trainer", 4, uid="u1"), 0.0)
+    fake_nodes(manager, req["NodeNames"])
+    manager.on_group(GroupInfo("default", "trainer", 4, uid="u1"), 0.0)
 
     async def go() -> dict[str, Any]:
         return (await client.post("/filter", json=req)).json()  # type: ignore[no-any-return]
@@ -139,17 +141,17 @@ def test_gang_member_rejected_as_unresolvable_with_reason(env: Any) -> None:
 
 
 def test_gang_binds_are_held_until_quorum_then_all_bound(env: Any) -> None:
-    fw, kube, client = env
+    _, manager, kube, client = env
     base = sample("nodecachecapable-true.filter.request.json")
-    fake_nodes(fw, base["NodeNames"])
-    fw.on_group(GroupInfo("default", "pair", 2, uid="u1"), 0.0)
+    fake_nodes(manager, base["NodeNames"])
+    manager.on_group(GroupInfo("default", "pair", 2, uid="u1"), 0.0)
     pods = []
     for i in range(2):
         p = json.loads(json.dumps(base["Pod"]))
         p["metadata"].update(name=f"pair-{i}", uid=f"uid-pair-{i}")
         p["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = "pair"
         pods.append(p)
-        fw.on_pod(pod_from_k8s(p), 0.0)
+        manager.on_pod(pod_from_k8s(p), 0.0)
 
     async def go() -> list[Any]:
         chosen = []
@@ -188,9 +190,9 @@ def test_gang_binds_are_held_until_quorum_then_all_bound(env: Any) -> None:
 def test_bad_input_gets_a_clear_error_and_changes_nothing(
     env: Any, path: str, body: bytes, needle: str
 ) -> None:
-    fw, kube, client = env
-    fake_nodes(fw, ["n1"])
-    before = (dict(fw.cache.pods), dict(fw.reservations), dict(fw.held))
+    core, manager, kube, client = env
+    fake_nodes(manager, ["n1"])
+    before = (dict(core.cache.pods), manager.reservations(), dict(core.permit.waiting))
 
     async def go() -> httpx.Response:
         r: httpx.Response = await client.post(
@@ -200,12 +202,12 @@ def test_bad_input_gets_a_clear_error_and_changes_nothing(
     r = run(go())
     assert r.status_code == 200
     assert needle in r.json()["Error"]
-    assert (dict(fw.cache.pods), dict(fw.reservations), dict(fw.held)) == before
+    assert (dict(core.cache.pods), manager.reservations(), dict(core.permit.waiting)) == before
     assert kube.bindings == []
 
 
 def test_prioritize_bad_input_is_a_400_with_reason(env: Any) -> None:
-    _, _, client = env
+    _, _, _, client = env
 
     async def go() -> httpx.Response:
         r: httpx.Response = await client.post("/prioritize", content=b"{")
@@ -216,11 +218,11 @@ def test_prioritize_bad_input_is_a_400_with_reason(env: Any) -> None:
 
 
 def test_bind_unknown_pod_and_pod_bound_elsewhere(env: Any) -> None:
-    fw, kube, client = env
+    _, manager, kube, client = env
     req = sample("nodecachecapable-true.filter.request.json")
-    fake_nodes(fw, req["NodeNames"])
+    fake_nodes(manager, req["NodeNames"])
     pod = pod_from_k8s(req["Pod"])
-    fw.on_pod(pod, 0.0)
+    manager.on_pod(pod, 0.0)
 
     async def go() -> list[dict[str, Any]]:
         out = []
@@ -237,7 +239,7 @@ def test_bind_unknown_pod_and_pod_bound_elsewhere(env: Any) -> None:
     assert "node ghost is not known" in unknown_node["Error"]
     import dataclasses
 
-    fw.on_pod(dataclasses.replace(pod, node_name="fake-node-1"), 0.0)
+    manager.on_pod(dataclasses.replace(pod, node_name="fake-node-1"), 0.0)
 
     async def again() -> dict[str, Any]:
         return (await client.post("/bind", json={  # type: ignore[no-any-return]
@@ -249,10 +251,10 @@ def test_bind_unknown_pod_and_pod_bound_elsewhere(env: Any) -> None:
 
 
 def test_api_rejection_of_binding_is_reported(env: Any) -> None:
-    fw, kube, client = env
+    core, manager, kube, client = env
     req = sample("nodecachecapable-true.filter.request.json")
-    fake_nodes(fw, req["NodeNames"])
-    fw.on_pod(pod_from_k8s(req["Pod"]), 0.0)
+    fake_nodes(manager, req["NodeNames"])
+    manager.on_pod(pod_from_k8s(req["Pod"]), 0.0)
     kube.fail_with = ApiError(409, "Conflict", "Operation cannot be fulfilled: UID mismatch")
 
     async def go() -> dict[str, Any]:
@@ -261,11 +263,11 @@ def test_api_rejection_of_binding_is_reported(env: Any) -> None:
 
     err = run(go())["Error"]
     assert "UID mismatch" in err and "gang-0" in err
-    assert not fw.cache.pods[req["Pod"]["metadata"]["uid"]].node_name
+    assert not core.cache.pods[req["Pod"]["metadata"]["uid"]].node_name
 
 
 def test_health_ready_metrics_debug(env: Any) -> None:
-    _, _, client = env
+    _, _, _, client = env
 
     async def go() -> list[httpx.Response]:
         return [await client.get(p) for p in ("/healthz", "/readyz", "/metrics", "/debug/gangs")]
@@ -280,7 +282,7 @@ def test_metrics_app_serves_no_verbs() -> None:
     from extender.reporting.metrics import Metrics
     from extender.scheduler.http import create_metrics_app
 
-    app = create_metrics_app(GangFramework(), Metrics())
+    app = create_metrics_app(GangManager(), Metrics())
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
 
     async def go() -> list[int]:
@@ -296,7 +298,7 @@ def test_metrics_app_serves_no_verbs() -> None:
 def test_fast_path_hands_everything_but_verb_posts_to_fastapi(env: Any) -> None:
     """GET on a verb, unknown paths and the probes behave exactly as FastAPI answers
     them, whichever way the app is served."""
-    _, _, client = env
+    _, _, _, client = env
 
     async def go() -> None:
         assert (await client.get("/filter")).status_code == 405
@@ -307,7 +309,7 @@ def test_fast_path_hands_everything_but_verb_posts_to_fastapi(env: Any) -> None:
 
 
 def test_declared_oversized_body_is_refused_before_reading(env: Any) -> None:
-    _, _, client = env
+    _, _, _, client = env
 
     async def go() -> None:
         r = await client.post("/filter", content=b"{}",

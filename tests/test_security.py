@@ -207,8 +207,8 @@ def test_no_token_in_logs_or_answers(fake_api: str, tmp_path: Path) -> None:
 NEEDED = {
     ("", "nodes", "list"), ("", "nodes", "watch"),  # informer.NODES
     ("", "pods", "list"), ("", "pods", "watch"),  # informer.PODS
-    ("", "pods", "get"),  # runtime._post_binding: is a 409 "already bound here"?
-    ("", "pods", "patch"),  # runtime._wake: the wake-up annotation
+    ("", "pods", "get"),  # dispatch.Dispatcher._post_binding: a 409 "already bound here"?
+    ("", "pods", "patch"),  # wakeups.Wakeups._wake: the wake-up annotation
     ("", "pods/binding", "create"),  # kube.bind
     ("scheduling.x-k8s.io", "podgroups", "list"),  # informer.GROUPS
     ("scheduling.x-k8s.io", "podgroups", "watch"),

@@ -12,24 +12,25 @@ import pytest
 from fastapi import FastAPI
 from prometheus_client import generate_latest
 
-from extender.core.framework import (
+from extender.core.config import Config
+from extender.core.manager import Core, GangManager
+from extender.core.queue.backoff import BackoffPolicy
+from extender.core.vocabulary import (
     BindPod,
-    Config,
-    FailHeld,
-    GangEvent,
-    GangFramework,
+    GangBound,
+    GangReserved,
+    GangTimedOut,
+    RejectWaitingBind,
+    Report,
+    StatusChanged,
     WakePods,
 )
-from extender.core.queue import BackoffPolicy
 from extender.kube.client import ApiError
-from extender.reporting.events import EventRecorder, GangEvents, ObjectRef
+from extender.kube.events import EventRecorder, ObjectRef
+from extender.reporting.events import GangEvents
 from extender.reporting.metrics import Metrics
-from extender.reporting.status import (
-    StatusConfig,
-    StatusWriter,
-    install_debug_route,
-    observed_kinds,
-)
+from extender.reporting.status import StatusConfig, StatusWriter, observed_kinds
+from extender.scheduler.debug import install_podgroups_route
 from tests.core.sim import SimScheduler, group, node, pod
 
 T0 = 1_800_000_000.0
@@ -79,22 +80,21 @@ class Clock:
 
 
 class Sim(SimScheduler):
-    """The core simulator, forwarding the framework's GangEvents as the runtime does."""
+    """The core simulator, forwarding the gang manager's reports as the dispatcher does."""
 
-    def __init__(self, fw: GangFramework, forward: Any) -> None:
-        super().__init__(fw)
+    def __init__(self, core: Core, forward: Any) -> None:
+        super().__init__(core)
         self.now = T0
         self.forward = forward
 
     def drain(self) -> None:
-        while self.fw.outbox:
-            out, self.fw.outbox = self.fw.outbox, []
+        while out := self.manager.take_actions():
             for a in out:
-                if isinstance(a, GangEvent):
+                if isinstance(a, GangReserved | GangBound | GangTimedOut | StatusChanged):
                     self.forward(a)
                 elif isinstance(a, BindPod):
-                    self._do_bind(a.uid, a.node)
-                elif isinstance(a, FailHeld):
+                    self._do_bind(a.pod.uid, a.node)
+                elif isinstance(a, RejectWaitingBind):
                     self.held.discard(a.uid)
                     self.assumed.pop(a.uid, None)
                 elif isinstance(a, WakePods):
@@ -103,7 +103,8 @@ class Sim(SimScheduler):
 
 @dataclasses.dataclass
 class Env:
-    fw: GangFramework
+    core: Core
+    manager: GangManager
     api: FakeApi
     clock: Clock
     writer: StatusWriter
@@ -132,11 +133,13 @@ class Env:
     def add_group(self, name: str, min_member: int, **kw: Any) -> None:
         g = group(name, min_member, **kw)
         self.sim.add_group(g)
+        self.sim.drain()  # what the informer's on_change (Dispatcher.cache_changed) does
         self.writer.observe_group({"metadata": {"namespace": g.namespace, "name": g.name,
                                                 "uid": g.uid}})
 
     def add_pod(self, name: str, grp: str, owner: str | None = None, **kw: Any) -> str:
         p = self.sim.add_pod(pod(name, grp, **kw))
+        self.sim.drain()  # what the informer's on_change (Dispatcher.cache_changed) does
         meta: dict[str, Any] = {"namespace": p.namespace, "name": p.name, "uid": p.uid,
                                 "labels": dict(p.labels)}
         if owner:
@@ -145,38 +148,39 @@ class Env:
         return p.uid
 
     def set_phase(self, uid: str, phase: str) -> None:
-        p = self.fw.cache.pods[uid]
-        self.fw.on_pod(dataclasses.replace(p, phase=phase), self.clock.now)
+        p = self.manager.pod(uid)
+        assert p is not None
+        self.manager.on_pod(dataclasses.replace(p, phase=phase), self.clock.now)
         self.sim.drain()
         self.writer.dirty.add(f"{p.namespace}/{p.group}")
 
 
 @pytest.fixture
 def env() -> Env:
-    fw = GangFramework(Config(default_timeout_seconds=10,
-                              backoff=BackoffPolicy(2, 8, retry_limit=2)))
+    core = Core.wire(Config(default_timeout_seconds=10,
+                            backoff=BackoffPolicy(2, 8, retry_limit=2)))
+    manager = GangManager(core)
     api = FakeApi()
     clock = Clock()
     metrics = Metrics()
-    metrics.fw = fw
     recorder = EventRecorder(api, clock, on_result=lambda r: metrics.events.labels(r).inc())
-    events = GangEvents(fw, recorder)
+    events = GangEvents(recorder)
     # settle=0: these tests follow every status a gang goes through; the settling has its
     # own tests below.
-    writer = StatusWriter(fw, api, clock, StatusConfig(min_interval=1.0, settle=0.0),
+    writer = StatusWriter(manager, api, clock, StatusConfig(min_interval=1.0, settle=0.0),
                           events=events,
                           on_write=lambda r: metrics.status_writes.labels(r).inc())
     metrics.status_counts = writer.counts
 
-    def forward(ev: GangEvent) -> None:
-        metrics.on_event(ev)
-        events.on_gang_event(ev)
-        writer.on_gang_event(ev)
+    def forward(report: Report) -> None:  # as extender/cli.py's on_report
+        metrics.on_report(report)
+        events.on_report(report)
+        writer.on_report(report)
 
-    sim = Sim(fw, forward)
+    sim = Sim(core, forward)
     for i in range(2):
         sim.add_node(node(f"n{i}", cpu=4000))
-    return Env(fw, api, clock, writer, recorder, metrics, sim)
+    return Env(core, manager, api, clock, writer, recorder, metrics, sim)
 
 
 def last(env: Env, name: str) -> dict[str, Any]:
@@ -322,7 +326,7 @@ def test_restart_does_not_rewrite_an_unchanged_status(env: Env) -> None:
     env.add_pod("g-0", "g")
     env.step()
     written = last(env, "g")
-    fresh = StatusWriter(env.fw, env.api, env.clock)
+    fresh = StatusWriter(env.manager, env.api, env.clock)
     fresh.observe_group({"metadata": {"namespace": "ns", "name": "g", "uid": "g-g"},
                          "status": written})
     before = len(env.api.patches)
@@ -386,7 +390,7 @@ def test_gauge_counts_gangs_by_phase_and_reason(env: Env) -> None:
     env.add_pod("a-0", "a")
     env.sim.schedule(env.add_pod("b-0", "b"))
     env.step()
-    env.metrics.refresh(env.fw)
+    env.metrics.refresh(env.manager)
     text = generate_latest(env.metrics.registry).decode()
     assert 'gang_extender_gangs{phase="Pending",reason="WaitingForMembers"} 1.0' in text
     assert 'gang_extender_gangs{phase="Scheduling",reason="Bound"} 1.0' in text
@@ -432,14 +436,14 @@ def test_recorder_never_raises_and_bounds_its_queue() -> None:
 
 
 def test_observed_kinds_feed_owners_and_group_status() -> None:
-    fw = GangFramework()
-    writer = StatusWriter(fw, None)
+    manager = GangManager()
+    writer = StatusWriter(manager, None)
     kinds = {k.name: k for k in observed_kinds(writer)}
-    kinds["podgroups"].apply(fw, {
+    kinds["podgroups"].apply(manager, {
         "metadata": {"namespace": "ns", "name": "g", "uid": "gu", "creationTimestamp":
                      "2027-01-01T00:00:00Z"},
         "spec": {"minMember": 2}, "status": {"phase": "Running"}}, T0)
-    kinds["pods"].apply(fw, {
+    kinds["pods"].apply(manager, {
         "metadata": {"namespace": "ns", "name": "p", "uid": "pu",
                      "labels": {"scheduling.x-k8s.io/pod-group": "g"},
                      "ownerReferences": [{"name": "job-1", "kind": "Job", "uid": "j"}]},
@@ -447,9 +451,9 @@ def test_observed_kinds_feed_owners_and_group_status() -> None:
     assert writer.owners == {"pu": ("job-1",)}
     assert writer.groups["ns/g"].observed == {"phase": "Running"}
     assert writer.groups["ns/g"].phase == "Running"
-    kinds["pods"].delete(fw, "pu", T0)
-    assert writer.owners == {} and "pu" not in fw.cache.pods
-    kinds["podgroups"].delete(fw, "ns/g", T0)
+    kinds["pods"].delete(manager, "pu", T0)
+    assert writer.owners == {} and manager.pod("pu") is None
+    kinds["podgroups"].delete(manager, "ns/g", T0)
     assert "ns/g" not in writer.groups
 
 
@@ -460,10 +464,13 @@ def test_debug_route_shows_queue_reservations_and_held_binds(env: Env) -> None:
     env.add_group("late", 2)
     env.add_pod("late-0", "late")
     env.sim.schedule(a)
-    env.fw.held[a] = env.fw.reservations["ns/big"].slots[a].node
+    res = env.core.reservations.get("ns/big")
+    assert res is not None
+    # The bind of big-0 waits at the permit barrier, on its reserved slot's node.
+    assert env.core.permit.waiting.get(a) == res.slots[a].node
     env.step()
     app = FastAPI()
-    install_debug_route(app, env.writer, env.recorder, env.clock)
+    install_podgroups_route(app, env.writer, env.recorder, env.clock)
 
     async def go() -> Any:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),

@@ -1,20 +1,26 @@
 """The soak's memory check, in-process: a sampled RSS over 20 minutes with restarts
 cannot see a leak of a few hundred bytes per gang, so this drives hundreds of gang
-lifecycles through the extender's own objects (framework, runtime, status writer, event
-recorder, fed the way the informer feeds them) and checks that no dict, set or list
-inside them grows with the number of gangs that came and went."""
+lifecycles through the extender's own objects (the gang manager and every part of its
+core, dispatcher, wake-ups, status writer, event recorder, fed the way the informer
+feeds them) and checks that no dict, set or list inside them grows with the number of
+gangs that came and went."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 from typing import Any
 
+from extender.core.config import Config
 from extender.core.convert import pod_from_k8s
-from extender.core.framework import Config, GangEvent, GangFramework
-from extender.reporting.events import EventRecorder, GangEvents
+from extender.core.manager import Core, GangManager
+from extender.core.vocabulary import Report
+from extender.kube.events import EventRecorder
+from extender.reporting.events import GangEvents
 from extender.reporting.status import StatusConfig, StatusWriter, observed_kinds
-from extender.scheduler.runtime import Runtime, RuntimeConfig
+from extender.scheduler.dispatch import Dispatcher
+from extender.scheduler.wakeups import WakeConfig, Wakeups
 
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 NODES = [f"n{i}" for i in range(4)]
@@ -82,67 +88,71 @@ def sizes(objs: dict[str, Any]) -> dict[str, int]:
 
 
 @functools.cache
-def lifecycles() -> tuple[dict[str, int], dict[str, int], GangFramework]:
+def lifecycles() -> tuple[dict[str, int], dict[str, int], Core]:
     """Sizes of every container after 40 and after 450 gang lifecycles."""
     clock = Clock()
     api = Api()
-    fw = GangFramework(Config(default_timeout_seconds=30))
+    core = Core.wire(Config(default_timeout_seconds=30))
+    manager = GangManager(core)
     recorder = EventRecorder(api, clock=clock)
-    gang_events = GangEvents(fw, recorder)
-    status = StatusWriter(fw, api, clock=clock, events=gang_events,
+    gang_events = GangEvents(recorder)
+    status = StatusWriter(manager, api, clock=clock, events=gang_events,
                           config=StatusConfig(min_interval=0, resync_seconds=5))
 
-    def on_event(ev: GangEvent) -> None:
-        gang_events.on_gang_event(ev)
-        status.on_gang_event(ev)
+    def on_report(report: Report) -> None:
+        gang_events.on_report(report)
+        status.on_report(report)
 
-    runtime = Runtime(fw, api, RuntimeConfig(wake_rate=1e6, wake_min_interval=0),  # type: ignore[arg-type]
-                      clock=clock, on_event=on_event)
+    wakeups = Wakeups(manager, api, clock, WakeConfig(rate=1e6, min_interval=0))
+    dispatcher = Dispatcher(manager, api, wakeups, clock=clock, on_report=on_report)
     nodes_kind, pods_kind, groups_kind = observed_kinds(status)
     for n in NODES:
-        nodes_kind.apply(fw, node(n), clock())
-    objs = {"fw": fw, "cache": fw.cache, "runtime": runtime, "status": status,
+        nodes_kind.apply(manager, node(n), clock())
+    # The gang manager's state lives in the parts of its core: each is walked.
+    objs = {"manager": manager,
+            **{f.name: getattr(core, f.name) for f in dataclasses.fields(core)},
+            "dispatcher": dispatcher, "wakeups": wakeups, "status": status,
             "recorder": recorder, "gang_events": gang_events}
 
     async def lifecycle(i: int) -> None:
         size = 1 + i % 5
         min_member = 1 + (i % size)
-        groups_kind.apply(fw, group(i, min_member), clock())
+        groups_kind.apply(manager, group(i, min_member), clock())
         for j in range(size):
-            pods_kind.apply(fw, pod(i, j), clock())
-        runtime.drain()
+            pods_kind.apply(manager, pod(i, j), clock())
+        dispatcher.drain()
         binds = []
         for j in range(size):
-            result = fw.filter(pod_from_k8s(pod(i, j)), NODES, clock())
-            runtime.drain()
+            result = manager.filter(pod_from_k8s(pod(i, j)), NODES, clock())
+            dispatcher.drain()
             if result.nodes:
                 binds.append(asyncio.create_task(
-                    runtime.bind("mem", f"g{i}-{j}", f"p{i}-{j}", result.nodes[0])))
+                    dispatcher.bind("mem", f"g{i}-{j}", f"p{i}-{j}", result.nodes[0])))
             await asyncio.sleep(0)
         answers = await asyncio.gather(*binds)
-        await asyncio.gather(*runtime._tasks)
-        bound = {f"g{i}-{j}": fw.cache.pods[f"p{i}-{j}"].node_name for j in range(size)}
+        await dispatcher.idle()
+        bound = {f"g{i}-{j}": core.cache.pods[f"p{i}-{j}"].node_name for j in range(size)}
         assert sum(1 for a in answers if a is None) >= min_member, (i, answers)
         # The informer sees the bindings, the pods run and finish, then are deleted.
         for phase in ("Running", "Succeeded"):
             for j in range(size):
-                pods_kind.apply(fw, pod(i, j, bound[f"g{i}-{j}"], phase), clock())
+                pods_kind.apply(manager, pod(i, j, bound[f"g{i}-{j}"], phase), clock())
             clock.t += 2
-            fw.tick(clock())
-            runtime.drain()
+            manager.tick(clock())
+            dispatcher.drain()
             await status.step()
             await recorder.flush()
         for j in range(size):
-            pods_kind.delete(fw, f"p{i}-{j}", clock())
-        groups_kind.delete(fw, f"mem/g{i}", clock())
+            pods_kind.delete(manager, f"p{i}-{j}", clock())
+        groups_kind.delete(manager, f"mem/g{i}", clock())
         clock.t += 5
-        fw.tick(clock())
-        runtime.drain()
+        manager.tick(clock())
+        dispatcher.drain()
         await status.step()
         await recorder.flush()
 
     async def run(first: int, count: int) -> None:
-        waker = asyncio.create_task(runtime.wake_loop())
+        waker = asyncio.create_task(wakeups.run())
         for i in range(first, first + count):
             await lifecycle(i)
         for _ in range(100):  # let the wake-up loop finish its queue
@@ -156,21 +166,21 @@ def lifecycles() -> tuple[dict[str, int], dict[str, int], GangFramework]:
     asyncio.run(run(40, 400))
     clock.t += 700
     asyncio.run(run(440, 10))
-    return warm, sizes(objs), fw
+    return warm, sizes(objs), core
 
 
 # Checked separately below with its own bound.
-# fw._deleted grows up to framework._DELETED_REMEMBERED by design (a FIFO of deleted
+# tombstones._deleted grows up to tombstones._REMEMBERED by design (a FIFO of deleted
 # uids against late filter calls); tests/core/test_framework.py checks that bound.
-KNOWN = {"cache.members_epoch", "fw._deleted"}
+KNOWN = {"cache.members_epoch", "tombstones._deleted"}
 
 
 def test_gang_lifecycles_leave_nothing_behind() -> None:
-    warm, after, fw = lifecycles()
+    warm, after, core = lifecycles()
     grew = {k: (warm.get(k, 0), v) for k, v in after.items()
             if v > warm.get(k, 0) + 5 and k not in KNOWN}
     assert not grew, f"grows with the number of gangs that came and went: {grew}"
-    assert not fw.cache.pods and not fw.cache.groups and not fw.reservations
+    assert not core.cache.pods and not core.cache.groups and not core.reservations
 
 
 def test_member_epochs_of_deleted_gangs_are_forgotten() -> None:

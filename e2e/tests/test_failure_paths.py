@@ -376,13 +376,13 @@ def test_node_deleted_under_a_reservation(
 
 
 def _runtime(cp: ControlPlane) -> Any:
-    from extender.core.framework import GangFramework
+    from extender.core.manager import Core, GangManager
     from extender.kube.client import make_kube
-    from extender.scheduler.runtime import Runtime
+    from extender.scheduler.dispatch import Dispatcher
 
-    fw = GangFramework()
+    core = Core.wire()
     # The client the CLI builds: Bindings through the transport's raw write path.
-    return Runtime(fw, make_kube(str(cp.kubeconfig)))
+    return Dispatcher(GangManager(core), make_kube(str(cp.kubeconfig))), core
 
 
 def _read_node(name: str) -> dict[str, Any]:
@@ -395,9 +395,9 @@ def _feed(rt: Any, ns: str, names: list[str], nodes: list[str]) -> None:
     from extender.core.convert import node_from_k8s, pod_from_k8s
 
     for n in nodes:
-        rt.fw.on_node(node_from_k8s(_read_node(n)))
+        rt.manager.on_node(node_from_k8s(_read_node(n)))
     for name in names:
-        rt.fw.on_pod(pod_from_k8s(get_pod(ns, name)), time.time())
+        rt.manager.on_pod(pod_from_k8s(get_pod(ns, name)), time.time())
 
 
 def _bind_directly(ns: str, name: str, node: str) -> None:
@@ -419,7 +419,7 @@ def test_binding_rejected_by_the_api_server(
     n1, n2 = fake_nodes.add_nodes(2, prefix="rej", cpu="4", memory="8Gi")
     for name in ("elsewhere", "same", "recreated"):
         create_pod(ns, name, cpu="1", scheduler_name="nobody")  # no scheduler touches them
-    rt = _runtime(local_control_plane)
+    rt, core = _runtime(local_control_plane)
     _feed(rt, ns, ["elsewhere", "same", "recreated"], [n1, n2])
     uids = {n: (get_pod(ns, n) or {})["metadata"]["uid"] for n in ("elsewhere", "same",
                                                                     "recreated")}
@@ -448,6 +448,6 @@ def test_binding_rejected_by_the_api_server(
     assert bound(ns, "elsewhere") == n1 and bound(ns, "same") == n2
     assert bound(ns, "recreated") == "", "the new pod must not be bound by a stale request"
     # The framework did not record a binding the API refused.
-    assert rt.fw.cache.pods[uids["elsewhere"]].node_name in ("", n1)
-    assert rt.fw.cache.pods[uids["recreated"]].node_name == ""
-    assert not rt.fw.binding and not rt.fw.held
+    assert core.cache.pods[uids["elsewhere"]].node_name in ("", n1)
+    assert core.cache.pods[uids["recreated"]].node_name == ""
+    assert not core.permit.in_flight and not core.permit.waiting

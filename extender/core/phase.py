@@ -1,12 +1,12 @@
-"""PodGroup status from plain data: phase, counts and conditions (design 6).
+"""PodGroup status from plain data: phase, counts and conditions (architecture.md §6).
 
 Pure: the status writer (`extender/reporting/status.py`) feeds it the group, every pod labelled
-for it, the framework's latest decision for the gang and the status written last, and
+for it, the gang manager's latest word on the gang and the status written last, and
 writes what comes back. Rules, in order (the first that applies wins):
 
 * **Finished**: at least `minMember` members Succeeded and no member is bound and
   unfinished. Members never placed (an elastic extra still pending) do not hold it back.
-* **Failed**: the framework gave up (the retry limit of timeouts was reached), or a
+* **Failed**: the extender gave up (the retry limit of timeouts was reached), or a
   member Failed and the quorum can no longer be met by the pods that exist:
   `succeeded + unfinished < minMember`. If a controller replaces the failed member,
   the group moves back to Scheduling.
@@ -43,25 +43,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from extender.core.framework import (
-    BOUND,
-    FAILED,
-    WAITING_FOR_MEMBERS,
-    GangStatus,
-)
 from extender.core.types import GroupInfo, PodInfo
+from extender.core.vocabulary import GangStatus, Reason
 
 PENDING = "Pending"
 SCHEDULING = "Scheduling"
 RUNNING = "Running"
 FINISHED = "Finished"
 FAILED_PHASE = "Failed"
-PHASES = (PENDING, SCHEDULING, RUNNING, FINISHED, FAILED_PHASE)
 
-# Condition reasons added here (the others are the framework's, framework.py).
-QUEUED = "Queued"  # quorum present, not yet looked at by the extender
-MEMBER_FAILED = "MemberFailed"
-RETRY_LIMIT_REACHED = "RetryLimitReached"
+
+# The core's word on a gang that says nothing about an attempt to place it.
+_NOT_TRIED = (Reason.WAITING_FOR_MEMBERS, Reason.BOUND)
 
 SCHEDULED = "Scheduled"
 FAILED_CONDITION = "Failed"
@@ -180,7 +173,7 @@ def compute_status(
     owners: Iterable[Iterable[str]] = (),
 ) -> GroupStatus | None:
     """The status the PodGroup should show. `pods`: every pod labelled for the group,
-    finished ones included. `decision`: the framework's status for the gang (None if it
+    finished ones included. `decision`: the gang manager's status for the gang (None if it
     has none). `owners`: owner names of the pods. None: leave the status as it is (a
     finished group whose pods are all gone)."""
     prev = previous or Previous()
@@ -201,14 +194,14 @@ def compute_status(
     failed_reason = ""
     if retry_limit_reached:
         phase = FAILED_PHASE
-        failed_reason = RETRY_LIMIT_REACHED
-        failed_message = (decision.message if decision and decision.reason == FAILED
+        failed_reason = Reason.RETRY_LIMIT_REACHED
+        failed_message = (decision.message if decision and decision.reason == Reason.FAILED
                           else f"gang {key}: retry limit reached")
     elif succeeded >= need and started == 0:
         phase = FINISHED
     elif failed and succeeded + len(unfinished) < need:
         phase = FAILED_PHASE
-        failed_reason = MEMBER_FAILED
+        failed_reason = Reason.MEMBER_FAILED
         names = sorted(p.name for p in pods if p.phase == "Failed")
         shown = ", ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
         failed_message = (
@@ -222,24 +215,24 @@ def compute_status(
         phase = RUNNING
     elif len(members) < need:
         phase = PENDING
-    elif bound or (decision is not None and decision.reason not in (WAITING_FOR_MEMBERS, BOUND)):
+    elif bound or (decision is not None and decision.reason not in _NOT_TRIED):
         phase = SCHEDULING
     else:
         phase = PENDING
 
     if retry_limit_reached:
-        reason, message = RETRY_LIMIT_REACHED, failed_message
+        reason, message = Reason.RETRY_LIMIT_REACHED, failed_message
     elif scheduled_true:
-        reason = BOUND
-        message = (decision.message if decision is not None and decision.reason == BOUND
+        reason = Reason.BOUND
+        message = (decision.message if decision is not None and decision.reason == Reason.BOUND
                    else f"gang {key}: quorum of {need} bound")
     elif len(members) < need:
-        reason = WAITING_FOR_MEMBERS
+        reason = Reason.WAITING_FOR_MEMBERS
         message = f"gang {key}: {len(members)} of {need} members exist"
-    elif decision is not None and decision.reason not in (WAITING_FOR_MEMBERS, BOUND):
+    elif decision is not None and decision.reason not in _NOT_TRIED:
         reason, message = decision.reason, decision.message
     else:
-        reason = QUEUED
+        reason = Reason.QUEUED
         message = f"gang {key}: {len(members)} members present, waiting to be planned"
 
     def transition(type_: str, status: str) -> str:
@@ -248,7 +241,7 @@ def compute_status(
             return old[1]
         return rfc3339(now)
 
-    sched_status = "True" if reason == BOUND else "False"
+    sched_status = "True" if reason == Reason.BOUND else "False"
     conditions = [Condition(SCHEDULED, sched_status, reason, message,
                             transition(SCHEDULED, sched_status))]
     if phase == FAILED_PHASE:
@@ -258,7 +251,7 @@ def compute_status(
     start = prev.schedule_start_time
     if not start and phase != PENDING:
         tried = now
-        if decision is not None and decision.reason != WAITING_FOR_MEMBERS:
+        if decision is not None and decision.reason != Reason.WAITING_FOR_MEMBERS:
             tried = min(decision.since, now)
         start = rfc3339(tried)
 

@@ -97,7 +97,7 @@ class PodInfo:
     required_anti_affinity: tuple[PodAffinityTerm, ...] = ()
     # kube-scheduler recorded a failed attempt (condition PodScheduled=False): the pod
     # may sit in its unschedulable queue until an event or the 5-minute flush moves it
-    # (design 3.8). Status only: it changes neither the pod's footprint nor its gang.
+    # (architecture.md §3.8). Status only: it changes neither the pod's footprint nor its gang.
     unschedulable: bool = False
 
     @property
@@ -110,11 +110,17 @@ class PodInfo:
         return self.labels.get(GROUP_LABEL) or None
 
     @property
+    def gang(self) -> str | None:
+        """Key (namespace/name) of the gang this pod is a member of, or None."""
+        group = self.labels.get(GROUP_LABEL)
+        return f"{self.namespace}/{group}" if group else None
+
+    @property
     def terminal(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
 
     @property
-    def holds_capacity(self) -> bool:
+    def takes_capacity(self) -> bool:
         """Whether the pod's requests count against its node, as in kube-scheduler's
         cache: every assigned pod that has not finished."""
         return bool(self.node_name) and not self.terminal

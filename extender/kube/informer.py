@@ -1,4 +1,4 @@
-"""List+watch loops that keep the framework's cache current (kube-scheduler's informers).
+"""List+watch loops that feed the gang manager (kube-scheduler's informers).
 
 Each event is converted to core types once, here, so the filter path reads only plain
 data. A relist (start, 410 Gone, dropped watch) replays the full list and deletes what
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.core.convert import group_from_k8s, node_from_k8s, pod_from_k8s
-from extender.core.framework import GangFramework
+from extender.core.manager import GangManager
 from extender.kube.client import PODGROUP_PATH, ApiError, Kube, ResourceExpired
 
 log = logging.getLogger("gang-extender.informer")
@@ -26,8 +26,8 @@ class Kind:
     name: str
     path: str
     key: Callable[[dict[str, Any]], str]
-    apply: Callable[[GangFramework, dict[str, Any], float], None]
-    delete: Callable[[GangFramework, str, float], None]
+    apply: Callable[[GangManager, dict[str, Any], float], None]
+    delete: Callable[[GangManager, str, float], None]
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
@@ -35,32 +35,32 @@ def _meta(obj: dict[str, Any]) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
-def _apply_node(fw: GangFramework, obj: dict[str, Any], now: float) -> None:
-    fw.on_node(node_from_k8s(obj))
+def _apply_node(manager: GangManager, obj: dict[str, Any], now: float) -> None:
+    manager.on_node(node_from_k8s(obj))
 
 
-def _apply_pod(fw: GangFramework, obj: dict[str, Any], now: float) -> None:
-    fw.on_pod(pod_from_k8s(obj), now)
+def _apply_pod(manager: GangManager, obj: dict[str, Any], now: float) -> None:
+    manager.on_pod(pod_from_k8s(obj), now)
 
 
-def _apply_group(fw: GangFramework, obj: dict[str, Any], now: float) -> None:
-    fw.on_group(group_from_k8s(obj), now)
+def _apply_group(manager: GangManager, obj: dict[str, Any], now: float) -> None:
+    manager.on_group(group_from_k8s(obj), now)
 
 
 NODES = Kind(
     "nodes", "/api/v1/nodes", lambda o: str(_meta(o).get("name", "")), _apply_node,
-    lambda fw, key, now: fw.on_node_deleted(key),
+    lambda m, key, now: m.on_node_deleted(key),
 )
 PODS = Kind(
     "pods", "/api/v1/pods", lambda o: str(_meta(o).get("uid", "")), _apply_pod,
-    lambda fw, key, now: fw.on_pod_deleted(key, now),
+    lambda m, key, now: m.on_pod_deleted(key, now),
 )
 GROUPS = Kind(
     "podgroups",
     f"{PODGROUP_PATH}/podgroups",
     lambda o: f"{_meta(o).get('namespace', '')}/{_meta(o).get('name', '')}",
     _apply_group,
-    lambda fw, key, now: fw.on_group_deleted(key),
+    lambda m, key, now: m.on_group_deleted(key),
 )
 
 
@@ -70,30 +70,28 @@ class Informer:
     def __init__(
         self,
         kube: Kube,
-        fw: GangFramework,
+        manager: GangManager,
         clock: Callable[[], float],
         on_change: Callable[[], None],
         kinds: tuple[Kind, ...] = (NODES, PODS, GROUPS),
     ) -> None:
         self.kube = kube
-        self.fw = fw
+        self.manager = manager
         self.clock = clock
         self.on_change = on_change
         self.kinds = kinds
         self.synced = asyncio.Event()
         self._listed: set[str] = set()
         self._known: dict[str, set[str]] = {k.name: set() for k in kinds}
-        self.rejected_objects = 0
 
     async def run(self) -> None:
         await asyncio.gather(*(self._loop(k) for k in self.kinds))
 
     def _apply(self, kind: Kind, obj: dict[str, Any]) -> None:
         try:
-            kind.apply(self.fw, obj, self.clock())
+            kind.apply(self.manager, obj, self.clock())
         except ValueError as exc:
             # One malformed object must not stop the informer; it is skipped and logged.
-            self.rejected_objects += 1
             log.warning("ignoring %s %s: %s", kind.name, kind.key(obj), exc)
             return
         self._known[kind.name].add(kind.key(obj))
@@ -105,7 +103,7 @@ class Informer:
                 items, rv = await self.kube.list(kind.path)
                 seen = {kind.key(o) for o in items}
                 for key in self._known[kind.name] - seen:
-                    kind.delete(self.fw, key, self.clock())
+                    kind.delete(self.manager, key, self.clock())
                 self._known[kind.name] = set()
                 for obj in items:
                     self._apply(kind, obj)
@@ -129,7 +127,7 @@ class Informer:
                         elif etype == "DELETED":
                             key = kind.key(obj)
                             self._known[kind.name].discard(key)
-                            kind.delete(self.fw, key, self.clock())
+                            kind.delete(self.manager, key, self.clock())
                         else:
                             continue  # BOOKMARK
                         self.on_change()

@@ -1,341 +1,111 @@
-"""Kubernetes Events on PodGroups and their pods (design 6), off the request path.
+"""Which gang transition becomes which Kubernetes Event, on which object (architecture.md §6).
 
-`EventRecorder` is the sink: `record()` only queues (never blocks, never raises); a
-background task posts core/v1 Events at a bounded rate. Like client-go's event
-correlator it folds repeats: an event for the same object and reason within `window`
-seconds updates the existing Event (count, lastTimestamp, latest message) instead of
-creating a new one, so a gang that waits or times out again and again shows one line
-"x7 over 3m" in `kubectl describe`, not a flood.
+PodGroup: Reserved, Bound, TimedOut (Warning), Released, BackingOff (Warning),
+RetryLimitReached (Warning), WaitingForMembers, Queued, WaitingBehindOlderGang,
+InsufficientCapacity (Warning), Running, Finished, MemberFailed (Warning).
+Pods: Reserved (the node reserved for the pod), TimedOut (Warning) on members still
+unbound when their gang's reservation expires. Bind on pods is kube-scheduler's own
+`Scheduled` event; rejections are its `FailedScheduling` events with our message.
 
-`GangEvents` is the policy: which transition becomes which Event on which object.
+Everything an Event says comes with the gang manager's report; nothing is read back.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import os
-import socket
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
-
-from extender.core.framework import (
-    BOUND,
-    INSUFFICIENT_CAPACITY,
-    RESERVED,
-    TIMED_OUT,
-    WAITING_BEHIND_OLDER_GANG,
-    WAITING_FOR_MEMBERS,
-    GangEvent,
-    GangFramework,
-)
 from extender.core.phase import (
     FAILED_CONDITION,
     FAILED_PHASE,
     FINISHED,
-    QUEUED,
-    RETRY_LIMIT_REACHED,
     RUNNING,
     GroupStatus,
     rfc3339,
 )
-from extender.core.types import GroupInfo, PodInfo
-from extender.kube.client import PODGROUP_PATH, ApiError
+from extender.core.types import GroupInfo
+from extender.core.vocabulary import (
+    GangBound,
+    GangReserved,
+    GangTimedOut,
+    GroupRef,
+    PodRef,
+    Reason,
+    Report,
+)
+from extender.kube.client import PODGROUP_PATH
+from extender.kube.events import EventRecorder, ObjectRef
 
-log = logging.getLogger("gang-extender.events")
-
-COMPONENT = "gang-extender"
 # Event reasons beyond the condition reasons (docs/observability.md lists them all).
 RELEASED = "Released"
 BACKING_OFF_EVENT = "BackingOff"
-MAX_MESSAGE = 1024
+
+# Waiting reasons worth an Event on the PodGroup when the gang enters them (the others
+# come with their own Event from the gang manager's transitions); True: a Warning.
+_WAITING_EVENTS = {
+    Reason.WAITING_FOR_MEMBERS: False,
+    Reason.QUEUED: False,
+    Reason.WAITING_BEHIND_OLDER_GANG: False,
+    Reason.INSUFFICIENT_CAPACITY: True,
+}
 
 
-class EventApi(Protocol):
-    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]: ...
-
-    async def merge_patch(self, path: str, patch: dict[str, Any]) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectRef:
-    kind: str
-    api_version: str
-    namespace: str
-    name: str
-    uid: str
-
-    def to_k8s(self) -> dict[str, str]:
-        return {"apiVersion": self.api_version, "kind": self.kind,
-                "namespace": self.namespace, "name": self.name, "uid": self.uid}
-
-
-def group_ref(group: GroupInfo) -> ObjectRef:
+def group_ref(group: GroupRef | GroupInfo) -> ObjectRef:
     return ObjectRef("PodGroup", PODGROUP_PATH.removeprefix("/apis/"), group.namespace,
                      group.name, group.uid)
 
 
-def pod_ref(pod: PodInfo) -> ObjectRef:
+def pod_ref(pod: PodRef) -> ObjectRef:
     return ObjectRef("Pod", "v1", pod.namespace, pod.name, pod.uid)
 
 
-@dataclass(slots=True)
-class _Pending:
-    ref: ObjectRef
-    type: str
-    reason: str
-    message: str
-    count: int
-    first: float
-    last: float
-
-
-@dataclass(slots=True)
-class _Sent:
-    name: str
-    count: int
-    first: float
-    last: float
-    message: str
-
-
-@dataclass
-class RecorderStats:
-    created: int = 0
-    updated: int = 0
-    folded: int = 0  # repeats merged before they were sent
-    dropped: int = 0  # queue full
-    errors: int = 0
-
-
-class EventRecorder:
-    def __init__(
-        self,
-        kube: EventApi | None,
-        clock: Callable[[], float] = time.time,
-        window: float = 600.0,
-        rate: float = 20.0,
-        max_pending: int = 2000,
-        on_result: Callable[[str], None] | None = None,
-        instance: str | None = None,
-    ) -> None:
-        self.kube = kube
-        self.clock = clock
-        self.window = window
-        self.rate = rate
-        self.max_pending = max_pending
-        self.on_result = on_result
-        self.instance = instance or os.environ.get("POD_NAME") or socket.gethostname()
-        self.stats = RecorderStats()
-        self._pending: dict[tuple[str, str], _Pending] = {}
-        self._sent: dict[tuple[str, str], _Sent] = {}
-        self._signal = asyncio.Event()
-
-    # ----- producer side: cheap, synchronous, never raises ---------------------------------
-
-    def record(self, ref: ObjectRef, reason: str, message: str, warning: bool = False) -> None:
-        if not ref.uid:
-            return
-        now = self.clock()
-        key = (ref.uid, reason)
-        message = message[:MAX_MESSAGE]
-        pending = self._pending.get(key)
-        if pending is not None:
-            pending.count += 1
-            pending.message = message
-            pending.last = now
-            pending.type = "Warning" if warning else pending.type
-            self.stats.folded += 1
-            return
-        if len(self._pending) >= self.max_pending:
-            self.stats.dropped += 1
-            self._result("dropped")
-            return
-        self._pending[key] = _Pending(ref, "Warning" if warning else "Normal", reason, message,
-                                      1, now, now)
-        self._signal.set()
-
-    def _result(self, result: str) -> None:
-        if self.on_result is not None:
-            self.on_result(result)
-
-    # ----- sender --------------------------------------------------------------------------
-
-    async def run(self) -> None:
-        interval = 1.0 / self.rate
-        while True:
-            await self._signal.wait()
-            self._signal.clear()
-            while self._pending:
-                await self._send_one()
-                await asyncio.sleep(interval)
-
-    async def flush(self) -> None:
-        """Send everything queued now (tests, shutdown)."""
-        while self._pending:
-            await self._send_one()
-
-    async def _send_one(self) -> None:
-        key = next(iter(self._pending))
-        ev = self._pending.pop(key)
-        try:
-            await self._send(key, ev)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # events are best effort: log, count, move on
-            self.stats.errors += 1
-            self._result("error")
-            log.warning("event %s on %s %s/%s not recorded: %s", ev.reason, ev.ref.kind,
-                        ev.ref.namespace, ev.ref.name, exc)
-
-    async def _send(self, key: tuple[str, str], ev: _Pending) -> None:
-        if self.kube is None:
-            return
-        now = self.clock()
-        self._expire(now)
-        sent = self._sent.get(key)
-        path = f"/api/v1/namespaces/{ev.ref.namespace}/events"
-        if sent is not None:
-            count = sent.count + ev.count
-            patch = {"count": count, "lastTimestamp": rfc3339(ev.last), "message": ev.message,
-                     "type": ev.type}
-            try:
-                await self.kube.merge_patch(f"{path}/{sent.name}", patch)
-                sent.count, sent.last, sent.message = count, ev.last, ev.message
-                self.stats.updated += 1
-                self._result("updated")
-                return
-            except ApiError as exc:
-                if exc.status != 404:
-                    raise
-                del self._sent[key]  # the Event expired (TTL): create a new one
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{ev.ref.name}.", "namespace": ev.ref.namespace},
-            "involvedObject": ev.ref.to_k8s(),
-            "reason": ev.reason,
-            "message": ev.message,
-            "type": ev.type,
-            "count": ev.count,
-            "firstTimestamp": rfc3339(ev.first),
-            "lastTimestamp": rfc3339(ev.last),
-            "source": {"component": COMPONENT},
-            "reportingComponent": COMPONENT,
-            "reportingInstance": self.instance,
-        }
-        created = await self.kube.create(path, body)
-        name = str((created.get("metadata") or {}).get("name", ""))
-        if name:
-            self._sent[key] = _Sent(name, ev.count, ev.first, ev.last, ev.message)
-        self.stats.created += 1
-        self._result("created")
-
-    def _expire(self, now: float) -> None:
-        if len(self._sent) < 1000:
-            stale = [k for k, s in self._sent.items() if now - s.last > self.window]
-        else:
-            cutoff = now - self.window
-            stale = [k for k, s in self._sent.items() if s.last < cutoff]
-        for k in stale:
-            del self._sent[k]
-
-    def debug(self) -> dict[str, Any]:
-        return {"pending": len(self._pending), "tracked": len(self._sent),
-                "created": self.stats.created, "updated": self.stats.updated,
-                "folded": self.stats.folded, "dropped": self.stats.dropped,
-                "errors": self.stats.errors}
-
-
-@dataclass(frozen=True, slots=True)
-class _Hold:
-    slots: int
-    nodes: int
-    created: float
-
-
-# Waiting reasons worth an Event on the PodGroup when the gang enters them (the others
-# come with their own Event from the framework's transitions).
-_WAITING_EVENTS = {
-    WAITING_FOR_MEMBERS: False,
-    QUEUED: False,
-    WAITING_BEHIND_OLDER_GANG: False,
-    INSUFFICIENT_CAPACITY: True,
-}
-
-
 class GangEvents:
-    """Which Events users get, on which object:
-
-    PodGroup: Reserved, Bound, TimedOut (Warning), Released, BackingOff (Warning),
-    RetryLimitReached (Warning), WaitingForMembers, Queued, WaitingBehindOlderGang,
-    InsufficientCapacity (Warning), Running, Finished, MemberFailed (Warning).
-    Pods: Reserved (the node held for the pod), TimedOut (Warning) on members still
-    unbound when their gang's reservation expires. Bind on pods is kube-scheduler's own
-    `Scheduled` event; rejections are its `FailedScheduling` events with our message.
-    """
-
-    def __init__(self, fw: GangFramework, recorder: EventRecorder) -> None:
-        self.fw = fw
+    def __init__(self, recorder: EventRecorder) -> None:
         self.recorder = recorder
-        self._holds: dict[str, _Hold] = {}
 
-    def on_gang_event(self, ev: GangEvent) -> None:
-        group = self.fw.cache.groups.get(ev.gang)
-        if group is None:
-            return
-        ref = group_ref(group)
+    def on_report(self, report: Report) -> None:
+        if isinstance(report, GangReserved):
+            self._reserved(report)
+        elif isinstance(report, GangBound):
+            extra = (f", {report.seconds:.2f}s after the quorum was present"
+                     if report.seconds is not None else "")
+            self.recorder.record(group_ref(report.group), Reason.BOUND, report.message + extra)
+        elif isinstance(report, GangTimedOut):
+            self._timed_out(report)
+
+    def _reserved(self, ev: GangReserved) -> None:
         rec = self.recorder
-        if ev.reason == RESERVED:
-            rec.record(ref, RESERVED, ev.message)
-            res = self.fw.reservations.get(ev.gang)
-            if res is not None:
-                nodes = {s.node for s in res.slots.values()}
-                self._holds[ev.gang] = _Hold(len(res.slots), len(nodes), res.created)
-                until = rfc3339(res.deadline)
-                for slot in res.slots.values():
-                    pod = self.fw.cache.pods.get(slot.pod.uid, slot.pod)
-                    rec.record(pod_ref(pod), RESERVED,
-                               f"gang {ev.gang}: node {slot.node} reserved for this pod until "
-                               f"{until}; it binds when the whole quorum is ready")
-        elif ev.reason == BOUND:
-            self._holds.pop(ev.gang, None)
-            extra = (f", {ev.seconds:.2f}s after the quorum was present"
-                     if ev.seconds is not None else "")
-            rec.record(ref, BOUND, ev.message + extra)
-        elif ev.reason == TIMED_OUT:
-            rec.record(ref, TIMED_OUT, ev.message, warning=True)
-            hold = self._holds.pop(ev.gang, None)
-            held = (f"{hold.slots} slot(s) on {hold.nodes} node(s) held since "
-                    f"{rfc3339(hold.created)}" if hold else "its slots")
-            rec.record(ref, RELEASED,
-                       f"gang {ev.gang}: released {held}; held binds were answered with an "
-                       f"error, so kube-scheduler retries those pods")
-            bo = self.fw.backoff.get(ev.gang)
-            if bo is not None and bo.failed:
-                rec.record(ref, RETRY_LIMIT_REACHED, ev.message, warning=True)
-            elif bo is not None:
-                delay = max(0.0, bo.until - self.recorder.clock())
-                rec.record(ref, BACKING_OFF_EVENT,
-                           f"gang {ev.gang}: timeout {bo.attempts}; next attempt in "
-                           f"{delay:.0f}s (at {rfc3339(bo.until)})", warning=True)
-            for m in self.fw.cache.members(group):
-                if not m.node_name:
-                    rec.record(pod_ref(m), TIMED_OUT, ev.message, warning=True)
+        rec.record(group_ref(ev.group), Reason.RESERVED, ev.message)
+        until = rfc3339(ev.deadline)
+        for slot in ev.slots:
+            rec.record(pod_ref(slot.pod), Reason.RESERVED,
+                       f"gang {ev.group.key}: node {slot.node} reserved for this pod until "
+                       f"{until}; it binds when the whole quorum is ready")
+
+    def _timed_out(self, ev: GangTimedOut) -> None:
+        rec = self.recorder
+        ref = group_ref(ev.group)
+        rec.record(ref, Reason.TIMED_OUT, ev.message, warning=True)
+        rec.record(ref, RELEASED,
+                   f"gang {ev.group.key}: released {ev.slots} slot(s) on {ev.nodes} node(s) "
+                   f"held since {rfc3339(ev.reserved_at)}; held binds were answered with an "
+                   f"error, so kube-scheduler retries those pods")
+        if ev.retry_at is None:
+            rec.record(ref, Reason.RETRY_LIMIT_REACHED, ev.message, warning=True)
         else:
-            rec.record(ref, ev.reason, ev.message, warning=ev.warning)
+            delay = max(0.0, ev.retry_at - rec.clock())
+            rec.record(ref, BACKING_OFF_EVENT,
+                       f"gang {ev.group.key}: timeout {ev.attempts}; next attempt in "
+                       f"{delay:.0f}s (at {rfc3339(ev.retry_at)})", warning=True)
+        for pod in ev.unbound:
+            rec.record(pod_ref(pod), Reason.TIMED_OUT, ev.message, warning=True)
 
     def on_status(self, group: GroupInfo, old_phase: str, old_reason: str,
                   new: GroupStatus) -> None:
         """The computed status changed (the status writer calls this)."""
         ref = group_ref(group)
         # A PodGroup is usually created just before its pods: "0 of N members" is noise.
-        quiet = new.reason == WAITING_FOR_MEMBERS and new.members == 0
+        quiet = new.reason == Reason.WAITING_FOR_MEMBERS and new.members == 0
         if new.reason != old_reason and new.reason in _WAITING_EVENTS and not quiet:
             self.recorder.record(ref, new.reason, new.message,
-                                 warning=_WAITING_EVENTS[new.reason])
+                                 warning=_WAITING_EVENTS[Reason(new.reason)])
         if new.phase == old_phase:
             return
         if new.phase == RUNNING:
@@ -347,8 +117,5 @@ class GangEvents:
                                  f"gang {group.key}: {new.succeeded} member(s) succeeded")
         elif new.phase == FAILED_PHASE:
             cond = new.condition(FAILED_CONDITION)
-            if cond is not None and cond.reason != RETRY_LIMIT_REACHED:
+            if cond is not None and cond.reason != Reason.RETRY_LIMIT_REACHED:
                 self.recorder.record(ref, cond.reason, cond.message, warning=True)
-
-    def forget(self, key: str) -> None:
-        self._holds.pop(key, None)

@@ -1,4 +1,4 @@
-"""Prometheus metrics (design 6). One registry per server so tests can run several."""
+"""Prometheus metrics (architecture.md §6). One registry per server so tests can run several."""
 
 from __future__ import annotations
 
@@ -6,12 +6,8 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from extender.core.framework import (
-    BOUND,
-    TIMED_OUT,
-    GangEvent,
-    GangFramework,
-)
+from extender.core.manager import GangManager
+from extender.core.vocabulary import GangBound, GangTimedOut, Report, StatusChanged
 
 _LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1,
                     0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -66,37 +62,36 @@ class Metrics:
             "outcome placed (the gang was complete and got its reservation) or "
             "turned_away.", ["outcome"], buckets=_LATENCY_BUCKETS, registry=r)
 
-        # Set by the wiring: framework (to tell a backoff from a final failure) and the
-        # status writer's (phase, reason) counts for the gangs gauge.
-        self.fw: GangFramework | None = None
+        # Set by the wiring: the status writer's (phase, reason) counts for the gangs
+        # gauge.
         self.status_counts: Callable[[], dict[tuple[str, str], int]] | None = None
 
-    def on_event(self, event: GangEvent) -> None:
-        self.transitions.labels(event.reason).inc()
-        if event.reason == TIMED_OUT:
+    def on_report(self, report: Report) -> None:
+        if isinstance(report, StatusChanged):
+            return
+        self.transitions.labels(report.reason).inc()
+        if isinstance(report, GangTimedOut):
             self.timeouts.inc()
-            bo = self.fw.backoff.get(event.gang) if self.fw is not None else None
-            if bo is not None and bo.failed:
+            if report.failed:
                 self.retry_limit.inc()
-            elif bo is not None or "backing off" in event.message:
+            else:
                 self.backoffs.inc()
-        if event.reason == BOUND and event.seconds is not None:
-            self.quorum_to_bound.observe(event.seconds)
+        elif isinstance(report, GangBound) and report.seconds is not None:
+            self.quorum_to_bound.observe(report.seconds)
 
     def on_assembly_wait(self, placed: bool, seconds: float) -> None:
         self.assembly_waits.labels("placed" if placed else "turned_away").observe(seconds)
 
-    def refresh(self, fw: GangFramework) -> None:
+    def refresh(self, manager: GangManager) -> None:
         """Gauges are read at scrape time, never kept in step by hand."""
+        gauges = manager.gauges()
         if self.status_counts is not None:
             counts = self.status_counts()
-        else:  # no status writer: the framework's reasons alone
-            counts = {}
-            for st in fw.status.values():
-                counts[("", st.reason)] = counts.get(("", st.reason), 0) + 1
+        else:  # no status writer: the gang manager's reasons alone
+            counts = {("", reason): n for reason, n in gauges.reasons.items()}
         self.gangs.clear()
         for (phase, reason), n in counts.items():
             self.gangs.labels(phase, reason).set(n)
-        self.reservations.set(len(fw.reservations))
-        self.reserved_slots.set(sum(len(r.slots) for r in fw.reservations.values()))
-        self.held_binds.set(len(fw.held))
+        self.reservations.set(gauges.reservations)
+        self.reserved_slots.set(gauges.reserved_slots)
+        self.held_binds.set(gauges.waiting_binds)

@@ -1,8 +1,8 @@
 """Keeps PodGroup status current: a thin adapter around `extender.core.phase`.
 
 A background task notices what changed (watch events for the group and its pods, the
-framework's decisions, reservations, backoffs), recomputes those groups' status and
-writes it with a merge patch of the `status` subresource, off the request path:
+gang manager's reports), recomputes those groups' status and writes it with a merge
+patch of the `status` subresource, off the request path:
 
 * coalesced: only when the computed status differs from what was written last (or,
   after a restart, from what the API shows), so a steady gang costs nothing;
@@ -22,19 +22,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from extender.core.framework import GangEvent, GangFramework, GangStatus
+from extender.core.manager import GangManager
 from extender.core.phase import (
     PENDING,
     SCHEDULING,
     GroupStatus,
     Previous,
     compute_status,
-    rfc3339,
 )
 from extender.core.types import GROUP_LABEL, GroupInfo, PodInfo
+from extender.core.vocabulary import GangStatus, Report, StatusChanged
 from extender.kube.client import PODGROUP_PATH, ApiError
 from extender.kube.informer import GROUPS, NODES, PODS, Kind
-from extender.reporting.events import EventRecorder, GangEvents
+from extender.reporting.events import GangEvents
 
 log = logging.getLogger("gang-extender.status")
 
@@ -94,14 +94,14 @@ def _scheduled_reason(status: dict[str, Any]) -> str:
 class StatusWriter:
     def __init__(
         self,
-        fw: GangFramework,
+        manager: GangManager,
         kube: StatusApi | None,
         clock: Callable[[], float] = time.time,
         config: StatusConfig | None = None,
         events: GangEvents | None = None,
         on_write: Callable[[str], None] | None = None,
     ) -> None:
-        self.fw = fw
+        self.manager = manager
         self.kube = kube
         self.clock = clock
         self.config = config or StatusConfig()
@@ -112,12 +112,10 @@ class StatusWriter:
         self.dirty: set[str] = set()
         self.writes = 0
         self.write_errors = 0
-        self._seen_status: dict[str, GangStatus] = {}
-        self._seen_reserved: set[str] = set()
-        self._seen_failed: set[str] = set()
+        self._decisions: dict[str, GangStatus] = {}  # the gang manager's, as reported
         self._last_resync = float("-inf")
 
-    # ----- watch hooks (called after the framework applied the object) ----------------------
+    # ----- watch hooks (called after the gang manager applied the object) -------------------
 
     def observe_group(self, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -136,9 +134,7 @@ class StatusWriter:
     def group_deleted(self, key: str) -> None:
         self.groups.pop(key, None)
         self.dirty.discard(key)
-        self._seen_status.pop(key, None)
-        if self.events is not None:
-            self.events.forget(key)
+        self._decisions.pop(key, None)
 
     def observe_pod(self, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -161,42 +157,35 @@ class StatusWriter:
         if pod is not None and pod.group:
             self.dirty.add(f"{pod.namespace}/{pod.group}")
 
-    def on_gang_event(self, ev: GangEvent) -> None:
-        self.dirty.add(ev.gang)
+    def on_report(self, report: Report) -> None:
+        if isinstance(report, StatusChanged):
+            if report.status is None:
+                self._decisions.pop(report.gang, None)
+            else:
+                self._decisions[report.gang] = report.status
+            self.dirty.add(report.gang)
+        else:
+            self.dirty.add(report.group.key)
 
     # ----- computing -------------------------------------------------------------------------
 
-    def scan(self, now: float) -> None:
-        """Mark the groups whose framework state moved since the last scan."""
-        fw = self.fw
-        for key, st in fw.status.items():
-            if self._seen_status.get(key) is not st:
-                self._seen_status[key] = st
-                self.dirty.add(key)
-        if len(self._seen_status) > len(fw.status):
-            for key in [k for k in self._seen_status if k not in fw.status]:
-                del self._seen_status[key]
-                self.dirty.add(key)
-        reserved = set(fw.reservations)
-        self.dirty |= reserved ^ self._seen_reserved
-        self._seen_reserved = reserved
-        failed = {k for k, b in fw.backoff.items() if b.failed}
-        self.dirty |= failed ^ self._seen_failed
-        self._seen_failed = failed
+    def _resync(self, now: float) -> None:
+        """Every group now and then, changed or not: a write that was lost, or a status
+        someone else overwrote, converges."""
         if now - self._last_resync >= self.config.resync_seconds:
             self._last_resync = now
-            self.dirty |= set(fw.cache.groups)
+            self.dirty |= {g.key for g in self.manager.groups()}
 
     def compute(self, group: GroupInfo, now: float) -> GroupStatus | None:
         rec = self.groups.get(group.key)
         base = rec.written if rec is not None and rec.written is not None else (
             rec.observed if rec is not None else {})
-        pods = self.fw.cache.group_pods(group.namespace, group.name)
-        bo = self.fw.backoff.get(group.key)
+        pods = self.manager.group_pods(group.namespace, group.name)
+        decision = self._decisions.get(group.key)
         owners: Iterable[tuple[str, ...]] = (self.owners.get(p.uid, ()) for p in pods)
         return compute_status(
-            group, pods, self.fw.status.get(group.key), now,
-            retry_limit_reached=bo is not None and bo.failed,
+            group, pods, decision, now,
+            retry_limit_reached=decision is not None and decision.retry_limit_reached,
             previous=Previous.from_k8s(base), owners=owners,
         )
 
@@ -222,7 +211,7 @@ class StatusWriter:
         out: list[tuple[GroupInfo, dict[str, Any]]] = []
         keep: set[str] = set()
         for key in self.dirty:
-            group = self.fw.cache.groups.get(key)
+            group = self.manager.group(key)
             if group is None:
                 continue
             rec = self.groups.get(key)
@@ -300,7 +289,7 @@ class StatusWriter:
     async def step(self) -> int:
         """One round: scan, recompute, write what is due. Returns the writes made."""
         now = self.clock()
-        self.scan(now)
+        self._resync(now)
         written = 0
         gap = 1.0 / self.config.max_writes_per_second
         for i, (group, doc) in enumerate(self.due(now)):
@@ -330,19 +319,21 @@ class StatusWriter:
         """(phase, reason) -> number of PodGroups, for the gangs-by-state gauge."""
         out: dict[tuple[str, str], int] = {}
         for key, rec in self.groups.items():
-            if rec.current is None or key not in self.fw.cache.groups:
+            if rec.current is None or self.manager.group(key) is None:
                 continue
             k = (rec.current.phase, rec.current.reason)
             out[k] = out.get(k, 0) + 1
         return out
 
     def debug(self, now: float) -> dict[str, Any]:
-        fw = self.fw
-        waiting = [row["gang"] for row in fw.queue(now) if self._waiting(str(row["gang"]))]
+        """Every PodGroup in queue order with its computed status and write state."""
+        manager = self.manager
+        waiting = [row.gang for row in manager.queue() if self._waiting(row.gang)]
         order = {gang: i for i, gang in enumerate(waiting)}
         groups = []
-        for key in sorted(fw.cache.groups, key=lambda k: (order.get(k, len(order)), k)):
-            group = fw.cache.groups[key]
+        for group in sorted(manager.groups(),
+                            key=lambda g: (order.get(g.key, len(order)), g.key)):
+            key = group.key
             rec = self.groups.get(key)
             st = rec.current if rec is not None else None
             row: dict[str, Any] = {"gang": key, "minMember": group.min_member,
@@ -362,28 +353,8 @@ class StatusWriter:
                     pendingWrite=key in self.dirty,
                 )
             groups.append(row)
-        reservations = []
-        for res in fw.reservations.values():
-            reservations.append({
-                "gang": res.gang,
-                "nodes": sorted({s.node for s in res.slots.values()}),
-                "slots": [{"pod": s.pod.key, "node": s.node} for s in res.slots.values()],
-                "created": rfc3339(res.created),
-                "deadline": rfc3339(res.deadline),
-                "secondsLeft": round(res.deadline - now, 3),
-            })
-        held = []
-        for uid, node in fw.held.items():
-            pod = fw.cache.pods.get(uid)
-            gang = f"{pod.namespace}/{pod.group}" if pod is not None and pod.group else None
-            hold = fw.reservations.get(gang) if gang else None
-            held.append({"pod": pod.key if pod else uid, "gang": gang, "node": node,
-                         "deadline": rfc3339(hold.deadline) if hold else None,
-                         "secondsLeft": round(hold.deadline - now, 3) if hold else None})
         return {
             "podGroups": groups,
-            "reservations": reservations,
-            "heldBinds": held,
             "statusWriter": {"pending": len(self.dirty), "writes": self.writes,
                              "errors": self.write_errors},
         }
@@ -394,23 +365,23 @@ class StatusWriter:
 
 def observed_kinds(writer: StatusWriter) -> tuple[Kind, ...]:
     """The informer's kinds, with the status writer told about every pod and PodGroup
-    change after the framework has applied it."""
+    change after the gang manager has applied it."""
 
-    def apply_pod(fw: GangFramework, obj: dict[str, Any], now: float) -> None:
-        PODS.apply(fw, obj, now)
+    def apply_pod(manager: GangManager, obj: dict[str, Any], now: float) -> None:
+        PODS.apply(manager, obj, now)
         _guard(writer.observe_pod, obj)
 
-    def delete_pod(fw: GangFramework, key: str, now: float) -> None:
-        pod = fw.cache.pods.get(key)
-        PODS.delete(fw, key, now)
+    def delete_pod(manager: GangManager, key: str, now: float) -> None:
+        pod = manager.pod(key)
+        PODS.delete(manager, key, now)
         writer.pod_deleted(key, pod)
 
-    def apply_group(fw: GangFramework, obj: dict[str, Any], now: float) -> None:
-        GROUPS.apply(fw, obj, now)
+    def apply_group(manager: GangManager, obj: dict[str, Any], now: float) -> None:
+        GROUPS.apply(manager, obj, now)
         _guard(writer.observe_group, obj)
 
-    def delete_group(fw: GangFramework, key: str, now: float) -> None:
-        GROUPS.delete(fw, key, now)
+    def delete_group(manager: GangManager, key: str, now: float) -> None:
+        GROUPS.delete(manager, key, now)
         writer.group_deleted(key)
 
     return (
@@ -425,18 +396,3 @@ def _guard(fn: Callable[[dict[str, Any]], None], obj: dict[str, Any]) -> None:
         fn(obj)
     except Exception:  # a malformed object must not stop the informer
         log.exception("status writer could not read an object")
-
-
-def install_debug_route(app: Any, writer: StatusWriter, recorder: EventRecorder | None,
-                        clock: Callable[[], float]) -> None:
-    """GET /debug/podgroups: every PodGroup in queue order with its computed status and
-    write state, reservations (nodes, slots, deadline), held binds and the event sink."""
-    import orjson
-    from fastapi.responses import Response
-
-    async def debug_podgroups() -> Response:
-        body = writer.debug(clock())
-        body["events"] = recorder.debug() if recorder is not None else None
-        return Response(orjson.dumps(body), media_type="application/json")
-
-    app.add_api_route("/debug/podgroups", debug_podgroups, methods=["GET"])

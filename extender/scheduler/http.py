@@ -1,7 +1,7 @@
 """The HTTP adapter: kube-scheduler's extender verbs plus health, metrics and debug.
 
 Every verb answers 200 with a JSON body: kube-scheduler drops the body of any other
-status, so a readable error must travel in the `Error` field (extender-protocol 2.1).
+status, so a readable error must travel in the `Error` field (architecture.md §2.1).
 Malformed input is answered with such an error and changes no state.
 """
 
@@ -20,19 +20,16 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from extender.core.convert import pod_from_k8s
-from extender.core.framework import GangFramework
+from extender.core.manager import GangManager
 from extender.core.types import PodInfo
 from extender.reporting.metrics import Metrics
-from extender.scheduler.runtime import Runtime
+from extender.scheduler.debug import install_gangs_route
+from extender.scheduler.dispatch import Dispatcher
 from extender.scheduler.wire import ExtenderArgs, ExtenderBindingArgs
 
 log = logging.getLogger("gang-extender.http")
 
 MAX_BODY = 64 * 1024 * 1024
-
-
-def _json(body: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
 
 
 def _describe(exc: Exception) -> str:
@@ -89,9 +86,9 @@ class Verbs:
     answer byte for byte the same; `read` raises ValueError for a body that is too large.
     """
 
-    def __init__(self, runtime: Runtime, metrics: Metrics) -> None:
-        self.runtime = runtime
-        self.fw: GangFramework = runtime.fw
+    def __init__(self, dispatcher: Dispatcher, metrics: Metrics) -> None:
+        self.dispatcher = dispatcher
+        self.manager = dispatcher.manager
         self.m = metrics
 
     def _observe(self, verb: str, start: float, result: str) -> None:
@@ -106,7 +103,7 @@ class Verbs:
             return 200, orjson.dumps({"NodeNames": None, "Nodes": None, "FailedNodes": {},
                                       "FailedAndUnresolvableNodes": {},
                                       "Error": _describe(exc)})
-        result = await self.runtime.filter(pod, names)
+        result = await self.dispatcher.filter(pod, names)
         if args.NodeNames is None and args.Nodes is not None:
             keep = set(result.nodes)
             items = [n for n in (args.Nodes.items or []) if n["metadata"]["name"] in keep]
@@ -129,7 +126,7 @@ class Verbs:
         except (ValueError, ValidationError) as exc:
             self._observe("prioritize", start, "error")
             return 400, orjson.dumps({"Error": _describe(exc)})
-        scores = self.fw.prioritize(pod, names)
+        scores = self.manager.prioritize(pod, names)
         self._observe("prioritize", start, "ok")
         return 200, orjson.dumps([{"Host": h, "Score": int(s)} for h, s in scores])
 
@@ -140,13 +137,14 @@ class Verbs:
         except (ValueError, ValidationError) as exc:
             self._observe("bind", start, "error")
             return 200, orjson.dumps({"Error": _describe(exc)})
-        error = await self.runtime.bind(args.PodNamespace, args.PodName, args.PodUID, args.Node)
+        error = await self.dispatcher.bind(args.PodNamespace, args.PodName, args.PodUID,
+                                          args.Node)
         self._observe("bind", start, "ok" if error is None else "error")
         self.m.bindings.labels("ok" if error is None else "error").inc()
         return 200, orjson.dumps({"Error": error or ""})
 
 
-def _add_probes_and_metrics(app: FastAPI, fw: GangFramework, m: Metrics, ready: Any) -> None:
+def _add_probes_and_metrics(app: FastAPI, manager: GangManager, m: Metrics, ready: Any) -> None:
     @app.get("/healthz")
     async def healthz() -> Response:
         return Response("ok", media_type="text/plain")
@@ -159,33 +157,32 @@ def _add_probes_and_metrics(app: FastAPI, fw: GangFramework, m: Metrics, ready: 
 
     @app.get("/metrics")
     async def metrics_() -> Response:
-        m.refresh(fw)
+        m.refresh(manager)
         return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
 
 
-def create_metrics_app(fw: GangFramework, metrics: Metrics, ready: Any = None) -> FastAPI:
+def create_metrics_app(manager: GangManager, metrics: Metrics, ready: Any = None) -> FastAPI:
     """Only /metrics and the probes, for an address reachable from outside the pod: the
     verbs (a /bind binds any pod anywhere with the extender's rights) and the debug view
     stay on the loopback listener."""
     app = FastAPI(title="gang-extender metrics", docs_url=None, redoc_url=None,
                   openapi_url=None)
-    _add_probes_and_metrics(app, fw, metrics, ready)
+    _add_probes_and_metrics(app, manager, metrics, ready)
     return app
 
 
 def create_app(
-    runtime: Runtime,
+    dispatcher: Dispatcher,
     metrics: Metrics | None = None,
     ready: Any = None,
 ) -> FastAPI:
     """`ready` is an object with `is_set()` (the informers' synced event); None: ready."""
-    fw: GangFramework = runtime.fw
     m = metrics or Metrics()
     app = FastAPI(title="gang-extender", docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.runtime = runtime
+    app.state.dispatcher = dispatcher
     app.state.metrics = m
 
-    verbs = app.state.verbs = Verbs(runtime, m)
+    verbs = app.state.verbs = Verbs(dispatcher, m)
 
     def reply(status_body: tuple[int, bytes]) -> Response:
         status, body = status_body
@@ -203,12 +200,8 @@ def create_app(
     async def bind(request: Request) -> Response:
         return reply(await verbs.bind(lambda: _read(request)))
 
-    _add_probes_and_metrics(app, fw, m, ready)
-
-    @app.get("/debug/gangs")
-    async def debug() -> Response:
-        return _json(runtime.debug())
-
+    _add_probes_and_metrics(app, dispatcher.manager, m, ready)
+    install_gangs_route(app, dispatcher)
     return app
 
 
@@ -219,10 +212,10 @@ def with_fast_verbs(app: FastAPI) -> ASGIApp:
     """The app to serve: POSTs of the three verbs go straight to `Verbs`, the rest to
     FastAPI.
 
-    kube-scheduler calls filter (and bind) once per pod in its serial scheduling loop;
-    FastAPI's routing and middleware stack cost 0.14 ms of the 0.27 ms a filter call
-    took with 200 nodes (measured over uvicorn with httptools), as much as the work.
-    The routes on `app` stay for in-process use and give the same answers.
+    kube-scheduler calls filter (and bind) once per pod in its serial scheduling loop,
+    and FastAPI's routing and middleware stack cost as much as the work itself
+    (docs/performance.md). The routes on `app` stay for in-process use and give the
+    same answers.
     """
     verbs: Verbs = app.state.verbs
     handlers = {"/filter": verbs.filter, "/prioritize": verbs.prioritize, "/bind": verbs.bind}

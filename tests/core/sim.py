@@ -1,9 +1,10 @@
-"""A plain-data stand-in for kube-scheduler driving the framework, for core tests.
+"""A plain-data stand-in for kube-scheduler driving the gang manager, for core tests.
 
 It does what kube-scheduler does around an extender: its own fit check against bound
-and assumed pods, filter, bind (held binds wait), and it executes the framework's
-BindPod actions as the API server would. Used by unit and property tests only; the
-real scheduler is exercised in e2e/.
+and assumed pods, filter, bind (held binds wait), and it executes the manager's
+BindPod actions as the API server would. The fit check is the benchmark's
+(bench/simulator.py), so both drive the extender with the same view of the cluster.
+Used by unit and property tests only; the real scheduler is exercised in e2e/.
 """
 
 from __future__ import annotations
@@ -12,15 +13,17 @@ import dataclasses
 import itertools
 from typing import cast
 
-from extender.core.framework import (
+from bench.simulator import KubeSchedulerView
+from extender.core.config import Config
+from extender.core.manager import Core, GangManager
+from extender.core.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo, Resources
+from extender.core.vocabulary import (
+    BindOutcome,
     BindPod,
-    Config,
-    FailHeld,
-    GangFramework,
+    GangStatus,
+    RejectWaitingBind,
     WakePods,
 )
-from extender.core.resources import fits
-from extender.core.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo, Resources
 
 _uid = itertools.count()
 
@@ -64,65 +67,81 @@ def group(name: str, min_member: int, ns: str = "ns", creation: float = 0.0,
 class SimScheduler:
     """kube-scheduler's side: assumed pods, fit check, filter -> bind."""
 
-    def __init__(self, fw: GangFramework | None = None) -> None:
-        self.fw = fw or GangFramework(Config(default_timeout_seconds=30))
+    def __init__(self, core: Core | None = None) -> None:
+        self.core = core or Core.wire(Config(default_timeout_seconds=30))
+        self.manager = GangManager(self.core)
+        self.cache = self.core.cache
         self.now = 1000.0
         self.assumed: dict[str, str] = {}  # uid -> node (filter passed, bind pending)
         self.held: set[str] = set()
         self.bind_log: list[tuple[float, str, str]] = []  # (time, uid, node) of Bindings
         self.failed_binds: list[tuple[str, str]] = []
-        self.woken: list[tuple[str, str, str]] = []
+        self.woken: list[tuple[str, str, str]] = []  # (namespace, name, uid)
         self.last_filter: dict[str, str] = {}
+        self.actions: list[object] = []  # every action taken, in order
+        self.view = KubeSchedulerView()
+        self._charged: dict[str, tuple[str, Resources]] = {}  # uid -> what the view counts
+
+    def status(self, gang: str) -> GangStatus:
+        st = self.manager.status(gang)
+        assert st is not None, f"no status for gang {gang}"
+        return st
 
     # ----- cluster changes ------------------------------------------------------------
     def add_node(self, n: NodeInfo) -> None:
-        self.fw.on_node(n)
+        self.manager.on_node(n)
 
     def add_group(self, g: GroupInfo) -> None:
-        self.fw.on_group(g, self.now)
+        self.manager.on_group(g, self.now)
 
     def add_pod(self, p: PodInfo) -> PodInfo:
-        self.fw.on_pod(p, self.now)
+        self.manager.on_pod(p, self.now)
         return p
 
     def finish(self, uid: str) -> None:
-        p = self.fw.cache.pods[uid]
-        self.fw.on_pod(dataclasses.replace(p, phase="Succeeded"), self.now)
+        p = self.cache.pods[uid]
+        self.manager.on_pod(dataclasses.replace(p, phase="Succeeded"), self.now)
         self.drain()
 
     def delete(self, uid: str) -> None:
-        self.fw.on_pod_deleted(uid, self.now)
+        self.manager.on_pod_deleted(uid, self.now)
         self.assumed.pop(uid, None)
         self.drain()
 
     # ----- kube-scheduler's own view ---------------------------------------------------
-    def _used(self, name: str) -> Resources:
-        used: Resources = {}
-        for p in self.fw.cache.pods.values():
-            on = p.node_name if p.holds_capacity else self.assumed.get(p.uid)
-            if on == name:
-                for k, v in p.requests.items():
-                    used[k] = used.get(k, 0) + v
-        return used
+    def _sync_view(self) -> None:
+        """Bring the view up to the manager's cache (tests also feed the manager
+        directly): its nodes, the pods bound there and the ones assumed here."""
+        view, nodes = self.view, self.cache.nodes
+        if list(view.nodes.items()) != list(nodes.items()):
+            view.set_nodes(nodes.values())
+        placed: dict[str, tuple[str, Resources]] = {}
+        for p in self.cache.pods.values():
+            on = p.node_name if p.takes_capacity else self.assumed.get(p.uid)
+            if on:
+                placed[p.uid] = (on, p.requests)
+        for uid, (on, req) in list(self._charged.items()):
+            if placed.get(uid) != (on, req):
+                view.credit(on, req)
+                del self._charged[uid]
+        for uid, (on, req) in placed.items():
+            if uid not in self._charged:
+                view.charge(on, req)
+                self._charged[uid] = (on, dict(req))
 
     def feasible(self, p: PodInfo) -> list[str]:
-        out = []
-        for n in self.fw.cache.nodes.values():
-            used = self._used(n.name)
-            free = {k: v - used.get(k, 0) for k, v in n.allocatable.items()}
-            if fits(p.requests, free):
-                out.append(n.name)
-        return out
+        self._sync_view()
+        return list(self.view.feasible(self.view.shape_of(p)))
 
     # ----- one scheduling cycle --------------------------------------------------------
     def schedule(self, uid: str) -> str:
         """Filter + bind one pod. Returns 'rejected', 'held', 'bound' or 'error', or
         'waiting' when the filter call would wait for the rest of a gang being created
         (the runtime asks again after the next member arrives)."""
-        p = self.fw.cache.pods[uid]
+        p = self.cache.pods[uid]
         if p.node_name or uid in self.assumed:
             return "skip"
-        res = self.fw.filter(p, self.feasible(p), self.now)
+        res = self.manager.filter(p, self.feasible(p), self.now)
         self.drain()
         if res.wait:
             return "waiting"
@@ -131,54 +150,51 @@ class SimScheduler:
             return "rejected"
         chosen = res.nodes[0]
         self.assumed[uid] = chosen
-        d = self.fw.bind(p.namespace, p.name, uid, chosen, self.now)
-        if d.kind == "error":
+        d = self.manager.bind(p.namespace, p.name, uid, chosen, self.now)
+        if d.outcome is BindOutcome.ERROR:
             self.assumed.pop(uid, None)
             self.failed_binds.append((uid, d.message))
             return "error"
-        if d.kind == "bind":
-            self._do_bind(uid, chosen)
-            return "bound"
-        if d.kind == "bound":
+        if d.outcome is BindOutcome.BOUND:
             return "bound"
         self.held.add(uid)
         self.drain()
-        return "bound" if self.fw.cache.pods[uid].node_name else "held"
+        return "bound" if self.cache.pods[uid].node_name else "held"
 
     def _do_bind(self, uid: str, node_name: str) -> None:
         self.bind_log.append((self.now, uid, node_name))
         self.held.discard(uid)
         self.assumed.pop(uid, None)
-        self.fw.bind_finished(uid, node_name, None, self.now)
+        self.manager.binding_finished(uid, node_name, None, self.now)
 
     def drain(self) -> None:
-        while self.fw.outbox:
-            out, self.fw.outbox = self.fw.outbox, []
+        while out := self.manager.take_actions():
+            self.actions.extend(out)
             for a in out:
                 if isinstance(a, BindPod):
-                    self._do_bind(a.uid, a.node)
-                elif isinstance(a, FailHeld):
+                    self._do_bind(a.pod.uid, a.node)
+                elif isinstance(a, RejectWaitingBind):
                     self.held.discard(a.uid)
                     self.assumed.pop(a.uid, None)
                     self.failed_binds.append((a.uid, a.message))
                 elif isinstance(a, WakePods):
-                    self.woken.extend(a.pods)
+                    self.woken.extend((p.namespace, p.name, p.uid) for p in a.pods)
 
     def tick(self, seconds: float = 0.0) -> None:
         self.now += seconds
-        self.fw.tick(self.now)
+        self.manager.tick(self.now)
         self.drain()
 
     def run_all(self, rounds: int = 3) -> None:
         """Offer every pending pod to the scheduler, a few rounds (like re-queues)."""
         for _ in range(rounds):
-            for uid in sorted(self.fw.cache.pods, key=lambda u: self.fw.cache.pods[u].name):
-                p = self.fw.cache.pods[uid]
+            for uid in sorted(self.cache.pods, key=lambda u: self.cache.pods[u].name):
+                p = self.cache.pods[uid]
                 if not p.node_name and not p.terminal and uid not in self.held:
                     self.schedule(uid)
 
     def bound(self, group_name: str | None = None) -> list[PodInfo]:
         return [
-            p for p in self.fw.cache.pods.values()
+            p for p in self.cache.pods.values()
             if p.node_name and (group_name is None or p.group == group_name)
         ]

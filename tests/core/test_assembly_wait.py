@@ -6,22 +6,18 @@ from __future__ import annotations
 
 import dataclasses
 
-from extender.core.framework import (
-    RESERVED,
-    WAITING_FOR_MEMBERS,
-    Config,
-    GangFramework,
-    WakePods,
-)
-from extender.core.queue import Backoff, BackoffPolicy
+from extender.core.config import Config
+from extender.core.manager import Core
+from extender.core.queue.backoff import BackoffPolicy
 from extender.core.types import PodInfo
+from extender.core.vocabulary import GroupRef, Reason, WakePods
 from tests.core.sim import SimScheduler, group, node, pod
 
 NODES = ["n0", "n1", "n2", "n3"]
 
 
 def cluster(**config: object) -> SimScheduler:
-    sim = SimScheduler(GangFramework(Config(30, **config)))  # type: ignore[arg-type]
+    sim = SimScheduler(Core.wire(Config(30, **config)))  # type: ignore[arg-type]
     for name in NODES:
         sim.add_node(node(name))
     return sim
@@ -38,17 +34,17 @@ def test_member_of_an_arriving_gang_waits_then_gets_its_slot_without_a_turn_away
     sim.add_group(group("g", 4))
     t = sim.now
     first = arrive(sim, "g-0", "g", t)
-    res = sim.fw.filter(first, NODES, t + 0.01)
+    res = sim.manager.filter(first, NODES, t + 0.01)
     assert res.wait > 0 and not res.nodes and not res.unresolvable
-    assert "ns/g" not in sim.fw.status  # no "1 of 4 members exist" recorded
+    assert sim.manager.status("ns/g") is None  # no "1 of 4 members exist" recorded
     for i in range(1, 4):
         arrive(sim, f"g-{i}", "g", t + 0.01 * (i + 1))
-    res = sim.fw.filter(first, NODES, t + 0.05, waited=0.04)
+    res = sim.manager.filter(first, NODES, t + 0.05, waited=0.04)
     assert res.wait == 0 and len(res.nodes) == 1
-    assert sim.fw.status["ns/g"].reason == RESERVED
+    assert sim.status("ns/g").reason == Reason.RESERVED
     sim.drain()
     assert not sim.woken  # nobody was parked, so nobody needs a wake-up patch
-    assert first.uid not in sim.fw._rejected_members
+    assert first.uid not in sim.core.parked.turned_away_members
 
 
 def test_the_wait_lasts_until_the_gap_after_the_newest_member() -> None:
@@ -56,20 +52,20 @@ def test_the_wait_lasts_until_the_gap_after_the_newest_member() -> None:
     sim.add_group(group("g", 4))
     t = sim.now
     first = arrive(sim, "g-0", "g", t)
-    assert abs(sim.fw.filter(first, NODES, t + 0.05).wait - 0.15) < 1e-9
+    assert abs(sim.manager.filter(first, NODES, t + 0.05).wait - 0.15) < 1e-9
     arrive(sim, "g-1", "g", t + 0.1)
-    assert abs(sim.fw.filter(first, NODES, t + 0.12, waited=0.07).wait - 0.18) < 1e-9
+    assert abs(sim.manager.filter(first, NODES, t + 0.12, waited=0.07).wait - 0.18) < 1e-9
 
 
 def test_no_wait_once_the_gap_has_passed_and_the_rejection_is_as_before() -> None:
     sim = cluster(assembly_gap_seconds=0.2)
     sim.add_group(group("g", 4))
     first = arrive(sim, "g-0", "g", sim.now)
-    res = sim.fw.filter(first, NODES, sim.now + 0.25)
+    res = sim.manager.filter(first, NODES, sim.now + 0.25)
     assert res.wait == 0 and not res.nodes
     assert set(res.unresolvable.values()) == {"gang ns/g: 1 of 4 members exist"}
-    assert sim.fw.status["ns/g"].reason == WAITING_FOR_MEMBERS
-    assert first.uid in sim.fw._rejected_members  # woken when the gang completes
+    assert sim.status("ns/g").reason == Reason.WAITING_FOR_MEMBERS
+    assert first.uid in sim.core.parked.turned_away_members  # woken when the gang completes
 
 
 def test_a_gang_created_too_slowly_for_the_budget_is_turned_away_at_once() -> None:
@@ -78,7 +74,7 @@ def test_a_gang_created_too_slowly_for_the_budget_is_turned_away_at_once() -> No
     sim.add_group(group("g", 32))
     t = sim.now
     members = [arrive(sim, f"g-{i}", "g", t + 0.1 * i) for i in range(3)]
-    res = sim.fw.filter(members[0], NODES, t + 0.21)
+    res = sim.manager.filter(members[0], NODES, t + 0.21)
     assert res.wait == 0 and "3 of 32 members exist" in next(iter(res.unresolvable.values()))
 
 
@@ -87,7 +83,7 @@ def test_a_gang_arriving_fast_enough_is_waited_for() -> None:
     sim.add_group(group("g", 32))
     t = sim.now
     members = [arrive(sim, f"g-{i}", "g", t + 0.005 * i) for i in range(3)]
-    assert sim.fw.filter(members[0], NODES, t + 0.011).wait > 0  # 29 more in ~0.15 s
+    assert sim.manager.filter(members[0], NODES, t + 0.011).wait > 0  # 29 more in ~0.15 s
 
 
 def test_a_wait_that_runs_out_turns_the_member_away_and_is_not_repeated_for_the_gang() -> None:
@@ -96,10 +92,10 @@ def test_a_wait_that_runs_out_turns_the_member_away_and_is_not_repeated_for_the_
     t = sim.now
     first = arrive(sim, "g-0", "g", t)
     arrive(sim, "g-1", "g", t + 0.4)
-    res = sim.fw.filter(first, NODES, t + 0.5, waited=0.5)
+    res = sim.manager.filter(first, NODES, t + 0.5, waited=0.5)
     assert res.wait == 0 and "2 of 4 members exist" in next(iter(res.unresolvable.values()))
     third = arrive(sim, "g-2", "g", t + 0.55)
-    res = sim.fw.filter(third, NODES, t + 0.56)
+    res = sim.manager.filter(third, NODES, t + 0.56)
     assert res.wait == 0 and "3 of 4 members exist" in next(iter(res.unresolvable.values()))
 
 
@@ -107,7 +103,7 @@ def test_wait_off_when_configured_zero() -> None:
     sim = cluster(assembly_wait_seconds=0.0)
     sim.add_group(group("g", 2))
     first = arrive(sim, "g-0", "g", sim.now)
-    res = sim.fw.filter(first, NODES, sim.now)
+    res = sim.manager.filter(first, NODES, sim.now)
     assert res.wait == 0 and not res.nodes and res.unresolvable
 
 
@@ -116,7 +112,7 @@ def test_pods_listed_after_a_restart_are_not_arrivals() -> None:
     sim.add_group(group("g", 4))
     old = sim.now - 60  # created a minute before this extender first saw it
     first = sim.add_pod(pod("g-0", "g", creation=old))
-    res = sim.fw.filter(first, NODES, sim.now)
+    res = sim.manager.filter(first, NODES, sim.now)
     assert res.wait == 0 and res.unresolvable
 
 
@@ -127,8 +123,8 @@ def test_lifting_scheduling_gates_counts_as_an_arrival() -> None:
     gated = sim.add_pod(pod("g-0", "g", creation=old, gated=True))
     sim.add_pod(pod("g-1", "g", creation=old, gated=True))
     ungated = dataclasses.replace(gated, gated=False)
-    sim.fw.on_pod(ungated, sim.now)
-    assert sim.fw.filter(ungated, NODES, sim.now + 0.01).wait > 0
+    sim.manager.on_pod(ungated, sim.now)
+    assert sim.manager.filter(ungated, NODES, sim.now + 0.01).wait > 0
 
 
 def test_a_backing_off_gang_does_not_wait() -> None:
@@ -136,8 +132,8 @@ def test_a_backing_off_gang_does_not_wait() -> None:
     sim.add_group(group("g", 2))
     t = sim.now
     first = arrive(sim, "g-0", "g", t)
-    sim.fw.backoff["ns/g"] = Backoff(attempts=1, until=t + 5, group_uid="g-g")
-    res = sim.fw.filter(first, NODES, t + 0.01)
+    sim.core.backoffs.timed_out(GroupRef("ns", "g", "g-g"), t)  # attempt 1: until t + 5
+    res = sim.manager.filter(first, NODES, t + 0.01)
     assert res.wait == 0 and res.unresolvable
 
 
@@ -147,7 +143,7 @@ def test_complete_gangs_members_never_wait() -> None:
     t = sim.now
     a = arrive(sim, "g-0", "g", t)
     arrive(sim, "g-1", "g", t)
-    res = sim.fw.filter(a, NODES, t)
+    res = sim.manager.filter(a, NODES, t)
     assert res.wait == 0 and len(res.nodes) == 1
 
 
@@ -156,11 +152,11 @@ def test_arrival_records_are_dropped_after_a_while_and_with_the_group() -> None:
     for i in range(50):
         sim.add_group(group(f"g{i}", 4))
         arrive(sim, f"g{i}-0", f"g{i}", sim.now)
-    assert len(sim.fw.arrivals) == 50
-    sim.fw.on_group_deleted("ns/g0")
-    assert len(sim.fw.arrivals) == 49
+    assert len(sim.core.arrivals) == 50
+    sim.manager.on_group_deleted("ns/g0")
+    assert len(sim.core.arrivals) == 49
     sim.tick(31)
-    assert len(sim.fw.arrivals) == 0
+    assert len(sim.core.arrivals) == 0
 
 
 def test_sim_scheduler_sees_waiting_as_no_answer_yet() -> None:
@@ -168,4 +164,4 @@ def test_sim_scheduler_sees_waiting_as_no_answer_yet() -> None:
     sim.add_group(group("g", 2))
     first = arrive(sim, "g-0", "g", sim.now)
     assert sim.schedule(first.uid) == "waiting"
-    assert not [a for a in sim.fw.outbox if isinstance(a, WakePods)]
+    assert not [a for a in sim.actions + sim.manager.take_actions() if isinstance(a, WakePods)]

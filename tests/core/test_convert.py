@@ -80,7 +80,7 @@ def test_pod_state_fields(pod_obj: dict[str, Any]) -> None:
     p = pod_from_k8s(pod_obj)
     assert p.group == "trainer"
     assert p.deleting and p.gated
-    assert p.node_name == "fake-node-1" and p.holds_capacity
+    assert p.node_name == "fake-node-1" and p.takes_capacity
     assert p.priority == 1000
     assert p.phase == "Running"
 

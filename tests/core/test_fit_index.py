@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from extender.core.cache import Cache
 from extender.core.planner import Plan, Shortfall, plan_gang
+from extender.core.snapshot import Snapshot
 from extender.core.types import (
     LabelSelector,
     NodeInfo,
@@ -94,25 +96,25 @@ def test_indexed_plans_equal_scanned_plans(data: st.DataObject) -> None:
     held: list[tuple[str, PodInfo]] = []
     for step in range(draw(st.integers(2, 10))):
         op = draw(st.sampled_from(
-            ("bind", "bind", "finish", "hold", "unhold", "node", "remove", "add")))
+            ("bind", "bind", "finish", "reserve", "unreserve", "node", "remove", "add")))
         live = list(cache.nodes)
         if op == "bind" and live:
             uid += 1
             cache.upsert_pod(_pod(draw, f"p{uid}", draw(st.sampled_from(live))))
         elif op == "finish":
-            running = [p for p in cache.pods.values() if p.holds_capacity]
+            running = [p for p in cache.pods.values() if p.takes_capacity]
             if running:
                 p = draw(st.sampled_from(running))
                 cache.upsert_pod(PodInfo(p.uid, p.namespace, p.name, p.requests, p.labels,
                                          node_name=p.node_name, phase="Succeeded"))
-        elif op == "hold" and live:
+        elif op == "reserve" and live:
             uid += 1
             slot = (draw(st.sampled_from(live)), _pod(draw, f"h{uid}"))
-            cache.hold(*slot)
+            cache.reserve(*slot)
             held.append(slot)
-        elif op == "unhold" and held:
+        elif op == "unreserve" and held:
             node, pod = held.pop(draw(st.integers(0, len(held) - 1)))
-            cache.unhold(node, pod, freed=draw(st.booleans()))
+            cache.unreserve(node, pod, freed=draw(st.booleans()))
         elif op == "node" and live:
             cache.upsert_node(_node(draw, draw(st.sampled_from(live))))
         elif op == "remove" and live:
@@ -122,19 +124,20 @@ def test_indexed_plans_equal_scanned_plans(data: st.DataObject) -> None:
         for g in range(draw(st.integers(1, 3))):
             gang = _gang(draw, f"g{step}-{g}")
             need = draw(st.integers(1, len(gang)))
-            indexed = plan_gang(gang, need, cache.nodes, cache.free, cache.pods_on_node,
-                                index=cache.fit_index)
-            scanned = plan_gang(gang, need, cache.nodes, cache.free, cache.pods_on_node)
+            indexed = plan_gang(gang, need, cache.snapshot)
+            scanned = plan_gang(gang, need, cache.snapshot.with_free(cache.free))
             assert _same(indexed, scanned), (op, indexed, scanned)
 
 
-def test_index_is_ignored_for_other_capacity_maps() -> None:
+def test_index_is_never_used_for_other_capacity_maps() -> None:
     cache = Cache()
     cache.upsert_node(NodeInfo("n0", {"cpu": 1000, "pods": 10}, {HOST: "n0"}))
     other = {"n0": {"cpu": 0, "pods": 10}}
     gang = [PodInfo("u", "ml", "p", {"cpu": 500, "pods": 1})]
-    result = plan_gang(gang, 1, cache.nodes, other, {}, index=cache.fit_index)
+    result = plan_gang(gang, 1, cache.snapshot.with_free(other))
     assert isinstance(result, Shortfall)  # planned against `other`, not the cache
+    with pytest.raises(ValueError, match="fit index belongs"):
+        Snapshot(cache.nodes, other, {}, cache.fit_index)
 
 
 def test_many_changes_compact_the_log_and_plans_stay_right() -> None:
@@ -148,6 +151,6 @@ def test_many_changes_compact_the_log_and_plans_stay_right() -> None:
         cache.upsert_pod(pod)
         cache.remove_pod(pod.uid)
         if i % 997 == 0:
-            a = plan_gang(gang, 3, cache.nodes, cache.free, {}, index=cache.fit_index)
-            b = plan_gang(gang, 3, cache.nodes, cache.free, {})
+            a = plan_gang(gang, 3, Snapshot(cache.nodes, cache.free, {}, cache.fit_index))
+            b = plan_gang(gang, 3, Snapshot(cache.nodes, cache.free, {}))
             assert a == b

@@ -3,27 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import pytest
 
-from extender.core.framework import (
-    BACKING_OFF,
-    BOUND,
-    FAILED,
-    INSUFFICIENT_CAPACITY,
-    RESERVED,
-    WAITING_BEHIND_OLDER_GANG,
-    WAITING_FOR_MEMBERS,
+from extender.core.config import Config
+from extender.core.manager import Core
+from extender.core.planner import Plan, Shortfall, plan_group
+from extender.core.queue.backoff import BackoffPolicy
+from extender.core.snapshot import Snapshot
+from extender.core.types import GroupInfo, PodInfo
+from extender.core.vocabulary import (
+    BindOutcome,
     BindPod,
-    Config,
-    FailHeld,
-    GangEvent,
-    GangFramework,
+    PodRef,
+    Reason,
+    RejectWaitingBind,
+    Transition,
     WakePods,
 )
-from extender.core.planner import Plan, Shortfall
-from extender.core.queue import BackoffPolicy
-from extender.core.types import GroupInfo, PodInfo
 from tests.core.sim import SimScheduler, group, node, pod
 
 
@@ -40,7 +38,7 @@ def test_quorum_missing_member_rejects_with_count() -> None:
     pods = [sim.add_pod(pod(f"g-{i}", "g")) for i in range(3)]
     assert sim.schedule(pods[0].uid) == "rejected"
     assert sim.last_filter[pods[0].uid] == "gang ns/g: 3 of 4 members exist"
-    assert sim.fw.status["ns/g"].reason == WAITING_FOR_MEMBERS
+    assert sim.status("ns/g").reason == Reason.WAITING_FOR_MEMBERS
     assert not sim.bound()
 
 
@@ -52,11 +50,12 @@ def test_no_member_bound_before_quorum_then_all_at_once() -> None:
     assert results == ["held", "held", "held", "bound"]
     assert len(sim.bind_log) == 4
     assert len({t for t, _, _ in sim.bind_log}) == 1  # one batch
-    assert sim.fw.status["ns/g"].reason == BOUND
-    assert not sim.fw.reservations and not sim.fw.held and not sim.fw.binding
+    assert sim.status("ns/g").reason == Reason.BOUND
+    permit = sim.core.permit
+    assert not sim.core.reservations and not permit.waiting and not permit.in_flight
 
 
-def test_reservation_holds_capacity_against_plain_pods() -> None:
+def test_reservation_takes_capacity_against_plain_pods() -> None:
     sim = cluster(2, cpu=4000)
     sim.add_group(group("g", 2))
     a, b = (sim.add_pod(pod(f"g-{i}", "g", cpu=4000)) for i in range(2))
@@ -85,8 +84,8 @@ def test_older_gang_gets_capacity_even_when_younger_member_asks_first() -> None:
     young = [sim.add_pod(pod(f"young-{i}", "young", cpu=8000)) for i in range(3)]
     assert sim.schedule(young[0].uid) == "rejected"
     assert "waiting behind older gang ns/old" in sim.last_filter[young[0].uid]
-    assert sim.fw.status["ns/young"].reason == WAITING_BEHIND_OLDER_GANG
-    assert "ns/old" in sim.fw.reservations
+    assert sim.status("ns/young").reason == Reason.WAITING_BEHIND_OLDER_GANG
+    assert "ns/old" in sim.core.reservations
     # Its members were never turned away, so they are still in kube-scheduler's queue
     # and need no wake-up patch.
     assert not {w[2] for w in sim.woken} & {p.uid for p in old}
@@ -96,7 +95,7 @@ def test_older_gang_gets_capacity_even_when_younger_member_asks_first() -> None:
     for p in old:
         sim.finish(p.uid)
     sim.tick()
-    assert "ns/young" in sim.fw.reservations
+    assert "ns/young" in sim.core.reservations
     sim.run_all()
     assert {p.name for p in sim.bound("young")} == {f"young-{i}" for i in range(3)}
 
@@ -109,7 +108,7 @@ def test_priority_beats_age() -> None:
         sim.add_pod(pod(f"old-{i}", "old", cpu=8000))
         sim.add_pod(pod(f"urgent-{i}", "urgent", cpu=8000, priority=100))
     sim.tick()
-    assert list(sim.fw.reservations) == ["ns/urgent"]
+    assert list(sim.core.reservations) == ["ns/urgent"]
 
 
 def test_younger_gang_may_use_capacity_the_older_cannot() -> None:
@@ -122,8 +121,8 @@ def test_younger_gang_may_use_capacity_the_older_cannot() -> None:
         sim.add_pod(pod(f"small-{i}", "small", cpu=1000))
     sim.run_all()
     assert {p.name for p in sim.bound()} == {"small-0", "small-1"}
-    assert sim.fw.status["ns/big"].reason == INSUFFICIENT_CAPACITY
-    assert "needs 3 × {cpu: 4" in sim.fw.status["ns/big"].message
+    assert sim.status("ns/big").reason == Reason.INSUFFICIENT_CAPACITY
+    assert "needs 3 × {cpu: 4" in sim.status("ns/big").message
 
 
 def test_fragmentation_gives_shortfall_not_a_reservation() -> None:
@@ -135,13 +134,13 @@ def test_fragmentation_gives_shortfall_not_a_reservation() -> None:
     assert sim.schedule(pods[0].uid) == "rejected"
     msg = sim.last_filter[pods[0].uid]
     assert "needs 3 × {" in msg and "nvidia.com/gpu: 4" in msg and "1 fit" in msg
-    assert not sim.fw.reservations
+    assert not sim.core.reservations
     small = sim.add_pod(pod("plain", None, gpu=2))
     assert sim.schedule(small.uid) == "bound"
 
 
 def test_deadline_releases_everything_and_backs_off() -> None:
-    sim = SimScheduler(GangFramework(Config(10, BackoffPolicy(5, 20))))
+    sim = SimScheduler(Core.wire(Config(10, BackoffPolicy(5, 20))))
     for i in range(2):
         sim.add_node(node(f"n{i}"))
     sim.add_group(group("g", 3))
@@ -150,20 +149,19 @@ def test_deadline_releases_everything_and_backs_off() -> None:
     assert sim.schedule(pods[1].uid) == "held"
     sim.tick(10.5)
     assert {uid for uid, _ in sim.failed_binds} == {pods[0].uid, pods[1].uid}
-    assert not sim.bound() and not sim.fw.reservations and not sim.fw.cache.held_nodes
-    assert sim.fw.status["ns/g"].reason == BACKING_OFF
-    assert "backing off 5s" in sim.fw.status["ns/g"].message
+    assert not sim.bound() and not sim.core.reservations and not sim.cache.reserved_nodes
+    assert sim.status("ns/g").reason == Reason.BACKING_OFF
+    assert "backing off 5s" in sim.status("ns/g").message
     assert sim.schedule(pods[2].uid) == "rejected"
     sim.tick(5.1)  # backoff over: planned again, members woken
-    assert "ns/g" in sim.fw.reservations
+    assert "ns/g" in sim.core.reservations
     assert ("ns", "g-0", pods[0].uid) in sim.woken
     sim.run_all()
     assert len(sim.bound("g")) == 3
 
 
 def test_backoff_doubles_and_retry_limit_fails_group() -> None:
-    fw = GangFramework(Config(10, BackoffPolicy(5, 8, retry_limit=3)))
-    sim = SimScheduler(fw)
+    sim = SimScheduler(Core.wire(Config(10, BackoffPolicy(5, 8, retry_limit=3))))
     sim.add_node(node("n0"))
     sim.add_group(group("g", 2))
     pods = [sim.add_pod(pod(f"g-{i}", "g")) for i in range(2)]
@@ -172,11 +170,13 @@ def test_backoff_doubles_and_retry_limit_fails_group() -> None:
         sim.tick()
         assert sim.schedule(pods[0].uid) == "held"
         sim.tick(10.1)
-        delays.append(fw.backoff["ns/g"].until - sim.now)
+        bo = sim.core.backoffs.get("ns/g")
+        assert bo is not None
+        delays.append(bo.until - sim.now)
         sim.tick(max(delays[-1], 0) + 0.1)
     assert delays[:2] == [5.0, 8.0]
-    assert fw.status["ns/g"].reason == FAILED
-    assert "retry limit 3 reached" in fw.status["ns/g"].message
+    assert sim.status("ns/g").reason == Reason.FAILED
+    assert "retry limit 3 reached" in sim.status("ns/g").message
     assert sim.schedule(pods[1].uid) == "rejected"
     # A changed spec gives the group a fresh start.
     sim.add_group(dataclasses.replace(group("g", 1), creation=0.0))
@@ -193,7 +193,7 @@ def test_elastic_group_binds_quorum_together_then_extras_one_by_one() -> None:
     assert len(bound) == 5
     first_batch_time = sim.bind_log[0][0]
     assert sum(1 for t, _, _ in sim.bind_log if t == first_batch_time) >= 4
-    assert [p for p in pods if not sim.fw.cache.pods[p.uid].node_name]
+    assert [p for p in pods if not sim.cache.pods[p.uid].node_name]
 
 
 def test_member_deleted_while_binds_held_fails_its_bind_and_replacement_completes() -> None:
@@ -216,8 +216,8 @@ def test_node_deleted_under_reservation_moves_the_member() -> None:
     sim.add_group(group("g", 2))
     a, b = (sim.add_pod(pod(f"g-{i}", "g", cpu=2000)) for i in range(2))
     assert sim.schedule(a.uid) == "held"
-    slot_b = sim.fw.reservations["ns/g"].slots[b.uid].node
-    sim.fw.on_node_deleted(slot_b)
+    slot_b = sim.core.reservations["ns/g"].slots[b.uid].node
+    sim.manager.on_node_deleted(slot_b)
     sim.drain()
     assert sim.schedule(b.uid) == "bound"
     assert slot_b not in {p.node_name for p in sim.bound()}
@@ -228,9 +228,9 @@ def test_group_deleted_releases_reservation_and_fails_holds() -> None:
     sim.add_group(group("g", 2))
     a, _ = (sim.add_pod(pod(f"g-{i}", "g")) for i in range(2))
     sim.schedule(a.uid)
-    sim.fw.on_group_deleted("ns/g")
+    sim.manager.on_group_deleted("ns/g")
     sim.drain()
-    assert not sim.fw.reservations and not sim.fw.cache.held_nodes
+    assert not sim.core.reservations and not sim.cache.reserved_nodes
     assert sim.failed_binds and "PodGroup ns/g was deleted" in sim.failed_binds[0][1]
 
 
@@ -251,24 +251,24 @@ def test_bind_without_reservation_is_refused() -> None:
     sim = cluster()
     sim.add_group(group("g", 2))
     a, _ = (sim.add_pod(pod(f"g-{i}", "g")) for i in range(2))
-    d = sim.fw.bind("ns", a.name, a.uid, "n0", sim.now)
-    assert d.kind == "error" and "no reservation holds a slot" in d.message
-    assert not sim.fw.outbox
+    d = sim.manager.bind("ns", a.name, a.uid, "n0", sim.now)
+    assert d.outcome is BindOutcome.ERROR and "no reservation holds a slot" in d.message
+    assert not sim.manager.take_actions()
 
 
 def test_bind_is_idempotent_and_validates() -> None:
     sim = cluster()
     p = sim.add_pod(pod("plain"))
     assert sim.schedule(p.uid) == "bound"
-    where = sim.fw.cache.pods[p.uid].node_name
-    assert sim.fw.bind("ns", "plain", p.uid, where, sim.now).kind == "bound"
+    where = sim.cache.pods[p.uid].node_name
+    assert sim.manager.bind("ns", "plain", p.uid, where, sim.now).outcome is BindOutcome.BOUND
     other = "n1" if where != "n1" else "n2"
-    d = sim.fw.bind("ns", "plain", p.uid, other, sim.now)
-    assert d.kind == "error" and f"already bound to node {where}" in d.message
-    assert sim.fw.bind("ns", "nope", "uid-x", "n0", sim.now).kind == "error"
+    d = sim.manager.bind("ns", "plain", p.uid, other, sim.now)
+    assert d.outcome is BindOutcome.ERROR and f"already bound to node {where}" in d.message
+    assert sim.manager.bind("ns", "nope", "uid-x", "n0", sim.now).outcome is BindOutcome.ERROR
     q = sim.add_pod(pod("q"))
-    assert "not known" in sim.fw.bind("ns", "q", q.uid, "ghost", sim.now).message
-    assert "belongs to pod ns/q" in sim.fw.bind("ns", "z", q.uid, "n0", sim.now).message
+    assert "not known" in sim.manager.bind("ns", "q", q.uid, "ghost", sim.now).message
+    assert "belongs to pod ns/q" in sim.manager.bind("ns", "z", q.uid, "n0", sim.now).message
 
 
 def test_missing_podgroup_names_it() -> None:
@@ -282,8 +282,8 @@ def test_prioritize_steers_to_slot() -> None:
     sim = cluster()
     sim.add_group(group("g", 2))
     a, _ = (sim.add_pod(pod(f"g-{i}", "g")) for i in range(2))
-    res = sim.fw.filter(a, ["n0", "n1", "n2", "n3"], sim.now)
-    scores = dict(sim.fw.prioritize(a, ["n0", "n1", "n2", "n3"]))
+    res = sim.manager.filter(a, ["n0", "n1", "n2", "n3"], sim.now)
+    scores = dict(sim.manager.prioritize(a, ["n0", "n1", "n2", "n3"]))
     assert scores[res.nodes[0]] == 10
     assert sum(scores.values()) == 10
 
@@ -292,23 +292,23 @@ def test_events_and_wakeups_are_emitted_once_per_change() -> None:
     sim = cluster()
     sim.add_group(group("g", 2))
     a = sim.add_pod(pod("g-0", "g"))
-    assert not sim.fw.filter(a, ["n0"], sim.now).nodes  # "1 of 2 members exist"
+    assert not sim.manager.filter(a, ["n0"], sim.now).nodes  # "1 of 2 members exist"
     b = sim.add_pod(pod("g-1", "g"))
-    sim.fw.outbox.clear()
-    sim.fw.filter(b, ["n0"], sim.now)
-    out = list(sim.fw.outbox)
-    assert [type(x) for x in out].count(GangEvent) == 1
+    sim.manager.take_actions()
+    sim.manager.filter(b, ["n0"], sim.now)
+    out = sim.manager.take_actions()
+    assert sum(isinstance(x, Transition) for x in out) == 1
     wakes = [x for x in out if isinstance(x, WakePods)]
-    assert len(wakes) == 1 and wakes[0].pods == (("ns", "g-0", a.uid),)
-    sim.fw.outbox.clear()
-    sim.fw.filter(b, ["n0"], sim.now)
+    assert len(wakes) == 1 and wakes[0].pods == (PodRef("ns", "g-0", a.uid),)
+    sim.manager.filter(b, ["n0"], sim.now)
     sim.tick()
-    assert not [x for x in sim.fw.outbox if isinstance(x, (WakePods, GangEvent))]
-    assert sim.fw.status["ns/g"].reason == RESERVED
+    assert not [x for x in sim.actions if isinstance(x, (WakePods, Transition))]
+    assert not [x for x in sim.manager.take_actions() if isinstance(x, (WakePods, Transition))]
+    assert sim.status("ns/g").reason == Reason.RESERVED
 
 
 def test_plain_pods_turned_away_by_holds_are_woken_on_release() -> None:
-    sim = SimScheduler(GangFramework(Config(5)))
+    sim = SimScheduler(Core.wire(Config(5)))
     sim.add_node(node("n0", cpu=2000))
     sim.add_group(group("g", 2))
     a, _ = (sim.add_pod(pod(f"g-{i}", "g", cpu=1000)) for i in range(2))
@@ -323,29 +323,30 @@ def test_stale_request_copy_does_not_unbind() -> None:
     sim = cluster()
     p = sim.add_pod(pod("plain"))
     sim.schedule(p.uid)
-    stale = dataclasses.replace(sim.fw.cache.pods[p.uid], node_name="")
-    sim.fw.on_pod(stale, sim.now)
-    assert sim.fw.cache.pods[p.uid].node_name
+    stale = dataclasses.replace(sim.cache.pods[p.uid], node_name="")
+    sim.manager.on_pod(stale, sim.now)
+    assert sim.cache.pods[p.uid].node_name
 
 
 def test_commit_emits_one_bind_per_member() -> None:
-    fw = GangFramework()
-    sim = SimScheduler(fw)
+    sim = SimScheduler(Core.wire())
+    fw = sim.manager
     for i in range(2):
         sim.add_node(node(f"n{i}"))
     sim.add_group(group("g", 2))
     a, b = (sim.add_pod(pod(f"g-{i}", "g")) for i in range(2))
     fw.filter(a, ["n0", "n1"], sim.now)
     fw.filter(b, ["n0", "n1"], sim.now)
-    fw.outbox.clear()
-    na = fw.reservations["ns/g"].slots[a.uid].node
-    nb = fw.reservations["ns/g"].slots[b.uid].node
-    assert fw.bind("ns", "g-0", a.uid, na, sim.now).kind == "hold"
-    assert not [x for x in fw.outbox if isinstance(x, BindPod)]
-    assert fw.bind("ns", "g-1", b.uid, nb, sim.now).kind == "hold"
-    binds = [x for x in fw.outbox if isinstance(x, BindPod)]
-    assert sorted(x.name for x in binds) == ["g-0", "g-1"]
-    assert not [x for x in fw.outbox if isinstance(x, FailHeld)]
+    fw.take_actions()
+    na = sim.core.reservations["ns/g"].slots[a.uid].node
+    nb = sim.core.reservations["ns/g"].slots[b.uid].node
+    assert fw.bind("ns", "g-0", a.uid, na, sim.now).outcome is BindOutcome.WAIT
+    assert not [x for x in fw.take_actions() if isinstance(x, BindPod)]
+    assert fw.bind("ns", "g-1", b.uid, nb, sim.now).outcome is BindOutcome.WAIT
+    out = fw.take_actions()
+    binds = [x for x in out if isinstance(x, BindPod)]
+    assert sorted(x.pod.name for x in binds) == ["g-0", "g-1"]
+    assert not [x for x in out if isinstance(x, RejectWaitingBind)]
 
 
 def test_min_resources_is_checked_in_the_groups_own_terms() -> None:
@@ -355,7 +356,7 @@ def test_min_resources_is_checked_in_the_groups_own_terms() -> None:
     pods = [sim.add_pod(pod(f"g-{i}", "g", cpu=1000)) for i in range(2)]
     assert sim.schedule(pods[0].uid) == "rejected"
     assert "minResources" in sim.last_filter[pods[0].uid]
-    assert not sim.fw.reservations
+    assert not sim.core.reservations
     sim.add_group(dataclasses.replace(g, min_resources={"cpu": 2000}))
     sim.run_all()
     assert len(sim.bound("g")) == 2
@@ -364,7 +365,7 @@ def test_min_resources_is_checked_in_the_groups_own_terms() -> None:
 def test_unknown_node_is_rejected_with_reason() -> None:
     sim = cluster(1)
     p = sim.add_pod(pod("plain"))
-    res = sim.fw.filter(p, ["n0", "ghost"], sim.now)
+    res = sim.manager.filter(p, ["n0", "ghost"], sim.now)
     assert res.nodes == ["n0"]
     assert "not yet known" in res.unresolvable["ghost"]
 
@@ -374,16 +375,16 @@ def test_member_relabelled_out_of_its_gang_releases_its_slot_and_bind() -> None:
     sim.add_group(group("g", 3))
     pods = [sim.add_pod(pod(f"g-{i}", "g")) for i in range(3)]
     assert sim.schedule(pods[0].uid) == "held"
-    moved = dataclasses.replace(sim.fw.cache.pods[pods[0].uid], labels={})
-    sim.fw.on_pod(moved, sim.now)
+    moved = dataclasses.replace(sim.cache.pods[pods[0].uid], labels={})
+    sim.manager.on_pod(moved, sim.now)
     sim.drain()
-    assert pods[0].uid not in sim.fw.reservations["ns/g"].slots
+    assert pods[0].uid not in sim.core.reservations["ns/g"].slots
     assert any("left gang ns/g" in m for _, m in sim.failed_binds)
     assert not sim.bound()
 
 
 def test_timeout_message_names_the_gang_once() -> None:
-    sim = SimScheduler(GangFramework(Config(5)))
+    sim = SimScheduler(Core.wire(Config(5)))
     sim.add_node(node("n0"))
     sim.add_group(group("g", 2))
     a, _ = (sim.add_pod(pod(f"g-{i}", "g")) for i in range(2))
@@ -404,8 +405,8 @@ def test_succeeded_members_keep_counting_toward_the_quorum() -> None:
     sim.finish(pods[0].uid)
     sim.finish(pods[1].uid)
     sim.tick()
-    assert sim.fw.status["ns/job"].reason == BOUND
-    assert sim.fw.queue(sim.now) == []
+    assert sim.status("ns/job").reason == Reason.BOUND
+    assert sim.manager.queue() == []
     late = sim.add_pod(pod("job-3", "job"))
     assert sim.schedule(late.uid) == "bound"
 
@@ -419,7 +420,7 @@ def test_finished_gang_leaves_the_queue_view() -> None:
     sim.run_all()
     for p in pods:
         sim.finish(p.uid)
-    assert [row["gang"] for row in sim.fw.queue(sim.now)] == ["ns/waiting"]
+    assert [row.gang for row in sim.manager.queue()] == ["ns/waiting"]
 
 
 def test_waiting_message_says_older_only_when_the_holder_is_older() -> None:
@@ -441,35 +442,35 @@ def test_plain_binds_are_rechecked_against_holds_and_charged_in_flight() -> None
     sim.add_node(node("n0", cpu=4000))
     sim.add_group(group("g", 2))
     members = [sim.add_pod(pod(f"g-{i}", "g", cpu=1000)) for i in range(2)]
-    sim.fw.filter(members[0], ["n0"], sim.now)  # reserves 2 x 1 cpu on n0
-    held = sum(s.pod.requests["cpu"] for s in sim.fw.reservations["ns/g"].slots.values())
+    sim.manager.filter(members[0], ["n0"], sim.now)  # reserves 2 x 1 cpu on n0
+    held = sum(s.pod.requests["cpu"] for s in sim.core.reservations["ns/g"].slots.values())
     assert held == 2000
     plains = [sim.add_pod(pod(f"p-{i}", cpu=1000)) for i in range(3)]
-    passed = [p for p in plains if sim.fw.filter(p, ["n0"], sim.now).nodes]
-    decisions = [sim.fw.bind("ns", p.name, p.uid, "n0", sim.now) for p in passed]
-    ok = [d for d in decisions if d.kind == "bind"]
+    passed = [p for p in plains if sim.manager.filter(p, ["n0"], sim.now).nodes]
+    decisions = [sim.manager.bind("ns", p.name, p.uid, "n0", sim.now) for p in passed]
+    ok = [d for d in decisions if d.outcome is BindOutcome.WAIT]
     assert len(ok) == (4000 - held) // 1000
-    refused = [d for d in decisions if d.kind == "error"]
+    refused = [d for d in decisions if d.outcome is BindOutcome.ERROR]
     assert all("held for gang(s) ns/g" in d.message for d in refused)
     for p in passed[: len(ok)]:
-        sim.fw.bind_finished(p.uid, "n0", None, sim.now)
-    assert sim.fw.cache.free["n0"]["cpu"] == 4000 - held - 1000 * len(ok)
+        sim.manager.binding_finished(p.uid, "n0", None, sim.now)
+    assert sim.cache.free["n0"]["cpu"] == 4000 - held - 1000 * len(ok)
 
 
 def test_deleted_pods_are_not_resurrected_by_a_late_filter_and_the_memory_is_bounded(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import extender.core.framework as framework
+    import extender.core.cache.tombstones as tombstones
 
-    monkeypatch.setattr(framework, "_DELETED_REMEMBERED", 10)
+    monkeypatch.setattr(tombstones, "_REMEMBERED", 10)
     sim = cluster()
     pods = [sim.add_pod(pod(f"p-{i}")) for i in range(25)]
     for p in pods:
-        sim.fw.on_pod_deleted(p.uid)
-    late = sim.fw.filter(pods[-1], ["n0"], sim.now)
+        sim.manager.on_pod_deleted(p.uid)
+    late = sim.manager.filter(pods[-1], ["n0"], sim.now)
     assert late.nodes == [] and "was deleted" in late.unresolvable["n0"]
-    assert pods[-1].uid not in sim.fw.cache.pods
-    assert len(sim.fw._deleted) == 10
+    assert pods[-1].uid not in sim.cache.pods
+    assert len(sim.core.tombstones) == 10
 
 
 def test_complete_but_unplaceable_gang_wakes_its_members_once() -> None:
@@ -504,7 +505,7 @@ def test_reserve_wakes_no_member_that_was_never_turned_away() -> None:
     for i in range(3):
         sim.add_pod(pod(f"g-{i}", "g"))
     sim.tick()
-    assert "ns/g" in sim.fw.reservations
+    assert "ns/g" in sim.core.reservations
     assert sim.woken == []
 
 
@@ -516,7 +517,7 @@ def test_reserve_wakes_only_the_member_rejected_for_missing_members() -> None:
     assert sim.last_filter[early[0].uid] == "gang ns/g: 2 of 3 members exist"
     sim.add_pod(pod("g-2", "g"))
     sim.tick()
-    assert "ns/g" in sim.fw.reservations
+    assert "ns/g" in sim.core.reservations
     assert sim.woken == [("ns", "g-0", early[0].uid)]
 
 
@@ -527,10 +528,10 @@ def test_member_retried_by_kube_scheduler_is_not_woken_by_its_own_filter_call() 
     sim.add_group(group("g", 2))
     a = sim.add_pod(pod("g-0", "g"))
     assert sim.schedule(a.uid) == "rejected"
-    sim.add_pod(dataclasses.replace(sim.fw.cache.pods[a.uid], unschedulable=True))
+    sim.add_pod(dataclasses.replace(sim.cache.pods[a.uid], unschedulable=True))
     sim.add_pod(pod("g-1", "g"))
     assert sim.schedule(a.uid) == "held"
-    assert "ns/g" in sim.fw.reservations
+    assert "ns/g" in sim.core.reservations
     assert sim.woken == []
 
 
@@ -543,7 +544,7 @@ def test_member_marked_unschedulable_is_woken_by_a_fresh_framework() -> None:
     sim.add_pod(pod("g-1", "g"))
     sim.add_pod(pod("g-2", "g"))
     sim.tick()
-    assert "ns/g" in sim.fw.reservations
+    assert "ns/g" in sim.core.reservations
     assert sim.woken == [("ns", "g-0", parked.uid)]
 
 
@@ -555,14 +556,14 @@ def test_complete_but_unplaceable_gang_wakes_only_parked_members() -> None:
     marked = sim.add_pod(pod("g-1", "g", unschedulable=True))
     sim.add_pod(pod("g-2", "g"))
     sim.tick()
-    assert sim.fw.status["ns/g"].reason == INSUFFICIENT_CAPACITY
+    assert sim.status("ns/g").reason == Reason.INSUFFICIENT_CAPACITY
     assert sorted(w[2] for w in sim.woken) == sorted([turned_away.uid, marked.uid])
 
 
 def test_failed_held_bind_is_woken_when_the_gang_is_reserved_again() -> None:
     """A bind answered with an error sends the pod back to kube-scheduler's queue,
     where it may be parked like a filter rejection."""
-    sim = SimScheduler(GangFramework(Config(10, BackoffPolicy(5, 20))))
+    sim = SimScheduler(Core.wire(Config(10, BackoffPolicy(5, 20))))
     for i in range(2):
         sim.add_node(node(f"n{i}"))
     sim.add_group(group("g", 3))
@@ -571,7 +572,7 @@ def test_failed_held_bind_is_woken_when_the_gang_is_reserved_again() -> None:
     sim.tick(10.5)  # deadline: the held bind fails
     assert [uid for uid, _ in sim.failed_binds] == [pods[0].uid]
     sim.tick(5.1)  # backoff over: reserved again
-    assert "ns/g" in sim.fw.reservations
+    assert "ns/g" in sim.core.reservations
     assert sim.woken == [("ns", "g-0", pods[0].uid)]
 
 
@@ -580,27 +581,27 @@ def test_rejection_record_is_cleared_on_pass_bind_and_delete() -> None:
     sim.add_group(group("g", 2))
     a = sim.add_pod(pod("g-0", "g"))
     assert sim.schedule(a.uid) == "rejected"
-    assert sim.fw._rejected_members == {a.uid}
-    assert sim.fw.filter(a, ["n0"], sim.now).nodes == []  # still one member
-    assert sim.fw._rejected_members == {a.uid}
+    assert sim.core.parked.turned_away_members == {a.uid}
+    assert sim.manager.filter(a, ["n0"], sim.now).nodes == []  # still one member
+    assert sim.core.parked.turned_away_members == {a.uid}
     b = sim.add_pod(pod("g-1", "g"))
-    assert sim.fw.filter(a, ["n0", "n1"], sim.now).nodes  # passes: no longer parked
-    assert sim.fw._rejected_members == set()
+    assert sim.manager.filter(a, ["n0", "n1"], sim.now).nodes  # passes: no longer parked
+    assert sim.core.parked.turned_away_members == set()
     sim.schedule(b.uid)
     sim.schedule(a.uid)
-    assert len(sim.bound("g")) == 2 and sim.fw._rejected_members == set()
+    assert len(sim.bound("g")) == 2 and sim.core.parked.turned_away_members == set()
 
     sim.add_group(group("h", 3))
     waiting = [sim.add_pod(pod(f"h-{i}", "h")) for i in range(2)]
     for p in waiting:
         assert sim.schedule(p.uid) == "rejected"
-    assert sim.fw._rejected_members == {p.uid for p in waiting}
+    assert sim.core.parked.turned_away_members == {p.uid for p in waiting}
     for p in waiting:
         sim.delete(p.uid)
-    assert sim.fw._rejected_members == set()
+    assert sim.core.parked.turned_away_members == set()
     # A late filter call of a deleted pod must not bring its record back.
-    assert sim.fw.filter(waiting[0], ["n0"], sim.now).nodes == []
-    assert sim.fw._rejected_members == set()
+    assert sim.manager.filter(waiting[0], ["n0"], sim.now).nodes == []
+    assert sim.core.parked.turned_away_members == set()
 
 
 def test_rejection_record_is_dropped_when_a_member_is_bound_elsewhere_or_leaves() -> None:
@@ -609,32 +610,35 @@ def test_rejection_record_is_dropped_when_a_member_is_bound_elsewhere_or_leaves(
     a, b = (sim.add_pod(pod(f"g-{i}", "g")) for i in range(2))
     for p in (a, b):
         assert sim.schedule(p.uid) == "rejected"
-    sim.fw.on_pod(dataclasses.replace(a, node_name="n0"), sim.now)  # bound by someone
-    sim.fw.on_pod(dataclasses.replace(b, labels={}), sim.now)  # relabelled out
-    assert sim.fw._rejected_members == set()
+    sim.manager.on_pod(dataclasses.replace(a, node_name="n0"), sim.now)  # bound by someone
+    sim.manager.on_pod(dataclasses.replace(b, labels={}), sim.now)  # relabelled out
+    assert sim.core.parked.turned_away_members == set()
 
 
-def test_status_only_update_does_not_replan_a_waiting_gang(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_status_only_update_does_not_replan_a_waiting_gang() -> None:
     """kube-scheduler writes PodScheduled=False after every failed attempt; carrying it
     must not look like a membership or capacity change."""
-    sim = cluster(1, cpu=2000)
+    planned: list[str] = []
+    counting = False
+
+    def counting_plan(
+        g: GroupInfo, m: Sequence[PodInfo], succeeded: int, snap: Snapshot
+    ) -> Plan | Shortfall:
+        if counting:
+            planned.append(g.key)
+        return plan_group(g, m, succeeded, snap)
+
+    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30), planner=counting_plan))
+    sim.add_node(node("n0", cpu=2000))
     sim.add_group(group("g", 3))
     pods = [sim.add_pod(pod(f"g-{i}", "g")) for i in range(3)]
     sim.tick()
-    assert sim.fw.status["ns/g"].reason == INSUFFICIENT_CAPACITY
-    cache = sim.fw.cache
+    assert sim.status("ns/g").reason == Reason.INSUFFICIENT_CAPACITY
+    cache = sim.cache
     epochs = (cache.capacity_epoch, dict(cache.members_epoch))
-    planned: list[str] = []
-    plan = sim.fw._plan
-    def counting_plan(g: GroupInfo, m: list[PodInfo]) -> Plan | Shortfall:
-        planned.append(g.key)
-        return plan(g, m)
-
-    monkeypatch.setattr(sim.fw, "_plan", counting_plan)
+    counting = True
     for p in pods:
-        sim.fw.on_pod(dataclasses.replace(p, unschedulable=True), sim.now)
+        sim.manager.on_pod(dataclasses.replace(p, unschedulable=True), sim.now)
     sim.tick()
     assert (cache.capacity_epoch, cache.members_epoch) == epochs
     assert planned == []
@@ -642,17 +646,17 @@ def test_status_only_update_does_not_replan_a_waiting_gang(
 
 def test_deleted_pod_memo_forgets_after_its_time_window(monkeypatch: pytest.MonkeyPatch) -> None:
     """The tombstones are bounded by age as well as count: with steady churn the memo
-    stops growing after `_DELETED_TTL_SECONDS` instead of filling to its cap."""
-    import extender.core.framework as framework
+    stops growing after `_TTL_SECONDS` instead of filling to its cap."""
+    import extender.core.cache.tombstones as tombstones
 
-    monkeypatch.setattr(framework, "_DELETED_TTL_SECONDS", 100.0)
+    monkeypatch.setattr(tombstones, "_TTL_SECONDS", 100.0)
     sim = cluster()
     pods = [sim.add_pod(pod(f"p-{i}")) for i in range(50)]
     for i, p in enumerate(pods):
-        sim.fw.on_pod_deleted(p.uid, 1000.0 + 10 * i)  # one deletion every 10 s
+        sim.manager.on_pod_deleted(p.uid, 1000.0 + 10 * i)  # one deletion every 10 s
     # the last 100 s: deletions at 1400..1490 (10), plus the one exactly 100 s old
-    assert len(sim.fw._deleted) == 11
-    assert next(iter(sim.fw._deleted.values())) == 1390.0
-    late = sim.fw.filter(pods[-1], ["n0"], 1495.0)
+    assert len(sim.core.tombstones) == 11
+    assert sim.core.tombstones.oldest() == 1390.0
+    late = sim.manager.filter(pods[-1], ["n0"], 1495.0)
     assert "was deleted" in late.unresolvable["n0"]
-    assert pods[0].uid not in sim.fw._deleted
+    assert pods[0].uid not in sim.core.tombstones

@@ -1,4 +1,4 @@
-"""Property tests of the framework's invariants under random clusters and event orders.
+"""Property tests of the gang manager's invariants under random clusters and event orders.
 
 * never a partial bind: before a gang's quorum is first bound, 0 < bound < minMember
   is never observed;
@@ -13,9 +13,11 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extender.core.framework import Config, GangFramework
+from extender.core.config import Config
+from extender.core.manager import Core
 from extender.core.planner import Plan, plan_gang
-from extender.core.queue import BackoffPolicy, queue_sort_key
+from extender.core.queue.backoff import BackoffPolicy
+from extender.core.queue.order import queue_sort_key
 from extender.core.types import GroupInfo, PodInfo
 from tests.core.sim import SimScheduler, group, node, pod
 
@@ -23,14 +25,14 @@ CPUS = (500, 1000, 2000, 4000)
 
 
 def eligible(sim: SimScheduler) -> list[tuple[GroupInfo, list[PodInfo]]]:
-    fw = sim.fw
+    cache = sim.cache
     out = []
-    for key, g in fw.cache.groups.items():
-        bo = fw.backoff.get(key)
-        if key in fw.reservations or (bo is not None and (bo.failed or bo.until > sim.now)):
+    for key, g in cache.groups.items():
+        bo = sim.core.backoffs.get(key)
+        if key in sim.core.reservations or (bo is not None and (bo.failed or bo.until > sim.now)):
             continue
-        members = fw.cache.members(g)
-        done = fw.cache.succeeded(g)  # succeeded members keep counting toward the quorum
+        members = cache.members(g)
+        done = cache.succeeded(g)  # succeeded members keep counting toward the quorum
         bound = sum(1 for m in members if m.node_name) + done
         if len(members) + done >= g.min_member and bound < g.min_member:
             out.append((g, members))
@@ -40,29 +42,27 @@ def eligible(sim: SimScheduler) -> list[tuple[GroupInfo, list[PodInfo]]]:
 
 def fits_now(sim: SimScheduler, g: GroupInfo, members: list[PodInfo],
              extra: dict[str, dict[str, int]] | None = None) -> bool:
-    fw = sim.fw
-    free = {n: dict(r) for n, r in fw.cache.free.items()}
+    cache = sim.cache
+    free = {n: dict(r) for n, r in cache.free.items()}
     for n, add in (extra or {}).items():
         for k, v in add.items():
             free[n][k] = free[n].get(k, 0) + v
     unbound = [m for m in members if not m.node_name]
-    need = g.min_member - (len(members) - len(unbound)) - fw.cache.succeeded(g)
-    return isinstance(
-        plan_gang(unbound, need, fw.cache.nodes, free, fw.cache.pods_on_node), Plan
-    )
+    need = g.min_member - (len(members) - len(unbound)) - cache.succeeded(g)
+    return isinstance(plan_gang(unbound, need, cache.snapshot.with_free(free)), Plan)
 
 
 def check_invariants(sim: SimScheduler, quorum_reached: set[str],
                      before: set[str], order_before: list[tuple[GroupInfo, list[PodInfo]]]) -> None:
-    fw = sim.fw
+    cache, reservations = sim.cache, sim.core.reservations
     # No over-commit: bound pods and held slots fit every node.
-    for name, n in fw.cache.nodes.items():
+    for name, n in cache.nodes.items():
         used: dict[str, int] = {}
-        for p in fw.cache.pods.values():
-            if p.holds_capacity and p.node_name == name:
+        for p in cache.pods.values():
+            if p.takes_capacity and p.node_name == name:
                 for k, v in p.requests.items():
                     used[k] = used.get(k, 0) + v
-        for r in fw.reservations.values():
+        for r in reservations.values():
             for s in r.slots.values():
                 if s.node == name:
                     for k, v in s.pod.requests.items():
@@ -70,24 +70,24 @@ def check_invariants(sim: SimScheduler, quorum_reached: set[str],
         for k, v in used.items():
             assert v <= n.allocatable.get(k, 0), f"node {name} over-committed on {k}"
     # Never a partial bind.
-    for key, g in fw.cache.groups.items():
-        bound = sum(1 for p in fw.cache.group_pods(g.namespace, g.name) if p.node_name)
+    for key, g in cache.groups.items():
+        bound = sum(1 for p in cache.group_pods(g.namespace, g.name) if p.node_name)
         if bound >= g.min_member:
             quorum_reached.add(key)
         if key not in quorum_reached:
             assert bound == 0, f"gang {key}: {bound} of {g.min_member} bound before quorum"
     # Gang order: a gang granted capacity in this step must not have taken capacity an
     # older eligible gang fits into.
-    new = [k for k in fw.reservations if k not in before]
+    new = [k for k in reservations if k not in before]
     for key in new:
-        res = fw.reservations[key]
+        res = reservations[key]
         taken: dict[str, dict[str, int]] = {}
         for s in res.slots.values():
             acc = taken.setdefault(s.node, {})
             for k, v in s.pod.requests.items():
                 acc[k] = acc.get(k, 0) + v
-        g_new = fw.cache.groups[key]
-        new_rank = queue_sort_key(g_new, fw.cache.members(g_new))
+        g_new = cache.groups[key]
+        new_rank = queue_sort_key(g_new, cache.members(g_new))
         for g, members in eligible(sim):
             if queue_sort_key(g, members) < new_rank and any(
                 og.key == g.key for og, _ in order_before
@@ -120,7 +120,7 @@ def test_invariants_hold_under_random_event_orders(
     scenario: tuple[list[tuple[int, int]], list[tuple[int, int, list[int]]], list[tuple[str, int]]],
 ) -> None:
     node_specs, gangs, ops = scenario
-    sim = SimScheduler(GangFramework(Config(20, BackoffPolicy(3, 12))))
+    sim = SimScheduler(Core.wire(Config(20, BackoffPolicy(3, 12))))
     for i, (cpu, gpu) in enumerate(node_specs):
         sim.add_node(node(f"n{i}", cpu=cpu, gpu=gpu))
     for gi, (min_member, age, cpus) in enumerate(gangs):
@@ -130,16 +130,16 @@ def test_invariants_hold_under_random_event_orders(
     quorum_reached: set[str] = set()
     plain = 0
     for op, arg in ops:
-        before = set(sim.fw.reservations)
+        before = set(sim.core.reservations)
         order_before = eligible(sim)
-        uids = sorted(sim.fw.cache.pods)
+        uids = sorted(sim.cache.pods)
         if op == "sched" and uids:
             uid = uids[arg % len(uids)]
             if uid not in sim.held:
                 sim.schedule(uid)
         elif op == "finish" and uids:
-            bound = [u for u in uids if sim.fw.cache.pods[u].node_name
-                     and not sim.fw.cache.pods[u].terminal]
+            bound = [u for u in uids if sim.cache.pods[u].node_name
+                     and not sim.cache.pods[u].terminal]
             if bound:
                 sim.finish(bound[arg % len(bound)])
         elif op == "delete" and uids:

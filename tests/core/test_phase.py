@@ -4,24 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from extender.core.framework import (
-    BACKING_OFF,
-    BOUND,
-    FAILED,
-    INSUFFICIENT_CAPACITY,
-    RESERVED,
-    WAITING_BEHIND_OLDER_GANG,
-    WAITING_FOR_MEMBERS,
-    GangStatus,
-)
 from extender.core.phase import (
     FAILED_CONDITION,
     FAILED_PHASE,
     FINISHED,
-    MEMBER_FAILED,
     PENDING,
-    QUEUED,
-    RETRY_LIMIT_REACHED,
     RUNNING,
     SCHEDULED,
     SCHEDULING,
@@ -32,6 +19,7 @@ from extender.core.phase import (
     rfc3339,
 )
 from extender.core.types import GROUP_LABEL, GroupInfo, PodInfo
+from extender.core.vocabulary import GangStatus, Reason
 
 NOW = 1_800_000_000.0
 GROUP = GroupInfo("ml", "train", 3, uid="g1")
@@ -44,7 +32,7 @@ def pod(i: int, phase: str = "Pending", node: str = "", **kw: object) -> PodInfo
 
 
 def decision(reason: str, message: str = "", since: float = NOW - 5) -> GangStatus:
-    return GangStatus(reason, message or f"gang ml/train: {reason}", since)
+    return GangStatus(Reason(reason), message or f"gang ml/train: {reason}", since)
 
 
 def status(pods: list[PodInfo], dec: GangStatus | None = None, group: GroupInfo = GROUP,
@@ -56,7 +44,7 @@ def status(pods: list[PodInfo], dec: GangStatus | None = None, group: GroupInfo 
 
 def test_no_pods_is_pending_waiting_for_members() -> None:
     st = status([])
-    assert (st.phase, st.reason) == (PENDING, WAITING_FOR_MEMBERS)
+    assert (st.phase, st.reason) == (PENDING, Reason.WAITING_FOR_MEMBERS)
     assert st.message == "gang ml/train: 0 of 3 members exist"
     assert st.condition(SCHEDULED).status == "False"  # type: ignore[union-attr]
     assert st.schedule_start_time == ""
@@ -64,8 +52,8 @@ def test_no_pods_is_pending_waiting_for_members() -> None:
 
 
 def test_too_few_members_is_pending_even_if_the_framework_said_more() -> None:
-    st = status([pod(0), pod(1)], decision(WAITING_FOR_MEMBERS, "gang ml/train: 1 of 3"))
-    assert (st.phase, st.reason, st.members) == (PENDING, WAITING_FOR_MEMBERS, 2)
+    st = status([pod(0), pod(1)], decision(Reason.WAITING_FOR_MEMBERS, "gang ml/train: 1 of 3"))
+    assert (st.phase, st.reason, st.members) == (PENDING, Reason.WAITING_FOR_MEMBERS, 2)
     assert "2 of 3 members exist" in st.message
 
 
@@ -77,12 +65,12 @@ def test_gated_deleting_and_finished_pods_are_not_members() -> None:
 
 def test_quorum_present_not_yet_planned_is_pending_queued() -> None:
     st = status([pod(0), pod(1), pod(2)])
-    assert (st.phase, st.reason) == (PENDING, QUEUED)
+    assert (st.phase, st.reason) == (PENDING, Reason.QUEUED)
     assert st.schedule_start_time == ""
 
 
-@pytest.mark.parametrize("reason", [INSUFFICIENT_CAPACITY, WAITING_BEHIND_OLDER_GANG,
-                                    RESERVED, BACKING_OFF])
+@pytest.mark.parametrize("reason", [Reason.INSUFFICIENT_CAPACITY, Reason.WAITING_BEHIND_OLDER_GANG,
+                                    Reason.RESERVED, Reason.BACKING_OFF])
 def test_tried_gang_is_scheduling_with_the_framework_reason(reason: str) -> None:
     msg = "gang ml/train: needs 3 × {cpu: 1}; 2 fit; largest shortfall on cpu"
     st = status([pod(0), pod(1), pod(2)], decision(reason, msg, since=NOW - 7))
@@ -93,65 +81,65 @@ def test_tried_gang_is_scheduling_with_the_framework_reason(reason: str) -> None
 
 def test_quorum_bound_not_running_yet_is_scheduling_and_scheduled() -> None:
     pods = [pod(0, node="n1"), pod(1, node="n1"), pod(2, node="n2")]
-    st = status(pods, decision(BOUND, "gang ml/train: quorum of 3 bound"))
-    assert (st.phase, st.reason, st.bound) == (SCHEDULING, BOUND, 3)
+    st = status(pods, decision(Reason.BOUND, "gang ml/train: quorum of 3 bound"))
+    assert (st.phase, st.reason, st.bound) == (SCHEDULING, Reason.BOUND, 3)
     assert st.condition(SCHEDULED).status == "True"  # type: ignore[union-attr]
     assert st.message == "gang ml/train: quorum of 3 bound"
 
 
 def test_running_quorum_with_a_pending_elastic_extra() -> None:
     pods = [pod(i, "Running", "n1") for i in range(3)] + [pod(3)]
-    st = status(pods, decision(BOUND))
+    st = status(pods, decision(Reason.BOUND))
     assert (st.phase, st.running, st.bound, st.members) == (RUNNING, 3, 3, 4)
-    assert st.reason == BOUND
+    assert st.reason == Reason.BOUND
 
 
 def test_running_after_restart_without_framework_decision() -> None:
     pods = [pod(i, "Running", "n1") for i in range(3)]
     st = status(pods, None)
-    assert (st.phase, st.reason) == (RUNNING, BOUND)
+    assert (st.phase, st.reason) == (RUNNING, Reason.BOUND)
     assert st.message == "gang ml/train: quorum of 3 bound"
     assert st.schedule_start_time == rfc3339(NOW)
 
 
 def test_partly_finished_quorum_stays_running_although_framework_waits_for_members() -> None:
     pods = [pod(0, "Succeeded", "n1"), pod(1, "Running", "n1"), pod(2, "Running", "n2")]
-    st = status(pods, decision(WAITING_FOR_MEMBERS, "gang ml/train: 2 of 3 members exist"))
-    assert (st.phase, st.reason, st.running, st.succeeded) == (RUNNING, BOUND, 2, 1)
+    st = status(pods, decision(Reason.WAITING_FOR_MEMBERS, "gang ml/train: 2 of 3 members exist"))
+    assert (st.phase, st.reason, st.running, st.succeeded) == (RUNNING, Reason.BOUND, 2, 1)
 
 
 def test_all_succeeded_is_finished() -> None:
     pods = [pod(i, "Succeeded", "n1") for i in range(3)]
-    st = status(pods, decision(BOUND))
-    assert (st.phase, st.succeeded, st.bound, st.reason) == (FINISHED, 3, 0, BOUND)
+    st = status(pods, decision(Reason.BOUND))
+    assert (st.phase, st.succeeded, st.bound, st.reason) == (FINISHED, 3, 0, Reason.BOUND)
 
 
 def test_quorum_succeeded_but_an_extra_still_running_is_running_then_finished() -> None:
     pods = [pod(i, "Succeeded", "n1") for i in range(3)] + [pod(3, "Running", "n2")]
-    assert status(pods, decision(BOUND)).phase == RUNNING
+    assert status(pods, decision(Reason.BOUND)).phase == RUNNING
     pods[3] = pod(3, "Succeeded", "n2")
-    assert status(pods, decision(BOUND)).phase == FINISHED
+    assert status(pods, decision(Reason.BOUND)).phase == FINISHED
 
 
 def test_quorum_succeeded_with_an_extra_never_placed_is_finished() -> None:
     pods = [pod(i, "Succeeded", "n1") for i in range(3)] + [pod(3)]
-    assert status(pods, decision(WAITING_FOR_MEMBERS)).phase == FINISHED
+    assert status(pods, decision(Reason.WAITING_FOR_MEMBERS)).phase == FINISHED
 
 
 def test_elastic_member_failure_keeps_running_while_quorum_can_hold() -> None:
     group = GroupInfo("ml", "train", 2, uid="g1")
     pods = [pod(0, "Failed", "n1"), pod(1, "Running", "n1"), pod(2, "Running", "n2")]
-    st = status(pods, decision(BOUND), group=group)
+    st = status(pods, decision(Reason.BOUND), group=group)
     assert (st.phase, st.failed, st.running) == (RUNNING, 1, 2)
     assert st.condition(FAILED_CONDITION) is None
 
 
 def test_member_failure_that_breaks_the_quorum_is_failed_and_named() -> None:
     pods = [pod(0, "Failed", "n1"), pod(1, "Running", "n1"), pod(2, "Running", "n2")]
-    st = status(pods, decision(WAITING_FOR_MEMBERS, "gang ml/train: 2 of 3 members exist"))
+    st = status(pods, decision(Reason.WAITING_FOR_MEMBERS, "gang ml/train: 2 of 3 members exist"))
     assert (st.phase, st.failed, st.running) == (FAILED_PHASE, 1, 2)
     cond = st.condition(FAILED_CONDITION)
-    assert cond is not None and cond.reason == MEMBER_FAILED and cond.status == "True"
+    assert cond is not None and cond.reason == Reason.MEMBER_FAILED and cond.status == "True"
     assert "train-0" in cond.message and "minMember 3" in cond.message
     # It ran whole before it broke.
     assert st.condition(SCHEDULED).status == "True"  # type: ignore[union-attr]
@@ -159,28 +147,28 @@ def test_member_failure_that_breaks_the_quorum_is_failed_and_named() -> None:
 
 def test_failed_member_replaced_goes_back_to_scheduling() -> None:
     pods = [pod(0, "Failed", "n1"), pod(1, "Running", "n1"), pod(2, "Running", "n2"), pod(3)]
-    st = status(pods, decision(RESERVED, "gang ml/train: reserved 1 slot(s)"))
-    assert (st.phase, st.reason) == (SCHEDULING, RESERVED)
+    st = status(pods, decision(Reason.RESERVED, "gang ml/train: reserved 1 slot(s)"))
+    assert (st.phase, st.reason) == (SCHEDULING, Reason.RESERVED)
     assert st.condition(FAILED_CONDITION) is None
 
 
 def test_all_failed_is_failed() -> None:
     pods = [pod(i, "Failed", "n1") for i in range(3)]
-    st = status(pods, decision(BOUND))
+    st = status(pods, decision(Reason.BOUND))
     assert st.phase == FAILED_PHASE
 
 
 def test_quorum_succeeded_and_a_member_failed_is_finished() -> None:
     pods = [pod(i, "Succeeded", "n1") for i in range(3)] + [pod(3, "Failed", "n2")]
-    assert status(pods, decision(BOUND)).phase == FINISHED
+    assert status(pods, decision(Reason.BOUND)).phase == FINISHED
 
 
 def test_retry_limit_reached_is_failed() -> None:
     msg = "gang ml/train: timed out 3 time(s) ...; retry limit 3 reached, the group is Failed"
-    st = status([pod(0), pod(1), pod(2)], decision(FAILED, msg), retry_limit_reached=True)
-    assert (st.phase, st.reason, st.message) == (FAILED_PHASE, RETRY_LIMIT_REACHED, msg)
+    st = status([pod(0), pod(1), pod(2)], decision(Reason.FAILED, msg), retry_limit_reached=True)
+    assert (st.phase, st.reason, st.message) == (FAILED_PHASE, Reason.RETRY_LIMIT_REACHED, msg)
     cond = st.condition(FAILED_CONDITION)
-    assert cond is not None and cond.reason == RETRY_LIMIT_REACHED
+    assert cond is not None and cond.reason == Reason.RETRY_LIMIT_REACHED
 
 
 def test_terminal_phase_is_kept_when_every_pod_is_gone() -> None:
@@ -194,16 +182,16 @@ def test_transition_time_moves_only_when_condition_status_changes() -> None:
     earlier = "2027-01-01T00:00:00Z"
     prev = Previous(phase=SCHEDULING, conditions={SCHEDULED: ("False", earlier)})
     pods = [pod(0), pod(1), pod(2)]
-    st = status(pods, decision(INSUFFICIENT_CAPACITY), previous=prev)
+    st = status(pods, decision(Reason.INSUFFICIENT_CAPACITY), previous=prev)
     assert st.condition(SCHEDULED).last_transition == earlier  # type: ignore[union-attr]
-    st = status([pod(i, node="n1") for i in range(3)], decision(BOUND), previous=prev)
+    st = status([pod(i, node="n1") for i in range(3)], decision(Reason.BOUND), previous=prev)
     assert st.condition(SCHEDULED).last_transition == rfc3339(NOW)  # type: ignore[union-attr]
 
 
 def test_schedule_start_time_and_occupied_by_are_kept() -> None:
     prev = Previous(phase=SCHEDULING, schedule_start_time="2027-01-01T00:00:00Z",
                     occupied_by="ml/train")
-    st = status([pod(i, "Running", "n1") for i in range(3)], decision(BOUND), previous=prev)
+    st = status([pod(i, "Running", "n1") for i in range(3)], decision(Reason.BOUND), previous=prev)
     assert st.schedule_start_time == "2027-01-01T00:00:00Z"
     assert st.occupied_by == "ml/train"
     assert st.to_k8s()["occupiedBy"] == "ml/train"
@@ -227,7 +215,7 @@ def test_previous_from_k8s_is_tolerant() -> None:
 
 
 def test_to_k8s_shape() -> None:
-    st = status([pod(i, "Running", "n1") for i in range(3)], decision(BOUND))
+    st = status([pod(i, "Running", "n1") for i in range(3)], decision(Reason.BOUND))
     doc = st.to_k8s()
     assert set(doc) == {"phase", "running", "succeeded", "failed", "bound", "conditions",
                         "scheduleStartTime"}
@@ -240,14 +228,14 @@ def test_life_of_a_gang() -> None:
     seen = []
     steps: list[tuple[list[PodInfo], GangStatus | None]] = [
         ([pod(0)], None),
-        ([pod(0), pod(1), pod(2)], decision(INSUFFICIENT_CAPACITY)),
-        ([pod(0), pod(1), pod(2)], decision(RESERVED)),
-        ([pod(0, node="a"), pod(1, node="a"), pod(2, node="b")], decision(BOUND)),
+        ([pod(0), pod(1), pod(2)], decision(Reason.INSUFFICIENT_CAPACITY)),
+        ([pod(0), pod(1), pod(2)], decision(Reason.RESERVED)),
+        ([pod(0, node="a"), pod(1, node="a"), pod(2, node="b")], decision(Reason.BOUND)),
         ([pod(0, "Running", "a"), pod(1, "Running", "a"), pod(2, "Running", "b")],
-         decision(BOUND)),
+         decision(Reason.BOUND)),
         ([pod(0, "Succeeded", "a"), pod(1, "Running", "a"), pod(2, "Running", "b")],
-         decision(WAITING_FOR_MEMBERS)),
-        ([pod(i, "Succeeded", "a") for i in range(3)], decision(BOUND)),
+         decision(Reason.WAITING_FOR_MEMBERS)),
+        ([pod(i, "Succeeded", "a") for i in range(3)], decision(Reason.BOUND)),
     ]
     prev = Previous()
     for pods, dec in steps:
@@ -256,11 +244,11 @@ def test_life_of_a_gang() -> None:
         seen.append((st.phase, st.reason))
         prev = Previous.from_k8s(st.to_k8s())
     assert seen == [
-        (PENDING, WAITING_FOR_MEMBERS),
-        (SCHEDULING, INSUFFICIENT_CAPACITY),
-        (SCHEDULING, RESERVED),
-        (SCHEDULING, BOUND),
-        (RUNNING, BOUND),
-        (RUNNING, BOUND),
-        (FINISHED, BOUND),
+        (PENDING, Reason.WAITING_FOR_MEMBERS),
+        (SCHEDULING, Reason.INSUFFICIENT_CAPACITY),
+        (SCHEDULING, Reason.RESERVED),
+        (SCHEDULING, Reason.BOUND),
+        (RUNNING, Reason.BOUND),
+        (RUNNING, Reason.BOUND),
+        (FINISHED, Reason.BOUND),
     ]

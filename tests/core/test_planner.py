@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from extender.core.constraints import anti_affinity_conflict, node_matches
 from extender.core.planner import Plan, Shortfall, min_resources_shortfall, plan_gang
+from extender.core.snapshot import Snapshot
 from extender.core.types import (
     LabelSelector,
     NodeInfo,
@@ -67,7 +68,8 @@ def plan(
     on_node: Mapping[str, Sequence[PodInfo]] | None = None,
     allowed: Mapping[str, Collection[str]] | None = None,
 ) -> Plan | Shortfall:
-    return plan_gang(pods, len(pods) if need is None else need, nodes, free, on_node or {}, allowed)
+    return plan_gang(pods, len(pods) if need is None else need,
+                     Snapshot(nodes, free, on_node or {}), allowed)
 
 
 def spread(app: str) -> tuple[PodAffinityTerm, ...]:
@@ -405,7 +407,7 @@ def test_plans_are_sound(sc: dict[str, Any]) -> None:
     free: dict[str, Resources] = sc["free"]
     on_node: dict[str, list[PodInfo]] = sc["on_node"]
     allowed: dict[str, list[str]] | None = sc["allowed"]
-    result = plan_gang(pods, need, nodes, free, on_node, allowed)
+    result = plan_gang(pods, need, Snapshot(nodes, free, on_node), allowed)
     if isinstance(result, Shortfall):
         assert 0 <= result.fit < need
         assert result.message
@@ -480,7 +482,7 @@ def test_homogeneous_gangs_are_planned_iff_per_node_counts_add_up(
     for f in free.values():
         count = min(f.get(r, 0) // v for r, v in req.items() if v > 0)
         total += min(count, 1) if one_per_node else max(count, 0)
-    result = plan_gang(pods, need, nodes, free, {})
+    result = plan_gang(pods, need, Snapshot(nodes, free, {}))
     if total >= need:
         assert isinstance(result, Plan)
     else:

@@ -2,15 +2,16 @@
 
 Per-node free capacity is maintained on every change instead of being recomputed,
 so the filter path and the planner read it in O(1) per node. "Free" already
-excludes capacity held by reservations, because every consumer except the holder
-of a slot must be kept off it.
+excludes capacity reserved for gangs, because every consumer except the gang that
+reserved a slot must be kept off it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from extender.core.planner import FitIndex
+from extender.core.cache.fitindex import FitIndex
+from extender.core.snapshot import Snapshot
 from extender.core.types import GroupInfo, NodeInfo, PodInfo, Resources
 
 
@@ -20,40 +21,40 @@ def _add_into(target: Resources, delta: Resources, sign: int) -> None:
 
 
 class PodsOnNode(Mapping[str, list[PodInfo]]):
-    """Read-only view: node -> pods bound to it plus pods a reservation holds it for.
+    """Read-only view: node -> pods bound to it plus pods a reservation is made for.
 
-    Bound pods and held slots are kept apart so that a pod whose slot turns into a
+    Bound pods and reserved slots are kept apart so that a pod whose slot turns into a
     binding is never counted twice nor dropped while the two updates interleave.
     """
 
     def __init__(
-        self, bound: dict[str, dict[str, PodInfo]], held: dict[str, dict[str, PodInfo]]
+        self, bound: dict[str, dict[str, PodInfo]], reserved: dict[str, dict[str, PodInfo]]
     ) -> None:
         self._bound = bound
-        self._held = held
+        self._reserved = reserved
 
     def __getitem__(self, node: str) -> list[PodInfo]:
         bound = self._bound.get(node)
-        held = self._held.get(node)
-        if bound is None and held is None:
+        reserved = self._reserved.get(node)
+        if bound is None and reserved is None:
             raise KeyError(node)
-        return [*(bound or {}).values(), *(held or {}).values()]
+        return [*(bound or {}).values(), *(reserved or {}).values()]
 
     def get(self, node: str, default: object = None) -> list[PodInfo]:
-        return [*self._bound.get(node, {}).values(), *self._held.get(node, {}).values()]
+        return [*self._bound.get(node, {}).values(), *self._reserved.get(node, {}).values()]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._bound.keys() | self._held.keys())
+        return iter(self._bound.keys() | self._reserved.keys())
 
     def __len__(self) -> int:
-        return len(self._bound.keys() | self._held.keys())
+        return len(self._bound.keys() | self._reserved.keys())
 
 
 class Cache:
     """Nodes, pods and PodGroups as last seen, plus derived per-node usage.
 
     `capacity_epoch` grows whenever capacity may have become free (a pod left a node,
-    a node appeared or changed, a hold was released), so a gang whose plan failed at
+    a node appeared or changed, a reservation slot was released), so a gang whose plan failed at
     one epoch need not be planned again until it moves.
     """
 
@@ -65,23 +66,24 @@ class Cache:
         # uid -> pod for pods whose requests are charged to a node (bound, not finished).
         self._charged: dict[str, PodInfo] = {}
         self._on_node: dict[str, dict[str, PodInfo]] = {}
-        self._held_on_node: dict[str, dict[str, PodInfo]] = {}
-        self.pods_on_node = PodsOnNode(self._on_node, self._held_on_node)
+        self._reserved_on_node: dict[str, dict[str, PodInfo]] = {}
+        self.pods_on_node = PodsOnNode(self._on_node, self._reserved_on_node)
         # Told of every change to `nodes` and `free` (all of them go through
         # `_adjust`, `upsert_node` and `remove_node`), so plans need not visit every node.
         self.fit_index = FitIndex(self.nodes, self.free)
-        # Nodes where at least one reservation holds capacity: the only nodes where
+        self.snapshot = Snapshot(self.nodes, self.free, self.pods_on_node, self.fit_index)
+        # Nodes where at least one reservation has capacity: the only nodes where
         # the extender can disagree with kube-scheduler's own fit check.
-        self.held_nodes: dict[str, int] = {}
+        self.reserved_nodes: dict[str, int] = {}
         # (namespace, group name) -> uid -> pod, for every pod carrying the group label.
         self._group_pods: dict[tuple[str, str], dict[str, PodInfo]] = {}
         # (namespace, group name) -> (members, bound members, succeeded pods), computed
         # when asked and dropped whenever a pod of the group changes: the gang queue
-        # asks for every group on every evaluation, and walking every pending pod each
-        # time cost milliseconds with 10,000 pods waiting.
+        # asks for every group on every pass, and walking every pending pod each time
+        # would make a pass grow with every pod waiting (docs/performance.md).
         self._summaries: dict[tuple[str, str], tuple[tuple[PodInfo, ...], int, int]] = {}
         self.capacity_epoch = 0
-        self.release_epoch = 0  # grows whenever a reservation slot is released
+        self.unreserve_epoch = 0  # grows whenever a reservation slot is released
         # Values come from one counter for the whole cache, so a gang key that is
         # forgotten and later seen again can never repeat a stale epoch.
         self.members_epoch: dict[str, int] = {}
@@ -95,7 +97,7 @@ class Cache:
         free = dict(node.allocatable)
         for pod in self._on_node.get(node.name, {}).values():
             _add_into(free, pod.requests, -1)
-        for pod in self._held_on_node.get(node.name, {}).values():
+        for pod in self._reserved_on_node.get(node.name, {}).values():
             _add_into(free, pod.requests, -1)
         old_free = self.free.get(node.name)
         self.free[node.name] = free
@@ -125,7 +127,7 @@ class Cache:
         old = self.pods.get(pod.uid)
         self.pods[pod.uid] = pod
         charged = self._charged.get(pod.uid)
-        if charged is not None and pod.holds_capacity and _same_footprint(charged, pod):
+        if charged is not None and pod.takes_capacity and _same_footprint(charged, pod):
             # A status or annotation update of a running pod (the most common watch
             # event by far): free capacity and everything the planner reads are the
             # same, so only the reference changes. Uncharging and charging again would
@@ -134,7 +136,7 @@ class Cache:
             self._on_node[pod.node_name][pod.uid] = pod
         else:
             self._uncharge(pod.uid)
-            if pod.holds_capacity:
+            if pod.takes_capacity:
                 self._charge(pod)
         old_group = (old.namespace, old.group) if old is not None and old.group else None
         new_group = (pod.namespace, pod.group) if pod.group else None
@@ -213,9 +215,15 @@ class Cache:
         not hang once its first pods finish)."""
         return self.summary(group)[2]
 
+    def counts(self, group: GroupInfo) -> tuple[list[PodInfo], int, int]:
+        """(members, bound, present): succeeded pods count as bound and present, since
+        they ran as part of a formed quorum; failed ones do not."""
+        members, bound, done = self.summary(group)
+        return list(members), bound + done, len(members) + done
+
     def members(self, group: GroupInfo) -> list[PodInfo]:
         """Pods that count for the gang: labelled, not finished, not being deleted, not
-        gated (design 3.1)."""
+        gated (architecture.md §3.1)."""
         return list(self.summary(group)[0])
 
     # ----- groups ------------------------------------------------------------------
@@ -248,30 +256,31 @@ class Cache:
         if freed:
             self.capacity_epoch += 1
 
-    # ----- holds (reservation slots) -----------------------------------------------
+    # ----- Reserve / Unreserve (reservation slots) ---------------------------------
 
-    def hold(self, node: str, pod: PodInfo) -> None:
+    def reserve(self, node: str, pod: PodInfo) -> None:
         """Charge a reservation slot for `pod` to `node`."""
-        self._held_on_node.setdefault(node, {})[pod.uid] = pod
+        self._reserved_on_node.setdefault(node, {})[pod.uid] = pod
         self._adjust(node, pod.requests, -1)
-        self.held_nodes[node] = self.held_nodes.get(node, 0) + 1
+        self.reserved_nodes[node] = self.reserved_nodes.get(node, 0) + 1
 
-    def unhold(self, node: str, pod: PodInfo, freed: bool = True) -> None:
+    def unreserve(self, node: str, pod: PodInfo, freed: bool = True) -> None:
         """Release a slot. `freed=False`: the pod is being bound to this same node, so
         its requests stay taken (now as a bound pod) and `capacity_epoch` stays put;
-        `release_epoch` moves either way, for explanations that name holders."""
-        held = self._held_on_node.get(node)
-        if held is not None:
-            held.pop(pod.uid, None)
-            if not held:
-                del self._held_on_node[node]
+        `unreserve_epoch` moves either way, for explanations that name other gangs'
+        reservations."""
+        reserved = self._reserved_on_node.get(node)
+        if reserved is not None:
+            reserved.pop(pod.uid, None)
+            if not reserved:
+                del self._reserved_on_node[node]
         self._adjust(node, pod.requests, +1)
-        count = self.held_nodes.get(node, 0) - 1
+        count = self.reserved_nodes.get(node, 0) - 1
         if count > 0:
-            self.held_nodes[node] = count
+            self.reserved_nodes[node] = count
         else:
-            self.held_nodes.pop(node, None)
-        self.release_epoch += 1
+            self.reserved_nodes.pop(node, None)
+        self.unreserve_epoch += 1
         if freed:
             self.capacity_epoch += 1
 

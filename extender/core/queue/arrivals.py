@@ -6,7 +6,7 @@ exist"), that member sits out kube-scheduler's pod backoff, 1-2 s (whole-second 
 `podInitialBackoffSeconds` is at least 1), and its gang's held binds wait for it. A filter
 call that waits a few tens of milliseconds for the rest avoids that, but it holds
 kube-scheduler's serial loop, so it is only worth it while the gang's own arrival rate
-says the rest will be there soon (`GangFramework._assembly_wait`).
+says the rest will be there soon (`extender.core.filter`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,104 @@
+"""The bind verb: bind a pod now, let it wait at the permit barrier, or refuse (architecture.md §4).
+
+Every check of a bind request lives here, repeats included: a repeated request for the
+same pod and node waits for the same answer; for another node, or a uid that belongs to
+another pod, it is refused. Bind is idempotent: a pod already bound to that node is a
+success.
+"""
+
+from __future__ import annotations
+
+from extender.core.cache import Cache
+from extender.core.parked import Parked
+from extender.core.permit import Permit
+from extender.core.reservations import Reservations
+from extender.core.resources import fits, format_resources
+from extender.core.types import PodInfo
+from extender.core.vocabulary import BindDecision, BindOutcome
+
+# How long a bind request waits for a Binding already in flight: the API client gives
+# up on a request after 30 s (extender.kube.client), so its answer comes before this.
+BINDING_ANSWER_SECONDS = 60.0
+
+
+def _error(message: str) -> BindDecision:
+    return BindDecision(BindOutcome.ERROR, message)
+
+
+class Bind:
+    def __init__(
+        self, cache: Cache, reservations: Reservations, permit: Permit, parked: Parked
+    ) -> None:
+        self._cache = cache
+        self._reservations = reservations
+        self._permit = permit
+        self._parked = parked
+
+    def bind(self, namespace: str, name: str, uid: str, node: str, now: float) -> BindDecision:
+        """A refused member goes back to kube-scheduler's queue because of us, so it may
+        need a wake-up later."""
+        decision = self._decide(namespace, name, uid, node, now)
+        if decision.outcome is BindOutcome.ERROR:
+            self._parked.turned_away(uid)
+        return decision
+
+    def _decide(self, namespace: str, name: str, uid: str, node: str, now: float) -> BindDecision:
+        pod = self._cache.pods.get(uid)
+        if pod is None:
+            return _error(f"pod {namespace}/{name} (uid {uid}) is not known")
+        if (pod.namespace, pod.name) != (namespace, name):
+            return _error(f"uid {uid} belongs to pod {pod.key}, not {namespace}/{name}")
+        if pod.node_name:
+            if pod.node_name == node:
+                return BindDecision(BindOutcome.BOUND)
+            return _error(f"pod {pod.key} is already bound to node {pod.node_name}, not {node}")
+        if node not in self._cache.nodes:
+            return _error(f"node {node} is not known (pod {pod.key})")
+        if pod.deleting or pod.terminal:
+            return _error(f"pod {pod.key} is finished or being deleted")
+        in_progress = self._permit.node_of(uid)
+        if in_progress is not None and in_progress != node:
+            return _error(
+                f"pod {pod.key}: a bind to node {in_progress} is already in progress, "
+                f"not to {node}"
+            )
+        if self._permit.binding(uid):
+            # The Binding in flight answers this request too.
+            return BindDecision(BindOutcome.WAIT, deadline=now + BINDING_ANSWER_SECONDS)
+        gang = pod.gang
+        if gang is None:
+            return self._bind_now(pod, node, now)
+        group = self._cache.groups.get(gang)
+        if group is None:
+            return _error(f"gang {gang}: PodGroup not found (pod {pod.key})")
+        if self._cache.counts(group)[1] >= group.min_member:
+            return self._bind_now(pod, node, now)
+        res = self._reservations.get(gang)
+        slot = res.slots.get(uid) if res else None
+        if res is None or slot is None:
+            return _error(
+                f"gang {gang}: no reservation holds a slot for pod {pod.key} (it timed out, "
+                f"or the extender restarted); kube-scheduler will retry the pod"
+            )
+        if slot.node != node and not self._reservations.retarget(res, pod, node):
+            return _error(
+                f"gang {gang}: pod {pod.key} was reserved node {slot.node}; node {node} "
+                f"lacks {format_resources(pod.requests)}"
+            )
+        self._permit.wait(uid, node)
+        self._permit.commit(group, res.slots)
+        return BindDecision(BindOutcome.WAIT, deadline=res.deadline)
+
+    def _bind_now(self, pod: PodInfo, node: str, now: float) -> BindDecision:
+        """Plain pods and elastic extras. Their filter could not know which node
+        kube-scheduler would pick, and several may pass a node before the first binds,
+        so reservations are checked again here."""
+        free = self._cache.free.get(node, {})
+        if node in self._cache.reserved_nodes and not fits(pod.requests, free):
+            return _error(
+                f"capacity on node {node} is held for gang(s) "
+                f"{', '.join(self._reservations.gangs_by_node().get(node, []))}; pod "
+                f"{pod.key} needs {format_resources(pod.requests)}; kube-scheduler will retry"
+            )
+        self._permit.bind_now(pod, node)
+        return BindDecision(BindOutcome.WAIT, deadline=now + BINDING_ANSWER_SECONDS)

@@ -1,0 +1,96 @@
+"""Why a gang waits: the core's latest word on each gang, as users read it.
+
+Every change is pushed to the adapters as a `StatusChanged` action, so the status writer
+and the metrics never poll the core. Messages name the gang, the members and the number
+that did not fit (architecture.md §3.7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from extender.core.cache import Cache
+from extender.core.outbox import Outbox
+from extender.core.planner import Plan, Shortfall, plan_gang
+from extender.core.queue.order import queue_sort_key
+from extender.core.reservations import Reservations
+from extender.core.types import GroupInfo, PodInfo
+from extender.core.vocabulary import GangStatus, Reason, StatusChanged
+
+
+class Explanations:
+    def __init__(self, cache: Cache, reservations: Reservations, outbox: Outbox) -> None:
+        self._cache = cache
+        self._reservations = reservations
+        self._outbox = outbox
+        self._status: dict[str, GangStatus] = {}
+
+    def get(self, gang: str) -> GangStatus | None:
+        return self._status.get(gang)
+
+    def message(self, gang: str) -> str:
+        st = self._status.get(gang)
+        return st.message if st else f"gang {gang}: waiting to be planned"
+
+    def set(self, gang: str, reason: Reason, message: str, now: float) -> None:
+        cur = self._status.get(gang)
+        if cur is None or cur.reason != reason or cur.message != message:
+            self._publish(gang, GangStatus(reason, message, now, reason == Reason.FAILED))
+
+    def retry_limit_lifted(self, gang: str) -> None:
+        """The group started over (recreated, re-specified, or bound): whatever it says
+        now, it is no longer Failed for good."""
+        cur = self._status.get(gang)
+        if cur is not None and cur.retry_limit_reached:
+            self._publish(gang, GangStatus(cur.reason, cur.message, cur.since, False))
+
+    def forget(self, gang: str) -> None:
+        if self._status.pop(gang, None) is not None:
+            self._outbox.append(StatusChanged(gang, None))
+
+    def _publish(self, gang: str, status: GangStatus) -> None:
+        self._status[gang] = status
+        self._outbox.append(StatusChanged(gang, status))
+
+    def reasons(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for st in self._status.values():
+            out[st.reason] = out.get(st.reason, 0) + 1
+        return out
+
+    def shortfall(
+        self,
+        group: GroupInfo,
+        members: Sequence[PodInfo],
+        shortfall: Shortfall,
+        granted_now: list[str],
+        now: float,
+    ) -> None:
+        """Tell apart "does not fit in this cluster now" from "would fit, but capacity is
+        reserved for a gang ahead of it" (architecture.md §3.7)."""
+        holders = [k for k in self._reservations.gangs() if k != group.key]
+        if holders:
+            unbound = sorted((m for m in members if not m.node_name), key=lambda p: p.name)
+            need = group.min_member - (len(members) - len(unbound)) - self._cache.succeeded(group)
+            without = plan_gang(
+                unbound, need, self._reservations.without_reservations(), explain=False
+            )
+            if isinstance(without, Plan):
+                ahead = sorted(holders, key=lambda k: (k not in granted_now, k))
+                # "older" only when the holder really is ahead in gang order; a younger
+                # gang may hold capacity it got while this one was incomplete.
+                mine = queue_sort_key(group, list(members))
+                holder = self._cache.groups.get(ahead[0])
+                older = holder is not None and queue_sort_key(
+                    holder, self._cache.members(holder)) < mine
+                msg = (
+                    f"gang {group.key}: waiting behind {'older ' if older else ''}gang "
+                    f"{ahead[0]}"
+                    + (f" (+{len(ahead) - 1} more)" if len(ahead) > 1 else "")
+                    + ("" if older else " which reserved the capacity first")
+                    + f"; {shortfall.message}"
+                )
+                self.set(group.key, Reason.WAITING_BEHIND_OLDER_GANG, msg, now)
+                return
+        self.set(group.key, Reason.INSUFFICIENT_CAPACITY,
+                 f"gang {group.key}: {shortfall.message}", now)

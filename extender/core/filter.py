@@ -1,0 +1,196 @@
+"""The filter verb: which of kube-scheduler's feasible nodes may take a pod (architecture.md §4).
+
+From memory only: this runs on kube-scheduler's serial loop. A gang member goes to its
+reserved slot, or a pass of the gang queue is run to reserve one, or it is turned away
+with the reason (`FailedAndUnresolvableNodes`: kube-scheduler's own preemption cannot
+help a gang). A member of a gang still being created may be told to wait for the rest.
+Plain pods and elastic extras may take any node except where a reservation leaves too
+little.
+"""
+
+from __future__ import annotations
+
+from extender.core.cache import Cache
+from extender.core.config import Config
+from extender.core.explain import Explanations
+from extender.core.parked import Parked
+from extender.core.permit import Permit
+from extender.core.queue.arrivals import Arrivals
+from extender.core.queue.backoff import Backoffs
+from extender.core.queue.gang_queue import GangQueue
+from extender.core.reservations import Reservation, Reservations
+from extender.core.resources import fits, format_resources
+from extender.core.types import GroupInfo, PodInfo
+from extender.core.vocabulary import FilterResult, Reason
+
+
+def reject(node_names: list[str], message: str) -> FilterResult:
+    return FilterResult([], dict.fromkeys(node_names, message))
+
+
+class Filter:
+    def __init__(
+        self,
+        config: Config,
+        cache: Cache,
+        reservations: Reservations,
+        permit: Permit,
+        queue: GangQueue,
+        backoffs: Backoffs,
+        arrivals: Arrivals,
+        explanations: Explanations,
+        parked: Parked,
+    ) -> None:
+        self._config = config
+        self._cache = cache
+        self._reservations = reservations
+        self._permit = permit
+        self._queue = queue
+        self._backoffs = backoffs
+        self._arrivals = arrivals
+        self._explanations = explanations
+        self._parked = parked
+
+    def filter(
+        self, pod: PodInfo, node_names: list[str], now: float, waited: float
+    ) -> FilterResult:
+        """`pod` as the cache knows it, unbound."""
+        gang = pod.gang
+        if gang is None:
+            return self._single(pod, node_names)
+        result = self._member(pod, gang, node_names, now, waited)
+        if result.wait:
+            return result
+        if result.nodes:
+            self._parked.passed(pod.uid)
+        else:
+            self._parked.turned_away(pod.uid)
+        return result
+
+    def _member(
+        self, pod: PodInfo, gang: str, node_names: list[str], now: float, waited: float
+    ) -> FilterResult:
+        group = self._cache.groups.get(gang)
+        if group is None:
+            return reject(
+                node_names,
+                f"gang {gang}: PodGroup {gang} not found; create it or fix the "
+                f"scheduling.x-k8s.io/pod-group label of pod {pod.key}",
+            )
+        _, bound, present = self._cache.counts(group)
+        if bound >= group.min_member:
+            # Quorum is bound: elastic extras are placed one by one like plain pods.
+            return self._single(pod, node_names)
+        if self._backoffs.failed(gang):
+            return reject(node_names, self._explanations.message(gang))
+        res = self._reservations.get(gang)
+        if res is None:
+            backing_off = self._backoffs.backing_off(gang, now)
+            if present < group.min_member:
+                if not backing_off:
+                    wait = self._assembly_wait(gang, group.min_member - present, waited, now)
+                    if wait > 0:
+                        return FilterResult([], {}, wait=wait)
+                    if waited > 0:
+                        self._arrivals.give_up(gang)  # created too slowly: not again
+                msg = f"gang {gang}: {present} of {group.min_member} members exist"
+                self._explanations.set(gang, Reason.WAITING_FOR_MEMBERS, msg, now)
+                return reject(node_names, msg)
+            if backing_off:
+                return reject(node_names, self._explanations.message(gang))
+            self._queue.quorum_present(gang, now)
+            self._queue.run(now, scheduling=pod.uid)
+            res = self._reservations.get(gang)
+            if res is None:
+                return reject(node_names, self._explanations.message(gang))
+        return self._reserved(res, group, pod, node_names)
+
+    def _assembly_wait(self, gang: str, missing: int, waited: float, now: float) -> float:
+        """Seconds the filter call of an incomplete gang's member may wait for the next
+        member, 0 to answer now. Waiting holds kube-scheduler's serial loop, so only
+        while the gang is visibly being created (a member arrived within the gap) and at
+        a rate that brings the `missing` ones within the budget left: a gang created
+        slowly, e.g. by an operator at 20 requests per second, is turned away at once,
+        as without the wait."""
+        budget = self._config.assembly_wait_seconds - waited
+        arrival = self._arrivals.get(gang)
+        if budget <= 0 or arrival is None:
+            return 0.0
+        left = arrival.last + self._config.assembly_gap_seconds - now
+        eta = arrival.seconds_to(missing)
+        if left <= 0 or (eta is not None and arrival.last + eta - now > budget):
+            return 0.0
+        return min(left, budget)
+
+    def _reserved(
+        self, res: Reservation, group: GroupInfo, pod: PodInfo, node_names: list[str]
+    ) -> FilterResult:
+        bind_node = self._permit.node_of(pod.uid)
+        if bind_node is not None:
+            # Its bind is already in progress (e.g. a restarted kube-scheduler asks
+            # again): that bind decides the node, so the slot must not move away from it.
+            if bind_node in node_names:
+                return FilterResult([bind_node], {})
+            return reject(
+                node_names,
+                f"gang {res.gang}: the bind of pod {pod.key} to node {bind_node} is held "
+                f"until the gang is complete",
+            )
+        slot = res.slots.get(pod.uid)
+        if slot is None:
+            if self._permit.assembled(group) + self._permit.open_slots(res.slots) >= (
+                group.min_member
+            ):
+                return reject(
+                    node_names,
+                    f"gang {res.gang}: a quorum of {group.min_member} is being placed; "
+                    f"pod {pod.key} waits until it is bound",
+                )
+            slot = self._reservations.reserve_one(res, pod, node_names)
+            if slot is None:
+                return reject(
+                    node_names,
+                    f"gang {res.gang}: no node can take replacement member {pod.key} "
+                    f"({format_resources(pod.requests)}); reservation expires at its deadline",
+                )
+        # Nodes left out of the reply are filtered out too; naming each of thousands
+        # of them would only cost time on the scheduler's serial loop.
+        if slot.node in node_names:
+            return FilterResult([slot.node], {})
+        moved = self._reservations.move(res, pod, node_names)
+        if moved is None:
+            return reject(
+                node_names,
+                f"gang {res.gang}: node {slot.node} reserved for pod {pod.key} is no longer "
+                f"feasible and no other node has {format_resources(pod.requests)} free",
+            )
+        return FilterResult([moved], {})
+
+    def _single(self, pod: PodInfo, node_names: list[str]) -> FilterResult:
+        """Plain pods and elastic extras: any node kube-scheduler found feasible, except
+        where reserved capacity leaves too little. Only nodes with reservations can
+        disagree with kube-scheduler's own fit check, so only those are examined."""
+        nodes = self._cache.nodes
+        free = self._cache.free
+        failed: dict[str, str] = {}
+        # Set operations and comprehensions keep this linear pass in C: at thousands of
+        # nodes a Python loop over every name would dominate the scheduler's cycle.
+        by_node: dict[str, list[str]] | None = None
+        for name in self._cache.reserved_nodes.keys() & set(node_names):
+            if not fits(pod.requests, free[name]):
+                if by_node is None:
+                    by_node = self._reservations.gangs_by_node()
+                failed[name] = (
+                    f"capacity on node {name} is held for gang(s) "
+                    f"{', '.join(by_node.get(name, ()))}; pod {pod.key} needs "
+                    f"{format_resources(pod.requests)}"
+                )
+        reserved_out = bool(failed)
+        for name in [n for n in node_names if n not in nodes]:
+            failed[name] = f"node {name} is not yet known to gang-extender"
+        passed = [n for n in node_names if n not in failed] if failed else list(node_names)
+        if not passed and reserved_out:
+            self._parked.plain_turned_away(pod)
+        else:
+            self._parked.plain_passed(pod.uid)
+        return FilterResult(passed, failed)

@@ -1,0 +1,298 @@
+"""The gang manager: the one door into the core, as scheduler-plugins' coscheduling
+plugin is a thin layer over its PodGroupManager.
+
+Adapters feed it watch events (`on_*`), ask it the verbs' questions (`filter`,
+`prioritize`, `bind`), tell it the time (`tick`), and take the I/O it wants done as
+typed actions (`take_actions`). Pure: no I/O, no clock, no threads; time comes in as
+`now`. Everything runs on the server's one event loop, so nothing is locked.
+docs/architecture.md draws the parts behind it and the paths of a filter and a bind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from extender.core.bind import Bind
+from extender.core.cache import Cache
+from extender.core.cache.tombstones import Tombstones
+from extender.core.config import Config
+from extender.core.explain import Explanations
+from extender.core.filter import Filter, reject
+from extender.core.outbox import Outbox
+from extender.core.parked import Parked
+from extender.core.permit import Permit
+from extender.core.planner import GangPlanner, plan_group
+from extender.core.queue.arrivals import Arrivals
+from extender.core.queue.backoff import Backoffs
+from extender.core.queue.gang_queue import GangQueue
+from extender.core.reservations import Reservations
+from extender.core.timeouts import Timeouts
+from extender.core.types import GroupInfo, NodeInfo, PodInfo
+from extender.core.vocabulary import (
+    Action,
+    BindDecision,
+    FilterResult,
+    GangStatus,
+    Gauges,
+    QueueRow,
+    ReservationView,
+    WaitingBindView,
+)
+
+# A pod first seen this long after its creationTimestamp (second resolution, the API
+# server's clock) was not just created: listed after a restart, not arriving.
+_ARRIVAL_MAX_AGE_SECONDS = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Core:
+    """The manager's parts, wired to each other through their constructors."""
+
+    config: Config
+    cache: Cache
+    tombstones: Tombstones
+    outbox: Outbox
+    parked: Parked
+    permit: Permit
+    reservations: Reservations
+    explanations: Explanations
+    backoffs: Backoffs
+    arrivals: Arrivals
+    queue: GangQueue
+    filter: Filter
+    bind: Bind
+    timeouts: Timeouts
+
+    @classmethod
+    def wire(cls, config: Config | None = None, planner: GangPlanner = plan_group) -> Core:
+        config = config or Config()
+        cache, outbox, arrivals = Cache(), Outbox(), Arrivals()
+        backoffs = Backoffs(config.backoff)
+        parked = Parked(cache.pods)
+        permit = Permit(cache, outbox, parked)
+        reservations = Reservations(cache, permit, parked, outbox)
+        explanations = Explanations(cache, reservations, outbox)
+        queue = GangQueue(config, cache, reservations, permit, backoffs, explanations, parked,
+                          outbox, planner)
+        return cls(
+            config, cache, Tombstones(), outbox, parked, permit, reservations, explanations,
+            backoffs, arrivals, queue,
+            Filter(config, cache, reservations, permit, queue, backoffs, arrivals,
+                   explanations, parked),
+            Bind(cache, reservations, permit, parked),
+            Timeouts(config, cache, reservations, permit, backoffs, explanations, queue,
+                     outbox),
+        )
+
+
+class GangManager:
+    def __init__(self, core: Core | None = None) -> None:
+        self._core = core = core or Core.wire()
+        self._cache = core.cache
+        self._permit = core.permit
+        self._reservations = core.reservations
+
+    # ----- watch input ------------------------------------------------------------------
+
+    def on_node(self, node: NodeInfo) -> None:
+        self._cache.upsert_node(node)
+
+    def on_node_deleted(self, name: str) -> None:
+        self._reservations.node_deleted(name)
+        self._cache.remove_node(name)
+
+    def on_pod(self, pod: PodInfo, now: float) -> None:
+        c = self._core
+        old = self._cache.pods.get(pod.uid)
+        if old is not None and old.node_name and not pod.node_name:
+            # A stale copy (e.g. the filter request's informer copy) must never undo a
+            # binding already seen.
+            pod = dataclasses.replace(pod, node_name=old.node_name)
+        gang = pod.gang
+        old_gang = old.gang if old is not None else None
+        if old_gang is not None and old_gang != gang:
+            # Relabelled out of its gang: it no longer has that gang's slot or bind.
+            left = f"pod {pod.key} left gang {old_gang}"
+            old_res = self._reservations.get(old_gang)
+            if old_res is not None and pod.uid in old_res.slots:
+                self._reservations.unreserve(old_res, pod.uid, left)
+            self._permit.reject(pod.uid, left)
+        res = self._reservations.get(gang)
+        gone = pod.terminal or pod.deleting or pod.gated
+        if res is not None and pod.uid in res.slots and (pod.node_name or gone):
+            self._reservations.unreserve(
+                res, pod.uid, f"pod {pod.key} is being deleted" if gone else None,
+                bound_here=not gone and res.slots[pod.uid].node == pod.node_name,
+            )
+        if gone:
+            self._permit.reject(pod.uid, f"pod {pod.key} is finished or being deleted")
+        if pod.node_name or gone or gang is None:
+            c.parked.passed(pod.uid)  # nothing left to wake it for
+        if gang is not None and not (pod.node_name or gone) and (
+            (old is None and now - pod.creation < _ARRIVAL_MAX_AGE_SECONDS)
+            or (old is not None and old.gated)
+        ):
+            # Created just now, or its scheduling gates were lifted: the gang is arriving.
+            c.arrivals.member_arrived(gang, now)
+        self._cache.upsert_pod(pod)
+        c.queue.members_changed()
+        if gang is not None:
+            c.timeouts.check_quorum_bound(gang, now)
+
+    def on_pod_deleted(self, uid: str, now: float | None = None) -> None:
+        c = self._core
+        c.tombstones.add(uid, now)
+        pod = self._cache.pods.get(uid)
+        if pod is None:
+            return
+        res = self._reservations.get(pod.gang)
+        if res is not None and uid in res.slots:
+            self._reservations.unreserve(res, uid, f"pod {pod.key} was deleted")
+        self._permit.reject(uid, f"pod {pod.key} was deleted")
+        c.parked.forget(uid)
+        self._cache.remove_pod(uid)
+        c.queue.members_changed()
+
+    def on_group(self, group: GroupInfo, now: float) -> None:
+        c = self._core
+        old = self._cache.groups.get(group.key)
+        if c.backoffs.group_changed(old, group):
+            c.explanations.retry_limit_lifted(group.key)
+        res = self._reservations.get(group.key)
+        if res is not None and res.group_uid != group.uid:
+            self._reservations.release(res, f"PodGroup {group.key} was recreated")
+        self._cache.upsert_group(group)
+        c.queue.members_changed()
+        res = self._reservations.get(group.key)
+        if res is not None:  # a lower minMember may complete a gang whose binds wait
+            self._permit.commit(group, res.slots)
+        c.timeouts.check_quorum_bound(group.key, now)
+
+    def on_group_deleted(self, key: str) -> None:
+        c = self._core
+        res = self._reservations.get(key)
+        if res is not None:
+            self._reservations.release(res, f"PodGroup {key} was deleted")
+        c.backoffs.forget(key)
+        c.explanations.forget(key)
+        c.queue.forget(key)
+        c.arrivals.forget(key)
+        self._cache.remove_group(key)
+        c.queue.members_changed()
+
+    # ----- the verbs --------------------------------------------------------------------
+
+    def filter(
+        self, pod: PodInfo, node_names: list[str], now: float, waited: float = 0.0
+    ) -> FilterResult:
+        """Which of `node_names` (kube-scheduler's feasible nodes) may take `pod`; or,
+        for a member of a gang still being created, how long to wait before asking
+        again (`FilterResult.wait`, with `waited` the time this call has waited)."""
+        known = self._cache.pods.get(pod.uid)
+        if known is None:
+            if pod.uid in self._core.tombstones:
+                return reject(node_names, f"pod {pod.key} (uid {pod.uid}) was deleted")
+            self.on_pod(pod, now)  # the watch has not delivered it yet
+        else:
+            pod = known
+        if pod.node_name:
+            return reject(node_names, f"pod {pod.key} is already bound to node {pod.node_name}")
+        return self._core.filter.filter(pod, node_names, now, waited)
+
+    def prioritize(self, pod: PodInfo, node_names: list[str]) -> list[tuple[str, int]]:
+        """Steer members to their slot (10), everything else neutral (0)."""
+        known = self._cache.pods.get(pod.uid, pod)
+        res = self._reservations.get(known.gang)
+        slot = res.slots.get(pod.uid) if res else None
+        target = slot.node if slot else None
+        return [(n, 10 if n == target else 0) for n in node_names]
+
+    def bind(self, namespace: str, name: str, uid: str, node: str, now: float) -> BindDecision:
+        return self._core.bind.bind(namespace, name, uid, node, now)
+
+    def binding_finished(self, uid: str, node: str, error: str | None, now: float) -> None:
+        """The Binding POST for `uid` returned (`error` None: it is bound)."""
+        self._permit.finished(uid, error)
+        pod = self._cache.pods.get(uid)
+        if error is None and pod is not None and not pod.node_name:
+            self.on_pod(dataclasses.replace(pod, node_name=node), now)
+
+    def bind_wait_expired(self, uid: str, waited: float) -> str:
+        """The adapter stopped waiting for a bind's answer (its limit is below the HTTP
+        timeout, so kube-scheduler never times out first): the message to answer with."""
+        if self._permit.binding(uid):
+            return f"binding of pod uid {uid} still in flight; kube-scheduler will retry"
+        self._permit.wait_expired(uid)
+        pod = self._cache.pods.get(uid)
+        gang = pod.gang if pod else None
+        group = self._cache.groups.get(gang) if gang else None
+        have = self._permit.assembled(group) if group else 0
+        need = group.min_member if group else 0
+        return (
+            f"gang {gang}: held the bind of pod {pod.key if pod else uid} for "
+            f"{waited:.0f}s with {have} of {need} members ready; kube-scheduler will retry"
+        )
+
+    # ----- time and output ----------------------------------------------------------------
+
+    def tick(self, now: float) -> None:
+        """Deadlines, backoffs ending and capacity freed: called a few times a second."""
+        self._core.timeouts.expire(now)
+        self._core.arrivals.prune(now)
+        self._core.queue.run(now)
+
+    def take_actions(self) -> list[Action]:
+        """The I/O asked for since the last call, in order."""
+        return self._core.outbox.take()
+
+    # ----- read-only views --------------------------------------------------------------
+
+    def pod(self, uid: str) -> PodInfo | None:
+        return self._cache.pods.get(uid)
+
+    def group(self, key: str) -> GroupInfo | None:
+        return self._cache.groups.get(key)
+
+    def groups(self) -> list[GroupInfo]:
+        return list(self._cache.groups.values())
+
+    def group_pods(self, namespace: str, name: str) -> Sequence[PodInfo]:
+        """Every pod labelled for the group, finished ones included."""
+        return self._cache.group_pods(namespace, name)
+
+    def status(self, gang: str) -> GangStatus | None:
+        return self._core.explanations.get(gang)
+
+    def still_pending(self, uid: str) -> bool:
+        """Known, unbound, and with no bind waiting: a wake-up may still help it."""
+        pod = self._cache.pods.get(uid)
+        return pod is not None and not pod.node_name and uid not in self._permit.waiting
+
+    def bind_in_flight(self, uid: str) -> bool:
+        return self._permit.binding(uid)
+
+    def queue(self) -> list[QueueRow]:
+        return self._core.queue.rows()
+
+    def reservations(self) -> tuple[ReservationView, ...]:
+        return self._reservations.views()
+
+    def binds_in_progress(self) -> list[WaitingBindView]:
+        out = []
+        for uid, node, in_flight in self._permit.view():
+            pod = self._cache.pods.get(uid)
+            if pod is None:
+                continue
+            res = None if in_flight else self._reservations.get(pod.gang)
+            out.append(WaitingBindView(pod.key, uid, node, pod.gang, in_flight,
+                                       res.deadline if res else None))
+        return out
+
+    def gauges(self) -> Gauges:
+        return Gauges(len(self._reservations), self._reservations.slot_count(),
+                      len(self._permit.waiting), self._core.explanations.reasons())
+
+    def backoffs(self, now: float) -> list[dict[str, object]]:
+        return self._core.backoffs.view(now)

@@ -1,0 +1,196 @@
+"""The nodes a shape's members may take, best fit first, and one attempt's working state."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from extender.core.cache.fitindex import FitIndex
+from extender.core.constraints import anti_affinity_conflict, node_matches
+from extender.core.fit import BIG, fit_count, labels_have
+from extender.core.planner.shapes import Shape
+from extender.core.types import NodeInfo, PodInfo, Resources
+
+
+@dataclass(slots=True)
+class PlanState:
+    """One planning attempt: the inputs, and what this plan has taken so far
+    (`work` copies a node's free capacity on first use, so inputs stay untouched)."""
+
+    nodes: Mapping[str, NodeInfo]
+    free: Mapping[str, Resources]
+    pods_on_node: Mapping[str, Sequence[PodInfo]]
+    need: int
+    index: FitIndex | None = None  # kept for exactly these `nodes` and `free`
+    assignments: dict[str, str] = field(default_factory=dict)
+    work: dict[str, Resources] = field(default_factory=dict)  # free of nodes this plan used
+    placed_on: dict[str, list[PodInfo]] = field(default_factory=dict)
+    placed_repelling: dict[str, list[PodInfo]] = field(default_factory=dict)  # with AA terms
+    repelling: dict[str, list[PodInfo]] = field(default_factory=dict)  # existing, AA terms
+
+    def free_of(self, name: str) -> Mapping[str, int] | None:
+        w = self.work.get(name)
+        return w if w is not None else self.free.get(name)
+
+    def conflict(self, pod: PodInfo, name: str) -> str | None:
+        """Why `pod` may not join node `name` for anti-affinity: "existing" (a pod
+        already there) or "member" (one this plan put there); None if it may."""
+        if pod.required_anti_affinity:
+            if anti_affinity_conflict(pod, self.pods_on_node.get(name, ())) is not None:
+                return "existing"
+            placed = self.placed_on.get(name, ())
+            return "member" if anti_affinity_conflict(pod, placed) is not None else None
+        # Without terms of its own, only pods that have terms can repel it.
+        rep = self.repelling.get(name)
+        if rep is None:
+            rep = self.repelling[name] = [
+                p for p in self.pods_on_node.get(name, ()) if p.required_anti_affinity
+            ]
+        if rep and anti_affinity_conflict(pod, rep) is not None:
+            return "existing"
+        mates = self.placed_repelling.get(name)
+        if mates and anti_affinity_conflict(pod, mates) is not None:
+            return "member"
+        return None
+
+    def place(self, pod: PodInfo, shape: Shape, name: str) -> None:
+        w = self.work.get(name)
+        if w is None:
+            w = self.work[name] = dict(self.free.get(name) or {})
+        for r, q in shape.items:
+            w[r] = w.get(r, 0) - q
+        self.placed_on.setdefault(name, []).append(pod)
+        if pod.required_anti_affinity:
+            self.placed_repelling.setdefault(name, []).append(pod)
+        self.assignments[pod.uid] = name
+
+
+@dataclass(slots=True)
+class Candidates:
+    """Nodes that can take members of one shape, best fit first, found lazily."""
+
+    planner: PlanState
+    shape: Shape
+    source: Iterator[tuple[str, Mapping[str, int] | None]]
+    order: list[str] = field(default_factory=list)
+    left: dict[str, int] = field(default_factory=dict)  # members the node can still take
+    buckets: dict[int, list[str]] = field(default_factory=dict)  # count > 1, until done
+    done: bool = False
+
+    def scan(self, want: int) -> None:
+        """Extend `order`: stop after `want` more exact-fit nodes, or at the end of the
+        nodes (then append every other fitting node, fewest fits first)."""
+        items = self.shape.items
+        work = self.planner.work
+        has_work = bool(work)
+        nodes_get = self.planner.nodes.get
+        proto = self.shape.proto
+        plain = self.shape.plain
+        # Checked inline first: a selector rejects most nodes, and cheaply.
+        selector = tuple(proto.node_selector.items())
+        one = self.shape.one_per_node
+        order, left, buckets = self.order, self.left, self.buckets
+        found = 0
+        for name, f in self.source:
+            if has_work and name in work:
+                f = work[name]
+            elif f is None:
+                continue
+            cnt = BIG
+            for r, q in items:
+                c = f.get(r, 0) // q
+                if c < cnt:
+                    cnt = c
+                    if c <= 0:
+                        break
+            if cnt <= 0:
+                continue
+            node = nodes_get(name)
+            if node is None:
+                continue
+            if selector and not labels_have(node.labels, selector):
+                continue
+            if (not plain or node.taints or node.unschedulable) and node_matches(
+                proto, node
+            ) is not None:
+                continue
+            # One member per node under self anti-affinity, but ranked by how tightly
+            # it fits all the same, to keep roomy nodes whole.
+            left[name] = 1 if one else cnt
+            if cnt == 1:
+                order.append(name)
+                found += 1
+                if found >= want:
+                    return
+            else:
+                b = buckets.get(cnt)
+                if b is None:
+                    buckets[cnt] = [name]
+                else:
+                    b.append(name)
+        self.done = True
+        for cnt in sorted(buckets):
+            order.extend(buckets[cnt])
+        buckets.clear()
+
+
+@dataclass(slots=True)
+class IndexedCandidates:
+    """`Candidates` read from a `FitIndex`: the same nodes in the same order (members
+    that fit, fewest first, ties in the order of `free`), without visiting every node.
+    Nodes this plan has already used (`work`) are counted from their working copy, as
+    the scan does, and merged in at their place."""
+
+    planner: PlanState
+    shape: Shape
+    stream: Iterator[tuple[int, int, str]]
+    order: list[str] = field(default_factory=list)
+    left: dict[str, int] = field(default_factory=dict)
+    done: bool = False
+
+    @classmethod
+    def open(cls, pl: PlanState, index: FitIndex, shape: Shape) -> IndexedCandidates:
+        proto = shape.proto
+        selector = tuple(proto.node_selector.items())
+        used = set(pl.work)
+        own = []
+        for name in used:
+            seq = index.position(name)
+            if seq is None:
+                continue
+            cnt = fit_count(shape.items, pl.work[name], pl.nodes.get(name), proto,
+                             shape.plain, selector)
+            if cnt > 0:
+                own.append((cnt, seq, name))
+        own.sort()
+        rest = index.ordered(shape.items, proto, shape.plain, skip=used)
+        return cls(pl, shape, heapq.merge(rest, own))
+
+    def scan(self, want: int) -> None:
+        """Extend `order` by up to `want` nodes; `done` once there are no more."""
+        one = self.shape.one_per_node
+        order, left = self.order, self.left
+        for added, (cnt, _seq, name) in enumerate(self.stream, 1):
+            order.append(name)
+            left[name] = 1 if one else cnt
+            if added >= want:
+                return
+        self.done = True
+
+
+def node_source(
+    shape: Shape, free: Mapping[str, Resources]
+) -> Iterator[tuple[str, Mapping[str, int] | None]]:
+    if shape.allowed is None:
+        return iter(free.items())
+    # dict.fromkeys: a node listed twice must not be counted twice.
+    return ((name, free.get(name)) for name in dict.fromkeys(shape.allowed))
+
+
+@dataclass(slots=True)
+class Outcome:
+    placed: int
+    unplaced: list[PodInfo]
+    candidates: Candidates | IndexedCandidates
+    blocked_by_existing: set[str]

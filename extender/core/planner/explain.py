@@ -1,0 +1,147 @@
+"""Why a gang's plan fell short, in words a user can act on (architecture.md §3.7)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection
+from typing import TYPE_CHECKING
+
+from extender.core.constraints import (
+    HOSTNAME,
+    NODE_SELECTOR_MISMATCH,
+    NODE_UNSCHEDULABLE,
+    node_matches,
+)
+from extender.core.fit import BIG, labels_have
+from extender.core.resources import format_resources, shortfall
+from extender.core.types import Resources
+
+if TYPE_CHECKING:
+    from extender.core.planner.candidates import Outcome, PlanState
+    from extender.core.planner.shapes import Shape
+
+TIMES = "\u00d7"  # multiplication sign: "3 \u00d7 {cpu: 1}" in messages
+
+
+def as_node_count(reason: str) -> str:
+    """node_matches' reason as it reads after a count ("3 node(s) were unschedulable"),
+    in kube-scheduler's wording."""
+    if reason == NODE_UNSCHEDULABLE:
+        return "node(s) were unschedulable"
+    if reason.startswith("untolerated taint"):
+        return f"node(s) had {reason}"
+    return reason
+
+
+def explain_shortfall(pl: PlanState, shape: Shape, outcome: Outcome, shared: bool) -> str:
+    """Name what did not fit: the count and per-member requests of the shape, how
+    many fit, and the resource or constraint that stopped the rest. `shared`: other
+    shapes of the gang competed for the same nodes. Runs only on failure, so it may
+    look at every node again."""
+    n = len(shape.members)
+    fit = outcome.placed
+    req = format_resources(dict(shape.items))
+    proto = shape.proto
+
+    reasons: Counter[str] = Counter()
+    eligible: list[str] = []
+    names: Collection[str] = dict.fromkeys(shape.allowed) if shape.allowed is not None else pl.nodes
+    for name in names:
+        node = pl.nodes.get(name)
+        if node is None:
+            reasons["node(s) unknown to gang-extender"] += 1
+            continue
+        if not node.taints and not node.unschedulable:
+            if shape.plain:
+                eligible.append(name)
+                continue
+            if not labels_have(node.labels, tuple(proto.node_selector.items())):
+                reasons[NODE_SELECTOR_MISMATCH] += 1
+                continue
+        why = node_matches(proto, node)
+        if why is not None:
+            reasons[as_node_count(why)] += 1
+        else:
+            eligible.append(name)
+    if shape.allowed is not None:
+        outside = len(pl.nodes) - sum(1 for x in shape.allowed if x in pl.nodes)
+        if outside > 0:
+            reasons["node(s) not feasible for kube-scheduler"] += outside
+    if outcome.blocked_by_existing:
+        reasons["node(s) didn't satisfy anti-affinity with pods already there"] += len(
+            outcome.blocked_by_existing
+        )
+
+    def excluded() -> str:
+        if not reasons:
+            return ""
+        parts = ", ".join(f"{c} {r}" for r, c in sorted(reasons.items(), key=lambda x: -x[1]))
+        return f"; excluded: {parts}"
+
+    if not eligible:
+        return f"needs {n} {TIMES} {req}; {fit} fit; no node matches{excluded()}"
+
+    usable = len(outcome.candidates.order) - len(outcome.blocked_by_existing)
+    if shape.one_per_node and usable < n:
+        return (
+            f"{n} {TIMES} {req} need distinct nodes (anti-affinity on {HOSTNAME}); "
+            f"{usable} eligible node(s){excluded()}"
+        )
+
+    # A resource no eligible node has enough of even when empty is the whole story.
+    for r, q in shape.items:
+        if all(pl.nodes[name].allocatable.get(r, 0) < q for name in eligible):
+            one = format_resources({r: q}, skip_pods=False)
+            detail = f"no eligible node has {one} allocatable"
+            return f"needs {n} {TIMES} {req}; {fit} fit; {detail}{excluded()}"
+
+    if shared:
+        alone = 0
+        for name in eligible:
+            base = pl.free.get(name)  # before this plan placed anything
+            if base is not None:
+                k = min((max(0, base.get(r, 0)) // q for r, q in shape.items), default=BIG)
+                alone += min(k, 1) if shape.one_per_node else k
+        if alone >= n:
+            detail = f"the gang's other members take the room it needs ({alone} would fit alone)"
+            return f"needs {n} {TIMES} {req}; {fit} fit; {detail}{excluded()}"
+
+    # The resource that alone would admit the fewest further members on the eligible
+    # nodes; if it has enough in total, say the free amount is fragmented.
+    worst: tuple[int, str, int] | None = None
+    for r, q in shape.items:
+        count = amount = 0
+        for name in eligible:
+            f = pl.free_of(name)
+            if f is not None:
+                v = max(0, f.get(r, 0))
+                count += v // q
+                amount += v
+        if worst is None or count < worst[0]:
+            worst = (count, r, amount)
+    if worst is None:
+        detail = "nodes are full"
+    elif worst[0] + fit >= n:
+        detail = f"free resources are on different nodes (no node has all of {req})"
+    else:
+        count, r, amount = worst
+        detail = f"largest shortfall on {r}"
+        if amount >= (n - fit) * shape.proto.requests[r]:
+            detail += " (enough in total, but split across nodes)"
+    return f"needs {n} {TIMES} {req}; {fit} fit; {detail}{excluded()}"
+
+
+def min_resources_shortfall(total_free: Resources, min_resources: Resources) -> str | None:
+    """None if the cluster's free capacity covers PodGroup.spec.minResources, else
+    what is missing. An aggregate check: it cannot prove a fit, only rule one out
+    early with a message in the PodGroup's own terms."""
+    missing = shortfall(min_resources, total_free)
+    if not missing:
+        return None
+    worst = max(missing, key=lambda r: (missing[r] / max(min_resources[r], 1), r))
+    have = {r: max(0, total_free.get(r, 0)) for r in min_resources}
+    return (
+        f"minResources {format_resources(min_resources, skip_pods=False)} exceed free "
+        f"{format_resources(have, skip_pods=False)}; largest shortfall on {worst} "
+        f"(short {format_resources({worst: missing[worst]}, skip_pods=False)[1:-1]})"
+    )

@@ -1,0 +1,186 @@
+"""plan_gang: all or nothing, a node for each of `need` members, or why not."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from extender.core.planner.candidates import (
+    Candidates,
+    IndexedCandidates,
+    Outcome,
+    PlanState,
+    node_source,
+)
+from extender.core.planner.explain import explain_shortfall
+from extender.core.planner.shapes import Shape, pod_size_key, shapes_of
+from extender.core.snapshot import Snapshot
+from extender.core.types import PodInfo
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    assignments: dict[str, str]  # pod uid -> node name, exactly `need` entries
+
+
+@dataclass(frozen=True, slots=True)
+class Shortfall:
+    need: int  # how many members had to be placed
+    fit: int  # how many could be placed (< need)
+    message: str  # human, actionable: what did not fit and why
+    pod: str | None  # ns/name of the first member (in preference order) not placed
+
+
+def place_shape(pl: PlanState, shape: Shape, members: Sequence[PodInfo]) -> Outcome:
+    cand: Candidates | IndexedCandidates
+    if pl.index is not None and shape.allowed is None:
+        cand = IndexedCandidates.open(pl, pl.index, shape)
+    else:
+        cand = Candidates(pl, shape, node_source(shape, pl.free))
+    cand.scan(len(members))
+    order, left = cand.order, cand.left
+    start = 0
+    placed = 0
+    unplaced: list[PodInfo] = []
+    blocked: set[str] = set()
+    failed_labels: list[dict[str, str]] = []
+    for idx, pod in enumerate(members):
+        if len(pl.assignments) >= pl.need:
+            break
+        if pod.labels in failed_labels:  # same shape, same labels: same answer
+            unplaced.append(pod)
+            continue
+        chosen: str | None = None
+        i = start
+        while True:
+            if i >= len(order):
+                if cand.done:
+                    break
+                cand.scan(len(members) - idx)
+                continue
+            name = order[i]
+            if left[name] <= 0:
+                if i == start:
+                    start += 1
+                i += 1
+                continue
+            why = pl.conflict(pod, name)
+            if why is not None:
+                if why == "existing":
+                    blocked.add(name)
+                i += 1
+                continue
+            chosen = name
+            break
+        if chosen is None:
+            unplaced.append(pod)
+            failed_labels.append(pod.labels)
+            continue
+        pl.place(pod, shape, chosen)
+        left[chosen] -= 1
+        placed += 1
+    return Outcome(placed, unplaced, cand, blocked)
+
+
+def plan_gang(
+    pods: Sequence[PodInfo],
+    need: int,
+    snapshot: Snapshot,
+    allowed: Mapping[str, Collection[str]] | None = None,
+    explain: bool = True,
+) -> Plan | Shortfall:
+    """Place `need` of `pods` (earlier ones preferred) on `snapshot`'s nodes, all or
+    nothing.
+
+    `allowed` restricts some pods to given nodes (kube-scheduler's feasible list for
+    the pod being filtered). The first `need` pods are planned; if some do not fit,
+    later pods stand in for them, and failing that the `need` smallest pods are
+    tried. A Plan never puts more on a node than its free capacity. `need` below 1
+    gives an empty Plan; above len(pods) (after dropping repeated uids), a Shortfall.
+    `explain=False` leaves a failed plan's message empty, for callers that only ask
+    whether it fits (the explanation looks at every node again and costs more than
+    the plan). With the snapshot's fit index, nodes are found without visiting every
+    one; the plan is the same.
+    """
+    if need <= 0:
+        return Plan({})
+    if len({p.uid for p in pods}) != len(pods):  # a pod listed twice is one pod
+        pods = _first_occurrences(pods)
+    if need > len(pods):
+        return _too_few(pods, need, snapshot, allowed)
+
+    pl, failure = _attempt(pods, need, snapshot, allowed)
+    if failure is None:
+        return Plan(pl.assignments)
+    best_fit = len(pl.assignments)
+    if len(pods) > need:
+        # Only some members are needed: the preferred ones may be the big ones that
+        # crowd each other out. Try again with the smallest members first.
+        by_size = sorted(pods, key=pod_size_key)
+        if {p.uid for p in by_size[:need]} != {p.uid for p in pods[:need]}:
+            alt, alt_failure = _attempt(by_size, need, snapshot, allowed)
+            if alt_failure is None:
+                return Plan(alt.assignments)
+            best_fit = max(best_fit, len(alt.assignments))
+
+    shapes, shape, outcome = failure
+    message = ""
+    if explain:
+        message = explain_shortfall(pl, shape, outcome, shared=len(shapes) > 1)
+        if len(shapes) > 1:
+            message += f"; {len(pl.assignments)} of {need} members placed in all"
+    first = next((p.key for p in pods[:need] if p.uid not in pl.assignments), None)
+    return Shortfall(need=need, fit=best_fit, message=message, pod=first)
+
+
+Failure = tuple[list[Shape], Shape, Outcome]
+
+
+def _attempt(
+    pods: Sequence[PodInfo],
+    need: int,
+    snapshot: Snapshot,
+    allowed: Mapping[str, Collection[str]] | None,
+) -> tuple[PlanState, Failure | None]:
+    """Plan the first `need` pods, biggest shape first; let later pods stand in for
+    those that do not fit. Returns the planner state and, unless all `need` were
+    placed, the first shape that fell short (for the message)."""
+    pl = PlanState(snapshot.nodes, snapshot.free, snapshot.pods_on_node, need, snapshot.index)
+    shapes = shapes_of(pods[:need], allowed)
+    failure: Failure | None = None
+    for shape in shapes:
+        outcome = place_shape(pl, shape, shape.members)
+        if outcome.unplaced and failure is None:
+            failure = (shapes, shape, outcome)
+    if failure is not None and len(pods) > need:
+        # Stand-ins are taken in preference order, not by size: any that fits will do.
+        for shape in shapes_of(pods[need:], allowed, by_size=False):
+            place_shape(pl, shape, shape.members)
+            if len(pl.assignments) >= need:
+                break
+    return pl, (None if len(pl.assignments) >= need else failure)
+
+
+def _first_occurrences(pods: Sequence[PodInfo]) -> list[PodInfo]:
+    seen: set[str] = set()
+    out: list[PodInfo] = []
+    for p in pods:
+        if p.uid not in seen:
+            seen.add(p.uid)
+            out.append(p)
+    return out
+
+
+def _too_few(
+    pods: Sequence[PodInfo],
+    need: int,
+    snapshot: Snapshot,
+    allowed: Mapping[str, Collection[str]] | None,
+) -> Shortfall:
+    msg = f"needs {need} members, only {len(pods)} waiting to be placed"
+    if not pods:
+        return Shortfall(need, 0, msg, None)
+    res = plan_gang(pods, len(pods), snapshot, allowed)
+    if isinstance(res, Plan):
+        return Shortfall(need, len(pods), msg, None)
+    return Shortfall(need, res.fit, f"{msg}; {res.message}", res.pod)

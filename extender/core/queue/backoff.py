@@ -1,0 +1,114 @@
+"""Group backoff after a timeout, in the shape of Kueue's requeuingStrategy: base
+doubling up to a cap, and an optional retry limit after which the group is Failed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from extender.core.types import GroupInfo
+from extender.core.vocabulary import GroupRef
+
+
+@dataclass(frozen=True, slots=True)
+class BackoffPolicy:
+    base_seconds: float = 10.0
+    cap_seconds: float = 300.0
+    # None: retry forever. N: after N timed-out attempts the group is marked Failed.
+    retry_limit: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.base_seconds < 0 or self.cap_seconds < self.base_seconds:
+            raise ValueError(
+                f"backoff base {self.base_seconds}s must be >= 0 and <= cap {self.cap_seconds}s"
+            )
+        if self.retry_limit is not None and self.retry_limit < 1:
+            raise ValueError(f"backoff retry limit must be >= 1, got {self.retry_limit}")
+
+    def delay(self, attempts: int) -> float:
+        """Wait after the `attempts`-th timeout (1-based): base * 2^(attempts-1), capped."""
+        if attempts <= 0:
+            return 0.0
+        exponent = min(attempts - 1, 62)
+        return float(min(self.base_seconds * (2**exponent), self.cap_seconds))
+
+    def exhausted(self, attempts: int) -> bool:
+        return self.retry_limit is not None and attempts >= self.retry_limit
+
+
+@dataclass(slots=True)
+class Backoff:
+    """Timeouts a gang has had and when it may be tried again."""
+
+    attempts: int = 0
+    until: float = 0.0
+    failed: bool = False
+    group_uid: str = ""
+
+
+class Backoffs:
+    """Every gang's backoff state; a gang with none has never timed out (or started
+    over: recreated, re-specified, or bound since)."""
+
+    def __init__(self, policy: BackoffPolicy) -> None:
+        self.policy = policy
+        self._gangs: dict[str, Backoff] = {}
+
+    def get(self, gang: str) -> Backoff | None:
+        return self._gangs.get(gang)
+
+    def blocks(self, gang: str, now: float) -> bool:
+        """Whether the gang may not be planned now: Failed, or backing off."""
+        bo = self._gangs.get(gang)
+        return bo is not None and (bo.failed or bo.until > now)
+
+    def failed(self, gang: str) -> bool:
+        bo = self._gangs.get(gang)
+        return bo is not None and bo.failed
+
+    def backing_off(self, gang: str, now: float) -> bool:
+        bo = self._gangs.get(gang)
+        return bo is not None and not bo.failed and bo.until > now
+
+    def any_ended(self, now: float) -> bool:
+        """A backoff ran out since the gang was last considered: a pass must run even
+        if nothing else changed."""
+        return any(not b.failed and 0 < b.until <= now for b in self._gangs.values())
+
+    def clear_ended(self, gang: str, now: float) -> None:
+        bo = self._gangs.get(gang)
+        if bo is not None and bo.until and bo.until <= now and not bo.failed:
+            bo.until = 0.0  # backoff over: eligible again
+
+    def timed_out(self, group: GroupRef, now: float) -> Backoff:
+        """Count a timeout; the gang backs off, or is Failed at the retry limit."""
+        bo = self._gangs.setdefault(group.key, Backoff(group_uid=group.uid))
+        bo.attempts += 1
+        if self.policy.exhausted(bo.attempts):
+            bo.failed = True
+        else:
+            bo.until = now + self.policy.delay(bo.attempts)
+        return bo
+
+    def group_changed(self, old: GroupInfo | None, new: GroupInfo) -> bool:
+        """A recreated or re-specified group starts over, its Failed state included;
+        returns whether a backoff was dropped."""
+        bo = self._gangs.get(new.key)
+        if bo is not None and (
+            bo.group_uid != new.uid
+            or (old is not None and (old.min_member, old.schedule_timeout_seconds)
+                != (new.min_member, new.schedule_timeout_seconds))
+        ):
+            del self._gangs[new.key]
+            return True
+        return False
+
+    def forget(self, gang: str) -> bool:
+        """Returns whether the gang had a backoff."""
+        return self._gangs.pop(gang, None) is not None
+
+    def view(self, now: float) -> list[dict[str, object]]:
+        return [
+            {"gang": key, "attempts": b.attempts,
+             "secondsLeft": max(0.0, round(b.until - now, 3)), "failed": b.failed}
+            for key, b in self._gangs.items() if b.attempts
+        ]

@@ -1,0 +1,233 @@
+"""Reservations: capacity held for a gang, one slot (node) per member, until its quorum
+is bound, its deadline passes, or it is released (architecture.md §3.4).
+
+Reserve and Unreserve in kube-scheduler's sense: a slot is charged to its node in the
+cache, so every other pod and gang is planned and filtered around it. The states of a
+reservation and of a slot are drawn in docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from extender.core.cache import Cache
+from extender.core.constraints import node_matches
+from extender.core.outbox import Outbox
+from extender.core.parked import Parked, ref
+from extender.core.permit import Permit
+from extender.core.planner import Plan, plan_gang
+from extender.core.resources import fits
+from extender.core.snapshot import Snapshot
+from extender.core.types import GroupInfo, PodInfo, Resources
+from extender.core.vocabulary import ReservationView, SlotView
+
+
+@dataclass(slots=True)
+class Slot:
+    node: str
+    pod: PodInfo
+
+
+@dataclass(slots=True)
+class Reservation:
+    gang: str
+    group_uid: str
+    created: float
+    deadline: float
+    slots: dict[str, Slot] = field(default_factory=dict)  # pod uid -> slot
+
+    def slot_views(self) -> tuple[SlotView, ...]:
+        return tuple(SlotView(ref(s.pod), s.node, dict(s.pod.requests))
+                     for s in self.slots.values())
+
+    def view(self) -> ReservationView:
+        return ReservationView(self.gang, self.created, self.deadline, self.slot_views())
+
+
+class _Overlay(Mapping[str, Resources]):
+    """`free` with some nodes replaced, without copying every node."""
+
+    def __init__(self, base: Mapping[str, Resources], over: dict[str, Resources]) -> None:
+        self._base = base
+        self._over = over
+
+    def __getitem__(self, key: str) -> Resources:
+        if key in self._over:
+            return self._over[key]
+        return self._base[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._base)
+
+    def __len__(self) -> int:
+        return len(self._base)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._over or key in self._base
+
+
+class Reservations:
+    def __init__(self, cache: Cache, permit: Permit, parked: Parked, outbox: Outbox) -> None:
+        self._cache = cache
+        self._permit = permit
+        self._parked = parked
+        self._outbox = outbox
+        self._by_gang: dict[str, Reservation] = {}
+        self._without: Snapshot | None = None  # memo of `without_reservations`
+
+    def get(self, gang: str | None) -> Reservation | None:
+        return self._by_gang.get(gang) if gang is not None else None
+
+    def __getitem__(self, gang: str) -> Reservation:
+        return self._by_gang[gang]
+
+    def __contains__(self, gang: object) -> bool:
+        return gang in self._by_gang
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_gang)
+
+    def values(self) -> Iterator[Reservation]:
+        return iter(self._by_gang.values())
+
+    def __len__(self) -> int:
+        return len(self._by_gang)
+
+    def gangs(self) -> list[str]:
+        return list(self._by_gang)
+
+    # ----- Reserve ------------------------------------------------------------------------
+
+    def reserve(self, group: GroupInfo, plan: Plan, now: float, timeout: float) -> Reservation:
+        res = Reservation(group.key, group.uid, created=now, deadline=now + timeout)
+        for uid, node in plan.assignments.items():
+            self._add(res, uid, node, self._cache.pods[uid])
+        self._by_gang[group.key] = res
+        return res
+
+    def _add(self, res: Reservation, uid: str, node: str, pod: PodInfo) -> Slot:
+        slot = res.slots[uid] = Slot(node, pod)
+        self._cache.reserve(node, pod)
+        self._without = None
+        return slot
+
+    def _remove(self, res: Reservation, uid: str, freed: bool = True) -> Slot | None:
+        slot = res.slots.pop(uid, None)
+        if slot is not None:
+            self._cache.unreserve(slot.node, slot.pod, freed=freed)
+            self._without = None
+        return slot
+
+    def reserve_one(self, res: Reservation, pod: PodInfo, node_names: list[str]) -> Slot | None:
+        """A slot for one member among `node_names`, in what is free now (the reservation
+        fell short: a member was replaced, a node vanished, or minMember grew)."""
+        result = plan_gang([pod], 1, self._cache.snapshot, allowed={pod.uid: set(node_names)})
+        if not isinstance(result, Plan):
+            return None
+        return self._add(res, pod.uid, result.assignments[pod.uid], pod)
+
+    def move(self, res: Reservation, pod: PodInfo, node_names: list[str]) -> str | None:
+        """Move a member's slot to another of `node_names` (kube-scheduler excluded the
+        reserved node for a reason the extender does not model, e.g. host ports)."""
+        old = self._remove(res, pod.uid)
+        assert old is not None
+        slot = self.reserve_one(res, pod, node_names)
+        if slot is None:
+            self._add(res, pod.uid, old.node, old.pod)
+            return None
+        return slot.node
+
+    def retarget(self, res: Reservation, pod: PodInfo, node: str) -> bool:
+        """Move a member's slot to the node kube-scheduler chose, if it fits there."""
+        old = self._remove(res, pod.uid)
+        assert old is not None
+        info = self._cache.nodes.get(node)
+        if info is not None and node_matches(pod, info) is None and fits(
+            pod.requests, self._cache.free.get(node, {})
+        ):
+            self._add(res, pod.uid, node, pod)
+            return True
+        self._add(res, pod.uid, old.node, old.pod)
+        return False
+
+    # ----- Unreserve ----------------------------------------------------------------------
+
+    def unreserve(
+        self, res: Reservation, uid: str, failure: str | None, bound_here: bool = False
+    ) -> None:
+        """Drop one slot; with `failure`, the member's waiting bind is rejected with it.
+        `bound_here`: the member is now bound to the slot's node, so its capacity stays
+        taken and waiting gangs need not be planned again on its account."""
+        self._remove(res, uid, freed=not bound_here)
+        if failure is not None:
+            self._permit.reject(uid, f"gang {res.gang}: {failure}")
+
+    def release(self, res: Reservation, why: str) -> None:
+        """Release the whole reservation; every waiting bind of the gang is rejected with
+        "gang <key>: <why>", and plain pods turned away for it are woken."""
+        self._by_gang.pop(res.gang, None)
+        for uid in list(res.slots):
+            self.unreserve(res, uid, why)
+        for uid in list(self._permit.waiting):
+            pod = self._cache.pods.get(uid)
+            if pod is not None and pod.gang == res.gang:
+                self._permit.reject(uid, f"gang {res.gang}: {why}")
+        wake = self._parked.wake_plain(res.gang)
+        if wake is not None:
+            self._outbox.append(wake)
+
+    def bound(self, gang: str) -> Reservation | None:
+        """The gang's quorum is bound: its reservation has done its job."""
+        res = self._by_gang.pop(gang, None)
+        if res is not None:
+            for uid in list(res.slots):
+                self.unreserve(res, uid, "quorum is bound")
+        return res
+
+    def node_deleted(self, name: str) -> None:
+        for res in list(self._by_gang.values()):
+            for uid, slot in list(res.slots.items()):
+                if slot.node == name:
+                    self.unreserve(res, uid, f"node {name} was deleted")
+
+    def expired(self, now: float) -> list[Reservation]:
+        return [r for r in self._by_gang.values() if r.deadline <= now]
+
+    # ----- views of other gangs' capacity ---------------------------------------------------
+
+    def gangs_by_node(self) -> dict[str, list[str]]:
+        """Node -> gangs with a slot there, sorted, from one pass over every slot (asked
+        per rejected node, it walked every slot once per node: docs/performance.md)."""
+        by_node: dict[str, set[str]] = {}
+        for r in self._by_gang.values():
+            for s in r.slots.values():
+                by_node.setdefault(s.node, set()).add(r.gang)
+        return {node: sorted(gangs) for node, gangs in by_node.items()}
+
+    def without_reservations(self) -> Snapshot:
+        """The cluster as if no reservation held any capacity, to tell "does not fit"
+        from "waits behind another gang". Kept while a queue pass runs (it explains
+        many gangs against the same reservations) until a slot changes; every pass
+        starts afresh (`new_pass`), since capacity may have moved in between."""
+        if self._without is None:
+            free = self._cache.free
+            over: dict[str, Resources] = {}
+            for r in self._by_gang.values():
+                for s in r.slots.values():
+                    base = over.get(s.node)
+                    if base is None:
+                        base = over[s.node] = dict(free.get(s.node, {}))
+                    for k, v in s.pod.requests.items():
+                        base[k] = base.get(k, 0) + v
+            self._without = self._cache.snapshot.with_free(_Overlay(free, over))
+        return self._without
+
+    def new_pass(self) -> None:
+        self._without = None
+
+    def slot_count(self) -> int:
+        return sum(len(r.slots) for r in self._by_gang.values())
+
+    def views(self) -> tuple[ReservationView, ...]:
+        return tuple(r.view() for r in self._by_gang.values())

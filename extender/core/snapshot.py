@@ -1,0 +1,39 @@
+"""What the planner plans against, as one object: nodes, free capacity, the pods on
+each node, and the fit index kept for exactly that free capacity.
+
+A view of the cache, not a copy. kube-scheduler copies its cache into a snapshot at the
+start of each cycle because its informers keep writing while a cycle runs; here every
+watch event, verb and tick runs on one thread, so nothing changes under a plan, and a
+copy of thousands of nodes per plan would cost more than the plan itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from extender.core.cache.fitindex import FitIndex
+from extender.core.types import NodeInfo, PodInfo, Resources
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    nodes: Mapping[str, NodeInfo]
+    # Free capacity per node, after bound pods, assumed pods and reservations; a node
+    # that is absent has nothing free.
+    free: Mapping[str, Resources]
+    # Pods bound to each node or reserved on it, for anti-affinity.
+    pods_on_node: Mapping[str, Sequence[PodInfo]]
+    # Kept by the cache for these very `nodes` and `free`; None for any other view.
+    index: FitIndex | None = None
+
+    def __post_init__(self) -> None:
+        if self.index is not None and (
+            self.index.free is not self.free or self.index.nodes is not self.nodes
+        ):
+            raise ValueError("a fit index belongs to the free capacity it was built for")
+
+    def with_free(self, free: Mapping[str, Resources]) -> Snapshot:
+        """The same nodes with other free capacity (e.g. as if no reservation held any),
+        planned by scanning, since the index does not describe it."""
+        return Snapshot(self.nodes, free, self.pods_on_node)

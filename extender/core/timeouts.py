@@ -1,0 +1,93 @@
+"""How a reservation ends: its quorum is bound, or its deadline passes (architecture.md §3.6).
+
+At the deadline the reservation is released as a whole, every waiting bind of the gang is
+rejected (kube-scheduler forgets and re-queues those pods), and the group backs off, or
+is Failed at the retry limit.
+"""
+
+from __future__ import annotations
+
+from extender.core.cache import Cache
+from extender.core.config import Config
+from extender.core.explain import Explanations
+from extender.core.outbox import Outbox
+from extender.core.parked import ref
+from extender.core.permit import Permit
+from extender.core.queue.backoff import Backoffs
+from extender.core.queue.gang_queue import GangQueue
+from extender.core.reservations import Reservation, Reservations
+from extender.core.vocabulary import GangBound, GangTimedOut, GroupRef, Reason
+
+
+class Timeouts:
+    def __init__(
+        self,
+        config: Config,
+        cache: Cache,
+        reservations: Reservations,
+        permit: Permit,
+        backoffs: Backoffs,
+        explanations: Explanations,
+        queue: GangQueue,
+        outbox: Outbox,
+    ) -> None:
+        self._config = config
+        self._cache = cache
+        self._reservations = reservations
+        self._permit = permit
+        self._backoffs = backoffs
+        self._explanations = explanations
+        self._queue = queue
+        self._outbox = outbox
+
+    def expire(self, now: float) -> None:
+        """Release every reservation past its deadline, unless its Bindings are in
+        flight: their answers decide."""
+        for res in self._reservations.expired(now):
+            if not self._permit.binding_in_flight(res.gang):
+                self._time_out(res, now)
+
+    def check_quorum_bound(self, gang: str, now: float) -> None:
+        group = self._cache.groups.get(gang)
+        if group is None or self._cache.counts(group)[1] < group.min_member:
+            return
+        if self._reservations.bound(gang) is None:
+            return
+        if self._backoffs.forget(gang):
+            self._explanations.retry_limit_lifted(gang)
+        self._queue.start_over(gang)
+        seconds = self._queue.quorum_seconds(gang, now)
+        msg = f"gang {gang}: quorum of {group.min_member} bound"
+        self._explanations.set(gang, Reason.BOUND, msg, now)
+        self._outbox.append(GangBound(GroupRef(group.namespace, group.name, group.uid), msg,
+                                      seconds))
+
+    def _time_out(self, res: Reservation, now: float) -> None:
+        group = self._cache.groups.get(res.gang)
+        assembled = self._permit.assembled(group) if group else 0
+        need = group.min_member if group else 0
+        namespace, _, name = res.gang.partition("/")
+        gref = GroupRef(namespace, name, res.group_uid)
+        bo = self._backoffs.timed_out(gref, now)
+        policy = self._config.backoff
+        if bo.failed:
+            reason = Reason.FAILED
+            body = (
+                f"timed out {bo.attempts} time(s) with {assembled} of {need} members ready; "
+                f"retry limit {policy.retry_limit} reached, the group is Failed"
+            )
+        else:
+            reason = Reason.BACKING_OFF
+            body = (
+                f"timed out after {now - res.created:.0f}s with {assembled} of {need} members "
+                f"ready (attempt {bo.attempts}); backing off {policy.delay(bo.attempts):g}s"
+            )
+        msg = f"gang {res.gang}: {body}"
+        slots, nodes = len(res.slots), len({s.node for s in res.slots.values()})
+        self._reservations.release(res, body)
+        self._queue.quorum_seconds(res.gang, now)  # the next attempt measures afresh
+        self._explanations.set(res.gang, reason, msg, now)
+        unbound = tuple(ref(m) for m in self._cache.members(group) if not m.node_name) \
+            if group else ()
+        self._outbox.append(GangTimedOut(gref, msg, bo.attempts, None if bo.failed else bo.until,
+                                         slots, nodes, res.created, unbound))

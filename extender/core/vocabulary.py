@@ -1,0 +1,223 @@
+"""The words the core speaks to its adapters: reasons, actions, results and views.
+
+Everything here is immutable and complete: an adapter that receives an action never
+has to look back into the core, nor read a message to learn what happened. The state
+machines behind these words are drawn in docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+from typing import ClassVar
+
+from extender.core.types import Resources
+
+
+class Reason(StrEnum):
+    """Why a gang is where it is: the reason of its `Scheduled` condition, of Events
+    and of rejection messages (README "Why a gang waits" lists them for users)."""
+
+    WAITING_FOR_MEMBERS = "WaitingForMembers"
+    QUEUED = "Queued"  # a quorum exists; the extender has not looked at it yet
+    INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+    WAITING_BEHIND_OLDER_GANG = "WaitingBehindOlderGang"
+    RESERVED = "Reserved"
+    BACKING_OFF = "BackingOff"
+    TIMED_OUT = "TimedOut"  # an Event only: the gang moves on to BackingOff or Failed
+    BOUND = "Bound"
+    FAILED = "Failed"
+    MEMBER_FAILED = "MemberFailed"
+    RETRY_LIMIT_REACHED = "RetryLimitReached"
+
+
+@dataclass(frozen=True, slots=True)
+class PodRef:
+    namespace: str
+    name: str
+    uid: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRef:
+    namespace: str
+    name: str
+    uid: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class GangStatus:
+    """The core's latest word on a gang: why it waits, or that it is bound."""
+
+    reason: Reason
+    message: str
+    since: float
+    retry_limit_reached: bool = False
+
+
+# ----- actions: I/O the core asks the adapters to do ------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BindPod:
+    """Create the Binding for a pod now: its gang's quorum is assembled, or it is a
+    plain pod or an elastic extra whose bind was accepted."""
+
+    pod: PodRef
+    node: str
+    gang: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RejectWaitingBind:
+    """Answer a bind request that waits at the permit barrier with this error;
+    kube-scheduler then forgets the pod and schedules it again."""
+
+    uid: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class WakePods:
+    """Touch these pending pods so kube-scheduler retries them at once (architecture.md §3.8)."""
+
+    reason: str
+    pods: tuple[PodRef, ...]
+    gang: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SlotView:
+    pod: PodRef
+    node: str
+    requests: Resources
+
+
+@dataclass(frozen=True, slots=True)
+class GangReserved:
+    reason: ClassVar[Reason] = Reason.RESERVED
+    group: GroupRef
+    message: str
+    slots: tuple[SlotView, ...]
+    created: float
+    deadline: float
+
+
+@dataclass(frozen=True, slots=True)
+class GangBound:
+    reason: ClassVar[Reason] = Reason.BOUND
+    group: GroupRef
+    message: str
+    # From "quorum present" to "quorum bound"; None when the quorum was already bound
+    # when this process first saw the gang.
+    seconds: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class GangTimedOut:
+    """A reservation reached its deadline and was released as a whole."""
+
+    reason: ClassVar[Reason] = Reason.TIMED_OUT
+    group: GroupRef
+    message: str
+    attempts: int
+    # When the next attempt may start; None when the retry limit made the group Failed.
+    retry_at: float | None
+    slots: int  # what was released
+    nodes: int
+    reserved_at: float
+    unbound: tuple[PodRef, ...]  # members still pending after the release
+
+    @property
+    def failed(self) -> bool:
+        return self.retry_at is None
+
+
+@dataclass(frozen=True, slots=True)
+class StatusChanged:
+    """A gang's `GangStatus` changed; `status` None: the gang is gone."""
+
+    gang: str
+    status: GangStatus | None
+
+
+Transition = GangReserved | GangBound | GangTimedOut
+Report = Transition | StatusChanged  # for the reporting adapters: status, Events, metrics
+Action = BindPod | RejectWaitingBind | WakePods | Report
+
+
+# ----- results of the verbs ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FilterResult:
+    """`wait` > 0: no answer yet; the gang is still being created, ask again after its
+    next member arrives or `wait` seconds, passing the time waited so far."""
+
+    nodes: list[str]
+    unresolvable: dict[str, str]
+    error: str = ""
+    wait: float = 0.0
+
+
+class BindOutcome(Enum):
+    BOUND = "bound"  # already bound to that node: answer success
+    WAIT = "wait"  # wait for the answer, until `deadline` at most
+    ERROR = "error"  # answer with `message`
+
+
+@dataclass(frozen=True, slots=True)
+class BindDecision:
+    outcome: BindOutcome
+    message: str = ""
+    deadline: float = 0.0
+
+
+# ----- read-only views -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationView:
+    gang: str
+    created: float
+    deadline: float
+    slots: tuple[SlotView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingBindView:
+    """A bind in progress: waiting at the permit barrier, or its Binding in flight."""
+
+    pod: str  # namespace/name
+    uid: str
+    node: str
+    gang: str | None
+    in_flight: bool
+    deadline: float | None  # of its gang's reservation, while it waits
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    """A gang not yet bound, in the order capacity is granted."""
+
+    gang: str
+    min_member: int
+    members: int
+    bound: int
+    status: GangStatus | None
+
+
+@dataclass(frozen=True, slots=True)
+class Gauges:
+    reservations: int
+    reserved_slots: int
+    waiting_binds: int
+    reasons: dict[str, int]  # gangs by the reason of their status

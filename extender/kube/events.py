@@ -1,0 +1,215 @@
+"""Kubernetes Events, posted off the request path (architecture.md §6).
+
+`record()` only queues (never blocks, never raises); a background task posts core/v1
+Events at a bounded rate. Like client-go's event correlator it folds repeats: an event
+for the same object and reason within `window` seconds updates the existing Event
+(count, lastTimestamp, latest message) instead of creating a new one, so a gang that
+waits or times out again and again shows one line "x7 over 3m" in `kubectl describe`,
+not a flood. Which transition becomes which Event is `extender.reporting.events`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from extender.core.phase import rfc3339
+from extender.kube.client import ApiError
+
+log = logging.getLogger("gang-extender.events")
+
+COMPONENT = "gang-extender"
+MAX_MESSAGE = 1024
+
+
+class EventApi(Protocol):
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def merge_patch(self, path: str, patch: dict[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    kind: str
+    api_version: str
+    namespace: str
+    name: str
+    uid: str
+
+    def to_k8s(self) -> dict[str, str]:
+        return {"apiVersion": self.api_version, "kind": self.kind,
+                "namespace": self.namespace, "name": self.name, "uid": self.uid}
+
+
+@dataclass(slots=True)
+class _Pending:
+    ref: ObjectRef
+    type: str
+    reason: str
+    message: str
+    count: int
+    first: float
+    last: float
+
+
+@dataclass(slots=True)
+class _Sent:
+    name: str
+    count: int
+    first: float
+    last: float
+    message: str
+
+
+@dataclass
+class RecorderStats:
+    created: int = 0
+    updated: int = 0
+    folded: int = 0  # repeats merged before they were sent
+    dropped: int = 0  # queue full
+    errors: int = 0
+
+
+class EventRecorder:
+    def __init__(
+        self,
+        kube: EventApi | None,
+        clock: Callable[[], float] = time.time,
+        window: float = 600.0,
+        rate: float = 20.0,
+        max_pending: int = 2000,
+        on_result: Callable[[str], None] | None = None,
+        instance: str | None = None,
+    ) -> None:
+        self.kube = kube
+        self.clock = clock
+        self.window = window
+        self.rate = rate
+        self.max_pending = max_pending
+        self.on_result = on_result
+        self.instance = instance or os.environ.get("POD_NAME") or socket.gethostname()
+        self.stats = RecorderStats()
+        self._pending: dict[tuple[str, str], _Pending] = {}
+        self._sent: dict[tuple[str, str], _Sent] = {}
+        self._signal = asyncio.Event()
+
+    # ----- producer side: cheap, synchronous, never raises ---------------------------------
+
+    def record(self, ref: ObjectRef, reason: str, message: str, warning: bool = False) -> None:
+        if not ref.uid:
+            return
+        now = self.clock()
+        key = (ref.uid, reason)
+        message = message[:MAX_MESSAGE]
+        pending = self._pending.get(key)
+        if pending is not None:
+            pending.count += 1
+            pending.message = message
+            pending.last = now
+            pending.type = "Warning" if warning else pending.type
+            self.stats.folded += 1
+            return
+        if len(self._pending) >= self.max_pending:
+            self.stats.dropped += 1
+            self._result("dropped")
+            return
+        self._pending[key] = _Pending(ref, "Warning" if warning else "Normal", reason, message,
+                                      1, now, now)
+        self._signal.set()
+
+    def _result(self, result: str) -> None:
+        if self.on_result is not None:
+            self.on_result(result)
+
+    # ----- sender --------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        interval = 1.0 / self.rate
+        while True:
+            await self._signal.wait()
+            self._signal.clear()
+            while self._pending:
+                await self._send_one()
+                await asyncio.sleep(interval)
+
+    async def flush(self) -> None:
+        """Send everything queued now (tests, shutdown)."""
+        while self._pending:
+            await self._send_one()
+
+    async def _send_one(self) -> None:
+        key = next(iter(self._pending))
+        ev = self._pending.pop(key)
+        try:
+            await self._send(key, ev)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # events are best effort: log, count, move on
+            self.stats.errors += 1
+            self._result("error")
+            log.warning("event %s on %s %s/%s not recorded: %s", ev.reason, ev.ref.kind,
+                        ev.ref.namespace, ev.ref.name, exc)
+
+    async def _send(self, key: tuple[str, str], ev: _Pending) -> None:
+        if self.kube is None:
+            return
+        now = self.clock()
+        self._expire(now)
+        sent = self._sent.get(key)
+        path = f"/api/v1/namespaces/{ev.ref.namespace}/events"
+        if sent is not None:
+            count = sent.count + ev.count
+            patch = {"count": count, "lastTimestamp": rfc3339(ev.last), "message": ev.message,
+                     "type": ev.type}
+            try:
+                await self.kube.merge_patch(f"{path}/{sent.name}", patch)
+                sent.count, sent.last, sent.message = count, ev.last, ev.message
+                self.stats.updated += 1
+                self._result("updated")
+                return
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+                del self._sent[key]  # the Event expired (TTL): create a new one
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{ev.ref.name}.", "namespace": ev.ref.namespace},
+            "involvedObject": ev.ref.to_k8s(),
+            "reason": ev.reason,
+            "message": ev.message,
+            "type": ev.type,
+            "count": ev.count,
+            "firstTimestamp": rfc3339(ev.first),
+            "lastTimestamp": rfc3339(ev.last),
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self.instance,
+        }
+        created = await self.kube.create(path, body)
+        name = str((created.get("metadata") or {}).get("name", ""))
+        if name:
+            self._sent[key] = _Sent(name, ev.count, ev.first, ev.last, ev.message)
+        self.stats.created += 1
+        self._result("created")
+
+    def _expire(self, now: float) -> None:
+        if len(self._sent) < 1000:
+            stale = [k for k, s in self._sent.items() if now - s.last > self.window]
+        else:
+            cutoff = now - self.window
+            stale = [k for k, s in self._sent.items() if s.last < cutoff]
+        for k in stale:
+            del self._sent[k]
+
+    def debug(self) -> dict[str, Any]:
+        return {"pending": len(self._pending), "tracked": len(self._sent),
+                "created": self.stats.created, "updated": self.stats.updated,
+                "folded": self.stats.folded, "dropped": self.stats.dropped,
+                "errors": self.stats.errors}

@@ -1,0 +1,256 @@
+"""Between kube-scheduler's requests and the gang manager: answers held open, and the
+I/O the manager asks for carried out.
+
+A bind request that waits (at the permit barrier, or for its Binding) is an asyncio
+future keyed by pod uid, resolved when the Binding returns or the manager rejects it;
+nothing here blocks the event loop. Every Binding leaves by one route: a `BindPod`
+action, posted with a bounded number in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from extender.core.manager import GangManager
+from extender.core.types import PodInfo
+from extender.core.vocabulary import (
+    BindOutcome,
+    BindPod,
+    FilterResult,
+    GangTimedOut,
+    RejectWaitingBind,
+    Report,
+    StatusChanged,
+    WakePods,
+)
+from extender.kube.client import ApiError
+from extender.scheduler.wakeups import Wakeups
+
+log = logging.getLogger("gang-extender")
+
+# A waiting bind is answered by the manager's own expiry first, with the gang-level
+# reason; the adapter's limit runs this much past the deadline only against a missed tick.
+_DEADLINE_GRACE_SECONDS = 2.0
+
+
+class BindingApi(Protocol):
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None: ...
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+@dataclass
+class DispatchConfig:
+    # Stop waiting for a bind's answer after this long and let kube-scheduler retry;
+    # keep it below the bind extender entry's httpTimeout so it never times out first.
+    bind_hold_limit: float = 240.0
+    tick_interval: float = 0.1
+    # Binding POSTs in flight at once; the rest queue in order. Measured in
+    # docs/performance.md: more in flight made each Binding cost more CPU and took
+    # longer at the API server, without shortening a run.
+    binding_concurrency: int = 16
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        manager: GangManager,
+        kube: BindingApi | None,
+        wakeups: Wakeups | None = None,
+        config: DispatchConfig | None = None,
+        clock: Callable[[], float] = time.time,
+        on_report: Callable[[Report], None] | None = None,
+        on_assembly_wait: Callable[[bool, float], None] | None = None,
+    ) -> None:
+        self.manager = manager
+        self.kube = kube
+        self.wakeups = wakeups
+        self.config = config or DispatchConfig()
+        self.clock = clock
+        self.on_report = on_report
+        # (placed, seconds) after each filter call that waited for its gang's members.
+        self.on_assembly_wait = on_assembly_wait
+        self._change_waiters: list[asyncio.Future[None]] = []
+        # Filter calls waiting for their gang's members: pod uid -> (pod key, since).
+        self._assembling: dict[str, tuple[str, float]] = {}
+        self._answers: dict[str, asyncio.Future[str | None]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._binding_slots = asyncio.Semaphore(self.config.binding_concurrency)
+
+    # ----- the manager's actions ------------------------------------------------------------
+
+    def drain(self, caller: str | None = None) -> BindPod | None:
+        """Carry out what the manager asked for since the last call. The Binding of the
+        pod whose bind request is `caller` is returned instead of spawned: that request
+        posts it itself, without waiting for the event loop to get round to a task."""
+        own = None
+        for action in self.manager.take_actions():
+            if isinstance(action, BindPod):
+                if action.pod.uid == caller:
+                    own = action
+                else:
+                    self._spawn(self._bind(action))
+            elif isinstance(action, RejectWaitingBind):
+                self._resolve(action.uid, action.message)
+            elif isinstance(action, WakePods):
+                if self.wakeups is not None:
+                    self.wakeups.add(action)
+            else:
+                if not isinstance(action, StatusChanged):
+                    level = logging.WARNING if isinstance(action, GangTimedOut) else logging.INFO
+                    log.log(level, "gang=%s reason=%s %s", action.group.key, action.reason,
+                            action.message)
+                if self.on_report is not None:
+                    self.on_report(action)
+        return own
+
+    def cache_changed(self) -> None:
+        """A watch event was applied: run what it set off, and let a filter call that is
+        waiting for its gang's members look again."""
+        self.drain()
+        waiters, self._change_waiters = self._change_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    async def _next_change(self, timeout: float) -> None:
+        fut = asyncio.get_running_loop().create_future()
+        self._change_waiters.append(fut)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            if fut in self._change_waiters:
+                self._change_waiters.remove(fut)
+
+    # ----- the filter verb ---------------------------------------------------------------
+
+    async def filter(self, pod: PodInfo, node_names: list[str]) -> FilterResult:
+        """Answer one /filter request. A member of a gang still being created may wait
+        here for the rest, woken by each watch event, because a member turned away is
+        retried by kube-scheduler only after its 1-2 s pod backoff (architecture.md §3.8)."""
+        start = self.clock()
+        result = self.manager.filter(pod, node_names, start)
+        waited = 0.0
+        if result.wait > 0:
+            self._assembling[pod.uid] = (pod.key, start)
+            try:
+                while result.wait > 0:
+                    await self._next_change(result.wait)
+                    now = self.clock()
+                    waited = max(now - start, 1e-6)
+                    result = self.manager.filter(pod, node_names, now, waited)
+            finally:
+                self._assembling.pop(pod.uid, None)
+        self.drain()
+        if waited and self.on_assembly_wait is not None:
+            self.on_assembly_wait(bool(result.nodes), waited)
+        return result
+
+    def answers_pending(self) -> int:
+        """Bind requests still waiting for their answer (0 once every request was
+        answered: a leftover would be a leak)."""
+        return sum(1 for fut in self._answers.values() if not fut.done())
+
+    async def idle(self) -> None:
+        """Wait until every Binding and wake-up this dispatcher started has finished
+        (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks)
+
+    def filter_waits(self) -> list[dict[str, object]]:
+        now = self.clock()
+        return [{"pod": key, "waitedSeconds": round(now - since, 3)}
+                for key, since in self._assembling.values()]
+
+    # ----- the bind verb ---------------------------------------------------------------
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> str | None:
+        """Answer one /bind request: None for success or the error text. A repeat of a
+        bind in progress waits for the same answer (the manager says whether it may)."""
+        decision = self.manager.bind(namespace, name, uid, node, self.clock())
+        if decision.outcome is BindOutcome.BOUND:
+            return None
+        if decision.outcome is BindOutcome.ERROR:
+            log.info("bind refused pod=%s/%s node=%s: %s", namespace, name, node,
+                     decision.message)
+            return decision.message
+        answer = self._answer(uid)
+        own = self.drain(caller=uid)  # may post Bindings, which resolve `answer`
+        if own is not None:
+            await self._bind(own)
+        limit = min(max(decision.deadline - self.clock(), 0.0) + _DEADLINE_GRACE_SECONDS,
+                    self.config.bind_hold_limit)
+        try:
+            return await asyncio.wait_for(asyncio.shield(answer), timeout=limit)
+        except TimeoutError:
+            message = self.manager.bind_wait_expired(uid, limit)
+            if not self.manager.bind_in_flight(uid):
+                self._answers.pop(uid, None)
+            return message
+
+    def _answer(self, uid: str) -> asyncio.Future[str | None]:
+        fut = self._answers.get(uid)
+        if fut is None or fut.done():
+            fut = asyncio.get_running_loop().create_future()
+            self._answers[uid] = fut
+        return fut
+
+    def _resolve(self, uid: str, error: str | None) -> None:
+        fut = self._answers.pop(uid, None)
+        if fut is not None and not fut.done():
+            fut.set_result(error)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _bind(self, action: BindPod) -> None:
+        pod = action.pod
+        self._answer(pod.uid)
+        error = await self._post_binding(pod.namespace, pod.name, pod.uid, action.node)
+        if error is None:
+            log.info("bound pod=%s node=%s gang=%s", pod.key, action.node, action.gang or "-")
+        else:
+            log.warning("bind failed pod=%s node=%s gang=%s: %s", pod.key, action.node,
+                        action.gang or "-", error)
+        self.manager.binding_finished(pod.uid, action.node, error, self.clock())
+        self._resolve(pod.uid, error)
+        self.drain()
+
+    async def _post_binding(self, namespace: str, name: str, uid: str, node: str) -> str | None:
+        if self.kube is None:
+            return "no Kubernetes client configured"
+        try:
+            async with self._binding_slots:
+                await self.kube.bind(namespace, name, uid, node)
+            return None
+        except ApiError as exc:
+            if exc.status == 409:
+                # Already assigned: success only if it is assigned where we meant to.
+                try:
+                    pod = await self.kube.get_pod(namespace, name)
+                except (ApiError, OSError) as get_exc:
+                    return f"binding pod {namespace}/{name} to {node}: {exc}; {get_exc}"
+                if pod is not None and (pod.get("spec") or {}).get("nodeName") == node:
+                    return None
+            return f"binding pod {namespace}/{name} to node {node} failed: {exc}"
+        except OSError as exc:
+            return f"binding pod {namespace}/{name} to node {node} failed: {exc}"
+        except Exception as exc:
+            return f"binding pod {namespace}/{name} to node {node} failed: {exc!r}"
+
+    # ----- time ------------------------------------------------------------------------
+
+    async def tick_loop(self) -> None:
+        while True:
+            self.manager.tick(self.clock())
+            self.drain()
+            await asyncio.sleep(self.config.tick_interval)
