@@ -1,0 +1,142 @@
+"""The layering of docs/architecture.md, checked on the source so that it can fail:
+
+* the core (`extender/core/`) imports nothing but itself and an allow-list of pure
+  standard-library modules: no adapter, no I/O, no clock, no event loop;
+* an adapter (`extender/kube/`, `extender/scheduler/`, `extender/reporting/`,
+  `extender/cli.py`) imports no private name of the core and reaches into no other
+  object's private attributes (`manager._cache`, `fw._plan`): it talks to the gang
+  manager's public API only.
+
+A small AST walk rather than import-linter: import-linter checks which modules import
+which, but not private names nor attribute access, which is where the old adapters
+broke the layering.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent / "extender"
+ADAPTERS = ("kube", "scheduler", "reporting")
+
+# Pure modules the core may use. Anything else (asyncio, time, os, socket, logging,
+# httpx, fastapi, kubernetes, ...) is I/O, a clock or a framework: it belongs in an adapter.
+CORE_ALLOWED = frozenset({
+    "__future__", "bisect", "collections", "dataclasses", "datetime", "enum", "fractions",
+    "functools", "heapq", "itertools", "math", "re", "typing",
+})
+
+
+@dataclass(frozen=True)
+class Violation:
+    path: str
+    line: int
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.what}"
+
+
+def _line(node: ast.AST) -> int:
+    return int(getattr(node, "lineno", 0))
+
+
+def _imported(node: ast.AST) -> list[tuple[str, list[str]]]:
+    """(module, names) for an import statement; names empty for `import x`."""
+    if isinstance(node, ast.Import):
+        return [(a.name, []) for a in node.names]
+    if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        return [(node.module, [a.name for a in node.names])]
+    return []
+
+
+def core_violations(source: str, path: str) -> list[Violation]:
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        for module, _ in _imported(node):
+            top = module.split(".")[0]
+            if module.startswith("extender.") and not module.startswith("extender.core"):
+                out.append(Violation(path, _line(node), f"core imports adapter {module}"))
+            elif top != "extender" and top not in CORE_ALLOWED:
+                out.append(Violation(path, _line(node), f"core imports {module}"))
+    return out
+
+
+def _own_private_names(tree: ast.AST) -> set[str]:
+    """Private names the module defines itself (methods, `self._x = ...`): its own
+    classes may share them, as one module's parts do."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+    return {n for n in names if n.startswith("_")}
+
+
+def adapter_violations(source: str, path: str) -> list[Violation]:
+    out = []
+    tree = ast.parse(source)
+    own = _own_private_names(tree)
+    for node in ast.walk(tree):
+        for module, names in _imported(node):
+            if module.startswith("extender.core"):
+                out += [Violation(path, _line(node), f"imports private {module}.{n}")
+                        for n in names if n.startswith("_")]
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                and not node.attr.startswith("__") and node.attr not in own
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+            out.append(Violation(path, _line(node), f"reaches into private .{node.attr}"))
+    return out
+
+
+def _sources(paths: list[Path]) -> list[tuple[str, str]]:
+    return [(p.read_text(), str(p.relative_to(ROOT.parent))) for p in paths]
+
+
+def test_the_core_imports_no_adapter_and_no_io() -> None:
+    files = sorted((ROOT / "core").rglob("*.py"))
+    assert len(files) > 20  # the walk found the core
+    found = [v for src, path in _sources(files) for v in core_violations(src, path)]
+    assert not found, "\n".join(map(str, found))
+
+
+def test_adapters_use_only_the_public_api_of_the_core() -> None:
+    files = sorted(p for d in ADAPTERS for p in (ROOT / d).rglob("*.py"))
+    files.append(ROOT / "cli.py")
+    assert len(files) > 10
+    found = [v for src, path in _sources(files) for v in adapter_violations(src, path)]
+    assert not found, "\n".join(map(str, found))
+
+
+@pytest.mark.parametrize(("source", "what"), [
+    ("import asyncio\n", "core imports asyncio"),
+    ("import time\n", "core imports time"),
+    ("from extender.scheduler.dispatch import Dispatcher\n",
+     "core imports adapter extender.scheduler.dispatch"),
+])
+def test_the_core_check_fails_on_a_bad_import(source: str, what: str) -> None:
+    assert [v.what for v in core_violations(source, "x.py")] == [what]
+
+
+@pytest.mark.parametrize(("source", "what"), [
+    ("from extender.core.manager import _ARRIVAL_MAX_AGE_SECONDS\n",
+     "imports private extender.core.manager._ARRIVAL_MAX_AGE_SECONDS"),
+    ("def f(manager):\n    return manager._cache\n", "reaches into private ._cache"),
+    ("def f(fw, pod):\n    return fw._gang_key(pod)\n", "reaches into private ._gang_key"),
+])
+def test_the_adapter_check_fails_on_private_access(source: str, what: str) -> None:
+    assert [v.what for v in adapter_violations(source, "x.py")] == [what]
+
+
+def test_own_private_attributes_and_dunders_are_fine() -> None:
+    source = (
+        "class A:\n    def f(self):\n        return self._x, type(self).__name__\n"
+        "    def _g(self):\n        pass\n"
+        "class B:\n    def h(self, a):\n        a._g()\n"
+    )
+    assert adapter_violations(source, "x.py") == []
