@@ -7,8 +7,9 @@ POST cost 1.47 ms of extender CPU through the default transport and 0.11 ms over
 streams; Bindings were 43 % of the extender's CPU in the end-to-end benchmark
 (docs/performance.md). The extender talks to exactly one server, the API server, and
 only with plain requests and watch streams, so the little HTTP/1.1 it needs is written
-here: Content-Length and chunked bodies, keep-alive with a bounded idle pool, one retry
-when a reused connection turns out to have been closed by the server before it answered.
+here: Content-Length and chunked bodies, keep-alive with a bounded idle pool, and one
+retry of a GET whose reused connection the server closed before it answered (never of a
+POST or PATCH: see `_exchange`).
 
 httpx stays the client API (requests, responses, timeouts, content decoding, errors);
 only the bytes on the wire move through this module.
@@ -28,6 +29,11 @@ _HEAD_LIMIT = 1 << 20  # largest response head or chunk-size line accepted
 _CRLF = b"\r\n"
 _NO_BODY_STATUS = frozenset({204, 304})
 _HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
+# The only requests sent a second time after a reused connection failed them: "safe"
+# methods (RFC 9110, 9.2.1), which change nothing on the server however many copies of
+# them it processed. A POST or PATCH that went out may have been acted on even though no
+# answer came back (a Binding made, an Event created), so its failure is the caller's.
+_SAFE_METHODS = frozenset({b"GET", b"HEAD", b"OPTIONS"})
 
 _Key = tuple[str, str, int]
 
@@ -376,12 +382,21 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
         request: httpx.Request | None,
     ) -> tuple[_Conn, _Head]:
         """Send `wire` on a pooled (or new) connection and read the response head; the
-        caller reads the body with `_Body`, which returns the connection to the pool."""
+        caller reads the body with `_Body`, which returns the connection to the pool.
+
+        A request is sent twice only when HTTP makes that harmless: a pooled connection
+        the server is seen to have closed is dropped before a byte is written (at
+        checkout), and a safe method that failed on a reused connection before its
+        response head was read is sent once more on a new one. Anything else that went
+        out and failed is the caller's error: the server may have read it and acted on
+        it, and only the caller knows how to check (a Binding's 409 and a GET of the pod,
+        in the runtime)."""
         self.stats.requests += 1
         self.stats.by_key[key] = self.stats.by_key.get(key, 0) + 1
+        safe = method in _SAFE_METHODS
         for attempt in range(2):
             conn = self._checkout(key)
-            reused = conn is not None
+            resend = safe and conn is not None and attempt == 0
             if conn is None:
                 conn = await self._connect(key, connect_timeout, request)
             conn.used += 1
@@ -402,13 +417,15 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
                                         request=request) from None
             except asyncio.IncompleteReadError as exc:
                 conn.close()
-                if reused and attempt == 0 and not exc.partial:
-                    # The server closed an idle connection before reading the request:
-                    # nothing was done, so sending it again on a new one is safe.
+                if resend:
+                    # Most likely the server closed the idle connection as the request
+                    # went out; whether it read it or not, a safe method may go again.
                     self.stats.retries += 1
                     continue
                 raise httpx.RemoteProtocolError(
-                    "server disconnected without sending a response", request=request
+                    "server disconnected without sending a response"
+                    + ("" if safe else f" (a {method.decode()} is not resent)"),
+                    request=request,
                 ) from exc
             except asyncio.LimitOverrunError as exc:
                 conn.close()
@@ -416,7 +433,7 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
                                                 request=request) from exc
             except OSError as exc:
                 conn.close()
-                if reused and attempt == 0:
+                if resend:
                     self.stats.retries += 1
                     continue
                 raise httpx.ReadError(f"request failed: {exc!r}", request=request) from exc
