@@ -1,15 +1,24 @@
 """An httpx transport on asyncio's own streams: HTTP/1.1 with keep-alive, nothing more.
 
-Why not httpx's default (httpcore): on asyncio it runs TLS through anyio's ``TLSStream``,
-which feeds ``ssl.MemoryBIO`` from Python on every read and write, plus h11's pure-Python
-parser and a pool scanned per request. Measured against the local API server, one Binding
-POST cost 1.47 ms of extender CPU through the default transport and 0.11 ms over asyncio
-streams; Bindings were 43 % of the extender's CPU in the end-to-end benchmark
-(docs/performance.md). The extender talks to exactly one server, the API server, and
-only with plain requests and watch streams, so the little HTTP/1.1 it needs is written
-here: Content-Length and chunked bodies, keep-alive with a bounded idle pool, and one
-retry of a GET whose reused connection the server closed before it answered (never of a
-POST or PATCH: see `_exchange`).
+Why it is kept instead of a library (2026-11-24, `.venv/bin/python -m bench.binding_client`
+after `.venv/bin/pip install aiohttp kubernetes_asyncio`; docs/performance.md, "The API
+client"): one Binding POST, 16 in flight on uvloop against the local API server, cost the
+client process 152 µs of CPU through `_Writer` and this module's `request`, 247 µs
+through aiohttp 3.14 (1.65 times: the median of 5 repetitions' ratios; 1.67 with its
+cookie jar and decompression off), 776 µs through kubernetes_asyncio 36.1 (5.0 times)
+and 3.2 ms through httpx's default transport (21 times). Two more runs that day gave
+1.71 and 2.02 for aiohttp. The bar for replacing this module with a maintained library
+was 15 %.
+
+Why httpx's default (httpcore) costs so much: on asyncio it runs TLS through anyio's
+``TLSStream``, which feeds ``ssl.MemoryBIO`` from Python on every read and write, plus
+h11's pure-Python parser and a pool scanned per request. Bindings were 43 % of the
+extender's CPU in the end-to-end benchmark when they went through it. The extender talks
+to exactly one server, the API server, and only with plain requests and watch streams,
+so the little HTTP/1.1 it needs is written here (the response framing in `http1`):
+Content-Length and chunked bodies, keep-alive with a bounded idle pool, and one retry of
+a GET whose reused connection the server closed before it answered (never of a POST or
+PATCH: see `_exchange`).
 
 httpx stays the client API (requests, responses, timeouts, content decoding, errors);
 only the bytes on the wire move through this module.
