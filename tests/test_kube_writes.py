@@ -150,3 +150,32 @@ def test_host_header_and_pool_key_from_the_base_url(base: str, host: bytes,
     assert writer.headers.split(b"\r\n")[0] == host
     assert writer.key == key
     assert (writer.timeout, writer.connect_timeout) == (2.0, 5.0)
+
+
+def test_binding_read_then_dropped_by_the_server_is_an_error_not_a_second_binding() -> None:
+    """The server reads a Binding on a kept-alive connection and closes it unanswered:
+    the Binding may have been made, so it is not sent again; `kube.bind` raises (the
+    runtime turns that into a failed bind) and the server saw it once."""
+
+    async def handler(peer: Peer) -> None:
+        req = await peer.request()
+        assert req is not None
+        await peer.send(_created(req))
+        if peer.index == 0:
+            await peer.request()
+            return  # closes without an answer
+        while (req := await peer.request()) is not None:
+            await peer.send(_created(req))
+
+    async def go() -> None:
+        async with serve(handler) as (server, url):
+            kube, transport = _kube(url)
+            await kube.bind("ns", "p-0", "u-0", "node-1")
+            with pytest.raises(httpx.RemoteProtocolError, match="POST is not resent"):
+                await kube.bind("ns", "p-1", "u-1", "node-1")
+            await kube.bind("ns", "p-2", "u-2", "node-1")
+            assert [(q.conn, json.loads(q.body)["metadata"]["name"])
+                    for q in server.requests] == [(0, "p-0"), (0, "p-1"), (1, "p-2")]
+            assert transport.stats.retries == 0
+
+    run(go())

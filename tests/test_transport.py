@@ -523,17 +523,18 @@ def drops_second_request(drop: Callable[[Peer], None]) -> Handler:
     return handler
 
 
-def test_reused_connection_closed_before_answering_is_retried_once() -> None:
+def test_get_on_a_reused_connection_closed_before_answering_is_retried_once() -> None:
     """The race a keep-alive client always has: the server closes an idle connection just
     as a request goes out on it. Here the server reads the second request on the first
-    connection and closes without answering; the transport sends it again on a new one."""
+    connection and closes without answering; a GET is safe to repeat, so the transport
+    sends it again on a new connection."""
 
     async def go() -> None:
         async with serve(drops_second_request(Peer.close)) as (server, url):
             t = AsyncioTransport(None)
             async with client_for(url, t) as client:
                 assert (await client.get("/first")).json()["conn"] == 0
-                r = await client.post("/second", json={"x": 1})
+                r = await client.get("/second")
                 assert r.status_code == 200
                 assert r.json() == {"path": "/second", "conn": 1}
                 assert t.stats.retries == 1
@@ -543,12 +544,64 @@ def test_reused_connection_closed_before_answering_is_retried_once() -> None:
                 assert (await client.get("/third")).json()["conn"] == 1
             assert [(q.conn, q.target) for q in server.requests] == [
                 (0, b"/first"), (0, b"/second"), (1, b"/second"), (1, b"/third")]
-            assert server.requests[1].body == server.requests[2].body == b'{"x":1}'
 
     run(go())
 
 
-def test_reused_connection_reset_by_server_is_retried_once() -> None:
+UNSAFE = ["POST", "PATCH", "PUT", "DELETE"]
+
+
+@pytest.mark.parametrize("drop", [Peer.close, Peer.reset], ids=["close", "reset"])
+@pytest.mark.parametrize("method", UNSAFE)
+def test_unsafe_request_read_then_dropped_on_a_reused_connection_is_not_resent(
+        method: str, drop: Callable[[Peer], None]) -> None:
+    """The same race for a request that changes something: the server read it and may
+    have acted on it (a Binding made) before the connection died, and nothing in HTTP/1.1
+    tells the two apart. Sending it again could do it twice; the caller gets the error
+    and the server sees the request exactly once."""
+
+    async def go() -> None:
+        async with serve(drops_second_request(drop)) as (server, url):
+            t = AsyncioTransport(None)
+            async with client_for(url, t) as client:
+                assert (await client.get("/first")).json()["conn"] == 0
+                with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
+                    await client.request(method, "/second", content=b'{"x":1}')
+                # the error left nothing behind: the next request opens a new connection
+                assert (await client.get("/third")).json()["conn"] == 1
+            assert t.stats.retries == 0
+            assert [(q.conn, q.method, q.target) for q in server.requests] == [
+                (0, b"GET", b"/first"), (0, method.encode(), b"/second"),
+                (1, b"GET", b"/third")]
+
+    run(go())
+
+
+@pytest.mark.parametrize("drop", [Peer.close, Peer.reset], ids=["close", "reset"])
+def test_raw_request_path_does_not_resend_a_post(drop: Callable[[Peer], None]) -> None:
+    """`AsyncioTransport.request`, the path Bindings, patches and Events take, follows
+    the same rule: one POST on the wire, an error to the caller."""
+
+    async def go() -> None:
+        async with serve(drops_second_request(drop)) as (server, _):
+            t = AsyncioTransport(None)
+            key = ("http", "127.0.0.1", server.port)
+            host = f"Host: 127.0.0.1:{server.port}\r\n".encode()
+            status, _ = await t.request(key, b"POST", b"/first", host, b"{}", 2.0)
+            assert status == 200
+            with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
+                await t.request(key, b"POST", b"/second", host, b"{}", 2.0)
+            status, _ = await t.request(key, b"GET", b"/third", host, b"", 2.0)
+            assert status == 200
+            assert t.stats.retries == 0
+            assert [(q.conn, q.target) for q in server.requests] == [
+                (0, b"/first"), (0, b"/second"), (1, b"/third")]
+            await t.aclose()
+
+    run(go())
+
+
+def test_get_on_a_reused_connection_reset_by_server_is_retried_once() -> None:
     """Same race, but the server answers the request with an RST (OSError path)."""
 
     async def go() -> None:
@@ -563,9 +616,11 @@ def test_reused_connection_reset_by_server_is_retried_once() -> None:
     run(go())
 
 
-def test_idle_connection_seen_closed_is_discarded_without_a_retry() -> None:
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_idle_connection_seen_closed_is_discarded_without_a_retry(method: str) -> None:
     """When the server's close has already arrived, the pool drops that connection at
-    checkout and the request goes straight to a new one."""
+    checkout and the request goes straight to a new one: nothing was written on the old
+    one, so this is safe for a POST too, and it is not a retry."""
 
     async def handler(peer: Peer) -> None:
         req = await peer.request()
@@ -584,9 +639,12 @@ def test_idle_connection_seen_closed_is_discarded_without_a_retry() -> None:
                 key = ("http", "127.0.0.1", server.port)
                 (idle,) = t._idle[key]
                 await until(lambda: not idle.reusable())
-                assert (await client.get("/second")).json()["conn"] == 1
+                r = await client.request(method, "/second", content=b"{}")
+                assert r.json()["conn"] == 1
             assert t.stats.retries == 0
             assert t.stats.connects == 2
+            assert [(q.conn, q.method) for q in server.requests] == [
+                (0, b"GET"), (1, method.encode())]
 
     run(go())
 
