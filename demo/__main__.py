@@ -1,6 +1,6 @@
 """The demo: the classic gang deadlock, replayed with the stock scheduler and then with ours.
 
-    .venv/bin/python -m e2e.demo [--out demo-out] [--stock-wait 40]
+    .venv/bin/python -m demo [--out demo-out] [--stock-wait 40]
 
 One local control plane (etcd, kube-apiserver, kube-controller-manager, the stock
 kube-scheduler) with 4 fake nodes. The same workload is submitted twice, all at once:
@@ -716,7 +716,7 @@ def _wrap(text: str, width: int) -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m e2e.demo",
+    ap = argparse.ArgumentParser(prog="python -m demo",
                                  description=(__doc__ or "").split("\n\n")[0])
     d = Workload()
     ap.add_argument("--out", type=Path, default=Path("demo-out"),
