@@ -23,9 +23,9 @@ JSON, orjson, no model objects), an in-memory index, and a worker pool for the s
 writes and deletes through :class:`~e2e.harness.rawapi.RawApi` (keep-alive connections set
 up from the kubeconfig, no generated API layer). A real kubelet runs on other machines;
 this one shares the machine with the schedulers being benchmarked, so its per-pod writes
-take the cheaper client: about 1.1 ms of CPU per pod against 2.2 ms through the generated
-client with every response read (and 11 ms with responses left unread, each call then
-opening a new TLS connection); ``python -m bench.kubelet_writes`` measures it.
+take the cheaper client: about 1.0 ms of CPU per pod against 2.0-2.1 ms through the
+generated client with every response read (and 10 ms with responses left unread, each call
+then opening a new TLS connection); ``python -m bench.kubelet_writes`` measures it.
 
 Run it as a process (preferred, survives test-runner oddities)::
 
