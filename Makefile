@@ -22,11 +22,11 @@ deps:
 	bash e2e/setup-deps.sh >/dev/null
 
 demo: setup
-	$(PY) -m e2e.demo --out demo-out
+	$(PY) -m demo --out demo-out
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check extender tests e2e bench
-	$(VENV)/bin/mypy --strict extender bench e2e tests
+	$(VENV)/bin/ruff check extender tests e2e bench demo
+	$(VENV)/bin/mypy --strict extender bench e2e tests demo
 
 unit: $(STAMP)
 	$(VENV)/bin/pytest tests -q

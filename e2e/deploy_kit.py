@@ -27,7 +27,7 @@ import yaml
 
 from e2e.harness.cluster import REPO_ROOT, ControlPlane, http_ok
 from e2e.harness.fixtures import kube
-from e2e.harness.k8s import ApiException, client
+from e2e.harness.k8s import ApiException, client, config, dynamic
 from e2e.harness.process import ManagedProcess, free_port
 
 DEPLOY_DIR = REPO_ROOT / "deploy"
@@ -157,9 +157,7 @@ def rbac_docs(docs: Iterable[Doc]) -> list[Doc]:
 
 
 def dynamic_client(api_client: Any) -> Any:
-    from kubernetes.dynamic import DynamicClient
-
-    return DynamicClient(api_client)
+    return dynamic.DynamicClient(api_client)
 
 
 def apply(dyn: Any, docs: Iterable[Doc], dry_run: bool = False,
@@ -215,8 +213,6 @@ def sa_kubeconfig(cp: ControlPlane, core: Any, namespace: str, name: str, path: 
 
 
 def sa_api_client(kubeconfig: Path) -> Any:
-    from e2e.harness.k8s import config
-
     cfg = client.Configuration()
     config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
     return client.ApiClient(cfg)

@@ -20,6 +20,7 @@ import pytest
 
 from e2e.harness.cluster import Cluster, ControlPlane, http_ok
 from e2e.harness.fixtures import kube
+from e2e.harness.k8s import watch
 from e2e.harness.process import ManagedProcess, free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -153,8 +154,6 @@ class Recorder:
         self._stop.set()
 
     def _run(self) -> None:
-        from kubernetes import watch
-
         core = kube().core
         rv = core.list_namespaced_pod(self.namespace).metadata.resource_version
         self._ready.set()

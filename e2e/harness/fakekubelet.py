@@ -18,13 +18,14 @@ Annotations understood (on the pod):
 Deletion: pods with a deletionTimestamp on fake nodes (or on no node) are force-deleted, as a
 kubelet would after stopping containers.
 
-Scale: one LIST then a WATCH for pods and for fake nodes, an in-memory index, and a worker
-pool for the status writes, all through :class:`~e2e.harness.rawapi.RawApi` (orjson over
-keep-alive connections set up from the kubeconfig; no generated API layer, no model
-objects). A real kubelet runs on other machines; this one shares the machine with the
-schedulers being benchmarked, so it is kept to well under a millisecond of CPU per pod
-(it used ~4 ms when every write went through the generated client and, its response left
-unread, opened a new TLS connection).
+Scale: one LIST then a WATCH for pods and for fake nodes (the generated client on raw
+JSON, orjson, no model objects), an in-memory index, and a worker pool for the status
+writes and deletes through :class:`~e2e.harness.rawapi.RawApi` (keep-alive connections set
+up from the kubeconfig, no generated API layer). A real kubelet runs on other machines;
+this one shares the machine with the schedulers being benchmarked, so its per-pod writes
+take the cheaper client: about 1.0 ms of CPU per pod against 2.0-2.1 ms through the
+generated client with every response read (and 10 ms with responses left unread, each call
+then opening a new TLS connection); ``python -m bench.kubelet_writes`` measures it.
 
 Run it as a process (preferred, survives test-runner oddities)::
 
@@ -49,19 +50,25 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-import urllib3
 
 from .cluster import REPO_ROOT, Cluster, log_contains
 from .k8s import ApiException, client, config
 from .process import ManagedProcess
-from .rawapi import STRATEGIC_MERGE_PATCH, ApiError, Query, QueryValue, RawApi, path_segment
+from .rawapi import (
+    CONNECT_TIMEOUT,
+    READ_TIMEOUT,
+    STRATEGIC_MERGE_PATCH,
+    ApiError,
+    RawApi,
+    path_segment,
+)
 
 log = logging.getLogger("fakekubelet")
 
@@ -78,6 +85,8 @@ READY_LINE = "fake-kubelet: ready"
 """Logged once both initial LISTs are processed; the process starter waits for it."""
 
 DEFAULT_RENDEZVOUS_RUN_SECONDS = 1.0
+WATCH_READ_TIMEOUT = 150.0
+"""A watch asks the server to end it after 120 s; silence past this means a dead connection."""
 KUBELET_VERSION = "v1.36.3"
 
 
@@ -341,13 +350,15 @@ class KubeletLoop:
 
     Threads: a node informer, a pod informer (LIST + WATCH, relist on 410), a timer thread
     for run-time expiry and a pool for API writes. All state sits behind one lock; API
-    calls are made outside it. Every call goes through :class:`RawApi` over
-    ``api_client``'s connection pool (size it for ``workers`` plus the two watches).
+    calls are made outside it. LISTs and WATCHes go through the generated client, writes
+    through :class:`RawApi` (one keep-alive connection per writer thread); the watches use
+    ``api_client``'s connection pool (size it for the two watches and callers' LISTs).
     """
 
     def __init__(self, api_client: Any, node_selector: str = FAKE_NODE_SELECTOR,
                  workers: int = 8) -> None:
         self.api = api_client
+        self.v1 = client.CoreV1Api(api_client)
         self.raw = RawApi(api_client)
         self.node_selector = node_selector
         self.stop_event = threading.Event()
@@ -394,19 +405,28 @@ class KubeletLoop:
 
     # -- informers -------------------------------------------------------------------
 
-    def _informer(self, kind: str, path: str, query: Query) -> None:
-        """Generic LIST + WATCH on raw JSON with relist on expiry or error."""
-        watch_timeout = urllib3.Timeout(connect=10.0, read=150.0)
+    def _informer(self, kind: str, list_objects: Callable[..., Any], **selector: str) -> None:
+        """LIST + WATCH on raw JSON (``_preload_content=False``, orjson), relisting on
+        expiry or error.
+
+        Through the generated client: a relist comes at most every two minutes, and
+        ``bench.kubelet_writes`` finds a LIST costs the same CPU through it as through
+        :class:`RawApi`, so only the per-pod writes are worth the second client.
+        """
         while not self.stop_event.is_set():
             try:
-                data = self.raw.get_json(path, query)
+                listed = list_objects(**selector, _preload_content=False,
+                                      _request_timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
+                data = orjson.loads(listed.data)
                 rv = data["metadata"]["resourceVersion"]
                 self._replace(kind, data["items"])
                 self._synced[kind].set()
                 while not self.stop_event.is_set():
-                    wq: dict[str, QueryValue] = {**query, "watch": True, "resourceVersion": rv,
-                                                 "allowWatchBookmarks": True, "timeoutSeconds": 120}
-                    with self.raw.stream(path, wq, watch_timeout) as stream:
+                    stream = list_objects(
+                        **selector, watch=True, resource_version=rv, allow_watch_bookmarks=True,
+                        timeout_seconds=120, _preload_content=False,
+                        _request_timeout=(CONNECT_TIMEOUT, WATCH_READ_TIMEOUT))
+                    try:
                         for line in _iter_lines(stream):
                             if self.stop_event.is_set():
                                 return
@@ -418,6 +438,12 @@ class KubeletLoop:
                             rv = obj["metadata"].get("resourceVersion", rv)
                             if typ != "BOOKMARK":
                                 self._event(kind, typ, obj)
+                    finally:
+                        # Read to its end, the connection goes back to the pool; abandoned
+                        # early (stop, an ERROR event), the rest of its body is in flight.
+                        if not stream.closed:
+                            stream.close()
+                        stream.release_conn()
             except _Relist as e:
                 log.info("%s watch expired (%s): relisting", kind, e)
             except Exception as e:
@@ -427,10 +453,10 @@ class KubeletLoop:
                 time.sleep(0.5)
 
     def _node_informer(self) -> None:
-        self._informer("nodes", "/api/v1/nodes", {"labelSelector": self.node_selector})
+        self._informer("nodes", self.v1.list_node, label_selector=self.node_selector)
 
     def _pod_informer(self) -> None:
-        self._informer("pods", "/api/v1/pods", {})
+        self._informer("pods", self.v1.list_pod_for_all_namespaces)
 
     def _replace(self, kind: str, items: list[dict[str, Any]]) -> None:
         """Apply a full LIST: objects missing from it are treated as deleted."""

@@ -1,39 +1,59 @@
-"""A lean JSON client for hot paths: the kubeconfig's connection settings, without the
-kubernetes client's generated layer.
+"""A lean JSON client for the fake kubelet's per-pod writes: the kubeconfig's connection
+settings, without the kubernetes client's generated layer.
 
-Why: the fake kubelet writes one status and one delete per pod. Through the generated API
-each call costs about half a millisecond of CPU (pydantic call validation, parameter and
-body serialisation), and a call made with ``_preload_content=False`` whose body is never
-read costs a whole TLS handshake with a client certificate (~2.5 ms of CPU), because
-urllib3 only returns a connection to its pool once the response has been read. That made
-the fake kubelet, which stands in for machines outside the cluster, spend ~4 ms of CPU per
-pod on the machine running the schedulers being benchmarked.
+Why a second Kubernetes client in the harness, where everything else uses the
+``kubernetes`` package through ``e2e/harness/k8s.py``: the fake kubelet writes two
+statuses and one delete for every pod, on the same 2 cores as the schedulers that
+``bench.e2e`` measures (a real kubelet runs on other machines). Measured with
 
-This client takes everything from the kubernetes ``ApiClient``'s configuration (server,
-CA, client certificate, ``tls-server-name``, ``insecure-skip-tls-verify``, the bearer
-token, refreshed by the kubeconfig loader's hook as usual) and:
+    .venv/bin/python -m bench.kubelet_writes --pods 200 --reps 3
+
+(the fake kubelet's own loop with only its two write methods swapped; CPU of the calling
+thread; medians of 3 × 200 pods; two runs; 2-core VM, kubernetes 37.0.2, urllib3 2.8.0;
+a status write includes building its body, the same in every row):
+
+=============================  ==============  ==============  ===============
+client                         status write    delete          per pod (2 + 1)
+=============================  ==============  ==============  ===============
+generated, response read       0.69 / 0.74 ms  0.61 / 0.66 ms  2.00 / 2.14 ms
+generated, models              1.07 / 1.12 ms  1.00 / 1.04 ms  3.14 / 3.27 ms
+generated, response unread     3.42 / 3.42 ms  3.31 / 3.33 ms  10.2 / 10.2 ms
+RawApi                         0.35 / 0.36 ms  0.32 / 0.32 ms  1.02 / 1.03 ms
+=============================  ==============  ==============  ===============
+
+Used well (``_preload_content=False``, response read), the generated client still costs
+about 1 ms more per pod, as much as the extender's own CPU per pod (README, Performance).
+Around the same ``http.client`` exchange it adds pydantic call validation, parameter and
+body serialisation and urllib3's pool and response wrapping (not broken down further
+here). A response left unread keeps its connection out of urllib3's pool, so
+the next call pays a TLS handshake with a client certificate; that was the ~4 ms per pod
+that first led to this client.
+
+A LIST of all 200 pods costs the same either way (medians of 120 calls: 4.4 / 4.5 ms
+generated, 4.2 / 4.6 ms here) and a watch is one request per two minutes, so the fake
+kubelet lists and watches through the generated client: this one carries only the
+writes. Give it another path only with a measurement that says so.
+
+It takes everything from the kubernetes ``ApiClient``'s configuration (server, CA, client
+certificate, ``tls-server-name``, ``insecure-skip-tls-verify``, the bearer token, refreshed
+by the kubeconfig loader's hook as usual) and:
 
 * sends plain requests over one keep-alive ``http.client`` connection per calling thread
-  (about half the CPU of urllib3's pool for a small PATCH: no pool bookkeeping, URL
-  re-parsing or response wrapping). A request failing on a reused connection the server
-  has meanwhile closed is sent once more on a fresh one, as urllib3 would;
-* streams watches through the ``ApiClient``'s own ``urllib3.PoolManager`` (one request
-  per two minutes: cost does not matter there, and callers share ``_iter_lines``-style
-  readers with the rest of the harness);
-* uses that pool for everything when the kubeconfig names a proxy, which ``http.client``
-  here does not speak;
-* encodes bodies with orjson and always reads or closes responses, so connections stay
-  alive.
+  (no pool bookkeeping, URL re-parsing or response wrapping). A request failing on a reused
+  connection the server has meanwhile closed is sent once more on a fresh one, as urllib3
+  would;
+* uses the ``ApiClient``'s own ``urllib3.PoolManager`` when the kubeconfig names a proxy,
+  which ``http.client`` here does not speak;
+* encodes bodies with orjson and always reads responses, so connections stay alive.
 """
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import socket
 import ssl
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -127,10 +147,10 @@ class _Connection(http.client.HTTPConnection):
 
 
 class RawApi:
-    """GET/PATCH/DELETE/WATCH with JSON bytes, configured like the given ``ApiClient``.
+    """Requests with JSON bodies, configured like the given ``ApiClient``.
 
-    Thread-safe: each thread gets its own connection for :meth:`request`; watches use the
-    ``ApiClient``'s (thread-safe) urllib3 pool.
+    Thread-safe: each thread gets its own connection for :meth:`request`; through a proxy,
+    requests share the ``ApiClient``'s (thread-safe) urllib3 pool.
     """
 
     def __init__(self, api_client: Any) -> None:
@@ -236,27 +256,3 @@ class RawApi:
             except BaseException:
                 conn.close()  # mid-exchange: the connection's state is unknown
                 raise
-
-    def get_json(self, path: str, query: Query | None = None) -> Any:
-        """GET and decode (a LIST, typically)."""
-        return orjson.loads(self.request("GET", path, query))
-
-    @contextlib.contextmanager
-    def stream(
-        self, path: str, query: Query | None, timeout: urllib3.Timeout,
-    ) -> Iterator[urllib3.BaseHTTPResponse]:
-        """A streaming GET (a WATCH): yields the unread response.
-
-        On leaving, a response read to its end goes back to the pool; one abandoned early
-        (stop, an ERROR event) is closed, since the rest of its body is still in flight.
-        """
-        r = self.pool.request("GET", self.url(path, query), headers=self.headers(),
-                              timeout=timeout, preload_content=False)
-        try:
-            if not 200 <= r.status <= 299:
-                raise ApiError(r.status, r.reason or "", r.read())
-            yield r
-        finally:
-            if not r.closed:
-                r.close()
-            r.release_conn()

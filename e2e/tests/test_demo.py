@@ -1,4 +1,4 @@
-"""The demo (``python -m e2e.demo``) keeps working: a smaller run of the same command.
+"""The demo (``python -m demo``) keeps working: a smaller run of the same command.
 
 Run as a subprocess: the demo starts its own control plane and points the harness helpers
 at it (``use_cluster``), which must not disturb the session's cluster used by other tests.
@@ -37,7 +37,7 @@ def binaries_env() -> dict[str, str]:
 @pytest.mark.timeout(150)
 def test_demo_stock_hangs_gang_completes(tmp_path: Path) -> None:
     out = tmp_path / "demo-out"
-    cmd = [sys.executable, "-m", "e2e.demo", "--out", str(out), "--stock-wait", "10",
+    cmd = [sys.executable, "-m", "demo", "--out", str(out), "--stock-wait", "10",
            "--big-pods", str(BIG), "--quick-pods", str(QUICK), "--run-seconds", "3",
            "--timeout", "100"]
     proc = subprocess.run(cmd, cwd=REPO_ROOT, env=binaries_env(), capture_output=True,
