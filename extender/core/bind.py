@@ -9,6 +9,7 @@ success.
 from __future__ import annotations
 
 from extender.core.cache import Cache
+from extender.core.commit import Commit
 from extender.core.parked import Parked
 from extender.core.permit import Permit
 from extender.core.reservations import Reservations
@@ -27,11 +28,17 @@ def _error(message: str) -> BindDecision:
 
 class Bind:
     def __init__(
-        self, cache: Cache, reservations: Reservations, permit: Permit, parked: Parked
+        self,
+        cache: Cache,
+        reservations: Reservations,
+        permit: Permit,
+        commit: Commit,
+        parked: Parked,
     ) -> None:
         self._cache = cache
         self._reservations = reservations
         self._permit = permit
+        self._commit = commit
         self._parked = parked
 
     def bind(self, namespace: str, name: str, uid: str, node: str, now: float) -> BindDecision:
@@ -86,7 +93,7 @@ class Bind:
                 f"lacks {format_resources(pod.requests)}"
             )
         self._permit.wait(uid, node)
-        self._permit.commit(group, res.slots)
+        self._commit.maybe(group, now)
         return BindDecision(BindOutcome.WAIT, deadline=res.deadline)
 
     def _bind_now(self, pod: PodInfo, node: str, now: float) -> BindDecision:

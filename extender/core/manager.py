@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from extender.core.bind import Bind
 from extender.core.cache import Cache
 from extender.core.cache.tombstones import Tombstones
+from extender.core.commit import Commit
 from extender.core.config import Config
 from extender.core.explain import Explanations
 from extender.core.filter import Filter, reject
@@ -27,6 +28,7 @@ from extender.core.planner import GangPlanner, plan_group
 from extender.core.queue.arrivals import Arrivals
 from extender.core.queue.backoff import Backoffs
 from extender.core.queue.gang_queue import GangQueue
+from extender.core.repair import Repair
 from extender.core.reservations import Reservations
 from extender.core.timeouts import Timeouts
 from extender.core.types import GroupInfo, NodeInfo, PodInfo
@@ -57,6 +59,8 @@ class Core:
     parked: Parked
     permit: Permit
     reservations: Reservations
+    repair: Repair
+    commit: Commit
     explanations: Explanations
     backoffs: Backoffs
     arrivals: Arrivals
@@ -73,15 +77,17 @@ class Core:
         parked = Parked(cache.pods)
         permit = Permit(cache, outbox, parked)
         reservations = Reservations(cache, permit, parked, outbox)
+        repair = Repair(cache, reservations, permit)
+        commit = Commit(cache, reservations, permit, repair)
         explanations = Explanations(cache, reservations, outbox)
         queue = GangQueue(config, cache, reservations, permit, backoffs, explanations, parked,
                           outbox, planner)
         return cls(
-            config, cache, Tombstones(), outbox, parked, permit, reservations, explanations,
-            backoffs, arrivals, queue,
+            config, cache, Tombstones(), outbox, parked, permit, reservations, repair, commit,
+            explanations, backoffs, arrivals, queue,
             Filter(config, cache, reservations, permit, queue, backoffs, arrivals,
                    explanations, parked),
-            Bind(cache, reservations, permit, parked),
+            Bind(cache, reservations, permit, commit, parked),
             Timeouts(config, cache, reservations, permit, backoffs, explanations, queue,
                      outbox),
         )
@@ -97,11 +103,13 @@ class GangManager:
     # ----- watch input ------------------------------------------------------------------
 
     def on_node(self, node: NodeInfo) -> None:
-        self._cache.upsert_node(node)
+        if self._cache.upsert_node(node):
+            # Cordoned, tainted, relabelled or shrunk: slots that no longer fit move now.
+            self._core.repair.node(node.name)
 
     def on_node_deleted(self, name: str) -> None:
-        self._reservations.node_deleted(name)
         self._cache.remove_node(name)
+        self._core.repair.node(name)
 
     def on_pod(self, pod: PodInfo, now: float) -> None:
         c = self._core
@@ -137,6 +145,9 @@ class GangManager:
             # Created just now, or its scheduling gates were lifted: the gang is arriving.
             c.arrivals.member_arrived(gang, now)
         self._cache.upsert_pod(pod)
+        if pod.takes_capacity:
+            # Bound by anyone onto a node with reservations: slots it squeezes out move now.
+            c.repair.squeezed(pod.node_name)
         c.queue.members_changed()
         if gang is not None:
             c.timeouts.check_quorum_bound(gang, now)
@@ -165,9 +176,8 @@ class GangManager:
             self._reservations.release(res, f"PodGroup {group.key} was recreated")
         self._cache.upsert_group(group)
         c.queue.members_changed()
-        res = self._reservations.get(group.key)
-        if res is not None:  # a lower minMember may complete a gang whose binds wait
-            self._permit.commit(group, res.slots)
+        # A lower minMember may complete a gang whose binds wait.
+        c.commit.maybe(group, now)
         c.timeouts.check_quorum_bound(group.key, now)
 
     def on_group_deleted(self, key: str) -> None:

@@ -3,9 +3,10 @@
 kube-scheduler's Permit extension point, built from the extender's bind verb: a gang
 member's bind request is held open (it *waits*) until bound + binding + waiting members
 of the gang reach `minMember`; then every waiting member of the gang is let through at
-once (the *commit*). This is the invariant behind "never a partial bind": a member's
-Binding is created only by `commit` (or, once the quorum is bound, one by one like a
-plain pod). The states of one bind request are drawn in docs/architecture.md.
+once (the *commit*, `core/commit.py`). This is the invariant behind "never a partial
+bind": a member's Binding is created only by `let_through` (or, once the quorum is
+bound, one by one like a plain pod). The states of one bind request are drawn in
+docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -79,14 +80,15 @@ class Permit:
             self._outbox.append(RejectWaitingBind(uid, message))
             self._parked.turned_away(uid)
 
-    def commit(self, group: GroupInfo, slots: Mapping[str, object]) -> None:
-        """Let every waiting member of the gang through, if the quorum is assembled."""
-        if self.assembled(group) < group.min_member:
-            return
-        for uid in [u for u in self._waiting if u in slots]:
+    def let_through(self, gang: str, slots: Mapping[str, object]) -> list[str]:
+        """Every waiting member with a slot gets its Binding: the commit
+        (`core/commit.py`) found the quorum assembled and every node still fitting."""
+        through = [u for u in self._waiting if u in slots]
+        for uid in through:
             node = self._waiting.pop(uid)
             self._binding[uid] = node
-            self._outbox.append(BindPod(ref(self._cache.pods[uid]), node, group.key))
+            self._outbox.append(BindPod(ref(self._cache.pods[uid]), node, gang))
+        return through
 
     def bind_now(self, pod: PodInfo, node: str) -> None:
         """A plain pod or an elastic extra: no barrier. Charged at once so the next bind

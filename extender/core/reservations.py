@@ -36,6 +36,10 @@ class Reservation:
     created: float
     deadline: float
     slots: dict[str, Slot] = field(default_factory=dict)  # pod uid -> slot
+    # Members let through the permit barrier by this reservation's commit, and when:
+    # if the gang still ends below its quorum, these are the pods to evict.
+    committed: set[str] = field(default_factory=set)
+    committed_at: float | None = None
 
     def slot_views(self) -> tuple[SlotView, ...]:
         return tuple(SlotView(ref(s.pod), s.node, dict(s.pod.requests))
@@ -138,6 +142,15 @@ class Reservations:
             return None
         return slot.node
 
+    def move_off(self, res: Reservation, pod: PodInfo, node: str) -> str | None:
+        """Move a member's slot off `node`, which can no longer take it, to any other node
+        that fits now; None: none does, and the slot is dropped (the reservation falls
+        short until a replacement slot is found or its deadline passes)."""
+        self._remove(res, pod.uid)
+        others = [n for n in self._cache.nodes if n != node]
+        slot = self.reserve_one(res, pod, others) if others else None
+        return slot.node if slot is not None else None
+
     def retarget(self, res: Reservation, pod: PodInfo, node: str) -> bool:
         """Move a member's slot to the node kube-scheduler chose, if it fits there."""
         old = self._remove(res, pod.uid)
@@ -184,12 +197,6 @@ class Reservations:
             for uid in list(res.slots):
                 self.unreserve(res, uid, "quorum is bound")
         return res
-
-    def node_deleted(self, name: str) -> None:
-        for res in list(self._by_gang.values()):
-            for uid, slot in list(res.slots.items()):
-                if slot.node == name:
-                    self.unreserve(res, uid, f"node {name} was deleted")
 
     def expired(self, now: float) -> list[Reservation]:
         return [r for r in self._by_gang.values() if r.deadline <= now]

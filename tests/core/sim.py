@@ -79,6 +79,8 @@ class SimScheduler:
         self.woken: list[tuple[str, str, str]] = []  # (namespace, name, uid)
         self.last_filter: dict[str, str] = {}
         self.actions: list[object] = []  # every action taken, in order
+        # Bindings that left their node over-committed on what the pod requests.
+        self.overcommits: list[str] = []
         self.view = KubeSchedulerView()
         self._charged: dict[str, tuple[str, Resources]] = {}  # uid -> what the view counts
 
@@ -161,7 +163,35 @@ class SimScheduler:
         self.drain()
         return "bound" if self.cache.pods[uid].node_name else "held"
 
+    def bind_foreign(self, p: PodInfo, node_name: str) -> PodInfo:
+        """A pod bound by someone else (another scheduler, or created with spec.nodeName):
+        the extender only hears of it from the watch."""
+        bound = dataclasses.replace(p, node_name=node_name, phase="Running",
+                                    scheduler_name="default-scheduler")
+        self.manager.on_pod(bound, self.now)
+        self.drain()
+        return bound
+
+    def _overcommit(self, uid: str, node_name: str) -> str | None:
+        """Whether binding `uid` to `node_name` leaves the node over-committed on any
+        resource the pod requests (bound pods only: what the kubelet would admit)."""
+        p = self.cache.pods[uid]
+        n = self.cache.nodes.get(node_name)
+        if n is None:
+            return f"{p.key} bound to unknown node {node_name}"
+        for r, q in p.requests.items():
+            if q <= 0:
+                continue
+            used = q + sum(o.requests.get(r, 0) for o in self.cache.pods.values()
+                           if o.takes_capacity and o.node_name == node_name and o.uid != uid)
+            if used > n.allocatable.get(r, 0):
+                return f"{p.key} on {node_name}: {r} {used} > {n.allocatable.get(r, 0)}"
+        return None
+
     def _do_bind(self, uid: str, node_name: str) -> None:
+        over = self._overcommit(uid, node_name)
+        if over is not None:
+            self.overcommits.append(over)
         self.bind_log.append((self.now, uid, node_name))
         self.held.discard(uid)
         self.assumed.pop(uid, None)

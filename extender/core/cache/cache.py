@@ -67,6 +67,8 @@ class Cache:
         self._charged: dict[str, PodInfo] = {}
         self._on_node: dict[str, dict[str, PodInfo]] = {}
         self._reserved_on_node: dict[str, dict[str, PodInfo]] = {}
+        # Pods whose Binding is in flight, charged before the API confirms them.
+        self._assumed_on_node: dict[str, dict[str, PodInfo]] = {}
         self.pods_on_node = PodsOnNode(self._on_node, self._reserved_on_node)
         # Told of every change to `nodes` and `free` (all of them go through
         # `_adjust`, `upsert_node` and `remove_node`), so plans need not visit every node.
@@ -91,14 +93,14 @@ class Cache:
 
     # ----- nodes -------------------------------------------------------------------
 
-    def upsert_node(self, node: NodeInfo) -> None:
+    def upsert_node(self, node: NodeInfo) -> bool:
+        """Returns whether anything the extender plans with changed (not on heartbeats)."""
         old = self.nodes.get(node.name)
         self.nodes[node.name] = node
         free = dict(node.allocatable)
-        for pod in self._on_node.get(node.name, {}).values():
-            _add_into(free, pod.requests, -1)
-        for pod in self._reserved_on_node.get(node.name, {}).values():
-            _add_into(free, pod.requests, -1)
+        for charged in (self._on_node, self._reserved_on_node, self._assumed_on_node):
+            for pod in charged.get(node.name, {}).values():
+                _add_into(free, pod.requests, -1)
         old_free = self.free.get(node.name)
         self.free[node.name] = free
         if old_free is None:
@@ -107,6 +109,8 @@ class Cache:
             self.fit_index.changed(node.name)  # not on heartbeats: nothing changed then
         if old is None or old != node:
             self.capacity_epoch += 1
+            return True
+        return False
 
     def remove_node(self, name: str) -> None:
         self.nodes.pop(name, None)
@@ -246,12 +250,19 @@ class Cache:
 
     def assume(self, node: str, pod: PodInfo) -> None:
         """Charge a pod to `node` from the moment its bind is accepted, before the API
-        confirms it, like kube-scheduler's assumed pods."""
+        confirms it, like kube-scheduler's assumed pods. Kept per node, so that a node
+        update recomputing its free capacity does not lose the charge."""
+        self._assumed_on_node.setdefault(node, {})[pod.uid] = pod
         self._adjust(node, pod.requests, -1)
 
     def forget(self, node: str, pod: PodInfo, freed: bool) -> None:
         """Undo `assume`; `freed` when the Binding failed, so capacity really came back
         (a success is charged again by the bound pod itself)."""
+        assumed = self._assumed_on_node.get(node)
+        if assumed is not None:
+            assumed.pop(pod.uid, None)
+            if not assumed:
+                del self._assumed_on_node[node]
         self._adjust(node, pod.requests, +1)
         if freed:
             self.capacity_epoch += 1
