@@ -115,6 +115,7 @@ async def _serve(args: argparse.Namespace) -> None:
     from extender.reporting.status import StatusWriter, observed_kinds
     from extender.scheduler.debug import install_podgroups_route
     from extender.scheduler.dispatch import DispatchConfig, Dispatcher
+    from extender.scheduler.evictions import Evictions
     from extender.scheduler.http import create_app, create_metrics_app, with_fast_verbs
     from extender.scheduler.wakeups import Wakeups
 
@@ -144,9 +145,11 @@ async def _serve(args: argparse.Namespace) -> None:
 
     clock = recorder.clock
     wakeups = Wakeups(manager, kube, clock, on_wake=metrics.wakeups.inc)
+    evictions = Evictions(kube, on_result=lambda r: metrics.evictions.labels(r).inc())
     dispatcher = Dispatcher(manager, kube, wakeups,
                             DispatchConfig(bind_hold_limit=args.bind_hold_limit), clock,
-                            on_report=on_report, on_assembly_wait=metrics.on_assembly_wait)
+                            on_report=on_report, on_assembly_wait=metrics.on_assembly_wait,
+                            evictions=evictions)
     status.clock = clock
     informer = Informer(kube, manager, clock, dispatcher.cache_changed,
                         kinds=observed_kinds(status))

@@ -210,6 +210,7 @@ NEEDED = {
     ("", "pods", "get"),  # dispatch.Dispatcher._post_binding: a 409 "already bound here"?
     ("", "pods", "patch"),  # wakeups.Wakeups._wake: the wake-up annotation
     ("", "pods/binding", "create"),  # kube.bind
+    ("", "pods/eviction", "create"),  # kube.evict: a partial gang's bound members
     ("scheduling.x-k8s.io", "podgroups", "list"),  # informer.GROUPS
     ("scheduling.x-k8s.io", "podgroups", "watch"),
     ("scheduling.x-k8s.io", "podgroups/status", "patch"),  # status.StatusWriter.write
@@ -252,12 +253,20 @@ SCHEDULER_DRA = {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims
                  "verbs": ["create", "delete"]}
 
 
+# The extender evicts the bound members of a partial gang through the Eviction API (so a
+# PodDisruptionBudget is respected): create on pods/eviction, in its own role, and nothing
+# more on that resource anywhere.
+EXTENDER_EVICTION = {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}
+
+
 def test_no_shipped_role_grants_dangerous_rights() -> None:
     roles = _roles()
     assert {"gang-scheduler", "gang-scheduler-extender"} <= roles.keys()
     for name, rules in roles.items():
         for rule in rules:
             if name == "gang-scheduler" and rule == SCHEDULER_DRA:
+                continue
+            if name == "gang-scheduler-extender" and rule == EXTENDER_EVICTION:
                 continue
             assert not set(rule.get("verbs", [])) & NEVER_VERBS, (name, rule)
             resources = set(rule.get("resources", []))

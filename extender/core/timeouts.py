@@ -16,7 +16,11 @@ from extender.core.permit import Permit
 from extender.core.queue.backoff import Backoffs
 from extender.core.queue.gang_queue import GangQueue
 from extender.core.reservations import Reservation, Reservations
-from extender.core.vocabulary import GangBound, GangTimedOut, GroupRef, Reason
+from extender.core.vocabulary import EvictPods, GangBound, GangTimedOut, GroupRef, Reason
+
+# After a commit, its Bindings (and kube-scheduler's retries of any that failed) get at
+# least this long before the reservation may time out and the gang be called partial.
+COMMIT_GRACE_SECONDS = 10.0
 
 
 class Timeouts:
@@ -42,10 +46,14 @@ class Timeouts:
 
     def expire(self, now: float) -> None:
         """Release every reservation past its deadline, unless its Bindings are in
-        flight: their answers decide."""
+        flight (their answers decide) or it committed a moment ago (failed Bindings get
+        kube-scheduler's retry first)."""
         for res in self._reservations.expired(now):
-            if not self._permit.binding_in_flight(res.gang):
-                self._time_out(res, now)
+            if self._permit.binding_in_flight(res.gang):
+                continue
+            if res.committed_at is not None and now < res.committed_at + COMMIT_GRACE_SECONDS:
+                continue
+            self._time_out(res, now)
 
     def check_quorum_bound(self, gang: str, now: float) -> None:
         group = self._cache.groups.get(gang)
@@ -82,12 +90,21 @@ class Timeouts:
                 f"timed out after {now - res.created:.0f}s with {assembled} of {need} members "
                 f"ready (attempt {bo.attempts}); backing off {policy.delay(bo.attempts):g}s"
             )
+        members = self._cache.members(group) if group else []
+        # Partial: its commit let members through, some were bound, the quorum never was
+        # (a Binding failed for good, or a member vanished). Only what this commit bound
+        # is evicted: never a gang this process did not place.
+        partial = tuple(ref(m) for m in members if m.node_name and m.uid in res.committed)
+        if partial:
+            body += (f"; {len(partial)} member(s) bound by its commit are evicted so that "
+                     f"the gang is placed again whole")
         msg = f"gang {res.gang}: {body}"
         slots, nodes = len(res.slots), len({s.node for s in res.slots.values()})
         self._reservations.release(res, body)
         self._queue.quorum_seconds(res.gang, now)  # the next attempt measures afresh
         self._explanations.set(res.gang, reason, msg, now)
-        unbound = tuple(ref(m) for m in self._cache.members(group) if not m.node_name) \
-            if group else ()
+        unbound = tuple(ref(m) for m in members if not m.node_name)
         self._outbox.append(GangTimedOut(gref, msg, bo.attempts, None if bo.failed else bo.until,
-                                         slots, nodes, res.created, unbound))
+                                         slots, nodes, res.created, unbound, partial))
+        if partial:
+            self._outbox.append(EvictPods(res.gang, partial, msg))

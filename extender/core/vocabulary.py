@@ -95,6 +95,16 @@ class WakePods:
 
 
 @dataclass(frozen=True, slots=True)
+class EvictPods:
+    """Evict these pods through the Eviction API (policy/v1): a gang that ended below
+    its quorum after its commit must not keep part of its members running."""
+
+    gang: str
+    pods: tuple[PodRef, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class SlotView:
     pod: PodRef
     node: str
@@ -135,6 +145,9 @@ class GangTimedOut:
     nodes: int
     reserved_at: float
     unbound: tuple[PodRef, ...]  # members still pending after the release
+    # Members this reservation's commit let through that were bound while the rest of
+    # the quorum never was: the gang is partial, and these are evicted (`EvictPods`).
+    evicted: tuple[PodRef, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -151,7 +164,7 @@ class StatusChanged:
 
 Transition = GangReserved | GangBound | GangTimedOut
 Report = Transition | StatusChanged  # for the reporting adapters: status, Events, metrics
-Action = BindPod | RejectWaitingBind | WakePods | Report
+Action = BindPod | RejectWaitingBind | WakePods | EvictPods | Report
 
 
 # ----- results of the verbs ----------------------------------------------------------------

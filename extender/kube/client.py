@@ -244,6 +244,22 @@ class Kube:
         if status not in (200, 201):
             raise _error_from(status, content)
 
+    async def evict(self, namespace: str, name: str, uid: str) -> None:
+        """policy/v1 Eviction of the pod with this uid (a pod of the same name created
+        since is left alone). Raises ApiError: 429 when a PodDisruptionBudget refuses it
+        now, 404 when the pod is gone."""
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+            "deleteOptions": {"preconditions": {"uid": uid}},
+        }
+        status, content = await self._write(
+            b"POST", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", _JSON,
+            orjson.dumps(body))
+        if status not in (200, 201):
+            raise _error_from(status, content)
+
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         status, content = await self._write(b"POST", path, _JSON, orjson.dumps(body))
         if status not in (200, 201):

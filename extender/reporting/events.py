@@ -1,10 +1,12 @@
 """Which gang transition becomes which Kubernetes Event, on which object (architecture.md §6).
 
 PodGroup: Reserved, Bound, TimedOut (Warning), Released, BackingOff (Warning),
-RetryLimitReached (Warning), WaitingForMembers, Queued, WaitingBehindOlderGang,
-InsufficientCapacity (Warning), Running, Finished, MemberFailed (Warning).
+RetryLimitReached (Warning), PartialGangEvicted (Warning), WaitingForMembers, Queued,
+WaitingBehindOlderGang, InsufficientCapacity (Warning), Running, Finished, MemberFailed
+(Warning).
 Pods: Reserved (the node reserved for the pod), TimedOut (Warning) on members still
-unbound when their gang's reservation expires. Bind on pods is kube-scheduler's own
+unbound when their gang's reservation expires, PartialGangEvicted (Warning) on members
+evicted because their gang never reached its quorum. Bind on pods is kube-scheduler's own
 `Scheduled` event; rejections are its `FailedScheduling` events with our message.
 
 Everything an Event says comes with the gang manager's report; nothing is read back.
@@ -36,6 +38,7 @@ from extender.kube.events import EventRecorder, ObjectRef
 # Event reasons beyond the condition reasons (docs/observability.md lists them all).
 RELEASED = "Released"
 BACKING_OFF_EVENT = "BackingOff"
+PARTIAL = "PartialGangEvicted"
 
 # Waiting reasons worth an Event on the PodGroup when the gang enters them (the others
 # come with their own Event from the gang manager's transitions); True: a Warning.
@@ -96,6 +99,16 @@ class GangEvents:
                        f"{delay:.0f}s (at {rfc3339(ev.retry_at)})", warning=True)
         for pod in ev.unbound:
             rec.record(pod_ref(pod), Reason.TIMED_OUT, ev.message, warning=True)
+        if ev.evicted:
+            names = ", ".join(p.name for p in ev.evicted)
+            rec.record(ref, PARTIAL,
+                       f"gang {ev.group.key}: its commit bound {len(ev.evicted)} member(s) "
+                       f"({names}) but the quorum never was; they are evicted so that the "
+                       f"gang is placed again whole", warning=True)
+            for pod in ev.evicted:
+                rec.record(pod_ref(pod), PARTIAL,
+                           f"gang {ev.group.key} ended below its quorum after its commit; "
+                           f"this member is evicted", warning=True)
 
     def on_status(self, group: GroupInfo, old_phase: str, old_reason: str,
                   new: GroupStatus) -> None:

@@ -39,6 +39,13 @@ class Metrics:
                                 "Reservations released at their deadline.", registry=r)
         self.backoffs = Counter("gang_extender_backoffs_total",
                                 "Gangs sent to back off after a timeout.", registry=r)
+        self.partial_gangs = Counter("gang_extender_partial_gangs_total",
+                                     "Gangs that ended below their quorum after their commit "
+                                     "(their bound members are evicted).", registry=r)
+        self.evictions = Counter("gang_extender_evictions_total",
+                                 "Evictions of a partial gang's members: evicted, gone, "
+                                 "refused (a PodDisruptionBudget, to the last attempt), error.",
+                                 ["result"], registry=r)
         self.retry_limit = Counter("gang_extender_retry_limit_reached_total",
                                    "Gangs marked Failed after their last allowed timeout.",
                                    registry=r)
@@ -76,6 +83,8 @@ class Metrics:
                 self.retry_limit.inc()
             else:
                 self.backoffs.inc()
+            if report.evicted:
+                self.partial_gangs.inc()
         elif isinstance(report, GangBound) and report.seconds is not None:
             self.quorum_to_bound.observe(report.seconds)
 

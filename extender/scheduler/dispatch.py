@@ -21,6 +21,7 @@ from extender.core.types import PodInfo
 from extender.core.vocabulary import (
     BindOutcome,
     BindPod,
+    EvictPods,
     FilterResult,
     GangTimedOut,
     RejectWaitingBind,
@@ -29,6 +30,7 @@ from extender.core.vocabulary import (
     WakePods,
 )
 from extender.kube.client import ApiError
+from extender.scheduler.evictions import Evictions
 from extender.scheduler.wakeups import Wakeups
 
 log = logging.getLogger("gang-extender")
@@ -36,6 +38,13 @@ log = logging.getLogger("gang-extender")
 # A waiting bind is answered by the manager's own expiry first, with the gang-level
 # reason; the adapter's limit runs this much past the deadline only against a missed tick.
 _DEADLINE_GRACE_SECONDS = 2.0
+
+# Binding answers worth another try: the API server overloaded or restarting. Resending
+# a Binding is safe by design: if the first one took effect, the second gets 409, and a
+# 409 is success when the pod is bound to the node we asked for (`_post_binding`).
+_TRANSIENT = frozenset({429, 500, 502, 503, 504})
+_BINDING_ATTEMPTS = 3
+_BINDING_RETRY_DELAY = 0.2  # seconds, growing 2.5 times per attempt
 
 
 class BindingApi(Protocol):
@@ -66,10 +75,12 @@ class Dispatcher:
         clock: Callable[[], float] = time.time,
         on_report: Callable[[Report], None] | None = None,
         on_assembly_wait: Callable[[bool, float], None] | None = None,
+        evictions: Evictions | None = None,
     ) -> None:
         self.manager = manager
         self.kube = kube
         self.wakeups = wakeups
+        self.evictions = evictions
         self.config = config or DispatchConfig()
         self.clock = clock
         self.on_report = on_report
@@ -100,6 +111,11 @@ class Dispatcher:
             elif isinstance(action, WakePods):
                 if self.wakeups is not None:
                     self.wakeups.add(action)
+            elif isinstance(action, EvictPods):
+                log.warning("gang=%s partial: evicting %s", action.gang,
+                            ", ".join(p.key for p in action.pods))
+                if self.evictions is not None:
+                    self.evictions.add(action)
             else:
                 if not isinstance(action, StatusChanged):
                     level = logging.WARNING if isinstance(action, GangTimedOut) else logging.INFO
@@ -228,24 +244,41 @@ class Dispatcher:
     async def _post_binding(self, namespace: str, name: str, uid: str, node: str) -> str | None:
         if self.kube is None:
             return "no Kubernetes client configured"
+        delay = _BINDING_RETRY_DELAY
+        for attempt in range(1, _BINDING_ATTEMPTS + 1):
+            error, transient = await self._post_binding_once(namespace, name, uid, node)
+            if error is None or not transient or attempt == _BINDING_ATTEMPTS:
+                return error
+            log.info("binding pod %s/%s to %s: %s; trying again (attempt %d)", namespace,
+                     name, node, error, attempt + 1)
+            await asyncio.sleep(delay)
+            delay *= 2.5
+        return None  # not reached
+
+    async def _post_binding_once(
+        self, namespace: str, name: str, uid: str, node: str
+    ) -> tuple[str | None, bool]:
+        """(error or None, whether another try may help)."""
+        assert self.kube is not None
         try:
             async with self._binding_slots:
                 await self.kube.bind(namespace, name, uid, node)
-            return None
+            return None, False
         except ApiError as exc:
             if exc.status == 409:
                 # Already assigned: success only if it is assigned where we meant to.
                 try:
                     pod = await self.kube.get_pod(namespace, name)
                 except (ApiError, OSError) as get_exc:
-                    return f"binding pod {namespace}/{name} to {node}: {exc}; {get_exc}"
+                    return f"binding pod {namespace}/{name} to {node}: {exc}; {get_exc}", True
                 if pod is not None and (pod.get("spec") or {}).get("nodeName") == node:
-                    return None
-            return f"binding pod {namespace}/{name} to node {node} failed: {exc}"
-        except OSError as exc:
-            return f"binding pod {namespace}/{name} to node {node} failed: {exc}"
+                    return None, False
+            return (f"binding pod {namespace}/{name} to node {node} failed: {exc}",
+                    exc.status in _TRANSIENT)
+        except OSError as exc:  # connection refused or reset, timeouts
+            return f"binding pod {namespace}/{name} to node {node} failed: {exc}", True
         except Exception as exc:
-            return f"binding pod {namespace}/{name} to node {node} failed: {exc!r}"
+            return f"binding pod {namespace}/{name} to node {node} failed: {exc!r}", False
 
     # ----- time ------------------------------------------------------------------------
 
