@@ -351,7 +351,7 @@ def test_service_account_rbac_is_sufficient_to_schedule_a_gang(
 
 # (verb, group, resource, subresource, namespace, name)
 REFUSED = [
-    ("delete", "", "pods", "", "default", ""),        # no preemption, no evictions
+    ("delete", "", "pods", "", "default", ""),        # evictions only, never a delete
     ("create", "", "pods", "", "default", ""),
     ("update", "", "pods", "", "default", ""),
     ("list", "", "secrets", "", "", ""),
@@ -359,7 +359,6 @@ REFUSED = [
     ("get", "", "configmaps", "", "default", ""),
     ("patch", "", "nodes", "", "", ""),
     ("delete", "", "nodes", "", "", ""),
-    ("create", "", "pods", "eviction", "default", ""),
     # The main scheduler's lease, and any other lease than its own.
     ("update", "coordination.k8s.io", "leases", "", "kube-system", "kube-scheduler"),
     ("update", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, "kube-scheduler"),
@@ -374,6 +373,8 @@ REFUSED = [
 
 ALLOWED = [
     ("create", "", "pods", "binding", "default", ""),
+    # A partial gang's bound members, through the Eviction API (PDBs respected).
+    ("create", "", "pods", "eviction", "default", ""),
     ("patch", "", "pods", "", "default", ""),
     ("patch", "", "pods", "status", "default", ""),
     ("watch", "", "nodes", "", "", ""),
