@@ -161,7 +161,7 @@ def test_no_token_in_logs_or_answers(fake_api: str, tmp_path: Path) -> None:
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "extender.cli", "serve", "--kubeconfig", str(kubeconfig),
-             "--listen", f"127.0.0.1:{port}", "--log-level", "DEBUG"],
+             "--listen", f"127.0.0.1:{port}", "--log-level", "DEBUG", "--leader-lease", "off"],
             stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
     answers = []
     try:

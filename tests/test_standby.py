@@ -263,3 +263,27 @@ def test_bindings_in_flight_are_let_finish_before_the_exit() -> None:
         assert await bind is None and len(kube.bindings) == 1
 
     asyncio.run(go())
+
+
+def test_held_binds_are_answered_with_an_error_before_the_exit() -> None:
+    base = sample("nodecachecapable-true.filter.request.json")
+    manager = GangManager(Core.wire())
+    fake_nodes(manager, base["NodeNames"])
+    manager.on_group(GroupInfo("default", "trio", 3, uid="g1"), time.time())
+    pods = [member(base, "trio", i) for i in range(3)]
+    for p in pods:
+        manager.on_pod(pod_from_k8s(p), time.time())
+
+    async def go() -> None:
+        kube = RecordingKube()
+        dispatcher = Dispatcher(manager, kube)
+        nodes = [(await dispatcher.filter(pod_from_k8s(p), base["NodeNames"])).nodes[0]
+                 for p in pods[:2]]
+        held = [asyncio.create_task(dispatcher.bind("default", f"trio-{i}", f"uid-trio-{i}",
+                                                    nodes[i])) for i in range(2)]
+        await asyncio.sleep(0.05)
+        assert dispatcher.answer_held("lost leadership") == 2
+        assert await asyncio.gather(*held) == ["lost leadership", "lost leadership"]
+        assert kube.bindings == [] and dispatcher.answers_pending() == 0
+
+    asyncio.run(go())
