@@ -6,8 +6,9 @@ election on) and running under deploy/'s ServiceAccount and RBAC. On one machine
 would have one host name, so each kube-scheduler runs in a UTS namespace of its own with
 the replica's name as host name (its lease identity is `<name>_<uuid>`), and its
 extender is told that name with `--leader-identity`, as the pod's hostname does in a
-cluster. The lease timings are kube-scheduler's defaults (15 s lease): a failover takes
-about that long here too.
+cluster. Otherwise only ports, credentials, the profile's name and a 2 s backoff base
+(for a wake-up within the test) differ from deploy/. The lease timings are
+kube-scheduler's defaults (15 s lease): a failover takes about that long here too.
 
 The test shows that
 (a) only the leader's extender writes PodGroup status, posts Events, sends wake-ups and
@@ -145,6 +146,8 @@ def replicas(local_control_plane: ControlPlane, kube: Kube,
         args = _with_flag(args, "--scheduler-name", SCHED)
         args = _with_flag(args, "--kubeconfig", str(sa))
         args = _with_flag(args, "--leader-identity", identity)
+        # A backoff that ends within the test (deploy/ has 10 s), for a certain wake-up.
+        args = _with_flag(args, "--backoff-base", "2")
         ext = cp.start_process([sys.executable, "-m", "extender.cli", *args],
                                f"failover-{identity}-extender",
                                cwd=REPO_ROOT, env={"KUBECONFIG": str(sa)},
@@ -229,7 +232,7 @@ def test_only_the_leader_acts_and_a_failover_places_every_gang_whole(
         create_podgroup(ns, "whole", min_member=2)
         for i in range(2):
             member(ns, "whole", i)
-        # Two of three members, turned away and parked; the third then wakes them.
+        # Two of three members turned away; the third comes a moment later.
         create_podgroup(ns, "late", min_member=3)
         for i in range(2):
             member(ns, "late", i)
@@ -248,6 +251,9 @@ def test_only_the_leader_acts_and_a_failover_places_every_gang_whole(
                  60, "gangs whole and late bound", logs=logs)
         wait_for(lambda: a.metric("gang_extender_timeouts_total") >= 1 or NotYet(a.writes()),
                  30, "the expire gang's deadline passing at replica-a", logs=logs)
+        # Its backoff ending is news to kube-scheduler: the extender wakes its parked members.
+        wait_for(lambda: a.metric("gang_extender_wakeups_total") >= 1 or NotYet(a.writes()),
+                 30, "replica-a waking the expire gang after its backoff", logs=logs)
         # Status and Events are written off the request path: give them their time.
         wait_for(lambda: (a.metric("gang_extender_podgroup_status_writes_total", result="ok")
                           >= 3 and a.metric("gang_extender_events_total") > 0)
