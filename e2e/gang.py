@@ -78,8 +78,12 @@ class GangStack:
 
 
 def start_extender(cluster: Cluster, port: int, args: list[str], name: str) -> ManagedProcess:
+    """The extender for a kube-scheduler started with :func:`scheduler_config`, which has
+    no leader election: so ``--leader-lease off`` unless ``args`` name a lease."""
+    lease = [] if any(a.startswith("--leader-lease") for a in args) else ["--leader-lease",
+                                                                          "off"]
     argv = [sys.executable, "-m", "extender.cli", "serve", "--kubeconfig",
-            str(cluster.kubeconfig), "--listen", f"127.0.0.1:{port}", *args]
+            str(cluster.kubeconfig), "--listen", f"127.0.0.1:{port}", *lease, *args]
     return cluster.start_process(argv, name, cwd=REPO,
                                  ready=http_ok(f"http://127.0.0.1:{port}/readyz"),
                                  ready_timeout=30)
