@@ -357,7 +357,7 @@ class Soak:
         spec = make_gang(self.rng, self.cfg, ns, index)
         run = GangRun(spec, time.monotonic())
         self.gangs[spec.key] = run
-        self.checker.register_gang(spec.key, spec.min_member)
+        self.checker.register_gang(spec.key, spec.min_member, spec.timeout)
         retry(lambda: create_podgroup(ns, spec.name, spec.min_member, timeout=spec.timeout),
               f"create PodGroup {spec.key}")
         self.report.gangs_created += 1
@@ -369,6 +369,8 @@ class Soak:
     def delete_gang(self, run: GangRun) -> None:
         s = run.spec
         k = kube()
+        if self.checker is not None:
+            self.checker.gang_deleted(s.key)
         retry(lambda: k.core.delete_collection_namespaced_pod(
             s.ns, label_selector=f"scheduling.x-k8s.io/pod-group={s.name}",
             grace_period_seconds=0, _preload_content=False), f"delete pods of {s.key}")
