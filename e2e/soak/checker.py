@@ -21,12 +21,19 @@ Invariants, checked on every watch event (bindings are pods gaining `spec.nodeNa
 * **no node over-committed by a gang commit** (`overcommit`): per node, the requests
   (cpu, memory, pods) of every bound pod that has not finished, whoever placed it, must
   fit the node's allocatable. The watch delivers events in the API server's order, so
-  the checker knows which binding took a node from fitting to exceeding: if it was a
-  gang member's, the gang commit over-committed the node (a violation); if it was a
+  the checker knows which binding took a node from fitting to exceeding. If it was a
   neighbour's (a pod created with `spec.nodeName`, or one the default scheduler
-  placed), the neighbour did, which is recorded as information (`notes`), not as a
-  violation. A gang member bound onto a node that a neighbour had already
-  over-committed is noted too (`gang-onto-overcommitted`).
+  placed), the neighbour did it: information (`overcommit-by-direct` /
+  `-by-scheduled` in `notes`), not a violation. If it was a gang member's, the gang
+  commit did it, and it is a violation unless it is a race: Bindings of two schedulers
+  that land within milliseconds of each other cannot see each other (the API checks no
+  capacity), so when the node would still fit without the neighbours bound less than
+  `race_window` seconds before the commit began (the gang's first Binding of its quorum
+  burst; an elastic extra's own Binding), it is noted as `overcommit-race` instead. A
+  neighbour that took the capacity earlier than that was in the extender's view when it
+  committed. `race_window=0` makes every such over-commit a violation. A gang member
+  bound onto a node a neighbour had already over-committed did not make it exceed:
+  noted (`gang-onto-overcommitted`).
 * a pod's node never changes once set (`rebound`).
 
 The watch is a raw LIST + WATCH of all pods (no client models: hundreds of events a
@@ -35,7 +42,7 @@ what vanished as deleted, so it converges whatever it missed while the server wa
 What happened while the watch was down comes without its order: on a relist the checker
 first releases pods that finished, then charges the neighbours bound meanwhile, then
 the gang members, so an over-commit among them is blamed on the gang (marked
-"(relist)").
+"(relist)"; no race exemption, the times are unknown).
 """
 
 from __future__ import annotations
@@ -94,7 +101,7 @@ def pod_requests(spec: dict[str, Any]) -> tuple[int, int]:
 class Violation:
     # partial | partial-at-end | partial-gang | overcommit | rebound; for notes:
     # overcommit-by-direct | overcommit-by-scheduled | overcommit-by-other |
-    # gang-onto-overcommitted
+    # overcommit-race | gang-onto-overcommitted
     kind: str
     subject: str
     detail: str
@@ -157,13 +164,16 @@ class Checker:
 
     `gang_scheduler` is the gang profile's schedulerName: its pods are gang pods even
     without a PodGroup label. `default_timeout` is the extender's `--default-timeout`,
-    the timeout of a PodGroup without `scheduleTimeoutSeconds`."""
+    the timeout of a PodGroup without `scheduleTimeoutSeconds`. `race_window`: see
+    the module docstring."""
 
     def __init__(self, api_client: Any, partial_window: float = 30.0,
                  node_selector: str | None = None, *, partial_grace_factor: float = 2.0,
-                 default_timeout: float = 60.0, gang_scheduler: str | None = None) -> None:
+                 default_timeout: float = 60.0, gang_scheduler: str | None = None,
+                 race_window: float = 0.5) -> None:
         self.v1 = client.CoreV1Api(api_client)
         self.partial_window = partial_window
+        self.race_window = race_window
         self.partial_grace_factor = partial_grace_factor
         self.default_timeout = default_timeout
         self.gang_scheduler = gang_scheduler
@@ -438,10 +448,42 @@ class Checker:
         how = " (relist)" if self._relisting else ""
         detail = (f"{n.usage()} after {rec.kind} pod {rec.ns}/{rec.name} "
                   f"({rec.cpu}m) was bound{how}; {self._occupants(rec.node)}")
-        if rec.kind == "gang":
+        if rec.kind != "gang":
+            self._note(f"overcommit-by-{rec.kind}", rec.node, detail)
+        elif self._relisting or self._fits_without_racers(rec, n) is None:
             self._violate("overcommit", rec.node, detail)
         else:
-            self._note(f"overcommit-by-{rec.kind}", rec.node, detail)
+            start = self._commit_start(rec)
+            self._note("overcommit-race", rec.node,
+                       f"{detail}; fits without the neighbours bound within "
+                       f"{self.race_window:g}s before the commit began "
+                       f"({self.now() - start:.2f}s ago)")
+
+    def _commit_start(self, rec: PodRec) -> float:
+        """When the commit that binds `rec` began, as the watch can tell: the gang's
+        first Binding while its quorum is still being bound (the extender decided to
+        commit then), else (an elastic extra, a plain pod) this Binding."""
+        g = self.gangs.get(f"{rec.ns}/{rec.gang}") if rec.gang else None
+        if g is not None and g.quorum_at is None and g.first_bound_at is not None:
+            return g.first_bound_at
+        return rec.bound_at if rec.bound_at is not None else self.now()
+
+    def _fits_without_racers(self, rec: PodRec, n: NodeRec) -> list[PodRec] | None:
+        """The neighbours bound less than `race_window` before `rec`'s commit began, if
+        the node fits without them (the over-commit is their race with the commit);
+        None if it would exceed anyway (the extender saw enough to know better)."""
+        if self.race_window <= 0:
+            return None
+        since = self._commit_start(rec) - self.race_window
+        racers = [p for p in self.pods.values()
+                  if p.node == rec.node and p.charged and p.kind != "gang"
+                  and p.bound_at is not None and p.bound_at > since]
+        if not racers:
+            return None
+        cpu = n.used_cpu - sum(p.cpu for p in racers)
+        mem = n.used_mem - sum(p.mem for p in racers)
+        pods = n.used_pods - len(racers)
+        return racers if cpu <= n.cpu and mem <= n.mem and pods <= n.pods else None
 
     def _occupants(self, node: str) -> str:
         """Evidence: what holds the node's cpu, the neighbours by name with how long
@@ -470,7 +512,7 @@ class Checker:
             return  # not a soak gang
         g.bound.add(rec.uid)
         g.live.add(rec.uid)
-        t = self.now()
+        t = rec.bound_at if rec.bound_at is not None else self.now()
         if g.first_bound_at is None:
             g.first_bound_at = t
         if g.quorum_at is None and len(g.bound) >= g.min_member:

@@ -80,6 +80,7 @@ def test_overcommit_counts_every_pod_and_frees_finished_ones(checker: Checker) -
     checker._observe(pod("a", None, node="n1", phase="Succeeded", cpu="2"))
     checker._observe(pod("c", None, node="n1", cpu="2"))
     assert checker.violations == []
+    age(checker)
     checker._observe(pod("d", "g", node="n1", cpu="500m"))
     assert [v.kind for v in checker.violations] == ["overcommit"]
     checker._deleted("u-d")
@@ -109,18 +110,91 @@ def test_a_gang_commit_onto_capacity_a_pinned_pod_took_is_a_violation(
     """The bug that went unseen while the soak's nodes were tainted: a spec.nodeName pod
     takes the node's cpu while the gang's binds are held, and the gang is bound anyway."""
     checker._observe(pod("pinned", None, node="n1", cpu="3", neighbour="direct"))
+    bound_earlier(checker, "pinned", 2.0)  # long before the commit: the extender saw it
     checker._observe(pod("g-0", "g", node="n1"))
     assert checker.violations == []  # 4 of 4 cpu: full, not over
     checker._observe(pod("g-1", "g", node="n1"))
     [v] = checker.violations
     assert (v.kind, v.subject) == ("overcommit", "n1")
     assert "cpu 5000m/4000m" in v.detail and "ns/g-1" in v.detail
-    assert "direct pinned 3000m" in v.detail  # the evidence names the neighbour
+    assert "direct pinned 3000m bound 2.0" in v.detail  # the evidence names the neighbour
+    assert checker.note_counts == {}
+
+
+def bound_earlier(checker: Checker, name: str, seconds: float) -> None:
+    """Move a pod's binding back in time (the race window is measured in seconds)."""
+    rec = next(p for p in checker.pods.values() if p.name == name)
+    assert rec.bound_at is not None
+    g = checker.gangs.get(f"ns/{rec.gang}")
+    if g is not None and g.first_bound_at == rec.bound_at:
+        g.first_bound_at -= seconds
+    rec.bound_at -= seconds
+
+
+def age(checker: Checker, seconds: float = 10.0) -> None:
+    """Every pod bound so far was bound `seconds` ago: no race."""
+    for rec in checker.pods.values():
+        if rec.bound_at is not None:
+            rec.bound_at -= seconds
+
+
+def test_a_neighbour_bound_just_before_the_commit_began_is_a_race(checker: Checker) -> None:
+    """Two schedulers' Bindings milliseconds apart cannot see each other: noted, with
+    the evidence, not a violation; the same with race_window=0 is one."""
+    checker._observe(pod("g-0", "g", node="n2"))  # the commit began here
+    bound_earlier(checker, "g-0", 0.3)
+    checker._observe(pod("sched", None, node="n1", cpu="3", neighbour="scheduled"))
+    checker._observe(pod("g-1", "g", node="n1"))
+    checker._observe(pod("g-2", "g", node="n1"))
+    assert checker.violations == []
+    [n] = checker.notes
+    assert n.kind == "overcommit-race" and "scheduled sched 3000m" in n.detail
+
+    strict = Checker(client.ApiClient(), race_window=0)
+    strict.nodes["n1"] = NodeRec(cpu=4000, mem=8 << 30, pods=110)
+    strict.register_gang("ns/g", 2)
+    strict._observe(pod("sched", None, node="n1", cpu="3", neighbour="scheduled"))
+    strict._observe(pod("g-0", "g", node="n1"))
+    strict._observe(pod("g-1", "g", node="n1"))
+    assert [v.kind for v in strict.violations] == ["overcommit"]
+
+
+def test_the_race_is_measured_from_the_start_of_the_quorum_burst(checker: Checker) -> None:
+    """A neighbour bound after the gang's first Binding but long before the member that
+    tipped the node is still a race: the extender committed the quorum at the start."""
+    checker._observe(pod("g-0", "g", node="n2"))
+    bound_earlier(checker, "g-0", 2.0)  # a slow burst
+    checker._observe(pod("pinned", None, node="n1", cpu="3", neighbour="direct"))
+    bound_earlier(checker, "pinned", 1.8)  # after g-0, 1.8 s (> race_window) before g-2
+    checker._observe(pod("g-1", "g", node="n1"))
+    checker._observe(pod("g-2", "g", node="n1"))
+    assert checker.violations == [] and checker.note_counts == {"overcommit-race": 1}
+    # An elastic extra bound later has no burst: its own Binding is the reference.
+    checker.register_gang("ns/e", 1)
+    checker._observe(pod("e-0", "e", node="n2", cpu="1"))
+    checker._observe(pod("old", None, node="n2", cpu="2", neighbour="direct"))
+    bound_earlier(checker, "old", 1.0)
+    checker._observe(pod("e-1", "e", node="n2", cpu="1"))  # 5 of 4, "old" seen 1 s ago
+    assert [v.kind for v in checker.violations] == ["overcommit"]
+
+
+def test_racers_only_excuse_an_overcommit_that_fits_without_them(checker: Checker) -> None:
+    checker._observe(pod("old", None, node="n1", cpu="2", neighbour="direct"))
+    bound_earlier(checker, "old", 5.0)
+    checker._observe(pod("new", None, node="n1", cpu="1", neighbour="scheduled"))
+    checker._observe(pod("g-0", "g", node="n1", cpu="1"))  # 4 of 4
+    checker._observe(pod("g-1", "g", node="n1", cpu="1"))  # 4 without "new": fits
+    assert checker.note_counts == {"overcommit-race": 1}
+    checker._deleted("u-g-1")
+    checker._observe(pod("g-2", "g", node="n1", cpu="2"))  # 5 without "new": exceeds
+    [v] = checker.violations
+    assert v.kind == "overcommit" and "direct old 2000m" in v.detail
 
 
 def test_a_pod_of_the_gang_scheduler_without_a_group_label_counts_as_gang(
         checker: Checker) -> None:
     checker._observe(pod("a", None, node="n1", cpu="4", neighbour="scheduled"))
+    age(checker)
     checker._observe(pod("plain", None, node="n1", cpu="1", scheduler="gangs"))
     assert [v.kind for v in checker.violations] == ["overcommit"]
 
@@ -148,6 +222,7 @@ def test_a_neighbour_that_overcommits_is_noted_not_a_violation(checker: Checker)
 def test_memory_and_pod_count_overcommit_too(checker: Checker) -> None:
     checker.nodes["n3"] = NodeRec(cpu=64000, mem=2 << 30, pods=2)
     checker._observe(pod("pinned", None, node="n3", cpu="100m", neighbour="direct"))
+    age(checker)
     checker._observe(pod("g-0", "g", node="n3", cpu="100m"))
     checker._observe(pod("g-1", "g", node="n3", cpu="100m"))  # memory 3Gi of 2, pods 3/2
     assert [v.kind for v in checker.violations] == ["overcommit"]
