@@ -344,7 +344,8 @@ class Cluster:
             with contextlib.suppress(Exception):
                 p.stop()
 
-    def start_scheduler(self, config: dict[str, Any], name: str) -> ManagedProcess:
+    def start_scheduler(self, config: dict[str, Any], name: str,
+                        argv_prefix: Sequence[str] = ()) -> ManagedProcess:
         """Run a kube-scheduler with ``config``; see :meth:`ControlPlane.start_scheduler`."""
         raise HarnessError(f"{type(self).__name__} cannot start local schedulers")
 
@@ -557,14 +558,17 @@ class ControlPlane(Cluster):
 
     # -- schedulers ------------------------------------------------------------------
 
-    def start_scheduler(self, config: dict[str, Any], name: str) -> ManagedProcess:
+    def start_scheduler(self, config: dict[str, Any], name: str,
+                        argv_prefix: Sequence[str] = ()) -> ManagedProcess:
         """Run a stock kube-scheduler with the given KubeSchedulerConfiguration.
 
         Fills what a test should not have to: ``apiVersion``/``kind``,
         ``clientConnection.kubeconfig`` (admin) and ``leaderElection.leaderElect: false``
         when absent. Listens on its own free secure port on 127.0.0.1; returns once
         ``/readyz`` answers 200 (informers synced). The config is written to
-        ``workdir/schedulers/<name>.yaml``.
+        ``workdir/schedulers/<name>.yaml``. ``argv_prefix`` runs it through a wrapper
+        that must exec it (the soak's replicas: ``unshare --uts`` for a hostname of
+        their own, which leader election takes as the holder identity).
         """
         cfg: dict[str, Any] = {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -584,6 +588,7 @@ class ControlPlane(Cluster):
         cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         port = free_port()
         proc = ManagedProcess([
+            *argv_prefix,
             self._bin("kube-scheduler"),
             f"--config={cfg_path}",
             "--bind-address=127.0.0.1",
