@@ -438,6 +438,7 @@ class Soak:
         self._rss: list[tuple[int, float, float]] = []  # (pid, t, MiB)
         self._leader: int | None = None  # index of the replica holding the Lease
         self._holder = ""
+        self._dead_holders: set[str] = set()  # holder identities of killed schedulers
         self._lease_changes: list[tuple[float, str]] = []  # (monotonic, holder)
         self._leader_kills: list[tuple[float, str]] = []  # (monotonic, holder killed)
 
@@ -733,6 +734,23 @@ class Soak:
         i = self._leader
         return self.replicas[i if i is not None else 0]
 
+    def _mark_dead(self, r: Replica) -> None:
+        """`r`'s kube-scheduler is gone: if it held the Lease, that holder identity
+        leads no more, though the Lease names it until it expires."""
+        if self._leader == r.index and self._holder:
+            self._dead_holders.add(self._holder)
+
+    def _live_leader(self) -> Replica | None:
+        """The leader replica, waiting (up to two lease durations) while the Lease still
+        names a kube-scheduler the soak killed: killing that replica again would hit
+        the restarted standby, not the leader."""
+        deadline = time.monotonic() + 2 * self.cfg.lease_duration + 5
+        while True:
+            if self._leader is not None and self._holder not in self._dead_holders:
+                return self.replicas[self._leader]
+            if time.monotonic() > deadline or self._chaos_stop.wait(0.5):
+                return None
+
     def watch_lease(self) -> None:
         """Follow the Lease's holder (a worker thread, replicas=2): who leads, and when
         the holder changed (failover times)."""
@@ -779,13 +797,17 @@ class Soak:
             self.report.extender_kills += 1
         elif kind == "scheduler":
             log.info("chaos: kill kube-scheduler %d", r.index)
+            self._mark_dead(r)
             self._outage([r.scheduler], 90)
             self.report.scheduler_kills += 1
         elif kind == "leader":
-            if self._leader is None:
-                log.info("chaos: no known leader, no leader kill")
+            live = self._live_leader()
+            if live is None:
+                log.info("chaos: no live leader, no leader kill")
                 return
+            r = live
             log.info("chaos: kill leader pair %d (%s)", r.index, self._holder)
+            self._mark_dead(r)
             pair = [r.scheduler, r.extender]
             self.chaos_rng.shuffle(pair)  # either may die first
             self._leader_kills.append((time.monotonic(), self._holder))
@@ -822,6 +844,9 @@ class Soak:
             for p in self.processes():
                 if p.popen is None or p.running():
                     continue
+                for r in self.replicas:
+                    if p is r.scheduler:
+                        self._mark_dead(r)
                 what = f"{p.name} (exit code {p.returncode()})"
                 log.warning("%s exited by itself; restarting it", what)
                 self.report.self_exits.append(what)
