@@ -497,6 +497,10 @@ class Soak:
         args = [*cfg.extender_args, "--scheduler-name", self.scheduler_name]
         if two and cfg.leader_flags:
             args += ["--leader-lease", f"{self.aux_ns}/{LEASE}", "--leader-identity", hostname]
+        else:
+            # No lease to follow: the shipped default lease does not exist here, and an
+            # extender following it would wait as a standby forever.
+            args += ["--leader-lease", "off"]
         argv = [sys.executable, "-m", "extender.cli", "serve", "--kubeconfig",
                 str(self.cluster.kubeconfig), "--listen", f"127.0.0.1:{port}", *args]
         extender = self.cluster.start_process(
