@@ -230,13 +230,17 @@ def test_two_mpijobs_of_75_percent_run_one_after_the_other(
     ns, members = mpi_ns, 12
     jobs = ("alpha", "beta")
     res = {"cpu": "1", "memory": "256Mi"}
+    # Long enough that the operator (5 API calls/s by default) has made all of the second
+    # job's pods while the first still runs: then its PodGroup waits for capacity, not for
+    # members, and says so. With 2 s it sometimes only ever said WaitingForMembers.
+    run_seconds = 6.0
     reasons: dict[str, set[tuple[str, str]]] = {j: set() for j in jobs}
     # The operator deletes its PodGroups once a job finished (cleanPodPolicy): keep them.
     pgs: dict[str, dict[str, Any] | None] = dict.fromkeys(jobs)
     with Recorder(ns) as rec:
         for j in jobs:
             create_mpijob(ns, mpijob(j, workers=members - 1, worker_resources=res,
-                                     launcher_resources=res))
+                                     launcher_resources=res, run_seconds=run_seconds))
         if scheduler != GANG_SCHEDULER:
             wait_settled(rec, 16)
             partial = [p for j in jobs if (p := half_placed(rec, j, members))]
@@ -275,3 +279,36 @@ def test_two_mpijobs_of_75_percent_run_one_after_the_other(
         print(f"\n[gang] {first} ran first; {second} bound "
               f"{rec.bind_times(second)[0] - first_done:.1f}s after {first} finished; "
               f"PodGroup {second} said: {sorted(reasons[second])}")
+
+
+def test_wait_for_workers_ready_needs_min_available(scheduler: str, mpi_ns: str) -> None:
+    """``launcherCreationPolicy: WaitForWorkersReady`` creates the launcher once the workers
+    are ready, but the operator's ``minMember`` still counts it: without
+    ``schedulingPolicy.minAvailable`` = workers the gang never forms (and its PodGroup says
+    so); with it, the job runs. What docs/install.md tells MPI Operator users."""
+    if scheduler != GANG_SCHEDULER:
+        pytest.skip("a gang-scheduler interaction; the default scheduler has no quorum")
+    ns, workers = mpi_ns, 3
+    res = {"cpu": "1", "memory": "256Mi"}
+    stuck = mpijob("stuck", workers, res, res)
+    fixed = mpijob("fixed", workers, res, res)
+    for job in (stuck, fixed):
+        job["spec"]["launcherCreationPolicy"] = "WaitForWorkersReady"
+    fixed["spec"]["runPolicy"]["schedulingPolicy"] = {"minAvailable": workers}
+    with Recorder(ns) as rec:
+        create_mpijob(ns, stuck)
+        create_mpijob(ns, fixed)
+
+        def fixed_done_stuck_explained() -> object:
+            c = scheduled_condition(ns, "stuck")
+            done = mpijob_condition(get_mpijob(ns, "fixed"), "Succeeded")
+            if done and c is not None and c[0] == "WaitingForMembers":
+                return c
+            return NotYet({"fixed succeeded": done, "stuck condition": c})
+
+        cond = wait_for(fixed_done_stuck_explained, 60, "fixed succeeded, stuck explained")
+        assert isinstance(cond, tuple)
+        assert f"{workers} of {workers + 1} members exist" in cond[1], cond
+        assert len(rec.bound("fixed")) == workers + 1
+        assert rec.bound("stuck") == {}, rec.bound("stuck")
+        print(f"\n[gang] WaitForWorkersReady without minAvailable: {cond[0]}: {cond[1]}")
