@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup deps mpi-operator demo test lint unit e2e bench clean
+.PHONY: setup deps operators demo test lint unit e2e bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,11 +22,11 @@ deps:
 	bash e2e/setup-deps.sh >/dev/null
 
 # The Kubeflow MPI Operator v0.6.0 that e2e/tests/test_mpi_operator.py runs unchanged, built
-# from its Go module into ~/.cache/gang-extender/mpi-operator (once per machine: about 5
-# minutes of CPU; instant afterwards). Not part of setup, so `make demo` does not wait for it;
-# built here rather than inside pytest, whose per-test timeout a cold build could exceed.
-mpi-operator:
-	bash e2e/build-mpi-operator.sh >/dev/null
+# from its Go module into ~/.cache/gang-extender/mpi-operator/ (once per machine: about 5
+# minutes of CPU; instant afterwards). Not part of setup, so `make demo` does not wait for
+# it; built here rather than inside pytest, whose per-test timeout a cold build could exceed.
+operators:
+	bash e2e/build-operator.sh mpi-operator >/dev/null
 
 demo: setup
 	$(PY) -m demo --out demo-out
@@ -38,12 +38,12 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(VENV)/bin/pytest tests -q
 
-e2e: setup mpi-operator
+e2e: setup operators
 	$(VENV)/bin/pytest e2e -q
 
 # The whole suite: lint, unit and property tests, then the e2e tests on the local
 # control plane. pytest exits 5 when it collected nothing, which fails this target.
-test: setup mpi-operator lint
+test: setup operators lint
 	$(VENV)/bin/pytest tests e2e -q -p no:cacheprovider
 
 clean:

@@ -8,11 +8,12 @@ what it writes is what the extender reads.
 
 How it runs here, and why (all read from the module's ``cmd/`` and ``pkg/``):
 
-* Built by ``e2e/build-mpi-operator.sh`` from ``github.com/kubeflow/mpi-operator@v0.6.0``
-  into ``~/.cache/gang-extender/mpi-operator/v0.6.0/`` with that module's release manifest
-  ``deploy/v2beta1/mpi-operator.yaml``. Everything in the manifest but the Deployment is
-  applied as is: the ``mpi-operator`` Namespace, the ``mpijobs.kubeflow.org`` CRD, the
-  ServiceAccount and its ClusterRoles. No webhook, no cert-manager: v0.6.0 has neither.
+* Built by ``e2e/build-operator.sh mpi-operator`` from ``github.com/kubeflow/mpi-operator``
+  ``@v0.6.0`` into ``~/.cache/gang-extender/mpi-operator/v0.6.0/`` with that module's
+  release manifest ``deploy/v2beta1/mpi-operator.yaml``. Everything in the manifest but
+  the Deployment is applied as is: the ``mpi-operator`` Namespace, the
+  ``mpijobs.kubeflow.org`` CRD, the ServiceAccount and its ClusterRoles. No webhook, no
+  cert-manager: v0.6.0 has neither.
 * The process gets the Deployment's own args plus ``--gang-scheduling=<scheduler name>``:
   any value but ``volcano`` selects the scheduler-plugins PodGroup
   (``scheduling.x-k8s.io/v1alpha1``) and becomes the pods' ``schedulerName``
@@ -36,21 +37,19 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import socket
-import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
 from e2e import deploy_kit as dk
-from e2e.harness.cluster import E2E_DIR, ControlPlane, HarnessError, log_contains
-from e2e.harness.fakekubelet import ANN_RENDEZVOUS, ANN_RENDEZVOUS_SIZE, ANN_RUN_SECONDS
+from e2e.harness.cluster import ControlPlane, HarnessError, log_contains
 from e2e.harness.fixtures import kube
 from e2e.harness.k8s import ApiException, client
 from e2e.harness.process import ManagedProcess
+from e2e.operators import JobKind, rendezvous_annotations, wait_crd_established
 
 VERSION = "v0.6.0"
 MPI_GROUP, MPI_VERSION, MPI_PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
@@ -71,22 +70,6 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gang-extender"
 
 
-def find_mpi_operator() -> Path:
-    """The directory with ``mpi-operator`` and ``mpi-operator.yaml``, building them on first
-    use (minutes, once per machine; instant afterwards). The script takes its own lock, so
-    concurrent callers build once."""
-    script = E2E_DIR / "build-mpi-operator.sh"
-    res = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
-    out = res.stdout.strip().splitlines()
-    if res.returncode != 0 or not out:
-        raise HarnessError(
-            f"{script} failed (exit {res.returncode}):\n{res.stderr[-4000:]}\n{res.stdout}")
-    d = Path(out[-1])
-    if not os.access(d / "mpi-operator", os.X_OK) or not (d / "mpi-operator.yaml").is_file():
-        raise HarnessError(f"{script} printed {d}, which lacks mpi-operator(.yaml)")
-    return d
-
-
 def release_docs(bin_dir: Path) -> list[dk.Doc]:
     """The release manifest of the built version, parsed."""
     return dk.load_docs((bin_dir / "mpi-operator.yaml").read_text())
@@ -99,24 +82,14 @@ def deployment_args(docs: list[dk.Doc]) -> list[str]:
     return list(args)
 
 
-def install_release(docs: list[dk.Doc], timeout: float = 60.0) -> None:
+def install_release(docs: list[dk.Doc]) -> None:
     """Apply everything of the release manifest but the Deployment (server-side apply) and
     wait for the MPIJob CRD to be Established. Idempotent."""
-    k = kube()
     wanted = [d for d in docs if d.get("kind") != "Deployment"]
-    errors = dk.apply(dk.dynamic_client(k.api), wanted)
+    errors = dk.apply(dk.dynamic_client(kube().api), wanted)
     if errors:
         raise HarnessError("applying the MPI Operator manifest failed:\n" + "\n".join(errors))
-    ext = client.ApiextensionsV1Api(k.api)
-    deadline = time.monotonic() + timeout
-    while True:
-        crd = ext.read_custom_resource_definition(CRD_NAME)
-        conds = {c.type: c.status for c in (crd.status.conditions or [])}
-        if conds.get("Established") == "True":
-            return
-        if time.monotonic() > deadline:
-            raise HarnessError(f"CRD {CRD_NAME} not Established after {timeout}s: {conds}")
-        time.sleep(0.1)
+    wait_crd_established(CRD_NAME)
 
 
 def _port_in_use(port: int) -> bool:
@@ -217,8 +190,7 @@ def mpijob(
     they finish ``run_seconds`` after the last of them runs, and a job with a rank
     missing hangs, as ``mpirun`` does.
     """
-    ann = {ANN_RENDEZVOUS: name, ANN_RENDEZVOUS_SIZE: str(workers + 1),
-           ANN_RUN_SECONDS: str(run_seconds)}
+    ann = rendezvous_annotations(name, workers + 1, run_seconds)
 
     def template(container: str, command: list[str],
                  resources: Mapping[str, str]) -> dict[str, Any]:
@@ -245,34 +217,7 @@ def mpijob(
     }
 
 
-def create_mpijob(ns: str, body: Mapping[str, Any]) -> None:
-    kube().custom.create_namespaced_custom_object(
-        MPI_GROUP, MPI_VERSION, ns, MPI_PLURAL, dict(body), _preload_content=False)
-
-
-def get_mpijob(ns: str, name: str) -> dict[str, Any] | None:
-    try:
-        resp = kube().custom.get_namespaced_custom_object(
-            MPI_GROUP, MPI_VERSION, ns, MPI_PLURAL, name, _preload_content=False)
-    except ApiException as e:
-        if e.status == 404:
-            return None
-        raise
-    out: dict[str, Any] = json.loads(resp.data)
-    return out
-
-
-def mpijob_condition(job: Mapping[str, Any] | None, cond_type: str) -> bool:
-    """True if the MPIJob has condition ``cond_type`` (Created, Running, Succeeded, Failed)."""
-    conds = ((job or {}).get("status") or {}).get("conditions") or []
-    return any(c.get("type") == cond_type and c.get("status") == "True" for c in conds)
-
-
-def delete_mpijobs(ns: str) -> None:
-    """Delete every MPIJob of ``ns`` (background: the garbage collector removes its pods,
-    launcher Job and PodGroup). Done by the test itself: the namespace fixture does not know
-    MPIJobs, and the operator would recreate the workers it deletes."""
-    with contextlib.suppress(ApiException):
-        kube().custom.delete_collection_namespaced_custom_object(
-            MPI_GROUP, MPI_VERSION, ns, MPI_PLURAL, propagation_policy="Background",
-            _preload_content=False)
+MPIJOB = JobKind(kind="MPIJob", group=MPI_GROUP, version=MPI_VERSION, plural=MPI_PLURAL,
+                 role_label="training.kubeflow.org/job-role", leader_role="launcher",
+                 make=mpijob)
+"""MPIJobs for :mod:`e2e.operators`' scenarios."""
