@@ -111,6 +111,7 @@ async def _serve(args: argparse.Namespace) -> None:
     from extender.kube.events import EventRecorder
     from extender.kube.informer import Informer
     from extender.reporting.events import GangEvents
+    from extender.reporting.kinds import source_kinds
     from extender.reporting.metrics import Metrics
     from extender.reporting.status import StatusWriter, observed_kinds
     from extender.scheduler.debug import install_podgroups_route
@@ -132,7 +133,7 @@ async def _serve(args: argparse.Namespace) -> None:
     # a writer still computes (for /debug/podgroups, the gauges and the log) but sends nothing.
     recorder = EventRecorder(kube if args.events == "on" else None,
                              on_result=lambda r: metrics.events.labels(r).inc())
-    gang_events = GangEvents(recorder)
+    gang_events = GangEvents(recorder, manager)
     status = StatusWriter(manager, kube if args.podgroup_status == "on" else None,
                           events=gang_events,
                           on_write=lambda r: metrics.status_writes.labels(r).inc())
@@ -152,7 +153,7 @@ async def _serve(args: argparse.Namespace) -> None:
                             evictions=evictions)
     status.clock = clock
     informer = Informer(kube, manager, clock, dispatcher.cache_changed,
-                        kinds=observed_kinds(status))
+                        kinds=(*observed_kinds(status), *source_kinds(status)))
     app = create_app(dispatcher, metrics, ready=informer.synced)
     install_podgroups_route(app, status, recorder, clock)
     host, port = args.listen
