@@ -67,9 +67,16 @@ def waits_then_binds_whole(ns: str, slots: Slots, rec: Recorder, members: list[s
     condition and none binds; the last one brings the whole gang in, as one burst."""
     for name in members[:-1]:
         create(name)
-    wait_for(lambda: waiting in condition(ns, members[0]) or NotYet(condition(ns, members[0])),
-             30, f"{members[0]} waits: {waiting!r}", logs=slots.logs)
-    time.sleep(1)
+
+    def turned_away() -> str | NotYet:
+        if rec.bound():
+            return "bound"
+        msg = condition(ns, members[0])
+        return "waiting" if waiting in msg else NotYet(msg)
+
+    state = wait_for(turned_away, 30, f"{members[0]} waits: {waiting!r}", logs=slots.logs)
+    if state == "waiting":
+        time.sleep(1)
     assert rec.bound() == {}, f"a member bound before its gang was complete: {rec.history}"
     create(members[-1])
     wait_for(lambda: len(rec.bound()) == len(members) or NotYet(slots.bound(ns)),
