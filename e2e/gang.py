@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import pytest
+import yaml
 
 from e2e.harness.cluster import Cluster, ControlPlane, http_ok
 from e2e.harness.fixtures import kube
@@ -28,24 +29,19 @@ REPO = Path(__file__).resolve().parents[1]
 GANG_LABEL = "scheduling.x-k8s.io/pod-group"
 
 
-def scheduler_config(port: int, filter_timeout: str = "5s", bind_timeout: str = "300s") -> dict[
-    str, Any
-]:
-    """The KubeSchedulerConfiguration of design 1 (what deploy/ ships, too)."""
-    url = f"http://127.0.0.1:{port}"
-    return {
-        "profiles": [{"schedulerName": "gang-scheduler", "percentageOfNodesToScore": 100}],
-        # Rejections by the extender are cheap: retry parked members quickly.
-        "podInitialBackoffSeconds": 1,
-        "podMaxBackoffSeconds": 2,
-        "extenders": [
-            {"urlPrefix": url, "filterVerb": "filter", "prioritizeVerb": "prioritize",
-             "weight": 1, "nodeCacheCapable": True, "ignorable": False,
-             "httpTimeout": filter_timeout},
-            {"urlPrefix": url, "bindVerb": "bind", "nodeCacheCapable": True,
-             "ignorable": False, "httpTimeout": bind_timeout},
-        ],
-    }
+def scheduler_config(port: int) -> dict[str, Any]:
+    """The KubeSchedulerConfiguration `deploy/` ships, read from it, with the extender
+    entries pointed at `port`: tests and benchmarks run the scheduler as shipped.
+
+    Its `leaderElection` (a lease in the install's namespace) is dropped: one local
+    scheduler needs none (the harness then sets leaderElect: false); tests of failover
+    set their own.
+    """
+    cfg: dict[str, Any] = yaml.safe_load((REPO / "deploy" / "scheduler-config.yaml").read_text())
+    cfg.pop("leaderElection", None)
+    for entry in cfg["extenders"]:
+        entry["urlPrefix"] = f"http://127.0.0.1:{port}"
+    return cfg
 
 
 @dataclass
@@ -83,8 +79,12 @@ class GangStack:
 
 
 def start_extender(cluster: Cluster, port: int, args: list[str], name: str) -> ManagedProcess:
+    """The extender for a kube-scheduler started with :func:`scheduler_config`, which has
+    no leader election: so ``--leader-lease off`` unless ``args`` name a lease."""
+    lease = [] if any(a.startswith("--leader-lease") for a in args) else ["--leader-lease",
+                                                                          "off"]
     argv = [sys.executable, "-m", "extender.cli", "serve", "--kubeconfig",
-            str(cluster.kubeconfig), "--listen", f"127.0.0.1:{port}", *args]
+            str(cluster.kubeconfig), "--listen", f"127.0.0.1:{port}", *lease, *args]
     return cluster.start_process(argv, name, cwd=REPO,
                                  ready=http_ok(f"http://127.0.0.1:{port}/readyz"),
                                  ready_timeout=30)

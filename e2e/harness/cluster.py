@@ -360,7 +360,8 @@ class Cluster:
             with contextlib.suppress(Exception):
                 p.stop()
 
-    def start_scheduler(self, config: dict[str, Any], name: str) -> ManagedProcess:
+    def start_scheduler(self, config: dict[str, Any], name: str,
+                        hostname: str | None = None) -> ManagedProcess:
         """Run a kube-scheduler with ``config``; see :meth:`ControlPlane.start_scheduler`."""
         raise HarnessError(f"{type(self).__name__} cannot start local schedulers")
 
@@ -579,7 +580,8 @@ class ControlPlane(Cluster):
 
     # -- schedulers ------------------------------------------------------------------
 
-    def start_scheduler(self, config: dict[str, Any], name: str) -> ManagedProcess:
+    def start_scheduler(self, config: dict[str, Any], name: str,
+                        hostname: str | None = None) -> ManagedProcess:
         """Run a stock kube-scheduler with the given KubeSchedulerConfiguration.
 
         Fills what a test should not have to: ``apiVersion``/``kind``,
@@ -587,6 +589,11 @@ class ControlPlane(Cluster):
         when absent. Listens on its own free secure port on 127.0.0.1; returns once
         ``/readyz`` answers 200 (informers synced). The config is written to
         ``workdir/schedulers/<name>.yaml``.
+
+        ``hostname``: run it in a UTS namespace of its own under that host name (needs
+        root and util-linux ``unshare``). Its leader-election identity is
+        ``<hostname>_<uuid>``, so replicas on one machine can be told apart the way pods
+        are in a cluster.
         """
         cfg: dict[str, Any] = {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -605,7 +612,17 @@ class ControlPlane(Cluster):
         cfg_path = cfg_dir / f"{name}.yaml"
         cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         port = free_port()
+        wrap: list[str] = []
+        if hostname is not None:
+            unshare = shutil.which("unshare")
+            if unshare is None:
+                raise HarnessError("unshare (util-linux) is needed to give a scheduler its "
+                                   "own host name")
+            # unshare and sh both exec: the pid stays the scheduler's, so kill() hits it.
+            wrap = [unshare, "--uts", "--", "sh", "-c", 'hostname "$1" && shift && exec "$@"',
+                    "sh", hostname]
         proc = ManagedProcess([
+            *wrap,
             self._bin("kube-scheduler"),
             f"--config={cfg_path}",
             "--bind-address=127.0.0.1",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -180,11 +180,13 @@ class Kube:
                                        headers={"Content-Type": content_type.decode()})
         return resp.status_code, resp.content
 
-    async def list(self, path: str, limit: int = 2000) -> tuple[list[dict[str, Any]], str]:
+    async def list(self, path: str, limit: int = 2000, params: Mapping[str, str] | None = None
+                   ) -> tuple[list[dict[str, Any]], str]:
+        """Every object at `path`, page by page; `params` narrow it (a field selector)."""
         items: list[dict[str, Any]] = []
-        params: dict[str, Any] = {"limit": limit}
+        query: dict[str, Any] = {**(params or {}), "limit": limit}
         while True:
-            resp = await self.http.get(path, params=params)
+            resp = await self.http.get(path, params=query)
             if resp.status_code != 200:
                 raise _error(resp)
             body = orjson.loads(resp.content)
@@ -192,19 +194,21 @@ class Kube:
             meta = body.get("metadata") or {}
             if not meta.get("continue"):
                 return items, str(meta.get("resourceVersion", ""))
-            params = {"limit": limit, "continue": meta["continue"]}
+            query = {**(params or {}), "limit": limit, "continue": meta["continue"]}
 
     async def watch(
-        self, path: str, resource_version: str, timeout_seconds: int = 300
+        self, path: str, resource_version: str, timeout_seconds: int = 300,
+        params: Mapping[str, str] | None = None,
     ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        params = {
+        query = {
+            **(params or {}),
             "watch": "1",
             "resourceVersion": resource_version,
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout_seconds),
         }
         timeout = httpx.Timeout(timeout_seconds + 30.0, connect=5.0)
-        async with self.http.stream("GET", path, params=params, timeout=timeout) as resp:
+        async with self.http.stream("GET", path, params=query, timeout=timeout) as resp:
             if resp.status_code == 410:
                 raise ResourceExpired(path)
             if resp.status_code != 200:

@@ -70,9 +70,14 @@ class Metrics:
             "outcome placed (the gang was complete and got its reservation) or "
             "turned_away.", ["outcome"], buckets=_LATENCY_BUCKETS, registry=r)
 
+        self.leader = Gauge("gang_extender_leader",
+                            "1 while this replica acts (its kube-scheduler holds the leader "
+                            "lease, or election is off), 0 on standby.", registry=r)
+
         # Set by the wiring: the status writer's (phase, reason, source) counts for the
-        # gangs gauge.
+        # gangs gauge, and whether this replica is active.
         self.status_counts: Callable[[], dict[tuple[str, str, str], int]] | None = None
+        self.leader_active: Callable[[], bool] | None = None
 
     def on_report(self, report: Report) -> None:
         if isinstance(report, StatusChanged):
@@ -105,3 +110,4 @@ class Metrics:
         self.reservations.set(gauges.reservations)
         self.reserved_slots.set(gauges.reserved_slots)
         self.held_binds.set(gauges.waiting_binds)
+        self.leader.set(1 if self.leader_active is None or self.leader_active() else 0)

@@ -10,7 +10,8 @@ patch of the `status` subresource, off the request path:
   `max_writes_per_second` overall; a change inside the interval is written at its end;
 * never fatal: API errors are logged and retried later with backoff.
 
-It also logs one line per status transition and tells `GangEvents` about it. Status is
+It also logs one line per status transition and tells `GangEvents` about it. On standby
+it only notes what changed: the active replica owns the status and its Events. Status is
 written to scheduler-plugins PodGroups only: a Volcano or upstream PodGroup's status is
 its own controllers', and a Kueue pod group has no object; for those the status is
 computed all the same, for the Events, /debug/podgroups and the metrics.
@@ -313,10 +314,11 @@ class StatusWriter:
                 written += 1
         return written
 
-    async def run(self) -> None:
+    async def run(self, active: Callable[[], bool] = lambda: True) -> None:
         while True:
             try:
-                await self.step()
+                if active():
+                    await self.step()
             except asyncio.CancelledError:
                 raise
             except Exception:  # never let the status loop die

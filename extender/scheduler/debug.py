@@ -1,7 +1,7 @@
 """The debug routes, JSON for people and the e2e tests, built from read-only views:
 
-* GET /debug/gangs: the gang queue, reservations, binds in progress, backoffs and the
-  filter calls waiting for their gang;
+* GET /debug/gangs: the gang queue, reservations, binds in progress, backoffs, the
+  filter calls waiting for their gang, and whether this replica is active or on standby;
 * GET /debug/podgroups: every PodGroup's computed status and its write state.
 
 The JSON keys are documented in docs/observability.md and do not follow the code's names.
@@ -50,6 +50,7 @@ def gangs_view(dispatcher: Dispatcher) -> dict[str, Any]:
         "bindingsInFlight": [{"pod": b.pod, "node": b.node} for b in binds if b.in_flight],
         "backoff": manager.backoffs(now),
         "filterWaits": dispatcher.filter_waits(),
+        "leader": dispatcher.leader.view(),
     }
 
 

@@ -171,6 +171,10 @@ class Cache:
         return pod
 
     def _charge(self, pod: PodInfo) -> None:
+        # The watch can report a pod bound before its Binding's reply is handled: its
+        # assumption ends here, or it would be counted twice (and a reserved node would
+        # look over-committed for a moment).
+        self._drop_assumed(pod.node_name, pod)
         self._charged[pod.uid] = pod
         self._on_node.setdefault(pod.node_name, {})[pod.uid] = pod
         self._adjust(pod.node_name, pod.requests, -1)
@@ -260,16 +264,19 @@ class Cache:
         self._adjust(node, pod.requests, -1)
 
     def forget(self, node: str, pod: PodInfo, freed: bool) -> None:
-        """Undo `assume`; `freed` when the Binding failed, so capacity really came back
-        (a success is charged again by the bound pod itself)."""
-        assumed = self._assumed_on_node.get(node)
-        if assumed is not None:
-            assumed.pop(pod.uid, None)
-            if not assumed:
-                del self._assumed_on_node[node]
-        self._adjust(node, pod.requests, +1)
-        if freed:
+        """Undo `assume`, unless the bound pod has taken its place already; `freed` when
+        the Binding failed, so capacity really came back."""
+        if self._drop_assumed(node, pod) and freed:
             self.capacity_epoch += 1
+
+    def _drop_assumed(self, node: str, pod: PodInfo) -> bool:
+        assumed = self._assumed_on_node.get(node)
+        if assumed is None or assumed.pop(pod.uid, None) is None:
+            return False
+        if not assumed:
+            del self._assumed_on_node[node]
+        self._adjust(node, pod.requests, +1)
+        return True
 
     # ----- Reserve / Unreserve (reservation slots) ---------------------------------
 
