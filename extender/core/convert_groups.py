@@ -64,7 +64,7 @@ def _build_workload(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
             for i, t in enumerate(topology)]
     return GroupInfo(namespace=namespace, name=name, min_member=min_count, uid=uid,
                      creation=creation, source=WORKLOAD_API,
-                     topology_required=next((k for k in keys if k), None))
+                     topology_required=next((k for k in keys if k), ""))
 
 
 def workload_group_from_k8s(obj: Any) -> GroupInfo:

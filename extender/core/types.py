@@ -185,10 +185,11 @@ class GroupInfo:
     min_resources: Resources | None = None
     schedule_timeout_seconds: int | None = None
     source: str = SCHEDULER_PLUGINS
-    # The node label whose value every member must share (upstream PodGroup
-    # spec.schedulingConstraints.topology[].key); None: no such constraint. Carried for
-    # the planner, which does not enforce it yet.
-    topology_required: str | None = None
+    # A node label key whose value every member must share; "": none. The same field as
+    # the planner's topology work (issue 18, the gang-extender.x-k8s.io/topology-required
+    # annotation) declares: an upstream PodGroup's
+    # spec.schedulingConstraints.topology[].key maps to it.
+    topology_required: str = ""
     # A Volcano PodGroup's spec.priorityClassName, as written; carried, not resolved:
     # the queue orders gangs by their members' pod priority (queue/order.py).
     priority_class_name: str | None = None

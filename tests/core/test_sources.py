@@ -157,7 +157,7 @@ def test_upstream_basic_policy_is_a_group_of_one() -> None:
     obj["spec"]["schedulingPolicy"] = {"basic": {}}
     del obj["spec"]["schedulingConstraints"]
     g = workload_group_from_k8s(obj)
-    assert g.min_member == 1 and g.topology_required is None
+    assert g.min_member == 1 and g.topology_required == ""
 
 
 @pytest.mark.parametrize("spec,where", [
