@@ -23,6 +23,7 @@ from e2e.harness.cluster import Cluster, ControlPlane, http_ok
 from e2e.harness.fixtures import kube
 from e2e.harness.k8s import watch
 from e2e.harness.process import ManagedProcess, free_port
+from extender.core.sources import membership
 
 REPO = Path(__file__).resolve().parents[1]
 GANG_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -122,6 +123,15 @@ def gang(gang_stack: GangStack) -> Iterator[GangStack]:
     yield gang_stack
 
 
+def _group_of(pod: Any) -> str | None:
+    """The name of the group the pod joins, whatever its source (the extender's own rule,
+    extender/core/sources.py)."""
+    group = pod.spec.scheduling_group
+    m = membership(pod.metadata.labels or {}, pod.metadata.annotations or {},
+                   (group.pod_group_name or "") if group is not None else "")
+    return m.name if m is not None else None
+
+
 @dataclass
 class PodRecord:
     node: str = ""
@@ -177,7 +187,7 @@ class Recorder:
         name = pod.metadata.name
         with self._lock:
             rec = self.pods.setdefault(name, PodRecord())
-            rec.group = (pod.metadata.labels or {}).get(GANG_LABEL)
+            rec.group = _group_of(pod)
             if pod.spec.node_name and rec.bound_at is None:
                 rec.node, rec.bound_at = pod.spec.node_name, now
                 self.history.append((now, name, "bound", pod.spec.node_name))

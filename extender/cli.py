@@ -145,6 +145,7 @@ async def _serve(args: argparse.Namespace) -> int:
     from extender.kube.informer import Informer
     from extender.kube.leader import Leadership
     from extender.reporting.events import GangEvents
+    from extender.reporting.kinds import source_kinds
     from extender.reporting.metrics import Metrics
     from extender.reporting.status import StatusWriter, observed_kinds
     from extender.scheduler.debug import install_podgroups_route
@@ -172,7 +173,7 @@ async def _serve(args: argparse.Namespace) -> int:
     recorder = EventRecorder(kube if args.events == "on" else None,
                              on_result=lambda r: metrics.events.labels(r).inc(),
                              instance=args.leader_identity, active=lambda: leader.active)
-    gang_events = GangEvents(recorder)
+    gang_events = GangEvents(recorder, manager)
     status = StatusWriter(manager, kube if args.podgroup_status == "on" else None,
                           events=gang_events,
                           on_write=lambda r: metrics.status_writes.labels(r).inc())
@@ -192,7 +193,7 @@ async def _serve(args: argparse.Namespace) -> int:
                             evictions=evictions, leader=leader)
     status.clock = clock
     informer = Informer(kube, manager, clock, dispatcher.cache_changed,
-                        kinds=observed_kinds(status))
+                        kinds=(*observed_kinds(status), *source_kinds(status)))
     app = create_app(dispatcher, metrics, ready=informer.synced)
     install_podgroups_route(app, status, recorder, clock)
     host, port = args.listen

@@ -214,6 +214,9 @@ NEEDED = {
     ("scheduling.x-k8s.io", "podgroups", "list"),  # informer.GROUPS
     ("scheduling.x-k8s.io", "podgroups", "watch"),
     ("scheduling.x-k8s.io", "podgroups/status", "patch"),  # status.StatusWriter.write
+    # kube/sources.py: the other sources' PodGroups, listed and watched while served
+    ("scheduling.volcano.sh", "podgroups", "list"), ("scheduling.volcano.sh", "podgroups", "watch"),
+    ("scheduling.k8s.io", "podgroups", "list"), ("scheduling.k8s.io", "podgroups", "watch"),
     ("", "events", "create"), ("", "events", "patch"),  # events.EventRecorder
     # leader.Leadership: its kube-scheduler's lease, read only (list, then watch; a list
     # again to confirm an expiry), by name in a Role of its namespace

@@ -389,6 +389,11 @@ REFUSED = [
     ("create", "scheduling.x-k8s.io", "podgroups", "", "default", ""),
     ("delete", "scheduling.x-k8s.io", "podgroups", "", "default", ""),
     ("create", "batch", "jobs", "", "default", ""),
+    # The other sources' PodGroups are read only, status included (their controllers').
+    ("patch", "scheduling.volcano.sh", "podgroups", "status", "default", ""),
+    ("update", "scheduling.k8s.io", "podgroups", "", "default", ""),
+    ("patch", "scheduling.k8s.io", "podgroups", "status", "default", ""),
+    ("list", "scheduling.k8s.io", "priorityclasses", "", "", ""),
     ("create", "rbac.authorization.k8s.io", "clusterrolebindings", "", "", ""),
     # The extender reads its scheduler's lease by name only: no list of every lease.
     ("list", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, ""),
@@ -404,6 +409,8 @@ ALLOWED = [
     ("watch", "", "nodes", "", "", ""),
     ("list", "scheduling.x-k8s.io", "podgroups", "", "", ""),
     ("patch", "scheduling.x-k8s.io", "podgroups", "status", "default", ""),
+    ("watch", "scheduling.volcano.sh", "podgroups", "", "", ""),
+    ("watch", "scheduling.k8s.io", "podgroups", "", "", ""),
     ("create", "events.k8s.io", "events", "", "default", ""),
     ("create", "", "events", "", "default", ""),
     ("update", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, "gang-scheduler"),

@@ -29,7 +29,11 @@ _JSON = b"application/json"
 _MERGE_PATCH = b"application/merge-patch+json"
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: contextlib sets `__traceback__` on an exception leaving an async context
+# manager (httpx's stream, so every error of a watch), and a frozen dataclass refuses
+# that with a TypeError that hid the status (a 404 of a watch read as "super(type, obj):
+# obj must be an instance or subtype of type").
+@dataclass(eq=False, slots=True)
 class ApiError(Exception):
     status: int
     reason: str
@@ -220,6 +224,19 @@ class Kube:
                     raise ApiError(int(obj.get("code", 500)), str(obj.get("reason", "")),
                                    str(obj.get("message", "")))
                 yield etype, obj
+
+    async def discover(self, group_version: str) -> set[str] | None:
+        """The resources a group-version serves ("/apis/scheduling.volcano.sh/v1beta1"),
+        or None when it is not served (404). Discovery is readable by every
+        authenticated user (system:discovery): it needs no RBAC of its own."""
+        resp = await self.http.get(group_version)
+        if resp.status_code == 404:
+            return None
+        if resp.status_code != 200:
+            raise _error(resp)
+        body = orjson.loads(resp.content)
+        return {str(r.get("name", "")) for r in body.get("resources") or []
+                if isinstance(r, dict)}
 
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         body = {

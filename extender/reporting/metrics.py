@@ -23,8 +23,9 @@ class Metrics:
             "Time to answer a kube-scheduler extender call (bind includes the time held).",
             ["verb", "result"], buckets=_LATENCY_BUCKETS, registry=r)
         self.gangs = Gauge("gang_extender_gangs",
-                           "PodGroups by status phase and Scheduled condition reason.",
-                           ["phase", "reason"], registry=r)
+                           "Gangs by status phase, Scheduled condition reason and source "
+                           "(scheduler-plugins, workload-api, volcano, kueue).",
+                           ["phase", "reason", "source"], registry=r)
         self.reservations = Gauge("gang_extender_reservations",
                                   "Reservations currently held.", registry=r)
         self.reserved_slots = Gauge("gang_extender_reserved_slots",
@@ -33,8 +34,8 @@ class Metrics:
                                 "Bind requests held open until their gang is complete.",
                                 registry=r)
         self.transitions = Counter("gang_extender_gang_transitions_total",
-                                   "Gang transitions (Reserved, Bound, TimedOut, ...).",
-                                   ["reason"], registry=r)
+                                   "Gang transitions (Reserved, Bound, TimedOut, ...) by "
+                                   "the gang's source.", ["reason", "source"], registry=r)
         self.timeouts = Counter("gang_extender_timeouts_total",
                                 "Reservations released at their deadline.", registry=r)
         self.backoffs = Counter("gang_extender_backoffs_total",
@@ -73,15 +74,15 @@ class Metrics:
                             "1 while this replica acts (its kube-scheduler holds the leader "
                             "lease, or election is off), 0 on standby.", registry=r)
 
-        # Set by the wiring: the status writer's (phase, reason) counts for the gangs
-        # gauge, and whether this replica is active.
-        self.status_counts: Callable[[], dict[tuple[str, str], int]] | None = None
+        # Set by the wiring: the status writer's (phase, reason, source) counts for the
+        # gangs gauge, and whether this replica is active.
+        self.status_counts: Callable[[], dict[tuple[str, str, str], int]] | None = None
         self.leader_active: Callable[[], bool] | None = None
 
     def on_report(self, report: Report) -> None:
         if isinstance(report, StatusChanged):
             return
-        self.transitions.labels(report.reason).inc()
+        self.transitions.labels(report.reason, report.group.source).inc()
         if isinstance(report, GangTimedOut):
             self.timeouts.inc()
             if report.failed:
@@ -102,10 +103,10 @@ class Metrics:
         if self.status_counts is not None:
             counts = self.status_counts()
         else:  # no status writer: the gang manager's reasons alone
-            counts = {("", reason): n for reason, n in gauges.reasons.items()}
+            counts = {("", reason, ""): n for reason, n in gauges.reasons.items()}
         self.gangs.clear()
-        for (phase, reason), n in counts.items():
-            self.gangs.labels(phase, reason).set(n)
+        for (phase, reason, source), n in counts.items():
+            self.gangs.labels(phase, reason, source).set(n)
         self.reservations.set(gauges.reservations)
         self.reserved_slots.set(gauges.reserved_slots)
         self.held_binds.set(gauges.waiting_binds)

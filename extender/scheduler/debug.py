@@ -18,6 +18,7 @@ from fastapi.responses import Response
 
 from extender.core.manager import GangManager
 from extender.core.phase import rfc3339
+from extender.core.types import split_gang_key
 from extender.core.vocabulary import QueueRow
 from extender.kube.events import EventRecorder
 from extender.reporting.status import StatusWriter
@@ -26,7 +27,8 @@ from extender.scheduler.dispatch import Dispatcher
 
 def _queue_row(row: QueueRow) -> dict[str, object]:
     st = row.status
-    return {"gang": row.gang, "minMember": row.min_member, "members": row.members,
+    return {"gang": row.gang, "source": split_gang_key(row.gang)[0],
+            "minMember": row.min_member, "members": row.members,
             "bound": row.bound, "reason": str(st.reason) if st else "",
             "message": st.message if st else ""}
 

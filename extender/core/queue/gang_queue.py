@@ -157,8 +157,9 @@ class GangQueue:
             f"for {timeout:g}s"
         )
         self._explanations.set(group.key, Reason.RESERVED, msg, now)
-        self._outbox.append(GangReserved(GroupRef(group.namespace, group.name, group.uid), msg,
-                                         res.slot_views(), res.created, res.deadline))
+        gref = GroupRef(group.namespace, group.name, group.uid, group.source)
+        self._outbox.append(GangReserved(gref, msg, res.slot_views(), res.created,
+                                         res.deadline))
         parked = self._parked.members(self._cache.members(group), self._permit.waiting,
                                       scheduling)
         if parked:
