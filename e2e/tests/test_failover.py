@@ -268,9 +268,11 @@ def test_only_the_leader_acts_and_a_failover_places_every_gang_whole(
             f"the standby replica-b acted: {wrote_b} (replica-a: {wrote_a})")
         assert all(v > 0 for v in wrote_a.values()), wrote_a
         events = kube.core.list_namespaced_event(ns).items
+        # Only the two replicas count: in the full suite the session's own gang stack (no
+        # lease, another scheduler name) also posts Events about every PodGroup it sees.
         instances = {e.reporting_instance for e in events
                      if e.reporting_component == "gang-extender"}
-        assert instances == {"replica-a"}, instances
+        assert instances & {"replica-a", "replica-b"} == {"replica-a"}, instances
         assert (a.metric("gang_extender_leader"), b.metric("gang_extender_leader")) == (1, 0)
         assert (a.mode(), b.mode()) == ("active", "standby")
 
