@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from e2e.gang import GangStack, Recorder, block_ports, port_pod
+from e2e.harness.fixtures import NodeSet as Nodes
 from e2e.harness.fixtures import (
-    GANG_SCHEDULER,
     NotYet,
     create_pod,
     create_podgroup,
@@ -25,14 +25,10 @@ from e2e.harness.fixtures import (
     list_pods,
     wait_for,
 )
-from e2e.harness.fixtures import NodeSet as Nodes
 from e2e.harness.k8s import client
+from e2e.tests.test_gang_lifecycle import member
 
 pytestmark = pytest.mark.e2e
-
-
-def member(ns: str, name: str, group: str, cpu: str) -> None:
-    create_pod(ns, name, cpu=cpu, memory="64Mi", scheduler_name=GANG_SCHEDULER, pod_group=group)
 
 
 def intruder(ns: str, name: str, node: str, cpu: str) -> None:
