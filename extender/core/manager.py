@@ -25,13 +25,14 @@ from extender.core.outbox import Outbox
 from extender.core.parked import Parked
 from extender.core.permit import Permit
 from extender.core.planner import GangPlanner, plan_group
+from extender.core.preemption.budgets import Budgets
 from extender.core.queue.arrivals import Arrivals
 from extender.core.queue.backoff import Backoffs
 from extender.core.queue.gang_queue import GangQueue
 from extender.core.repair import Repair
 from extender.core.reservations import Reservations
 from extender.core.timeouts import Timeouts
-from extender.core.types import GroupInfo, NodeInfo, PodInfo
+from extender.core.types import BudgetInfo, GroupInfo, NodeInfo, PodInfo
 from extender.core.vocabulary import (
     Action,
     BindDecision,
@@ -68,11 +69,12 @@ class Core:
     filter: Filter
     bind: Bind
     timeouts: Timeouts
+    budgets: Budgets
 
     @classmethod
     def wire(cls, config: Config | None = None, planner: GangPlanner = plan_group) -> Core:
         config = config or Config()
-        cache, outbox, arrivals = Cache(), Outbox(), Arrivals()
+        cache, outbox, arrivals, budgets = Cache(), Outbox(), Arrivals(), Budgets()
         backoffs = Backoffs(config.backoff)
         parked = Parked(cache.pods)
         permit = Permit(cache, outbox, parked)
@@ -90,6 +92,7 @@ class Core:
             Bind(cache, reservations, permit, commit, parked),
             Timeouts(config, cache, reservations, permit, backoffs, explanations, queue,
                      outbox),
+            budgets,
         )
 
 
@@ -191,6 +194,13 @@ class GangManager:
         c.arrivals.forget(key)
         self._cache.remove_group(key)
         c.queue.members_changed()
+
+    def on_budget(self, budget: BudgetInfo) -> None:
+        """A PodDisruptionBudget (policy/v1) was added or changed."""
+        self._core.budgets.upsert(budget)
+
+    def on_budget_deleted(self, key: str) -> None:
+        self._core.budgets.remove(key)
 
     # ----- the verbs --------------------------------------------------------------------
 

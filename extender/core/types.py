@@ -99,6 +99,9 @@ class PodInfo:
     # may sit in its unschedulable queue until an event or the 5-minute flush moves it
     # (architecture.md §3.8). Status only: it changes neither the pod's footprint nor its gang.
     unschedulable: bool = False
+    # spec.preemptionPolicy, set by admission from the pod's PriorityClass: "Never" means
+    # the pod (or a gang with such a member) never evicts anyone to be placed.
+    preemption_policy: str = "PreemptLowerPriority"
 
     @property
     def key(self) -> str:
@@ -137,6 +140,24 @@ class GroupInfo:
     creation: float = 0.0
     min_resources: Resources | None = None
     schedule_timeout_seconds: int | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetInfo:
+    """A PodDisruptionBudget (policy/v1): the pods it covers and how many of them the
+    Eviction API lets go right now. The preemption never picks a victim whose eviction
+    a budget would refuse (`core/preemption/budgets.py`)."""
+
+    namespace: str
+    name: str
+    # policy/v1: an absent selector covers no pod, an empty one every pod of the namespace.
+    selector: LabelSelector | None
+    # status.disruptionsAllowed, kept by the disruption controller; 0 until it has looked.
+    disruptions_allowed: int = 0
 
     @property
     def key(self) -> str:
