@@ -82,6 +82,11 @@ class Bind:
             return self._bind_now(pod, node, now)
         res = self._reservations.get(gang)
         slot = res.slots.get(uid) if res else None
+        if res is not None and res.held is not None:
+            return _error(
+                f"gang {gang}: capacity is held for it but not free yet (pods are still "
+                f"leaving its nodes); kube-scheduler will retry pod {pod.key}"
+            )
         if res is None or slot is None:
             return _error(
                 f"gang {gang}: no reservation holds a slot for pod {pod.key} (it timed out, "

@@ -103,6 +103,11 @@ class Filter:
             res = self._reservations.get(gang)
             if res is None:
                 return reject(node_names, self._explanations.message(gang))
+        if res.held is not None:
+            # Its nodes are not free yet: the slots stay where they are (moving one to a
+            # node kube-scheduler finds feasible now would give up the hold), and the
+            # members are woken when the hold becomes a reservation.
+            return reject(node_names, self._explanations.message(gang))
         return self._reserved(res, group, pod, node_names)
 
     def _assembly_wait(self, gang: str, missing: int, waited: float, now: float) -> float:

@@ -29,6 +29,7 @@ from extender.core.preemption.budgets import Budgets
 from extender.core.queue.arrivals import Arrivals
 from extender.core.queue.backoff import Backoffs
 from extender.core.queue.gang_queue import GangQueue
+from extender.core.queue.starvation import Starvation
 from extender.core.repair import Repair
 from extender.core.reservations import Reservations
 from extender.core.timeouts import Timeouts
@@ -83,7 +84,7 @@ class Core:
         commit = Commit(cache, reservations, permit, repair)
         explanations = Explanations(cache, reservations, outbox)
         queue = GangQueue(config, cache, reservations, permit, backoffs, explanations, parked,
-                          outbox, planner)
+                          outbox, planner, Starvation(config, cache, reservations, planner))
         return cls(
             config, cache, Tombstones(), outbox, parked, permit, reservations, repair, commit,
             explanations, backoffs, arrivals, queue,
@@ -312,7 +313,8 @@ class GangManager:
 
     def gauges(self) -> Gauges:
         return Gauges(len(self._reservations), self._reservations.slot_count(),
-                      len(self._permit.waiting), self._core.explanations.reasons())
+                      len(self._permit.waiting), self._core.explanations.reasons(),
+                      len(self._reservations.held()), self._reservations.held_idle())
 
     def backoffs(self, now: float) -> list[dict[str, object]]:
         return self._core.backoffs.view(now)

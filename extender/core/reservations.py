@@ -40,13 +40,19 @@ class Reservation:
     # if the gang still ends below its quorum, these are the pods to evict.
     committed: set[str] = field(default_factory=set)
     committed_at: float | None = None
+    # Why its slots are held ahead of capacity ("starvation": the forward reservation of
+    # the queue's head; "preemption": victims are leaving the nodes), None once every
+    # slot's node has room. Held, it has no deadline: `timeout` starts at `promote`.
+    held: str | None = None
+    timeout: float = 0.0
 
     def slot_views(self) -> tuple[SlotView, ...]:
         return tuple(SlotView(ref(s.pod), s.node, dict(s.pod.requests))
                      for s in self.slots.values())
 
     def view(self) -> ReservationView:
-        return ReservationView(self.gang, self.created, self.deadline, self.slot_views())
+        return ReservationView(self.gang, self.created, self.deadline, self.slot_views(),
+                               self.held)
 
 
 class _Overlay(Mapping[str, Resources]):
@@ -103,8 +109,12 @@ class Reservations:
 
     # ----- Reserve ------------------------------------------------------------------------
 
-    def reserve(self, group: GroupInfo, plan: Plan, now: float, timeout: float) -> Reservation:
-        res = Reservation(group.key, group.uid, created=now, deadline=now + timeout)
+    def reserve(self, group: GroupInfo, plan: Plan, now: float, timeout: float,
+                held: str | None = None) -> Reservation:
+        """`held`: the plan's nodes are not free yet (see `Reservation.held`)."""
+        deadline = float("inf") if held else now + timeout
+        res = Reservation(group.key, group.uid, created=now, deadline=deadline, held=held,
+                          timeout=timeout)
         for uid, node in plan.assignments.items():
             self._add(res, uid, node, self._cache.pods[uid])
         self._by_gang[group.key] = res
@@ -112,16 +122,56 @@ class Reservations:
 
     def _add(self, res: Reservation, uid: str, node: str, pod: PodInfo) -> Slot:
         slot = res.slots[uid] = Slot(node, pod)
-        self._cache.reserve(node, pod)
+        self._cache.reserve(node, pod, held=res.held is not None)
         self._without = None
         return slot
 
     def _remove(self, res: Reservation, uid: str, freed: bool = True) -> Slot | None:
         slot = res.slots.pop(uid, None)
         if slot is not None:
-            self._cache.unreserve(slot.node, slot.pod, freed=freed)
+            self._cache.unreserve(slot.node, slot.pod, freed=freed, held=res.held is not None)
             self._without = None
         return slot
+
+    # ----- held reservations ----------------------------------------------------------------
+
+    def held(self) -> list[Reservation]:
+        return [r for r in self._by_gang.values() if r.held is not None]
+
+    def has_room(self, res: Reservation) -> bool:
+        """Every slot's node has room for what is charged there: free capacity is not
+        below zero on any resource the slots ask for."""
+        free = self._cache.free
+        for slot in res.slots.values():
+            f = free.get(slot.node)
+            if f is None:
+                return False
+            for r, q in slot.pod.requests.items():
+                if q > 0 and f.get(r, 0) < 0:
+                    return False
+        return True
+
+    def promote(self, res: Reservation, now: float) -> None:
+        """A held reservation whose nodes have room becomes a normal one; its deadline
+        starts now."""
+        for slot in res.slots.values():
+            self._cache.unhold(slot.node, slot.pod)
+        res.held = None
+        res.created = now
+        res.deadline = now + res.timeout
+
+    def held_idle(self) -> Resources:
+        """Capacity already free on held slots' nodes that nothing else may use while
+        the rest of the hold frees up: per node, what the holds charge there less what
+        is still taken, clamped to [0, held]. The cost of holding capacity ahead."""
+        out: Resources = {}
+        for node, held in self._cache.held.items():
+            free = self._cache.free.get(node, {})
+            for r, q in held.items():
+                idle = min(max(q + free.get(r, 0), 0), q)
+                if idle:
+                    out[r] = out.get(r, 0) + idle
+        return out
 
     def reserve_one(self, res: Reservation, pod: PodInfo, node_names: list[str]) -> Slot | None:
         """A slot for one member among `node_names`, in what is free now (the reservation

@@ -23,6 +23,8 @@ class Reason(StrEnum):
     INSUFFICIENT_CAPACITY = "InsufficientCapacity"
     WAITING_BEHIND_OLDER_GANG = "WaitingBehindOlderGang"
     RESERVED = "Reserved"
+    # Capacity held ahead for the starving head of the queue (a forward reservation).
+    CAPACITY_HELD = "CapacityHeld"
     BACKING_OFF = "BackingOff"
     TIMED_OUT = "TimedOut"  # an Event only: the gang moves on to BackingOff or Failed
     BOUND = "Bound"
@@ -122,6 +124,19 @@ class GangReserved:
 
 
 @dataclass(frozen=True, slots=True)
+class GangHeld:
+    """The starvation guard holds capacity for the gang at the head of the queue on
+    nodes still taken by running pods (a forward reservation); it becomes
+    `GangReserved` once every node has room."""
+
+    reason: ClassVar[Reason] = Reason.CAPACITY_HELD
+    group: GroupRef
+    message: str
+    slots: tuple[SlotView, ...]
+    waited: float  # seconds it had waited for capacity
+
+
+@dataclass(frozen=True, slots=True)
 class GangBound:
     reason: ClassVar[Reason] = Reason.BOUND
     group: GroupRef
@@ -162,7 +177,7 @@ class StatusChanged:
     status: GangStatus | None
 
 
-Transition = GangReserved | GangBound | GangTimedOut
+Transition = GangReserved | GangBound | GangTimedOut | GangHeld
 Report = Transition | StatusChanged  # for the reporting adapters: status, Events, metrics
 Action = BindPod | RejectWaitingBind | WakePods | EvictPods | Report
 
@@ -201,8 +216,9 @@ class BindDecision:
 class ReservationView:
     gang: str
     created: float
-    deadline: float
+    deadline: float  # infinite while held
     slots: tuple[SlotView, ...]
+    held: str | None = None  # `Reservation.held`: "starvation" or "preemption"
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,3 +250,7 @@ class Gauges:
     reserved_slots: int
     waiting_binds: int
     reasons: dict[str, int]  # gangs by the reason of their status
+    held: int = 0  # reservations held ahead of capacity (`Reservation.held`)
+    # Capacity free on held slots' nodes that nothing else may use yet: the cost of
+    # holding ahead (`Reservations.held_idle`).
+    held_idle: Resources | None = None

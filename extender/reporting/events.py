@@ -1,6 +1,6 @@
 """Which gang transition becomes which Kubernetes Event, on which object (architecture.md §6).
 
-PodGroup: Reserved, Bound, TimedOut (Warning), Released, BackingOff (Warning),
+PodGroup: Reserved, CapacityHeld, Bound, TimedOut (Warning), Released, BackingOff (Warning),
 RetryLimitReached (Warning), PartialGangEvicted (Warning), WaitingForMembers, Queued,
 WaitingBehindOlderGang, InsufficientCapacity (Warning), Running, Finished, MemberFailed
 (Warning).
@@ -25,6 +25,7 @@ from extender.core.phase import (
 from extender.core.types import GroupInfo
 from extender.core.vocabulary import (
     GangBound,
+    GangHeld,
     GangReserved,
     GangTimedOut,
     GroupRef,
@@ -72,6 +73,8 @@ class GangEvents:
             self.recorder.record(group_ref(report.group), Reason.BOUND, report.message + extra)
         elif isinstance(report, GangTimedOut):
             self._timed_out(report)
+        elif isinstance(report, GangHeld):
+            self.recorder.record(group_ref(report.group), Reason.CAPACITY_HELD, report.message)
 
     def _reserved(self, ev: GangReserved) -> None:
         rec = self.recorder

@@ -29,6 +29,15 @@ class Metrics:
                                   "Reservations currently held.", registry=r)
         self.reserved_slots = Gauge("gang_extender_reserved_slots",
                                     "Pod slots held by reservations.", registry=r)
+        self.held_ahead = Gauge("gang_extender_capacity_held_reservations",
+                                "Reservations held ahead of capacity: the starving head's "
+                                "forward reservation, or a preemptor's while its victims "
+                                "leave.", registry=r)
+        self.held_idle = Gauge("gang_extender_capacity_held_idle",
+                               "Capacity already free on the nodes of held reservations that "
+                               "nothing else may use yet (cpu in cores, others in their "
+                               "units): what holding ahead costs right now.", ["resource"],
+                               registry=r)
         self.held_binds = Gauge("gang_extender_held_binds",
                                 "Bind requests held open until their gang is complete.",
                                 registry=r)
@@ -104,3 +113,7 @@ class Metrics:
         self.reservations.set(gauges.reservations)
         self.reserved_slots.set(gauges.reserved_slots)
         self.held_binds.set(gauges.waiting_binds)
+        self.held_ahead.set(gauges.held)
+        self.held_idle.clear()
+        for resource, amount in (gauges.held_idle or {}).items():
+            self.held_idle.labels(resource).set(amount / 1000 if resource == "cpu" else amount)

@@ -77,6 +77,10 @@ class Cache:
         # Nodes where at least one reservation has capacity: the only nodes where
         # the extender can disagree with kube-scheduler's own fit check.
         self.reserved_nodes: dict[str, int] = {}
+        # Node -> what held slots charge there (`Reservation.held`): capacity promised
+        # ahead of time on nodes still taken by pods that are leaving or will finish, so
+        # free capacity there is below zero by design until they are gone.
+        self.held: dict[str, Resources] = {}
         # (namespace, group name) -> uid -> pod, for every pod carrying the group label.
         self._group_pods: dict[tuple[str, str], dict[str, PodInfo]] = {}
         # (namespace, group name) -> (members, bound members, succeeded pods), computed
@@ -193,6 +197,10 @@ class Cache:
         self._epoch_seq += 1
         self.members_epoch[gk] = self._epoch_seq
 
+    def bound_on(self, node: str) -> list[PodInfo]:
+        """The pods charged to `node` as bound (not slots, not assumed)."""
+        return list(self._on_node.get(node, {}).values())
+
     def group_pods(self, namespace: str, group: str) -> list[PodInfo]:
         """Every pod labelled for the group, including finished ones."""
         return list(self._group_pods.get((namespace, group), {}).values())
@@ -269,17 +277,29 @@ class Cache:
 
     # ----- Reserve / Unreserve (reservation slots) ---------------------------------
 
-    def reserve(self, node: str, pod: PodInfo) -> None:
-        """Charge a reservation slot for `pod` to `node`."""
+    def reserve(self, node: str, pod: PodInfo, held: bool = False) -> None:
+        """Charge a reservation slot for `pod` to `node`; `held`: ahead of capacity."""
         self._reserved_on_node.setdefault(node, {})[pod.uid] = pod
         self._adjust(node, pod.requests, -1)
         self.reserved_nodes[node] = self.reserved_nodes.get(node, 0) + 1
+        if held:
+            _add_into(self.held.setdefault(node, {}), pod.requests, +1)
 
-    def unreserve(self, node: str, pod: PodInfo, freed: bool = True) -> None:
+    def unhold(self, node: str, pod: PodInfo) -> None:
+        """A held slot became a normal one: still charged, no longer ahead of capacity."""
+        held = self.held.get(node)
+        if held is not None:
+            _add_into(held, pod.requests, -1)
+            if not any(held.values()):
+                del self.held[node]
+
+    def unreserve(self, node: str, pod: PodInfo, freed: bool = True, held: bool = False) -> None:
         """Release a slot. `freed=False`: the pod is being bound to this same node, so
         its requests stay taken (now as a bound pod) and `capacity_epoch` stays put;
         `unreserve_epoch` moves either way, for explanations that name other gangs'
         reservations."""
+        if held:
+            self.unhold(node, pod)
         reserved = self._reserved_on_node.get(node)
         if reserved is not None:
             reserved.pop(pod.uid, None)
