@@ -8,7 +8,7 @@ reservation and of a slot are drawn in docs/architecture.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from extender.core.cache import Cache
@@ -18,7 +18,7 @@ from extender.core.parked import Parked, ref
 from extender.core.permit import Permit
 from extender.core.planner import Plan, plan_gang
 from extender.core.resources import fits
-from extender.core.snapshot import Snapshot
+from extender.core.snapshot import FreeOverlay, Snapshot
 from extender.core.types import GroupInfo, PodInfo, Resources
 from extender.core.vocabulary import ReservationView, SlotView
 
@@ -53,28 +53,6 @@ class Reservation:
     def view(self) -> ReservationView:
         return ReservationView(self.gang, self.created, self.deadline, self.slot_views(),
                                self.held)
-
-
-class _Overlay(Mapping[str, Resources]):
-    """`free` with some nodes replaced, without copying every node."""
-
-    def __init__(self, base: Mapping[str, Resources], over: dict[str, Resources]) -> None:
-        self._base = base
-        self._over = over
-
-    def __getitem__(self, key: str) -> Resources:
-        if key in self._over:
-            return self._over[key]
-        return self._base[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._base)
-
-    def __len__(self) -> int:
-        return len(self._base)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._over or key in self._base
 
 
 class Reservations:
@@ -277,7 +255,7 @@ class Reservations:
                         base = over[s.node] = dict(free.get(s.node, {}))
                     for k, v in s.pod.requests.items():
                         base[k] = base.get(k, 0) + v
-            self._without = self._cache.snapshot.with_free(_Overlay(free, over))
+            self._without = self._cache.snapshot.with_free(FreeOverlay(free, over))
         return self._without
 
     def new_pass(self) -> None:

@@ -65,6 +65,9 @@ class Cache:
         self.free: dict[str, Resources] = {}
         # uid -> pod for pods whose requests are charged to a node (bound, not finished).
         self._charged: dict[str, PodInfo] = {}
+        # priority -> how many charged pods have it: whether any running pod could be
+        # preempted at all, without walking them (`lowest_running_priority`).
+        self._charged_priorities: dict[int, int] = {}
         self._on_node: dict[str, dict[str, PodInfo]] = {}
         self._reserved_on_node: dict[str, dict[str, PodInfo]] = {}
         # Pods whose Binding is in flight, charged before the API confirms them.
@@ -174,8 +177,13 @@ class Cache:
             self._bump_members(key)
         return pod
 
+    def lowest_running_priority(self) -> int | None:
+        """The lowest priority of any pod charged to a node, None if there is none."""
+        return min(self._charged_priorities, default=None)
+
     def _charge(self, pod: PodInfo) -> None:
         self._charged[pod.uid] = pod
+        self._charged_priorities[pod.priority] = self._charged_priorities.get(pod.priority, 0) + 1
         self._on_node.setdefault(pod.node_name, {})[pod.uid] = pod
         self._adjust(pod.node_name, pod.requests, -1)
 
@@ -183,6 +191,11 @@ class Cache:
         pod = self._charged.pop(uid, None)
         if pod is None:
             return
+        left = self._charged_priorities.get(pod.priority, 0) - 1
+        if left > 0:
+            self._charged_priorities[pod.priority] = left
+        else:
+            self._charged_priorities.pop(pod.priority, None)
         self._on_node.get(pod.node_name, {}).pop(uid, None)
         self._adjust(pod.node_name, pod.requests, +1)
         self.capacity_epoch += 1
@@ -325,6 +338,7 @@ def _same_footprint(old: PodInfo, new: PodInfo) -> bool:
         and old.requests == new.requests
         and old.labels == new.labels
         and old.required_anti_affinity == new.required_anti_affinity
+        and old.priority == new.priority
     )
 
 
