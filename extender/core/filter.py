@@ -15,6 +15,7 @@ from extender.core.config import Config
 from extender.core.explain import Explanations
 from extender.core.parked import Parked
 from extender.core.permit import Permit
+from extender.core.preemption.leaving import Leaving
 from extender.core.queue.arrivals import Arrivals
 from extender.core.queue.backoff import Backoffs
 from extender.core.queue.gang_queue import GangQueue
@@ -40,6 +41,7 @@ class Filter:
         arrivals: Arrivals,
         explanations: Explanations,
         parked: Parked,
+        leaving: Leaving,
     ) -> None:
         self._config = config
         self._cache = cache
@@ -50,6 +52,7 @@ class Filter:
         self._arrivals = arrivals
         self._explanations = explanations
         self._parked = parked
+        self._leaving = leaving
 
     def filter(
         self, pod: PodInfo, node_names: list[str], now: float, waited: float
@@ -77,6 +80,9 @@ class Filter:
                 f"gang {gang}: PodGroup {gang} not found; create it or fix the "
                 f"scheduling.x-k8s.io/pod-group label of pod {pod.key}",
             )
+        if self._leaving.gang_leaving(gang):
+            return reject(node_names, f"gang {gang} is being preempted: its members are "
+                                      f"evicted, and it is placed again whole later")
         _, bound, present = self._cache.counts(group)
         if bound >= group.min_member:
             # Quorum is bound: elastic extras are placed one by one like plain pods.
@@ -175,6 +181,15 @@ class Filter:
         """Plain pods and elastic extras: any node kube-scheduler found feasible, except
         where reserved capacity leaves too little. Only nodes with reservations can
         disagree with kube-scheduler's own fit check, so only those are examined."""
+        own = self._reservations.of(pod) if pod.gang is None else None
+        if own is not None:
+            # A plain pod that preempted: its own slot, once its victims are gone.
+            slot = own.slots.get(pod.uid)
+            if own.held is not None and slot is not None:
+                return reject(node_names, f"pod {pod.key}: capacity is held for it on node "
+                                          f"{slot.node} until the pods it preempted are gone")
+            if slot is not None and slot.node in node_names:
+                return FilterResult([slot.node], {})
         nodes = self._cache.nodes
         free = self._cache.free
         failed: dict[str, str] = {}

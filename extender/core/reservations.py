@@ -55,6 +55,12 @@ class Reservation:
                                self.held)
 
 
+def plain_key(pod: PodInfo) -> str:
+    """The reservation key of a plain pod's own reservation: never a PodGroup's key
+    (those have no space)."""
+    return f"pod {pod.key}"
+
+
 class Reservations:
     def __init__(self, cache: Cache, permit: Permit, parked: Parked, outbox: Outbox) -> None:
         self._cache = cache
@@ -87,15 +93,24 @@ class Reservations:
 
     # ----- Reserve ------------------------------------------------------------------------
 
+    def of(self, pod: PodInfo) -> Reservation | None:
+        """The reservation holding capacity for `pod`: its gang's, or a plain pod's own
+        (a plain pod that preempted, `plain_key`)."""
+        return self._by_gang.get(pod.gang or plain_key(pod))
+
     def reserve(self, group: GroupInfo, plan: Plan, now: float, timeout: float,
                 held: str | None = None) -> Reservation:
         """`held`: the plan's nodes are not free yet (see `Reservation.held`)."""
+        return self.reserve_key(group.key, group.uid, plan, now, timeout, held)
+
+    def reserve_key(self, key: str, owner_uid: str, plan: Plan, now: float, timeout: float,
+                    held: str | None = None) -> Reservation:
         deadline = float("inf") if held else now + timeout
-        res = Reservation(group.key, group.uid, created=now, deadline=deadline, held=held,
+        res = Reservation(key, owner_uid, created=now, deadline=deadline, held=held,
                           timeout=timeout)
         for uid, node in plan.assignments.items():
             self._add(res, uid, node, self._cache.pods[uid])
-        self._by_gang[group.key] = res
+        self._by_gang[key] = res
         return res
 
     def _add(self, res: Reservation, uid: str, node: str, pod: PodInfo) -> Slot:

@@ -25,6 +25,9 @@ class Reason(StrEnum):
     RESERVED = "Reserved"
     # Capacity held ahead for the starving head of the queue (a forward reservation).
     CAPACITY_HELD = "CapacityHeld"
+    # Evicting lower-priority work; capacity held for it until the victims are gone.
+    PREEMPTING = "Preempting"
+    PREEMPTED = "Preempted"  # a victim: evicted whole to make room for a higher priority
     BACKING_OFF = "BackingOff"
     TIMED_OUT = "TimedOut"  # an Event only: the gang moves on to BackingOff or Failed
     BOUND = "Bound"
@@ -99,11 +102,15 @@ class WakePods:
 @dataclass(frozen=True, slots=True)
 class EvictPods:
     """Evict these pods through the Eviction API (policy/v1): a gang that ended below
-    its quorum after its commit must not keep part of its members running."""
+    its quorum after its commit must not keep part of its members running; or, with
+    `preemptor`, a victim unit (`gang` is its key) of a whole-gang preemption, whose
+    answers go back to the gang manager at once (`eviction_done`, `eviction_refused`)
+    so that a refusal makes it choose other victims instead of retrying."""
 
     gang: str
     pods: tuple[PodRef, ...]
     reason: str
+    preemptor: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,8 +184,35 @@ class StatusChanged:
     status: GangStatus | None
 
 
+@dataclass(frozen=True, slots=True)
+class Victim:
+    """One unit a preemption evicts whole, or a reservation it releases."""
+
+    name: str  # "gang ns/x", "pod ns/p", "reservation of gang ns/y"
+    kind: str  # "gang", "pod" or "reservation"
+    priority: int
+    group: GroupRef | None  # the PodGroup of a victim gang or reservation
+    pods: tuple[PodRef, ...]  # evicted (none for a reservation)
+
+
+@dataclass(frozen=True, slots=True)
+class Preempting:
+    """A preemptor (a gang, or a plain pod of the gang scheduler) evicts lower-priority
+    victims; the capacity they free is held for it until they are gone."""
+
+    reason: ClassVar[Reason] = Reason.PREEMPTING
+    preemptor: str  # "gang ns/x" or "pod ns/p"
+    group: GroupRef | None  # the preemptor's PodGroup; None for a plain pod
+    pod: PodRef | None  # the plain preemptor
+    priority: int
+    message: str
+    victims: tuple[Victim, ...]
+    slots: tuple[SlotView, ...]
+
+
 Transition = GangReserved | GangBound | GangTimedOut | GangHeld
-Report = Transition | StatusChanged  # for the reporting adapters: status, Events, metrics
+# For the reporting adapters: status, Events, metrics.
+Report = Transition | StatusChanged | Preempting
 Action = BindPod | RejectWaitingBind | WakePods | EvictPods | Report
 
 

@@ -7,7 +7,13 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from extender.core.manager import GangManager
-from extender.core.vocabulary import GangBound, GangTimedOut, Report, StatusChanged
+from extender.core.vocabulary import (
+    GangBound,
+    GangTimedOut,
+    Preempting,
+    Report,
+    StatusChanged,
+)
 
 _LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1,
                     0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -52,9 +58,18 @@ class Metrics:
                                      "Gangs that ended below their quorum after their commit "
                                      "(their bound members are evicted).", registry=r)
         self.evictions = Counter("gang_extender_evictions_total",
-                                 "Evictions of a partial gang's members: evicted, gone, "
-                                 "refused (a PodDisruptionBudget, to the last attempt), error.",
+                                 "Evictions of a partial gang's members and of preemption "
+                                 "victims: evicted, gone, refused (a PodDisruptionBudget or "
+                                 "an error, at the last attempt), error.",
                                  ["result"], registry=r)
+        self.preemptions = Counter("gang_extender_preemptions_total",
+                                   "Preemptions started, by preemptor: gang or pod.",
+                                   ["preemptor"], registry=r)
+        self.preemption_victims = Counter("gang_extender_preemption_victims_total",
+                                          "Victim units of preemptions, by kind: gang, pod, "
+                                          "reservation.", ["kind"], registry=r)
+        self.preempted_pods = Counter("gang_extender_preempted_pods_total",
+                                      "Pods evicted by preemptions.", registry=r)
         self.retry_limit = Counter("gang_extender_retry_limit_reached_total",
                                    "Gangs marked Failed after their last allowed timeout.",
                                    registry=r)
@@ -86,6 +101,12 @@ class Metrics:
         if isinstance(report, StatusChanged):
             return
         self.transitions.labels(report.reason).inc()
+        if isinstance(report, Preempting):
+            self.preemptions.labels("gang" if report.group is not None else "pod").inc()
+            for v in report.victims:
+                self.preemption_victims.labels(v.kind).inc()
+                self.preempted_pods.inc(len(v.pods))
+            return
         if isinstance(report, GangTimedOut):
             self.timeouts.inc()
             if report.failed:

@@ -31,7 +31,7 @@ from extender.core.phase import (
     compute_status,
 )
 from extender.core.types import GROUP_LABEL, GroupInfo, PodInfo
-from extender.core.vocabulary import GangStatus, Report, StatusChanged
+from extender.core.vocabulary import GangStatus, Preempting, Report, StatusChanged
 from extender.kube.client import PODGROUP_PATH, ApiError
 from extender.kube.informer import GROUPS, NODES, PODS, Kind
 from extender.reporting.events import GangEvents
@@ -164,6 +164,10 @@ class StatusWriter:
             else:
                 self._decisions[report.gang] = report.status
             self.dirty.add(report.gang)
+        elif isinstance(report, Preempting):
+            for group in (report.group, *(v.group for v in report.victims)):
+                if group is not None:
+                    self.dirty.add(group.key)
         else:
             self.dirty.add(report.group.key)
 

@@ -45,6 +45,9 @@ class Driver:
         self.job_of: dict[str, Job] = {}
         self.evicted: list[EvictPods] = []
         self.evict_refused: set[str] = set()  # uids whose eviction the "API" refuses
+        self.refuse_once = False  # each uid in `evict_refused` is refused once only
+        # Evicted pods are deleted at once; False: they stay terminating (`leave`).
+        self.leave_now = True
         self._arrived = 0
         self._seen_actions = 0
 
@@ -78,9 +81,11 @@ class Driver:
         sim.tick()
         for uid in sorted(sim.cache.pods, key=lambda u: sim.cache.pods[u].name):
             p = sim.cache.pods.get(uid)
-            if p is not None and not p.node_name and not p.terminal and not p.deleting \
-                    and uid not in sim.held:
-                sim.schedule(uid)
+            if p is None or p.node_name or p.terminal or p.deleting or uid in sim.held:
+                continue
+            if sim.schedule(uid) == "rejected" and not p.unschedulable:
+                # kube-scheduler writes PodScheduled=False; the watch brings it.
+                sim.manager.on_pod(dataclasses.replace(p, unschedulable=True), sim.now)
         self._evictions()
         for uid, p in sim.cache.pods.items():
             if p.node_name and uid not in self.bound_at:
@@ -99,13 +104,27 @@ class Driver:
             self.evicted.append(a)
             for ref in a.pods:
                 if ref.uid in self.evict_refused:
+                    if self.refuse_once:
+                        self.evict_refused.discard(ref.uid)
+                    if a.preemptor is not None:
+                        sim.manager.eviction_refused(ref.uid, "429: disruption budget",
+                                                     sim.now)
                     continue
                 p = sim.cache.pods.get(ref.uid)
                 if p is not None:
+                    if a.preemptor is not None:
+                        sim.manager.eviction_done(ref.uid, sim.now)
                     sim.manager.on_pod(dataclasses.replace(p, deleting=True), sim.now)
-                    sim.delete(ref.uid)
+                    if self.leave_now:
+                        sim.delete(ref.uid)
                     self.finish_at.pop(ref.uid, None)
         sim.drain()
+
+    def leave(self) -> None:
+        """Every pod being deleted is gone (their grace period is over)."""
+        for uid, p in list(self.sim.cache.pods.items()):
+            if p.deleting:
+                self.sim.delete(uid)
 
     def run(self, seconds: float) -> None:
         end = self.t + seconds

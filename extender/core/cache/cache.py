@@ -92,6 +92,7 @@ class Cache:
         # would make a pass grow with every pod waiting (docs/performance.md).
         self._summaries: dict[tuple[str, str], tuple[tuple[PodInfo, ...], int, int]] = {}
         self.capacity_epoch = 0
+        self.charge_epoch = 0  # grows whenever a pod is charged to a node or leaves it
         self.unreserve_epoch = 0  # grows whenever a reservation slot is released
         # Values come from one counter for the whole cache, so a gang key that is
         # forgotten and later seen again can never repeat a stale epoch.
@@ -182,6 +183,7 @@ class Cache:
         return min(self._charged_priorities, default=None)
 
     def _charge(self, pod: PodInfo) -> None:
+        self.charge_epoch += 1
         self._charged[pod.uid] = pod
         self._charged_priorities[pod.priority] = self._charged_priorities.get(pod.priority, 0) + 1
         self._on_node.setdefault(pod.node_name, {})[pod.uid] = pod
@@ -191,6 +193,7 @@ class Cache:
         pod = self._charged.pop(uid, None)
         if pod is None:
             return
+        self.charge_epoch += 1
         left = self._charged_priorities.get(pod.priority, 0) - 1
         if left > 0:
             self._charged_priorities[pod.priority] = left

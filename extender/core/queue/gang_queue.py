@@ -15,9 +15,10 @@ from extender.core.cache import Cache
 from extender.core.config import Config
 from extender.core.explain import Explanations
 from extender.core.outbox import Outbox
-from extender.core.parked import Parked
+from extender.core.parked import Parked, ref
 from extender.core.permit import Permit
 from extender.core.planner import GangPlanner, Plan
+from extender.core.preemption.preemptor import Preemptions
 from extender.core.queue.backoff import Backoffs
 from extender.core.queue.order import queue_sort_key
 from extender.core.queue.starvation import Starvation
@@ -48,6 +49,7 @@ class GangQueue:
         outbox: Outbox,
         planner: GangPlanner,
         starvation: Starvation,
+        preemptions: Preemptions,
     ) -> None:
         self._config = config
         self._cache = cache
@@ -59,6 +61,9 @@ class GangQueue:
         self._outbox = outbox
         self._plan = planner
         self._starvation = starvation
+        self._preemptions = preemptions
+        # A filter-path pass left a failed gang's preemption search to the tick's pass.
+        self._search_owed = False
         # gang -> (what its last failed plan depended on, then): unchanged, planning it
         # again would fail the same way.
         self._last_failure: dict[str, _FailureSignature] = {}
@@ -94,6 +99,7 @@ class GangQueue:
         self.start_over(gang)
         self._quorum_since.pop(gang, None)
         self._starvation.forget(gang)
+        self._preemptions.forget(gang)
 
     # ----- the pass ------------------------------------------------------------------------
 
@@ -101,9 +107,14 @@ class GangQueue:
         """`scheduling`: the member whose filter call runs this pass; it is in
         kube-scheduler's scheduling cycle, so it needs no wake-up."""
         version = (self._cache.capacity_epoch, self._members_version)
+        tick = scheduling is None
         if (version == self._passed_at and not self._backoffs.any_ended(now)
-                and not self._starvation.due(now)):
+                and not self._starvation.due(now)
+                and not (tick and (self._search_owed or self._preemptions.plain_due()))):
             return
+        self._preemptions.released = False
+        if tick:
+            self._search_owed = False
         self._reservations.new_pass()
         # 0. Holds whose nodes have room now become reservations.
         for res in self._reservations.held():
@@ -153,17 +164,32 @@ class GangQueue:
                     if parked and st is not None:
                         self._outbox.append(WakePods(f"gang {key} complete: {st.reason}",
                                                      parked, key))
-            # 6. The head of the queue, starved: capacity held for it as it frees up.
+            timeout = group.schedule_timeout_seconds or self._config.default_timeout_seconds
+            # 6. Evict lower-priority work for it: on the tick only, never on
+            # kube-scheduler's loop (a search plans it a handful of times).
+            if tick:
+                if self._preemptions.gang(group, members, now, timeout) is not None:
+                    self._last_failure.pop(key, None)
+                    granted.append(key)
+                    continue
+            else:
+                self._search_owed = True
+            # 7. The head of the queue, starved: capacity held for it as it frees up.
             if head:
                 head = False
-                timeout = group.schedule_timeout_seconds or self._config.default_timeout_seconds
                 held = self._starvation.guard(group, members, now, timeout)
                 if held is not None:
                     self._held(group, held, now)
                     granted.append(key)
+        # 8. Plain pods of the gang scheduler that no node fits may preempt too.
+        if tick:
+            for pod in self._preemptions.plain_waiting():
+                if self._reservations.of(pod) is None:
+                    self._preemptions.pod(pod, now, self._config.default_timeout_seconds)
         self._reservations.new_pass()
-        # A gang whose hold was taken over waits again: the next pass plans it.
-        again = self._starvation.taken_over is not None
+        # A gang whose hold was taken over, or whose reservation was preempted, waits
+        # again: the next pass plans it.
+        again = self._starvation.taken_over is not None or self._preemptions.released
         self._passed_at = None if again else (self._cache.capacity_epoch,
                                               self._members_version)
 
@@ -189,6 +215,11 @@ class GangQueue:
         self._reservations.promote(res, now)
         if group is not None:
             self._announce(group, res, now, scheduling)
+            return
+        # A plain preemptor: kube-scheduler parked it (no node fitted), wake it.
+        pods = tuple(ref(s.pod) for s in res.slots.values() if s.pod.uid != scheduling)
+        if pods:
+            self._outbox.append(WakePods(f"capacity held for {res.gang} is free", pods))
 
     def _held(self, group: GroupInfo, res: Reservation, now: float) -> None:
         self._last_failure.pop(group.key, None)
