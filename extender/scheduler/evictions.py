@@ -117,7 +117,7 @@ class Evictions:
                     self._result("gone")
                     self._answer(pod.uid, None)
                     return
-                error = f"{exc.status}: {exc}"
+                error = str(exc)
                 if exc.status < 500:  # 429 (a budget), 403, ...: the core decides
                     break
             except Exception as exc:

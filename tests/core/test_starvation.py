@@ -179,3 +179,15 @@ def test_a_cordoned_held_node_gives_the_hold_up_and_the_gang_is_planned_again() 
     driver.run(0.2)  # the next pass holds the other two nodes
     (again,) = sim.manager.reservations()
     assert again.held == "starvation" and lost not in {s.node for s in again.slots}
+
+
+def test_the_hold_and_its_idle_capacity_are_gauges() -> None:
+    from extender.reporting.metrics import Metrics
+
+    sim, _, _ = held_cluster()
+    m = Metrics()
+    m.refresh(sim.manager)
+    value = m.registry.get_sample_value
+    assert value("gang_extender_capacity_held_reservations") == 1
+    # Two nodes held for 4 cpu each, 3 taken by the fillers on each: 1 cpu idle each.
+    assert value("gang_extender_capacity_held_idle", {"resource": "cpu"}) == 2.0
