@@ -33,7 +33,11 @@ def scheduler_config(port: int, filter_timeout: str = "5s", bind_timeout: str = 
     """The KubeSchedulerConfiguration of design 1 (what deploy/ ships, too)."""
     url = f"http://127.0.0.1:{port}"
     return {
-        "profiles": [{"schedulerName": "gang-scheduler", "percentageOfNodesToScore": 100}],
+        # As deploy/scheduler-config.yaml: kube-scheduler's per-pod DefaultPreemption is
+        # off (it could evict part of a gang); the extender's whole-gang preemption
+        # replaces it. With it on, tests of priorities would pass for the wrong reason.
+        "profiles": [{"schedulerName": "gang-scheduler", "percentageOfNodesToScore": 100,
+                      "plugins": {"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}}}],
         # Rejections by the extender are cheap: retry parked members quickly.
         "podInitialBackoffSeconds": 1,
         "podMaxBackoffSeconds": 2,
