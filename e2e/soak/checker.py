@@ -13,6 +13,11 @@ Invariants, checked on every watch event (bindings are pods gaining `spec.nodeNa
   every bound pod that has not finished stay within the node's allocatable. Every pod
   counts, whoever scheduled it.
 * a pod's node never changes once set.
+* **never a partial eviction**: when a bound, unfinished member of a gang is deleted
+  (evicted by a preemption, or as part of a partial gang), every other member that was
+  bound and unfinished at that moment must be gone (or finished) within
+  `partial_window` seconds. The soak itself deletes a gang only once every pod
+  succeeded, so nothing else removes a running member.
 
 The watch is a raw LIST + WATCH of all pods (no client models: hundreds of events a
 second are cheap); after an error (an API server restart) it lists again and treats
@@ -66,7 +71,7 @@ def pod_requests(spec: dict[str, Any]) -> tuple[int, int]:
 
 @dataclass
 class Violation:
-    kind: str  # partial | partial-at-end | overcommit | rebound
+    kind: str  # partial | partial-at-end | overcommit | rebound | partial-eviction
     subject: str
     detail: str
     at: float  # seconds since the checker started
@@ -96,6 +101,9 @@ class GangRec:
     first_bound_at: float | None = None
     quorum_at: float | None = None
     reported: bool = False
+    # (when a running member was deleted, the members bound and running then): each
+    # must be gone or finished within the window.
+    evictions: list[tuple[float, set[str]]] = field(default_factory=list)
 
 
 @dataclass
@@ -276,6 +284,12 @@ class Checker:
             rec = self.pods.pop(uid, None)
             if rec is not None and rec.charged:
                 self._charge(rec, -1)
+                g = self.gangs.get(f"{rec.ns}/{rec.gang}") if rec.gang else None
+                if g is not None:
+                    others = {p.uid for p in self.pods.values()
+                              if p.ns == rec.ns and p.gang == rec.gang and p.charged}
+                    if others:
+                        g.evictions.append((self.now(), others))
 
     def _charge(self, rec: PodRec, sign: int) -> None:
         rec.charged = sign > 0
@@ -321,6 +335,18 @@ class Checker:
                                   f"{len(g.bound)} of {g.min_member} members bound for "
                                   f"{t - g.first_bound_at:.1f}s without reaching quorum")
                     g.reported = True
+
+            for g in self.gangs.values():
+                for at, others in list(g.evictions):
+                    if t - at <= self.partial_window:
+                        continue
+                    g.evictions.remove((at, others))
+                    left = sorted(self.pods[u].name for u in others
+                                  if u in self.pods and self.pods[u].charged)
+                    if left:
+                        self._violate("partial-eviction", g.key,
+                                      f"a running member was deleted {t - at:.1f}s ago and "
+                                      f"{', '.join(left)} still run")
 
     def _violate(self, kind: str, subject: str, detail: str) -> None:
         v = Violation(kind, subject, detail, self.now())

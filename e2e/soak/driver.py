@@ -10,9 +10,11 @@ One run, `run_soak(cluster, SoakConfig(...))`:
    each with a random size (1-`max_size`), `minMember` <= size, per-pod requests, run
    time, rendezvous or not (a rendezvous gang's members finish only once `minMember` of
    them ran together, as a hung MPI job would), a PodGroup timeout, and members that
-   may arrive in two waves. A few gangs cannot fit at all (they take no turn and are
-   deleted after `impossible_lifetime`). A gang whose pods all Succeeded is deleted,
-   which makes room for the next.
+   may arrive in two waves, and a priority class (`priorities` of them, one with
+   preemptionPolicy Never): higher ones preempt lower ones whole, and the soak plays
+   their controller, recreating evicted members. A few gangs cannot fit at all (they
+   take no turn and are deleted after `impossible_lifetime`). A gang whose pods all
+   Succeeded is deleted, which makes room for the next.
 3. **Chaos** meanwhile, on a timeline drawn from the seed: SIGKILL of the extender or of
    the kube-scheduler, each restarted after a short random outage, and one SIGKILL and
    restart of kube-apiserver.
@@ -43,7 +45,7 @@ from e2e.gang import scheduler_config, start_extender
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.fakekubelet import FakeNodes
 from e2e.harness.fixtures import create_pod, create_podgroup, kube
-from e2e.harness.k8s import ApiException
+from e2e.harness.k8s import ApiException, client
 from e2e.harness.process import ManagedProcess, free_port
 
 from .checker import Checker, Violation
@@ -77,6 +79,9 @@ class SoakConfig:
     partial_window: float = 30.0
     drain_timeout: float = 600.0
     max_rss_mb: float = 400.0
+    # PriorityClasses the gangs draw from (values 100, 200, ...; the highest is also made
+    # once more with preemptionPolicy Never); 0: every gang at priority 0.
+    priorities: int = 3
     extender_args: tuple[str, ...] = ("--default-timeout", "20", "--backoff-base", "2",
                                       "--backoff-cap", "16")
 
@@ -95,6 +100,7 @@ class GangSpec:
     first_wave: int  # members created at once; the rest after `second_wave_delay`
     second_wave_delay: float
     impossible: bool = False
+    priority_class: str | None = None
 
     @property
     def key(self) -> str:
@@ -106,6 +112,8 @@ class GangRun:
     spec: GangSpec
     created_at: float
     created_pods: int = 0
+    created_at_pod: dict[int, float] = field(default_factory=dict)
+    recreated: int = 0
     second_wave_at: float | None = None
     done_at: float | None = None
     deleted: bool = False
@@ -120,6 +128,7 @@ class SoakReport:
     gangs_completed: int = 0
     gangs_impossible: int = 0
     pods_created: int = 0
+    pods_recreated: int = 0  # evicted members the soak, as their controller, made again
     extender_kills: int = 0
     scheduler_kills: int = 0
     apiserver_restarts: int = 0
@@ -147,7 +156,8 @@ class SoakReport:
         lines = [
             f"soak seed={self.seed}: {self.duration_s / 60:.1f} min, "
             f"{self.gangs_created} gangs ({self.pods_created} pods; "
-            f"{self.gangs_completed} completed, {self.gangs_impossible} impossible), "
+            f"{self.gangs_completed} completed, {self.gangs_impossible} impossible, "
+            f"{self.pods_recreated} evicted pods recreated), "
             f"kills: extender {self.extender_kills}, kube-scheduler {self.scheduler_kills}, "
             f"kube-apiserver restarts {self.apiserver_restarts}",
             f"violations: {len(self.violations)}; unfinished gangs: {len(self.unfinished)}; "
@@ -177,7 +187,15 @@ def _slots(cfg: SoakConfig, cpu_m: int, mem_mi: int) -> int:
     return per_node * cfg.nodes
 
 
-def make_gang(rng: random.Random, cfg: SoakConfig, ns: str, index: int) -> GangSpec:
+def priority_classes(cfg: SoakConfig, run_id: str) -> list[str]:
+    """The names `make_gang` draws from: `{run_id}-p1`.. and `{run_id}-never`."""
+    if cfg.priorities <= 0:
+        return []
+    return [f"{run_id}-p{k}" for k in range(1, cfg.priorities + 1)] + [f"{run_id}-never"]
+
+
+def make_gang(rng: random.Random, cfg: SoakConfig, ns: str, index: int,
+              classes: list[str] | None = None) -> GangSpec:
     cpu_m = rng.choice([250, 500, 500, 1000, 1000, 2000])
     mem_mi = rng.choice([128, 256, 512, 1024])
     impossible = rng.random() < cfg.impossible_fraction
@@ -191,6 +209,7 @@ def make_gang(rng: random.Random, cfg: SoakConfig, ns: str, index: int) -> GangS
         elastic = rng.random() < cfg.elastic_fraction
         min_member = rng.randint(1, size) if elastic else size
     first = size if rng.random() < 0.6 else rng.randint(0, size)
+    klass = rng.choice(classes) if classes else None
     return GangSpec(
         ns=ns, name=f"g{index:05d}", size=size, min_member=min_member,
         cpu=f"{cpu_m}m", memory=f"{mem_mi}Mi",
@@ -198,7 +217,7 @@ def make_gang(rng: random.Random, cfg: SoakConfig, ns: str, index: int) -> GangS
         rendezvous=rng.random() < 0.6,
         timeout=rng.choice([None, None, 10, 20, 40]),
         first_wave=first, second_wave_delay=round(rng.uniform(0.5, 12.0), 1),
-        impossible=impossible,
+        impossible=impossible, priority_class=klass,
     )
 
 
@@ -305,6 +324,17 @@ class Soak:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.2)
+        sched = client.SchedulingV1Api(k.api)
+        for i, name in enumerate(priority_classes(self.cfg, self.run_id)):
+            never = name.endswith("-never")
+            body: dict[str, Any] = {
+                "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": name, "labels": {"soak": self.run_id}},
+                "value": 100 * (self.cfg.priorities if never else i + 1)}
+            if never:
+                body["preemptionPolicy"] = "Never"
+            retry(lambda b=body: sched.create_priority_class(  # type: ignore[misc]
+                b, _preload_content=False), f"create PriorityClass {name}")
         self.checker = Checker(self.cluster.api_client(), self.cfg.partial_window,
                                node_selector=f"soak={self.run_id}").start()
         self.port = free_port()
@@ -331,30 +361,51 @@ class Soak:
         for n in self.nodes:
             with contextlib.suppress(Exception):
                 self.node_api.delete_node(n)
+        sched = client.SchedulingV1Api(k.api)
+        for name in priority_classes(self.cfg, self.run_id):
+            with contextlib.suppress(Exception):
+                sched.delete_priority_class(name, _preload_content=False)
 
     # ----- gangs ---------------------------------------------------------------------------
 
-    def _create_pods(self, run: GangRun, upto: int) -> None:
+    def _create_pod(self, run: GangRun, i: int) -> None:
         s = run.spec
+        retry(lambda: create_pod(
+            s.ns, f"{s.name}-{i}", cpu=s.cpu, memory=s.memory,
+            scheduler_name=self.scheduler_name, pod_group=s.name,
+            run_seconds=s.run_seconds,
+            rendezvous=s.name if s.rendezvous else None,
+            rendezvous_size=s.min_member if s.rendezvous else None,
+            labels={"soak": self.run_id},
+            node_selector={"soak": self.run_id}, priority_class=s.priority_class,
+            tolerations=[{"key": "soak", "operator": "Equal", "value": self.run_id,
+                          "effect": "NoSchedule"}]), f"create pod {s.key}-{i}")
+        run.created_at_pod[i] = time.monotonic()
+
+    def _create_pods(self, run: GangRun, upto: int) -> None:
         while run.created_pods < upto:
-            i = run.created_pods
-            retry(lambda i=i: create_pod(  # type: ignore[misc]
-                s.ns, f"{s.name}-{i}", cpu=s.cpu, memory=s.memory,
-                scheduler_name=self.scheduler_name, pod_group=s.name,
-                run_seconds=s.run_seconds,
-                rendezvous=s.name if s.rendezvous else None,
-                rendezvous_size=s.min_member if s.rendezvous else None,
-                labels={"soak": self.run_id},
-                node_selector={"soak": self.run_id},
-                tolerations=[{"key": "soak", "operator": "Equal", "value": self.run_id,
-                              "effect": "NoSchedule"}]), f"create pod {s.key}-{i}")
+            self._create_pod(run, run.created_pods)
             run.created_pods += 1
             self.report.pods_created += 1
+
+    def _recreate_evicted(self, run: GangRun, now: float) -> None:
+        """Their controller's part: a member that vanished before its gang finished was
+        evicted (a preemption, or a partial gang's eviction): make it again. Only pods
+        created a while ago, so the checker's watch has seen them."""
+        assert self.checker is not None
+        present = {p.name for p in self.checker.gang_pods(run.spec.key)}
+        for i in range(run.created_pods):
+            if (f"{run.spec.name}-{i}" not in present
+                    and now - run.created_at_pod.get(i, now) > 5.0):
+                self._create_pod(run, i)
+                run.recreated += 1
+                self.report.pods_recreated += 1
 
     def create_gang(self, index: int) -> None:
         assert self.checker is not None
         ns = self.namespaces[index % len(self.namespaces)]
-        spec = make_gang(self.rng, self.cfg, ns, index)
+        spec = make_gang(self.rng, self.cfg, ns, index,
+                         priority_classes(self.cfg, self.run_id))
         run = GangRun(spec, time.monotonic())
         self.gangs[spec.key] = run
         self.checker.register_gang(spec.key, spec.min_member)
@@ -389,6 +440,8 @@ class Soak:
             if run.spec.impossible and now - run.created_at > self.cfg.impossible_lifetime:
                 self.delete_gang(run)  # it waited long enough to prove nothing binds
                 continue
+            if not run.spec.impossible:
+                self._recreate_evicted(run, now)
             if run.created_pods == run.spec.size and not run.spec.impossible:
                 pods = self.checker.gang_pods(run.spec.key)
                 if len(pods) == run.spec.size and all(p.phase == "Succeeded" for p in pods):

@@ -88,3 +88,21 @@ def test_a_pod_moving_node_is_a_violation(checker: Checker) -> None:
     checker._observe(pod("a", None, node="n1"))
     checker._observe(pod("a", None, node="n2"))
     assert [v.kind for v in checker.violations] == ["rebound"]
+
+
+def test_a_partial_eviction_is_a_violation(checker: Checker) -> None:
+    for i in range(3):
+        checker._observe(pod(f"g-{i}", "g", node="n1", phase="Running"))
+    checker._deleted("u-g-0")  # one member evicted, the others keep running
+    checker.check_windows(checker.now() + 60)
+    assert [v.kind for v in checker.violations] == ["partial-eviction"]
+
+
+def test_a_whole_eviction_is_not(checker: Checker) -> None:
+    for i in range(3):
+        checker._observe(pod(f"g-{i}", "g", node="n1", phase="Running"))
+    checker._deleted("u-g-0")
+    checker._observe(pod("g-1", "g", node="n1", phase="Succeeded"))  # finished meanwhile
+    checker._deleted("u-g-2")
+    checker.check_windows(checker.now() + 60)
+    assert checker.violations == []
