@@ -239,3 +239,49 @@ def test_the_filter_path_never_searches_for_victims() -> None:
     assert not evictions(sim)  # kube-scheduler's loop ran a pass, not a search
     sim.tick()
     assert evictions(sim)  # the tick's pass did
+
+
+def test_a_member_preempted_by_another_scheduler_is_replaced_alone() -> None:
+    """kube-scheduler's DefaultPreemption (of the default profile) deleted one member
+    of a running gang: the rest keep running (the extender evicts nothing it did not
+    commit), and the replacement its controller creates is placed on its own, the gang
+    whole again, as soon as one member fits (README "Priorities and preemption")."""
+    sim = cluster(nodes=3)
+    job = Job("g", at=0, run=1000, cpu=3000, members=3, priority=1)
+    driver = Driver(sim, [job])
+    driver.run(0.5)
+    assert driver.gang_bound_at(job) is not None
+    victim = job.uids[0]
+    node_name = sim.cache.pods[victim].node_name
+    sim.delete(victim)  # preempted by a higher-priority pod of the default scheduler
+    sim.bind_foreign(pod("urgent", cpu=3000, priority=100), node_name)
+    replacement = pod("g-r0", "g", cpu=3000, memory=1 << 20, priority=1)
+    sim.add_pod(replacement)
+    driver.run(0.5)
+    assert not [a for a in sim.actions if isinstance(a, EvictPods)]
+    assert all(sim.cache.pods[u].node_name for u in job.uids[1:])
+    assert not sim.cache.pods[replacement.uid].node_name  # no room: 3 nodes, 3 taken
+    sim.add_node(node("n-new", cpu=4000))
+    driver.run(0.5)
+    assert sim.cache.pods[replacement.uid].node_name == "n-new"
+
+
+def test_no_member_of_a_gang_being_evicted_is_bound_meanwhile() -> None:
+    """Between the choice of victims and the watch showing them terminating, the victim
+    gang still counts as bound: an elastic extra that found room then would be bound and
+    left running alone. It is refused until the gang is placed again."""
+    sim = cluster(nodes=2)
+    sim.add_group(group("low", 2))
+    low = [sim.add_pod(pod(f"low-{i}", "low", cpu=4000, priority=1)) for i in range(3)]
+    for p in low:
+        sim.schedule(p.uid)
+    assert len(sim.bound("low")) == 2
+    sim.add_group(group("high", 2))
+    for i in range(2):
+        sim.add_pod(pod(f"high-{i}", "high", cpu=4000, priority=10))
+    sim.tick()
+    assert evictions(sim)  # chosen; the evictions are not carried out yet
+    extra = next(p for p in low if not sim.cache.pods[p.uid].node_name)
+    sim.add_node(node("n-new", cpu=4000))  # room for the extra appears
+    assert sim.schedule(extra.uid) == "rejected"
+    assert "is being preempted" in sim.last_filter[extra.uid]

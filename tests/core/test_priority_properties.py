@@ -109,6 +109,11 @@ def test_preemption_and_starvation_invariants(
             res = sim.core.reservations.get(key)
             if res is None or res.held != "starvation":
                 holds.pop(key)
+                continue
+            held_at, left = holds[key]
+            assert driver.t - held_at <= left + 3 * DT, (
+                f"{key} still held {driver.t - held_at:.2f}s after the hold, longest "
+                f"remaining run on its nodes was {left:.2f}s")
     driver.evict_refused.clear()
     driver.run(35)
     # Never a partial eviction: every victim gang lost every member it was chosen with.
