@@ -72,3 +72,18 @@ def test_preemption_metrics() -> None:
     assert value("gang_extender_preemption_victims_total", {"kind": "reservation"}) == 1
     assert value("gang_extender_preempted_pods_total") == 3
     assert value("gang_extender_gang_transitions_total", {"reason": "Preempting"}) == 1
+
+
+def test_the_debug_view_shows_a_held_reservation_without_a_deadline() -> None:
+    import orjson
+
+    from extender.scheduler.debug import gangs_view
+    from extender.scheduler.dispatch import Dispatcher
+    from tests.core.test_starvation import held_cluster
+
+    sim, _, _ = held_cluster()
+    view = gangs_view(Dispatcher(sim.manager, None, clock=lambda: sim.now))
+    (res,) = view["reservations"]
+    assert res["held"] == "starvation" and res["deadline"] is None
+    assert res["secondsLeft"] is None
+    orjson.dumps(view)  # no infinite float in the JSON
