@@ -69,6 +69,9 @@ class Reservations:
         self._outbox = outbox
         self._by_gang: dict[str, Reservation] = {}
         self._without: Snapshot | None = None  # memo of `without_reservations`
+        # priority -> slots of pods with it: whether a reservation could be preempted,
+        # without walking them (`lowest_priority`).
+        self._priorities: dict[int, int] = {}
 
     def get(self, gang: str | None) -> Reservation | None:
         return self._by_gang.get(gang) if gang is not None else None
@@ -117,6 +120,7 @@ class Reservations:
         slot = res.slots[uid] = Slot(node, pod)
         self._cache.reserve(node, pod, held=res.held is not None)
         self._without = None
+        self._priorities[pod.priority] = self._priorities.get(pod.priority, 0) + 1
         return slot
 
     def _remove(self, res: Reservation, uid: str, freed: bool = True) -> Slot | None:
@@ -124,7 +128,16 @@ class Reservations:
         if slot is not None:
             self._cache.unreserve(slot.node, slot.pod, freed=freed, held=res.held is not None)
             self._without = None
+            left = self._priorities.get(slot.pod.priority, 0) - 1
+            if left > 0:
+                self._priorities[slot.pod.priority] = left
+            else:
+                self._priorities.pop(slot.pod.priority, None)
         return slot
+
+    def lowest_priority(self) -> int | None:
+        """The lowest priority of a pod any slot is held for, None without slots."""
+        return min(self._priorities, default=None)
 
     # ----- held reservations ----------------------------------------------------------------
 

@@ -112,6 +112,8 @@ class Preemptions:
     def plain_due(self) -> bool:
         """A plain preemptor has not been searched for since the cluster changed."""
         for pod in self._plain.values():
+            if not self.could_preempt(pod.priority):
+                continue
             key = plain_key(pod)
             memo = self._searched.get(key)
             if (memo is None or memo[0] != self._signature(key)) and (
@@ -149,8 +151,8 @@ class Preemptions:
         plan: Callable[[Snapshot], Plan | Shortfall], now: float, timeout: float,
         group: GroupInfo | None, pod: PodInfo | None,
     ) -> Reservation | None:
-        if not self._on:
-            return None
+        if not self.could_preempt(priority):
+            return None  # nobody below it: equal priority never preempts
         signature = self._signature(key)
         memo = self._searched.get(key)
         if memo is not None and memo[0] == signature:
@@ -163,12 +165,6 @@ class Preemptions:
             self._searched[key] = (signature, note)
             self._note(key, note, now)
             return None
-        lowest = self._cache.lowest_running_priority()
-        if (lowest is None or lowest >= priority) and not any(
-            s.pod.priority < priority for r in self._reservations.values()
-            for s in r.slots.values()
-        ):
-            return None  # nobody below it: equal priority never preempts
         exclude: dict[str, object] = {key: True}
         exclude.update(self.leaving.excluded(now, self._budgets.epoch))
         units, protected = candidates(self._cache, self._reservations, self._budgets,
@@ -186,6 +182,17 @@ class Preemptions:
             self._searched[key] = (signature, note)
             return None
         return self._preempt(key, name, priority, chosen, result, now, timeout, group, pod)
+
+    def could_preempt(self, priority: int) -> bool:
+        """Whether anything runs or is reserved below `priority`: O(1), so a pass can
+        tell at once that a failed gang has nobody to preempt (the common case: one
+        priority for everyone)."""
+        if not self._on:
+            return False
+        running = self._cache.lowest_running_priority()
+        reserved = self._reservations.lowest_priority()
+        return ((running is not None and running < priority)
+                or (reserved is not None and reserved < priority))
 
     def _signature(self, key: str) -> _Signature:
         c = self._cache

@@ -20,7 +20,7 @@ from extender.core.permit import Permit
 from extender.core.planner import GangPlanner, Plan
 from extender.core.preemption.preemptor import Preemptions
 from extender.core.queue.backoff import Backoffs
-from extender.core.queue.order import queue_sort_key
+from extender.core.queue.order import gang_priority, queue_sort_key
 from extender.core.queue.starvation import Starvation
 from extender.core.reservations import Reservation, Reservations
 from extender.core.types import GroupInfo, PodInfo
@@ -172,7 +172,7 @@ class GangQueue:
                     self._last_failure.pop(key, None)
                     granted.append(key)
                     continue
-            else:
+            elif self._preemptions.could_preempt(gang_priority(members)):
                 self._search_owed = True
             # 7. The head of the queue, starved: capacity held for it as it frees up.
             if head:
