@@ -72,6 +72,7 @@ class Reservations:
         # priority -> slots of pods with it: whether a reservation could be preempted,
         # without walking them (`lowest_priority`).
         self._priorities: dict[int, int] = {}
+        self._held: dict[str, Reservation] = {}  # the held ones, so a pass need not look
 
     def get(self, gang: str | None) -> Reservation | None:
         return self._by_gang.get(gang) if gang is not None else None
@@ -114,6 +115,8 @@ class Reservations:
         for uid, node in plan.assignments.items():
             self._add(res, uid, node, self._cache.pods[uid])
         self._by_gang[key] = res
+        if held:
+            self._held[key] = res
         return res
 
     def _add(self, res: Reservation, uid: str, node: str, pod: PodInfo) -> Slot:
@@ -142,7 +145,7 @@ class Reservations:
     # ----- held reservations ----------------------------------------------------------------
 
     def held(self) -> list[Reservation]:
-        return [r for r in self._by_gang.values() if r.held is not None]
+        return list(self._held.values())
 
     def has_room(self, res: Reservation) -> bool:
         """Every slot's node has room for what is charged there: free capacity is not
@@ -163,6 +166,7 @@ class Reservations:
         for slot in res.slots.values():
             self._cache.unhold(slot.node, slot.pod)
         res.held = None
+        self._held.pop(res.gang, None)
         res.created = now
         res.deadline = now + res.timeout
 
@@ -236,6 +240,7 @@ class Reservations:
         """Release the whole reservation; every waiting bind of the gang is rejected with
         "gang <key>: <why>", and plain pods turned away for it are woken."""
         self._by_gang.pop(res.gang, None)
+        self._held.pop(res.gang, None)
         for uid in list(res.slots):
             self.unreserve(res, uid, why)
         for uid in list(self._permit.waiting):
@@ -249,6 +254,7 @@ class Reservations:
     def bound(self, gang: str) -> Reservation | None:
         """The gang's quorum is bound: its reservation has done its job."""
         res = self._by_gang.pop(gang, None)
+        self._held.pop(gang, None)
         if res is not None:
             for uid in list(res.slots):
                 self.unreserve(res, uid, "quorum is bound")
