@@ -40,7 +40,6 @@ from extender.core.preemption.victims import (
     select,
     view_without,
 )
-from extender.core.queue.order import gang_priority
 from extender.core.reservations import Reservation, Reservations, plain_key
 from extender.core.snapshot import Snapshot
 from extender.core.types import GroupInfo, PodInfo
@@ -123,18 +122,21 @@ class Preemptions:
 
     # ----- searching ------------------------------------------------------------------------
 
-    def gang(self, group: GroupInfo, members: Sequence[PodInfo], now: float,
+    def gang(self, group: GroupInfo, members: Sequence[PodInfo], priority: int, now: float,
              timeout: float) -> Reservation | None:
-        """`group` failed to plan: evict lower-priority units for it, if that lets its
-        whole plan fit. Returns its held reservation."""
+        """`group` (at `priority`, `gang_priority` of its members) failed to plan: evict
+        lower-priority units for it, if that lets its whole plan fit. Returns its held
+        reservation."""
         succeeded = self._cache.succeeded(group)
 
         def plan(view: Snapshot) -> Plan | Shortfall:
             return self._plan(group, members, succeeded, view)
 
+        if not self.could_preempt(priority):
+            return None
         never = any(m.preemption_policy == "Never" for m in members)
-        return self._search(group.key, f"gang {group.key}", gang_priority(list(members)),
-                            never, plan, now, timeout, group, None)
+        return self._search(group.key, f"gang {group.key}", priority, never, plan, now,
+                            timeout, group, None)
 
     def pod(self, pod: PodInfo, now: float, timeout: float) -> Reservation | None:
         """A plain preemptor (`plain_waiting`)."""

@@ -20,7 +20,7 @@ from extender.core.permit import Permit
 from extender.core.planner import GangPlanner, Plan
 from extender.core.preemption.preemptor import Preemptions
 from extender.core.queue.backoff import Backoffs
-from extender.core.queue.order import gang_priority, queue_sort_key
+from extender.core.queue.order import queue_sort_key
 from extender.core.queue.starvation import Starvation
 from extender.core.reservations import Reservation, Reservations
 from extender.core.types import GroupInfo, PodInfo
@@ -141,7 +141,7 @@ class GangQueue:
         waiting.sort(key=lambda w: w[0])
         granted: list[str] = []
         head = True
-        for _, group, members in waiting:
+        for sort_key, group, members in waiting:
             key = group.key
             self._quorum_since.setdefault(key, now)
             # 3. Unchanged since its last failed plan: it would fail the same way.
@@ -167,12 +167,15 @@ class GangQueue:
             timeout = group.schedule_timeout_seconds or self._config.default_timeout_seconds
             # 6. Evict lower-priority work for it: on the tick only, never on
             # kube-scheduler's loop (a search plans it a handful of times).
-            if tick:
-                if self._preemptions.gang(group, members, now, timeout) is not None:
+            priority = -sort_key[0]  # the gang's priority (`queue_sort_key`)
+            if not self._preemptions.could_preempt(priority):
+                pass  # nobody below it: nothing to search, now or on the tick
+            elif tick:
+                if self._preemptions.gang(group, members, priority, now, timeout) is not None:
                     self._last_failure.pop(key, None)
                     granted.append(key)
                     continue
-            elif self._preemptions.could_preempt(gang_priority(members)):
+            else:
                 self._search_owed = True
             # 7. The head of the queue, starved: capacity held for it as it frees up.
             if head:
