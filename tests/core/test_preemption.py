@@ -285,3 +285,22 @@ def test_no_member_of_a_gang_being_evicted_is_bound_meanwhile() -> None:
     sim.add_node(node("n-new", cpu=4000))  # room for the extra appears
     assert sim.schedule(extra.uid) == "rejected"
     assert "is being preempted" in sim.last_filter[extra.uid]
+
+
+def test_victims_still_terminating_are_not_replaced_by_more_victims() -> None:
+    """After a restart the extender has forgotten whom it chose; the victims it evicted
+    are still terminating. Their capacity counts as coming back: nobody else is evicted."""
+    sim = cluster(nodes=2)
+    low = Job("low", at=0, run=1000, cpu=4000, members=1, priority=1)
+    other = Job("other", at=0, run=1000, cpu=4000, plain=True, priority=1)
+    driver = Driver(sim, [low, other])
+    driver.run(0.5)
+    p = sim.cache.pods[low.uids[0]]
+    sim.manager.on_pod(dataclasses.replace(p, deleting=True), sim.now)  # terminating
+    sim.add_group(group("high", 1))
+    sim.add_pod(pod("high-0", "high", cpu=4000, priority=10))
+    driver.run(2)
+    assert not evictions(sim)  # "other" is left alone
+    sim.delete(low.uids[0])
+    driver.run(1)
+    assert sim.bound("high")

@@ -36,6 +36,7 @@ from extender.core.preemption.victims import (
     GANG,
     RESERVATION,
     Unit,
+    already_leaving,
     candidates,
     select,
     view_without,
@@ -172,8 +173,12 @@ class Preemptions:
         units, protected = candidates(self._cache, self._reservations, self._budgets,
                                       priority, exclude, self.leaving)
         snapshot = self._cache.snapshot
-        chosen = select(units, lambda v: isinstance(plan(view_without(snapshot, v)), Plan))
-        result = plan(view_without(snapshot, chosen)) if chosen else None
+        leaving = already_leaving(self._cache)
+        chosen = select(units, lambda v: isinstance(
+            plan(view_without(snapshot, [leaving, *v])), Plan))
+        if chosen == []:
+            return None  # pods leaving already make room: it is planned once they are gone
+        result = plan(view_without(snapshot, [leaving, *chosen])) if chosen else None
         if chosen is None or not isinstance(result, Plan):
             note = ""
             if protected:

@@ -139,6 +139,16 @@ def candidates(
     return out, protected
 
 
+def already_leaving(cache: Cache) -> Unit:
+    """The pods being deleted, as a unit nobody evicts: their capacity comes back
+    anyway. Counted as free by every search, so that victims still terminating (after
+    a restart of the extender, which forgot that it chose them) are not replaced by
+    more victims."""
+    frees = tuple((node, p) for node in cache.nodes for p in cache.bound_on(node)
+                  if p.deleting and not p.terminal)
+    return Unit("(leaving)", "leaving", 0, (), frees, 0.0)
+
+
 def view_without(snapshot: Snapshot, units: Sequence[Unit]) -> Snapshot:
     """`snapshot` with the capacity of `units` given back."""
     over: dict[str, Resources] = {}
@@ -157,8 +167,10 @@ def view_without(snapshot: Snapshot, units: Sequence[Unit]) -> Snapshot:
 
 def select(units: Sequence[Unit], fits: Callable[[Sequence[Unit]], bool]) -> list[Unit] | None:
     """The least harmful victims among `units` (least harmful first) with which
-    `fits` (the preemptor's whole plan fits with their capacity given back); None if
-    not even all of them will do."""
+    `fits` (the preemptor's whole plan fits with their capacity given back); [] if it
+    fits without any; None if not even all of them will do."""
+    if fits([]):
+        return []  # nothing to evict: what it needs is leaving already
     if not units:
         return None
     k = 1
