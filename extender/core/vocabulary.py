@@ -209,6 +209,10 @@ class Preempting:
     victims: tuple[Victim, ...]
     slots: tuple[SlotView, ...]
 
+    def groups(self) -> list[GroupRef]:
+        """Every PodGroup it concerns: the preemptor's and the victims'."""
+        return [g for g in (self.group, *(v.group for v in self.victims)) if g is not None]
+
 
 Transition = GangReserved | GangBound | GangTimedOut | GangHeld
 # For the reporting adapters: status, Events, metrics.

@@ -165,9 +165,7 @@ class StatusWriter:
                 self._decisions[report.gang] = report.status
             self.dirty.add(report.gang)
         elif isinstance(report, Preempting):
-            for group in (report.group, *(v.group for v in report.victims)):
-                if group is not None:
-                    self.dirty.add(group.key)
+            self.dirty.update(g.key for g in report.groups())
         else:
             self.dirty.add(report.group.key)
 
