@@ -71,7 +71,8 @@ def test_preemption_metrics() -> None:
     assert value("gang_extender_preemption_victims_total", {"kind": "gang"}) == 1
     assert value("gang_extender_preemption_victims_total", {"kind": "reservation"}) == 1
     assert value("gang_extender_preempted_pods_total") == 3
-    assert value("gang_extender_gang_transitions_total", {"reason": "Preempting"}) == 1
+    assert value("gang_extender_gang_transitions_total",
+                 {"reason": "Preempting", "source": "scheduler-plugins"}) == 1
 
 
 def test_the_debug_view_shows_a_held_reservation_without_a_deadline() -> None:

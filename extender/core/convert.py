@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from extender.core.resources import parse_resource_list, pod_requests
+from extender.core.sources import membership
 from extender.core.types import (
     BudgetInfo,
     GroupInfo,
@@ -230,12 +231,14 @@ def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
         for i, x in enumerate(_list(anti.get("requiredDuringSchedulingIgnoredDuringExecution"), w))
     )
 
+    labels = _str_map(meta.get("labels"), "metadata.labels")
+    group = _obj(spec.get("schedulingGroup"), "spec.schedulingGroup")
     return PodInfo(
         uid=uid,
         namespace=_str(meta.get("namespace"), "metadata.namespace", "default"),
         name=name,
         requests=pod_requests(spec),
-        labels=_str_map(meta.get("labels"), "metadata.labels"),
+        labels=labels,
         priority=_int(spec.get("priority"), "spec.priority", 0),
         node_name=_str(spec.get("nodeName"), "spec.nodeName"),
         phase=_str(status.get("phase"), "status.phase", "Pending") or "Pending",
@@ -252,6 +255,9 @@ def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
         ),
         required_anti_affinity=anti_terms,
         unschedulable=_unschedulable(status),
+        membership=membership(
+            labels, _obj(meta.get("annotations"), "metadata.annotations"),
+            _str(group.get("podGroupName"), "spec.schedulingGroup.podGroupName")),
         preemption_policy=_str(spec.get("preemptionPolicy"), "spec.preemptionPolicy",
                                "PreemptLowerPriority") or "PreemptLowerPriority",
     )

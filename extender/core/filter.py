@@ -21,6 +21,7 @@ from extender.core.queue.backoff import Backoffs
 from extender.core.queue.gang_queue import GangQueue
 from extender.core.reservations import Reservation, Reservations
 from extender.core.resources import fits, format_resources
+from extender.core.sources import missing_group_message
 from extender.core.types import GroupInfo, PodInfo
 from extender.core.vocabulary import FilterResult, Reason
 
@@ -75,11 +76,7 @@ class Filter:
     ) -> FilterResult:
         group = self._cache.groups.get(gang)
         if group is None:
-            return reject(
-                node_names,
-                f"gang {gang}: PodGroup {gang} not found; create it or fix the "
-                f"scheduling.x-k8s.io/pod-group label of pod {pod.key}",
-            )
+            return reject(node_names, missing_group_message(gang, pod))
         if self._leaving.gang_leaving(gang):
             return reject(node_names, f"gang {gang} is being preempted: its members are "
                                       f"evicted, and it is placed again whole later")

@@ -33,8 +33,9 @@ from extender.core.queue.gang_queue import GangQueue
 from extender.core.queue.starvation import Starvation
 from extender.core.repair import Repair
 from extender.core.reservations import Reservations
+from extender.core.sources import kueue_group
 from extender.core.timeouts import Timeouts
-from extender.core.types import BudgetInfo, GroupInfo, NodeInfo, PodInfo
+from extender.core.types import KUEUE, SCHEDULER_PLUGINS, BudgetInfo, GroupInfo, NodeInfo, PodInfo
 from extender.core.vocabulary import (
     Action,
     BindDecision,
@@ -49,6 +50,7 @@ from extender.core.vocabulary import (
 # A pod first seen this long after its creationTimestamp (second resolution, the API
 # server's clock) was not just created: listed after a restart, not arriving.
 _ARRIVAL_MAX_AGE_SECONDS = 10.0
+KUEUE_PREFIX = KUEUE + ":"  # of a Kueue pod group's gang key (types.gang_key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +163,9 @@ class GangManager:
             # Bound by anyone onto a node with reservations: slots it squeezes out move now.
             c.repair.squeezed(pod.node_name)
         c.queue.members_changed()
+        if old_gang != gang:
+            self._derive_group(old_gang, now)
+        self._derive_group(gang, now)
         if gang is not None:
             c.timeouts.check_quorum_bound(gang, now)
 
@@ -180,6 +185,21 @@ class GangManager:
         c.parked.forget(uid)
         self._cache.remove_pod(uid)
         c.queue.members_changed()
+        self._derive_group(pod.gang, now if now is not None else 0.0)
+
+    def _derive_group(self, gang: str | None, now: float) -> None:
+        """A Kueue pod group has no object: its group follows its pods, created with the
+        first of them, resized with their declared count, gone with the last
+        (sources.kueue_group)."""
+        if gang is None or not gang.startswith(KUEUE_PREFIX):
+            return
+        old = self._cache.groups.get(gang)
+        new = kueue_group(gang, self._cache.gang_pods(gang), old)
+        if new is None:
+            if old is not None:
+                self.on_group_deleted(gang)
+        elif new != old:
+            self.on_group(new, now)
 
     def on_group(self, group: GroupInfo, now: float) -> None:
         c = self._core
@@ -303,9 +323,10 @@ class GangManager:
     def groups(self) -> list[GroupInfo]:
         return list(self._cache.groups.values())
 
-    def group_pods(self, namespace: str, name: str) -> Sequence[PodInfo]:
-        """Every pod labelled for the group, finished ones included."""
-        return self._cache.group_pods(namespace, name)
+    def group_pods(self, namespace: str, name: str,
+                   source: str = SCHEDULER_PLUGINS) -> Sequence[PodInfo]:
+        """Every pod that joins the group, finished ones included."""
+        return self._cache.group_pods(namespace, name, source)
 
     def status(self, gang: str) -> GangStatus | None:
         return self._core.explanations.get(gang)

@@ -15,6 +15,43 @@ Resources = dict[str, int]
 
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 
+# Where a gang comes from: the API or operator convention that marked it
+# (core/sources.py has each one's keys and objects; docs/install.md a section per source).
+SCHEDULER_PLUGINS = "scheduler-plugins"  # PodGroup scheduling.x-k8s.io/v1alpha1 + label
+WORKLOAD_API = "workload-api"  # PodGroup scheduling.k8s.io/v1alpha2 + spec.schedulingGroup
+VOLCANO = "volcano"  # PodGroup scheduling.volcano.sh/v1beta1 + annotation
+KUEUE = "kueue"  # Kueue plain pod groups: labels and annotations only, no object
+
+
+def gang_key(source: str, namespace: str, name: str) -> str:
+    """The key a gang is addressed by everywhere (cache, queue, reservations, messages,
+    /debug): "namespace/name" for scheduler-plugins PodGroups, as it always was, and
+    "source:namespace/name" for the others, so that two sources' groups of the same name
+    in one namespace stay two gangs."""
+    if source == SCHEDULER_PLUGINS:
+        return f"{namespace}/{name}"
+    return f"{source}:{namespace}/{name}"
+
+
+def split_gang_key(key: str) -> tuple[str, str, str]:
+    """(source, namespace, name) of a `gang_key`. Neither a namespace nor an object name
+    may contain ":" or "/", so the split is unambiguous."""
+    head, _, name = key.rpartition("/")
+    source, sep, namespace = head.partition(":")
+    if not sep:
+        return SCHEDULER_PLUGINS, head, name
+    return source, namespace, name
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """The gang a pod joins, as `core/sources.membership` chose it from the pod's keys."""
+
+    source: str
+    name: str  # the group's name in the pod's namespace
+    # Kueue's pod-group-total-count; None for other sources, or when absent or invalid.
+    total: int | None = None
+
 
 @dataclass(frozen=True, slots=True)
 class Taint:
@@ -99,6 +136,10 @@ class PodInfo:
     # may sit in its unschedulable queue until an event or the 5-minute flush moves it
     # (architecture.md §3.8). Status only: it changes neither the pod's footprint nor its gang.
     unschedulable: bool = False
+    # The gang this pod joins, set by `convert.pod_from_k8s` from every source's keys
+    # (core/sources.py). None: the scheduler-plugins label alone decides, which is what a
+    # PodInfo built by hand (tests, benchmarks) relies on.
+    membership: Membership | None = None
     # spec.preemptionPolicy, set by admission from the pod's PriorityClass: "Never" means
     # the pod (or a gang with such a member) never evicts anyone to be placed.
     preemption_policy: str = "PreemptLowerPriority"
@@ -109,12 +150,17 @@ class PodInfo:
 
     @property
     def group(self) -> str | None:
-        """PodGroup name this pod joins, or None for a plain pod."""
+        """Name of the group this pod joins (in its source), or None for a plain pod."""
+        if self.membership is not None:
+            return self.membership.name
         return self.labels.get(GROUP_LABEL) or None
 
     @property
     def gang(self) -> str | None:
-        """Key (namespace/name) of the gang this pod is a member of, or None."""
+        """Key (`gang_key`) of the gang this pod is a member of, or None."""
+        m = self.membership
+        if m is not None:
+            return gang_key(m.source, self.namespace, m.name)
         group = self.labels.get(GROUP_LABEL)
         return f"{self.namespace}/{group}" if group else None
 
@@ -131,7 +177,8 @@ class PodInfo:
 
 @dataclass(slots=True)
 class GroupInfo:
-    """A PodGroup (scheduling.x-k8s.io/v1alpha1)."""
+    """A gang's group: a PodGroup of any source (scheduler-plugins, the upstream Workload
+    API, Volcano) or a Kueue pod group derived from its pods; one model for all."""
 
     namespace: str
     name: str
@@ -140,10 +187,19 @@ class GroupInfo:
     creation: float = 0.0
     min_resources: Resources | None = None
     schedule_timeout_seconds: int | None = None
+    source: str = SCHEDULER_PLUGINS
+    # A node label key whose value every member must share; "": none. The same field as
+    # the planner's topology work (issue 18, the gang-extender.x-k8s.io/topology-required
+    # annotation) declares: an upstream PodGroup's
+    # spec.schedulingConstraints.topology[].key maps to it.
+    topology_required: str = ""
+    # A Volcano PodGroup's spec.priorityClassName, as written; carried, not resolved:
+    # the queue orders gangs by their members' pod priority (queue/order.py).
+    priority_class_name: str | None = None
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return gang_key(self.source, self.namespace, self.name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import ClassVar
 
-from extender.core.types import Resources
+from extender.core.types import SCHEDULER_PLUGINS, Resources, gang_key
 
 
 class Reason(StrEnum):
@@ -52,10 +52,11 @@ class GroupRef:
     namespace: str
     name: str
     uid: str
+    source: str = SCHEDULER_PLUGINS  # which object it is (reporting/events.py)
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return gang_key(self.source, self.namespace, self.name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,7 +51,7 @@ _SHOWN = 5  # victims named in a message; the rest are counted
 
 
 def _group_ref(group: GroupInfo) -> GroupRef:
-    return GroupRef(group.namespace, group.name, group.uid)
+    return GroupRef(group.namespace, group.name, group.uid, group.source)
 
 
 class Preemptions:

@@ -243,7 +243,8 @@ class GangQueue:
             + "younger gangs and pods use only capacity elsewhere"
         )
         self._explanations.set(group.key, Reason.CAPACITY_HELD, msg, now)
-        self._outbox.append(GangHeld(GroupRef(group.namespace, group.name, group.uid), msg,
+        self._outbox.append(GangHeld(GroupRef(group.namespace, group.name, group.uid,
+                                              group.source), msg,
                                      res.slot_views(), waited))
 
     def _announce(self, group: GroupInfo, res: Reservation, now: float,
@@ -257,8 +258,9 @@ class GangQueue:
             f"for {res.timeout:g}s"
         )
         self._explanations.set(group.key, Reason.RESERVED, msg, now)
-        self._outbox.append(GangReserved(GroupRef(group.namespace, group.name, group.uid), msg,
-                                         res.slot_views(), res.created, res.deadline))
+        gref = GroupRef(group.namespace, group.name, group.uid, group.source)
+        self._outbox.append(GangReserved(gref, msg, res.slot_views(), res.created,
+                                         res.deadline))
         parked = self._parked.members(self._cache.members(group), self._permit.waiting,
                                       scheduling)
         if parked:
