@@ -100,6 +100,15 @@ def build_parser() -> argparse.ArgumentParser:
                             "the computed status (default on)")
     serve.add_argument("--events", choices=("on", "off"), default="on",
                        help="post Kubernetes Events on PodGroups and pods (default on)")
+    serve.add_argument("--preemption", choices=("on", "off"), default="on",
+                       help="whole-gang preemption: a gang or a plain pod of the gang "
+                            "scheduler that cannot be placed evicts whole lower-priority "
+                            "gangs and pods through the Eviction API (README \"Priorities "
+                            "and preemption\"; default on)")
+    serve.add_argument("--starvation-after", type=_non_negative, default=30.0,
+                       help="seconds the gang at the head of the queue waits for capacity "
+                            "before the capacity of its best plan is held for it as it "
+                            "frees up; 0 turns the guard off (default 30)")
     serve.add_argument("--scheduler-name", default="gang-scheduler",
                        help="schedulerName of the gang scheduler profile (default gang-scheduler)")
     serve.add_argument("--leader-lease", type=_lease, default=DEFAULT_LEASE,
@@ -142,7 +151,7 @@ async def _serve(args: argparse.Namespace) -> int:
     from extender.core.vocabulary import Report
     from extender.kube.client import make_kube
     from extender.kube.events import EventRecorder
-    from extender.kube.informer import Informer
+    from extender.kube.informer import BUDGETS, Informer
     from extender.kube.leader import Leadership
     from extender.reporting.events import GangEvents
     from extender.reporting.kinds import source_kinds
@@ -158,9 +167,11 @@ async def _serve(args: argparse.Namespace) -> int:
         raise SystemExit("--backoff-limit must be at least 1")
     policy = BackoffPolicy(args.backoff_base, max(args.backoff_cap, args.backoff_base),
                            args.backoff_limit)
-    manager = GangManager(Core.wire(Config(args.default_timeout, policy,
-                                           assembly_wait_seconds=args.assembly_wait,
-                                           assembly_gap_seconds=args.assembly_gap)))
+    manager = GangManager(Core.wire(Config(
+        args.default_timeout, policy, assembly_wait_seconds=args.assembly_wait,
+        assembly_gap_seconds=args.assembly_gap, preemption=args.preemption == "on",
+        starvation_after_seconds=args.starvation_after or None,
+        scheduler_name=args.scheduler_name)))
     kube = make_kube(args.kubeconfig)
     metrics = Metrics()
     lost = asyncio.Event()
@@ -193,7 +204,7 @@ async def _serve(args: argparse.Namespace) -> int:
                             evictions=evictions, leader=leader)
     status.clock = clock
     informer = Informer(kube, manager, clock, dispatcher.cache_changed,
-                        kinds=(*observed_kinds(status), *source_kinds(status)))
+                        kinds=(*observed_kinds(status), *source_kinds(status), BUDGETS))
     app = create_app(dispatcher, metrics, ready=informer.synced)
     install_podgroups_route(app, status, recorder, clock)
     host, port = args.listen

@@ -125,6 +125,8 @@ class FakeApi(BaseHTTPRequestHandler):
             self._reply(200, _item_list("PodList", [POD]))
         elif "/podgroups" in self.path:
             self._reply(200, _item_list("PodGroupList", []))
+        elif "/poddisruptionbudgets" in self.path:
+            self._reply(200, _item_list("PodDisruptionBudgetList", []))
         else:
             self._fail()
 
@@ -210,7 +212,9 @@ NEEDED = {
     ("", "pods", "get"),  # dispatch.Dispatcher._post_binding: a 409 "already bound here"?
     ("", "pods", "patch"),  # wakeups.Wakeups._wake: the wake-up annotation
     ("", "pods/binding", "create"),  # kube.bind
-    ("", "pods/eviction", "create"),  # kube.evict: a partial gang's bound members
+    ("", "pods/eviction", "create"),  # kube.evict: a partial gang's members, preemption victims
+    ("policy", "poddisruptionbudgets", "list"),  # informer.BUDGETS: victims no budget refuses
+    ("policy", "poddisruptionbudgets", "watch"),
     ("scheduling.x-k8s.io", "podgroups", "list"),  # informer.GROUPS
     ("scheduling.x-k8s.io", "podgroups", "watch"),
     ("scheduling.x-k8s.io", "podgroups/status", "patch"),  # status.StatusWriter.write

@@ -35,6 +35,12 @@ Invariants, checked on every watch event (bindings are pods gaining `spec.nodeNa
   bound onto a node a neighbour had already over-committed did not make it exceed:
   noted (`gang-onto-overcommitted`).
 * a pod's node never changes once set (`rebound`).
+* **never a partial eviction** (`partial-eviction`): when a bound, unfinished member of a
+  gang is evicted through the Eviction API (its status shows DisruptionTarget,
+  EvictionByEvictionAPI: a preemption's victim, or a partial gang's eviction), every
+  other member bound and unfinished at that moment must be gone (or finished) within
+  `partial_window` seconds: the extender evicts gangs whole. A member deleted otherwise
+  falls under `partial-gang`.
 
 The watch is a raw LIST + WATCH of all pods (no client models: hundreds of events a
 second are cheap); after an error (an API server restart) it lists again and treats
@@ -99,7 +105,8 @@ def pod_requests(spec: dict[str, Any]) -> tuple[int, int]:
 
 @dataclass
 class Violation:
-    # partial | partial-at-end | partial-gang | overcommit | rebound; for notes:
+    # partial | partial-at-end | partial-gang | partial-eviction | overcommit | rebound;
+    # for notes:
     # overcommit-by-direct | overcommit-by-scheduled | overcommit-by-other |
     # overcommit-race | gang-onto-overcommitted
     kind: str
@@ -124,6 +131,15 @@ class PodRec:
     mem: int = 0
     charged: bool = False
     bound_at: float | None = None
+    # The Eviction API marked it (condition DisruptionTarget, EvictionByEvictionAPI): the
+    # extender evicted it, and evicts gangs whole (`partial-eviction`).
+    evicted: bool = False
+
+
+def _evicted(status: dict[str, Any]) -> bool:
+    return any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+               and c.get("reason") == "EvictionByEvictionAPI"
+               for c in status.get("conditions") or [] if isinstance(c, dict))
 
 
 @dataclass
@@ -140,6 +156,9 @@ class GangRec:
     partial_reported: bool = False
     deleted: bool = False  # the driver deleted it: its members leaving is no partial gang
     vanished: int = 0  # members deleted by someone else while the gang was alive
+    # (when a running member was deleted by someone else, the members bound and running
+    # then): each must be gone or finished within the window (`partial-eviction`).
+    evictions: list[tuple[float, set[str]]] = field(default_factory=list)
 
 
 @dataclass
@@ -402,6 +421,7 @@ class Checker:
             newly_bound = bool(node) and not rec.node
             rec.node = node or rec.node
             rec.phase = phase
+            rec.evicted = rec.evicted or _evicted(st)
             if newly_bound:
                 rec.bound_at = self.now()
             terminal = phase in ("Succeeded", "Failed")
@@ -424,6 +444,11 @@ class Checker:
                 g.vanished += 1
                 g.live.discard(rec.uid)
                 self._partial_update(g, self.now())
+                if rec.evicted and rec.node and rec.phase not in ("Succeeded", "Failed"):
+                    others = {p.uid for p in self.pods.values()
+                              if p.ns == rec.ns and p.gang == rec.gang and p.charged}
+                    if others:
+                        g.evictions.append((self.now(), others))
 
     def _charge(self, rec: PodRec, sign: int) -> None:
         rec.charged = sign > 0
@@ -562,6 +587,18 @@ class Checker:
                                   f"{t - g.partial_since:.1f}s (grace {self.grace(g):.0f}s = "
                                   f"{self.partial_grace_factor:g} x timeout {g.timeout:g}s)")
                     g.partial_reported = True
+
+            for g in self.gangs.values():
+                for at, others in list(g.evictions):
+                    if t - at <= self.partial_window:
+                        continue
+                    g.evictions.remove((at, others))
+                    left = sorted(self.pods[u].name for u in others
+                                  if u in self.pods and self.pods[u].charged)
+                    if left:
+                        self._violate("partial-eviction", g.key,
+                                      f"a running member was deleted {t - at:.1f}s ago and "
+                                      f"{', '.join(left)} still run")
 
     def _violate(self, kind: str, subject: str, detail: str) -> None:
         v = Violation(kind, subject, detail, self.now())

@@ -15,10 +15,11 @@ One run, `run_soak(cluster, SoakConfig(...))`:
    each with a random size (1-`max_size`), `minMember` <= size, per-pod requests, run
    time, rendezvous or not (a rendezvous gang's members finish only once `minMember` of
    them ran together, as a hung MPI job would), a PodGroup timeout, and members that
-   may arrive in two waves. A few gangs cannot fit at all (they take no turn and are
-   deleted after `impossible_lifetime`). A gang whose pods all Succeeded is deleted,
-   which makes room for the next. Members deleted by someone else (an eviction) are
-   replaced, as a Job controller would.
+   may arrive in two waves, and a priority class (`priorities` of them, one more with
+   preemptionPolicy Never): higher gangs preempt lower ones whole. A few gangs cannot
+   fit at all (they take no turn and are deleted after `impossible_lifetime`). A gang
+   whose pods all Succeeded is deleted, which makes room for the next. Members deleted
+   by someone else (an eviction) are replaced, as a Job controller would.
 3. **Neighbours** meanwhile, on the gangs' nodes: pods of no gang, placed by the
    default scheduler or created with `spec.nodeName` (no scheduler at all); part of the
    latter aim at a node where a gang holds capacity right now (the extender's
@@ -103,6 +104,9 @@ class SoakConfig:
     race_window: float = 0.5
     drain_timeout: float = 600.0
     max_rss_mb: float = 400.0
+    # PriorityClasses the gangs draw from (values 100, 200, ...; the highest is also made
+    # once more with preemptionPolicy Never); 0: every gang at priority 0.
+    priorities: int = 3
     extender_args: tuple[str, ...] = ("--default-timeout", "20", "--backoff-base", "2",
                                       "--backoff-cap", "16")
     # Neighbours: pods of no gang on the gangs' nodes. Mean seconds between two
@@ -149,6 +153,7 @@ class GangSpec:
     first_wave: int  # members created at once; the rest after `second_wave_delay`
     second_wave_delay: float
     impossible: bool = False
+    priority_class: str | None = None
 
     @property
     def key(self) -> str:
@@ -294,7 +299,15 @@ def _slots(cfg: SoakConfig, cpu_m: int, mem_mi: int) -> int:
     return per_node * cfg.nodes
 
 
-def make_gang(rng: random.Random, cfg: SoakConfig, ns: str, index: int) -> GangSpec:
+def priority_classes(cfg: SoakConfig, run_id: str) -> list[str]:
+    """The names `make_gang` draws from: `{run_id}-p1`.. and `{run_id}-never`."""
+    if cfg.priorities <= 0:
+        return []
+    return [f"{run_id}-p{k}" for k in range(1, cfg.priorities + 1)] + [f"{run_id}-never"]
+
+
+def make_gang(rng: random.Random, cfg: SoakConfig, ns: str, index: int,
+              classes: list[str] | None = None) -> GangSpec:
     cpu_m = rng.choice([250, 500, 500, 1000, 1000, 2000])
     mem_mi = rng.choice([128, 256, 512, 1024])
     impossible = rng.random() < cfg.impossible_fraction
@@ -308,6 +321,7 @@ def make_gang(rng: random.Random, cfg: SoakConfig, ns: str, index: int) -> GangS
         elastic = rng.random() < cfg.elastic_fraction
         min_member = rng.randint(1, size) if elastic else size
     first = size if rng.random() < 0.6 else rng.randint(0, size)
+    klass = rng.choice(classes) if classes else None
     return GangSpec(
         ns=ns, name=f"g{index:05d}", size=size, min_member=min_member,
         cpu=f"{cpu_m}m", memory=f"{mem_mi}Mi",
@@ -315,7 +329,7 @@ def make_gang(rng: random.Random, cfg: SoakConfig, ns: str, index: int) -> GangS
         rendezvous=rng.random() < 0.6,
         timeout=rng.choice([None, None, 10, 20, 40]),
         first_wave=first, second_wave_delay=round(rng.uniform(0.5, 12.0), 1),
-        impossible=impossible,
+        impossible=impossible, priority_class=klass,
     )
 
 
@@ -474,6 +488,7 @@ class Soak:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.2)
+        self.create_priority_classes()
         self.checker = Checker(
             self.cluster.api_client(), cfg.partial_window,
             node_selector=f"soak={self.run_id}",
@@ -529,6 +544,19 @@ class Soak:
             out.append(self.default_scheduler)
         return out
 
+    def create_priority_classes(self) -> None:
+        sched = client.SchedulingV1Api(kube().api)
+        for i, name in enumerate(priority_classes(self.cfg, self.run_id)):
+            never = name.endswith("-never")
+            body: dict[str, Any] = {
+                "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": name, "labels": {"soak": self.run_id}},
+                "value": 100 * (self.cfg.priorities if never else i + 1)}
+            if never:
+                body["preemptionPolicy"] = "Never"
+            retry(lambda b=body: sched.create_priority_class(  # type: ignore[misc]
+                b, _preload_content=False), f"create PriorityClass {name}")
+
     def teardown(self) -> None:
         self._chaos_stop.set()
         self._rss_stop.set()
@@ -545,6 +573,10 @@ class Soak:
         for n in self.nodes:
             with contextlib.suppress(Exception):
                 self.node_api.delete_node(n)
+        sched = client.SchedulingV1Api(k.api)
+        for name in priority_classes(self.cfg, self.run_id):
+            with contextlib.suppress(Exception):
+                sched.delete_priority_class(name, _preload_content=False)
 
     # ----- gangs ---------------------------------------------------------------------------
 
@@ -556,7 +588,7 @@ class Soak:
             rendezvous=s.name if s.rendezvous else None,
             rendezvous_size=s.min_member if s.rendezvous else None,
             labels={"soak": self.run_id},
-            node_selector={"soak": self.run_id},
+            node_selector={"soak": self.run_id}, priority_class=s.priority_class,
             tolerations=[self.toleration]), f"create pod {s.ns}/{name}")
         self.report.pods_created += 1
 
@@ -568,7 +600,8 @@ class Soak:
     def create_gang(self, index: int) -> None:
         assert self.checker is not None
         ns = self.namespaces[index % len(self.namespaces)]
-        spec = make_gang(self.rng, self.cfg, ns, index)
+        spec = make_gang(self.rng, self.cfg, ns, index,
+                         priority_classes(self.cfg, self.run_id))
         run = GangRun(spec, time.monotonic())
         self.gangs[spec.key] = run
         self.checker.register_gang(spec.key, spec.min_member, spec.timeout)

@@ -323,4 +323,30 @@ def test_elastic_extras_above_the_quorum_are_not_partial(checker: Checker) -> No
     checker._deleted("u-e-3")
     checker._deleted("u-e-2")
     checker.check_windows(checker.now() + 100)
+def evicted(name: str) -> dict[str, Any]:
+    """The pod as the Eviction API leaves it just before deleting it."""
+    p = pod(name, "g", node="n1", phase="Running")
+    p["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True",
+                                  "reason": "EvictionByEvictionAPI"}]
+    return p
+
+
+def test_a_partial_eviction_is_a_violation(checker: Checker) -> None:
+    for i in range(3):
+        checker._observe(pod(f"g-{i}", "g", node="n1", phase="Running"))
+    checker._observe(evicted("g-0"))
+    checker._deleted("u-g-0")  # one member evicted, the others keep running
+    checker.check_windows(checker.now() + 10)  # past the window, within the grace
+    assert [v.kind for v in checker.violations] == ["partial-eviction"]
+
+
+def test_a_whole_eviction_is_not(checker: Checker) -> None:
+    for i in range(3):
+        checker._observe(pod(f"g-{i}", "g", node="n1", phase="Running"))
+    checker._observe(evicted("g-0"))
+    checker._deleted("u-g-0")
+    checker._observe(pod("g-1", "g", node="n1", phase="Succeeded"))  # finished meanwhile
+    checker._observe(evicted("g-2"))
+    checker._deleted("u-g-2")
+    checker.check_windows(checker.now() + 10)
     assert checker.violations == []

@@ -380,6 +380,10 @@ REFUSED = [
     ("get", "", "configmaps", "", "default", ""),
     ("patch", "", "nodes", "", "", ""),
     ("delete", "", "nodes", "", "", ""),
+    # Budgets are read (a preemption never picks a victim one would refuse), never written.
+    ("create", "policy", "poddisruptionbudgets", "", "default", ""),
+    ("patch", "policy", "poddisruptionbudgets", "", "default", ""),
+    ("delete", "policy", "poddisruptionbudgets", "", "default", ""),
     # The main scheduler's lease, and any other lease than its own.
     ("update", "coordination.k8s.io", "leases", "", "kube-system", "kube-scheduler"),
     ("update", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, "kube-scheduler"),
@@ -402,8 +406,10 @@ REFUSED = [
 
 ALLOWED = [
     ("create", "", "pods", "binding", "default", ""),
-    # A partial gang's bound members, through the Eviction API (PDBs respected).
+    # Evictions: a partial gang's members (issue 16), a preemption's victims (issue 17).
     ("create", "", "pods", "eviction", "default", ""),
+    ("list", "policy", "poddisruptionbudgets", "", "", ""),
+    ("watch", "policy", "poddisruptionbudgets", "", "", ""),
     ("patch", "", "pods", "", "default", ""),
     ("patch", "", "pods", "status", "default", ""),
     ("watch", "", "nodes", "", "", ""),

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from extender.core.resources import parse_resource_list, pod_requests
 from extender.core.sources import membership
 from extender.core.types import (
+    BudgetInfo,
     GroupInfo,
     LabelSelector,
     NodeInfo,
@@ -26,7 +27,7 @@ from extender.core.types import (
     Toleration,
 )
 
-__all__ = ["group_from_k8s", "node_from_k8s", "parse_time", "pod_from_k8s"]
+__all__ = ["budget_from_k8s", "group_from_k8s", "node_from_k8s", "parse_time", "pod_from_k8s"]
 
 _EMPTY: Mapping[str, Any] = {}
 _NODE_SELECTOR_OPS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
@@ -257,6 +258,8 @@ def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
         membership=membership(
             labels, _obj(meta.get("annotations"), "metadata.annotations"),
             _str(group.get("podGroupName"), "spec.schedulingGroup.podGroupName")),
+        preemption_policy=_str(spec.get("preemptionPolicy"), "spec.preemptionPolicy",
+                               "PreemptLowerPriority") or "PreemptLowerPriority",
     )
 
 
@@ -346,3 +349,29 @@ def group_from_k8s(obj: Any) -> GroupInfo:
     "use the extender's default"; negative is rejected. An empty minResources is None.
     """
     return _guarded("podgroup", obj, _build_group)
+
+
+# ----- PodDisruptionBudgets -----------------------------------------------------------
+
+
+def _build_budget(obj: Mapping[str, Any], _ident: str) -> BudgetInfo:
+    meta = _obj(obj.get("metadata"), "metadata")
+    spec = _obj(obj.get("spec"), "spec")
+    status = _obj(obj.get("status"), "status")
+    name = _str(meta.get("name"), "metadata.name")
+    if not name:
+        raise ValueError("metadata.name is missing")
+    return BudgetInfo(
+        namespace=_str(meta.get("namespace"), "metadata.namespace", "default"),
+        name=name,
+        selector=_label_selector(spec.get("selector"), "spec.selector"),
+        disruptions_allowed=max(0, _int(status.get("disruptionsAllowed"),
+                                        "status.disruptionsAllowed", 0)),
+    )
+
+
+def budget_from_k8s(obj: Any) -> BudgetInfo:
+    """A PodDisruptionBudget (policy/v1) to `BudgetInfo`. Without a status (the
+    disruption controller has not looked yet) it allows no disruption, as the Eviction
+    API would answer."""
+    return _guarded("poddisruptionbudget", obj, _build_budget)

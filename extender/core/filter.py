@@ -15,6 +15,7 @@ from extender.core.config import Config
 from extender.core.explain import Explanations
 from extender.core.parked import Parked
 from extender.core.permit import Permit
+from extender.core.preemption.leaving import Leaving
 from extender.core.queue.arrivals import Arrivals
 from extender.core.queue.backoff import Backoffs
 from extender.core.queue.gang_queue import GangQueue
@@ -41,6 +42,7 @@ class Filter:
         arrivals: Arrivals,
         explanations: Explanations,
         parked: Parked,
+        leaving: Leaving,
     ) -> None:
         self._config = config
         self._cache = cache
@@ -51,6 +53,7 @@ class Filter:
         self._arrivals = arrivals
         self._explanations = explanations
         self._parked = parked
+        self._leaving = leaving
 
     def filter(
         self, pod: PodInfo, node_names: list[str], now: float, waited: float
@@ -74,6 +77,9 @@ class Filter:
         group = self._cache.groups.get(gang)
         if group is None:
             return reject(node_names, missing_group_message(gang, pod))
+        if self._leaving.gang_leaving(gang):
+            return reject(node_names, f"gang {gang} is being preempted: its members are "
+                                      f"evicted, and it is placed again whole later")
         _, bound, present = self._cache.counts(group)
         if bound >= group.min_member:
             # Quorum is bound: elastic extras are placed one by one like plain pods.
@@ -100,6 +106,11 @@ class Filter:
             res = self._reservations.get(gang)
             if res is None:
                 return reject(node_names, self._explanations.message(gang))
+        if res.held is not None:
+            # Its nodes are not free yet: the slots stay where they are (moving one to a
+            # node kube-scheduler finds feasible now would give up the hold), and the
+            # members are woken when the hold becomes a reservation.
+            return reject(node_names, self._explanations.message(gang))
         return self._reserved(res, group, pod, node_names)
 
     def _assembly_wait(self, gang: str, missing: int, waited: float, now: float) -> float:
@@ -167,6 +178,15 @@ class Filter:
         """Plain pods and elastic extras: any node kube-scheduler found feasible, except
         where reserved capacity leaves too little. Only nodes with reservations can
         disagree with kube-scheduler's own fit check, so only those are examined."""
+        own = self._reservations.of(pod) if pod.gang is None else None
+        if own is not None:
+            # A plain pod that preempted: its own slot, once its victims are gone.
+            slot = own.slots.get(pod.uid)
+            if own.held is not None and slot is not None:
+                return reject(node_names, f"pod {pod.key}: capacity is held for it on node "
+                                          f"{slot.node} until the pods it preempted are gone")
+            if slot is not None and slot.node in node_names:
+                return FilterResult([slot.node], {})
         nodes = self._cache.nodes
         free = self._cache.free
         failed: dict[str, str] = {}

@@ -54,6 +54,11 @@ class Timeouts:
                 continue
             if res.committed_at is not None and now < res.committed_at + COMMIT_GRACE_SECONDS:
                 continue
+            if res.gang not in self._cache.groups and res.gang.startswith("pod "):
+                # A plain preemptor's own reservation: nothing to back off, it may
+                # preempt again if it is still unschedulable.
+                self._reservations.release(res, f"{res.gang} was not bound in time")
+                continue
             self._time_out(res, now)
 
     def check_quorum_bound(self, gang: str, now: float) -> None:

@@ -140,6 +140,9 @@ class PodInfo:
     # (core/sources.py). None: the scheduler-plugins label alone decides, which is what a
     # PodInfo built by hand (tests, benchmarks) relies on.
     membership: Membership | None = None
+    # spec.preemptionPolicy, set by admission from the pod's PriorityClass: "Never" means
+    # the pod (or a gang with such a member) never evicts anyone to be placed.
+    preemption_policy: str = "PreemptLowerPriority"
 
     @property
     def key(self) -> str:
@@ -197,3 +200,21 @@ class GroupInfo:
     @property
     def key(self) -> str:
         return gang_key(self.source, self.namespace, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetInfo:
+    """A PodDisruptionBudget (policy/v1): the pods it covers and how many of them the
+    Eviction API lets go right now. The preemption never picks a victim whose eviction
+    a budget would refuse (`core/preemption/budgets.py`)."""
+
+    namespace: str
+    name: str
+    # policy/v1: an absent selector covers no pod, an empty one every pod of the namespace.
+    selector: LabelSelector | None
+    # status.disruptionsAllowed, kept by the disruption controller; 0 until it has looked.
+    disruptions_allowed: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from extender.core.convert import group_from_k8s, node_from_k8s, pod_from_k8s
+from extender.core.convert import budget_from_k8s, group_from_k8s, node_from_k8s, pod_from_k8s
 from extender.core.manager import GangManager
 from extender.kube.client import PODGROUP_PATH, ApiError, Kube, ResourceExpired
 
@@ -57,6 +57,14 @@ def _apply_group(manager: GangManager, obj: dict[str, Any], now: float) -> None:
     manager.on_group(group_from_k8s(obj), now)
 
 
+def _apply_budget(manager: GangManager, obj: dict[str, Any], now: float) -> None:
+    manager.on_budget(budget_from_k8s(obj))
+
+
+def _ns_name(obj: dict[str, Any]) -> str:
+    return f"{_meta(obj).get('namespace', '')}/{_meta(obj).get('name', '')}"
+
+
 NODES = Kind(
     "nodes", "/api/v1/nodes", lambda o: str(_meta(o).get("name", "")), _apply_node,
     lambda m, key, now: m.on_node_deleted(key),
@@ -66,11 +74,13 @@ PODS = Kind(
     lambda m, key, now: m.on_pod_deleted(key, now),
 )
 GROUPS = Kind(
-    "podgroups",
-    f"{PODGROUP_PATH}/podgroups",
-    lambda o: f"{_meta(o).get('namespace', '')}/{_meta(o).get('name', '')}",
-    _apply_group,
+    "podgroups", f"{PODGROUP_PATH}/podgroups", _ns_name, _apply_group,
     lambda m, key, now: m.on_group_deleted(key),
+)
+# What the preemption needs to know to never pick a victim the Eviction API would refuse.
+BUDGETS = Kind(
+    "poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", _ns_name, _apply_budget,
+    lambda m, key, now: m.on_budget_deleted(key),
 )
 
 

@@ -1,10 +1,12 @@
 """Which gang transition becomes which Kubernetes Event, on which object (architecture.md §6).
 
-PodGroup: Reserved, Bound, TimedOut (Warning), Released, BackingOff (Warning),
+PodGroup: Reserved, CapacityHeld, Preempting, Preempted (Warning), Bound, TimedOut (Warning),
+Released, BackingOff (Warning),
 RetryLimitReached (Warning), PartialGangEvicted (Warning), WaitingForMembers, Queued,
 WaitingBehindOlderGang, InsufficientCapacity (Warning), Running, Finished, MemberFailed
 (Warning).
-Pods: Reserved (the node reserved for the pod), TimedOut (Warning) on members still
+Pods: Preempting (a plain pod that preempts), Preempted (Warning, on every victim pod),
+Reserved (the node reserved for the pod), TimedOut (Warning) on members still
 unbound when their gang's reservation expires, PartialGangEvicted (Warning) on members
 evicted because their gang never reached its quorum. Bind on pods is kube-scheduler's own
 `Scheduled` event; rejections are its `FailedScheduling` events with our message.
@@ -35,10 +37,12 @@ from extender.core.phase import (
 from extender.core.types import GroupInfo, PodInfo
 from extender.core.vocabulary import (
     GangBound,
+    GangHeld,
     GangReserved,
     GangTimedOut,
     GroupRef,
     PodRef,
+    Preempting,
     Reason,
     Report,
 )
@@ -105,6 +109,32 @@ class GangEvents:
             self._group(report.group, Reason.BOUND, report.message + extra)
         elif isinstance(report, GangTimedOut):
             self._timed_out(report)
+        elif isinstance(report, GangHeld):
+            self._group(report.group, Reason.CAPACITY_HELD, report.message)
+        elif isinstance(report, Preempting):
+            self._preempting(report)
+
+    def _preempting(self, ev: Preempting) -> None:
+        """Both sides: the preemptor says whom it evicts and why; every victim gang and
+        pod says by whom."""
+        rec = self.recorder
+        if ev.group is not None:
+            self._group(ev.group, Reason.PREEMPTING, ev.message)
+        elif ev.pod is not None:
+            rec.record(pod_ref(ev.pod), Reason.PREEMPTING, ev.message)
+        for v in ev.victims:
+            by = f"{ev.preemptor} (priority {ev.priority})"
+            if v.group is not None:
+                what = (f"{len(v.pods)} bound member(s) evicted" if v.pods
+                        else "its reservation released")
+                self._group(v.group, Reason.PREEMPTED,
+                            f"{v.name} (priority {v.priority}) preempted by {by}: {what}, "
+                            f"to be placed again whole", warning=True,
+                            pods_have_it=bool(v.pods))
+            for pod in v.pods:
+                rec.record(pod_ref(pod), Reason.PREEMPTED,
+                           f"evicted: {v.name} (priority {v.priority}) preempted by {by}",
+                           warning=True)
 
     def _reserved(self, ev: GangReserved) -> None:
         rec = self.recorder

@@ -35,7 +35,7 @@ from extender.core.phase import (
     compute_status,
 )
 from extender.core.types import SCHEDULER_PLUGINS, GroupInfo, PodInfo
-from extender.core.vocabulary import GangStatus, Report, StatusChanged
+from extender.core.vocabulary import GangStatus, Preempting, Report, StatusChanged
 from extender.kube.client import PODGROUP_PATH, ApiError
 from extender.reporting.events import GangEvents
 from extender.reporting.kinds import observed_kinds  # the writer's kinds, re-exported
@@ -175,6 +175,8 @@ class StatusWriter:
             else:
                 self._decisions[report.gang] = report.status
             self.dirty.add(report.gang)
+        elif isinstance(report, Preempting):
+            self.dirty.update(g.key for g in report.groups())
         else:
             self.dirty.add(report.group.key)
 

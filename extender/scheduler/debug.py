@@ -40,8 +40,9 @@ def gangs_view(dispatcher: Dispatcher) -> dict[str, Any]:
     return {
         "queue": [_queue_row(r) for r in manager.queue()],
         "reservations": [
-            {"gang": r.gang, "created": r.created, "deadline": r.deadline,
-             "secondsLeft": round(r.deadline - now, 3),
+            {"gang": r.gang, "created": r.created,
+             "deadline": None if r.held else r.deadline,
+             "secondsLeft": None if r.held else round(r.deadline - now, 3), "held": r.held,
              "slots": [{"pod": s.pod.key, "node": s.node, "requests": dict(s.requests)}
                        for s in r.slots]}
             for r in manager.reservations()
@@ -70,8 +71,9 @@ def podgroups_view(writer: StatusWriter, recorder: EventRecorder | None,
     body["reservations"] = [
         {"gang": r.gang, "nodes": sorted({s.node for s in r.slots}),
          "slots": [{"pod": s.pod.key, "node": s.node} for s in r.slots],
-         "created": rfc3339(r.created), "deadline": rfc3339(r.deadline),
-         "secondsLeft": round(r.deadline - now, 3)}
+         "created": rfc3339(r.created),
+         "deadline": None if r.held else rfc3339(r.deadline),
+         "secondsLeft": None if r.held else round(r.deadline - now, 3), "held": r.held}
         for r in manager.reservations()
     ]
     body["heldBinds"] = [

@@ -28,6 +28,7 @@ from extender.core.vocabulary import (
     EvictPods,
     FilterResult,
     GangTimedOut,
+    Preempting,
     RejectWaitingBind,
     Report,
     StatusChanged,
@@ -100,6 +101,8 @@ class Dispatcher:
         self._answers: dict[str, asyncio.Future[str | None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._binding_slots = asyncio.Semaphore(self.config.binding_concurrency)
+        if evictions is not None:
+            evictions.feedback = self._eviction_answer
 
     # ----- the manager's actions ------------------------------------------------------------
 
@@ -123,12 +126,17 @@ class Dispatcher:
                 if self.wakeups is not None and active:
                     self.wakeups.add(action)
             elif isinstance(action, EvictPods):
-                log.warning("gang=%s partial: evicting %s", action.gang,
+                what = (f"preempted for {action.preemptor}" if action.preemptor
+                        else "partial")
+                log.warning("%s %s: evicting %s", action.gang, what,
                             ", ".join(p.key for p in action.pods))
                 if self.evictions is not None and active:
                     self.evictions.add(action)
             else:
-                if not isinstance(action, StatusChanged):
+                if isinstance(action, Preempting):
+                    log.warning("%s reason=%s %s", action.preemptor, action.reason,
+                                action.message)
+                elif not isinstance(action, StatusChanged):
                     level = logging.WARNING if isinstance(action, GangTimedOut) else logging.INFO
                     log.log(level, "gang=%s reason=%s %s", action.group.key, action.reason,
                             action.message)
@@ -136,6 +144,13 @@ class Dispatcher:
                     self.on_report(action)
         return own
 
+    def _eviction_answer(self, uid: str, error: str | None) -> None:
+        """What the Eviction API said about a preemption's victim, told to the manager."""
+        if error is None:
+            self.manager.eviction_done(uid, self.clock())
+        else:
+            self.manager.eviction_refused(uid, error, self.clock())
+        self.drain()
     def _refuse(self, action: BindPod) -> None:
         """A Binding asked for on standby (a watch event completing a gang whose binds
         were held when leadership was lost) is not created: the new leader places the

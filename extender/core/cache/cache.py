@@ -65,6 +65,9 @@ class Cache:
         self.free: dict[str, Resources] = {}
         # uid -> pod for pods whose requests are charged to a node (bound, not finished).
         self._charged: dict[str, PodInfo] = {}
+        # priority -> how many charged pods have it: whether any running pod could be
+        # preempted at all, without walking them (`lowest_running_priority`).
+        self._charged_priorities: dict[int, int] = {}
         self._on_node: dict[str, dict[str, PodInfo]] = {}
         self._reserved_on_node: dict[str, dict[str, PodInfo]] = {}
         # Pods whose Binding is in flight, charged before the API confirms them.
@@ -77,6 +80,10 @@ class Cache:
         # Nodes where at least one reservation has capacity: the only nodes where
         # the extender can disagree with kube-scheduler's own fit check.
         self.reserved_nodes: dict[str, int] = {}
+        # Node -> what held slots charge there (`Reservation.held`): capacity promised
+        # ahead of time on nodes still taken by pods that are leaving or will finish, so
+        # free capacity there is below zero by design until they are gone.
+        self.held: dict[str, Resources] = {}
         # gang key -> uid -> pod, for every pod that joins the gang (`PodInfo.gang`).
         self._group_pods: dict[str, dict[str, PodInfo]] = {}
         # gang key -> (members, bound members, succeeded pods), computed
@@ -85,6 +92,7 @@ class Cache:
         # would make a pass grow with every pod waiting (docs/performance.md).
         self._summaries: dict[str, tuple[tuple[PodInfo, ...], int, int]] = {}
         self.capacity_epoch = 0
+        self.charge_epoch = 0  # grows whenever a pod is charged to a node or leaves it
         self.unreserve_epoch = 0  # grows whenever a reservation slot is released
         # Values come from one counter for the whole cache, so a gang key that is
         # forgotten and later seen again can never repeat a stale epoch.
@@ -170,12 +178,18 @@ class Cache:
             self._bump_members(key)
         return pod
 
+    def lowest_running_priority(self) -> int | None:
+        """The lowest priority of any pod charged to a node, None if there is none."""
+        return min(self._charged_priorities, default=None)
+
     def _charge(self, pod: PodInfo) -> None:
+        self.charge_epoch += 1
         # The watch can report a pod bound before its Binding's reply is handled: its
         # assumption ends here, or it would be counted twice (and a reserved node would
         # look over-committed for a moment).
         self._drop_assumed(pod.node_name, pod)
         self._charged[pod.uid] = pod
+        self._charged_priorities[pod.priority] = self._charged_priorities.get(pod.priority, 0) + 1
         self._on_node.setdefault(pod.node_name, {})[pod.uid] = pod
         self._adjust(pod.node_name, pod.requests, -1)
 
@@ -183,6 +197,12 @@ class Cache:
         pod = self._charged.pop(uid, None)
         if pod is None:
             return
+        self.charge_epoch += 1
+        left = self._charged_priorities.get(pod.priority, 0) - 1
+        if left > 0:
+            self._charged_priorities[pod.priority] = left
+        else:
+            self._charged_priorities.pop(pod.priority, None)
         self._on_node.get(pod.node_name, {}).pop(uid, None)
         self._adjust(pod.node_name, pod.requests, +1)
         self.capacity_epoch += 1
@@ -195,6 +215,10 @@ class Cache:
             return
         self._epoch_seq += 1
         self.members_epoch[key] = self._epoch_seq
+
+    def bound_on(self, node: str) -> list[PodInfo]:
+        """The pods charged to `node` as bound (not slots, not assumed)."""
+        return list(self._on_node.get(node, {}).values())
 
     def group_pods(self, namespace: str, group: str,
                    source: str = SCHEDULER_PLUGINS) -> list[PodInfo]:
@@ -280,17 +304,29 @@ class Cache:
 
     # ----- Reserve / Unreserve (reservation slots) ---------------------------------
 
-    def reserve(self, node: str, pod: PodInfo) -> None:
-        """Charge a reservation slot for `pod` to `node`."""
+    def reserve(self, node: str, pod: PodInfo, held: bool = False) -> None:
+        """Charge a reservation slot for `pod` to `node`; `held`: ahead of capacity."""
         self._reserved_on_node.setdefault(node, {})[pod.uid] = pod
         self._adjust(node, pod.requests, -1)
         self.reserved_nodes[node] = self.reserved_nodes.get(node, 0) + 1
+        if held:
+            _add_into(self.held.setdefault(node, {}), pod.requests, +1)
 
-    def unreserve(self, node: str, pod: PodInfo, freed: bool = True) -> None:
+    def unhold(self, node: str, pod: PodInfo) -> None:
+        """A held slot became a normal one: still charged, no longer ahead of capacity."""
+        held = self.held.get(node)
+        if held is not None:
+            _add_into(held, pod.requests, -1)
+            if not any(held.values()):
+                del self.held[node]
+
+    def unreserve(self, node: str, pod: PodInfo, freed: bool = True, held: bool = False) -> None:
         """Release a slot. `freed=False`: the pod is being bound to this same node, so
         its requests stay taken (now as a bound pod) and `capacity_epoch` stays put;
         `unreserve_epoch` moves either way, for explanations that name other gangs'
         reservations."""
+        if held:
+            self.unhold(node, pod)
         reserved = self._reserved_on_node.get(node)
         if reserved is not None:
             reserved.pop(pod.uid, None)
@@ -316,6 +352,7 @@ def _same_footprint(old: PodInfo, new: PodInfo) -> bool:
         and old.requests == new.requests
         and old.labels == new.labels
         and old.required_anti_affinity == new.required_anti_affinity
+        and old.priority == new.priority
     )
 
 
