@@ -134,7 +134,7 @@ def test_a_pod_json_with_kueue_keys_joins_its_gang_through_the_kinds() -> None:
         "metadata": {"namespace": "ns", "name": "p", "uid": "pu",
                      "labels": {KUEUE_GROUP_LABEL: "kq"},
                      "annotations": {KUEUE_TOTAL_ANNOTATION: "2"}},
-        "spec": {"containers": []}}, T0)
+        "spec": {"schedulerName": "gang-scheduler", "containers": []}}, T0)
     assert writer.dirty == {"kueue:ns/kq"}
     g = manager.group("kueue:ns/kq")
     assert g is not None and g.min_member == 2

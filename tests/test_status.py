@@ -267,12 +267,31 @@ def test_new_group_without_members_is_written_only_after_its_grace(env: Env) -> 
     assert cond(last(env, "slow"))["message"] == "gang ns/slow: 0 of 3 members exist"
 
 
-def test_young_group_whose_api_status_is_stale_is_corrected_at_once(env: Env) -> None:
+def test_young_group_whose_api_status_is_stale_is_corrected_once_it_has_a_member(
+        env: Env) -> None:
+    """A status it did not write, on a group it holds no member of, is someone else's
+    (next test); the first member of ours makes it ours, and it is corrected at once."""
     env.add_group("g", 2, creation=T0)
     env.writer.observe_group({"metadata": {"namespace": "ns", "name": "g", "uid": "g-g"},
                               "status": {"phase": "Running", "running": 2}})
+    assert env.step() == 0
+    env.add_pod("g-0", "g")
     assert env.step() == 1
     assert last(env, "g")["phase"] == "Pending"
+
+
+def test_the_group_of_another_scheduler_is_left_to_it(env: Env) -> None:
+    """Its pods name another scheduler (Coscheduling's, on the same CRD) and that
+    scheduler wrote its status: no write, no Event from here, even on a resync."""
+    env.add_group("theirs", 2, creation=T0)
+    env.writer.observe_group({"metadata": {"namespace": "ns", "name": "theirs", "uid": "g-theirs"},
+                              "status": {"phase": "Running", "running": 2}})
+    for i in range(2):
+        env.add_pod(f"theirs-{i}", "theirs", scheduler_name="scheduler-plugins-scheduler")
+    env.sim.tick(0)
+    assert env.step(60) == 0
+    assert env.api.status_writes("theirs") == []
+    assert env.api.events_for("theirs") == []
 
 
 def test_a_gang_that_runs_within_the_settle_time_gets_one_write(env: Env) -> None:
@@ -453,7 +472,7 @@ def test_observed_kinds_feed_owners_and_group_status() -> None:
         "metadata": {"namespace": "ns", "name": "p", "uid": "pu",
                      "labels": {"scheduling.x-k8s.io/pod-group": "g"},
                      "ownerReferences": [{"name": "job-1", "kind": "Job", "uid": "j"}]},
-        "spec": {"containers": []}}, T0)
+        "spec": {"schedulerName": "gang-scheduler", "containers": []}}, T0)
     assert writer.owners == {"pu": ("job-1",)}
     assert writer.groups["ns/g"].observed == {"phase": "Running"}
     assert writer.groups["ns/g"].phase == "Running"

@@ -35,7 +35,15 @@ from extender.core.repair import Repair
 from extender.core.reservations import Reservations
 from extender.core.sources import kueue_group
 from extender.core.timeouts import Timeouts
-from extender.core.types import KUEUE, SCHEDULER_PLUGINS, BudgetInfo, GroupInfo, NodeInfo, PodInfo
+from extender.core.types import (
+    KUEUE,
+    NOT_A_MEMBER,
+    SCHEDULER_PLUGINS,
+    BudgetInfo,
+    GroupInfo,
+    NodeInfo,
+    PodInfo,
+)
 from extender.core.vocabulary import (
     Action,
     BindDecision,
@@ -124,6 +132,10 @@ class GangManager:
 
     def on_pod(self, pod: PodInfo, now: float) -> None:
         c = self._core
+        if pod.gang is not None and pod.scheduler_name != c.config.scheduler_name:
+            # Another scheduler's gang (Volcano's, Coscheduling's, the default scheduler's
+            # under Kueue): its capacity once bound, never a member planned or reported here.
+            pod = dataclasses.replace(pod, membership=NOT_A_MEMBER)
         old = self._cache.pods.get(pod.uid)
         if old is not None and old.node_name and not pod.node_name:
             # A stale copy (e.g. the filter request's informer copy) must never undo a

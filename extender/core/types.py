@@ -53,6 +53,11 @@ class Membership:
     total: int | None = None
 
 
+# A pod that carries a gang's keys but names another scheduler: plain here, whatever its
+# keys say (architecture.md §8). Its own scheduler places and reports its gang.
+NOT_A_MEMBER = Membership("", "")
+
+
 @dataclass(frozen=True, slots=True)
 class Taint:
     key: str
@@ -152,7 +157,7 @@ class PodInfo:
     def group(self) -> str | None:
         """Name of the group this pod joins (in its source), or None for a plain pod."""
         if self.membership is not None:
-            return self.membership.name
+            return self.membership.name or None
         return self.labels.get(GROUP_LABEL) or None
 
     @property
@@ -160,7 +165,7 @@ class PodInfo:
         """Key (`gang_key`) of the gang this pod is a member of, or None."""
         m = self.membership
         if m is not None:
-            return gang_key(m.source, self.namespace, m.name)
+            return gang_key(m.source, self.namespace, m.name) if m.name else None
         group = self.labels.get(GROUP_LABEL)
         return f"{self.namespace}/{group}" if group else None
 

@@ -232,7 +232,9 @@ class StatusWriter:
             if rec is None or rec.uid != group.uid:
                 rec = self.groups[key] = _Group(group.uid)
             st = self.compute(group, now)
-            if st is None:
+            if st is None or (st.members == 0 and rec.written is None and rec.observed):
+                # No member of ours, and a status someone else wrote: another scheduler's
+                # gang (its pods name it), whose status is its own (architecture.md §8).
                 continue
             rec.current = st
             self._transition(group, rec, st)

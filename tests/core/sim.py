@@ -54,7 +54,8 @@ def pod(
     labels.update(cast(dict[str, str], kw.pop("labels", {})))
     return PodInfo(
         uid=f"uid-{name}-{next(_uid)}", namespace=ns, name=name, requests=req, labels=labels,
-        creation=creation, scheduler_name="gang-scheduler", **kw,  # type: ignore[arg-type]
+        creation=creation, scheduler_name=str(kw.pop("scheduler_name", "gang-scheduler")),
+        **kw,  # type: ignore[arg-type]
     )
 
 
@@ -165,9 +166,11 @@ class SimScheduler:
 
     def bind_foreign(self, p: PodInfo, node_name: str) -> PodInfo:
         """A pod bound by someone else (another scheduler, or created with spec.nodeName):
-        the extender only hears of it from the watch."""
-        bound = dataclasses.replace(p, node_name=node_name, phase="Running",
-                                    scheduler_name="default-scheduler")
+        the extender only hears of it from the watch. A gang member keeps its
+        schedulerName (bound before a restart, or created with spec.nodeName)."""
+        bound = dataclasses.replace(
+            p, node_name=node_name, phase="Running",
+            scheduler_name=p.scheduler_name if p.gang else "default-scheduler")
         self.manager.on_pod(bound, self.now)
         self.drain()
         return bound
