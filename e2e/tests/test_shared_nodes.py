@@ -202,3 +202,29 @@ def test_a_gang_left_partial_after_its_commit_is_evicted_whole(
                                                              _preload_content=False)
         admission.delete_validating_admission_policy("e2e-deny-doomed-binding",
                                                      _preload_content=False)
+
+
+def test_a_gang_of_another_scheduler_is_never_planned_here(
+    gang: GangStack, fake_nodes: Nodes, namespace: str
+) -> None:
+    """A complete PodGroup whose pods name another scheduler (here one that is not
+    running, as when Volcano or Coscheduling is down) beside a gang of ours on the same
+    two nodes: the extender reserves nothing for it and places ours. Before, the older
+    foreign group took both nodes for binds that never came, and ours waited."""
+    ns = namespace
+    fake_nodes.add_nodes(2, prefix="foreign", cpu="4", memory="8Gi")
+    create_podgroup(ns, "theirs", 2)
+    for i in range(2):
+        create_pod(ns, f"theirs-{i}", cpu="3", memory="64Mi", scheduler_name="volcano",
+                   pod_group="theirs")
+    time.sleep(2)  # several of the extender's passes
+    assert slots(gang, f"{ns}/theirs") == {}, gang.debug()["reservations"]
+    create_podgroup(ns, "ours", 2)
+    with Recorder(ns) as rec:
+        member(ns, "ours-0", "ours", "3")
+        member(ns, "ours-1", "ours", "3")
+        wait_for(lambda: len(rec.bound("ours")) == 2 or NotYet(gang.debug()), 30,
+                 "our gang bound beside the foreign one", logs=gang.logs())
+    assert slots(gang, f"{ns}/theirs") == {}
+    assert all(not p["spec"].get("nodeName") for p in list_pods(ns)
+               if p["metadata"]["name"].startswith("theirs-"))
