@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from extender.core.annotations import topology_of
 from extender.core.resources import parse_resource_list, pod_requests
 from extender.core.types import (
     GroupInfo,
@@ -21,6 +22,7 @@ from extender.core.types import (
     PodAffinityTerm,
     PodInfo,
     Requirement,
+    SpreadConstraint,
     Taint,
     Toleration,
 )
@@ -170,6 +172,40 @@ def _affinity_term(v: Any, where: str) -> PodAffinityTerm:
     )
 
 
+def _affinity_terms(affinity: Mapping[str, Any], kind: str) -> tuple[PodAffinityTerm, ...]:
+    """The required terms of `kind` (podAffinity or podAntiAffinity)."""
+    w = f"spec.affinity.{kind}.required"
+    required = _obj(affinity.get(kind), f"spec.affinity.{kind}").get(
+        "requiredDuringSchedulingIgnoredDuringExecution")
+    return tuple(_affinity_term(x, f"{w}[{i}]") for i, x in enumerate(_list(required, w)))
+
+
+def _spread(spec: Mapping[str, Any]) -> tuple[SpreadConstraint, ...]:
+    """DoNotSchedule constraints only: ScheduleAnyway ones never filter a node. As with
+    affinity terms, matchLabelKeys is merged into labelSelector by the API server."""
+    out = []
+    for i, raw in enumerate(_list(spec.get("topologySpreadConstraints"),
+                                     "spec.topologySpreadConstraints")):
+        w = f"spec.topologySpreadConstraints[{i}]"
+        c = _obj(raw, w)
+        if _str(c.get("whenUnsatisfiable"), f"{w}.whenUnsatisfiable") != "DoNotSchedule":
+            continue
+        skew = _int(c.get("maxSkew"), f"{w}.maxSkew", 1)
+        if skew < 1:
+            raise ValueError(f"{w}.maxSkew must be >= 1, got {skew}")
+        out.append(SpreadConstraint(
+            max_skew=skew,
+            topology_key=_str(c.get("topologyKey"), f"{w}.topologyKey"),
+            selector=_label_selector(c.get("labelSelector"), f"{w}.labelSelector"),
+            min_domains=max(1, _int(c.get("minDomains"), f"{w}.minDomains", 1)),
+            node_affinity_policy=_str(c.get("nodeAffinityPolicy"),
+                                      f"{w}.nodeAffinityPolicy", "Honor") or "Honor",
+            node_taints_policy=_str(c.get("nodeTaintsPolicy"),
+                                    f"{w}.nodeTaintsPolicy", "Ignore") or "Ignore",
+        ))
+    return tuple(out)
+
+
 def _toleration(v: Any, where: str) -> Toleration:
     t = _obj(v, where)
     return Toleration(
@@ -222,12 +258,6 @@ def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
         required_node_affinity = _node_selector_terms(
             req_node, "spec.affinity.nodeAffinity.required"
         )
-    anti = _obj(affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity")
-    w = "spec.affinity.podAntiAffinity.required"
-    anti_terms = tuple(
-        _affinity_term(x, f"{w}[{i}]")
-        for i, x in enumerate(_list(anti.get("requiredDuringSchedulingIgnoredDuringExecution"), w))
-    )
 
     return PodInfo(
         uid=uid,
@@ -249,7 +279,9 @@ def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
             _toleration(x, f"spec.tolerations[{i}]")
             for i, x in enumerate(_list(spec.get("tolerations"), "spec.tolerations"))
         ),
-        required_anti_affinity=anti_terms,
+        required_anti_affinity=_affinity_terms(affinity, "podAntiAffinity"),
+        required_affinity=_affinity_terms(affinity, "podAffinity"),
+        spread_constraints=_spread(spec),
         unschedulable=_unschedulable(status),
     )
 
@@ -318,6 +350,8 @@ def _build_group(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
         if timeout < 0:
             raise ValueError(f"spec.scheduleTimeoutSeconds must be >= 0, got {timeout}")
     min_resources = parse_resource_list(_obj(spec.get("minResources"), "spec.minResources"))
+    required, preferred, error = topology_of(
+        _str_map(meta.get("annotations"), "metadata.annotations"))
     return GroupInfo(
         namespace=_str(meta.get("namespace"), "metadata.namespace", "default"),
         name=name,
@@ -328,6 +362,9 @@ def _build_group(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
         min_resources=min_resources or None,
         # 0 would expire every reservation at once; treat it as "not set".
         schedule_timeout_seconds=timeout or None,
+        topology_required=required,
+        topology_preferred=preferred,
+        topology_error=error,
     )
 
 
@@ -338,5 +375,8 @@ def group_from_k8s(obj: Any) -> GroupInfo:
     of "at least none" behaves exactly like one of at least one: each member may
     bind alone); negative is rejected. scheduleTimeoutSeconds: absent or 0 means
     "use the extender's default"; negative is rejected. An empty minResources is None.
+    A malformed topology annotation does not reject the object (the gang would then be
+    unknown and its members told "PodGroup not found"): it is carried as
+    `topology_error`, and reported on the PodGroup.
     """
     return _guarded("podgroup", obj, _build_group)

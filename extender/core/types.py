@@ -14,6 +14,11 @@ from dataclasses import dataclass, field
 Resources = dict[str, int]
 
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+# PodGroup annotations (the scheduler-plugins PodGroup has no field for them): the label
+# key whose domains (racks, blocks, zones) must hold the whole quorum, and the keys,
+# narrowest first, whose domains it should preferably fit in. docs/topology.md.
+TOPOLOGY_REQUIRED = "gang-extender.x-k8s.io/topology-required"
+TOPOLOGY_PREFERRED = "gang-extender.x-k8s.io/topology-preferred"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +72,19 @@ class PodAffinityTerm:
     namespace_selector: LabelSelector | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    """A topologySpreadConstraint with whenUnsatisfiable: DoNotSchedule (the only kind
+    that filters; ScheduleAnyway only scores, so it is not kept)."""
+
+    max_skew: int
+    topology_key: str
+    selector: LabelSelector | None
+    min_domains: int = 1
+    node_affinity_policy: str = "Honor"  # Honor | Ignore
+    node_taints_policy: str = "Ignore"  # Honor | Ignore
+
+
 @dataclass(slots=True)
 class NodeInfo:
     name: str
@@ -95,6 +113,10 @@ class PodInfo:
     required_node_affinity: tuple[NodeSelectorTerm, ...] | None = None
     tolerations: tuple[Toleration, ...] = ()
     required_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    # Required pod affinity terms and DoNotSchedule spread constraints: planned among a
+    # gang's members (docs/topology.md), left to kube-scheduler for plain pods.
+    required_affinity: tuple[PodAffinityTerm, ...] = ()
+    spread_constraints: tuple[SpreadConstraint, ...] = ()
     # kube-scheduler recorded a failed attempt (condition PodScheduled=False): the pod
     # may sit in its unschedulable queue until an event or the 5-minute flush moves it
     # (architecture.md §3.8). Status only: it changes neither the pod's footprint nor its gang.
@@ -137,6 +159,12 @@ class GroupInfo:
     creation: float = 0.0
     min_resources: Resources | None = None
     schedule_timeout_seconds: int | None = None
+    # From the topology annotations: a label key, and label keys narrowest first; a
+    # malformed annotation leaves both empty and says why in `topology_error`, and
+    # such a gang is not placed (docs/topology.md).
+    topology_required: str = ""
+    topology_preferred: tuple[str, ...] = ()
+    topology_error: str = ""
 
     @property
     def key(self) -> str:
