@@ -16,9 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from extender.core.cache import Cache
-from extender.core.planner import Plan, Shortfall, plan_gang
+from extender.core.cache.topology import Domains, domain_of
+from extender.core.fit import fit_count
+from extender.core.planner import Plan, Shortfall, plan_gang, plan_group
 from extender.core.snapshot import Snapshot
 from extender.core.types import (
+    GroupInfo,
     LabelSelector,
     NodeInfo,
     PodAffinityTerm,
@@ -127,6 +130,31 @@ def test_indexed_plans_equal_scanned_plans(data: st.DataObject) -> None:
             indexed = plan_gang(gang, need, cache.snapshot)
             scanned = plan_gang(gang, need, cache.snapshot.with_free(cache.free))
             assert _same(indexed, scanned), (op, indexed, scanned)
+            # The same gang asked to fit in one zone: the domain is chosen from the
+            # index's rooms and the cache's kept grouping, or from scratch; same plan.
+            group = GroupInfo("ml", f"g{step}-{g}", need, topology_required="zone")
+            fresh = Snapshot(cache.nodes, dict(cache.free), cache.pods_on_node)
+            indexed = plan_group(group, gang, 0, cache.snapshot)
+            assert _same(indexed, plan_group(group, gang, 0, fresh)), (op, indexed)
+            check_rooms(cache, gang[0])
+        check_rooms(cache, PodInfo("fixed", "ml", "fixed", {"cpu": 500, "pods": 1}))
+        assert cache.domains.groups(("zone",)) == Domains(cache.nodes).groups(("zone",))
+
+
+def check_rooms(cache: Cache, proto: PodInfo) -> None:
+    """The index's rooms per zone, kept through every change, are a fresh count's."""
+    items = tuple((k, v) for k, v in proto.requests.items() if v > 0)
+    plain = not proto.node_selector and proto.required_node_affinity is None
+    selector = tuple(proto.node_selector.items())
+    want: dict[tuple[str, ...], list[int]] = {}
+    for name, node in cache.nodes.items():
+        cnt = fit_count(items, cache.free.get(name), node, proto, plain, selector)
+        d = domain_of(node.labels, ("zone",))
+        if cnt > 0 and d is not None:
+            r = want.setdefault(d, [0, 0])
+            r[0] += cnt
+            r[1] += 1
+    assert cache.fit_index.rooms(items, proto, plain, ("zone",)) == want
 
 
 def test_index_is_never_used_for_other_capacity_maps() -> None:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from extender.core.cache.topology import Values, domain_of
 from extender.core.fit import fit_count
 from extender.core.types import NodeInfo, NodeSelectorTerm, PodInfo, Resources, Toleration
 
@@ -15,6 +16,37 @@ _ViewKey = tuple[
     "tuple[NodeSelectorTerm, ...] | None",
     tuple[Toleration, ...],
 ]
+
+
+@dataclass(slots=True)
+class _Rooms:
+    """For the domains of one keys tuple: how many pods of a view's shape fit in each,
+    and on how many of its nodes at least one does."""
+
+    of_node: dict[str, Values] = field(default_factory=dict)  # nodes counted, their domain
+    room: dict[Values, list[int]] = field(default_factory=dict)  # -> [pods, nodes]
+
+    def add(self, name: str, labels: Mapping[str, str], keys: tuple[str, ...],
+            cnt: int) -> None:
+        d = domain_of(labels, keys)
+        if d is None:
+            return
+        self.of_node[name] = d
+        r = self.room.get(d)
+        if r is None:
+            self.room[d] = [cnt, 1]
+        else:
+            r[0] += cnt
+            r[1] += 1
+
+    def drop(self, name: str, cnt: int) -> None:
+        d = self.of_node.pop(name, None)
+        if d is not None:
+            r = self.room[d]
+            r[0] -= cnt
+            r[1] -= 1
+            if r[1] == 0:
+                del self.room[d]
 
 
 @dataclass(slots=True)
@@ -29,6 +61,7 @@ class _FitView:
     synced: int = 0  # how much of the index's change log is applied
     counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # node -> (count, seq)
     buckets: dict[int, list[int]] = field(default_factory=dict)
+    rooms: dict[tuple[str, ...], _Rooms] = field(default_factory=dict)  # per keys tuple
 
 
 class FitIndex:
@@ -45,6 +78,7 @@ class FitIndex:
     """
 
     MAX_VIEWS = 32
+    MAX_ROOMS = 8  # keys tuples whose rooms a view keeps current
 
     def __init__(self, nodes: Mapping[str, NodeInfo], free: Mapping[str, Resources]) -> None:
         self.nodes = nodes
@@ -111,6 +145,31 @@ class FitIndex:
                 if name not in skip:
                     yield cnt, seq, name
 
+    def rooms(
+        self,
+        items: tuple[tuple[str, int], ...],
+        proto: PodInfo,
+        plain: bool,
+        keys: tuple[str, ...],
+    ) -> Mapping[Values, Sequence[int]]:
+        """Per topology domain of `keys`: [pods shaped like `proto` that fit in it, nodes
+        of it where at least one fits]. Kept current with the counts once asked for, so
+        a gang that must fit in one rack finds the racks it fits in without visiting
+        every node (docs/topology.md)."""
+        view = self._view(items, proto, plain)
+        rooms = view.rooms.get(keys)
+        if rooms is None:
+            rooms = _Rooms()
+            nodes = self.nodes
+            for name, (cnt, _seq) in view.counts.items():
+                node = nodes.get(name)
+                if node is not None:
+                    rooms.add(name, node.labels, keys, cnt)
+            if len(view.rooms) >= self.MAX_ROOMS:
+                del view.rooms[next(iter(view.rooms))]
+            view.rooms[keys] = rooms
+        return rooms.room
+
     def _view(self, items: tuple[tuple[str, int], ...], proto: PodInfo, plain: bool) -> _FitView:
         key: _ViewKey = (
             items,
@@ -149,6 +208,7 @@ class FitIndex:
     def _catch_up(self, view: _FitView) -> None:
         if view.synced == len(self._log):
             return
+        rooms = view.rooms
         for name in set(self._log[view.synced:]):
             entry = view.counts.pop(name, None)
             if entry is not None:
@@ -156,6 +216,8 @@ class FitIndex:
                 del bucket[bisect_left(bucket, entry[1])]
                 if not bucket:
                     del view.buckets[entry[0]]
+                for r in rooms.values():
+                    r.drop(name, entry[0])
             seq = self._seq.get(name)
             if seq is None:
                 continue
@@ -163,6 +225,10 @@ class FitIndex:
             if cnt > 0:
                 view.counts[name] = (cnt, seq)
                 insort(view.buckets.setdefault(cnt, []), seq)
+                if rooms:
+                    labels = self.nodes[name].labels
+                    for keys, r in rooms.items():
+                        r.add(name, labels, keys, cnt)
         view.synced = len(self._log)
 
     def _renumber(self) -> None:
