@@ -368,6 +368,25 @@ def test_timeout_backoff_and_retry_limit_events_and_metrics(env: Env) -> None:
     assert "gang_extender_retry_limit_reached_total 1.0" in text
 
 
+def test_a_malformed_topology_annotation_is_a_condition_and_a_warning(env: Env) -> None:
+    bad = ("annotation gang-extender.x-k8s.io/topology-required: 'rack zone' is not a node "
+           "label key (the name part must be ...); the gang is not placed until the "
+           "annotation is fixed")
+    env.add_group("t", 2, topology_error=bad)
+    uids = [env.add_pod(f"t-{i}", "t") for i in range(2)]
+    assert [env.sim.schedule(u) for u in uids] == ["rejected", "rejected"]
+    env.step(1)
+    st = last(env, "t")
+    assert (st["phase"], cond(st)["reason"]) == ("Scheduling", "InvalidTopology")
+    assert cond(st)["message"] == f"gang ns/t: {bad}"
+    assert ("InvalidTopology", "Warning", 1, f"gang ns/t: {bad}") in env.api.events_for("t")
+    assert env.sim.last_filter[uids[0]] == f"gang ns/t: {bad}"
+    # Fixed: the same gang is planned at once, inside one node's domain.
+    env.sim.add_group(group("t", 2, topology_required="kubernetes.io/hostname"))
+    assert [env.sim.schedule(u) for u in uids] == ["held", "bound"]
+    assert len({p.node_name for p in env.sim.bound("t")}) == 1
+
+
 def test_member_failure_marks_failed_and_names_the_pod(env: Env) -> None:
     env.add_group("g", 2)
     uids = [env.add_pod(f"g-{i}", "g") for i in range(2)]

@@ -21,6 +21,7 @@ class Reason(StrEnum):
     WAITING_FOR_MEMBERS = "WaitingForMembers"
     QUEUED = "Queued"  # a quorum exists; the extender has not looked at it yet
     INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+    INVALID_TOPOLOGY = "InvalidTopology"  # a malformed topology annotation: not placed
     WAITING_BEHIND_OLDER_GANG = "WaitingBehindOlderGang"
     RESERVED = "Reserved"
     BACKING_OFF = "BackingOff"

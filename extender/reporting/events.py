@@ -2,8 +2,8 @@
 
 PodGroup: Reserved, Bound, TimedOut (Warning), Released, BackingOff (Warning),
 RetryLimitReached (Warning), PartialGangEvicted (Warning), WaitingForMembers, Queued,
-WaitingBehindOlderGang, InsufficientCapacity (Warning), Running, Finished, MemberFailed
-(Warning).
+WaitingBehindOlderGang, InsufficientCapacity (Warning), InvalidTopology (Warning), Running,
+Finished, MemberFailed (Warning).
 Pods: Reserved (the node reserved for the pod), TimedOut (Warning) on members still
 unbound when their gang's reservation expires, PartialGangEvicted (Warning) on members
 evicted because their gang never reached its quorum. Bind on pods is kube-scheduler's own
@@ -47,6 +47,7 @@ _WAITING_EVENTS = {
     Reason.QUEUED: False,
     Reason.WAITING_BEHIND_OLDER_GANG: False,
     Reason.INSUFFICIENT_CAPACITY: True,
+    Reason.INVALID_TOPOLOGY: True,
 }
 
 

@@ -152,9 +152,10 @@ class GangQueue:
         res = self._reservations.reserve(group, plan, now, timeout)
         self._last_failure.pop(group.key, None)
         nodes = {s.node for s in res.slots.values()}
+        where = f" in {plan.domain.describe()}" if plan.domain is not None else ""
         msg = (
-            f"gang {group.key}: reserved {len(res.slots)} slot(s) on {len(nodes)} node(s) "
-            f"for {timeout:g}s"
+            f"gang {group.key}: reserved {len(res.slots)} slot(s) on {len(nodes)} node(s)"
+            f"{where} for {timeout:g}s"
         )
         self._explanations.set(group.key, Reason.RESERVED, msg, now)
         self._outbox.append(GangReserved(GroupRef(group.namespace, group.name, group.uid), msg,
