@@ -279,9 +279,10 @@ def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
             _toleration(x, f"spec.tolerations[{i}]")
             for i, x in enumerate(_list(spec.get("tolerations"), "spec.tolerations"))
         ),
-        required_anti_affinity=_affinity_terms(affinity, "podAntiAffinity"),
-        required_affinity=_affinity_terms(affinity, "podAffinity"),
-        spread_constraints=_spread(spec),
+        # Most pods have none of these: not looked for then (this runs per filter call).
+        required_anti_affinity=_affinity_terms(affinity, "podAntiAffinity") if affinity else (),
+        required_affinity=_affinity_terms(affinity, "podAffinity") if affinity else (),
+        spread_constraints=_spread(spec) if "topologySpreadConstraints" in spec else (),
         unschedulable=_unschedulable(status),
     )
 

@@ -154,7 +154,8 @@ def check_rooms(cache: Cache, proto: PodInfo) -> None:
             r = want.setdefault(d, [0, 0])
             r[0] += cnt
             r[1] += 1
-    assert cache.fit_index.rooms(items, proto, plain, ("zone",)) == want
+    of_node = cache.domains.of_node(("zone",))
+    assert cache.fit_index.rooms(items, proto, plain, ("zone",), of_node) == want
 
 
 def test_index_is_never_used_for_other_capacity_maps() -> None:

@@ -7,7 +7,8 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from extender.core.cache.topology import Values, domain_of
-from extender.core.fit import fit_count
+from extender.core.constraints import node_matches
+from extender.core.fit import BIG, fit_count, labels_have
 from extender.core.types import NodeInfo, NodeSelectorTerm, PodInfo, Resources, Toleration
 
 _ViewKey = tuple[
@@ -151,20 +152,29 @@ class FitIndex:
         proto: PodInfo,
         plain: bool,
         keys: tuple[str, ...],
+        of_node: Mapping[str, Values],
     ) -> Mapping[Values, Sequence[int]]:
         """Per topology domain of `keys`: [pods shaped like `proto` that fit in it, nodes
         of it where at least one fits]. Kept current with the counts once asked for, so
         a gang that must fit in one rack finds the racks it fits in without visiting
-        every node (docs/topology.md)."""
+        every node (docs/topology.md). `of_node`: each node's domain now (the cache's
+        `Domains.of_node`), read only when the rooms are first counted."""
         view = self._view(items, proto, plain)
         rooms = view.rooms.get(keys)
         if rooms is None:
             rooms = _Rooms()
-            nodes = self.nodes
+            mine, room = rooms.of_node, rooms.room
             for name, (cnt, _seq) in view.counts.items():
-                node = nodes.get(name)
-                if node is not None:
-                    rooms.add(name, node.labels, keys, cnt)
+                d = of_node.get(name)
+                if d is None:
+                    continue
+                mine[name] = d
+                r = room.get(d)
+                if r is None:
+                    room[d] = [cnt, 1]
+                else:
+                    r[0] += cnt
+                    r[1] += 1
             if len(view.rooms) >= self.MAX_ROOMS:
                 del view.rooms[next(iter(view.rooms))]
             view.rooms[keys] = rooms
@@ -193,15 +203,38 @@ class FitIndex:
                           view.plain, view.selector)
 
     def _build(self, view: _FitView) -> None:
-        if len(self._seq) != len(self.free) or any(n not in self._seq for n in self.free):
+        """One read of every node: `fit_count` inlined, since at 5,000 nodes the calls
+        alone cost more than the arithmetic, and a build lands on the filter call of the
+        first gang of a new shape (docs/performance.md)."""
+        if self._seq.keys() != self.free.keys():
             self._renumber()
-        for name in self.free:
-            cnt = self._count(view, name)
-            if cnt > 0:
-                seq = self._seq[name]
-                view.counts[name] = (cnt, seq)
-                view.buckets.setdefault(cnt, []).append(seq)
-        for bucket in view.buckets.values():
+        items, proto, plain, selector = view.items, view.proto, view.plain, view.selector
+        nodes_get, seqs = self.nodes.get, self._seq
+        counts, buckets = view.counts, view.buckets
+        for name, f in self.free.items():
+            cnt = BIG
+            for r, q in items:
+                c = f.get(r, 0) // q
+                if c < cnt:
+                    cnt = c
+                    if c <= 0:
+                        break
+            if cnt <= 0:
+                continue
+            node = nodes_get(name)
+            if node is None or (selector and not labels_have(node.labels, selector)):
+                continue
+            if (not plain or node.taints or node.unschedulable) and node_matches(
+                    proto, node) is not None:
+                continue
+            seq = seqs[name]
+            counts[name] = (cnt, seq)
+            b = buckets.get(cnt)
+            if b is None:
+                buckets[cnt] = [seq]
+            else:
+                b.append(seq)
+        for bucket in buckets.values():
             bucket.sort()
         view.synced = len(self._log)
 

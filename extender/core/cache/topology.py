@@ -30,30 +30,50 @@ def domain_of(labels: Mapping[str, str], keys: Sequence[str]) -> Values | None:
 
 
 class Domains:
-    """Domain -> its nodes (in the order of `nodes`), per keys tuple, computed when first
-    asked for and kept until the nodes change."""
+    """Domain -> its nodes (in the order of `nodes`), and node -> its domain, per keys
+    tuple, computed when first asked for and kept until the nodes change."""
 
     MAX_KEYS = 16  # keys tuples kept; gangs ask for a handful
 
     def __init__(self, nodes: Mapping[str, NodeInfo]) -> None:
         self.nodes = nodes
-        self._groups: dict[tuple[str, ...], dict[Values, list[str]]] = {}
+        self._groups: dict[tuple[str, ...], tuple[dict[Values, list[str]], dict[str, Values]]] = {}
 
     def changed(self) -> None:
         """A node was added, removed or relabelled."""
         self._groups.clear()
 
     def groups(self, keys: tuple[str, ...]) -> Mapping[Values, Sequence[str]]:
+        return self._grouped(keys)[0]
+
+    def of_node(self, keys: tuple[str, ...]) -> Mapping[str, Values]:
+        """Node -> its domain, for the nodes that have one."""
+        return self._grouped(keys)[1]
+
+    def _grouped(self, keys: tuple[str, ...]
+                 ) -> tuple[dict[Values, list[str]], dict[str, Values]]:
         found = self._groups.get(keys)
         if found is None:
-            found = {}
+            groups: dict[Values, list[str]] = {}
+            of_node: dict[str, Values] = {}
+            one = keys[0] if len(keys) == 1 else None
             for name, node in self.nodes.items():
-                d = domain_of(node.labels, keys)
+                d: Values | None
+                if one is not None:  # the usual case, without a tuple built per node
+                    v = node.labels.get(one)
+                    d = None if v is None else (v,)
+                else:
+                    d = domain_of(node.labels, keys)
                 if d is not None:
-                    found.setdefault(d, []).append(name)
+                    of_node[name] = d
+                    g = groups.get(d)
+                    if g is None:
+                        groups[d] = [name]
+                    else:
+                        g.append(name)
             if len(self._groups) >= self.MAX_KEYS:
                 del self._groups[next(iter(self._groups))]
-            self._groups[keys] = found
+            found = self._groups[keys] = (groups, of_node)
         return found
 
 

@@ -26,7 +26,7 @@ of the bound quorum while it has room; beyond it, only if the topology is prefer
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from extender.core.cache.topology import Domain, Values, domain_of, word
@@ -104,10 +104,7 @@ def plan_in_domains(
         groups = domains.groups(keys)
         rooms = [_rooms(s, keys, groups, snapshot) for s in shapes]
         allowed, why = _allowed(keys, groups, bound, snapshot.nodes, topo.affinity, ties)
-        order = sorted((_room(shapes[0], rooms[0], d), d) for d in allowed
-                       if all(_room(s, r, d) >= len(s.members)
-                              for s, r in zip(shapes, rooms, strict=True)))
-        for _, d in order:
+        for _, d in _tightest(shapes, rooms, allowed):
             res = plan_gang(pods, need, snapshot, explain=False, within=groups[d], ties=relate)
             if isinstance(res, Plan):
                 return Plan(res.assignments, Domain(keys, d, len(topo.required)))
@@ -115,6 +112,28 @@ def plan_in_domains(
             return _required_shortfall(pods, need, snapshot, shapes, keys, groups, allowed,
                                        rooms[0], why, relate, explain)
     raise AssertionError("the last level is the required keys or anywhere")
+
+
+def _tightest(
+    shapes: Sequence[Shape],
+    rooms: Sequence[Mapping[Values, Sequence[int]]],
+    allowed: Collection[Values] | None,
+) -> list[tuple[int, Values]]:
+    """(room of the biggest shape, domain) of each domain where every shape's members
+    fit if it were alone, tightest first. A loop over the domains with room, not over
+    every domain: this runs on the filter call that plans the gang."""
+    main, first = shapes[0], rooms[0]
+    i, want = (1 if main.one_per_node else 0), len(main.members)
+    rest = list(zip(shapes[1:], rooms[1:], strict=True))
+    order = []
+    for d, r in first.items():
+        if r[i] < want or (allowed is not None and d not in allowed):
+            continue
+        if rest and any(_room(s, rs, d) < len(s.members) for s, rs in rest):
+            continue
+        order.append((r[i], d))
+    order.sort()
+    return order
 
 
 def _room(shape: Shape, rooms: Mapping[Values, Sequence[int]], d: Values) -> int:
@@ -128,7 +147,8 @@ def _rooms(shape: Shape, keys: tuple[str, ...], groups: Mapping[Values, Sequence
            snapshot: Snapshot) -> Mapping[Values, Sequence[int]]:
     """Per domain: [members of `shape` that fit, nodes where one does]."""
     if snapshot.index is not None:
-        return snapshot.index.rooms(shape.items, shape.proto, shape.plain, keys)
+        return snapshot.index.rooms(shape.items, shape.proto, shape.plain, keys,
+                                    snapshot.topology().of_node(keys))
     selector = tuple(shape.proto.node_selector.items())
     out: dict[Values, list[int]] = {}
     for d, names in groups.items():
@@ -151,29 +171,29 @@ def _allowed(
     nodes: Mapping[str, NodeInfo],
     affinity: Sequence[Term],
     ties: Ties,
-) -> tuple[list[Values], str]:
-    """The domains the gang may take at this level, and if none, why."""
-    allowed = list(groups)
+) -> tuple[set[Values] | None, str]:
+    """The domains the gang may take at this level (None: any), and if none, why."""
+    allowed: set[Values] | None = None
     if bound:
         where = set()
         for m in bound:
             node = nodes.get(m.node_name)
             where.add(domain_of(node.labels, keys) if node is not None else None)
         if None in where:
-            return [], (f"member(s) are bound on node(s) without label(s) "
-                        f"{', '.join(keys)}")
+            return set(), (f"member(s) are bound on node(s) without label(s) "
+                           f"{', '.join(keys)}")
         if len(where) > 1:
             names = ", ".join(sorted("/".join(v) for v in where if v is not None))
-            return [], f"its bound members are in different {_where(keys)}s ({names})"
-        allowed = [d for d in allowed if d in where]
+            return set(), f"its bound members are in different {_where(keys)}s ({names})"
+        allowed = {d for d in where if d is not None and d in groups}
     for ns, t in affinity:
         i = keys.index(t.topology_key)
         values = ties.values_with(ns, t)
         if values:
-            allowed = [d for d in allowed if d[i] in values]
+            allowed = {d for d in (groups if allowed is None else allowed) if d[i] in values}
             if not allowed:
-                return [], (f"pods its pod affinity selects run only in "
-                            f"{word(t.topology_key)}(s) {', '.join(sorted(values))}")
+                return allowed, (f"pods its pod affinity selects run only in "
+                                 f"{word(t.topology_key)}(s) {', '.join(sorted(values))}")
     return allowed, ""
 
 
@@ -188,7 +208,7 @@ def _required_shortfall(
     shapes: Sequence[Shape],
     keys: tuple[str, ...],
     groups: Mapping[Values, Sequence[str]],
-    allowed: Sequence[Values],
+    allowed: Collection[Values] | None,
     rooms: Mapping[Values, Sequence[int]],
     why: str,
     ties: Ties | None,
@@ -203,10 +223,11 @@ def _required_shortfall(
     fit, first = 0, pods[0].key
     if not groups:
         detail = f"no node has label{'s' if len(keys) > 1 else ''} {', '.join(keys)}"
-    elif not allowed:
+    elif allowed is not None and not allowed:
         detail = why
     else:
-        best = min(allowed, key=lambda d: (-_room(shapes[0], rooms, d), d))
+        best = min(groups if allowed is None else allowed,
+                   key=lambda d: (-_room(shapes[0], rooms, d), d))
         res = plan_gang(pods, need, snapshot, explain=explain, within=groups[best], ties=ties)
         if isinstance(res, Plan):  # only a plan of several shapes can miss it: say so
             fit, inner = need, "the gang's shapes crowd each other out in every " + w
