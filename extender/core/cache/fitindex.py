@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from extender.core.cache.topology import Values, domain_of
@@ -17,6 +17,11 @@ _ViewKey = tuple[
     "tuple[NodeSelectorTerm, ...] | None",
     tuple[Toleration, ...],
 ]
+
+
+def _view_key(items: tuple[tuple[str, int], ...], proto: PodInfo) -> _ViewKey:
+    return (items, tuple(sorted(proto.node_selector.items())), proto.required_node_affinity,
+            proto.tolerations)
 
 
 @dataclass(slots=True)
@@ -180,13 +185,28 @@ class FitIndex:
             view.rooms[keys] = rooms
         return rooms.room
 
+    def warm(
+        self,
+        items: tuple[tuple[str, int], ...],
+        proto: PodInfo,
+        plain: bool,
+        keys: Sequence[tuple[str, ...]],
+        of_node: Callable[[tuple[str, ...]], Mapping[str, Values]],
+    ) -> None:
+        """Build the view of this shape, and its rooms for each keys tuple, if missing:
+        the work the shape's first plan would do, done ahead of it (planner/warmup.py).
+        Never evicts a view for it: with no free place, the plan builds it as before."""
+        view = self._views.get(_view_key(items, proto))
+        if view is None:
+            if len(self._views) >= self.MAX_VIEWS:
+                return
+            view = self._view(items, proto, plain)
+        for k in keys:
+            if k not in view.rooms:
+                self.rooms(items, proto, plain, k, of_node(k))
+
     def _view(self, items: tuple[tuple[str, int], ...], proto: PodInfo, plain: bool) -> _FitView:
-        key: _ViewKey = (
-            items,
-            tuple(sorted(proto.node_selector.items())),
-            proto.required_node_affinity,
-            proto.tolerations,
-        )
+        key = _view_key(items, proto)
         view = self._views.pop(key, None)
         if view is None:
             view = _FitView(items, proto, plain, tuple(proto.node_selector.items()))

@@ -111,8 +111,14 @@ class Ties:
 
     @staticmethod
     def needed(pods: Sequence[PodInfo], snapshot: Snapshot) -> bool:
-        """Whether any member has such a constraint, or any pod on a node could repel one."""
-        return any(_needs(p) for p in pods) or bool(snapshot.beyond_node_repellers())
+        """Whether any member has such a constraint, or any pod on a node could repel one.
+        Asked on every plan, so a plain loop that stops at the first."""
+        for p in pods:
+            if p.spread_constraints or (p.required_anti_affinity and repels_beyond_node(p)):
+                return True
+        if snapshot.repellers is not None:
+            return bool(snapshot.repellers)
+        return bool(snapshot.beyond_node_repellers())
 
     def repelled(self, pod: PodInfo) -> dict[str, set[str]]:
         """Key -> values where a pod on a node has a term beyond its node selecting `pod`."""
