@@ -57,7 +57,8 @@ class Reservation:
                      for s in self.slots.values())
 
     def view(self) -> ReservationView:
-        return ReservationView(self.gang, self.created, self.deadline, self.slot_views())
+        return ReservationView(self.gang, self.created, self.deadline, self.slot_views(),
+                               self.domain.describe() if self.domain is not None else "")
 
 
 class _Overlay(Mapping[str, Resources]):

@@ -204,6 +204,7 @@ class ReservationView:
     created: float
     deadline: float
     slots: tuple[SlotView, ...]
+    domain: str = ""  # "rack r2": the topology domain its slots stay in, if any
 
 
 @dataclass(frozen=True, slots=True)

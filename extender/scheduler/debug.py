@@ -39,7 +39,7 @@ def gangs_view(dispatcher: Dispatcher) -> dict[str, Any]:
         "queue": [_queue_row(r) for r in manager.queue()],
         "reservations": [
             {"gang": r.gang, "created": r.created, "deadline": r.deadline,
-             "secondsLeft": round(r.deadline - now, 3),
+             "secondsLeft": round(r.deadline - now, 3), "domain": r.domain,
              "slots": [{"pod": s.pod.key, "node": s.node, "requests": dict(s.requests)}
                        for s in r.slots]}
             for r in manager.reservations()
@@ -65,7 +65,7 @@ def podgroups_view(writer: StatusWriter, recorder: EventRecorder | None,
     the event sink."""
     body = writer.debug(now)
     body["reservations"] = [
-        {"gang": r.gang, "nodes": sorted({s.node for s in r.slots}),
+        {"gang": r.gang, "nodes": sorted({s.node for s in r.slots}), "domain": r.domain,
          "slots": [{"pod": s.pod.key, "node": s.node} for s in r.slots],
          "created": rfc3339(r.created), "deadline": rfc3339(r.deadline),
          "secondsLeft": round(r.deadline - now, 3)}

@@ -426,3 +426,13 @@ def test_a_spread_plan_keeps_every_member_within_max_skew(
     for name in result.assignments.values():
         assert count[snap.nodes[name].labels[ZONE]] <= low + skew + (
             existing if snap.nodes[name].labels[ZONE] == "a" else 0)
+
+
+def test_extras_of_members_bound_without_the_label_do_not_go_to_unlabelled_nodes() -> None:
+    snap = cluster(node("bare"), node("other"), node("b1", rack="r2"))
+    bound = [PodInfo("b0", "ml", "b0", {"cpu": 1, "pods": 1}, node_name="bare"),
+             PodInfo("b1", "ml", "b1", {"cpu": 1, "pods": 1}, node_name="b1")]
+    assert extra_nodes(group(2, preferred=(RACK,)), bound, ["other", "b1"], snap.nodes) == (
+        ["b1"], "")
+    nodes, why = extra_nodes(group(2, required=RACK), bound[:1], ["other"], snap.nodes)
+    assert nodes == [] and "(none)" in why

@@ -225,6 +225,8 @@ def _required_shortfall(
         detail = f"no node has label{'s' if len(keys) > 1 else ''} {', '.join(keys)}"
     elif allowed is not None and not allowed:
         detail = why
+    elif not explain:  # only whether it fits was asked: the best domain is not planned
+        detail = ""
     else:
         best = min(groups if allowed is None else allowed,
                    key=lambda d: (-_room(shapes[0], rooms, d), d))
@@ -257,14 +259,15 @@ def extra_nodes(
         where = set()
         for m in bound:
             node = nodes.get(m.node_name)
-            if node is not None:
-                where.add(domain_of(node.labels, keys))
+            d = domain_of(node.labels, keys) if node is not None else None
+            if d is not None:  # a member on a node without the label is in no domain
+                where.add(d)
         inside = [n for n in feasible
                   if n in nodes and domain_of(nodes[n].labels, keys) in where]
         if inside:
             return inside, ""
         if keys == topo.required:
-            at = ", ".join(sorted(Domain(keys, v).describe() for v in where if v is not None))
+            at = ", ".join(sorted(Domain(keys, v).describe() for v in where))
             return [], (f"gang {group.key}: its members must stay in one {_where(keys)} "
                         f"({at or 'none'}), which has no room for another member")
     return feasible, ""
