@@ -25,7 +25,7 @@ from extender.core.outbox import Outbox
 from extender.core.parked import Parked
 from extender.core.permit import Permit
 from extender.core.planner import GangPlanner, plan_group
-from extender.core.planner.warmup import warm
+from extender.core.planner.warmup import Warmup
 from extender.core.queue.arrivals import Arrivals
 from extender.core.queue.backoff import Backoffs
 from extender.core.queue.gang_queue import GangQueue
@@ -100,6 +100,7 @@ class GangManager:
         self._cache = core.cache
         self._permit = core.permit
         self._reservations = core.reservations
+        self._warmup = Warmup()
 
     # ----- watch input ------------------------------------------------------------------
 
@@ -149,7 +150,7 @@ class GangManager:
         if old is None and gang is not None and not pod.node_name:
             group = self._cache.groups.get(gang)
             if group is not None:  # a new member: its plan's indexes, built now
-                warm(group, pod, self._cache.snapshot)
+                self._warmup.member(group, pod, self._cache.snapshot)
         if pod.takes_capacity:
             # Bound by anyone onto a node with reservations: slots it squeezes out move now.
             c.repair.squeezed(pod.node_name)

@@ -185,7 +185,7 @@ class Cache:
         self._charged[pod.uid] = pod
         self._on_node.setdefault(pod.node_name, {})[pod.uid] = pod
         self._adjust(pod.node_name, pod.requests, -1)
-        if repels_beyond_node(pod):
+        if pod.required_anti_affinity and repels_beyond_node(pod):
             self._repellers["bound", pod.uid] = (pod.node_name, pod)
 
     def _uncharge(self, uid: str) -> None:
@@ -287,7 +287,7 @@ class Cache:
         """Charge a reservation slot for `pod` to `node`."""
         self._reserved_on_node.setdefault(node, {})[pod.uid] = pod
         self._adjust(node, pod.requests, -1)
-        if repels_beyond_node(pod):
+        if pod.required_anti_affinity and repels_beyond_node(pod):
             self._repellers["reserved", pod.uid] = (node, pod)
         self.reserved_nodes[node] = self.reserved_nodes.get(node, 0) + 1
 

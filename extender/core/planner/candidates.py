@@ -41,31 +41,30 @@ class PlanState:
     def conflict(self, pod: PodInfo, name: str) -> str | None:
         """Why `pod` may not join node `name`: for anti-affinity on the node, "existing"
         (a pod already there) or "member" (one this plan put there); "relation" for a
-        constraint beyond the node (`relations`); None if it may."""
-        why = self._on_node(pod, name)
-        if why is None and self.relations is not None:
-            node = self.nodes.get(name)
-            if node is not None and self.relations.conflict(pod, node) is not None:
-                return "relation"
-        return why
-
-    def _on_node(self, pod: PodInfo, name: str) -> str | None:
+        constraint beyond the node (`relations`); None if it may. One body, no helper
+        call: it runs for every node a member is offered."""
         if pod.required_anti_affinity:
             if anti_affinity_conflict(pod, self.pods_on_node.get(name, ())) is not None:
                 return "existing"
             placed = self.placed_on.get(name, ())
-            return "member" if anti_affinity_conflict(pod, placed) is not None else None
-        # Without terms of its own, only pods that have terms can repel it.
-        rep = self.repelling.get(name)
-        if rep is None:
-            rep = self.repelling[name] = [
-                p for p in self.pods_on_node.get(name, ()) if p.required_anti_affinity
-            ]
-        if rep and anti_affinity_conflict(pod, rep) is not None:
-            return "existing"
-        mates = self.placed_repelling.get(name)
-        if mates and anti_affinity_conflict(pod, mates) is not None:
-            return "member"
+            if anti_affinity_conflict(pod, placed) is not None:
+                return "member"
+        else:
+            # Without terms of its own, only pods that have terms can repel it.
+            rep = self.repelling.get(name)
+            if rep is None:
+                rep = self.repelling[name] = [
+                    p for p in self.pods_on_node.get(name, ()) if p.required_anti_affinity
+                ]
+            if rep and anti_affinity_conflict(pod, rep) is not None:
+                return "existing"
+            mates = self.placed_repelling.get(name)
+            if mates and anti_affinity_conflict(pod, mates) is not None:
+                return "member"
+        if self.relations is not None:
+            node = self.nodes.get(name)
+            if node is not None and self.relations.conflict(pod, node) is not None:
+                return "relation"
         return None
 
     def place(self, pod: PodInfo, shape: Shape, name: str) -> None:

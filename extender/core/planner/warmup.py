@@ -7,7 +7,8 @@ and counts its room in every domain (`domains.py`). On the filter call, that tim
 spent on kube-scheduler's serial loop; when the watch delivers the gang's members, it is
 usually spent before kube-scheduler gets to them. It is the same work, done earlier: a
 view is built only while the index has a free place for it (none in use is evicted),
-and what is already there costs a lookup.
+and what is already there costs a lookup. Members of one gang arrive one after another
+and are alike: `Warmup` prepares for the first and compares the others with it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,22 @@ from extender.core.planner.domains import topology_of
 from extender.core.planner.shapes import shapes_of
 from extender.core.snapshot import Snapshot
 from extender.core.types import GroupInfo, PodInfo
+
+
+class Warmup:
+    """Remembers what it last prepared for, so that the rest of a gang costs a tuple
+    comparison per member on the watch path (every pod event runs there)."""
+
+    def __init__(self) -> None:
+        self._last: tuple[object, ...] | None = None
+
+    def member(self, group: GroupInfo, pod: PodInfo, snapshot: Snapshot) -> None:
+        key = (group.key, group.topology_required, group.topology_preferred,
+               group.topology_error, pod.namespace, pod.requests, pod.node_selector,
+               pod.required_node_affinity, pod.tolerations, pod.required_affinity)
+        if key != self._last:
+            self._last = key
+            warm(group, pod, snapshot)
 
 
 def warm(group: GroupInfo, pod: PodInfo, snapshot: Snapshot) -> None:
