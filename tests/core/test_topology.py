@@ -113,6 +113,15 @@ def test_nodes_without_the_label_never_qualify() -> None:
                               "no node has label topology.kubernetes.io/zone")
 
 
+def test_the_hostname_as_the_key_puts_the_whole_gang_on_one_node() -> None:
+    # b has room for one member, a for four: a split over both would fit, one node only a.
+    snap = cluster(node("a"), node("b"), free={"b": 2000})
+    result = plan(group(3, required=HOST), gang(3), snap)
+    assert isinstance(result, Plan) and set(result.assignments.values()) == {"a"}
+    result = plan(group(5, required=HOST), gang(5), snap)
+    assert isinstance(result, Shortfall) and "the largest node fits 4" in result.message
+
+
 def test_why_it_waits_names_the_rack_and_how_many_fit() -> None:
     snap = cluster(node("a1", rack="r1"), node("a2", rack="r1"), node("b1", rack="r2"),
                    free={"a1": 8000, "a2": 8000, "b1": 8000})
@@ -320,6 +329,17 @@ def test_relations_and_a_required_rack_together() -> None:
                    node("c", rack="r2", zone="x"), node("d", rack="r2", zone="y"))
     result = plan(group(2, required=RACK), gang(2, required_anti_affinity=anti(ZONE)), snap)
     assert isinstance(result, Plan) and sorted(result.assignments.values()) == ["c", "d"]
+
+
+def test_a_required_rack_that_contradicts_a_spread_says_what_the_spread_excluded() -> None:
+    # Rack r1 is all in zone x; a spread over zones with maxSkew 1 wants one member in y.
+    snap = cluster(node("a", rack="r1", zone="x"), node("b", rack="r1", zone="x"),
+                   node("c", rack="r2", zone="y"))
+    spread = (SpreadConstraint(1, ZONE, LabelSelector(JOB)),)
+    result = plan(group(2, required=RACK), gang(2, spread_constraints=spread), snap)
+    assert isinstance(result, Shortfall) and result.fit == 1
+    assert ("excluded: 2 node(s) where the spread over topology.kubernetes.io/zone would "
+            "exceed maxSkew 1") in result.message
 
 
 # ----- properties ------------------------------------------------------------------------
