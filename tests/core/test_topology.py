@@ -150,6 +150,9 @@ def test_preferred_keys_are_tried_narrowest_first_then_anywhere() -> None:
     four = plan(group(3, preferred=pref), gang(3), cluster(*nodes, free=free))
     assert isinstance(four, Plan) and four.domain is None
     assert len(set(four.assignments.values())) == 3
+    # A preferred key no node carries is not an error: its level is skipped.
+    skip = plan(group(3, preferred=(ZONE, BLOCK)), gang(3), snap)
+    assert isinstance(skip, Plan) and skip.domain == Domain((BLOCK,), ("b1",), 0)
 
 
 def test_required_bounds_the_search_and_preferred_orders_inside_it() -> None:
