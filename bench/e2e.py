@@ -373,7 +373,7 @@ class Bench:
         out = self.profile_dir / f"{name}.prof"
         argv = [sys.executable, "-m", "bench.cpu_profile", str(out), "extender.cli",
                 "serve", "--kubeconfig", str(self.cp.kubeconfig), "--listen",
-                f"127.0.0.1:{port}", *self.extender_args]
+                f"127.0.0.1:{port}", "--leader-lease", "off", *self.extender_args]
         env = {"PYTHONPATH": os.environ.get("BENCH_PROFILER_PATH", "")}
         proc = self.cp.start_process(argv, name, cwd=REPO, env=env,
                                      ready=http_ok(f"http://127.0.0.1:{port}/readyz"),

@@ -4,6 +4,7 @@ Importing them here (rather than ``pytest_plugins``, which pytest only honours i
 root conftest) makes them available to everything under ``e2e/``.
 """
 
+from e2e.anycluster import any_cluster
 from e2e.gang import gang, gang_stack
 from e2e.harness.fixtures import (
     control_plane,
@@ -16,6 +17,7 @@ from e2e.harness.fixtures import (
 )
 
 __all__ = [
+    "any_cluster",
     "control_plane",
     "default_scheduler",
     "fake_kubelet",

@@ -17,34 +17,31 @@ from pathlib import Path
 from typing import Any, Self
 
 import pytest
+import yaml
 
 from e2e.harness.cluster import Cluster, ControlPlane, http_ok
 from e2e.harness.fixtures import kube
 from e2e.harness.k8s import watch
 from e2e.harness.process import ManagedProcess, free_port
+from extender.core.sources import membership
 
 REPO = Path(__file__).resolve().parents[1]
 GANG_LABEL = "scheduling.x-k8s.io/pod-group"
 
 
-def scheduler_config(port: int, filter_timeout: str = "5s", bind_timeout: str = "300s") -> dict[
-    str, Any
-]:
-    """The KubeSchedulerConfiguration of design 1 (what deploy/ ships, too)."""
-    url = f"http://127.0.0.1:{port}"
-    return {
-        "profiles": [{"schedulerName": "gang-scheduler", "percentageOfNodesToScore": 100}],
-        # Rejections by the extender are cheap: retry parked members quickly.
-        "podInitialBackoffSeconds": 1,
-        "podMaxBackoffSeconds": 2,
-        "extenders": [
-            {"urlPrefix": url, "filterVerb": "filter", "prioritizeVerb": "prioritize",
-             "weight": 1, "nodeCacheCapable": True, "ignorable": False,
-             "httpTimeout": filter_timeout},
-            {"urlPrefix": url, "bindVerb": "bind", "nodeCacheCapable": True,
-             "ignorable": False, "httpTimeout": bind_timeout},
-        ],
-    }
+def scheduler_config(port: int) -> dict[str, Any]:
+    """The KubeSchedulerConfiguration `deploy/` ships, read from it, with the extender
+    entries pointed at `port`: tests and benchmarks run the scheduler as shipped.
+
+    Its `leaderElection` (a lease in the install's namespace) is dropped: one local
+    scheduler needs none (the harness then sets leaderElect: false); tests of failover
+    set their own.
+    """
+    cfg: dict[str, Any] = yaml.safe_load((REPO / "deploy" / "scheduler-config.yaml").read_text())
+    cfg.pop("leaderElection", None)
+    for entry in cfg["extenders"]:
+        entry["urlPrefix"] = f"http://127.0.0.1:{port}"
+    return cfg
 
 
 @dataclass
@@ -82,8 +79,12 @@ class GangStack:
 
 
 def start_extender(cluster: Cluster, port: int, args: list[str], name: str) -> ManagedProcess:
+    """The extender for a kube-scheduler started with :func:`scheduler_config`, which has
+    no leader election: so ``--leader-lease off`` unless ``args`` name a lease."""
+    lease = [] if any(a.startswith("--leader-lease") for a in args) else ["--leader-lease",
+                                                                          "off"]
     argv = [sys.executable, "-m", "extender.cli", "serve", "--kubeconfig",
-            str(cluster.kubeconfig), "--listen", f"127.0.0.1:{port}", *args]
+            str(cluster.kubeconfig), "--listen", f"127.0.0.1:{port}", *lease, *args]
     return cluster.start_process(argv, name, cwd=REPO,
                                  ready=http_ok(f"http://127.0.0.1:{port}/readyz"),
                                  ready_timeout=30)
@@ -120,6 +121,15 @@ def gang(gang_stack: GangStack) -> Iterator[GangStack]:
         gang_stack.scheduler.restart()
         gang_stack.scheduler.wait_ready(60)
     yield gang_stack
+
+
+def _group_of(pod: Any) -> str | None:
+    """The name of the group the pod joins, whatever its source (the extender's own rule,
+    extender/core/sources.py)."""
+    group = pod.spec.scheduling_group
+    m = membership(pod.metadata.labels or {}, pod.metadata.annotations or {},
+                   (group.pod_group_name or "") if group is not None else "")
+    return m.name if m is not None else None
 
 
 @dataclass
@@ -177,7 +187,7 @@ class Recorder:
         name = pod.metadata.name
         with self._lock:
             rec = self.pods.setdefault(name, PodRecord())
-            rec.group = (pod.metadata.labels or {}).get(GANG_LABEL)
+            rec.group = _group_of(pod)
             if pod.spec.node_name and rec.bound_at is None:
                 rec.node, rec.bound_at = pod.spec.node_name, now
                 self.history.append((now, name, "bound", pod.spec.node_name))

@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from extender.core.config import Config
 from extender.core.queue.backoff import BackoffPolicy
+from extender.kube.leader import LeaseRef
+
+# The lease of the shipped scheduler configuration (deploy/scheduler-config.yaml).
+DEFAULT_LEASE = LeaseRef("gang-scheduler-system", "gang-scheduler")
+# On leadership loss, how long Bindings already posted may take before the process exits.
+_LOST_BINDINGS_GRACE_SECONDS = 5.0
+# Then how long the servers may take to send the last answers and close.
+_SHUTDOWN_SECONDS = 3.0
+# Exit status after leadership was lost (kube-scheduler exits 1 then, too).
+EXIT_LOST_LEADERSHIP = 1
 
 
 def _host_port(value: str) -> tuple[str, int]:
@@ -37,6 +49,13 @@ def _positive(value: str) -> float:
 
 def _non_negative(value: str) -> float:
     return _number(value, zero_ok=True)
+
+
+def _lease(value: str) -> LeaseRef | None:
+    try:
+        return LeaseRef.parse(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,8 +100,28 @@ def build_parser() -> argparse.ArgumentParser:
                             "the computed status (default on)")
     serve.add_argument("--events", choices=("on", "off"), default="on",
                        help="post Kubernetes Events on PodGroups and pods (default on)")
+    serve.add_argument("--preemption", choices=("on", "off"), default="on",
+                       help="whole-gang preemption: a gang or a plain pod of the gang "
+                            "scheduler that cannot be placed evicts whole lower-priority "
+                            "gangs and pods through the Eviction API (README \"Priorities "
+                            "and preemption\"; default on)")
+    serve.add_argument("--starvation-after", type=_non_negative, default=30.0,
+                       help="seconds the gang at the head of the queue waits for capacity "
+                            "before the capacity of its best plan is held for it as it "
+                            "frees up; 0 turns the guard off (default 30)")
     serve.add_argument("--scheduler-name", default="gang-scheduler",
                        help="schedulerName of the gang scheduler profile (default gang-scheduler)")
+    serve.add_argument("--leader-lease", type=_lease, default=DEFAULT_LEASE,
+                       help="NAMESPACE/NAME of the Lease kube-scheduler's leader election uses "
+                            "(its leaderElection.resourceNamespace/resourceName): this "
+                            "extender acts only while its own kube-scheduler holds it, and "
+                            "stands by otherwise. off: always act (one replica, no election) "
+                            f"(default {DEFAULT_LEASE})")
+    serve.add_argument("--leader-identity", default=None,
+                       help="what this extender's kube-scheduler puts before '_' in the "
+                            "lease's holderIdentity: its hostname, the same for both "
+                            "containers of a pod (default: this host's name); also the "
+                            "Events' reportingInstance when given")
     serve.add_argument("--log-level", default="INFO")
     serve.add_argument(
         "--event-loop", choices=("auto", "uvloop", "asyncio"), default="auto",
@@ -102,15 +141,20 @@ def _configure_logging(level: str) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
-async def _serve(args: argparse.Namespace) -> None:
+async def _serve(args: argparse.Namespace) -> int:
+    """Run until cancelled (SIGTERM: 0) or until leadership is lost (1)."""
+    import socket
+
     import uvicorn
 
     from extender.core.manager import Core, GangManager
     from extender.core.vocabulary import Report
     from extender.kube.client import make_kube
     from extender.kube.events import EventRecorder
-    from extender.kube.informer import Informer
+    from extender.kube.informer import BUDGETS, Informer
+    from extender.kube.leader import Leadership
     from extender.reporting.events import GangEvents
+    from extender.reporting.kinds import source_kinds
     from extender.reporting.metrics import Metrics
     from extender.reporting.status import StatusWriter, observed_kinds
     from extender.scheduler.debug import install_podgroups_route
@@ -123,16 +167,24 @@ async def _serve(args: argparse.Namespace) -> None:
         raise SystemExit("--backoff-limit must be at least 1")
     policy = BackoffPolicy(args.backoff_base, max(args.backoff_cap, args.backoff_base),
                            args.backoff_limit)
-    manager = GangManager(Core.wire(Config(args.default_timeout, policy,
-                                           assembly_wait_seconds=args.assembly_wait,
-                                           assembly_gap_seconds=args.assembly_gap)))
+    manager = GangManager(Core.wire(Config(
+        args.default_timeout, policy, assembly_wait_seconds=args.assembly_wait,
+        assembly_gap_seconds=args.assembly_gap, preemption=args.preemption == "on",
+        starvation_after_seconds=args.starvation_after or None,
+        scheduler_name=args.scheduler_name)))
     kube = make_kube(args.kubeconfig)
     metrics = Metrics()
+    lost = asyncio.Event()
+    leader = Leadership(kube, args.leader_lease, args.leader_identity or socket.gethostname(),
+                        on_lost=lambda why: lost.set())
+    metrics.leader_active = lambda: leader.active
     # Status, events and metrics (architecture.md §6): all off the request path. Switched off,
     # a writer still computes (for /debug/podgroups, the gauges and the log) but sends nothing.
+    # On standby neither computes nor sends (extender/kube/leader.py).
     recorder = EventRecorder(kube if args.events == "on" else None,
-                             on_result=lambda r: metrics.events.labels(r).inc())
-    gang_events = GangEvents(recorder)
+                             on_result=lambda r: metrics.events.labels(r).inc(),
+                             instance=args.leader_identity, active=lambda: leader.active)
+    gang_events = GangEvents(recorder, manager)
     status = StatusWriter(manager, kube if args.podgroup_status == "on" else None,
                           events=gang_events,
                           on_write=lambda r: metrics.status_writes.labels(r).inc())
@@ -149,10 +201,10 @@ async def _serve(args: argparse.Namespace) -> None:
     dispatcher = Dispatcher(manager, kube, wakeups,
                             DispatchConfig(bind_hold_limit=args.bind_hold_limit), clock,
                             on_report=on_report, on_assembly_wait=metrics.on_assembly_wait,
-                            evictions=evictions)
+                            evictions=evictions, leader=leader)
     status.clock = clock
     informer = Informer(kube, manager, clock, dispatcher.cache_changed,
-                        kinds=observed_kinds(status))
+                        kinds=(*observed_kinds(status), *source_kinds(status), BUDGETS))
     app = create_app(dispatcher, metrics, ready=informer.synced)
     install_podgroups_route(app, status, recorder, clock)
     host, port = args.listen
@@ -166,21 +218,44 @@ async def _serve(args: argparse.Namespace) -> None:
             metrics_app, host=mhost, port=mport, log_level="warning", access_log=False,
             lifespan="off")))
     log = logging.getLogger("gang-extender")
-    log.info("serving on %s:%d (scheduler %s, default timeout %gs, backoff %gs..%gs, limit %s)",
-             host, port, args.scheduler_name, args.default_timeout, policy.base_seconds,
-             policy.cap_seconds, policy.retry_limit)
+    log.info("serving on %s:%d (scheduler %s, default timeout %gs, backoff %gs..%gs, limit %s, "
+             "identity %s, leader lease %s)", host, port, args.scheduler_name,
+             args.default_timeout, policy.base_seconds, policy.cap_seconds, policy.retry_limit,
+             leader.identity, leader.lease or "off")
     tasks = [
         asyncio.create_task(informer.run(), name="informer"),
+        asyncio.create_task(leader.run(), name="leader"),
         asyncio.create_task(dispatcher.tick_loop(), name="tick"),
         asyncio.create_task(wakeups.run(), name="wake"),
-        asyncio.create_task(status.run(), name="podgroup-status"),
+        asyncio.create_task(status.run(lambda: leader.active), name="podgroup-status"),
         asyncio.create_task(recorder.run(), name="events"),
     ]
+    serving = asyncio.ensure_future(asyncio.gather(*(s.serve() for s in servers)))
+    losing = asyncio.ensure_future(lost.wait())
     try:
-        await asyncio.gather(*(s.serve() for s in servers))
+        await asyncio.wait((serving, losing), return_when=asyncio.FIRST_COMPLETED)
+        if not losing.done():
+            serving.result()
+            return 0
+        # Lost while active: the verbs already answer the standby error. Bindings of a
+        # commit under way are let finish; held binds die with the process: answered with
+        # the error, so kube-scheduler (if it still runs) re-queues their pods, and the new
+        # leader, which starts with no reservation, places those gangs whole.
+        left = await dispatcher.bindings_settled(_LOST_BINDINGS_GRACE_SECONDS)
+        held = dispatcher.answer_held(leader.standby_error())
+        for server in servers:
+            server.should_exit = True  # answers sent, connections closed
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(serving), _SHUTDOWN_SECONDS)
+        log.error("exiting (status %d) after losing leadership: %d held bind(s) answered "
+                  "with an error, %d Binding(s) still in flight; restarting makes it a "
+                  "standby", EXIT_LOST_LEADERSHIP, held, left)
+        return EXIT_LOST_LEADERSHIP
     finally:
-        for t in tasks:
+        running: list[asyncio.Future[Any]] = [serving, losing, *tasks]
+        for t in running:
             t.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
         await kube.http.aclose()
 
 
@@ -198,6 +273,18 @@ def _new_event_loop(kind: str) -> asyncio.AbstractEventLoop:
     return asyncio.new_event_loop()
 
 
+def _finish_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what is still running (held binds' requests, Bindings, wake-ups) and let it
+    unwind, as asyncio.run does: a task destroyed while pending would be logged as an
+    error on every exit."""
+    pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for t in pending:
+        t.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    loop.run_until_complete(loop.shutdown_asyncgens())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
@@ -205,13 +292,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         loop = _new_event_loop(args.event_loop)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, lambda: [t.cancel() for t in asyncio.all_tasks(loop)])
+        code = 0
         try:
-            loop.run_until_complete(_serve(args))
+            code = loop.run_until_complete(_serve(args))
         except asyncio.CancelledError:
             pass
         finally:
+            _finish_tasks(loop)
             loop.close()
-        return 0
+        return code
     return 2
 
 

@@ -112,3 +112,72 @@ def test_eviction_gives_up_after_its_attempts() -> None:
 def test_eviction_final_answers(status: int, result: str) -> None:
     results, kube = evict([err(status)])
     assert results == [result] and len(kube.calls) == 1
+
+
+# ----- a preemption's victims: one try, every answer back to the gang manager ------------
+
+
+def evict_victim(outcomes: list[BaseException | None]) -> tuple[list[tuple[str, str | None]],
+                                                               ScriptedKube]:
+    kube = ScriptedKube(outcomes)
+    answers: list[tuple[str, str | None]] = []
+    ev = Evictions(kube, EvictionConfig(preemption_delay=0.001))
+    ev.feedback = lambda uid, error: answers.append((uid, error))
+
+    async def run() -> None:
+        ev.add(EvictPods("ns/low", (PodRef("ns", "low-0", "u0"),), "preempted",
+                         preemptor="ns/high"))
+        await ev.idle()
+
+    asyncio.run(run())
+    return answers, kube
+
+
+def test_a_victim_refused_by_a_budget_is_reported_at_once_not_retried() -> None:
+    answers, kube = evict_victim([err(429)])
+    assert len(kube.calls) == 1
+    assert answers == [("u0", "429 Reason: status 429")]
+
+
+def test_a_victim_evicted_or_gone_is_reported_done() -> None:
+    assert evict_victim([None])[0] == [("u0", None)]
+    assert evict_victim([err(404)])[0] == [("u0", None)]
+
+
+def test_a_transient_error_on_a_victim_is_tried_a_few_times() -> None:
+    answers, kube = evict_victim([err(503), None])
+    assert answers == [("u0", None)] and len(kube.calls) == 2
+    answers, kube = evict_victim([err(503)] * 5)
+    assert len(kube.calls) == 3 and answers[0][1] is not None
+
+
+def test_the_dispatcher_feeds_a_victims_answer_to_the_manager() -> None:
+    """A refusal reaches the gang manager: its preemptor's hold is released."""
+    from tests.core.sim import group, node, pod
+
+    manager = GangManager()
+    for i in range(2):
+        manager.on_node(node(f"n{i}", cpu=4000))
+    manager.on_group(group("low", 2), 0.0)
+    low = [pod(f"low-{i}", "low", cpu=4000, priority=1) for i in range(2)]
+    for i, p in enumerate(low):
+        manager.on_pod(p, 0.0)
+        manager.binding_finished(p.uid, f"n{i}", None, 0.0)
+    manager.on_group(group("high", 2), 0.0)
+    for i in range(2):
+        manager.on_pod(pod(f"high-{i}", "high", cpu=4000, priority=9), 0.0)
+    manager.tick(1.0)
+    assert [r.held for r in manager.reservations()] == ["preemption"]
+    kube = ScriptedKube([err(429), err(429)])
+    evictions = Evictions(kube)
+    dispatcher = Dispatcher(manager, kube, clock=lambda: 1.0, evictions=evictions)
+
+    async def run() -> None:
+        dispatcher.drain()  # the EvictPods go to the evictions adapter
+        await evictions.idle()
+
+    asyncio.run(run())
+    assert [c for c in kube.calls if c[0] == "evict"]
+    assert not manager.reservations()  # given up: it chooses others, or waits
+    st = manager.status("ns/high")
+    assert st is not None and "refused" in st.message

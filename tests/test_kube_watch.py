@@ -49,3 +49,36 @@ def test_one_byte_chunks() -> None:
     wire = b'{"type":"ADDED","object":{"a":1}}\n{"type":"BOOKMARK","object":{}}\n'
     got = _events([wire[i:i + 1] for i in range(len(wire))])
     assert got == [("ADDED", {"a": 1}), ("BOOKMARK", {})]
+
+
+def test_list_and_watch_narrowed_by_a_field_selector() -> None:
+    """The lease is listed and watched by name (extender/kube/leader.py): the selector
+    must reach the query of every page and of the watch, next to the client's own."""
+    seen: list[httpx.URL] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url)
+        if request.url.params.get("watch") == "1":
+            return httpx.Response(200, stream=_Chunks([b'{"type":"ADDED","object":{}}\n']))
+        page = {"metadata": {"resourceVersion": "5",
+                             "continue": "" if request.url.params.get("continue") else "c"},
+                "items": [{"n": len(seen)}]}
+        return httpx.Response(200, content=orjson.dumps(page))
+
+    async def go() -> None:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler),
+                                     base_url="http://t") as http:
+            kube = Kube(http)
+            sel = {"fieldSelector": "metadata.name=gang-scheduler"}
+            items, rv = await kube.list("/apis/x/leases", params=sel)
+            assert (items, rv) == ([{"n": 1}, {"n": 2}], "5")
+            assert [e async for e in kube.watch("/apis/x/leases", rv, params=sel)] == [
+                ("ADDED", {})]
+
+    asyncio.run(go())
+    assert [dict(u.params) for u in seen] == [
+        {"fieldSelector": "metadata.name=gang-scheduler", "limit": "2000"},
+        {"fieldSelector": "metadata.name=gang-scheduler", "limit": "2000", "continue": "c"},
+        {"fieldSelector": "metadata.name=gang-scheduler", "watch": "1", "resourceVersion": "5",
+         "allowWatchBookmarks": "true", "timeoutSeconds": "300"},
+    ]

@@ -125,6 +125,8 @@ class FakeApi(BaseHTTPRequestHandler):
             self._reply(200, _item_list("PodList", [POD]))
         elif "/podgroups" in self.path:
             self._reply(200, _item_list("PodGroupList", []))
+        elif "/poddisruptionbudgets" in self.path:
+            self._reply(200, _item_list("PodDisruptionBudgetList", []))
         else:
             self._fail()
 
@@ -161,7 +163,7 @@ def test_no_token_in_logs_or_answers(fake_api: str, tmp_path: Path) -> None:
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "extender.cli", "serve", "--kubeconfig", str(kubeconfig),
-             "--listen", f"127.0.0.1:{port}", "--log-level", "DEBUG"],
+             "--listen", f"127.0.0.1:{port}", "--log-level", "DEBUG", "--leader-lease", "off"],
             stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
     answers = []
     try:
@@ -210,12 +212,22 @@ NEEDED = {
     ("", "pods", "get"),  # dispatch.Dispatcher._post_binding: a 409 "already bound here"?
     ("", "pods", "patch"),  # wakeups.Wakeups._wake: the wake-up annotation
     ("", "pods/binding", "create"),  # kube.bind
-    ("", "pods/eviction", "create"),  # kube.evict: a partial gang's bound members
+    ("", "pods/eviction", "create"),  # kube.evict: a partial gang's members, preemption victims
+    ("policy", "poddisruptionbudgets", "list"),  # informer.BUDGETS: victims no budget refuses
+    ("policy", "poddisruptionbudgets", "watch"),
     ("scheduling.x-k8s.io", "podgroups", "list"),  # informer.GROUPS
     ("scheduling.x-k8s.io", "podgroups", "watch"),
     ("scheduling.x-k8s.io", "podgroups/status", "patch"),  # status.StatusWriter.write
+    # kube/sources.py: the other sources' PodGroups, listed and watched while served
+    ("scheduling.volcano.sh", "podgroups", "list"), ("scheduling.volcano.sh", "podgroups", "watch"),
+    ("scheduling.k8s.io", "podgroups", "list"), ("scheduling.k8s.io", "podgroups", "watch"),
     ("", "events", "create"), ("", "events", "patch"),  # events.EventRecorder
+    # leader.Leadership: its kube-scheduler's lease, read only (list, then watch; a list
+    # again to confirm an expiry), by name in a Role of its namespace
+    ("coordination.k8s.io", "leases", "list"), ("coordination.k8s.io", "leases", "watch"),
 }
+# The extender's roles: cluster-wide reads and writes, and the one lease it follows.
+EXTENDER_ROLES = ("gang-scheduler-extender", "gang-scheduler-extender-leader-election")
 # Granted but not called today: reads of what the extender already lists. Listed so
 # that any *new* grant fails this test.
 TOLERATED = {
@@ -242,9 +254,37 @@ def _grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
 
 
 def test_extender_role_grants_what_the_code_calls_and_no_more() -> None:
-    granted = _grants(_roles()["gang-scheduler-extender"])
+    roles = _roles()
+    granted = set().union(*(_grants(roles[name]) for name in EXTENDER_ROLES))
     assert granted >= NEEDED, f"missing: {sorted(NEEDED - granted)}"
     assert granted - NEEDED <= TOLERATED, f"not needed: {sorted(granted - NEEDED - TOLERATED)}"
+
+
+def _rbac_docs() -> list[dict[str, Any]]:
+    return [doc for f in sorted((REPO / "deploy" / "rbac").glob("*.yaml"))
+            for doc in yaml.safe_load_all(f.read_text()) if isinstance(doc, dict)]
+
+
+def test_the_extender_reads_only_the_lease_its_scheduler_elects_with() -> None:
+    """Least privilege: list and watch of one lease, by name, in its namespace; and it is
+    the lease the shipped kube-scheduler elects with and the extender is told to follow."""
+    cfg = yaml.safe_load((REPO / "deploy" / "scheduler-config.yaml").read_text())
+    le = cfg["leaderElection"]
+    assert le["leaderElect"] is True
+    flags = [a for args in _manifest_args() for a in args if a.startswith("--leader-lease=")]
+    assert flags == [f"--leader-lease={le['resourceNamespace']}/{le['resourceName']}"]
+    docs = _rbac_docs()
+    role = next(d for d in docs if d["kind"] == "Role"
+                and d["metadata"]["name"] == "gang-scheduler-extender-leader-election")
+    assert role["metadata"]["namespace"] == le["resourceNamespace"]
+    assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                              "resourceNames": [le["resourceName"]],
+                              "verbs": ["list", "watch"]}]
+    binding = next(d for d in docs if d["kind"] == "RoleBinding"
+                   and d["roleRef"]["name"] == role["metadata"]["name"])
+    assert binding["metadata"]["namespace"] == le["resourceNamespace"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gang-scheduler",
+                                    "namespace": "gang-scheduler-system"}]
 
 
 # The kube-scheduler's own role keeps upstream's DRA rights (system:kube-scheduler): it

@@ -157,6 +157,10 @@ class Env:
 
 @pytest.fixture
 def env() -> Env:
+    return make_env()
+
+
+def make_env() -> Env:
     core = Core.wire(Config(default_timeout_seconds=10,
                             backoff=BackoffPolicy(2, 8, retry_limit=2)))
     manager = GangManager(core)
@@ -164,7 +168,7 @@ def env() -> Env:
     clock = Clock()
     metrics = Metrics()
     recorder = EventRecorder(api, clock, on_result=lambda r: metrics.events.labels(r).inc())
-    events = GangEvents(recorder)
+    events = GangEvents(recorder, manager)  # as extender/cli.py wires it
     # settle=0: these tests follow every status a gang goes through; the settling has its
     # own tests below.
     writer = StatusWriter(manager, api, clock, StatusConfig(min_interval=1.0, settle=0.0),
@@ -411,8 +415,10 @@ def test_gauge_counts_gangs_by_phase_and_reason(env: Env) -> None:
     env.step()
     env.metrics.refresh(env.manager)
     text = generate_latest(env.metrics.registry).decode()
-    assert 'gang_extender_gangs{phase="Pending",reason="WaitingForMembers"} 1.0' in text
-    assert 'gang_extender_gangs{phase="Scheduling",reason="Bound"} 1.0' in text
+    assert ('gang_extender_gangs{phase="Pending",reason="WaitingForMembers",'
+            'source="scheduler-plugins"} 1.0') in text
+    assert ('gang_extender_gangs{phase="Scheduling",reason="Bound",source="scheduler-plugins"}'
+            ' 1.0') in text
 
 
 def test_recorder_folds_repeats_and_recreates_expired_events() -> None:

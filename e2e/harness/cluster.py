@@ -71,6 +71,22 @@ KCM_CONTROLLERS = (
     "clusterrole-aggregation-controller",
 )
 
+# The upstream Workload API (Kubernetes 1.36 alpha): scheduling.k8s.io/v1alpha2 PodGroups
+# and the pods' spec.schedulingGroup. Found by experiment on v1.36.3:
+# * GenericWorkload serves PodGroup and Workload and keeps spec.schedulingGroup on pods;
+# * spec.schedulingConstraints of a PodGroup is dropped on create unless
+#   TopologyAwareWorkloadScheduling is on too;
+# * the PodGroupProtection admission plugin puts the finalizer
+#   scheduling.k8s.io/podgroup-protection on every PodGroup, and only the controller
+#   manager's podgroup-protection-controller (itself behind GenericWorkload) removes it:
+#   without it a deleted PodGroup never goes away.
+# The API server and the controller manager get them; the schedulers do not, so the stock
+# kube-scheduler does no gang scheduling of its own and the extender is what is tested.
+WORKLOAD_API_RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
+WORKLOAD_API_APISERVER_GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+WORKLOAD_API_KCM_GATES = "GenericWorkload=true"
+WORKLOAD_API_CONTROLLERS = ("podgroup-protection-controller",)
+
 
 ETCD_DIR_PREFIX = "gang-e2e-etcd-"
 OWNER_FILE = "harness-owner.pid"
@@ -344,7 +360,8 @@ class Cluster:
             with contextlib.suppress(Exception):
                 p.stop()
 
-    def start_scheduler(self, config: dict[str, Any], name: str) -> ManagedProcess:
+    def start_scheduler(self, config: dict[str, Any], name: str,
+                        hostname: str | None = None) -> ManagedProcess:
         """Run a kube-scheduler with ``config``; see :meth:`ControlPlane.start_scheduler`."""
         raise HarnessError(f"{type(self).__name__} cannot start local schedulers")
 
@@ -412,6 +429,7 @@ class ControlPlane(Cluster):
         feature_gates: str | None = None,
         extra_apiserver_args: Sequence[str] = (),
         verbosity: int = 1,
+        workload_api: bool = False,
     ) -> None:
         wd = workdir or Path(tempfile.mkdtemp(prefix="gang-e2e-"))
         wd.mkdir(parents=True, exist_ok=True)
@@ -425,6 +443,8 @@ class ControlPlane(Cluster):
         self.feature_gates = feature_gates
         self.extra_apiserver_args = list(extra_apiserver_args)
         self.verbosity = verbosity
+        # Serve the upstream Workload API (see WORKLOAD_API_* above).
+        self.workload_api = workload_api
         self.pki: PKI | None = None
         self.etcd_data: Path | None = None
         self.apiserver_port = 0
@@ -438,8 +458,9 @@ class ControlPlane(Cluster):
     def _bin(self, name: str) -> str:
         return str(self.bin_dir / name)
 
-    def _fg(self) -> list[str]:
-        return [f"--feature-gates={self.feature_gates}"] if self.feature_gates else []
+    def _fg(self, extra: str = "") -> list[str]:
+        gates = ",".join(g for g in (self.feature_gates, extra) if g)
+        return [f"--feature-gates={gates}"] if gates else []
 
     def start(self) -> ControlPlane:
         """Bring up etcd, kube-apiserver and kube-controller-manager; install CRDs.
@@ -515,7 +536,8 @@ class ControlPlane(Cluster):
             "--profiling=false",
             f"--cert-dir={self.workdir / 'apiserver-certs'}",
             f"--v={self.verbosity}",
-            *self._fg(),
+            *self._fg(WORKLOAD_API_APISERVER_GATES if self.workload_api else ""),
+            *([f"--runtime-config={WORKLOAD_API_RUNTIME_CONFIG}"] if self.workload_api else []),
             *self.extra_apiserver_args,
         ], "kube-apiserver", self.log_dir / "kube-apiserver.log",
             ready=http_ok(f"{self.server}/readyz", pki.ca.cert, (pki.admin.cert, pki.admin.key)),
@@ -524,13 +546,14 @@ class ControlPlane(Cluster):
         apiserver.start()
 
         kcm_port = free_port()
+        controllers = [*KCM_CONTROLLERS, *(WORKLOAD_API_CONTROLLERS if self.workload_api else ())]
         kcm = ManagedProcess([
             self._bin("kube-controller-manager"),
             f"--kubeconfig={self.kubeconfig}",
             "--bind-address=127.0.0.1",
             f"--secure-port={kcm_port}",
             "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
-            f"--controllers={','.join(KCM_CONTROLLERS)}",
+            f"--controllers={','.join(controllers)}",
             f"--service-account-private-key-file={pki.sa_key}",
             f"--root-ca-file={pki.ca.cert}",
             "--use-service-account-credentials=false",
@@ -539,7 +562,7 @@ class ControlPlane(Cluster):
             "--kube-api-burst=400",
             f"--cert-dir={self.workdir / 'kcm-certs'}",
             f"--v={self.verbosity}",
-            *self._fg(),
+            *self._fg(WORKLOAD_API_KCM_GATES if self.workload_api else ""),
         ], "kube-controller-manager", self.log_dir / "kube-controller-manager.log",
             ready=http_ok(f"https://127.0.0.1:{kcm_port}/healthz"), ready_timeout=60,
             port=kcm_port)
@@ -557,7 +580,8 @@ class ControlPlane(Cluster):
 
     # -- schedulers ------------------------------------------------------------------
 
-    def start_scheduler(self, config: dict[str, Any], name: str) -> ManagedProcess:
+    def start_scheduler(self, config: dict[str, Any], name: str,
+                        hostname: str | None = None) -> ManagedProcess:
         """Run a stock kube-scheduler with the given KubeSchedulerConfiguration.
 
         Fills what a test should not have to: ``apiVersion``/``kind``,
@@ -565,6 +589,11 @@ class ControlPlane(Cluster):
         when absent. Listens on its own free secure port on 127.0.0.1; returns once
         ``/readyz`` answers 200 (informers synced). The config is written to
         ``workdir/schedulers/<name>.yaml``.
+
+        ``hostname``: run it in a UTS namespace of its own under that host name (needs
+        root and util-linux ``unshare``). Its leader-election identity is
+        ``<hostname>_<uuid>``, so replicas on one machine can be told apart the way pods
+        are in a cluster.
         """
         cfg: dict[str, Any] = {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -583,7 +612,17 @@ class ControlPlane(Cluster):
         cfg_path = cfg_dir / f"{name}.yaml"
         cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         port = free_port()
+        wrap: list[str] = []
+        if hostname is not None:
+            unshare = shutil.which("unshare")
+            if unshare is None:
+                raise HarnessError("unshare (util-linux) is needed to give a scheduler its "
+                                   "own host name")
+            # unshare and sh both exec: the pid stays the scheduler's, so kill() hits it.
+            wrap = [unshare, "--uts", "--", "sh", "-c", 'hostname "$1" && shift && exec "$@"',
+                    "sh", hostname]
         proc = ManagedProcess([
+            *wrap,
             self._bin("kube-scheduler"),
             f"--config={cfg_path}",
             "--bind-address=127.0.0.1",

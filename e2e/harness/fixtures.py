@@ -488,7 +488,9 @@ def _obtain_cluster() -> Cluster:
             pytest.skip(f"E2E_SKIP=1 and control-plane binaries unavailable: {e}")
         pytest.fail(f"cannot obtain control-plane binaries: {e}\n(run e2e/setup-deps.sh, or "
                     "set E2E_SKIP=1 to skip e2e tests on this machine)", pytrace=False)
-    return ControlPlane(bin_dir, etcd).start()
+    # The upstream Workload API served, so the gang sources' e2e tests can use it
+    # (e2e/tests/test_gang_sources.py); the schedulers run without its gates.
+    return ControlPlane(bin_dir, etcd, workload_api=True).start()
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,10 @@
 #   2. docker build the repo's Dockerfile with the image name deploy/ references, kind load it
 #   3. kubectl apply --server-side -k deploy/ and wait for the Deployments to be Available
 #   4. pytest e2e -m e2e with E2E_KUBECONFIG set (tests needing the local control plane or
-#      fake nodes skip themselves; the rest use the real nodes)
+#      fake nodes skip themselves; the gang tests marked any_cluster size their pods from
+#      the real nodes and use the installed gang-scheduler: e2e/anycluster.py). CI runs
+#      the same any_cluster tests in external mode against the local control plane
+#      (e2e/tests/test_external_mode.py), since it has no Docker.
 # Needs: docker, kind, kubectl on PATH. Not run on machines without Docker.
 #
 # Environment:
@@ -14,6 +17,7 @@
 #   ARTIFACTS        where to export cluster logs on failure (default /tmp/gang-e2e-kind-logs)
 #   PYTEST_ARGS      extra pytest arguments (e.g. "-k quorum -x")
 #   E2E_IMAGE        test container image the suite uses (default busybox:1.36), preloaded
+#   E2E_GANG_SCHEDULER  schedulerName of the installed gang scheduler (default gang-scheduler)
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)

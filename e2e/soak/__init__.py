@@ -1,9 +1,13 @@
-"""Chaos soak of the gang scheduler with invariant checks (issue 7).
+"""Chaos soak of the gang scheduler with invariant checks (issue 7; neighbours and leader
+kills, issue 16).
 
-* :mod:`.driver`: random gangs on a too-small cluster while the extender, the gang
-  kube-scheduler and kube-apiserver are killed and restarted; drain and final checks.
-* :mod:`.checker`: watches every pod and node; records partial gangs, over-committed
-  nodes and re-bound pods.
+* :mod:`.driver`: random gangs on a too-small cluster, with neighbour pods (default
+  scheduler and spec.nodeName) on the same nodes, while the extender, the gang
+  kube-scheduler, the leader replica and kube-apiserver are killed and restarted; drain
+  and final checks.
+* :mod:`.checker`: watches every pod and node; records partial binds, partial gangs past
+  their recovery grace, nodes over-committed by a gang commit (neighbours' over-commits
+  and races as information) and re-bound pods.
 
 Run it: ``python -m e2e.soak --seed 7 --minutes 20`` (see docs/reliability.md); CI runs a
 short seeded version, e2e/tests/test_soak_short.py.

@@ -1,6 +1,8 @@
 """``python -m e2e.soak --seed N --minutes M``: the long chaos soak on a fresh local
-control plane. Prints a summary (and ``--json`` writes the full report); exits 1 if any
-invariant was violated, a gang that fits did not finish, or the extender kept state."""
+control plane, with neighbours on the gangs' nodes. Prints a summary (load, kills,
+violations by invariant, neighbour over-commits as information, RSS; ``--json`` writes
+the full report); exits 1 if any invariant was violated, a gang that fits did not
+finish, or the extender kept state."""
 
 from __future__ import annotations
 
@@ -35,7 +37,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scheduler-kill-every", type=float, default=d.scheduler_kill_every,
                     help="mean seconds between kube-scheduler kills (0: none)")
     ap.add_argument("--apiserver-restarts", type=int, default=d.apiserver_restarts)
+    ap.add_argument("--leader-kill-every", type=float, default=d.leader_kill_every,
+                    help="mean seconds between kills of the leader pair, with --replicas 2 "
+                         "(0: none)")
+    ap.add_argument("--replicas", type=int, choices=(1, 2), default=d.replicas,
+                    help="pairs of (extender + kube-scheduler); 2: leader election on the "
+                         "Lease gang-scheduler, needs the extender's --leader-lease")
+    ap.add_argument("--no-leader-flags", action="store_true",
+                    help="with --replicas 2, start the extenders without --leader-lease: "
+                         "both active; only to test the soak's replica machinery")
+    ap.add_argument("--neighbour-every", type=float, default=d.neighbour_every,
+                    help="mean seconds between neighbour pods on the gangs' nodes (0: none)")
+    ap.add_argument("--direct-fraction", type=float, default=d.direct_fraction,
+                    help="share of neighbours created with spec.nodeName (the rest go "
+                         "through default-scheduler)")
+    ap.add_argument("--direct-targeted-fraction", type=float,
+                    default=d.direct_targeted_fraction,
+                    help="share of spec.nodeName neighbours aimed at a node where a gang "
+                         "holds capacity (reservation or held bind)")
+    ap.add_argument("--max-neighbours", type=int, default=d.max_neighbours,
+                    help="neighbour pods existing at once, at most")
     ap.add_argument("--partial-window", type=float, default=d.partial_window)
+    ap.add_argument("--race-window", type=float, default=d.race_window,
+                    help="seconds: a gang commit's over-commit that fits without the "
+                         "neighbours bound this shortly before the commit is a race, noted "
+                         "(0: a violation)")
+    ap.add_argument("--partial-grace-factor", type=float, default=d.partial_grace_factor,
+                    help="a gang may stay partially bound this many times its "
+                         "scheduleTimeoutSeconds")
     ap.add_argument("--drain-timeout", type=float, default=d.drain_timeout)
     ap.add_argument("--max-rss-mb", type=float, default=d.max_rss_mb)
     ap.add_argument("--json", type=Path, help="write the full report here")
@@ -54,7 +83,12 @@ def main(argv: list[str] | None = None) -> int:
         extender_kill_every=args.extender_kill_every,
         scheduler_kill_every=args.scheduler_kill_every,
         apiserver_restarts=args.apiserver_restarts, partial_window=args.partial_window,
-        drain_timeout=args.drain_timeout, max_rss_mb=args.max_rss_mb)
+        drain_timeout=args.drain_timeout, max_rss_mb=args.max_rss_mb,
+        replicas=args.replicas, leader_kill_every=args.leader_kill_every,
+        neighbour_every=args.neighbour_every, direct_fraction=args.direct_fraction,
+        direct_targeted_fraction=args.direct_targeted_fraction,
+        max_neighbours=args.max_neighbours, partial_grace_factor=args.partial_grace_factor,
+        race_window=args.race_window, leader_flags=not args.no_leader_flags)
     cp = ControlPlane(keep_workdir=args.keep or None).start()
     fk: FakeKubelet | None = None
     try:

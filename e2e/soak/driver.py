@@ -1,28 +1,42 @@
-"""The soak: random gangs on a cluster too small for them all, while the extender, the
-gang kube-scheduler and (once) kube-apiserver are killed and restarted at random moments.
+"""The soak: random gangs on a cluster too small for them all, with neighbours on the same
+nodes, while the extender, the gang kube-scheduler, the leader replica and (once)
+kube-apiserver are killed and restarted at random moments.
 
 One run, `run_soak(cluster, SoakConfig(...))`:
 
 1. Its own stack on the given local control plane: fake nodes labelled and tainted for
-   this run (no other pod lands there, no soak pod goes elsewhere), an extender and a
-   stock kube-scheduler with a profile name of its own, and a `Checker`.
+   this run (no pod of another test lands there, no soak pod goes elsewhere; the soak's
+   own pods carry the toleration), one or two replicas of (extender + stock
+   kube-scheduler with a profile name of its own), and a `Checker`. With two replicas
+   each kube-scheduler runs in a UTS namespace of its own (`unshare --uts`) with its own
+   hostname, so that their leader-election identities `<hostname>_<uuid>` differ, and
+   each extender follows the Lease with `--leader-lease` / `--leader-identity`.
 2. **Load** until `minutes` or `max_gangs`: at most `concurrent_gangs` gangs at a time,
    each with a random size (1-`max_size`), `minMember` <= size, per-pod requests, run
    time, rendezvous or not (a rendezvous gang's members finish only once `minMember` of
    them ran together, as a hung MPI job would), a PodGroup timeout, and members that
-   may arrive in two waves. A few gangs cannot fit at all (they take no turn and are
-   deleted after `impossible_lifetime`). A gang whose pods all Succeeded is deleted,
-   which makes room for the next.
-3. **Chaos** meanwhile, on a timeline drawn from the seed: SIGKILL of the extender or of
-   the kube-scheduler, each restarted after a short random outage, and one SIGKILL and
-   restart of kube-apiserver.
-4. **Drain**: load and chaos stop; every gang that can fit must be placed and complete;
-   the impossible ones are deleted; the extender's debug view must become empty (no
-   queue, reservation, held bind, Binding in flight, backoff or PodGroup of the run).
+   may arrive in two waves, and a priority class (`priorities` of them, one more with
+   preemptionPolicy Never): higher gangs preempt lower ones whole. A few gangs cannot
+   fit at all (they take no turn and are deleted after `impossible_lifetime`). A gang
+   whose pods all Succeeded is deleted, which makes room for the next. Members deleted
+   by someone else (an eviction) are replaced, as a Job controller would.
+3. **Neighbours** meanwhile, on the gangs' nodes: pods of no gang, placed by the
+   default scheduler or created with `spec.nodeName` (no scheduler at all); part of the
+   latter aim at a node where a gang holds capacity right now (the extender's
+   `/debug/gangs`: reservations and held binds) and take most of what is free there.
+4. **Chaos** meanwhile, on a timeline drawn from the seed: SIGKILL of the extender or of
+   the kube-scheduler, each restarted after a short random outage; with two replicas,
+   SIGKILL of the leader pair (found from the Lease's holder), restarted as the
+   standby; and one SIGKILL and restart of kube-apiserver.
+5. **Drain**: load, neighbours and chaos stop; every gang that can fit must be placed
+   and complete; the impossible ones are deleted; the extender's debug view must become
+   empty (no queue, reservation, held bind, Binding in flight, backoff or PodGroup of
+   the run).
 
 The extender's resident memory is sampled throughout (per incarnation).
 Inputs are seeded; timings on a shared machine are not, so two runs with one seed
-create the same gangs and chaos timeline but not the same interleavings.
+create the same gangs and chaos timeline but not the same interleavings (nor the same
+neighbour sizes, which depend on what is free when each is created).
 """
 
 from __future__ import annotations
@@ -32,6 +46,8 @@ import json
 import logging
 import random
 import secrets
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -39,19 +55,22 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
-from e2e.gang import scheduler_config, start_extender
-from e2e.harness.cluster import ControlPlane
+from e2e.gang import REPO, scheduler_config
+from e2e.harness.cluster import ControlPlane, http_ok
 from e2e.harness.fakekubelet import FakeNodes
 from e2e.harness.fixtures import create_pod, create_podgroup, kube
-from e2e.harness.k8s import ApiException
+from e2e.harness.k8s import ApiException, client
 from e2e.harness.process import ManagedProcess, free_port
 
-from .checker import Checker, Violation
+from .checker import NEIGHBOUR_LABEL, Checker, Violation
 
 log = logging.getLogger("soak")
 T = TypeVar("T")
 
 PG = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")
+LEASE = "gang-scheduler"
+"""The replicas' leader-election Lease (in the run's `-nb` namespace, so that a run
+never waits for the lease of an earlier one to expire)."""
 
 
 @dataclass
@@ -69,16 +88,55 @@ class SoakConfig:
     # Share of gangs with minMember < size (elastic extras bind one by one after the
     # quorum); the others have minMember == size.
     elastic_fraction: float = 0.5
-    # Mean seconds between kills (exponential); 0 disables that kind.
+    # Mean seconds between kills (exponential); 0 disables that kind. With two
+    # replicas the extender and kube-scheduler kills hit the leader's.
     extender_kill_every: float = 60.0
     scheduler_kill_every: float = 60.0
     apiserver_restarts: int = 1
     max_outage: float = 4.0  # a killed component stays down up to this long
     partial_window: float = 30.0
+    # A gang with 0 < bound < minMember may stay so this many times its PodGroup's
+    # scheduleTimeoutSeconds (the extender's --default-timeout without one).
+    partial_grace_factor: float = 2.0
+    # A gang commit's over-commit is excused as a race (noted, not a violation) when
+    # the node fits without the neighbours bound less than this many seconds before the
+    # commit began (checker.py); 0: every one is a violation.
+    race_window: float = 0.5
     drain_timeout: float = 600.0
     max_rss_mb: float = 400.0
+    # PriorityClasses the gangs draw from (values 100, 200, ...; the highest is also made
+    # once more with preemptionPolicy Never); 0: every gang at priority 0.
+    priorities: int = 3
     extender_args: tuple[str, ...] = ("--default-timeout", "20", "--backoff-base", "2",
                                       "--backoff-cap", "16")
+    # Neighbours: pods of no gang on the gangs' nodes. Mean seconds between two
+    # (exponential; 0: none), of which `direct_fraction` are created with spec.nodeName
+    # and the rest go through the default scheduler; of the direct ones,
+    # `direct_targeted_fraction` aim at a node where a gang holds capacity right now
+    # and take 50-100 % of its free cpu. Sizes and run times are drawn from the ranges
+    # (a direct pod is shrunk to what is free on its node). At most `max_neighbours`
+    # exist at once; a default-scheduler one still unbound after
+    # `neighbour_pending_timeout` is deleted; none is created after the load.
+    neighbour_every: float = 2.0
+    direct_fraction: float = 0.5
+    direct_targeted_fraction: float = 0.5
+    neighbour_cpu_m: tuple[int, int] = (100, 2000)
+    neighbour_memory_mi: tuple[int, int] = (64, 512)
+    neighbour_run_seconds: tuple[float, float] = (1.0, 20.0)
+    max_neighbours: int = 12
+    target_wait: float = 3.0  # a targeted pod waits this long for a hold to aim at
+    neighbour_pending_timeout: float = 60.0
+    # Replicas of (extender + kube-scheduler): 1, or 2 with leader election on the
+    # Lease `gang-scheduler`, the leader pair SIGKILLed every `leader_kill_every`
+    # seconds on average (0: never) and restarted as the standby.
+    replicas: int = 1
+    leader_kill_every: float = 90.0
+    lease_duration: float = 8.0  # kube-scheduler's leaseDuration; renewDeadline 0.7x
+    # Pass --leader-lease/--leader-identity to the extenders (replicas=2). False runs
+    # both extenders active: only to exercise the soak's own replica machinery on a
+    # tree without the extender's active/standby mode.
+    leader_flags: bool = True
+    extender_ready_path: str = "/readyz"
 
 
 @dataclass
@@ -95,6 +153,7 @@ class GangSpec:
     first_wave: int  # members created at once; the rest after `second_wave_delay`
     second_wave_delay: float
     impossible: bool = False
+    priority_class: str | None = None
 
     @property
     def key(self) -> str:
@@ -106,27 +165,66 @@ class GangRun:
     spec: GangSpec
     created_at: float
     created_pods: int = 0
+    replaced: int = 0  # members recreated after someone else deleted them
     second_wave_at: float | None = None
     done_at: float | None = None
     deleted: bool = False
 
 
 @dataclass
+class Neighbour:
+    name: str
+    kind: str  # direct | scheduled
+    created_at: float
+    bound: bool = False
+
+
+@dataclass
+class Replica:
+    """One (extender + kube-scheduler) pair; `hostname` is its kube-scheduler's
+    hostname, hence the prefix of its Lease holder identity, and the extender's
+    `--leader-identity`."""
+
+    index: int
+    hostname: str
+    port: int
+    extender: ManagedProcess
+    scheduler: ManagedProcess
+
+
+def _neighbour_counts() -> dict[str, int]:
+    return {"direct": 0, "direct_at_held": 0, "direct_skipped_full": 0, "scheduled": 0,
+            "scheduled_bound": 0, "scheduled_expired": 0}
+
+
+@dataclass
 class SoakReport:
     seed: int
     minutes: float
+    replicas: int = 1
+    race_window: float = 0.5
     duration_s: float = 0.0
     gangs_created: int = 0
     gangs_completed: int = 0
     gangs_impossible: int = 0
     pods_created: int = 0
+    members_replaced: int = 0
+    neighbours: dict[str, int] = field(default_factory=_neighbour_counts)
     extender_kills: int = 0
     scheduler_kills: int = 0
+    leader_kills: int = 0
+    leader_changes: int = 0  # Lease holder changes seen (replicas=2)
+    failover_seconds: list[float] = field(default_factory=list)  # per leader kill
     apiserver_restarts: int = 0
+    self_exits: list[str] = field(default_factory=list)  # exits nobody caused
     checker_events: int = 0
     checker_relists: int = 0
     max_burst_seconds: float = 0.0
+    max_partial_seconds: float = 0.0
     violations: list[str] = field(default_factory=list)
+    violation_counts: dict[str, int] = field(default_factory=dict)
+    notes: dict[str, int] = field(default_factory=dict)  # neighbour over-commits etc.
+    note_samples: list[str] = field(default_factory=list)
     unfinished: list[str] = field(default_factory=list)
     debug_leftover: dict[str, Any] = field(default_factory=dict)
     rss_mb_peak: float = 0.0
@@ -144,20 +242,44 @@ class SoakReport:
         return json.dumps({**asdict(self), "ok": self.ok}, indent=2)
 
     def summary(self) -> str:
+        nb, vc, notes = self.neighbours, self.violation_counts, self.notes
+        failover = (f", failover {min(self.failover_seconds):.1f}-"
+                    f"{max(self.failover_seconds):.1f}s" if self.failover_seconds else "")
         lines = [
             f"soak seed={self.seed}: {self.duration_s / 60:.1f} min, "
             f"{self.gangs_created} gangs ({self.pods_created} pods; "
-            f"{self.gangs_completed} completed, {self.gangs_impossible} impossible), "
+            f"{self.gangs_completed} completed, {self.gangs_impossible} impossible; "
+            f"{self.members_replaced} members replaced)",
+            f"neighbours: {nb['direct']} with spec.nodeName ({nb['direct_at_held']} aimed at "
+            f"nodes a gang held; {nb['direct_skipped_full']} skipped, node full), "
+            f"{nb['scheduled']} through default-scheduler ({nb['scheduled_bound']} bound, "
+            f"{nb['scheduled_expired']} deleted unbound)",
             f"kills: extender {self.extender_kills}, kube-scheduler {self.scheduler_kills}, "
+            f"leader pair {self.leader_kills} (replicas {self.replicas}, "
+            f"{self.leader_changes} leader changes{failover}), "
             f"kube-apiserver restarts {self.apiserver_restarts}",
-            f"violations: {len(self.violations)}; unfinished gangs: {len(self.unfinished)}; "
-            f"debug view left: {self.debug_leftover or 'empty'}",
+            f"violations: {len(self.violations)} (over-committed by a gang commit "
+            f"{vc.get('overcommit', 0)}, partial gangs {vc.get('partial-gang', 0)}, "
+            f"partial binds {vc.get('partial', 0) + vc.get('partial-at-end', 0)}, "
+            f"re-bound pods {vc.get('rebound', 0)}); unfinished gangs: "
+            f"{len(self.unfinished)}; debug view left: {self.debug_leftover or 'empty'}",
+            f"information: nodes over-committed by neighbours: spec.nodeName "
+            f"{notes.get('overcommit-by-direct', 0)}, default-scheduler "
+            f"{notes.get('overcommit-by-scheduled', 0)}, other "
+            f"{notes.get('overcommit-by-other', 0)}; by a gang commit racing a neighbour "
+            f"(< {self.race_window:g}s) {notes.get('overcommit-race', 0)}; gang members "
+            f"bound onto a node already over-committed "
+            f"{notes.get('gang-onto-overcommitted', 0)}",
             f"extender RSS peak {self.rss_mb_peak:.0f} MiB; longest incarnation "
-            f"{self._longest()}; max quorum burst {self.max_burst_seconds:.2f}s; "
-            f"checker saw {self.checker_events} pod events, relisted {self.checker_relists}x",
+            f"{self._longest()}; max quorum burst {self.max_burst_seconds:.2f}s; longest "
+            f"partial gang {self.max_partial_seconds:.2f}s; checker saw "
+            f"{self.checker_events} pod events, relisted {self.checker_relists}x",
         ]
         lines += [f"  {v}" for v in self.violations[:20]]
+        lines += [f"  note {v}" for v in self.note_samples
+                  if " overcommit-race " in v or " gang-onto-overcommitted " in v][:10]
         lines += [f"  unfinished {u}" for u in self.unfinished[:20]]
+        lines += [f"  exited by itself: {e}" for e in self.self_exits[:10]]
         lines += [f"  error {e}" for e in self.errors[:10]]
         lines.append("RESULT: " + ("OK" if self.ok else "FAILED"))
         return "\n".join(lines)
@@ -177,7 +299,15 @@ def _slots(cfg: SoakConfig, cpu_m: int, mem_mi: int) -> int:
     return per_node * cfg.nodes
 
 
-def make_gang(rng: random.Random, cfg: SoakConfig, ns: str, index: int) -> GangSpec:
+def priority_classes(cfg: SoakConfig, run_id: str) -> list[str]:
+    """The names `make_gang` draws from: `{run_id}-p1`.. and `{run_id}-never`."""
+    if cfg.priorities <= 0:
+        return []
+    return [f"{run_id}-p{k}" for k in range(1, cfg.priorities + 1)] + [f"{run_id}-never"]
+
+
+def make_gang(rng: random.Random, cfg: SoakConfig, ns: str, index: int,
+              classes: list[str] | None = None) -> GangSpec:
     cpu_m = rng.choice([250, 500, 500, 1000, 1000, 2000])
     mem_mi = rng.choice([128, 256, 512, 1024])
     impossible = rng.random() < cfg.impossible_fraction
@@ -191,6 +321,7 @@ def make_gang(rng: random.Random, cfg: SoakConfig, ns: str, index: int) -> GangS
         elastic = rng.random() < cfg.elastic_fraction
         min_member = rng.randint(1, size) if elastic else size
     first = size if rng.random() < 0.6 else rng.randint(0, size)
+    klass = rng.choice(classes) if classes else None
     return GangSpec(
         ns=ns, name=f"g{index:05d}", size=size, min_member=min_member,
         cpu=f"{cpu_m}m", memory=f"{mem_mi}Mi",
@@ -198,14 +329,16 @@ def make_gang(rng: random.Random, cfg: SoakConfig, ns: str, index: int) -> GangS
         rendezvous=rng.random() < 0.6,
         timeout=rng.choice([None, None, 10, 20, 40]),
         first_wave=first, second_wave_delay=round(rng.uniform(0.5, 12.0), 1),
-        impossible=impossible,
+        impossible=impossible, priority_class=klass,
     )
 
 
 def chaos_timeline(rng: random.Random, cfg: SoakConfig, seconds: float) -> list[tuple[float, str]]:
     events: list[tuple[float, str]] = []
-    for kind, every in (("extender", cfg.extender_kill_every),
-                        ("scheduler", cfg.scheduler_kill_every)):
+    kinds = [("extender", cfg.extender_kill_every), ("scheduler", cfg.scheduler_kill_every)]
+    if cfg.replicas > 1:  # drawn last: a one-replica timeline stays what it was
+        kinds.append(("leader", cfg.leader_kill_every))
+    for kind, every in kinds:
         if every <= 0:
             continue
         t = rng.expovariate(1.0 / every)
@@ -218,6 +351,33 @@ def chaos_timeline(rng: random.Random, cfg: SoakConfig, seconds: float) -> list[
         events.append((seconds * rng.uniform(lo, hi), "apiserver"))
     events.sort()
     return events
+
+
+def _flag(args: tuple[str, ...], name: str, default: float) -> float:
+    """The value of `name` in an argv tuple (the extender's --default-timeout, which the
+    checker needs for PodGroups without scheduleTimeoutSeconds)."""
+    for i, a in enumerate(args[:-1]):
+        if a == name:
+            return float(args[i + 1])
+    return default
+
+
+def check_unshare() -> None:
+    """replicas=2 gives each kube-scheduler a host name of its own (the harness's
+    `start_scheduler(hostname=...)`, through `unshare --uts`): fail early and clearly
+    where that is not allowed."""
+    res = subprocess.run(["unshare", "--uts", "--", "sh", "-c",
+                          'hostname soak-probe && hostname'], capture_output=True,
+                         text=True, check=False, timeout=30)
+    if res.returncode != 0 or res.stdout.strip() != "soak-probe":
+        raise RuntimeError("replicas=2 needs `unshare --uts` (root or CAP_SYS_ADMIN): "
+                           f"exit {res.returncode}: {res.stderr.strip()[:500]}")
+
+
+def extender_has_leader_flags() -> bool:
+    res = subprocess.run([sys.executable, "-m", "extender.cli", "serve", "--help"],
+                         cwd=REPO, capture_output=True, text=True, check=False, timeout=60)
+    return "--leader-lease" in res.stdout and "--leader-identity" in res.stdout
 
 
 # ----- API calls that survive an API server restart -----------------------------------------
@@ -261,6 +421,8 @@ def rss_mb(pid: int | None) -> float | None:
 
 class Soak:
     def __init__(self, cluster: ControlPlane, cfg: SoakConfig) -> None:
+        if cfg.replicas not in (1, 2):
+            raise ValueError(f"replicas must be 1 or 2, not {cfg.replicas}")
         self.cluster = cluster
         self.cfg = cfg
         self.rng = random.Random(cfg.seed)  # gangs (load thread only)
@@ -268,33 +430,54 @@ class Soak:
         self.run_id = f"soak-{cfg.seed}-{secrets.token_hex(2)}"
         self.scheduler_name = f"{self.run_id}-scheduler"
         self.namespaces = [f"{self.run_id}-{c}" for c in "abc"]
-        self.report = SoakReport(cfg.seed, cfg.minutes)
+        self.aux_ns = f"{self.run_id}-nb"  # neighbours and the Lease
+        self.report = SoakReport(cfg.seed, cfg.minutes, replicas=cfg.replicas,
+                                 race_window=cfg.race_window)
         self.gangs: dict[str, GangRun] = {}
         self.nodes: list[str] = []
         self.node_api = FakeNodes(cluster.api_client())
+        self.coordination = client.CoordinationV1Api(cluster.api_client())
         self.checker: Checker | None = None
-        self.extender: ManagedProcess | None = None
-        self.scheduler: ManagedProcess | None = None
-        self.port = 0
+        self.replicas: list[Replica] = []
+        self.default_scheduler: ManagedProcess | None = None  # only if the soak started it
+        self.neighbours: dict[str, Neighbour] = {}
         self._chaos_stop = threading.Event()
         self._chaos_lock = threading.Lock()
         self._rss_stop = threading.Event()
         self._rss: list[tuple[int, float, float]] = []  # (pid, t, MiB)
+        self._leader: int | None = None  # index of the replica holding the Lease
+        self._holder = ""
+        self._dead_holders: set[str] = set()  # holder identities of killed schedulers
+        self._lease_changes: list[tuple[float, str]] = []  # (monotonic, holder)
+        self._leader_kills: list[tuple[float, str]] = []  # (monotonic, holder killed)
+
+    @property
+    def toleration(self) -> dict[str, str]:
+        return {"key": "soak", "operator": "Equal", "value": self.run_id,
+                "effect": "NoSchedule"}
 
     # ----- setup and teardown -------------------------------------------------------------
 
     def setup(self) -> None:
+        cfg = self.cfg
+        if cfg.replicas > 1:
+            check_unshare()
+            if cfg.leader_flags and not extender_has_leader_flags():
+                raise RuntimeError(
+                    "replicas=2 needs the extender's active/standby mode (serve "
+                    "--leader-lease NAMESPACE/NAME --leader-identity NAME), which this "
+                    "tree does not have yet")
         k = kube()
-        for ns in self.namespaces:
+        for ns in [*self.namespaces, self.aux_ns]:
             k.core.create_namespace({"metadata": {"name": ns, "labels": {"soak": self.run_id}}},
                                     _preload_content=False)
         taint = {"key": "soak", "value": self.run_id, "effect": "NoSchedule"}
-        for i in range(self.cfg.nodes):
+        for i in range(cfg.nodes):
             self.nodes.append(self.node_api.add_node(
-                f"{self.run_id}-n{i}", cpu=str(self.cfg.node_cpu),
-                memory=f"{self.cfg.node_memory_gi}Gi", labels={"soak": self.run_id},
+                f"{self.run_id}-n{i}", cpu=str(cfg.node_cpu),
+                memory=f"{cfg.node_memory_gi}Gi", labels={"soak": self.run_id},
                 taints=[taint]))
-        for ns in self.namespaces:  # pods are refused until the default SA exists
+        for ns in [*self.namespaces, self.aux_ns]:  # pods are refused until the SA exists
             deadline = time.monotonic() + 60
             while True:
                 try:
@@ -305,24 +488,83 @@ class Soak:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.2)
-        self.checker = Checker(self.cluster.api_client(), self.cfg.partial_window,
-                               node_selector=f"soak={self.run_id}").start()
-        self.port = free_port()
-        args = [*self.cfg.extender_args, "--scheduler-name", self.scheduler_name]
-        self.extender = start_extender(self.cluster, self.port, args, f"{self.run_id}-extender")
-        config = scheduler_config(self.port)
+        self.create_priority_classes()
+        self.checker = Checker(
+            self.cluster.api_client(), cfg.partial_window,
+            node_selector=f"soak={self.run_id}",
+            partial_grace_factor=cfg.partial_grace_factor,
+            default_timeout=_flag(cfg.extender_args, "--default-timeout", 60.0),
+            gang_scheduler=self.scheduler_name, race_window=cfg.race_window).start()
+        for i in range(cfg.replicas):
+            self.replicas.append(self._start_replica(i))
+        if cfg.neighbour_every > 0 and cfg.direct_fraction < 1:
+            mine = self.cluster.processes.get("kube-scheduler")  # the session's, in pytest
+            if mine is None or not mine.running():
+                self.default_scheduler = self.cluster.start_default_scheduler(
+                    f"{self.run_id}-default-scheduler")
+
+    def _start_replica(self, i: int) -> Replica:
+        cfg = self.cfg
+        two = cfg.replicas > 1
+        suffix = f"-{i}" if two else ""
+        hostname = f"{self.run_id}-r{i}"
+        port = free_port()
+        args = [*cfg.extender_args, "--scheduler-name", self.scheduler_name]
+        if two and cfg.leader_flags:
+            args += ["--leader-lease", f"{self.aux_ns}/{LEASE}", "--leader-identity", hostname]
+        else:
+            # No lease to follow: the shipped default lease does not exist here, and an
+            # extender following it would wait as a standby forever.
+            args += ["--leader-lease", "off"]
+        argv = [sys.executable, "-m", "extender.cli", "serve", "--kubeconfig",
+                str(self.cluster.kubeconfig), "--listen", f"127.0.0.1:{port}", *args]
+        extender = self.cluster.start_process(
+            argv, f"{self.run_id}-extender{suffix}", cwd=REPO,
+            ready=http_ok(f"http://127.0.0.1:{port}{cfg.extender_ready_path}"),
+            ready_timeout=60)
+        config = scheduler_config(port)
         config["profiles"][0]["schedulerName"] = self.scheduler_name
-        self.scheduler = self.cluster.start_scheduler(config, f"{self.run_id}-kube-scheduler")
+        uts_hostname: str | None = None
+        if two:
+            d = cfg.lease_duration
+            config["leaderElection"] = {
+                "leaderElect": True, "resourceLock": "leases", "resourceName": LEASE,
+                "resourceNamespace": self.aux_ns, "leaseDuration": f"{d:g}s",
+                "renewDeadline": f"{round(d * 0.7, 1):g}s", "retryPeriod": "1s"}
+            uts_hostname = hostname
+        scheduler = self.cluster.start_scheduler(
+            config, f"{self.run_id}-kube-scheduler{suffix}", hostname=uts_hostname)
+        return Replica(i, hostname, port, extender, scheduler)
+
+    def processes(self) -> list[ManagedProcess]:
+        out: list[ManagedProcess] = []
+        for r in self.replicas:
+            out += [r.scheduler, r.extender]
+        if self.default_scheduler is not None:
+            out.append(self.default_scheduler)
+        return out
+
+    def create_priority_classes(self) -> None:
+        sched = client.SchedulingV1Api(kube().api)
+        for i, name in enumerate(priority_classes(self.cfg, self.run_id)):
+            never = name.endswith("-never")
+            body: dict[str, Any] = {
+                "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": name, "labels": {"soak": self.run_id}},
+                "value": 100 * (self.cfg.priorities if never else i + 1)}
+            if never:
+                body["preemptionPolicy"] = "Never"
+            retry(lambda b=body: sched.create_priority_class(  # type: ignore[misc]
+                b, _preload_content=False), f"create PriorityClass {name}")
 
     def teardown(self) -> None:
         self._chaos_stop.set()
         self._rss_stop.set()
-        for p in (self.scheduler, self.extender):
-            if p is not None:
-                with contextlib.suppress(Exception):
-                    p.stop()
+        for p in self.processes():
+            with contextlib.suppress(Exception):
+                p.stop()
         k = kube()
-        for ns in self.namespaces:
+        for ns in [*self.namespaces, self.aux_ns]:
             with contextlib.suppress(Exception):
                 k.core.delete_collection_namespaced_pod(ns, grace_period_seconds=0,
                                                         _preload_content=False)
@@ -331,33 +573,38 @@ class Soak:
         for n in self.nodes:
             with contextlib.suppress(Exception):
                 self.node_api.delete_node(n)
+        sched = client.SchedulingV1Api(k.api)
+        for name in priority_classes(self.cfg, self.run_id):
+            with contextlib.suppress(Exception):
+                sched.delete_priority_class(name, _preload_content=False)
 
     # ----- gangs ---------------------------------------------------------------------------
 
+    def _create_member(self, s: GangSpec, name: str) -> None:
+        retry(lambda: create_pod(
+            s.ns, name, cpu=s.cpu, memory=s.memory,
+            scheduler_name=self.scheduler_name, pod_group=s.name,
+            run_seconds=s.run_seconds,
+            rendezvous=s.name if s.rendezvous else None,
+            rendezvous_size=s.min_member if s.rendezvous else None,
+            labels={"soak": self.run_id},
+            node_selector={"soak": self.run_id}, priority_class=s.priority_class,
+            tolerations=[self.toleration]), f"create pod {s.ns}/{name}")
+        self.report.pods_created += 1
+
     def _create_pods(self, run: GangRun, upto: int) -> None:
-        s = run.spec
         while run.created_pods < upto:
-            i = run.created_pods
-            retry(lambda i=i: create_pod(  # type: ignore[misc]
-                s.ns, f"{s.name}-{i}", cpu=s.cpu, memory=s.memory,
-                scheduler_name=self.scheduler_name, pod_group=s.name,
-                run_seconds=s.run_seconds,
-                rendezvous=s.name if s.rendezvous else None,
-                rendezvous_size=s.min_member if s.rendezvous else None,
-                labels={"soak": self.run_id},
-                node_selector={"soak": self.run_id},
-                tolerations=[{"key": "soak", "operator": "Equal", "value": self.run_id,
-                              "effect": "NoSchedule"}]), f"create pod {s.key}-{i}")
+            self._create_member(run.spec, f"{run.spec.name}-{run.created_pods}")
             run.created_pods += 1
-            self.report.pods_created += 1
 
     def create_gang(self, index: int) -> None:
         assert self.checker is not None
         ns = self.namespaces[index % len(self.namespaces)]
-        spec = make_gang(self.rng, self.cfg, ns, index)
+        spec = make_gang(self.rng, self.cfg, ns, index,
+                         priority_classes(self.cfg, self.run_id))
         run = GangRun(spec, time.monotonic())
         self.gangs[spec.key] = run
-        self.checker.register_gang(spec.key, spec.min_member)
+        self.checker.register_gang(spec.key, spec.min_member, spec.timeout)
         retry(lambda: create_podgroup(ns, spec.name, spec.min_member, timeout=spec.timeout),
               f"create PodGroup {spec.key}")
         self.report.gangs_created += 1
@@ -369,6 +616,8 @@ class Soak:
     def delete_gang(self, run: GangRun) -> None:
         s = run.spec
         k = kube()
+        if self.checker is not None:
+            self.checker.gang_deleted(s.key)
         retry(lambda: k.core.delete_collection_namespaced_pod(
             s.ns, label_selector=f"scheduling.x-k8s.io/pod-group={s.name}",
             grace_period_seconds=0, _preload_content=False), f"delete pods of {s.key}")
@@ -377,7 +626,7 @@ class Soak:
         run.deleted = True
 
     def step(self) -> None:
-        """Second waves due, completed gangs deleted."""
+        """Second waves due, evicted members replaced, completed gangs deleted."""
         assert self.checker is not None
         now = time.monotonic()
         for run in list(self.gangs.values()):
@@ -389,6 +638,12 @@ class Soak:
             if run.spec.impossible and now - run.created_at > self.cfg.impossible_lifetime:
                 self.delete_gang(run)  # it waited long enough to prove nothing binds
                 continue
+            # Members someone else deleted (the extender's recovery evicting a partial
+            # gang) come back under new names, as a Job controller would make them.
+            while run.replaced < self.checker.gang_vanished(run.spec.key):
+                self._create_member(run.spec, f"{run.spec.name}-r{run.replaced}")
+                run.replaced += 1
+                self.report.members_replaced += 1
             if run.created_pods == run.spec.size and not run.spec.impossible:
                 pods = self.checker.gang_pods(run.spec.key)
                 if len(pods) == run.spec.size and all(p.phase == "Succeeded" for p in pods):
@@ -400,41 +655,246 @@ class Soak:
         """Gangs that can fit and are not done yet (impossible ones take no turn)."""
         return sum(1 for r in self.gangs.values() if not r.deleted and not r.spec.impossible)
 
+    # ----- neighbours ----------------------------------------------------------------------
+
+    def held_nodes(self) -> set[str]:
+        """Nodes where a gang holds capacity right now, from the active extender's view:
+        its reservations' slots and its held binds."""
+        try:
+            d = self.debug()
+        except Exception:
+            return set()
+        held = {s.get("node") for r in d.get("reservations") or [] for s in r.get("slots") or []}
+        held |= {b.get("node") for b in d.get("heldBinds") or []}
+        return {n for n in held if isinstance(n, str) and n in self.nodes}
+
+    def _wait_held(self) -> list[str]:
+        """Nodes a gang holds capacity on, waiting up to `target_wait` for some: holds
+        come and go within seconds, and a pod aimed at one is the point."""
+        deadline = time.monotonic() + self.cfg.target_wait
+        while True:
+            held = sorted(self.held_nodes())
+            if held or time.monotonic() >= deadline or self._chaos_stop.is_set():
+                return held
+            time.sleep(0.2)
+
+    def create_neighbour(self, rng: random.Random, index: int) -> None:
+        """One pod of no gang on the gangs' nodes: through the default scheduler, or
+        created with spec.nodeName (no scheduler, no capacity check), part of those on a
+        node where a gang holds capacity, taking most of what is free there."""
+        assert self.checker is not None
+        cfg, nb = self.cfg, self.report.neighbours
+        direct = rng.random() < cfg.direct_fraction
+        cpu_m = rng.randint(*cfg.neighbour_cpu_m)
+        mem_mi = rng.randint(*cfg.neighbour_memory_mi)
+        run_s = round(rng.uniform(*cfg.neighbour_run_seconds), 1)
+        name = f"nb{index:05d}"
+        kind = "direct" if direct else "scheduled"
+        labels = {"soak": self.run_id, NEIGHBOUR_LABEL: kind}
+        if direct:
+            held = self._wait_held() if rng.random() < cfg.direct_targeted_fraction else []
+            node = rng.choice(held or self.nodes)
+            free_cpu, free_mem = self.checker.node_free(node)
+            if held:
+                cpu_m = int(free_cpu * rng.uniform(0.5, 1.0))
+            cpu_m = min(cpu_m, free_cpu) // 10 * 10
+            mem_mi = min(mem_mi, free_mem >> 20)
+            if cpu_m < 100 or mem_mi < 16:
+                nb["direct_skipped_full"] += 1
+                return
+            retry(lambda: create_pod(
+                self.aux_ns, name, cpu=f"{cpu_m}m", memory=f"{mem_mi}Mi", run_seconds=run_s,
+                labels=labels, tolerations=[self.toleration], spec_extra={"nodeName": node}),
+                f"create neighbour {name}")
+            nb["direct"] += 1
+            nb["direct_at_held"] += bool(held)
+        else:
+            retry(lambda: create_pod(
+                self.aux_ns, name, cpu=f"{cpu_m}m", memory=f"{mem_mi}Mi", run_seconds=run_s,
+                labels=labels, scheduler_name="default-scheduler",
+                node_selector={"soak": self.run_id}, tolerations=[self.toleration]),
+                f"create neighbour {name}")
+            nb["scheduled"] += 1
+        self.neighbours[name] = Neighbour(name, kind, time.monotonic(), bound=direct)
+
+    def reap_neighbours(self, pending_timeout: float | None = None) -> None:
+        """Delete neighbours that finished, and default-scheduler ones still unbound
+        after `pending_timeout` (the load must not pile up pods nobody can place)."""
+        assert self.checker is not None
+        timeout = self.cfg.neighbour_pending_timeout if pending_timeout is None else pending_timeout
+        seen = {p.name: p for p in self.checker.namespace_pods(self.aux_ns)}
+        now = time.monotonic()
+        for nb in list(self.neighbours.values()):
+            p = seen.get(nb.name)
+            if p is not None and p.node and not nb.bound:
+                nb.bound = True
+                self.report.neighbours["scheduled_bound"] += 1
+            finished = p is not None and p.phase in ("Succeeded", "Failed")
+            expired = not nb.bound and now - nb.created_at > timeout
+            if not (finished or expired):
+                continue
+            retry(lambda nb=nb: kube().core.delete_namespaced_pod(  # type: ignore[misc]
+                nb.name, self.aux_ns, grace_period_seconds=0, _preload_content=False),
+                f"delete neighbour {nb.name}")
+            del self.neighbours[nb.name]
+            self.report.neighbours["scheduled_expired"] += expired and not finished
+
+    def neighbour_stream(self, start: float, seconds: float) -> None:
+        """Create neighbours until the load ends (a worker thread)."""
+        cfg = self.cfg
+        if cfg.neighbour_every <= 0:
+            return
+        rng = random.Random(self.cfg.seed * 7919 + 3)
+        index = 0
+        try:
+            while not self._chaos_stop.wait(rng.expovariate(1.0 / cfg.neighbour_every)):
+                if time.monotonic() - start >= seconds:
+                    break
+                self.reap_neighbours()
+                if len(self.neighbours) < cfg.max_neighbours:
+                    self.create_neighbour(rng, index)
+                    index += 1
+        except Exception as e:
+            self.report.errors.append(f"neighbours: {e!r}"[:4000])
+            log.exception("neighbours failed")
+
+    # ----- replicas and the Lease ----------------------------------------------------------
+
+    def leader(self) -> Replica:
+        """The replica whose kube-scheduler holds the Lease (the only one with one
+        replica; the first while no holder is known)."""
+        i = self._leader
+        return self.replicas[i if i is not None else 0]
+
+    def _mark_dead(self, r: Replica) -> None:
+        """`r`'s kube-scheduler is gone: if it held the Lease, that holder identity
+        leads no more, though the Lease names it until it expires."""
+        if self._leader == r.index and self._holder:
+            self._dead_holders.add(self._holder)
+
+    def _live_leader(self) -> Replica | None:
+        """The leader replica, waiting (up to two lease durations) while the Lease still
+        names a kube-scheduler the soak killed: killing that replica again would hit
+        the restarted standby, not the leader."""
+        deadline = time.monotonic() + 2 * self.cfg.lease_duration + 5
+        while True:
+            if self._leader is not None and self._holder not in self._dead_holders:
+                return self.replicas[self._leader]
+            if time.monotonic() > deadline or self._chaos_stop.wait(0.5):
+                return None
+
+    def watch_lease(self) -> None:
+        """Follow the Lease's holder (a worker thread, replicas=2): who leads, and when
+        the holder changed (failover times)."""
+        while not self._rss_stop.wait(0.5):
+            try:
+                obj = json.loads(self.coordination.read_namespaced_lease(
+                    LEASE, self.aux_ns, _preload_content=False, _request_timeout=3).data)
+            except Exception:
+                continue
+            holder = str((obj.get("spec") or {}).get("holderIdentity") or "")
+            host = holder.rsplit("_", 1)[0]
+            self._leader = next((r.index for r in self.replicas if r.hostname == host), None)
+            if holder and holder != self._holder:
+                if self._holder:
+                    self.report.leader_changes += 1
+                log.info("lease %s: holder %s", LEASE, holder)
+                self._lease_changes.append((time.monotonic(), holder))
+                self._holder = holder
+
+    def _failovers(self) -> list[float]:
+        """Per leader kill: seconds until another holder took the Lease."""
+        out = []
+        for at, killed in self._leader_kills:
+            nxt = next((t for t, h in self._lease_changes if t > at and h != killed), None)
+            if nxt is not None:
+                out.append(round(nxt - at, 1))
+        return out
+
     # ----- chaos ---------------------------------------------------------------------------
 
-    def _outage(self, proc: ManagedProcess, wait_ready: float) -> None:
-        proc.kill()
+    def _outage(self, procs: list[ManagedProcess], wait_ready: float) -> None:
+        for p in procs:
+            p.kill()
         time.sleep(self.chaos_rng.uniform(0.0, self.cfg.max_outage))
-        proc.ready_timeout = wait_ready
-        proc.start()
+        for p in reversed(procs):
+            p.ready_timeout = wait_ready
+            p.start()
+
+    def _kill(self, kind: str) -> None:
+        r = self.leader()
+        if kind == "extender":
+            log.info("chaos: kill extender %d", r.index)
+            self._outage([r.extender], 90)
+            self.report.extender_kills += 1
+        elif kind == "scheduler":
+            log.info("chaos: kill kube-scheduler %d", r.index)
+            self._mark_dead(r)
+            self._outage([r.scheduler], 90)
+            self.report.scheduler_kills += 1
+        elif kind == "leader":
+            live = self._live_leader()
+            if live is None:
+                log.info("chaos: no live leader, no leader kill")
+                return
+            r = live
+            log.info("chaos: kill leader pair %d (%s)", r.index, self._holder)
+            self._mark_dead(r)
+            pair = [r.scheduler, r.extender]
+            self.chaos_rng.shuffle(pair)  # either may die first
+            self._leader_kills.append((time.monotonic(), self._holder))
+            self._outage(pair, 90)
+            self.report.leader_kills += 1
+        elif kind == "apiserver":
+            log.info("chaos: kill and restart kube-apiserver")
+            self._outage([self.cluster.processes["kube-apiserver"]], 120)
+            self.report.apiserver_restarts += 1
 
     def chaos(self, timeline: list[tuple[float, str]], t0: float) -> None:
+        """Kill on the timeline until the load ends; meanwhile restart anything that
+        exited by itself (a kube-scheduler that lost its Lease exits, by design)."""
         for at, kind in timeline:
-            if self._chaos_stop.wait(max(0.0, t0 + at - time.monotonic())):
+            while (left := t0 + at - time.monotonic()) > 0:
+                if self._chaos_stop.wait(min(left, 1.0)):
+                    return
+                self.supervise()
+            if self._chaos_stop.is_set():
                 return
             with self._chaos_lock:
                 try:
-                    if kind == "extender" and self.extender is not None:
-                        log.info("chaos: kill extender")
-                        self._outage(self.extender, 90)
-                        self.report.extender_kills += 1
-                    elif kind == "scheduler" and self.scheduler is not None:
-                        log.info("chaos: kill kube-scheduler")
-                        self._outage(self.scheduler, 90)
-                        self.report.scheduler_kills += 1
-                    elif kind == "apiserver":
-                        log.info("chaos: kill and restart kube-apiserver")
-                        self._outage(self.cluster.processes["kube-apiserver"], 120)
-                        self.report.apiserver_restarts += 1
+                    self._kill(kind)
                 except Exception as e:
                     self.report.errors.append(f"chaos {kind}: {e!r}"[:2000])
                     log.exception("chaos %s failed", kind)
+        while not self._chaos_stop.wait(1.0):
+            self.supervise()
+
+    def supervise(self) -> None:
+        """Restart the soak's components that exited without being killed by chaos
+        (recorded in `self_exits`; with one replica such an exit is also an error)."""
+        with self._chaos_lock:
+            for p in self.processes():
+                if p.popen is None or p.running():
+                    continue
+                for r in self.replicas:
+                    if p is r.scheduler:
+                        self._mark_dead(r)
+                what = f"{p.name} (exit code {p.returncode()})"
+                log.warning("%s exited by itself; restarting it", what)
+                self.report.self_exits.append(what)
+                if self.cfg.replicas == 1:
+                    self.report.errors.append(f"{what} exited by itself")
+                try:
+                    p.ready_timeout = 90
+                    p.start()
+                except Exception as e:
+                    self.report.errors.append(f"restart {p.name}: {e!r}"[:2000])
 
     def ensure_up(self) -> None:
         with self._chaos_lock:
             api = self.cluster.processes["kube-apiserver"]
-            for p, wait in ((api, 120), (self.extender, 90), (self.scheduler, 90)):
-                if p is not None and not p.running():
+            for p, wait in ((api, 120), *((q, 90) for q in self.processes())):
+                if not p.running():
                     p.ready_timeout = wait
                     p.start()
 
@@ -443,10 +903,11 @@ class Soak:
     def sample_rss(self) -> None:
         t0 = time.monotonic()
         while not self._rss_stop.wait(2.0):
-            pid = self.extender.pid if self.extender is not None else None
-            mb = rss_mb(pid)
-            if pid is not None and mb is not None:
-                self._rss.append((pid, time.monotonic() - t0, mb))
+            for r in self.replicas:
+                pid = r.extender.pid
+                mb = rss_mb(pid)
+                if pid is not None and mb is not None:
+                    self._rss.append((pid, time.monotonic() - t0, mb))
 
     def _rss_summary(self) -> None:
         by_pid: dict[int, list[tuple[float, float]]] = {}
@@ -472,26 +933,36 @@ class Soak:
 
     # ----- the extender's own view ---------------------------------------------------------------
 
-    def debug(self, path: str = "/debug/gangs") -> dict[str, Any]:
-        url = f"http://127.0.0.1:{self.port}{path}"
+    def debug(self, path: str = "/debug/gangs", replica: Replica | None = None) -> dict[str, Any]:
+        """A debug view of `replica`'s extender (default: the leader's, the active one)."""
+        r = replica or self.leader()
+        url = f"http://127.0.0.1:{r.port}{path}"
         with urllib.request.urlopen(url, timeout=5) as resp:
             out: dict[str, Any] = json.loads(resp.read())
         return out
 
     def leftover(self) -> dict[str, Any]:
-        """What the extender still holds about this run: queue, reservations, held binds,
-        Bindings in flight, backoffs, and PodGroups of the run's namespaces."""
-        try:
-            d = self.debug()
-            groups = self.debug("/debug/podgroups").get("podGroups") or []
-        except Exception as e:
-            return {"error": repr(e)}
-        left = {k: v for k, v in d.items() if v and k in (
-            "queue", "reservations", "heldBinds", "bindingsInFlight", "backoff")}
-        mine = [g["gang"] for g in groups if str(g.get("gang", "")).startswith(self.run_id)]
-        if mine:
-            left["podGroups"] = mine
-        return left
+        """What the extenders still hold about this run: queue, reservations, held binds,
+        Bindings in flight, backoffs, and PodGroups of the run's namespaces (keys
+        prefixed `r<i>:` with two replicas)."""
+        out: dict[str, Any] = {}
+        for r in self.replicas:
+            pre = f"r{r.index}:" if len(self.replicas) > 1 else ""
+            try:
+                d = self.debug(replica=r)
+                groups = self.debug("/debug/podgroups", replica=r).get("podGroups") or []
+            except Exception as e:
+                out[pre + "error"] = repr(e)
+                continue
+            for k, v in d.items():
+                if v and k in ("queue", "reservations", "heldBinds", "bindingsInFlight",
+                               "backoff"):
+                    out[pre + k] = v
+            mine = [g["gang"] for g in groups
+                    if str(g.get("gang", "")).startswith(self.run_id)]
+            if mine:
+                out[pre + "podGroups"] = mine
+        return out
 
     # ----- run ---------------------------------------------------------------------------------
 
@@ -507,9 +978,10 @@ class Soak:
                 self.step()
                 if time.monotonic() - last_log > 30:
                     last_log = time.monotonic()
-                    log.info("load: %d gangs created, %d completed, %d active, %d violations",
-                             self.report.gangs_created, self.report.gangs_completed,
-                             self.active(), len(self.checker.violations) if self.checker else 0)
+                    log.info("load: %d gangs created, %d completed, %d active, %d neighbours, "
+                             "%d violations", self.report.gangs_created,
+                             self.report.gangs_completed, self.active(), len(self.neighbours),
+                             len(self.checker.violations) if self.checker else 0)
                 time.sleep(0.1)
         except Exception as e:
             self.report.errors.append(f"load: {e!r}"[:4000])
@@ -518,12 +990,14 @@ class Soak:
             self._chaos_stop.set()
 
     def drain(self) -> None:
-        """No new gangs, no chaos: everything that fits must finish, then the extender
-        must forget everything."""
+        """No new gangs or neighbours, no chaos: everything that fits must finish, then
+        the extender must forget everything."""
         cfg = self.cfg
         log.info("drain: %d gangs left", self.active())
+        self.reap_neighbours(pending_timeout=0.0)  # unbound ones go; bound ones run out
         deadline = time.monotonic() + cfg.drain_timeout
         while time.monotonic() < deadline:
+            self.supervise()
             self.step()
             if all(r.deleted or r.spec.impossible for r in self.gangs.values()):
                 break
@@ -541,31 +1015,41 @@ class Soak:
         for run in self.gangs.values():
             if not run.deleted:
                 self.delete_gang(run)
+        retry(lambda: kube().core.delete_collection_namespaced_pod(
+            self.aux_ns, grace_period_seconds=0, _preload_content=False), "delete neighbours")
+        self.neighbours.clear()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and self.leftover():
             time.sleep(0.5)
         self.report.debug_leftover = self.leftover()
 
     def run(self) -> SoakReport:
-        """Load in a worker thread, chaos on this one: processes are (re)started from the
-        main thread so they die with it (PR_SET_PDEATHSIG, see harness.process)."""
+        """Load and neighbours in worker threads, chaos on this one: processes are
+        (re)started from the main thread so they die with it (PR_SET_PDEATHSIG, see
+        harness.process)."""
         cfg = self.cfg
         start = time.monotonic()
         seconds = cfg.minutes * 60
         timeline = chaos_timeline(random.Random(cfg.seed * 7919 + 1), cfg, seconds)
         rss = threading.Thread(target=self.sample_rss, daemon=True, name="soak-rss")
+        lease = threading.Thread(target=self.watch_lease, daemon=True, name="soak-lease")
         try:
             self.setup()
-            log.info("soak %s: %d nodes, chaos timeline %s", self.run_id, cfg.nodes,
-                     [(round(t), k) for t, k in timeline])
+            log.info("soak %s: %d nodes, %d replica(s), chaos timeline %s", self.run_id,
+                     cfg.nodes, cfg.replicas, [(round(t), k) for t, k in timeline])
             rss.start()
+            if cfg.replicas > 1:
+                lease.start()
             start = time.monotonic()
             load = threading.Thread(target=self.load, args=(start, seconds), daemon=True,
                                     name="soak-load")
+            neighbours = threading.Thread(target=self.neighbour_stream, args=(start, seconds),
+                                          daemon=True, name="soak-neighbours")
             load.start()
+            neighbours.start()
             self.chaos(timeline, start)
-            self._chaos_stop.wait()
             load.join()
+            neighbours.join()
             self.ensure_up()
             self.drain()
         except Exception as e:
@@ -576,9 +1060,16 @@ class Soak:
             if self.checker is not None:
                 self.checker.stop()
                 self.report.violations = [str(v) for v in self.checker.violations]
+                counts = self.checker.counts()
+                self.report.violation_counts = {
+                    k: n for k, n in counts.items() if k not in self.checker.note_counts}
+                self.report.notes = dict(self.checker.note_counts)
+                self.report.note_samples = [str(v) for v in self.checker.notes]
                 self.report.checker_events = self.checker.events
                 self.report.checker_relists = self.checker.relists
                 self.report.max_burst_seconds = round(self.checker.max_burst, 3)
+                self.report.max_partial_seconds = round(self.checker.max_partial, 3)
+            self.report.failover_seconds = self._failovers()
             self._rss_summary()
             if self.report.rss_mb_peak > cfg.max_rss_mb:
                 self.report.errors.append(
@@ -588,7 +1079,7 @@ class Soak:
         return self.report
 
     def logs(self) -> list[ManagedProcess]:
-        return [p for p in (self.extender, self.scheduler) if p is not None]
+        return self.processes()
 
 
 def run_soak(cluster: ControlPlane, cfg: SoakConfig, keep: bool = False) -> SoakReport:

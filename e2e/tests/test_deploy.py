@@ -185,6 +185,27 @@ def test_helm_values_reach_the_manifests() -> None:
                          values={"extender.assemblyWait": "5"})
 
 
+def test_helm_extender_follows_the_lease_its_scheduler_elects_with() -> None:
+    docs = dk.helm_template(namespace="sched", kube_version=dk.k8s_version(),
+                            values={"scheduler.leaderElection.leaseName": "my-lease",
+                                    "replicaCount": "2"})
+    le = dk.scheduler_config(docs)["leaderElection"]
+    assert (le["resourceNamespace"], le["resourceName"]) == ("sched", "my-lease")
+    assert "--leader-lease=sched/my-lease" in dk.container(docs, dk.EXTENDER_CONTAINER)["args"]
+    role = dk.find(docs, "Role", "gang-scheduler-extender-leader-election")
+    assert role["rules"][0]["resourceNames"] == ["my-lease"]
+    assert dk.find(docs, "Deployment")["spec"]["replicas"] == 2
+
+    off = dk.helm_template(kube_version=dk.k8s_version(),
+                           values={"scheduler.leaderElection.enabled": "false"})
+    assert "--leader-lease=off" in dk.container(off, dk.EXTENDER_CONTAINER)["args"]
+    assert not [d for d in off if d["kind"] == "Role"]
+    with pytest.raises(AssertionError, match=r"replicaCount above 1 needs"):
+        dk.helm_template(kube_version=dk.k8s_version(),
+                         values={"scheduler.leaderElection.enabled": "false",
+                                 "replicaCount": "2"})
+
+
 def _kube_scheduler_bin() -> Path:
     from e2e.harness.cluster import find_k8s_bin
 
@@ -351,7 +372,7 @@ def test_service_account_rbac_is_sufficient_to_schedule_a_gang(
 
 # (verb, group, resource, subresource, namespace, name)
 REFUSED = [
-    ("delete", "", "pods", "", "default", ""),        # no preemption, no evictions
+    ("delete", "", "pods", "", "default", ""),        # evictions only, never a delete
     ("create", "", "pods", "", "default", ""),
     ("update", "", "pods", "", "default", ""),
     ("list", "", "secrets", "", "", ""),
@@ -359,7 +380,10 @@ REFUSED = [
     ("get", "", "configmaps", "", "default", ""),
     ("patch", "", "nodes", "", "", ""),
     ("delete", "", "nodes", "", "", ""),
-    ("create", "", "pods", "eviction", "default", ""),
+    # Budgets are read (a preemption never picks a victim one would refuse), never written.
+    ("create", "policy", "poddisruptionbudgets", "", "default", ""),
+    ("patch", "policy", "poddisruptionbudgets", "", "default", ""),
+    ("delete", "policy", "poddisruptionbudgets", "", "default", ""),
     # The main scheduler's lease, and any other lease than its own.
     ("update", "coordination.k8s.io", "leases", "", "kube-system", "kube-scheduler"),
     ("update", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, "kube-scheduler"),
@@ -369,19 +393,35 @@ REFUSED = [
     ("create", "scheduling.x-k8s.io", "podgroups", "", "default", ""),
     ("delete", "scheduling.x-k8s.io", "podgroups", "", "default", ""),
     ("create", "batch", "jobs", "", "default", ""),
+    # The other sources' PodGroups are read only, status included (their controllers').
+    ("patch", "scheduling.volcano.sh", "podgroups", "status", "default", ""),
+    ("update", "scheduling.k8s.io", "podgroups", "", "default", ""),
+    ("patch", "scheduling.k8s.io", "podgroups", "status", "default", ""),
+    ("list", "scheduling.k8s.io", "priorityclasses", "", "", ""),
     ("create", "rbac.authorization.k8s.io", "clusterrolebindings", "", "", ""),
+    # The extender reads its scheduler's lease by name only: no list of every lease.
+    ("list", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, ""),
+    ("watch", "coordination.k8s.io", "leases", "", "kube-system", "kube-scheduler"),
 ]
 
 ALLOWED = [
     ("create", "", "pods", "binding", "default", ""),
+    # Evictions: a partial gang's members (issue 16), a preemption's victims (issue 17).
+    ("create", "", "pods", "eviction", "default", ""),
+    ("list", "policy", "poddisruptionbudgets", "", "", ""),
+    ("watch", "policy", "poddisruptionbudgets", "", "", ""),
     ("patch", "", "pods", "", "default", ""),
     ("patch", "", "pods", "status", "default", ""),
     ("watch", "", "nodes", "", "", ""),
     ("list", "scheduling.x-k8s.io", "podgroups", "", "", ""),
     ("patch", "scheduling.x-k8s.io", "podgroups", "status", "default", ""),
+    ("watch", "scheduling.volcano.sh", "podgroups", "", "", ""),
+    ("watch", "scheduling.k8s.io", "podgroups", "", "", ""),
     ("create", "events.k8s.io", "events", "", "default", ""),
     ("create", "", "events", "", "default", ""),
     ("update", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, "gang-scheduler"),
+    ("list", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, "gang-scheduler"),
+    ("watch", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, "gang-scheduler"),
 ]
 
 

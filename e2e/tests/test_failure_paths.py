@@ -170,7 +170,8 @@ def proxied_stack(local_control_plane: ControlPlane, tmp_path: Path) -> Iterator
     port = free_port()
     ext = cp.start_process(
         [sys.executable, "-m", "extender.cli", "serve", "--kubeconfig", str(kubeconfig),
-         "--listen", f"127.0.0.1:{port}", "--scheduler-name", name, "--default-timeout", "60"],
+         "--listen", f"127.0.0.1:{port}", "--scheduler-name", name, "--default-timeout", "60",
+         "--leader-lease", "off"],  # its kube-scheduler runs without leader election
         name + "-extender", cwd=REPO, ready=http_ok(f"http://127.0.0.1:{port}/readyz"),
         ready_timeout=60)
     config = scheduler_config(port)

@@ -70,7 +70,8 @@ def test_metrics_move_with_a_bound_gang_and_a_timed_out_gang(
 
     def moved() -> Samples | NotYet:
         after = scrape(gang)
-        gauge = value(after, "gang_extender_gangs", phase="Running", reason="Bound")
+        gauge = value(after, "gang_extender_gangs", phase="Running", reason="Bound",
+                      source="scheduler-plugins")
         events = value(after, "gang_extender_events_total", result="created") - value(
             before, "gang_extender_events_total", result="created")
         return after if gauge >= 1 and events >= 6 else NotYet({"gauge": gauge,
@@ -82,9 +83,10 @@ def test_metrics_move_with_a_bound_gang_and_a_timed_out_gang(
     def delta(name: str, **labels: str) -> float:
         return total(after, name, **labels) - total(before, name, **labels)
 
-    assert delta("gang_extender_gang_transitions_total", reason="Reserved") >= 2
-    assert delta("gang_extender_gang_transitions_total", reason="Bound") >= 1
-    assert delta("gang_extender_gang_transitions_total", reason="TimedOut") >= 1
+    sp = "scheduler-plugins"
+    assert delta("gang_extender_gang_transitions_total", reason="Reserved", source=sp) >= 2
+    assert delta("gang_extender_gang_transitions_total", reason="Bound", source=sp) >= 1
+    assert delta("gang_extender_gang_transitions_total", reason="TimedOut", source=sp) >= 1
     assert delta("gang_extender_timeouts_total") >= 1
     assert delta("gang_extender_backoffs_total") >= 1
     assert delta("gang_extender_retry_limit_reached_total") == 0

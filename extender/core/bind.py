@@ -12,6 +12,7 @@ from extender.core.cache import Cache
 from extender.core.commit import Commit
 from extender.core.parked import Parked
 from extender.core.permit import Permit
+from extender.core.preemption.leaving import Leaving
 from extender.core.reservations import Reservations
 from extender.core.resources import fits, format_resources
 from extender.core.types import PodInfo
@@ -34,12 +35,14 @@ class Bind:
         permit: Permit,
         commit: Commit,
         parked: Parked,
+        leaving: Leaving,
     ) -> None:
         self._cache = cache
         self._reservations = reservations
         self._permit = permit
         self._commit = commit
         self._parked = parked
+        self._leaving = leaving
 
     def bind(self, namespace: str, name: str, uid: str, node: str, now: float) -> BindDecision:
         """A refused member goes back to kube-scheduler's queue because of us, so it may
@@ -78,10 +81,17 @@ class Bind:
         group = self._cache.groups.get(gang)
         if group is None:
             return _error(f"gang {gang}: PodGroup not found (pod {pod.key})")
+        if self._leaving.gang_leaving(gang):
+            return _error(f"gang {gang} is being preempted; pod {pod.key} is not bound")
         if self._cache.counts(group)[1] >= group.min_member:
             return self._bind_now(pod, node, now)
         res = self._reservations.get(gang)
         slot = res.slots.get(uid) if res else None
+        if res is not None and res.held is not None:
+            return _error(
+                f"gang {gang}: capacity is held for it but not free yet (pods are still "
+                f"leaving its nodes); kube-scheduler will retry pod {pod.key}"
+            )
         if res is None or slot is None:
             return _error(
                 f"gang {gang}: no reservation holds a slot for pod {pod.key} (it timed out, "
@@ -100,6 +110,10 @@ class Bind:
         """Plain pods and elastic extras. Their filter could not know which node
         kube-scheduler would pick, and several may pass a node before the first binds,
         so reservations are checked again here."""
+        own = self._reservations.of(pod) if pod.gang is None else None
+        slot = own.slots.get(pod.uid) if own is not None and own.held is None else None
+        if own is not None and slot is not None and slot.node == node:
+            self._reservations.bound(own.gang)  # a preemptor's own capacity: now its pod's
         free = self._cache.free.get(node, {})
         if node in self._cache.reserved_nodes and not fits(pod.requests, free):
             return _error(

@@ -18,3 +18,13 @@ class Config:
     # (`extender.core.filter`). 0 turns it off.
     assembly_wait_seconds: float = 0.5
     assembly_gap_seconds: float = 0.2
+    # Whole-gang preemption (`core/preemption/`): a gang or a plain pod of the gang
+    # scheduler that cannot be planned evicts whole lower-priority gangs and plain pods.
+    preemption: bool = True
+    # The starvation guard (`core/queue/starvation.py`): once the gang at the head of the
+    # queue has waited this long for capacity, the capacity of its best plan is held for
+    # it as it frees up. None turns it off.
+    starvation_after_seconds: float | None = 30.0
+    # spec.schedulerName of the gang scheduler's profile: its pending plain pods may
+    # preempt, and its pods' capacity is what the starvation guard waits for.
+    scheduler_name: str = "gang-scheduler"

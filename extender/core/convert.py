@@ -14,7 +14,9 @@ from typing import Any, TypeVar
 
 from extender.core.annotations import topology_of
 from extender.core.resources import parse_resource_list, pod_requests
+from extender.core.sources import membership
 from extender.core.types import (
+    BudgetInfo,
     GroupInfo,
     LabelSelector,
     NodeInfo,
@@ -27,7 +29,7 @@ from extender.core.types import (
     Toleration,
 )
 
-__all__ = ["group_from_k8s", "node_from_k8s", "parse_time", "pod_from_k8s"]
+__all__ = ["budget_from_k8s", "group_from_k8s", "node_from_k8s", "parse_time", "pod_from_k8s"]
 
 _EMPTY: Mapping[str, Any] = {}
 _NODE_SELECTOR_OPS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
@@ -259,12 +261,14 @@ def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
             req_node, "spec.affinity.nodeAffinity.required"
         )
 
+    labels = _str_map(meta.get("labels"), "metadata.labels")
+    group = _obj(spec.get("schedulingGroup"), "spec.schedulingGroup")
     return PodInfo(
         uid=uid,
         namespace=_str(meta.get("namespace"), "metadata.namespace", "default"),
         name=name,
         requests=pod_requests(spec),
-        labels=_str_map(meta.get("labels"), "metadata.labels"),
+        labels=labels,
         priority=_int(spec.get("priority"), "spec.priority", 0),
         node_name=_str(spec.get("nodeName"), "spec.nodeName"),
         phase=_str(status.get("phase"), "status.phase", "Pending") or "Pending",
@@ -284,6 +288,11 @@ def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
         required_affinity=_affinity_terms(affinity, "podAffinity") if affinity else (),
         spread_constraints=_spread(spec) if "topologySpreadConstraints" in spec else (),
         unschedulable=_unschedulable(status),
+        membership=membership(
+            labels, _obj(meta.get("annotations"), "metadata.annotations"),
+            _str(group.get("podGroupName"), "spec.schedulingGroup.podGroupName")),
+        preemption_policy=_str(spec.get("preemptionPolicy"), "spec.preemptionPolicy",
+                               "PreemptLowerPriority") or "PreemptLowerPriority",
     )
 
 
@@ -381,3 +390,29 @@ def group_from_k8s(obj: Any) -> GroupInfo:
     `topology_error`, and reported on the PodGroup.
     """
     return _guarded("podgroup", obj, _build_group)
+
+
+# ----- PodDisruptionBudgets -----------------------------------------------------------
+
+
+def _build_budget(obj: Mapping[str, Any], _ident: str) -> BudgetInfo:
+    meta = _obj(obj.get("metadata"), "metadata")
+    spec = _obj(obj.get("spec"), "spec")
+    status = _obj(obj.get("status"), "status")
+    name = _str(meta.get("name"), "metadata.name")
+    if not name:
+        raise ValueError("metadata.name is missing")
+    return BudgetInfo(
+        namespace=_str(meta.get("namespace"), "metadata.namespace", "default"),
+        name=name,
+        selector=_label_selector(spec.get("selector"), "spec.selector"),
+        disruptions_allowed=max(0, _int(status.get("disruptionsAllowed"),
+                                        "status.disruptionsAllowed", 0)),
+    )
+
+
+def budget_from_k8s(obj: Any) -> BudgetInfo:
+    """A PodDisruptionBudget (policy/v1) to `BudgetInfo`. Without a status (the
+    disruption controller has not looked yet) it allows no disruption, as the Eviction
+    API would answer."""
+    return _guarded("poddisruptionbudget", obj, _build_budget)

@@ -16,11 +16,13 @@ from extender.core.explain import Explanations
 from extender.core.parked import Parked
 from extender.core.permit import Permit
 from extender.core.planner import extra_nodes
+from extender.core.preemption.leaving import Leaving
 from extender.core.queue.arrivals import Arrivals
 from extender.core.queue.backoff import Backoffs
 from extender.core.queue.gang_queue import GangQueue
 from extender.core.reservations import Reservation, Reservations
 from extender.core.resources import fits, format_resources
+from extender.core.sources import missing_group_message
 from extender.core.types import GroupInfo, PodInfo
 from extender.core.vocabulary import FilterResult, Reason
 
@@ -41,6 +43,7 @@ class Filter:
         arrivals: Arrivals,
         explanations: Explanations,
         parked: Parked,
+        leaving: Leaving,
     ) -> None:
         self._config = config
         self._cache = cache
@@ -51,6 +54,7 @@ class Filter:
         self._arrivals = arrivals
         self._explanations = explanations
         self._parked = parked
+        self._leaving = leaving
 
     def filter(
         self, pod: PodInfo, node_names: list[str], now: float, waited: float
@@ -73,11 +77,10 @@ class Filter:
     ) -> FilterResult:
         group = self._cache.groups.get(gang)
         if group is None:
-            return reject(
-                node_names,
-                f"gang {gang}: PodGroup {gang} not found; create it or fix the "
-                f"scheduling.x-k8s.io/pod-group label of pod {pod.key}",
-            )
+            return reject(node_names, missing_group_message(gang, pod))
+        if self._leaving.gang_leaving(gang):
+            return reject(node_names, f"gang {gang} is being preempted: its members are "
+                                      f"evicted, and it is placed again whole later")
         _, bound, present = self._cache.counts(group)
         if bound >= group.min_member:
             # Quorum is bound: elastic extras are placed one by one like plain pods, in
@@ -105,6 +108,11 @@ class Filter:
             res = self._reservations.get(gang)
             if res is None:
                 return reject(node_names, self._explanations.message(gang))
+        if res.held is not None:
+            # Its nodes are not free yet: the slots stay where they are (moving one to a
+            # node kube-scheduler finds feasible now would give up the hold), and the
+            # members are woken when the hold becomes a reservation.
+            return reject(node_names, self._explanations.message(gang))
         return self._reserved(res, group, pod, node_names)
 
     def _assembly_wait(self, gang: str, missing: int, waited: float, now: float) -> float:
@@ -182,6 +190,15 @@ class Filter:
         """Plain pods and elastic extras: any node kube-scheduler found feasible, except
         where reserved capacity leaves too little. Only nodes with reservations can
         disagree with kube-scheduler's own fit check, so only those are examined."""
+        own = self._reservations.of(pod) if pod.gang is None else None
+        if own is not None:
+            # A plain pod that preempted: its own slot, once its victims are gone.
+            slot = own.slots.get(pod.uid)
+            if own.held is not None and slot is not None:
+                return reject(node_names, f"pod {pod.key}: capacity is held for it on node "
+                                          f"{slot.node} until the pods it preempted are gone")
+            if slot is not None and slot.node in node_names:
+                return FilterResult([slot.node], {})
         nodes = self._cache.nodes
         free = self._cache.free
         failed: dict[str, str] = {}

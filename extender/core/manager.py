@@ -26,13 +26,17 @@ from extender.core.parked import Parked
 from extender.core.permit import Permit
 from extender.core.planner import GangPlanner, plan_group
 from extender.core.planner.warmup import Warmup
+from extender.core.preemption.budgets import Budgets
+from extender.core.preemption.preemptor import Preemptions
 from extender.core.queue.arrivals import Arrivals
 from extender.core.queue.backoff import Backoffs
 from extender.core.queue.gang_queue import GangQueue
+from extender.core.queue.starvation import Starvation
 from extender.core.repair import Repair
 from extender.core.reservations import Reservations
+from extender.core.sources import kueue_group
 from extender.core.timeouts import Timeouts
-from extender.core.types import GroupInfo, NodeInfo, PodInfo
+from extender.core.types import KUEUE, SCHEDULER_PLUGINS, BudgetInfo, GroupInfo, NodeInfo, PodInfo
 from extender.core.vocabulary import (
     Action,
     BindDecision,
@@ -47,6 +51,7 @@ from extender.core.vocabulary import (
 # A pod first seen this long after its creationTimestamp (second resolution, the API
 # server's clock) was not just created: listed after a restart, not arriving.
 _ARRIVAL_MAX_AGE_SECONDS = 10.0
+KUEUE_PREFIX = KUEUE + ":"  # of a Kueue pod group's gang key (types.gang_key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +74,13 @@ class Core:
     filter: Filter
     bind: Bind
     timeouts: Timeouts
+    budgets: Budgets
+    preemptions: Preemptions
 
     @classmethod
     def wire(cls, config: Config | None = None, planner: GangPlanner = plan_group) -> Core:
         config = config or Config()
-        cache, outbox, arrivals = Cache(), Outbox(), Arrivals()
+        cache, outbox, arrivals, budgets = Cache(), Outbox(), Arrivals(), Budgets()
         backoffs = Backoffs(config.backoff)
         parked = Parked(cache.pods)
         permit = Permit(cache, outbox, parked)
@@ -81,16 +88,20 @@ class Core:
         repair = Repair(cache, reservations, permit)
         commit = Commit(cache, reservations, permit, repair)
         explanations = Explanations(cache, reservations, outbox)
+        preemptions = Preemptions(config, cache, reservations, budgets, explanations, outbox,
+                                  planner)
         queue = GangQueue(config, cache, reservations, permit, backoffs, explanations, parked,
-                          outbox, planner)
+                          outbox, planner, Starvation(config, cache, reservations, planner),
+                          preemptions)
         return cls(
             config, cache, Tombstones(), outbox, parked, permit, reservations, repair, commit,
             explanations, backoffs, arrivals, queue,
             Filter(config, cache, reservations, permit, queue, backoffs, arrivals,
-                   explanations, parked),
-            Bind(cache, reservations, permit, commit, parked),
+                   explanations, parked, preemptions.leaving),
+            Bind(cache, reservations, permit, commit, parked, preemptions.leaving),
             Timeouts(config, cache, reservations, permit, backoffs, explanations, queue,
                      outbox),
+            budgets, preemptions,
         )
 
 
@@ -129,13 +140,16 @@ class GangManager:
             if old_res is not None and pod.uid in old_res.slots:
                 self._reservations.unreserve(old_res, pod.uid, left)
             self._permit.reject(pod.uid, left)
-        res = self._reservations.get(gang)
+        res = self._reservations.of(pod)
         gone = pod.terminal or pod.deleting or pod.gated
         if res is not None and pod.uid in res.slots and (pod.node_name or gone):
             self._reservations.unreserve(
                 res, pod.uid, f"pod {pod.key} is being deleted" if gone else None,
                 bound_here=not gone and res.slots[pod.uid].node == pod.node_name,
             )
+            if gang is None:  # a plain preemptor's own reservation has done its job
+                self._reservations.bound(res.gang)
+        c.preemptions.pod_changed(pod)
         if gone:
             self._permit.reject(pod.uid, f"pod {pod.key} is finished or being deleted")
         if pod.node_name or gone or gang is None:
@@ -155,6 +169,9 @@ class GangManager:
             # Bound by anyone onto a node with reservations: slots it squeezes out move now.
             c.repair.squeezed(pod.node_name)
         c.queue.members_changed()
+        if old_gang != gang:
+            self._derive_group(old_gang, now)
+        self._derive_group(gang, now)
         if gang is not None:
             c.timeouts.check_quorum_bound(gang, now)
 
@@ -164,13 +181,31 @@ class GangManager:
         pod = self._cache.pods.get(uid)
         if pod is None:
             return
-        res = self._reservations.get(pod.gang)
+        res = self._reservations.of(pod)
         if res is not None and uid in res.slots:
             self._reservations.unreserve(res, uid, f"pod {pod.key} was deleted")
+            if pod.gang is None:
+                self._reservations.bound(res.gang)
+        c.preemptions.pod_deleted(uid)
         self._permit.reject(uid, f"pod {pod.key} was deleted")
         c.parked.forget(uid)
         self._cache.remove_pod(uid)
         c.queue.members_changed()
+        self._derive_group(pod.gang, now if now is not None else 0.0)
+
+    def _derive_group(self, gang: str | None, now: float) -> None:
+        """A Kueue pod group has no object: its group follows its pods, created with the
+        first of them, resized with their declared count, gone with the last
+        (sources.kueue_group)."""
+        if gang is None or not gang.startswith(KUEUE_PREFIX):
+            return
+        old = self._cache.groups.get(gang)
+        new = kueue_group(gang, self._cache.gang_pods(gang), old)
+        if new is None:
+            if old is not None:
+                self.on_group_deleted(gang)
+        elif new != old:
+            self.on_group(new, now)
 
     def on_group(self, group: GroupInfo, now: float) -> None:
         c = self._core
@@ -198,6 +233,15 @@ class GangManager:
         self._cache.remove_group(key)
         c.queue.members_changed()
 
+    def on_budget(self, budget: BudgetInfo) -> None:
+        """A PodDisruptionBudget (policy/v1) was added or changed."""
+        self._core.budgets.upsert(budget)
+        self._core.queue.members_changed()  # a preemptor may find victims now
+
+    def on_budget_deleted(self, key: str) -> None:
+        self._core.budgets.remove(key)
+        self._core.queue.members_changed()
+
     # ----- the verbs --------------------------------------------------------------------
 
     def filter(
@@ -220,7 +264,7 @@ class GangManager:
     def prioritize(self, pod: PodInfo, node_names: list[str]) -> list[tuple[str, int]]:
         """Steer members to their slot (10), everything else neutral (0)."""
         known = self._cache.pods.get(pod.uid, pod)
-        res = self._reservations.get(known.gang)
+        res = self._reservations.of(known)
         slot = res.slots.get(pod.uid) if res else None
         target = slot.node if slot else None
         return [(n, 10 if n == target else 0) for n in node_names]
@@ -234,6 +278,16 @@ class GangManager:
         pod = self._cache.pods.get(uid)
         if error is None and pod is not None and not pod.node_name:
             self.on_pod(dataclasses.replace(pod, node_name=node), now)
+
+    def eviction_done(self, uid: str, now: float) -> None:
+        """The Eviction API let a victim of a preemption go (`EvictPods.preemptor`)."""
+        self._core.preemptions.eviction_done(uid)
+
+    def eviction_refused(self, uid: str, reason: str, now: float) -> None:
+        """The Eviction API refused to let a victim of a preemption go (a
+        PodDisruptionBudget, 429; or an error): other victims are chosen, or the rest of
+        a gang already broken is evicted later (`core/preemption/leaving.py`)."""
+        self._core.preemptions.eviction_refused(uid, reason, now)
 
     def bind_wait_expired(self, uid: str, waited: float) -> str:
         """The adapter stopped waiting for a bind's answer (its limit is below the HTTP
@@ -257,6 +311,7 @@ class GangManager:
         """Deadlines, backoffs ending and capacity freed: called a few times a second."""
         self._core.timeouts.expire(now)
         self._core.arrivals.prune(now)
+        self._core.preemptions.tick(now)
         self._core.queue.run(now)
 
     def take_actions(self) -> list[Action]:
@@ -274,9 +329,10 @@ class GangManager:
     def groups(self) -> list[GroupInfo]:
         return list(self._cache.groups.values())
 
-    def group_pods(self, namespace: str, name: str) -> Sequence[PodInfo]:
-        """Every pod labelled for the group, finished ones included."""
-        return self._cache.group_pods(namespace, name)
+    def group_pods(self, namespace: str, name: str,
+                   source: str = SCHEDULER_PLUGINS) -> Sequence[PodInfo]:
+        """Every pod that joins the group, finished ones included."""
+        return self._cache.group_pods(namespace, name, source)
 
     def status(self, gang: str) -> GangStatus | None:
         return self._core.explanations.get(gang)
@@ -308,7 +364,8 @@ class GangManager:
 
     def gauges(self) -> Gauges:
         return Gauges(len(self._reservations), self._reservations.slot_count(),
-                      len(self._permit.waiting), self._core.explanations.reasons())
+                      len(self._permit.waiting), self._core.explanations.reasons(),
+                      len(self._reservations.held()), self._reservations.held_idle())
 
     def backoffs(self, now: float) -> list[dict[str, object]]:
         return self._core.backoffs.view(now)

@@ -9,6 +9,12 @@ member bound there would be rejected by the kubelet, and a gang with one member
 rejected is broken. A member whose bind already waits on the lost node has that bind
 rejected with the reason, and kube-scheduler retries it onto the new slot. The same
 check runs once more at the commit (`core/commit.py`).
+
+A held slot (`Reservation.held`) is charged ahead of capacity on purpose: pods still
+run or leave there, and free capacity is below zero until they are gone. That is not a
+loss: the shortfall of a node is counted without what held slots charge there. A held
+reservation whose node is lost for another reason (deleted, cordoned, tainted) is
+released whole, and the gang queue plans it again.
 """
 
 from __future__ import annotations
@@ -27,16 +33,22 @@ class Repair:
         self._reservations = reservations
         self._permit = permit
 
-    def lost(self, node: str, pod: PodInfo) -> str | None:
+    def lost(self, node: str, pod: PodInfo, held: bool = False) -> str | None:
         """Why `pod` can no longer be bound on `node`, where its slot is charged, or
-        None if it still can."""
+        None if it still can. A `held` slot waits for capacity by design: only the node
+        itself can be lost to it."""
         info = self._cache.nodes.get(node)
         if info is None:
             return f"node {node} was deleted"
         why = node_matches(pod, info)
         if why is not None:
             return f"node {node}: {why}"
+        if held:
+            return None
         free = self._cache.free.get(node, {})
+        ahead = self._cache.held.get(node)
+        if ahead:
+            free = {r: v + ahead.get(r, 0) for r, v in free.items()}
         short = {r: -v for r, v in free.items() if v < 0 and pod.requests.get(r, 0) > 0}
         if short:
             return (f"node {node} is short of {format_resources(short, skip_pods=False)} "
@@ -59,8 +71,16 @@ class Repair:
         if name not in self._cache.reserved_nodes:
             return
         for res, slot in self._slots_on(name):
-            why = self.lost(name, slot.pod)
-            if why is not None:
+            if self._reservations.get(res.gang) is not res or slot.pod.uid not in res.slots:
+                continue  # released with a held reservation a moment ago
+            why = self.lost(name, slot.pod, held=res.held is not None)
+            if why is None:
+                continue
+            if res.held is not None:
+                self._reservations.release(
+                    res, f"{why}; the capacity held for it there is given up and the gang "
+                         f"is planned again")
+            else:
                 self._move_away(res, slot.pod, name, why)
 
     def _slots_on(self, name: str) -> list[tuple[Reservation, Slot]]:

@@ -8,7 +8,7 @@ reservation and of a slot are drawn in docs/architecture.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from extender.core.cache import Cache
@@ -19,7 +19,7 @@ from extender.core.parked import Parked, ref
 from extender.core.permit import Permit
 from extender.core.planner import Plan, interchangeable, plan_gang
 from extender.core.resources import fits
-from extender.core.snapshot import Snapshot
+from extender.core.snapshot import FreeOverlay, Snapshot
 from extender.core.types import GroupInfo, PodInfo, Resources
 from extender.core.vocabulary import ReservationView, SlotView
 
@@ -51,6 +51,11 @@ class Reservation:
         if d is None or not d.required:
             return ""
         return f" in {Domain(d.keys[:d.required], d.values[:d.required]).describe()}"
+    # Why its slots are held ahead of capacity ("starvation": the forward reservation of
+    # the queue's head; "preemption": victims are leaving the nodes), None once every
+    # slot's node has room. Held, it has no deadline: `timeout` starts at `promote`.
+    held: str | None = None
+    timeout: float = 0.0
 
     def slot_views(self) -> tuple[SlotView, ...]:
         return tuple(SlotView(ref(s.pod), s.node, dict(s.pod.requests))
@@ -58,29 +63,14 @@ class Reservation:
 
     def view(self) -> ReservationView:
         return ReservationView(self.gang, self.created, self.deadline, self.slot_views(),
-                               self.domain.describe() if self.domain is not None else "")
+                               self.domain.describe() if self.domain is not None else "",
+                               self.held)
 
 
-class _Overlay(Mapping[str, Resources]):
-    """`free` with some nodes replaced, without copying every node."""
-
-    def __init__(self, base: Mapping[str, Resources], over: dict[str, Resources]) -> None:
-        self._base = base
-        self._over = over
-
-    def __getitem__(self, key: str) -> Resources:
-        if key in self._over:
-            return self._over[key]
-        return self._base[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._base)
-
-    def __len__(self) -> int:
-        return len(self._base)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._over or key in self._base
+def plain_key(pod: PodInfo) -> str:
+    """The reservation key of a plain pod's own reservation: never a PodGroup's key
+    (those have no space)."""
+    return f"pod {pod.key}"
 
 
 class Reservations:
@@ -91,6 +81,10 @@ class Reservations:
         self._outbox = outbox
         self._by_gang: dict[str, Reservation] = {}
         self._without: Snapshot | None = None  # memo of `without_reservations`
+        # priority -> slots of pods with it: whether a reservation could be preempted,
+        # without walking them (`lowest_priority`).
+        self._priorities: dict[int, int] = {}
+        self._held: dict[str, Reservation] = {}  # the held ones, so a pass need not look
 
     def get(self, gang: str | None) -> Reservation | None:
         return self._by_gang.get(gang) if gang is not None else None
@@ -115,26 +109,91 @@ class Reservations:
 
     # ----- Reserve ------------------------------------------------------------------------
 
-    def reserve(self, group: GroupInfo, plan: Plan, now: float, timeout: float) -> Reservation:
-        res = Reservation(group.key, group.uid, created=now, deadline=now + timeout,
-                          domain=plan.domain)
+    def of(self, pod: PodInfo) -> Reservation | None:
+        """The reservation holding capacity for `pod`: its gang's, or a plain pod's own
+        (a plain pod that preempted, `plain_key`)."""
+        return self._by_gang.get(pod.gang or plain_key(pod))
+
+    def reserve(self, group: GroupInfo, plan: Plan, now: float, timeout: float,
+                held: str | None = None) -> Reservation:
+        """`held`: the plan's nodes are not free yet (see `Reservation.held`)."""
+        return self.reserve_key(group.key, group.uid, plan, now, timeout, held)
+
+    def reserve_key(self, key: str, owner_uid: str, plan: Plan, now: float, timeout: float,
+                    held: str | None = None) -> Reservation:
+        deadline = float("inf") if held else now + timeout
+        res = Reservation(key, owner_uid, created=now, deadline=deadline, held=held,
+                          timeout=timeout, domain=plan.domain)
         for uid, node in plan.assignments.items():
             self._add(res, uid, node, self._cache.pods[uid])
-        self._by_gang[group.key] = res
+        self._by_gang[key] = res
+        if held:
+            self._held[key] = res
         return res
 
     def _add(self, res: Reservation, uid: str, node: str, pod: PodInfo) -> Slot:
         slot = res.slots[uid] = Slot(node, pod)
-        self._cache.reserve(node, pod)
+        self._cache.reserve(node, pod, held=res.held is not None)
         self._without = None
+        self._priorities[pod.priority] = self._priorities.get(pod.priority, 0) + 1
         return slot
 
     def _remove(self, res: Reservation, uid: str, freed: bool = True) -> Slot | None:
         slot = res.slots.pop(uid, None)
         if slot is not None:
-            self._cache.unreserve(slot.node, slot.pod, freed=freed)
+            self._cache.unreserve(slot.node, slot.pod, freed=freed, held=res.held is not None)
             self._without = None
+            left = self._priorities.get(slot.pod.priority, 0) - 1
+            if left > 0:
+                self._priorities[slot.pod.priority] = left
+            else:
+                self._priorities.pop(slot.pod.priority, None)
         return slot
+
+    def lowest_priority(self) -> int | None:
+        """The lowest priority of a pod any slot is held for, None without slots."""
+        return min(self._priorities, default=None)
+
+    # ----- held reservations ----------------------------------------------------------------
+
+    def held(self) -> list[Reservation]:
+        return list(self._held.values())
+
+    def has_room(self, res: Reservation) -> bool:
+        """Every slot's node has room for what is charged there: free capacity is not
+        below zero on any resource the slots ask for."""
+        free = self._cache.free
+        for slot in res.slots.values():
+            f = free.get(slot.node)
+            if f is None:
+                return False
+            for r, q in slot.pod.requests.items():
+                if q > 0 and f.get(r, 0) < 0:
+                    return False
+        return True
+
+    def promote(self, res: Reservation, now: float) -> None:
+        """A held reservation whose nodes have room becomes a normal one; its deadline
+        starts now."""
+        for slot in res.slots.values():
+            self._cache.unhold(slot.node, slot.pod)
+        res.held = None
+        self._held.pop(res.gang, None)
+        res.created = now
+        res.deadline = now + res.timeout
+
+    def held_idle(self) -> Resources:
+        """Capacity already free on held slots' nodes that nothing else may use while
+        the rest of the hold frees up: per node, what the holds charge there less what
+        is still taken, clamped to [0, held]. The cost of holding capacity ahead."""
+        out: Resources = {}
+        for node, held in self._cache.held.items():
+            free = self._cache.free.get(node, {})
+            for r, q in held.items():
+                idle = min(max(q + free.get(r, 0), 0), q)
+                if idle:
+                    out[r] = out.get(r, 0) + idle
+        return out
 
     def reserve_one(self, res: Reservation, pod: PodInfo, node_names: list[str]) -> Slot | None:
         """A slot for one member among `node_names`, in what is free now (the reservation
@@ -224,6 +283,7 @@ class Reservations:
         """Release the whole reservation; every waiting bind of the gang is rejected with
         "gang <key>: <why>", and plain pods turned away for it are woken."""
         self._by_gang.pop(res.gang, None)
+        self._held.pop(res.gang, None)
         for uid in list(res.slots):
             self.unreserve(res, uid, why)
         for uid in list(self._permit.waiting):
@@ -237,6 +297,7 @@ class Reservations:
     def bound(self, gang: str) -> Reservation | None:
         """The gang's quorum is bound: its reservation has done its job."""
         res = self._by_gang.pop(gang, None)
+        self._held.pop(gang, None)
         if res is not None:
             for uid in list(res.slots):
                 self.unreserve(res, uid, "quorum is bound")
@@ -271,7 +332,7 @@ class Reservations:
                         base = over[s.node] = dict(free.get(s.node, {}))
                     for k, v in s.pod.requests.items():
                         base[k] = base.get(k, 0) + v
-            self._without = self._cache.snapshot.with_free(_Overlay(free, over))
+            self._without = self._cache.snapshot.with_free(FreeOverlay(free, over))
         return self._without
 
     def new_pass(self) -> None:

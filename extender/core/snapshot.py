@@ -9,7 +9,7 @@ copy of thousands of nodes per plan would cost more than the plan itself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from extender.core.cache.fitindex import FitIndex
@@ -59,3 +59,26 @@ class Snapshot:
     def topology(self) -> Domains:
         """The nodes grouped by topology labels: the cache's, or grouped now."""
         return self.domains if self.domains is not None else Domains(self.nodes)
+
+
+class FreeOverlay(Mapping[str, Resources]):
+    """`free` with some nodes replaced, without copying every node: what the cluster
+    would have free if some capacity were given back (reservations, victims)."""
+
+    def __init__(self, base: Mapping[str, Resources], over: dict[str, Resources]) -> None:
+        self._base = base
+        self._over = over
+
+    def __getitem__(self, key: str) -> Resources:
+        if key in self._over:
+            return self._over[key]
+        return self._base[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._base)
+
+    def __len__(self) -> int:
+        return len(self._base)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._over or key in self._base

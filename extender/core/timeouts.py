@@ -16,6 +16,7 @@ from extender.core.permit import Permit
 from extender.core.queue.backoff import Backoffs
 from extender.core.queue.gang_queue import GangQueue
 from extender.core.reservations import Reservation, Reservations
+from extender.core.types import split_gang_key
 from extender.core.vocabulary import EvictPods, GangBound, GangTimedOut, GroupRef, Reason
 
 # After a commit, its Bindings (and kube-scheduler's retries of any that failed) get at
@@ -53,6 +54,11 @@ class Timeouts:
                 continue
             if res.committed_at is not None and now < res.committed_at + COMMIT_GRACE_SECONDS:
                 continue
+            if res.gang not in self._cache.groups and res.gang.startswith("pod "):
+                # A plain preemptor's own reservation: nothing to back off, it may
+                # preempt again if it is still unschedulable.
+                self._reservations.release(res, f"{res.gang} was not bound in time")
+                continue
             self._time_out(res, now)
 
     def check_quorum_bound(self, gang: str, now: float) -> None:
@@ -67,15 +73,15 @@ class Timeouts:
         seconds = self._queue.quorum_seconds(gang, now)
         msg = f"gang {gang}: quorum of {group.min_member} bound"
         self._explanations.set(gang, Reason.BOUND, msg, now)
-        self._outbox.append(GangBound(GroupRef(group.namespace, group.name, group.uid), msg,
-                                      seconds))
+        gref = GroupRef(group.namespace, group.name, group.uid, group.source)
+        self._outbox.append(GangBound(gref, msg, seconds))
 
     def _time_out(self, res: Reservation, now: float) -> None:
         group = self._cache.groups.get(res.gang)
         assembled = self._permit.assembled(group) if group else 0
         need = group.min_member if group else 0
-        namespace, _, name = res.gang.partition("/")
-        gref = GroupRef(namespace, name, res.group_uid)
+        source, namespace, name = split_gang_key(res.gang)
+        gref = GroupRef(namespace, name, res.group_uid, source)
         bo = self._backoffs.timed_out(gref, now)
         policy = self._config.backoff
         if bo.failed:

@@ -20,6 +20,43 @@ GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 TOPOLOGY_REQUIRED = "gang-extender.x-k8s.io/topology-required"
 TOPOLOGY_PREFERRED = "gang-extender.x-k8s.io/topology-preferred"
 
+# Where a gang comes from: the API or operator convention that marked it
+# (core/sources.py has each one's keys and objects; docs/install.md a section per source).
+SCHEDULER_PLUGINS = "scheduler-plugins"  # PodGroup scheduling.x-k8s.io/v1alpha1 + label
+WORKLOAD_API = "workload-api"  # PodGroup scheduling.k8s.io/v1alpha2 + spec.schedulingGroup
+VOLCANO = "volcano"  # PodGroup scheduling.volcano.sh/v1beta1 + annotation
+KUEUE = "kueue"  # Kueue plain pod groups: labels and annotations only, no object
+
+
+def gang_key(source: str, namespace: str, name: str) -> str:
+    """The key a gang is addressed by everywhere (cache, queue, reservations, messages,
+    /debug): "namespace/name" for scheduler-plugins PodGroups, as it always was, and
+    "source:namespace/name" for the others, so that two sources' groups of the same name
+    in one namespace stay two gangs."""
+    if source == SCHEDULER_PLUGINS:
+        return f"{namespace}/{name}"
+    return f"{source}:{namespace}/{name}"
+
+
+def split_gang_key(key: str) -> tuple[str, str, str]:
+    """(source, namespace, name) of a `gang_key`. Neither a namespace nor an object name
+    may contain ":" or "/", so the split is unambiguous."""
+    head, _, name = key.rpartition("/")
+    source, sep, namespace = head.partition(":")
+    if not sep:
+        return SCHEDULER_PLUGINS, head, name
+    return source, namespace, name
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """The gang a pod joins, as `core/sources.membership` chose it from the pod's keys."""
+
+    source: str
+    name: str  # the group's name in the pod's namespace
+    # Kueue's pod-group-total-count; None for other sources, or when absent or invalid.
+    total: int | None = None
+
 
 @dataclass(frozen=True, slots=True)
 class Taint:
@@ -121,6 +158,13 @@ class PodInfo:
     # may sit in its unschedulable queue until an event or the 5-minute flush moves it
     # (architecture.md §3.8). Status only: it changes neither the pod's footprint nor its gang.
     unschedulable: bool = False
+    # The gang this pod joins, set by `convert.pod_from_k8s` from every source's keys
+    # (core/sources.py). None: the scheduler-plugins label alone decides, which is what a
+    # PodInfo built by hand (tests, benchmarks) relies on.
+    membership: Membership | None = None
+    # spec.preemptionPolicy, set by admission from the pod's PriorityClass: "Never" means
+    # the pod (or a gang with such a member) never evicts anyone to be placed.
+    preemption_policy: str = "PreemptLowerPriority"
 
     @property
     def key(self) -> str:
@@ -128,12 +172,17 @@ class PodInfo:
 
     @property
     def group(self) -> str | None:
-        """PodGroup name this pod joins, or None for a plain pod."""
+        """Name of the group this pod joins (in its source), or None for a plain pod."""
+        if self.membership is not None:
+            return self.membership.name
         return self.labels.get(GROUP_LABEL) or None
 
     @property
     def gang(self) -> str | None:
-        """Key (namespace/name) of the gang this pod is a member of, or None."""
+        """Key (`gang_key`) of the gang this pod is a member of, or None."""
+        m = self.membership
+        if m is not None:
+            return gang_key(m.source, self.namespace, m.name)
         group = self.labels.get(GROUP_LABEL)
         return f"{self.namespace}/{group}" if group else None
 
@@ -150,7 +199,8 @@ class PodInfo:
 
 @dataclass(slots=True)
 class GroupInfo:
-    """A PodGroup (scheduling.x-k8s.io/v1alpha1)."""
+    """A gang's group: a PodGroup of any source (scheduler-plugins, the upstream Workload
+    API, Volcano) or a Kueue pod group derived from its pods; one model for all."""
 
     namespace: str
     name: str
@@ -159,12 +209,36 @@ class GroupInfo:
     creation: float = 0.0
     min_resources: Resources | None = None
     schedule_timeout_seconds: int | None = None
-    # From the topology annotations: a label key, and label keys narrowest first; a
-    # malformed annotation leaves both empty and says why in `topology_error`, and
-    # such a gang is not placed (docs/topology.md).
+    source: str = SCHEDULER_PLUGINS
+    # A node label key whose domains (racks, blocks, zones) must hold the whole quorum
+    # ("": none), and label keys, narrowest first, whose domains it should preferably fit
+    # in (docs/topology.md). From the PodGroup's topology annotations, or for an upstream
+    # PodGroup from spec.schedulingConstraints.topology[].key. A malformed value leaves
+    # both empty and says why in `topology_error`; such a gang is not placed.
     topology_required: str = ""
     topology_preferred: tuple[str, ...] = ()
     topology_error: str = ""
+    # A Volcano PodGroup's spec.priorityClassName, as written; carried, not resolved:
+    # the queue orders gangs by their members' pod priority (queue/order.py).
+    priority_class_name: str | None = None
+
+    @property
+    def key(self) -> str:
+        return gang_key(self.source, self.namespace, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetInfo:
+    """A PodDisruptionBudget (policy/v1): the pods it covers and how many of them the
+    Eviction API lets go right now. The preemption never picks a victim whose eviction
+    a budget would refuse (`core/preemption/budgets.py`)."""
+
+    namespace: str
+    name: str
+    # policy/v1: an absent selector covers no pod, an empty one every pod of the namespace.
+    selector: LabelSelector | None
+    # status.disruptionsAllowed, kept by the disruption controller; 0 until it has looked.
+    disruptions_allowed: int = 0
 
     @property
     def key(self) -> str:

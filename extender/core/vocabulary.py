@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import ClassVar
 
-from extender.core.types import Resources
+from extender.core.types import SCHEDULER_PLUGINS, Resources, gang_key
 
 
 class Reason(StrEnum):
@@ -24,6 +24,11 @@ class Reason(StrEnum):
     INVALID_TOPOLOGY = "InvalidTopology"  # a malformed topology annotation: not placed
     WAITING_BEHIND_OLDER_GANG = "WaitingBehindOlderGang"
     RESERVED = "Reserved"
+    # Capacity held ahead for the starving head of the queue (a forward reservation).
+    CAPACITY_HELD = "CapacityHeld"
+    # Evicting lower-priority work; capacity held for it until the victims are gone.
+    PREEMPTING = "Preempting"
+    PREEMPTED = "Preempted"  # a victim: evicted whole to make room for a higher priority
     BACKING_OFF = "BackingOff"
     TIMED_OUT = "TimedOut"  # an Event only: the gang moves on to BackingOff or Failed
     BOUND = "Bound"
@@ -48,10 +53,11 @@ class GroupRef:
     namespace: str
     name: str
     uid: str
+    source: str = SCHEDULER_PLUGINS  # which object it is (reporting/events.py)
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return gang_key(self.source, self.namespace, self.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,11 +104,15 @@ class WakePods:
 @dataclass(frozen=True, slots=True)
 class EvictPods:
     """Evict these pods through the Eviction API (policy/v1): a gang that ended below
-    its quorum after its commit must not keep part of its members running."""
+    its quorum after its commit must not keep part of its members running; or, with
+    `preemptor`, a victim unit (`gang` is its key) of a whole-gang preemption, whose
+    answers go back to the gang manager at once (`eviction_done`, `eviction_refused`)
+    so that a refusal makes it choose other victims instead of retrying."""
 
     gang: str
     pods: tuple[PodRef, ...]
     reason: str
+    preemptor: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +130,19 @@ class GangReserved:
     slots: tuple[SlotView, ...]
     created: float
     deadline: float
+
+
+@dataclass(frozen=True, slots=True)
+class GangHeld:
+    """The starvation guard holds capacity for the gang at the head of the queue on
+    nodes still taken by running pods (a forward reservation); it becomes
+    `GangReserved` once every node has room."""
+
+    reason: ClassVar[Reason] = Reason.CAPACITY_HELD
+    group: GroupRef
+    message: str
+    slots: tuple[SlotView, ...]
+    waited: float  # seconds it had waited for capacity
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,8 +186,39 @@ class StatusChanged:
     status: GangStatus | None
 
 
-Transition = GangReserved | GangBound | GangTimedOut
-Report = Transition | StatusChanged  # for the reporting adapters: status, Events, metrics
+@dataclass(frozen=True, slots=True)
+class Victim:
+    """One unit a preemption evicts whole, or a reservation it releases."""
+
+    name: str  # "gang ns/x", "pod ns/p", "reservation of gang ns/y"
+    kind: str  # "gang", "pod" or "reservation"
+    priority: int
+    group: GroupRef | None  # the PodGroup of a victim gang or reservation
+    pods: tuple[PodRef, ...]  # evicted (none for a reservation)
+
+
+@dataclass(frozen=True, slots=True)
+class Preempting:
+    """A preemptor (a gang, or a plain pod of the gang scheduler) evicts lower-priority
+    victims; the capacity they free is held for it until they are gone."""
+
+    reason: ClassVar[Reason] = Reason.PREEMPTING
+    preemptor: str  # "gang ns/x" or "pod ns/p"
+    group: GroupRef | None  # the preemptor's PodGroup; None for a plain pod
+    pod: PodRef | None  # the plain preemptor
+    priority: int
+    message: str
+    victims: tuple[Victim, ...]
+    slots: tuple[SlotView, ...]
+
+    def groups(self) -> list[GroupRef]:
+        """Every PodGroup it concerns: the preemptor's and the victims'."""
+        return [g for g in (self.group, *(v.group for v in self.victims)) if g is not None]
+
+
+Transition = GangReserved | GangBound | GangTimedOut | GangHeld
+# For the reporting adapters: status, Events, metrics.
+Report = Transition | StatusChanged | Preempting
 Action = BindPod | RejectWaitingBind | WakePods | EvictPods | Report
 
 
@@ -202,9 +256,10 @@ class BindDecision:
 class ReservationView:
     gang: str
     created: float
-    deadline: float
+    deadline: float  # infinite while held
     slots: tuple[SlotView, ...]
     domain: str = ""  # "rack r2": the topology domain its slots stay in, if any
+    held: str | None = None  # `Reservation.held`: "starvation" or "preemption"
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,3 +291,7 @@ class Gauges:
     reserved_slots: int
     waiting_binds: int
     reasons: dict[str, int]  # gangs by the reason of their status
+    held: int = 0  # reservations held ahead of capacity (`Reservation.held`)
+    # Capacity free on held slots' nodes that nothing else may use yet: the cost of
+    # holding ahead (`Reservations.held_idle`).
+    held_idle: Resources | None = None

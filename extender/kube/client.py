@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -29,7 +29,11 @@ _JSON = b"application/json"
 _MERGE_PATCH = b"application/merge-patch+json"
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: contextlib sets `__traceback__` on an exception leaving an async context
+# manager (httpx's stream, so every error of a watch), and a frozen dataclass refuses
+# that with a TypeError that hid the status (a 404 of a watch read as "super(type, obj):
+# obj must be an instance or subtype of type").
+@dataclass(eq=False, slots=True)
 class ApiError(Exception):
     status: int
     reason: str
@@ -176,11 +180,13 @@ class Kube:
                                        headers={"Content-Type": content_type.decode()})
         return resp.status_code, resp.content
 
-    async def list(self, path: str, limit: int = 2000) -> tuple[list[dict[str, Any]], str]:
+    async def list(self, path: str, limit: int = 2000, params: Mapping[str, str] | None = None
+                   ) -> tuple[list[dict[str, Any]], str]:
+        """Every object at `path`, page by page; `params` narrow it (a field selector)."""
         items: list[dict[str, Any]] = []
-        params: dict[str, Any] = {"limit": limit}
+        query: dict[str, Any] = {**(params or {}), "limit": limit}
         while True:
-            resp = await self.http.get(path, params=params)
+            resp = await self.http.get(path, params=query)
             if resp.status_code != 200:
                 raise _error(resp)
             body = orjson.loads(resp.content)
@@ -188,19 +194,21 @@ class Kube:
             meta = body.get("metadata") or {}
             if not meta.get("continue"):
                 return items, str(meta.get("resourceVersion", ""))
-            params = {"limit": limit, "continue": meta["continue"]}
+            query = {**(params or {}), "limit": limit, "continue": meta["continue"]}
 
     async def watch(
-        self, path: str, resource_version: str, timeout_seconds: int = 300
+        self, path: str, resource_version: str, timeout_seconds: int = 300,
+        params: Mapping[str, str] | None = None,
     ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        params = {
+        query = {
+            **(params or {}),
             "watch": "1",
             "resourceVersion": resource_version,
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout_seconds),
         }
         timeout = httpx.Timeout(timeout_seconds + 30.0, connect=5.0)
-        async with self.http.stream("GET", path, params=params, timeout=timeout) as resp:
+        async with self.http.stream("GET", path, params=query, timeout=timeout) as resp:
             if resp.status_code == 410:
                 raise ResourceExpired(path)
             if resp.status_code != 200:
@@ -216,6 +224,19 @@ class Kube:
                     raise ApiError(int(obj.get("code", 500)), str(obj.get("reason", "")),
                                    str(obj.get("message", "")))
                 yield etype, obj
+
+    async def discover(self, group_version: str) -> set[str] | None:
+        """The resources a group-version serves ("/apis/scheduling.volcano.sh/v1beta1"),
+        or None when it is not served (404). Discovery is readable by every
+        authenticated user (system:discovery): it needs no RBAC of its own."""
+        resp = await self.http.get(group_version)
+        if resp.status_code == 404:
+            return None
+        if resp.status_code != 200:
+            raise _error(resp)
+        body = orjson.loads(resp.content)
+        return {str(r.get("name", "")) for r in body.get("resources") or []
+                if isinstance(r, dict)}
 
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         body = {

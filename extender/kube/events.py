@@ -6,6 +6,7 @@ for the same object and reason within `window` seconds updates the existing Even
 (count, lastTimestamp, latest message) instead of creating a new one, so a gang that
 waits or times out again and again shows one line "x7 over 3m" in `kubectl describe`,
 not a flood. Which transition becomes which Event is `extender.reporting.events`.
+On standby (`active` false) nothing is queued, so nothing is posted later either.
 """
 
 from __future__ import annotations
@@ -86,8 +87,10 @@ class EventRecorder:
         max_pending: int = 2000,
         on_result: Callable[[str], None] | None = None,
         instance: str | None = None,
+        active: Callable[[], bool] | None = None,
     ) -> None:
         self.kube = kube
+        self.active = active
         self.clock = clock
         self.window = window
         self.rate = rate
@@ -102,7 +105,7 @@ class EventRecorder:
     # ----- producer side: cheap, synchronous, never raises ---------------------------------
 
     def record(self, ref: ObjectRef, reason: str, message: str, warning: bool = False) -> None:
-        if not ref.uid:
+        if not ref.uid or (self.active is not None and not self.active()):
             return
         now = self.clock()
         key = (ref.uid, reason)

@@ -1,18 +1,30 @@
 """Which gang transition becomes which Kubernetes Event, on which object (architecture.md §6).
 
-PodGroup: Reserved, Bound, TimedOut (Warning), Released, BackingOff (Warning),
+PodGroup: Reserved, CapacityHeld, Preempting, Preempted (Warning), Bound, TimedOut (Warning),
+Released, BackingOff (Warning),
 RetryLimitReached (Warning), PartialGangEvicted (Warning), WaitingForMembers, Queued,
 WaitingBehindOlderGang, InsufficientCapacity (Warning), InvalidTopology (Warning), Running,
 Finished, MemberFailed (Warning).
-Pods: Reserved (the node reserved for the pod), TimedOut (Warning) on members still
+Pods: Preempting (a plain pod that preempts), Preempted (Warning, on every victim pod),
+Reserved (the node reserved for the pod), TimedOut (Warning) on members still
 unbound when their gang's reservation expires, PartialGangEvicted (Warning) on members
 evicted because their gang never reached its quorum. Bind on pods is kube-scheduler's own
 `Scheduled` event; rejections are its `FailedScheduling` events with our message.
 
-Everything an Event says comes with the gang manager's report; nothing is read back.
+The PodGroup is the gang's object in its source (scheduler-plugins, Volcano or the
+upstream Workload API: `involvedObject` says which, and the gang key in the message
+names the source). A Kueue pod group has no object: its group Events go to its pods
+(each pod not being deleted; a transition whose pods already get an Event of the same
+reason, Reserved and TimedOut, adds none).
+
+Everything an Event says comes with the gang manager's report; nothing is read back but
+which pods make up a Kueue gang.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
 
 from extender.core.phase import (
     FAILED_CONDITION,
@@ -22,18 +34,20 @@ from extender.core.phase import (
     GroupStatus,
     rfc3339,
 )
-from extender.core.types import GroupInfo
+from extender.core.types import GroupInfo, PodInfo
 from extender.core.vocabulary import (
     GangBound,
+    GangHeld,
     GangReserved,
     GangTimedOut,
     GroupRef,
     PodRef,
+    Preempting,
     Reason,
     Report,
 )
-from extender.kube.client import PODGROUP_PATH
 from extender.kube.events import EventRecorder, ObjectRef
+from extender.kube.sources import GROUP_API_VERSIONS
 
 # Event reasons beyond the condition reasons (docs/observability.md lists them all).
 RELEASED = "Released"
@@ -51,18 +65,41 @@ _WAITING_EVENTS = {
 }
 
 
-def group_ref(group: GroupRef | GroupInfo) -> ObjectRef:
-    return ObjectRef("PodGroup", PODGROUP_PATH.removeprefix("/apis/"), group.namespace,
-                     group.name, group.uid)
+def group_ref(group: GroupRef | GroupInfo) -> ObjectRef | None:
+    """The gang's PodGroup in its source; None for a source without an object (Kueue)."""
+    api_version = GROUP_API_VERSIONS.get(group.source)
+    if api_version is None:
+        return None
+    return ObjectRef("PodGroup", api_version, group.namespace, group.name, group.uid)
 
 
 def pod_ref(pod: PodRef) -> ObjectRef:
     return ObjectRef("Pod", "v1", pod.namespace, pod.name, pod.uid)
 
 
+class Members(Protocol):
+    def group_pods(self, namespace: str, name: str, source: str = ...) -> Sequence[PodInfo]: ...
+
+
 class GangEvents:
-    def __init__(self, recorder: EventRecorder) -> None:
+    def __init__(self, recorder: EventRecorder, members: Members | None = None) -> None:
         self.recorder = recorder
+        self.members = members  # the gang manager: the pods of object-less gangs
+
+    def _group(self, group: GroupRef | GroupInfo, reason: str, message: str,
+               warning: bool = False, pods_have_it: bool = False) -> None:
+        """An Event about the gang: on its PodGroup, or for a gang without an object on
+        its pods, unless `pods_have_it` (they get one of the same reason already)."""
+        ref = group_ref(group)
+        if ref is not None:
+            self.recorder.record(ref, reason, message, warning=warning)
+            return
+        if pods_have_it or self.members is None:
+            return
+        for pod in self.members.group_pods(group.namespace, group.name, group.source):
+            if not pod.deleting:
+                self.recorder.record(ObjectRef("Pod", "v1", pod.namespace, pod.name, pod.uid),
+                                     reason, message, warning=warning)
 
     def on_report(self, report: Report) -> None:
         if isinstance(report, GangReserved):
@@ -70,13 +107,39 @@ class GangEvents:
         elif isinstance(report, GangBound):
             extra = (f", {report.seconds:.2f}s after the quorum was present"
                      if report.seconds is not None else "")
-            self.recorder.record(group_ref(report.group), Reason.BOUND, report.message + extra)
+            self._group(report.group, Reason.BOUND, report.message + extra)
         elif isinstance(report, GangTimedOut):
             self._timed_out(report)
+        elif isinstance(report, GangHeld):
+            self._group(report.group, Reason.CAPACITY_HELD, report.message)
+        elif isinstance(report, Preempting):
+            self._preempting(report)
+
+    def _preempting(self, ev: Preempting) -> None:
+        """Both sides: the preemptor says whom it evicts and why; every victim gang and
+        pod says by whom."""
+        rec = self.recorder
+        if ev.group is not None:
+            self._group(ev.group, Reason.PREEMPTING, ev.message)
+        elif ev.pod is not None:
+            rec.record(pod_ref(ev.pod), Reason.PREEMPTING, ev.message)
+        for v in ev.victims:
+            by = f"{ev.preemptor} (priority {ev.priority})"
+            if v.group is not None:
+                what = (f"{len(v.pods)} bound member(s) evicted" if v.pods
+                        else "its reservation released")
+                self._group(v.group, Reason.PREEMPTED,
+                            f"{v.name} (priority {v.priority}) preempted by {by}: {what}, "
+                            f"to be placed again whole", warning=True,
+                            pods_have_it=bool(v.pods))
+            for pod in v.pods:
+                rec.record(pod_ref(pod), Reason.PREEMPTED,
+                           f"evicted: {v.name} (priority {v.priority}) preempted by {by}",
+                           warning=True)
 
     def _reserved(self, ev: GangReserved) -> None:
         rec = self.recorder
-        rec.record(group_ref(ev.group), Reason.RESERVED, ev.message)
+        self._group(ev.group, Reason.RESERVED, ev.message, pods_have_it=True)
         until = rfc3339(ev.deadline)
         for slot in ev.slots:
             rec.record(pod_ref(slot.pod), Reason.RESERVED,
@@ -84,28 +147,27 @@ class GangEvents:
                        f"{until}; it binds when the whole quorum is ready")
 
     def _timed_out(self, ev: GangTimedOut) -> None:
-        rec = self.recorder
-        ref = group_ref(ev.group)
-        rec.record(ref, Reason.TIMED_OUT, ev.message, warning=True)
-        rec.record(ref, RELEASED,
-                   f"gang {ev.group.key}: released {ev.slots} slot(s) on {ev.nodes} node(s) "
-                   f"held since {rfc3339(ev.reserved_at)}; held binds were answered with an "
-                   f"error, so kube-scheduler retries those pods")
+        rec, ref = self.recorder, ev.group
+        self._group(ref, Reason.TIMED_OUT, ev.message, warning=True, pods_have_it=True)
+        self._group(ref, RELEASED,
+                    f"gang {ev.group.key}: released {ev.slots} slot(s) on {ev.nodes} node(s) "
+                    f"held since {rfc3339(ev.reserved_at)}; held binds were answered with "
+                    f"an error, so kube-scheduler retries those pods")
         if ev.retry_at is None:
-            rec.record(ref, Reason.RETRY_LIMIT_REACHED, ev.message, warning=True)
+            self._group(ref, Reason.RETRY_LIMIT_REACHED, ev.message, warning=True)
         else:
             delay = max(0.0, ev.retry_at - rec.clock())
-            rec.record(ref, BACKING_OFF_EVENT,
-                       f"gang {ev.group.key}: timeout {ev.attempts}; next attempt in "
-                       f"{delay:.0f}s (at {rfc3339(ev.retry_at)})", warning=True)
+            self._group(ref, BACKING_OFF_EVENT,
+                        f"gang {ev.group.key}: timeout {ev.attempts}; next attempt in "
+                        f"{delay:.0f}s (at {rfc3339(ev.retry_at)})", warning=True)
         for pod in ev.unbound:
             rec.record(pod_ref(pod), Reason.TIMED_OUT, ev.message, warning=True)
         if ev.evicted:
             names = ", ".join(p.name for p in ev.evicted)
-            rec.record(ref, PARTIAL,
-                       f"gang {ev.group.key}: its commit bound {len(ev.evicted)} member(s) "
-                       f"({names}) but the quorum never was; they are evicted so that the "
-                       f"gang is placed again whole", warning=True)
+            self._group(ref, PARTIAL,
+                        f"gang {ev.group.key}: its commit bound {len(ev.evicted)} member(s) "
+                        f"({names}) but the quorum never was; they are evicted so that "
+                        f"the gang is placed again whole", warning=True)
             for pod in ev.evicted:
                 rec.record(pod_ref(pod), PARTIAL,
                            f"gang {ev.group.key} ended below its quorum after its commit; "
@@ -114,22 +176,21 @@ class GangEvents:
     def on_status(self, group: GroupInfo, old_phase: str, old_reason: str,
                   new: GroupStatus) -> None:
         """The computed status changed (the status writer calls this)."""
-        ref = group_ref(group)
         # A PodGroup is usually created just before its pods: "0 of N members" is noise.
         quiet = new.reason == Reason.WAITING_FOR_MEMBERS and new.members == 0
         if new.reason != old_reason and new.reason in _WAITING_EVENTS and not quiet:
-            self.recorder.record(ref, new.reason, new.message,
-                                 warning=_WAITING_EVENTS[Reason(new.reason)])
+            self._group(group, new.reason, new.message,
+                        warning=_WAITING_EVENTS[Reason(new.reason)])
         if new.phase == old_phase:
             return
         if new.phase == RUNNING:
-            self.recorder.record(ref, RUNNING,
-                                 f"gang {group.key}: {new.running} member(s) running, "
-                                 f"{new.succeeded} succeeded (minMember {group.min_member})")
+            self._group(group, RUNNING,
+                        f"gang {group.key}: {new.running} member(s) running, "
+                        f"{new.succeeded} succeeded (minMember {group.min_member})")
         elif new.phase == FINISHED:
-            self.recorder.record(ref, FINISHED,
-                                 f"gang {group.key}: {new.succeeded} member(s) succeeded")
+            self._group(group, FINISHED,
+                        f"gang {group.key}: {new.succeeded} member(s) succeeded")
         elif new.phase == FAILED_PHASE:
             cond = new.condition(FAILED_CONDITION)
             if cond is not None and cond.reason != Reason.RETRY_LIMIT_REACHED:
-                self.recorder.record(ref, cond.reason, cond.message, warning=True)
+                self._group(group, cond.reason, cond.message, warning=True)

@@ -7,7 +7,14 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from extender.core.manager import GangManager
-from extender.core.vocabulary import GangBound, GangTimedOut, Report, StatusChanged
+from extender.core.types import SCHEDULER_PLUGINS
+from extender.core.vocabulary import (
+    GangBound,
+    GangTimedOut,
+    Preempting,
+    Report,
+    StatusChanged,
+)
 
 _LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1,
                     0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -23,18 +30,28 @@ class Metrics:
             "Time to answer a kube-scheduler extender call (bind includes the time held).",
             ["verb", "result"], buckets=_LATENCY_BUCKETS, registry=r)
         self.gangs = Gauge("gang_extender_gangs",
-                           "PodGroups by status phase and Scheduled condition reason.",
-                           ["phase", "reason"], registry=r)
+                           "Gangs by status phase, Scheduled condition reason and source "
+                           "(scheduler-plugins, workload-api, volcano, kueue).",
+                           ["phase", "reason", "source"], registry=r)
         self.reservations = Gauge("gang_extender_reservations",
                                   "Reservations currently held.", registry=r)
         self.reserved_slots = Gauge("gang_extender_reserved_slots",
                                     "Pod slots held by reservations.", registry=r)
+        self.held_ahead = Gauge("gang_extender_capacity_held_reservations",
+                                "Reservations held ahead of capacity: the starving head's "
+                                "forward reservation, or a preemptor's while its victims "
+                                "leave.", registry=r)
+        self.held_idle = Gauge("gang_extender_capacity_held_idle",
+                               "Capacity already free on the nodes of held reservations that "
+                               "nothing else may use yet (cpu in cores, others in their "
+                               "units): what holding ahead costs right now.", ["resource"],
+                               registry=r)
         self.held_binds = Gauge("gang_extender_held_binds",
                                 "Bind requests held open until their gang is complete.",
                                 registry=r)
         self.transitions = Counter("gang_extender_gang_transitions_total",
-                                   "Gang transitions (Reserved, Bound, TimedOut, ...).",
-                                   ["reason"], registry=r)
+                                   "Gang transitions (Reserved, Bound, TimedOut, ...) by "
+                                   "the gang's source.", ["reason", "source"], registry=r)
         self.timeouts = Counter("gang_extender_timeouts_total",
                                 "Reservations released at their deadline.", registry=r)
         self.backoffs = Counter("gang_extender_backoffs_total",
@@ -43,9 +60,18 @@ class Metrics:
                                      "Gangs that ended below their quorum after their commit "
                                      "(their bound members are evicted).", registry=r)
         self.evictions = Counter("gang_extender_evictions_total",
-                                 "Evictions of a partial gang's members: evicted, gone, "
-                                 "refused (a PodDisruptionBudget, to the last attempt), error.",
+                                 "Evictions of a partial gang's members and of preemption "
+                                 "victims: evicted, gone, refused (a PodDisruptionBudget or "
+                                 "an error, at the last attempt), error.",
                                  ["result"], registry=r)
+        self.preemptions = Counter("gang_extender_preemptions_total",
+                                   "Preemptions started, by preemptor: gang or pod.",
+                                   ["preemptor"], registry=r)
+        self.preemption_victims = Counter("gang_extender_preemption_victims_total",
+                                          "Victim units of preemptions, by kind: gang, pod, "
+                                          "reservation.", ["kind"], registry=r)
+        self.preempted_pods = Counter("gang_extender_preempted_pods_total",
+                                      "Pods evicted by preemptions.", registry=r)
         self.retry_limit = Counter("gang_extender_retry_limit_reached_total",
                                    "Gangs marked Failed after their last allowed timeout.",
                                    registry=r)
@@ -69,14 +95,28 @@ class Metrics:
             "outcome placed (the gang was complete and got its reservation) or "
             "turned_away.", ["outcome"], buckets=_LATENCY_BUCKETS, registry=r)
 
-        # Set by the wiring: the status writer's (phase, reason) counts for the gangs
-        # gauge.
-        self.status_counts: Callable[[], dict[tuple[str, str], int]] | None = None
+        self.leader = Gauge("gang_extender_leader",
+                            "1 while this replica acts (its kube-scheduler holds the leader "
+                            "lease, or election is off), 0 on standby.", registry=r)
+
+        # Set by the wiring: the status writer's (phase, reason, source) counts for the
+        # gangs gauge, and whether this replica is active.
+        self.status_counts: Callable[[], dict[tuple[str, str, str], int]] | None = None
+        self.leader_active: Callable[[], bool] | None = None
 
     def on_report(self, report: Report) -> None:
         if isinstance(report, StatusChanged):
             return
-        self.transitions.labels(report.reason).inc()
+        if isinstance(report, Preempting):
+            # A plain pod that preempts has no group: counted under the default source.
+            source = report.group.source if report.group is not None else SCHEDULER_PLUGINS
+            self.transitions.labels(report.reason, source).inc()
+            self.preemptions.labels("gang" if report.group is not None else "pod").inc()
+            for v in report.victims:
+                self.preemption_victims.labels(v.kind).inc()
+                self.preempted_pods.inc(len(v.pods))
+            return
+        self.transitions.labels(report.reason, report.group.source).inc()
         if isinstance(report, GangTimedOut):
             self.timeouts.inc()
             if report.failed:
@@ -97,10 +137,15 @@ class Metrics:
         if self.status_counts is not None:
             counts = self.status_counts()
         else:  # no status writer: the gang manager's reasons alone
-            counts = {("", reason): n for reason, n in gauges.reasons.items()}
+            counts = {("", reason, ""): n for reason, n in gauges.reasons.items()}
         self.gangs.clear()
-        for (phase, reason), n in counts.items():
-            self.gangs.labels(phase, reason).set(n)
+        for (phase, reason, source), n in counts.items():
+            self.gangs.labels(phase, reason, source).set(n)
         self.reservations.set(gauges.reservations)
         self.reserved_slots.set(gauges.reserved_slots)
         self.held_binds.set(gauges.waiting_binds)
+        self.held_ahead.set(gauges.held)
+        self.held_idle.clear()
+        for resource, amount in (gauges.held_idle or {}).items():
+            self.held_idle.labels(resource).set(amount / 1000 if resource == "cpu" else amount)
+        self.leader.set(1 if self.leader_active is None or self.leader_active() else 0)

@@ -10,7 +10,11 @@ patch of the `status` subresource, off the request path:
   `max_writes_per_second` overall; a change inside the interval is written at its end;
 * never fatal: API errors are logged and retried later with backoff.
 
-It also logs one line per status transition and tells `GangEvents` about it.
+It also logs one line per status transition and tells `GangEvents` about it. On standby
+it only notes what changed: the active replica owns the status and its Events. Status is
+written to scheduler-plugins PodGroups only: a Volcano or upstream PodGroup's status is
+its own controllers', and a Kueue pod group has no object; for those the status is
+computed all the same, for the Events, /debug/podgroups and the metrics.
 """
 
 from __future__ import annotations
@@ -30,13 +34,15 @@ from extender.core.phase import (
     Previous,
     compute_status,
 )
-from extender.core.types import GROUP_LABEL, GroupInfo, PodInfo
-from extender.core.vocabulary import GangStatus, Report, StatusChanged
+from extender.core.types import SCHEDULER_PLUGINS, GroupInfo, PodInfo
+from extender.core.vocabulary import GangStatus, Preempting, Report, StatusChanged
 from extender.kube.client import PODGROUP_PATH, ApiError
-from extender.kube.informer import GROUPS, NODES, PODS, Kind
 from extender.reporting.events import GangEvents
+from extender.reporting.kinds import observed_kinds  # the writer's kinds, re-exported
 
 log = logging.getLogger("gang-extender.status")
+
+__all__ = ["StatusConfig", "StatusWriter", "observed_kinds"]
 
 
 class StatusApi(Protocol):
@@ -136,11 +142,16 @@ class StatusWriter:
         self.dirty.discard(key)
         self._decisions.pop(key, None)
 
+    def group_changed(self, key: str) -> None:
+        """A group object whose status this writer does not own changed."""
+        self.dirty.add(key)
+
     def observe_pod(self, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
-        group = (meta.get("labels") or {}).get(GROUP_LABEL)
         uid = str(meta.get("uid", ""))
-        if not group or not isinstance(group, str):
+        pod = self.manager.pod(uid)  # as the gang manager applied it: its gang decided
+        gang = pod.gang if pod is not None else None
+        if gang is None:
             self.owners.pop(uid, None)
             return
         refs = meta.get("ownerReferences") or []
@@ -150,12 +161,12 @@ class StatusWriter:
             self.owners[uid] = names
         else:
             self.owners.pop(uid, None)
-        self.dirty.add(f"{meta.get('namespace', '')}/{group}")
+        self.dirty.add(gang)
 
     def pod_deleted(self, uid: str, pod: PodInfo | None) -> None:
         self.owners.pop(uid, None)
-        if pod is not None and pod.group:
-            self.dirty.add(f"{pod.namespace}/{pod.group}")
+        if pod is not None and pod.gang is not None:
+            self.dirty.add(pod.gang)
 
     def on_report(self, report: Report) -> None:
         if isinstance(report, StatusChanged):
@@ -164,6 +175,8 @@ class StatusWriter:
             else:
                 self._decisions[report.gang] = report.status
             self.dirty.add(report.gang)
+        elif isinstance(report, Preempting):
+            self.dirty.update(g.key for g in report.groups())
         else:
             self.dirty.add(report.group.key)
 
@@ -180,7 +193,7 @@ class StatusWriter:
         rec = self.groups.get(group.key)
         base = rec.written if rec is not None and rec.written is not None else (
             rec.observed if rec is not None else {})
-        pods = self.manager.group_pods(group.namespace, group.name)
+        pods = self.manager.group_pods(group.namespace, group.name, group.source)
         decision = self._decisions.get(group.key)
         owners: Iterable[tuple[str, ...]] = (self.owners.get(p.uid, ()) for p in pods)
         return compute_status(
@@ -213,6 +226,7 @@ class StatusWriter:
         for key in self.dirty:
             group = self.manager.group(key)
             if group is None:
+                self.groups.pop(key, None)  # a Kueue group goes with its last pod
                 continue
             rec = self.groups.get(key)
             if rec is None or rec.uid != group.uid:
@@ -223,6 +237,9 @@ class StatusWriter:
             rec.current = st
             self._transition(group, rec, st)
             doc = st.to_k8s()
+            if group.source != SCHEDULER_PLUGINS:
+                rec.observed = doc  # never written: what was computed is the previous
+                continue
             base = rec.written if rec.written is not None else rec.observed
             if all(base.get(k) == v for k, v in doc.items()):
                 rec.unwritten = None
@@ -299,10 +316,11 @@ class StatusWriter:
                 written += 1
         return written
 
-    async def run(self) -> None:
+    async def run(self, active: Callable[[], bool] = lambda: True) -> None:
         while True:
             try:
-                await self.step()
+                if active():
+                    await self.step()
             except asyncio.CancelledError:
                 raise
             except Exception:  # never let the status loop die
@@ -315,13 +333,14 @@ class StatusWriter:
         rec = self.groups.get(key)
         return rec is None or rec.current is None or rec.current.phase in (PENDING, SCHEDULING)
 
-    def counts(self) -> dict[tuple[str, str], int]:
-        """(phase, reason) -> number of PodGroups, for the gangs-by-state gauge."""
-        out: dict[tuple[str, str], int] = {}
+    def counts(self) -> dict[tuple[str, str, str], int]:
+        """(phase, reason, source) -> number of gangs, for the gangs-by-state gauge."""
+        out: dict[tuple[str, str, str], int] = {}
         for key, rec in self.groups.items():
-            if rec.current is None or self.manager.group(key) is None:
+            group = self.manager.group(key)
+            if rec.current is None or group is None:
                 continue
-            k = (rec.current.phase, rec.current.reason)
+            k = (rec.current.phase, rec.current.reason, group.source)
             out[k] = out.get(k, 0) + 1
         return out
 
@@ -336,7 +355,8 @@ class StatusWriter:
             key = group.key
             rec = self.groups.get(key)
             st = rec.current if rec is not None else None
-            row: dict[str, Any] = {"gang": key, "minMember": group.min_member,
+            row: dict[str, Any] = {"gang": key, "source": group.source,
+                                   "minMember": group.min_member,
                                    "queuePosition": order.get(key)}
             if st is not None:
                 row.update(phase=st.phase, reason=st.reason, message=st.message,
@@ -358,41 +378,3 @@ class StatusWriter:
             "statusWriter": {"pending": len(self.dirty), "writes": self.writes,
                              "errors": self.write_errors},
         }
-
-
-# ----- wiring ----------------------------------------------------------------------------------
-
-
-def observed_kinds(writer: StatusWriter) -> tuple[Kind, ...]:
-    """The informer's kinds, with the status writer told about every pod and PodGroup
-    change after the gang manager has applied it."""
-
-    def apply_pod(manager: GangManager, obj: dict[str, Any], now: float) -> None:
-        PODS.apply(manager, obj, now)
-        _guard(writer.observe_pod, obj)
-
-    def delete_pod(manager: GangManager, key: str, now: float) -> None:
-        pod = manager.pod(key)
-        PODS.delete(manager, key, now)
-        writer.pod_deleted(key, pod)
-
-    def apply_group(manager: GangManager, obj: dict[str, Any], now: float) -> None:
-        GROUPS.apply(manager, obj, now)
-        _guard(writer.observe_group, obj)
-
-    def delete_group(manager: GangManager, key: str, now: float) -> None:
-        GROUPS.delete(manager, key, now)
-        writer.group_deleted(key)
-
-    return (
-        NODES,
-        Kind(PODS.name, PODS.path, PODS.key, apply_pod, delete_pod),
-        Kind(GROUPS.name, GROUPS.path, GROUPS.key, apply_group, delete_group),
-    )
-
-
-def _guard(fn: Callable[[dict[str, Any]], None], obj: dict[str, Any]) -> None:
-    try:
-        fn(obj)
-    except Exception:  # a malformed object must not stop the informer
-        log.exception("status writer could not read an object")

@@ -1,7 +1,7 @@
 """The debug routes, JSON for people and the e2e tests, built from read-only views:
 
-* GET /debug/gangs: the gang queue, reservations, binds in progress, backoffs and the
-  filter calls waiting for their gang;
+* GET /debug/gangs: the gang queue, reservations, binds in progress, backoffs, the
+  filter calls waiting for their gang, and whether this replica is active or on standby;
 * GET /debug/podgroups: every PodGroup's computed status and its write state.
 
 The JSON keys are documented in docs/observability.md and do not follow the code's names.
@@ -18,6 +18,7 @@ from fastapi.responses import Response
 
 from extender.core.manager import GangManager
 from extender.core.phase import rfc3339
+from extender.core.types import split_gang_key
 from extender.core.vocabulary import QueueRow
 from extender.kube.events import EventRecorder
 from extender.reporting.status import StatusWriter
@@ -26,7 +27,8 @@ from extender.scheduler.dispatch import Dispatcher
 
 def _queue_row(row: QueueRow) -> dict[str, object]:
     st = row.status
-    return {"gang": row.gang, "minMember": row.min_member, "members": row.members,
+    return {"gang": row.gang, "source": split_gang_key(row.gang)[0],
+            "minMember": row.min_member, "members": row.members,
             "bound": row.bound, "reason": str(st.reason) if st else "",
             "message": st.message if st else ""}
 
@@ -38,8 +40,10 @@ def gangs_view(dispatcher: Dispatcher) -> dict[str, Any]:
     return {
         "queue": [_queue_row(r) for r in manager.queue()],
         "reservations": [
-            {"gang": r.gang, "created": r.created, "deadline": r.deadline,
-             "secondsLeft": round(r.deadline - now, 3), "domain": r.domain,
+            {"gang": r.gang, "created": r.created,
+             "deadline": None if r.held else r.deadline,
+             "secondsLeft": None if r.held else round(r.deadline - now, 3), "held": r.held,
+             "domain": r.domain,
              "slots": [{"pod": s.pod.key, "node": s.node, "requests": dict(s.requests)}
                        for s in r.slots]}
             for r in manager.reservations()
@@ -48,6 +52,7 @@ def gangs_view(dispatcher: Dispatcher) -> dict[str, Any]:
         "bindingsInFlight": [{"pod": b.pod, "node": b.node} for b in binds if b.in_flight],
         "backoff": manager.backoffs(now),
         "filterWaits": dispatcher.filter_waits(),
+        "leader": dispatcher.leader.view(),
     }
 
 
@@ -67,8 +72,9 @@ def podgroups_view(writer: StatusWriter, recorder: EventRecorder | None,
     body["reservations"] = [
         {"gang": r.gang, "nodes": sorted({s.node for s in r.slots}), "domain": r.domain,
          "slots": [{"pod": s.pod.key, "node": s.node} for s in r.slots],
-         "created": rfc3339(r.created), "deadline": rfc3339(r.deadline),
-         "secondsLeft": round(r.deadline - now, 3)}
+         "created": rfc3339(r.created),
+         "deadline": None if r.held else rfc3339(r.deadline),
+         "secondsLeft": None if r.held else round(r.deadline - now, 3), "held": r.held}
         for r in manager.reservations()
     ]
     body["heldBinds"] = [

@@ -5,6 +5,10 @@ A bind request that waits (at the permit barrier, or for its Binding) is an asyn
 future keyed by pod uid, resolved when the Binding returns or the manager rejects it;
 nothing here blocks the event loop. Every Binding leaves by one route: a `BindPod`
 action, posted with a bounded number in flight.
+
+On standby (`Leadership`, extender/kube/leader.py) the dispatcher carries out no I/O: no
+tick, no Binding, no wake-up. Reports still reach the in-memory consumers (metrics, the
+status writer's bookkeeping); the writers themselves hold back.
 """
 
 from __future__ import annotations
@@ -24,12 +28,14 @@ from extender.core.vocabulary import (
     EvictPods,
     FilterResult,
     GangTimedOut,
+    Preempting,
     RejectWaitingBind,
     Report,
     StatusChanged,
     WakePods,
 )
 from extender.kube.client import ApiError
+from extender.kube.leader import Leadership
 from extender.scheduler.evictions import Evictions
 from extender.scheduler.wakeups import Wakeups
 
@@ -76,8 +82,11 @@ class Dispatcher:
         on_report: Callable[[Report], None] | None = None,
         on_assembly_wait: Callable[[bool, float], None] | None = None,
         evictions: Evictions | None = None,
+        leader: Leadership | None = None,
     ) -> None:
         self.manager = manager
+        # Without a lease to follow (tests, one replica without election): always active.
+        self.leader = leader or Leadership(None, None, "")
         self.kube = kube
         self.wakeups = wakeups
         self.evictions = evictions
@@ -92,6 +101,8 @@ class Dispatcher:
         self._answers: dict[str, asyncio.Future[str | None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._binding_slots = asyncio.Semaphore(self.config.binding_concurrency)
+        if evictions is not None:
+            evictions.feedback = self._eviction_answer
 
     # ----- the manager's actions ------------------------------------------------------------
 
@@ -100,30 +111,54 @@ class Dispatcher:
         pod whose bind request is `caller` is returned instead of spawned: that request
         posts it itself, without waiting for the event loop to get round to a task."""
         own = None
+        active = self.leader.active
         for action in self.manager.take_actions():
             if isinstance(action, BindPod):
-                if action.pod.uid == caller:
+                if not active:
+                    self._refuse(action)
+                elif action.pod.uid == caller:
                     own = action
                 else:
                     self._spawn(self._bind(action))
             elif isinstance(action, RejectWaitingBind):
                 self._resolve(action.uid, action.message)
             elif isinstance(action, WakePods):
-                if self.wakeups is not None:
+                if self.wakeups is not None and active:
                     self.wakeups.add(action)
             elif isinstance(action, EvictPods):
-                log.warning("gang=%s partial: evicting %s", action.gang,
+                what = (f"preempted for {action.preemptor}" if action.preemptor
+                        else "partial")
+                log.warning("%s %s: evicting %s", action.gang, what,
                             ", ".join(p.key for p in action.pods))
-                if self.evictions is not None:
+                if self.evictions is not None and active:
                     self.evictions.add(action)
             else:
-                if not isinstance(action, StatusChanged):
+                if isinstance(action, Preempting):
+                    log.warning("%s reason=%s %s", action.preemptor, action.reason,
+                                action.message)
+                elif not isinstance(action, StatusChanged):
                     level = logging.WARNING if isinstance(action, GangTimedOut) else logging.INFO
                     log.log(level, "gang=%s reason=%s %s", action.group.key, action.reason,
                             action.message)
                 if self.on_report is not None:
                     self.on_report(action)
         return own
+
+    def _eviction_answer(self, uid: str, error: str | None) -> None:
+        """What the Eviction API said about a preemption's victim, told to the manager."""
+        if error is None:
+            self.manager.eviction_done(uid, self.clock())
+        else:
+            self.manager.eviction_refused(uid, error, self.clock())
+        self.drain()
+    def _refuse(self, action: BindPod) -> None:
+        """A Binding asked for on standby (a watch event completing a gang whose binds
+        were held when leadership was lost) is not created: the new leader places the
+        gang whole."""
+        error = self.leader.standby_error()
+        log.warning("binding of pod=%s not created: %s", action.pod.key, error)
+        self.manager.binding_finished(action.pod.uid, action.node, error, self.clock())
+        self._resolve(action.pod.uid, error)
 
     def cache_changed(self) -> None:
         """A watch event was applied: run what it set off, and let a filter call that is
@@ -173,6 +208,27 @@ class Dispatcher:
         """Bind requests still waiting for their answer (0 once every request was
         answered: a leftover would be a leak)."""
         return sum(1 for fut in self._answers.values() if not fut.done())
+
+    async def bindings_settled(self, timeout: float) -> int:
+        """Wait (at most `timeout` seconds) until no Binding is in flight; returns how many
+        still are. On leadership loss the process lets the Bindings of a commit already
+        under way finish before it exits: cut halfway, the gang would stay partly bound
+        until the new leader completed it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = sum(1 for b in self.manager.binds_in_progress() if b.in_flight)
+            if not left or time.monotonic() >= deadline:
+                return left
+            await asyncio.sleep(0.05)
+
+    def answer_held(self, message: str) -> int:
+        """Answer every bind request still held with `message`; returns how many. Used
+        just before the exit on leadership loss: kube-scheduler gets an error it
+        re-queues the pod on, and no request is cut off mid-answer."""
+        held = [uid for uid, fut in self._answers.items() if not fut.done()]
+        for uid in held:
+            self._resolve(uid, message)
+        return len(held)
 
     async def idle(self) -> None:
         """Wait until every Binding and wake-up this dispatcher started has finished
@@ -283,7 +339,10 @@ class Dispatcher:
     # ----- time ------------------------------------------------------------------------
 
     async def tick_loop(self) -> None:
+        """Deadlines, backoffs and freed capacity, a few times a second; never on standby,
+        where no deadline may expire (the active replica owns them)."""
         while True:
-            self.manager.tick(self.clock())
-            self.drain()
+            if self.leader.active:
+                self.manager.tick(self.clock())
+                self.drain()
             await asyncio.sleep(self.config.tick_interval)

@@ -1,10 +1,16 @@
-"""Evictions of a partial gang's members (architecture.md §8), off the request path.
+"""Evictions through the Eviction API, off the request path: a partial gang's members
+(architecture.md §8) and the victims of a whole-gang preemption.
 
 A gang that ended below its quorum after its commit must not keep part of its members
 running: they would hold nodes and wait for peers that never come. They are evicted
 through the Eviction API, so a PodDisruptionBudget is respected: a refusal (429) is
 retried with backoff for a while, then given up with a warning. Their controller
 (Job, MPIJob, JobSet) recreates them and the gang is placed again whole.
+
+A preemption's victims (`EvictPods.preemptor` set) are tried once each (a connection
+error or a 5xx a few times, quickly), and every answer goes straight back to the gang
+manager (`feedback`): a refusal there means choosing other victims or waiting, which
+only the core can decide, not retrying here for minutes.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ class EvictionApi(Protocol):
 class EvictionConfig:
     attempts: int = 8  # per pod, while a PodDisruptionBudget or the API refuses
     first_delay: float = 1.0  # seconds; doubles after each refusal
+    # A preemption's victim: tries against a transient error (5xx, connection) only.
+    preemption_attempts: int = 3
+    preemption_delay: float = 0.2
 
 
 class Evictions:
@@ -41,11 +50,18 @@ class Evictions:
         self.kube = kube
         self.config = config or EvictionConfig()
         self.on_result = on_result  # "evicted", "gone", "refused", "error"
+        # A preemption's answers: (pod uid, None) once it is let go (or gone), (uid,
+        # why) when refused. Set by the dispatcher, which tells the gang manager.
+        self.feedback: Callable[[str, str | None], None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     def add(self, action: EvictPods) -> None:
         for pod in action.pods:
-            task = asyncio.ensure_future(self._evict(pod, action.gang))
+            if action.preemptor is not None:
+                coro = self._evict_victim(pod, action.gang, action.preemptor)
+            else:
+                coro = self._evict(pod, action.gang)
+            task = asyncio.ensure_future(coro)
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
@@ -87,3 +103,38 @@ class Evictions:
         self._result("refused")
         log.warning("gave up evicting pod %s of partial gang %s after %d attempts", pod.key,
                     gang, self.config.attempts)
+
+    async def _evict_victim(self, pod: PodRef, unit: str, preemptor: str) -> None:
+        error = "no Kubernetes client configured"
+        delay = self.config.preemption_delay
+        for attempt in range(1, self.config.preemption_attempts + 1):
+            if self.kube is None:
+                break
+            try:
+                await self.kube.evict(pod.namespace, pod.name, pod.uid)
+            except ApiError as exc:
+                if exc.status in (404, 409):  # gone already: it left
+                    self._result("gone")
+                    self._answer(pod.uid, None)
+                    return
+                error = str(exc)
+                if exc.status < 500:  # 429 (a budget), 403, ...: the core decides
+                    break
+            except Exception as exc:
+                error = repr(exc)
+            else:
+                self._result("evicted")
+                log.warning("evicted pod=%s (%s) for %s", pod.key, unit, preemptor)
+                self._answer(pod.uid, None)
+                return
+            if attempt < self.config.preemption_attempts:
+                await asyncio.sleep(delay)
+                delay *= 2
+        self._result("refused")
+        log.warning("eviction of pod %s (%s) for %s refused: %s", pod.key, unit, preemptor,
+                    error)
+        self._answer(pod.uid, error)
+
+    def _answer(self, uid: str, error: str | None) -> None:
+        if self.feedback is not None:
+            self.feedback(uid, error)

@@ -2,11 +2,13 @@
 
 Every verb answers 200 with a JSON body: kube-scheduler drops the body of any other
 status, so a readable error must travel in the `Error` field (architecture.md §2.1).
-Malformed input is answered with such an error and changes no state.
+Malformed input is answered with such an error and changes no state. So is every verb
+on standby: its kube-scheduler does not lead, so nothing should be calling it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -94,8 +96,22 @@ class Verbs:
     def _observe(self, verb: str, start: float, result: str) -> None:
         self.m.verb_latency.labels(verb, result).observe(time.perf_counter() - start)
 
+    async def _standby(self, verb: str, read: Reader, start: float) -> str | None:
+        """The standby error, the body read and dropped; None when active."""
+        leader = self.dispatcher.leader
+        if leader.active:
+            return None
+        with contextlib.suppress(ValueError):
+            await read()
+        self._observe(verb, start, "standby")
+        return leader.standby_error()
+
     async def filter(self, read: Reader) -> tuple[int, bytes]:
         start = time.perf_counter()
+        standby = await self._standby("filter", read, start)
+        if standby is not None:
+            return 200, orjson.dumps({"NodeNames": None, "Nodes": None, "FailedNodes": {},
+                                      "FailedAndUnresolvableNodes": {}, "Error": standby})
         try:
             args, pod, names = _extender_args(await read())
         except (ValueError, ValidationError) as exc:
@@ -121,6 +137,11 @@ class Verbs:
 
     async def prioritize(self, read: Reader) -> tuple[int, bytes]:
         start = time.perf_counter()
+        standby = await self._standby("prioritize", read, start)
+        if standby is not None:
+            # kube-scheduler cannot decode this as scores and ignores a failed prioritize;
+            # the filter call before it has already failed with the same message.
+            return 200, orjson.dumps({"Error": standby})
         try:
             _, pod, names = _extender_args(await read())
         except (ValueError, ValidationError) as exc:
@@ -132,6 +153,9 @@ class Verbs:
 
     async def bind(self, read: Reader) -> tuple[int, bytes]:
         start = time.perf_counter()
+        standby = await self._standby("bind", read, start)
+        if standby is not None:
+            return 200, orjson.dumps({"Error": standby})
         try:
             args = ExtenderBindingArgs.model_validate(_parse(await read()))
         except (ValueError, ValidationError) as exc:

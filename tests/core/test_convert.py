@@ -574,3 +574,32 @@ def test_parse_time() -> None:
     assert parse_time(None) == 0.0
     with pytest.raises(ValueError, match="invalid RFC 3339"):
         parse_time("10 o'clock")
+
+
+# ----- priority and PodDisruptionBudgets (issue 17) ----------------------------------------
+
+
+def test_preemption_policy(pod_obj: dict[str, Any]) -> None:
+    assert pod_from_k8s(pod_obj).preemption_policy == "PreemptLowerPriority"
+    pod_obj["spec"]["preemptionPolicy"] = "Never"
+    assert pod_from_k8s(pod_obj).preemption_policy == "Never"
+    pod_obj["spec"]["preemptionPolicy"] = 3
+    with pytest.raises(ValueError, match=r"spec\.preemptionPolicy must be a string"):
+        pod_from_k8s(pod_obj)
+
+
+def test_budget() -> None:
+    from extender.core.convert import budget_from_k8s
+
+    obj: dict[str, Any] = {"metadata": {"name": "pdb", "namespace": "ml"},
+           "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "a"}}},
+           "status": {"disruptionsAllowed": 1, "currentHealthy": 3}}
+    b = budget_from_k8s(obj)
+    assert (b.key, b.disruptions_allowed) == ("ml/pdb", 1)
+    assert b.selector == LabelSelector((("app", "a"),))
+    del obj["status"]
+    assert budget_from_k8s(obj).disruptions_allowed == 0  # not looked at yet: none
+    del obj["spec"]["selector"]
+    assert budget_from_k8s(obj).selector is None
+    with pytest.raises(ValueError, match=r"poddisruptionbudget ml/pdb: status"):
+        budget_from_k8s({**obj, "status": {"disruptionsAllowed": "x"}})

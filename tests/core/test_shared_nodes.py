@@ -217,3 +217,26 @@ def test_foreign_binds_never_make_a_commit_over_commit_or_a_gang_partial(
                 quorum_reached.add(key)
             if key not in quorum_reached:
                 assert bound_now == 0, f"gang {key}: {bound_now} of {g.min_member} bound"
+
+
+def test_a_bound_pod_seen_before_its_binding_reply_is_not_counted_twice() -> None:
+    """The watch delivers a plain pod bound before its Binding's reply is handled: it is
+    charged once, so the node does not look over-committed, and the slot reserved next
+    to it stays where it is."""
+    sim = SimScheduler()
+    sim.add_node(node("n0", cpu=8000))
+    sim.add_node(node("n1", cpu=8000))
+    sim.add_group(group("g", 2))
+    a, _ = (sim.add_pod(pod(f"g-{i}", "g", cpu=2000)) for i in range(2))
+    sim.manager.filter(a, ["n0"], sim.now)  # a's slot on n0
+    slots_before = {u: s.node for u, s in sim.core.reservations["ns/g"].slots.items()}
+    rest = sim.cache.free["n0"]["cpu"]
+    plain = sim.add_pod(pod("plain", cpu=rest))  # exactly what n0 has left
+    assert sim.manager.bind("ns", "plain", plain.uid, "n0", sim.now).outcome.value == "wait"
+    assert sim.cache.free["n0"]["cpu"] == 0  # assumed
+    sim.manager.on_pod(dataclasses.replace(plain, node_name="n0", phase="Running"),
+                       sim.now)  # the watch first
+    assert sim.cache.free["n0"]["cpu"] == 0
+    sim.manager.binding_finished(plain.uid, "n0", None, sim.now)  # then the reply
+    assert sim.cache.free["n0"]["cpu"] == 0
+    assert {u: s.node for u, s in sim.core.reservations["ns/g"].slots.items()} == slots_before

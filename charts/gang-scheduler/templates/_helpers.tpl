@@ -67,6 +67,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if eq .Values.scheduler.leaderElection.leaseName "kube-scheduler" -}}
 {{- fail "scheduler.leaderElection.leaseName must differ from the main scheduler's lease (kube-scheduler)" -}}
 {{- end -}}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.scheduler.leaderElection.enabled) -}}
+{{- fail "replicaCount above 1 needs scheduler.leaderElection.enabled: without a lease every replica would schedule and bind" -}}
+{{- end -}}
 {{- if eq .Values.schedulerName "default-scheduler" -}}
 {{- fail "schedulerName must not be default-scheduler: the gang scheduler runs next to the main scheduler" -}}
 {{- end -}}

@@ -14,7 +14,7 @@ from extender.core.cache.fitindex import FitIndex
 from extender.core.cache.topology import Domains
 from extender.core.constraints import repels_beyond_node
 from extender.core.snapshot import Snapshot
-from extender.core.types import GroupInfo, NodeInfo, PodInfo, Resources
+from extender.core.types import SCHEDULER_PLUGINS, GroupInfo, NodeInfo, PodInfo, Resources, gang_key
 
 
 def _add_into(target: Resources, delta: Resources, sign: int) -> None:
@@ -67,6 +67,9 @@ class Cache:
         self.free: dict[str, Resources] = {}
         # uid -> pod for pods whose requests are charged to a node (bound, not finished).
         self._charged: dict[str, PodInfo] = {}
+        # priority -> how many charged pods have it: whether any running pod could be
+        # preempted at all, without walking them (`lowest_running_priority`).
+        self._charged_priorities: dict[int, int] = {}
         self._on_node: dict[str, dict[str, PodInfo]] = {}
         self._reserved_on_node: dict[str, dict[str, PodInfo]] = {}
         # Pods whose Binding is in flight, charged before the API confirms them.
@@ -85,14 +88,19 @@ class Cache:
         # Nodes where at least one reservation has capacity: the only nodes where
         # the extender can disagree with kube-scheduler's own fit check.
         self.reserved_nodes: dict[str, int] = {}
-        # (namespace, group name) -> uid -> pod, for every pod carrying the group label.
-        self._group_pods: dict[tuple[str, str], dict[str, PodInfo]] = {}
-        # (namespace, group name) -> (members, bound members, succeeded pods), computed
+        # Node -> what held slots charge there (`Reservation.held`): capacity promised
+        # ahead of time on nodes still taken by pods that are leaving or will finish, so
+        # free capacity there is below zero by design until they are gone.
+        self.held: dict[str, Resources] = {}
+        # gang key -> uid -> pod, for every pod that joins the gang (`PodInfo.gang`).
+        self._group_pods: dict[str, dict[str, PodInfo]] = {}
+        # gang key -> (members, bound members, succeeded pods), computed
         # when asked and dropped whenever a pod of the group changes: the gang queue
         # asks for every group on every pass, and walking every pending pod each time
         # would make a pass grow with every pod waiting (docs/performance.md).
-        self._summaries: dict[tuple[str, str], tuple[tuple[PodInfo, ...], int, int]] = {}
+        self._summaries: dict[str, tuple[tuple[PodInfo, ...], int, int]] = {}
         self.capacity_epoch = 0
+        self.charge_epoch = 0  # grows whenever a pod is charged to a node or leaves it
         self.unreserve_epoch = 0  # grows whenever a reservation slot is released
         # Values come from one counter for the whole cache, so a gang key that is
         # forgotten and later seen again can never repeat a stale epoch.
@@ -153,8 +161,8 @@ class Cache:
             self._uncharge(pod.uid)
             if pod.takes_capacity:
                 self._charge(pod)
-        old_group = (old.namespace, old.group) if old is not None and old.group else None
-        new_group = (pod.namespace, pod.group) if pod.group else None
+        old_group = old.gang if old is not None else None
+        new_group = pod.gang
         if old_group is not None and old_group != new_group:
             self._group_pods.get(old_group, {}).pop(pod.uid, None)
             self._summaries.pop(old_group, None)
@@ -170,8 +178,8 @@ class Cache:
         if pod is None:
             return None
         self._uncharge(uid)
-        if pod.group:
-            key = (pod.namespace, pod.group)
+        key = pod.gang
+        if key is not None:
             self._summaries.pop(key, None)
             members = self._group_pods.get(key)
             if members is not None:
@@ -181,8 +189,18 @@ class Cache:
             self._bump_members(key)
         return pod
 
+    def lowest_running_priority(self) -> int | None:
+        """The lowest priority of any pod charged to a node, None if there is none."""
+        return min(self._charged_priorities, default=None)
+
     def _charge(self, pod: PodInfo) -> None:
+        self.charge_epoch += 1
+        # The watch can report a pod bound before its Binding's reply is handled: its
+        # assumption ends here, or it would be counted twice (and a reserved node would
+        # look over-committed for a moment).
+        self._drop_assumed(pod.node_name, pod)
         self._charged[pod.uid] = pod
+        self._charged_priorities[pod.priority] = self._charged_priorities.get(pod.priority, 0) + 1
         self._on_node.setdefault(pod.node_name, {})[pod.uid] = pod
         self._adjust(pod.node_name, pod.requests, -1)
         if pod.required_anti_affinity and repels_beyond_node(pod):
@@ -193,28 +211,42 @@ class Cache:
         if pod is None:
             return
         self._repellers.pop(("bound", uid), None)
+        self.charge_epoch += 1
+        left = self._charged_priorities.get(pod.priority, 0) - 1
+        if left > 0:
+            self._charged_priorities[pod.priority] = left
+        else:
+            self._charged_priorities.pop(pod.priority, None)
         self._on_node.get(pod.node_name, {}).pop(uid, None)
         self._adjust(pod.node_name, pod.requests, +1)
         self.capacity_epoch += 1
 
-    def _bump_members(self, key: tuple[str, str]) -> None:
-        gk = f"{key[0]}/{key[1]}"
-        if key not in self._group_pods and gk not in self.groups:
+    def _bump_members(self, key: str) -> None:
+        if key not in self._group_pods and key not in self.groups:
             # Neither the group nor any of its pods is left: forget it (no entry per
             # gang ever seen for the life of the process).
-            self.members_epoch.pop(gk, None)
+            self.members_epoch.pop(key, None)
             return
         self._epoch_seq += 1
-        self.members_epoch[gk] = self._epoch_seq
+        self.members_epoch[key] = self._epoch_seq
 
-    def group_pods(self, namespace: str, group: str) -> list[PodInfo]:
-        """Every pod labelled for the group, including finished ones."""
-        return list(self._group_pods.get((namespace, group), {}).values())
+    def bound_on(self, node: str) -> list[PodInfo]:
+        """The pods charged to `node` as bound (not slots, not assumed)."""
+        return list(self._on_node.get(node, {}).values())
+
+    def group_pods(self, namespace: str, group: str,
+                   source: str = SCHEDULER_PLUGINS) -> list[PodInfo]:
+        """Every pod that joins the group, including finished ones."""
+        return self.gang_pods(gang_key(source, namespace, group))
+
+    def gang_pods(self, key: str) -> list[PodInfo]:
+        """Every pod that joins the gang with this key, including finished ones."""
+        return list(self._group_pods.get(key, {}).values())
 
     def summary(self, group: GroupInfo) -> tuple[tuple[PodInfo, ...], int, int]:
         """(members, how many of them are bound, succeeded pods) of the gang; cached
         until one of its pods changes."""
-        key = (group.namespace, group.name)
+        key = group.key
         cached = self._summaries.get(key)
         if cached is None:
             group_pods = self._group_pods.get(key)
@@ -256,7 +288,7 @@ class Cache:
 
     def remove_group(self, key: str) -> GroupInfo | None:
         group = self.groups.pop(key, None)
-        if group is not None and (group.namespace, group.name) not in self._group_pods:
+        if group is not None and key not in self._group_pods:
             self.members_epoch.pop(key, None)
         return group
 
@@ -270,32 +302,47 @@ class Cache:
         self._adjust(node, pod.requests, -1)
 
     def forget(self, node: str, pod: PodInfo, freed: bool) -> None:
-        """Undo `assume`; `freed` when the Binding failed, so capacity really came back
-        (a success is charged again by the bound pod itself)."""
-        assumed = self._assumed_on_node.get(node)
-        if assumed is not None:
-            assumed.pop(pod.uid, None)
-            if not assumed:
-                del self._assumed_on_node[node]
-        self._adjust(node, pod.requests, +1)
-        if freed:
+        """Undo `assume`, unless the bound pod has taken its place already; `freed` when
+        the Binding failed, so capacity really came back."""
+        if self._drop_assumed(node, pod) and freed:
             self.capacity_epoch += 1
+
+    def _drop_assumed(self, node: str, pod: PodInfo) -> bool:
+        assumed = self._assumed_on_node.get(node)
+        if assumed is None or assumed.pop(pod.uid, None) is None:
+            return False
+        if not assumed:
+            del self._assumed_on_node[node]
+        self._adjust(node, pod.requests, +1)
+        return True
 
     # ----- Reserve / Unreserve (reservation slots) ---------------------------------
 
-    def reserve(self, node: str, pod: PodInfo) -> None:
-        """Charge a reservation slot for `pod` to `node`."""
+    def reserve(self, node: str, pod: PodInfo, held: bool = False) -> None:
+        """Charge a reservation slot for `pod` to `node`; `held`: ahead of capacity."""
         self._reserved_on_node.setdefault(node, {})[pod.uid] = pod
         self._adjust(node, pod.requests, -1)
         if pod.required_anti_affinity and repels_beyond_node(pod):
             self._repellers["reserved", pod.uid] = (node, pod)
         self.reserved_nodes[node] = self.reserved_nodes.get(node, 0) + 1
+        if held:
+            _add_into(self.held.setdefault(node, {}), pod.requests, +1)
 
-    def unreserve(self, node: str, pod: PodInfo, freed: bool = True) -> None:
+    def unhold(self, node: str, pod: PodInfo) -> None:
+        """A held slot became a normal one: still charged, no longer ahead of capacity."""
+        held = self.held.get(node)
+        if held is not None:
+            _add_into(held, pod.requests, -1)
+            if not any(held.values()):
+                del self.held[node]
+
+    def unreserve(self, node: str, pod: PodInfo, freed: bool = True, held: bool = False) -> None:
         """Release a slot. `freed=False`: the pod is being bound to this same node, so
         its requests stay taken (now as a bound pod) and `capacity_epoch` stays put;
         `unreserve_epoch` moves either way, for explanations that name other gangs'
         reservations."""
+        if held:
+            self.unhold(node, pod)
         reserved = self._reserved_on_node.get(node)
         if reserved is not None:
             reserved.pop(pod.uid, None)
@@ -322,6 +369,7 @@ def _same_footprint(old: PodInfo, new: PodInfo) -> bool:
         and old.requests == new.requests
         and old.labels == new.labels
         and old.required_anti_affinity == new.required_anti_affinity
+        and old.priority == new.priority
     )
 
 

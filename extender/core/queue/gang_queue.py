@@ -3,7 +3,10 @@ fits now (architecture.md §3.5).
 
 An older gang that does not fit does not block a younger one that does (no head-of-line
 blocking), but it is planned first, so the younger one can only take capacity the older
-cannot use. A pass is skipped when nothing it depends on moved since the last one.
+cannot use. Without a limit, that lets a stream of small gangs starve a big one: the
+head of the queue that has waited too long gets the capacity of its best plan held as
+it frees up (`queue/starvation.py`). A pass is skipped when nothing it depends on moved
+since the last one.
 """
 
 from __future__ import annotations
@@ -12,14 +15,23 @@ from extender.core.cache import Cache
 from extender.core.config import Config
 from extender.core.explain import Explanations
 from extender.core.outbox import Outbox
-from extender.core.parked import Parked
+from extender.core.parked import Parked, ref
 from extender.core.permit import Permit
 from extender.core.planner import GangPlanner, Plan
+from extender.core.preemption.preemptor import Preemptions
 from extender.core.queue.backoff import Backoffs
 from extender.core.queue.order import queue_sort_key
-from extender.core.reservations import Reservations
+from extender.core.queue.starvation import Starvation
+from extender.core.reservations import Reservation, Reservations
 from extender.core.types import GroupInfo, PodInfo
-from extender.core.vocabulary import GangReserved, GroupRef, QueueRow, Reason, WakePods
+from extender.core.vocabulary import (
+    GangHeld,
+    GangReserved,
+    GroupRef,
+    QueueRow,
+    Reason,
+    WakePods,
+)
 
 _FailureSignature = tuple[int, int, int, int]
 
@@ -36,6 +48,8 @@ class GangQueue:
         parked: Parked,
         outbox: Outbox,
         planner: GangPlanner,
+        starvation: Starvation,
+        preemptions: Preemptions,
     ) -> None:
         self._config = config
         self._cache = cache
@@ -46,6 +60,10 @@ class GangQueue:
         self._parked = parked
         self._outbox = outbox
         self._plan = planner
+        self._starvation = starvation
+        self._preemptions = preemptions
+        # A filter-path pass left a failed gang's preemption search to the tick's pass.
+        self._search_owed = False
         # gang -> (what its last failed plan depended on, then): unchanged, planning it
         # again would fail the same way.
         self._last_failure: dict[str, _FailureSignature] = {}
@@ -75,10 +93,13 @@ class GangQueue:
         """The gang was bound or timed out: its next attempt starts from nothing."""
         self._last_failure.pop(gang, None)
         self._told_complete.discard(gang)
+        self._starvation.placed(gang)
 
     def forget(self, gang: str) -> None:
         self.start_over(gang)
         self._quorum_since.pop(gang, None)
+        self._starvation.forget(gang)
+        self._preemptions.forget(gang)
 
     # ----- the pass ------------------------------------------------------------------------
 
@@ -86,9 +107,19 @@ class GangQueue:
         """`scheduling`: the member whose filter call runs this pass; it is in
         kube-scheduler's scheduling cycle, so it needs no wake-up."""
         version = (self._cache.capacity_epoch, self._members_version)
-        if version == self._passed_at and not self._backoffs.any_ended(now):
+        tick = scheduling is None
+        if (version == self._passed_at and not self._backoffs.any_ended(now)
+                and not self._starvation.due(now)
+                and not (tick and (self._search_owed or self._preemptions.plain_due()))):
             return
+        self._preemptions.released = False
+        if tick:
+            self._search_owed = False
         self._reservations.new_pass()
+        # 0. Holds whose nodes have room now become reservations.
+        for res in self._reservations.held():
+            if self._reservations.has_room(res):
+                self._promote(res, now, scheduling)
         # 1. The gangs that wait: complete, not reserved, not bound, not backing off.
         waiting: list[tuple[tuple[int, float, str], GroupInfo, list[PodInfo]]] = []
         for key, group in self._cache.groups.items():
@@ -109,31 +140,61 @@ class GangQueue:
         # 2. In gang order.
         waiting.sort(key=lambda w: w[0])
         granted: list[str] = []
-        for _, group, members in waiting:
+        head = True
+        for sort_key, group, members in waiting:
             key = group.key
             self._quorum_since.setdefault(key, now)
             # 3. Unchanged since its last failed plan: it would fail the same way.
-            if self._last_failure.get(key) == self._failure_signature(group):
-                continue
-            # 4. Plan the whole gang; reserve, or say why not.
-            result = self._plan(group, members, self._cache.succeeded(group),
-                                self._cache.snapshot)
-            if isinstance(result, Plan):
-                self._reserve(group, result, now, scheduling)
-                granted.append(key)
-                continue
-            self._explanations.shortfall(group, members, result, granted, now)
-            self._last_failure[key] = self._failure_signature(group)
-            # 5. Complete but not placeable: wake its parked members once.
-            if key not in self._told_complete:
-                self._told_complete.add(key)
-                parked = self._parked.members(members, self._permit.waiting, scheduling)
-                st = self._explanations.get(key)
-                if parked and st is not None:
-                    self._outbox.append(WakePods(f"gang {key} complete: {st.reason}",
-                                                 parked, key))
+            if self._last_failure.get(key) != self._failure_signature(group):
+                # 4. Plan the whole gang; reserve, or say why not.
+                result = self._plan(group, members, self._cache.succeeded(group),
+                                    self._cache.snapshot)
+                if isinstance(result, Plan):
+                    self._reserve(group, result, now, scheduling)
+                    granted.append(key)
+                    continue
+                self._explanations.shortfall(group, members, result, granted, now)
+                self._last_failure[key] = self._failure_signature(group)
+                self._starvation.waiting(key, now)
+                # 5. Complete but not placeable: wake its parked members once.
+                if key not in self._told_complete:
+                    self._told_complete.add(key)
+                    parked = self._parked.members(members, self._permit.waiting, scheduling)
+                    st = self._explanations.get(key)
+                    if parked and st is not None:
+                        self._outbox.append(WakePods(f"gang {key} complete: {st.reason}",
+                                                     parked, key))
+            timeout = group.schedule_timeout_seconds or self._config.default_timeout_seconds
+            # 6. Evict lower-priority work for it: on the tick only, never on
+            # kube-scheduler's loop (a search plans it a handful of times).
+            priority = -sort_key[0]  # the gang's priority (`queue_sort_key`)
+            if not self._preemptions.could_preempt(priority):
+                pass  # nobody below it: nothing to search, now or on the tick
+            elif tick:
+                if self._preemptions.gang(group, members, priority, now, timeout) is not None:
+                    self._last_failure.pop(key, None)
+                    granted.append(key)
+                    continue
+            else:
+                self._search_owed = True
+            # 7. The head of the queue, starved: capacity held for it as it frees up.
+            if head:
+                head = False
+                held = self._starvation.guard(group, members, now, timeout)
+                if held is not None:
+                    self._held(group, held, now)
+                    granted.append(key)
+        # 8. Plain pods of the gang scheduler that no node fits may preempt too.
+        if tick:
+            for pod in self._preemptions.plain_waiting():
+                if self._reservations.of(pod) is None:
+                    self._preemptions.pod(pod, now, self._config.default_timeout_seconds)
         self._reservations.new_pass()
-        self._passed_at = (self._cache.capacity_epoch, self._members_version)
+        # A gang whose hold was taken over, or whose reservation was preempted, waits
+        # again: the next pass plans it.
+        again = self._starvation.taken_over is not None or self._preemptions.released
+        self._passed_at = None if again else (self._cache.capacity_epoch,
+                                              self._members_version)
 
     def _failure_signature(self, group: GroupInfo) -> _FailureSignature:
         """What a failed plan depends on. "Waiting behind older gang X" also depends on
@@ -150,16 +211,57 @@ class GangQueue:
     def _reserve(self, group: GroupInfo, plan: Plan, now: float, scheduling: str | None) -> None:
         timeout = group.schedule_timeout_seconds or self._config.default_timeout_seconds
         res = self._reservations.reserve(group, plan, now, timeout)
+        self._announce(group, res, now, scheduling)
+
+    def _promote(self, res: Reservation, now: float, scheduling: str | None) -> None:
+        group = self._cache.groups.get(res.gang)
+        self._reservations.promote(res, now)
+        if group is not None:
+            self._announce(group, res, now, scheduling)
+            return
+        # A plain preemptor: kube-scheduler parked it (no node fitted), wake it.
+        pods = tuple(ref(s.pod) for s in res.slots.values() if s.pod.uid != scheduling)
+        if pods:
+            self._outbox.append(WakePods(f"capacity held for {res.gang} is free", pods))
+
+    def _held(self, group: GroupInfo, res: Reservation, now: float) -> None:
         self._last_failure.pop(group.key, None)
+        lost = self._starvation.taken_over
+        if lost is not None:
+            self._explanations.set(
+                lost, Reason.INSUFFICIENT_CAPACITY,
+                f"gang {lost}: the capacity held for it was taken over by gang {group.key}, "
+                f"ahead of it in the queue; it waits again", now)
+        nodes = sorted({s.node for s in res.slots.values()})
+        waited = self._starvation.waited(group.key, now) or 0.0
+        busy = [n for n in nodes if any(v < 0 for v in self._cache.free.get(n, {}).values())]
+        msg = (
+            f"gang {group.key}: waited {waited:.0f}s for capacity (--starvation-after "
+            f"{self._config.starvation_after_seconds:g}s); {len(res.slots)} slot(s) held for "
+            f"it on node(s) {', '.join(nodes)}, "
+            + (f"freeing as the pods on {', '.join(busy)} finish; " if busy else "")
+            + "younger gangs and pods use only capacity elsewhere"
+        )
+        self._explanations.set(group.key, Reason.CAPACITY_HELD, msg, now)
+        self._outbox.append(GangHeld(GroupRef(group.namespace, group.name, group.uid,
+                                              group.source), msg,
+                                     res.slot_views(), waited))
+
+    def _announce(self, group: GroupInfo, res: Reservation, now: float,
+                  scheduling: str | None) -> None:
+        """A reservation is made (or a hold became one): say so, wake the members."""
+        self._last_failure.pop(group.key, None)
+        self._starvation.placed(group.key)
         nodes = {s.node for s in res.slots.values()}
-        where = f" in {plan.domain.describe()}" if plan.domain is not None else ""
+        where = f" in {res.domain.describe()}" if res.domain is not None else ""
         msg = (
             f"gang {group.key}: reserved {len(res.slots)} slot(s) on {len(nodes)} node(s)"
-            f"{where} for {timeout:g}s"
+            f"{where} for {res.timeout:g}s"
         )
         self._explanations.set(group.key, Reason.RESERVED, msg, now)
-        self._outbox.append(GangReserved(GroupRef(group.namespace, group.name, group.uid), msg,
-                                         res.slot_views(), res.created, res.deadline))
+        gref = GroupRef(group.namespace, group.name, group.uid, group.source)
+        self._outbox.append(GangReserved(gref, msg, res.slot_views(), res.created,
+                                         res.deadline))
         parked = self._parked.members(self._cache.members(group), self._permit.waiting,
                                       scheduling)
         if parked:

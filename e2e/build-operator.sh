@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Builds a third-party Kubernetes operator, unchanged, from its Go module into a cache outside
+# the checkout, next to the manifests of the same module (CRD, RBAC, Deployment), so the e2e
+# tests run real operators against the gang scheduler. Only the first run on a machine pays
+# the compile; afterwards this returns at once. Prints the cache directory (the only stdout
+# line), which holds the binary, named like the operator, and the copied manifests.
+#
+#   e2e/build-operator.sh mpi-operator       # Kubeflow MPI Operator (e2e/mpi_operator.py)
+#   e2e/build-operator.sh training-operator  # Kubeflow Training Operator (e2e/training_operator.py)
+#
+# Why a copy of the module: the module cache is read-only, and building from the module's
+# own directory makes its go.mod (and any replace directive in it) decide the dependency
+# versions, exactly as upstream's release build does, instead of a go.mod of ours.
+# E2E_<NAME>_DIR (E2E_MPI_OPERATOR_DIR, E2E_TRAINING_OPERATOR_DIR) skips the build and
+# uses a directory laid out the same way.
+set -euo pipefail
+
+name=${1:?usage: build-operator.sh mpi-operator|training-operator}
+case "$name" in
+  mpi-operator)
+    module=github.com/kubeflow/mpi-operator
+    version=v0.6.0   # issue 19: served by the proxy as an exact version
+    package=./cmd/mpi-operator
+    # The ldflags of upstream's Makefile (target mpi-operator.v2), minus the build date so
+    # the binary is reproducible; @SHA@ becomes the module's origin commit.
+    pkg=$module/pkg/version
+    xflags="-X $pkg.Version=$version -X $pkg.GitSHA=@SHA@"
+    # The release manifest: Namespace, CRD mpijobs.kubeflow.org, ServiceAccount, RBAC and
+    # the Deployment whose args the test reuses.
+    copies=("deploy/v2beta1/mpi-operator.yaml:mpi-operator.yaml")
+    ;;
+  training-operator)
+    module=github.com/kubeflow/training-operator
+    # v1.7.0: the last release without admission webhooks. v1.8 serves validating
+    # webhooks with its own certificates, which the API server must reach through a
+    # Service; a process on loopback cannot be that.
+    version=v1.7.0
+    package=./cmd/training-operator.v1
+    xflags=""        # upstream's Dockerfile builds without version ldflags
+    # Kustomize bases: crds/ (one CRD per job kind), rbac/, deployment.yaml.
+    copies=("manifests/base:manifests")
+    ;;
+  *) echo "build-operator: unknown operator $name" >&2; exit 2 ;;
+esac
+
+envvar=E2E_$(echo "$name" | tr 'a-z-' 'A-Z_')_DIR
+if [[ -n "${!envvar:-}" ]]; then
+  dir=${!envvar}
+  [[ -x "$dir/$name" ]] || { echo "$envvar=$dir has no executable $name" >&2; exit 1; }
+  echo "$dir"; exit 0
+fi
+
+root=${XDG_CACHE_HOME:-$HOME/.cache}/gang-extender/$name
+cache=$root/$version
+ldflags="-s -w${xflags:+ $xflags}"
+# The stamp names what decides the result (module version, flags), not this file's text, so
+# editing a comment here does not cost every machine a rebuild.
+recipe=$(echo "$module@$version CGO_ENABLED=0 -trimpath $ldflags" | sha256sum | cut -c1-12)
+stamp="$cache/.built-$recipe"
+if [[ -f "$stamp" ]]; then echo "$cache"; exit 0; fi
+
+mkdir -p "$root"
+exec 9>"$root/.build.lock"
+if ! flock -n 9; then
+  echo "build-operator: another build of $name is running; waiting" >&2
+  flock 9
+  if [[ -f "$stamp" ]]; then echo "$cache"; exit 0; fi
+fi
+
+command -v go >/dev/null || { echo "build-operator: go not found" >&2; exit 1; }
+t0=$(date +%s)
+echo "build-operator: building $module@$version into $cache (first run only)" >&2
+# Fetched by exact version: the proxy refuses version listings, so never @latest.
+info=$(go mod download -json "$module@$version")
+read -r src sha < <(python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+if d.get("Error"):
+    sys.exit("go mod download: " + d["Error"])
+print(d["Dir"], (d.get("Origin") or {}).get("Hash", "unknown"))' <<<"$info")
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/$name-build.XXXXXX")
+trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+cp -r "$src/." "$work/src"
+chmod -R u+w "$work/src"
+mkdir -p "$cache"
+rm -f "$cache"/.built-*
+cd "$work/src"
+# nice: the compile shares the machine with whatever else runs (the tests, other builds).
+CGO_ENABLED=0 nice -n 19 go build -trimpath -ldflags "${ldflags//@SHA@/$sha}" \
+  -o "$cache/$name.tmp" "$package" >&2
+mv "$cache/$name.tmp" "$cache/$name"
+for c in "${copies[@]}"; do
+  from=${c%%:*} to=${c#*:}
+  rm -rf "${cache:?}/$to"
+  cp -r "$from" "$cache/$to"
+  chmod -R u+w,a+rX "$cache/$to"
+done
+touch "$stamp"
+echo "build-operator: $name done in $(( $(date +%s) - t0 ))s" >&2
+echo "$cache"

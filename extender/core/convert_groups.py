@@ -1,0 +1,75 @@
+"""JSON to `GroupInfo` for the group objects of the sources beyond scheduler-plugins
+(whose PodGroup is `convert.group_from_k8s`): the same rules for untrusted input, a
+`ValueError` naming the object and the field for anything malformed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from extender.core.convert import _guarded, _int, _list, _obj, _str, parse_time
+from extender.core.resources import parse_resource_list
+from extender.core.types import VOLCANO, WORKLOAD_API, GroupInfo
+
+__all__ = ["volcano_group_from_k8s", "workload_group_from_k8s"]
+
+
+def _meta_fields(obj: Mapping[str, Any]) -> tuple[str, str, str, float]:
+    meta = _obj(obj.get("metadata"), "metadata")
+    name = _str(meta.get("name"), "metadata.name")
+    if not name:
+        raise ValueError("metadata.name is missing")
+    return (_str(meta.get("namespace"), "metadata.namespace", "default"), name,
+            _str(meta.get("uid"), "metadata.uid"),
+            parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"))
+
+
+def _build_volcano(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
+    namespace, name, uid, creation = _meta_fields(obj)
+    spec = _obj(obj.get("spec"), "spec")
+    min_member = _int(spec.get("minMember"), "spec.minMember", 1)
+    if min_member < 0:
+        raise ValueError(f"spec.minMember must be >= 0, got {min_member}")
+    min_resources = parse_resource_list(_obj(spec.get("minResources"), "spec.minResources"))
+    return GroupInfo(
+        namespace=namespace, name=name, min_member=max(min_member, 1), uid=uid,
+        creation=creation, min_resources=min_resources or None, source=VOLCANO,
+        priority_class_name=_str(spec.get("priorityClassName"),
+                                 "spec.priorityClassName") or None,
+    )
+
+
+def volcano_group_from_k8s(obj: Any) -> GroupInfo:
+    """A Volcano PodGroup (scheduling.volcano.sh/v1beta1) to `GroupInfo`: minMember (0 or
+    absent: 1), minResources, priorityClassName. queue and minTaskMember are Volcano's
+    own and not read; Volcano has no schedule timeout, so the extender's default holds."""
+    return _guarded("volcano podgroup", obj, _build_volcano)
+
+
+def _build_workload(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
+    namespace, name, uid, creation = _meta_fields(obj)
+    spec = _obj(obj.get("spec"), "spec")
+    policy = _obj(spec.get("schedulingPolicy"), "spec.schedulingPolicy")
+    gang = policy.get("gang")
+    min_count = 1  # "basic" (or no policy): each pod is scheduled on its own
+    if gang is not None:
+        w = "spec.schedulingPolicy.gang.minCount"
+        min_count = _int(_obj(gang, "spec.schedulingPolicy.gang").get("minCount"), w, 1)
+        if min_count < 1:
+            raise ValueError(f"{w} must be >= 1, got {min_count}")
+    w = "spec.schedulingConstraints.topology"
+    topology = _list(_obj(spec.get("schedulingConstraints"),
+                          "spec.schedulingConstraints").get("topology"), w)
+    keys = [_str(_obj(t, f"{w}[{i}]").get("key"), f"{w}[{i}].key")
+            for i, t in enumerate(topology)]
+    return GroupInfo(namespace=namespace, name=name, min_member=min_count, uid=uid,
+                     creation=creation, source=WORKLOAD_API,
+                     topology_required=next((k for k in keys if k), ""))
+
+
+def workload_group_from_k8s(obj: Any) -> GroupInfo:
+    """An upstream PodGroup (scheduling.k8s.io/v1alpha2, Kubernetes 1.36 alpha) to
+    `GroupInfo`: spec.schedulingPolicy.gang.minCount is the quorum (a "basic" policy: 1);
+    the first spec.schedulingConstraints.topology[].key is the topology every member
+    must share (the API allows one today)."""
+    return _guarded("podgroup.scheduling.k8s.io", obj, _build_workload)

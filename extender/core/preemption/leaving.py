@@ -1,0 +1,148 @@
+"""Victims on their way out: the evictions a preemption asked for, and what the
+Eviction API answered.
+
+The adapter tries each eviction once and reports at once (`GangManager.eviction_done`,
+`eviction_refused`); the decisions are made here:
+
+* a **refusal** (a PodDisruptionBudget that moved since the victims were chosen, or any
+  other error) of a unit none of whose pods was evicted yet gives the unit up: it stops
+  leaving, is not picked again for `REFUSED_SECONDS` (or until a budget changes), and
+  its preemptor's held capacity is released, so that the next pass chooses other
+  victims or the preemptor waits, and says so;
+* a refusal in a gang of which another member *was* evicted cannot be undone: a gang
+  missing a member is broken anyway, so the rest is evicted too, retried with a
+  backoff (1 s doubling to 30 s) until it is let go. The gang is never left half
+  evicted for longer than the budget keeps it so, and its controller places it again
+  whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from extender.core.outbox import Outbox
+from extender.core.parked import ref
+from extender.core.preemption.victims import GANG, Unit
+from extender.core.vocabulary import EvictPods
+
+REFUSED_SECONDS = 30.0
+_RETRY_FIRST, _RETRY_MAX = 1.0, 30.0
+
+
+@dataclass(slots=True)
+class _Leaving:
+    unit: Unit
+    preemptor: str
+    reason: str
+    evicted: set[str] = field(default_factory=set)  # uids the API let go
+    refused: set[str] = field(default_factory=set)  # uids it refused (the rest, retried)
+
+
+class Leaving(Mapping[str, str]):
+    """Pod uid -> the key of the unit it leaves with (a Mapping, for `candidates`)."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        self._outbox = outbox
+        self._units: dict[str, _Leaving] = {}
+        self._pods: dict[str, str] = {}
+        self._refused: dict[str, tuple[float, int]] = {}  # unit -> (until, budgets epoch)
+        self._retries: dict[str, tuple[float, float]] = {}  # uid -> (due, delay)
+
+    def __getitem__(self, uid: str) -> str:
+        return self._pods[uid]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._pods)
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def evict(self, unit: Unit, preemptor: str, reason: str) -> None:
+        self._units[unit.key] = _Leaving(unit, preemptor, reason)
+        for p in unit.pods:
+            self._pods[p.uid] = unit.key
+        self._outbox.append(EvictPods(unit.key, tuple(ref(p) for p in unit.pods), reason,
+                                      preemptor))
+
+    def gang_leaving(self, gang: str | None) -> bool:
+        """Whether `gang` is being evicted whole: none of its members may be bound now
+        (an extra bound after the victims were chosen would be left running alone)."""
+        return gang is not None and gang in self._units and (
+            gang in self._pods.values() or gang not in self._refused)
+
+    def excluded(self, now: float, budgets_epoch: int) -> dict[str, float]:
+        """Units not to pick now: refused a moment ago (and no budget changed since)."""
+        for key, (until, epoch) in list(self._refused.items()):
+            if until <= now or epoch != budgets_epoch:
+                del self._refused[key]
+                if key not in self._pods.values():
+                    self._units.pop(key, None)
+        return {k: v[0] for k, v in self._refused.items()}
+
+    def preempting(self, preemptor: str) -> list[Unit]:
+        return [v.unit for v in self._units.values() if v.preemptor == preemptor]
+
+    # ----- the Eviction API's answers ---------------------------------------------------------
+
+    def done(self, uid: str) -> None:
+        leaving = self._unit_of(uid)
+        if leaving is None:
+            return
+        leaving.evicted.add(uid)
+        self._retries.pop(uid, None)
+        if leaving.unit.kind == GANG and leaving.refused:
+            # A member was refused before this one went: the gang is broken now.
+            self._refused.pop(leaving.unit.key, None)
+            for other in leaving.refused - leaving.evicted:
+                self._pods[other] = leaving.unit.key
+                self._retries.setdefault(other, (0.0, _RETRY_FIRST))
+
+    def refused(self, uid: str, now: float, budgets_epoch: int) -> _Leaving | None:
+        """The eviction of `uid` was refused. Returns the unit if it is given up (none
+        of its pods went), so that its preemptor's hold is released."""
+        leaving = self._unit_of(uid)
+        if leaving is None:
+            return None
+        leaving.refused.add(uid)
+        if leaving.unit.kind == GANG and leaving.evicted:
+            delay = min(self._retries.get(uid, (0.0, _RETRY_FIRST / 2))[1] * 2, _RETRY_MAX)
+            self._retries[uid] = (now + delay, delay)
+            return None
+        self._refused[leaving.unit.key] = (now + REFUSED_SECONDS, budgets_epoch)
+        for p in leaving.unit.pods:
+            if p.uid not in leaving.evicted:
+                self._pods.pop(p.uid, None)
+        return leaving
+
+    def gone(self, uid: str) -> None:
+        """The pod was deleted: it left."""
+        key = self._pods.pop(uid, None)
+        self._retries.pop(uid, None)
+        if key is not None and not any(k == key for k in self._pods.values()):
+            self._units.pop(key, None)
+
+    def retry(self, now: float) -> None:
+        """Evict again, once due, the rest of gangs broken by a refusal."""
+        for uid, (due, delay) in list(self._retries.items()):
+            if due > now:
+                continue
+            self._retries[uid] = (float("inf"), delay)  # until the answer comes
+            leaving = self._unit_of(uid)
+            if leaving is None:
+                del self._retries[uid]
+                continue
+            pod = next(p for p in leaving.unit.pods if p.uid == uid)
+            self._outbox.append(EvictPods(
+                leaving.unit.key, (ref(pod),),
+                f"{leaving.reason}; the rest of the gang, after a member was evicted",
+                leaving.preemptor))
+
+    def _unit_of(self, uid: str) -> _Leaving | None:
+        key = self._pods.get(uid)
+        if key is None:
+            for leaving in self._units.values():
+                if any(p.uid == uid for p in leaving.unit.pods):
+                    return leaving
+            return None
+        return self._units.get(key)

@@ -1,0 +1,295 @@
+"""Whole-gang preemption: a gang, or a plain pod of the gang scheduler, that cannot be
+planned evicts lower-priority units so that its whole plan fits, and the capacity they
+free is held for it until it is bound.
+
+The gang queue asks in its pass on the tick, never on kube-scheduler's loop (a search
+plans the preemptor a handful of times): for every gang that failed to plan, and for
+plain pods of the gang scheduler that kube-scheduler marked unschedulable (they never
+reach the extender's filter when no node fits them). A search whose inputs did not
+change since it found nothing is not made again.
+
+Rules: a preemptor with `preemptionPolicy: Never` (a gang: any member) never evicts;
+only units of strictly lower priority are victims, chosen by `victims.select` (the
+rule is in its docstring and README "Priorities and preemption").
+
+What it does: the preemptor's plan is reserved at once, held (`Reservation.held` is
+"preemption"): its slots are charged on the victims' nodes while they still run, so
+nothing else is placed in what they free. A reservation victim is released; each
+other victim is evicted whole (`EvictPods`, `leaving.py` follows the answers). A
+`Preempting` report tells both sides (status, Events, metrics). Once the victims are
+gone, the hold becomes a reservation (`GangQueue`) and the preemptor is placed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from extender.core.cache import Cache
+from extender.core.config import Config
+from extender.core.explain import Explanations
+from extender.core.outbox import Outbox
+from extender.core.parked import ref
+from extender.core.planner import GangPlanner, Plan, Shortfall, plan_gang
+from extender.core.preemption.budgets import Budgets
+from extender.core.preemption.leaving import Leaving
+from extender.core.preemption.victims import (
+    GANG,
+    RESERVATION,
+    Unit,
+    already_leaving,
+    candidates,
+    select,
+    view_without,
+)
+from extender.core.reservations import Reservation, Reservations, plain_key
+from extender.core.snapshot import Snapshot
+from extender.core.types import GroupInfo, PodInfo
+from extender.core.vocabulary import GroupRef, Preempting, Reason, Victim
+
+_Signature = tuple[int, int, int, int, int, int]
+_SHOWN = 5  # victims named in a message; the rest are counted
+
+
+def _group_ref(group: GroupInfo) -> GroupRef:
+    return GroupRef(group.namespace, group.name, group.uid, group.source)
+
+
+class Preemptions:
+    def __init__(
+        self,
+        config: Config,
+        cache: Cache,
+        reservations: Reservations,
+        budgets: Budgets,
+        explanations: Explanations,
+        outbox: Outbox,
+        planner: GangPlanner,
+    ) -> None:
+        self._on = config.preemption
+        self._scheduler = config.scheduler_name
+        self._cache = cache
+        self._reservations = reservations
+        self._budgets = budgets
+        self._explanations = explanations
+        self._outbox = outbox
+        self._plan = planner
+        self.leaving = Leaving(outbox)
+        # preemptor -> (what its last fruitless search depended on, what it said).
+        self._searched: dict[str, tuple[_Signature, str]] = {}
+        self._plain: dict[str, PodInfo] = {}  # plain pods that may preempt, by uid
+        # A reservation was released or a hold given up: the queue must pass again.
+        self.released = False
+
+    # ----- the pods that may preempt ------------------------------------------------------
+
+    def pod_changed(self, pod: PodInfo) -> None:
+        """Keep the pending plain pods of the gang scheduler that kube-scheduler found
+        no node for (PodScheduled=False): they may preempt."""
+        if (self._on and pod.gang is None and not pod.node_name and pod.unschedulable
+                and pod.scheduler_name == self._scheduler and not pod.deleting
+                and not pod.gated and not pod.terminal
+                and pod.preemption_policy != "Never"):
+            self._plain[pod.uid] = pod
+        else:
+            self._plain.pop(pod.uid, None)
+        if pod.deleting or pod.terminal:
+            self.leaving.gone(pod.uid)
+
+    def pod_deleted(self, uid: str) -> None:
+        pod = self._plain.pop(uid, None)
+        if pod is not None:
+            self._searched.pop(plain_key(pod), None)
+        self.leaving.gone(uid)
+
+    def forget(self, key: str) -> None:
+        """The gang is gone."""
+        self._searched.pop(key, None)
+
+    def plain_waiting(self) -> list[PodInfo]:
+        """Plain preemptors, highest priority first, then oldest."""
+        return sorted(self._plain.values(), key=lambda p: (-p.priority, p.creation, p.key))
+
+    def plain_due(self) -> bool:
+        """A plain preemptor has not been searched for since the cluster changed."""
+        for pod in self._plain.values():
+            if not self.could_preempt(pod.priority):
+                continue
+            key = plain_key(pod)
+            memo = self._searched.get(key)
+            if (memo is None or memo[0] != self._signature(key)) and (
+                    self._reservations.of(pod) is None):
+                return True
+        return False
+
+    # ----- searching ------------------------------------------------------------------------
+
+    def gang(self, group: GroupInfo, members: Sequence[PodInfo], priority: int, now: float,
+             timeout: float) -> Reservation | None:
+        """`group` (at `priority`, `gang_priority` of its members) failed to plan: evict
+        lower-priority units for it, if that lets its whole plan fit. Returns its held
+        reservation."""
+        succeeded = self._cache.succeeded(group)
+
+        def plan(view: Snapshot) -> Plan | Shortfall:
+            return self._plan(group, members, succeeded, view)
+
+        if not self.could_preempt(priority):
+            return None
+        never = any(m.preemption_policy == "Never" for m in members)
+        return self._search(group.key, f"gang {group.key}", priority, never, plan, now,
+                            timeout, group, None)
+
+    def pod(self, pod: PodInfo, now: float, timeout: float) -> Reservation | None:
+        """A plain preemptor (`plain_waiting`)."""
+        def plan(view: Snapshot) -> Plan | Shortfall:
+            return plan_gang([pod], 1, view, explain=False)
+
+        if isinstance(plan(self._cache.snapshot), Plan):
+            return None  # it fits as it is: kube-scheduler will place it
+        return self._search(plain_key(pod), f"pod {pod.key}", pod.priority, False, plan,
+                            now, timeout, None, pod)
+
+    def _search(
+        self, key: str, name: str, priority: int, never: bool,
+        plan: Callable[[Snapshot], Plan | Shortfall], now: float, timeout: float,
+        group: GroupInfo | None, pod: PodInfo | None,
+    ) -> Reservation | None:
+        if not self.could_preempt(priority):
+            return None  # nobody below it: equal priority never preempts
+        signature = self._signature(key)
+        memo = self._searched.get(key)
+        if memo is not None and memo[0] == signature:
+            if memo[1]:
+                self._note(key, memo[1], now)
+            return None
+        self._searched[key] = (signature, "")
+        if never:
+            note = "it does not preempt lower-priority work (preemptionPolicy: Never)"
+            self._searched[key] = (signature, note)
+            self._note(key, note, now)
+            return None
+        exclude: dict[str, object] = {key: True}
+        exclude.update(self.leaving.excluded(now, self._budgets.epoch))
+        units, protected = candidates(self._cache, self._reservations, self._budgets,
+                                      priority, exclude, self.leaving)
+        snapshot = self._cache.snapshot
+        leaving = already_leaving(self._cache)
+        chosen = select(units, lambda v: isinstance(
+            plan(view_without(snapshot, [leaving, *v])), Plan))
+        if chosen == []:
+            return None  # pods leaving already make room: it is planned once they are gone
+        result = plan(view_without(snapshot, [leaving, *chosen])) if chosen else None
+        if chosen is None or not isinstance(result, Plan):
+            note = ""
+            if protected:
+                more = f" (+{len(protected) - 1} more)" if len(protected) > 1 else ""
+                note = (f"lower-priority work that could make room is protected, so it "
+                        f"waits: {protected[0]}{more}")
+                self._note(key, note, now)
+            self._searched[key] = (signature, note)
+            return None
+        return self._preempt(key, name, priority, chosen, result, now, timeout, group, pod)
+
+    def could_preempt(self, priority: int) -> bool:
+        """Whether anything runs or is reserved below `priority`: O(1), so a pass can
+        tell at once that a failed gang has nobody to preempt (the common case: one
+        priority for everyone)."""
+        if not self._on:
+            return False
+        running = self._cache.lowest_running_priority()
+        reserved = self._reservations.lowest_priority()
+        return ((running is not None and running < priority)
+                or (reserved is not None and reserved < priority))
+
+    def _signature(self, key: str) -> _Signature:
+        c = self._cache
+        return (c.capacity_epoch, c.charge_epoch, c.members_epoch.get(key, 0),
+                c.unreserve_epoch, self._budgets.epoch, len(self.leaving))
+
+    def _note(self, key: str, note: str, now: float) -> None:
+        """Add to the gang's word on why it waits (a plain pod has no status)."""
+        st = self._explanations.get(key)
+        if st is not None and note not in st.message:
+            self._explanations.set(key, st.reason, f"{st.message}; {note}", now)
+
+    # ----- preempting -------------------------------------------------------------------------
+
+    def _preempt(
+        self, key: str, name: str, priority: int, chosen: list[Unit], plan: Plan,
+        now: float, timeout: float, group: GroupInfo | None, pod: PodInfo | None,
+    ) -> Reservation:
+        views = []
+        why = f"preempted by {name} (priority {priority})"
+        for unit in chosen:
+            vgroup = self._cache.groups.get(unit.key) if unit.kind != "pod" else None
+            gref = _group_ref(vgroup) if vgroup is not None else None
+            views.append(Victim(unit.name, unit.kind, unit.priority, gref,
+                                tuple(ref(p) for p in unit.pods)))
+            if unit.kind == RESERVATION:
+                res = self._reservations.get(unit.key)
+                if res is not None:
+                    self._reservations.release(res, why)
+                self.released = True
+            else:
+                self.leaving.evict(unit, key, f"{unit.name}: {why}, which needs its capacity")
+            if unit.kind in (GANG, RESERVATION):
+                what = (f"its {len(unit.pods)} bound member(s) are evicted"
+                        if unit.kind == GANG else "its reservation is released")
+                self._explanations.set(
+                    unit.key, Reason.PREEMPTED,
+                    f"gang {unit.key} (priority {unit.priority}): {why}: {what}; it is "
+                    f"placed again whole when there is room", now)
+        if group is not None:
+            res = self._reservations.reserve(group, plan, now, timeout, held="preemption")
+        else:
+            assert pod is not None
+            res = self._reservations.reserve_key(key, pod.uid, plan, now, timeout,
+                                                 held="preemption")
+        nodes = sorted({s.node for s in res.slots.values()})
+        shown = ", ".join(f"{u.name} (priority {u.priority}"
+                          + (f", {len(u.pods)} pod(s))" if u.pods else ")")
+                          for u in chosen[:_SHOWN])
+        more = f" (+{len(chosen) - _SHOWN} more)" if len(chosen) > _SHOWN else ""
+        msg = (f"{name} (priority {priority}) preempts {len(chosen)} lower-priority "
+               f"unit(s): {shown}{more}; the capacity they free on node(s) "
+               f"{', '.join(nodes)} is held for it until they are gone")
+        if group is not None:
+            self._explanations.set(key, Reason.PREEMPTING, msg, now)
+        self._outbox.append(Preempting(
+            name, _group_ref(group) if group is not None else None,
+            ref(pod) if pod is not None else None, priority, msg, tuple(views),
+            res.slot_views()))
+        return res
+
+    # ----- the Eviction API's answers ----------------------------------------------------------
+
+    def eviction_done(self, uid: str) -> None:
+        self.leaving.done(uid)
+
+    def eviction_refused(self, uid: str, reason: str, now: float) -> None:
+        given_up = self.leaving.refused(uid, now, self._budgets.epoch)
+        if given_up is None:
+            return
+        res = self._reservations.get(given_up.preemptor)
+        if res is None or res.held != "preemption":
+            return
+        name = given_up.unit.name
+        self._reservations.release(
+            res, f"the eviction of {name} was refused ({reason}); it chooses other "
+                 f"victims, or waits")
+        self._searched.pop(given_up.preemptor, None)
+        self.released = True
+        st = self._explanations.get(given_up.preemptor)
+        if st is not None:
+            self._explanations.set(
+                given_up.preemptor, Reason.INSUFFICIENT_CAPACITY,
+                f"gang {given_up.preemptor}: the eviction of {name} was refused ({reason}); "
+                f"it chooses other victims, or waits", now)
+        if given_up.unit.kind == GANG:
+            self._explanations.set(
+                given_up.unit.key, Reason.BOUND,
+                f"gang {given_up.unit.key}: not preempted after all, its eviction was "
+                f"refused ({reason})", now)
+
+    def tick(self, now: float) -> None:
+        self.leaving.retry(now)

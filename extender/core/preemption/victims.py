@@ -1,0 +1,193 @@
+"""Which lower-priority work a preemptor evicts: victim units, ordered by harm, and the
+least harmful set whose capacity lets the preemptor's whole plan fit.
+
+A *unit* is what is evicted all or nothing:
+
+* a **gang**: every member bound to a node (running or not yet), whatever its
+  minMember; never part of one. Members not bound hold nothing and stay pending, so
+  the gang goes back to the queue and is placed again whole;
+* a **plain pod** (no PodGroup label), bound to a node;
+* a **reservation** of a gang not yet bound (held or not, no Binding let through yet):
+  released, nothing evicted, the gang back in the queue.
+
+Only units whose priority is strictly lower than the preemptor's are candidates (a
+gang's priority is that of its most important member, as in the queue), and never one
+whose eviction a PodDisruptionBudget would refuse as a whole.
+
+**The rule** (README "Priorities and preemption"). Candidates are ordered by harm:
+lowest priority first; then the fewest pods evicted; then the fewest resources (the
+sum, over the resources the unit frees, of its share of the cluster's allocatable);
+then the youngest (latest created) first. The victims are the shortest prefix of that
+order whose capacity lets the preemptor's whole plan fit (found by doubling, then
+binary search: a handful of plans, not one per unit), minus every victim of that prefix
+the plan turns out not to need, tried from the most harmful back (the prune tries at
+most `PRUNE_LIMIT` of them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from extender.core.cache import Cache
+from extender.core.preemption.budgets import Budgets
+from extender.core.reservations import Reservations
+from extender.core.snapshot import FreeOverlay, Snapshot
+from extender.core.types import PodInfo, Resources
+
+# The prune plans once per victim it tries to give back; past this many (thousands of
+# small plain pods) the rest of the prefix is kept, to bound a pass.
+PRUNE_LIMIT = 32
+
+GANG, POD, RESERVATION = "gang", "pod", "reservation"
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    key: str  # a gang's key (namespace/name), or a plain pod's "pod namespace/name"
+    kind: str  # GANG, POD or RESERVATION
+    priority: int
+    pods: tuple[PodInfo, ...]  # evicted: bound and not being deleted (none for a reservation)
+    frees: tuple[tuple[str, PodInfo], ...]  # (node, pod or slot) whose capacity comes back
+    creation: float
+    harm: tuple[int, int, float, float, str] = (0, 0, 0.0, 0.0, "")
+
+    @property
+    def name(self) -> str:
+        """As users read it: "gang ns/x", "pod ns/p", "reservation of gang ns/y"."""
+        if self.kind == RESERVATION:
+            return f"reservation of gang {self.key}"
+        return f"gang {self.key}" if self.kind == GANG else self.key
+
+
+def _with_harm(unit: Unit, totals: Mapping[str, int]) -> Unit:
+    share = 0.0
+    for _, p in unit.frees:
+        for r, q in p.requests.items():
+            total = totals.get(r, 0)
+            if q > 0 and total > 0 and r != "pods":
+                share += q / total
+    harm = (unit.priority, len(unit.pods), share, -unit.creation, unit.key)
+    return Unit(unit.key, unit.kind, unit.priority, unit.pods, unit.frees, unit.creation,
+                harm)
+
+
+def candidates(
+    cache: Cache,
+    reservations: Reservations,
+    budgets: Budgets,
+    below: int,
+    exclude: Mapping[str, object],
+    leaving: Mapping[str, object],
+) -> tuple[list[Unit], list[str]]:
+    """Every unit of priority lower than `below`, least harmful first, minus the units
+    in `exclude` (refused a moment ago, or the preemptor itself) and those with a pod in
+    `leaving` (already being evicted); and why each unit a budget protects is left
+    out. Walks every pod bound to a node: the pass calls it only for a gang that failed
+    to plan, once per change of the cluster."""
+    gangs: dict[str, list[PodInfo]] = {}
+    units: list[Unit] = []
+    for node in cache.nodes:
+        for p in cache.bound_on(node):
+            if p.deleting or p.terminal:
+                continue
+            gang = p.gang
+            if gang is not None:
+                gangs.setdefault(gang, []).append(p)
+            elif p.priority < below:
+                key = f"pod {p.key}"
+                if key not in exclude and p.uid not in leaving:
+                    units.append(Unit(key, POD, p.priority, (p,), ((node, p),), p.creation))
+    for gang, bound in gangs.items():
+        if gang in exclude or gang in reservations or any(p.uid in leaving for p in bound):
+            continue  # a gang with a reservation is still being placed: never half of it
+        group = cache.groups.get(gang)
+        members = cache.members(group) if group is not None else bound
+        priority = max(p.priority for p in (*members, *bound))
+        if priority < below:
+            creation = group.creation if group is not None else min(p.creation for p in bound)
+            units.append(Unit(gang, GANG, priority, tuple(bound),
+                              tuple((p.node_name, p) for p in bound), creation))
+    for res in reservations.values():
+        group = cache.groups.get(res.gang)
+        if (group is None or res.gang in exclude or res.committed or not res.slots
+                or cache.counts(group)[1]):
+            continue  # committed, or members already bound: releasing it would not do
+        priority = max((p.priority for p in cache.members(group)), default=0)
+        if priority < below:
+            units.append(Unit(res.gang, RESERVATION, priority, (),
+                              tuple((s.node, s.pod) for s in res.slots.values()),
+                              group.creation))
+    totals: Resources = {}
+    for info in cache.nodes.values():
+        for r, q in info.allocatable.items():
+            totals[r] = totals.get(r, 0) + q
+    ranked = sorted((_with_harm(u, totals) for u in units), key=lambda u: u.harm)
+    # A budget is spent by the least harmful units first; a unit it would refuse whole
+    # is left out (a refusal halfway through would leave a gang half evicted).
+    spent: dict[str, int] = {}
+    out: list[Unit] = []
+    protected: list[str] = []
+    for unit in ranked:
+        why = budgets.refusal(unit.pods, spent)
+        if why is not None:
+            protected.append(f"{unit.name}: {why}")
+            continue
+        for key, n in budgets.spends(unit.pods).items():
+            spent[key] = spent.get(key, 0) + n
+        out.append(unit)
+    return out, protected
+
+
+def already_leaving(cache: Cache) -> Unit:
+    """The pods being deleted, as a unit nobody evicts: their capacity comes back
+    anyway. Counted as free by every search, so that victims still terminating (after
+    a restart of the extender, which forgot that it chose them) are not replaced by
+    more victims."""
+    frees = tuple((node, p) for node in cache.nodes for p in cache.bound_on(node)
+                  if p.deleting and not p.terminal)
+    return Unit("(leaving)", "leaving", 0, (), frees, 0.0)
+
+
+def view_without(snapshot: Snapshot, units: Sequence[Unit]) -> Snapshot:
+    """`snapshot` with the capacity of `units` given back."""
+    over: dict[str, Resources] = {}
+    for unit in units:
+        for node, p in unit.frees:
+            free = over.get(node)
+            if free is None:
+                base = snapshot.free.get(node)
+                if base is None:
+                    continue
+                free = over[node] = dict(base)
+            for r, q in p.requests.items():
+                free[r] = free.get(r, 0) + q
+    return snapshot.with_free(FreeOverlay(snapshot.free, over))
+
+
+def select(units: Sequence[Unit], fits: Callable[[Sequence[Unit]], bool]) -> list[Unit] | None:
+    """The least harmful victims among `units` (least harmful first) with which
+    `fits` (the preemptor's whole plan fits with their capacity given back); [] if it
+    fits without any; None if not even all of them will do."""
+    if fits([]):
+        return []  # nothing to evict: what it needs is leaving already
+    if not units:
+        return None
+    k = 1
+    while k < len(units) and not fits(units[:k]):
+        k *= 2
+    hi, lo = min(k, len(units)), k // 2
+    if hi == len(units) and not fits(units):
+        return None
+    while hi - lo > 1:  # fits(units[:hi]); not fits(units[:lo]), or lo == 0
+        mid = (lo + hi) // 2
+        if fits(units[:mid]):
+            hi = mid
+        else:
+            lo = mid
+    chosen = list(units[:hi])
+    for unit in list(reversed(chosen))[:PRUNE_LIMIT]:
+        trial = [u for u in chosen if u is not unit]
+        if trial and fits(trial):
+            chosen = trial
+    return chosen

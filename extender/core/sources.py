@@ -1,0 +1,130 @@
+"""Where gangs come from: each source's pod keys and group objects, and the one rule that
+decides which gang a pod joins when it carries the keys of several.
+
+Every source becomes the same `GroupInfo` (with its `source`, addressed by `gang_key`),
+so the queue, the planner, reservations and the permit barrier never know the difference:
+
+* scheduler-plugins: pods labelled `scheduling.x-k8s.io/pod-group: <name>`, a PodGroup
+  `scheduling.x-k8s.io/v1alpha1`;
+* workload-api: pods with `spec.schedulingGroup.podGroupName: <name>`, a PodGroup
+  `scheduling.k8s.io/v1alpha2` (Kubernetes 1.36 alpha);
+* volcano: pods annotated `scheduling.k8s.io/group-name: <name>`, a PodGroup
+  `scheduling.volcano.sh/v1beta1`;
+* kueue: pods labelled `kueue.x-k8s.io/pod-group-name: <name>` and annotated
+  `kueue.x-k8s.io/pod-group-total-count: "<n>"`; no object, the gang is its pods.
+
+**Precedence** (`PRECEDENCE`), when one pod carries keys of several sources: the first
+in that order wins and the pod is a member of that gang only, so one group is never
+counted twice. The rule looks at the pod's keys alone, never at which group objects exist,
+so a pod's gang does not depend on the order watch events arrive in; a missing object
+shows as a rejection naming it (`missing_group_message`), not as a silent switch:
+
+1. scheduler-plugins label: what this extender has always honoured; an operator or user
+   who sets it chose this gang explicitly, and existing users must see no change;
+2. upstream `spec.schedulingGroup`: part of the pod's own spec, immutable, set by
+   Kubernetes' workload controllers;
+3. Volcano annotation: set by operators in their Volcano mode;
+4. Kueue labels: Kueue's pod groups are about admission (quota) first; the weakest
+   statement of how the pods must be placed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from extender.core.types import (
+    GROUP_LABEL,
+    KUEUE,
+    SCHEDULER_PLUGINS,
+    VOLCANO,
+    WORKLOAD_API,
+    GroupInfo,
+    Membership,
+    PodInfo,
+    split_gang_key,
+)
+
+__all__ = [
+    "KUEUE_GROUP_LABEL",
+    "KUEUE_TOTAL_ANNOTATION",
+    "PRECEDENCE",
+    "VOLCANO_GROUP_ANNOTATION",
+    "kueue_group",
+    "membership",
+    "missing_group_message",
+]
+
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+KUEUE_TOTAL_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
+
+PRECEDENCE = (SCHEDULER_PLUGINS, WORKLOAD_API, VOLCANO, KUEUE)
+
+
+def _count(value: object) -> int | None:
+    """Kueue's total count: a positive decimal integer, else None (unknown)."""
+    if not isinstance(value, str) or not value.strip().isdigit():
+        return None
+    n = int(value)
+    return n if n > 0 else None
+
+
+def membership(labels: Mapping[str, str], annotations: Mapping[str, Any],
+               scheduling_group: str) -> Membership | None:
+    """The gang a pod joins, by `PRECEDENCE`; None for a plain pod. `scheduling_group`
+    is the pod's spec.schedulingGroup.podGroupName ("" when absent)."""
+    name = labels.get(GROUP_LABEL)
+    if name:
+        return Membership(SCHEDULER_PLUGINS, name)
+    if scheduling_group:
+        return Membership(WORKLOAD_API, scheduling_group)
+    volcano = annotations.get(VOLCANO_GROUP_ANNOTATION)
+    if isinstance(volcano, str) and volcano:
+        return Membership(VOLCANO, volcano)
+    name = labels.get(KUEUE_GROUP_LABEL)
+    if name:
+        return Membership(KUEUE, name, _count(annotations.get(KUEUE_TOTAL_ANNOTATION)))
+    return None
+
+
+def missing_group_message(gang: str, pod: PodInfo) -> str:
+    """Why a member of a gang without a group is turned away, naming what to fix."""
+    source, namespace, name = split_gang_key(gang)
+    if source == WORKLOAD_API:
+        return (f"gang {gang}: PodGroup {namespace}/{name} (scheduling.k8s.io/v1alpha2) not "
+                f"found; create it (the API must be served) or fix "
+                f"spec.schedulingGroup.podGroupName of pod {pod.key}")
+    if source == VOLCANO:
+        return (f"gang {gang}: PodGroup {namespace}/{name} (scheduling.volcano.sh/v1beta1) "
+                f"not found; create it (the CRD must be installed) or fix the "
+                f"{VOLCANO_GROUP_ANNOTATION} annotation of pod {pod.key}")
+    if source == KUEUE:
+        return (f"gang {gang}: no pod of Kueue pod group {name} has a valid "
+                f"{KUEUE_TOTAL_ANNOTATION} annotation (a positive integer), so the size "
+                f"of the gang is unknown; pod {pod.key} waits until one has")
+    return (f"gang {gang}: PodGroup {gang} not found; create it or fix the "
+            f"{GROUP_LABEL} label of pod {pod.key}")
+
+
+# ----- Kueue: the group is its pods ----------------------------------------------------
+
+
+def kueue_group(key: str, pods: Iterable[PodInfo],
+                previous: GroupInfo | None = None) -> GroupInfo | None:
+    """The gang of a Kueue plain pod group, derived from its pods (there is no object):
+    the quorum is the largest total count any of them declares (they should all agree;
+    the largest never lets part of a gang through), created when its oldest pod was (or
+    earlier, as `previous` says: replacing a pod does not move the gang back in the
+    queue). None when no pod declares a valid count: the size is unknown."""
+    _, namespace, name = split_gang_key(key)
+    pods = list(pods)
+    totals = [p.membership.total for p in pods if p.membership is not None
+              and p.membership.total is not None]
+    if not totals:
+        return None
+    creation = min(p.creation for p in pods)
+    if previous is not None:
+        creation = min(creation, previous.creation)
+    return GroupInfo(namespace=namespace, name=name, min_member=max(totals),
+                     uid=f"kueue:{namespace}/{name}", creation=creation, source=KUEUE)

@@ -1,0 +1,72 @@
+"""The informer's kinds with the reporting adapters told of every change, after the gang
+manager has applied it: the status writer learns which gangs to look at again and the
+owners of their pods."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from extender.core.manager import GangManager
+from extender.kube.informer import GROUPS, NODES, PODS, Kind
+from extender.kube.sources import VOLCANO_GROUPS, WORKLOAD_GROUPS
+
+if TYPE_CHECKING:
+    from extender.reporting.status import StatusWriter
+
+log = logging.getLogger("gang-extender.status")
+
+
+def observed_kinds(writer: StatusWriter) -> tuple[Kind, ...]:
+    """The informer's kinds, with the status writer told about every pod and PodGroup
+    change after the gang manager has applied it."""
+
+    def apply_pod(manager: GangManager, obj: dict[str, Any], now: float) -> None:
+        PODS.apply(manager, obj, now)
+        _guard(writer.observe_pod, obj)
+
+    def delete_pod(manager: GangManager, key: str, now: float) -> None:
+        pod = manager.pod(key)
+        PODS.delete(manager, key, now)
+        writer.pod_deleted(key, pod)
+
+    def apply_group(manager: GangManager, obj: dict[str, Any], now: float) -> None:
+        GROUPS.apply(manager, obj, now)
+        _guard(writer.observe_group, obj)
+
+    def delete_group(manager: GangManager, key: str, now: float) -> None:
+        GROUPS.delete(manager, key, now)
+        writer.group_deleted(key)
+
+    return (
+        NODES,
+        Kind(PODS.name, PODS.path, PODS.key, apply_pod, delete_pod),
+        Kind(GROUPS.name, GROUPS.path, GROUPS.key, apply_group, delete_group),
+    )
+
+
+def _guard(fn: Callable[[dict[str, Any]], None], obj: dict[str, Any]) -> None:
+    try:
+        fn(obj)
+    except Exception:  # a malformed object must not stop the informer
+        log.exception("status writer could not read an object")
+
+
+def source_kinds(writer: StatusWriter) -> tuple[Kind, ...]:
+    """The group objects of the other sources (Volcano, the upstream Workload API),
+    watched while served: their status is not ours to write, so the writer only hears
+    which gang changed, to recompute it for the Events, the debug views and metrics."""
+
+    def wrap(kind: Kind) -> Kind:
+        def apply(manager: GangManager, obj: dict[str, Any], now: float) -> None:
+            kind.apply(manager, obj, now)
+            writer.group_changed(kind.key(obj))
+
+        def delete(manager: GangManager, key: str, now: float) -> None:
+            kind.delete(manager, key, now)
+            writer.group_deleted(key)
+
+        return Kind(kind.name, kind.path, kind.key, apply, delete, kind.discover)
+
+    return (wrap(VOLCANO_GROUPS), wrap(WORKLOAD_GROUPS))

@@ -1,0 +1,141 @@
+"""`gang-extender serve` and leadership: the flags, and the exit.
+
+It exits, logged and with status 1, when its kube-scheduler loses the lease while it was
+active (as kube-scheduler itself does), so that its container restarts as a standby and
+its held binds die with it. Runs the real command against a stand-in API server whose
+lease watch hands the lease to another holder when the test says so."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import httpx
+import pytest
+import yaml
+
+from extender.cli import DEFAULT_LEASE, build_parser
+from extender.kube.leader import LeaseRef
+from tests.test_leader import lease
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_leader_flags() -> None:
+    parser = build_parser()
+    args = parser.parse_args(["serve"])
+    # The shipped scheduler configuration's lease, so two replicas never both act by default.
+    assert args.leader_lease == DEFAULT_LEASE == LeaseRef("gang-scheduler-system",
+                                                          "gang-scheduler")
+    assert args.leader_identity is None  # the host name, kube-scheduler's own prefix
+    assert parser.parse_args(["serve", "--leader-lease", "off"]).leader_lease is None
+    assert parser.parse_args(["serve", "--leader-lease", "a/b"]).leader_lease == LeaseRef(
+        "a", "b")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["serve", "--leader-lease", "nonamespace"])
+
+
+class LeaseApi(BaseHTTPRequestHandler):
+    """Empty lists of nodes, pods and PodGroups whose watches stay open and silent; the
+    lease ns/gang-scheduler held by `me_1`; its watch sends `other_2` once `handover` is
+    set."""
+
+    handover: ClassVar[threading.Event] = threading.Event()
+    paths: ClassVar[list[str]] = []
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+    def do_GET(self) -> None:
+        self.paths.append(self.path)
+        if "watch=1" in self.path:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            if "/leases" in self.path:
+                self.handover.wait(30)
+                event = {"type": "MODIFIED", "object": lease("other_2", time.time())}
+                self.wfile.write(json.dumps(event).encode() + b"\n")
+                self.wfile.flush()
+            time.sleep(30)
+            return
+        items = [lease("me_1", time.time())] if "/leases" in self.path else []
+        body = json.dumps({"metadata": {"resourceVersion": "1"}, "items": items}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def lease_api() -> Iterator[str]:
+    LeaseApi.handover.clear()
+    LeaseApi.paths.clear()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), LeaseApi)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        LeaseApi.handover.set()
+        server.shutdown()
+        server.server_close()
+
+
+def test_losing_the_lease_while_active_exits_with_status_1(lease_api: str,
+                                                          tmp_path: Path) -> None:
+    from tests.test_security import _free_port
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "t",
+        "clusters": [{"name": "t", "cluster": {"server": lease_api}}],
+        "users": [{"name": "t", "user": {"token": "t"}}],
+        "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}],
+    }))
+    port = _free_port()
+    log_path = tmp_path / "extender.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "extender.cli", "serve", "--kubeconfig", str(kubeconfig),
+             "--listen", f"127.0.0.1:{port}", "--leader-lease", "ns/gang-scheduler",
+             "--leader-identity", "me"],
+            stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(url + "/debug/gangs", timeout=1).json()["leader"]["mode"] == (
+                        "active"):
+                    break
+            except (httpx.HTTPError, ValueError, KeyError):
+                pass
+            assert proc.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.1)
+        assert "gang_extender_leader 1.0" in httpx.get(url + "/metrics", timeout=5).text
+        LeaseApi.handover.set()
+        code = proc.wait(15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    output = log_path.read_text()
+    assert code == 1, output
+    assert "active: kube-scheduler me_1 holds lease ns/gang-scheduler" in output
+    assert "lost leadership of lease ns/gang-scheduler (holder: other_2)" in output
+    assert "exiting (status 1) after losing leadership: 0 held bind(s)" in output
+    assert "Traceback" not in output, output
+    lease_paths = [p for p in LeaseApi.paths if "/leases" in p]
+    assert lease_paths and all("fieldSelector=metadata.name%3Dgang-scheduler" in p
+                               for p in lease_paths), lease_paths

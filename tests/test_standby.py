@@ -1,0 +1,289 @@
+"""What a standby holds back (extender/kube/leader.py): it answers every verb with the
+standby error, and carries out no tick, Binding, wake-up, status write or Event; between
+a loss and the exit, Bindings already in flight are let finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from extender.core.config import Config
+from extender.core.convert import pod_from_k8s
+from extender.core.manager import Core, GangManager
+from extender.core.types import GroupInfo
+from extender.kube.events import EventRecorder, ObjectRef
+from extender.kube.leader import Leadership
+from extender.reporting.metrics import Metrics
+from extender.reporting.status import StatusConfig, StatusWriter
+from extender.scheduler.dispatch import DispatchConfig, Dispatcher
+from extender.scheduler.http import create_app, with_fast_verbs
+from extender.scheduler.wakeups import Wakeups
+from tests.test_http_contract import RecordingKube, fake_nodes, sample
+from tests.test_leader import REF, lease
+
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
+def standby(holder: str = "other_1") -> Leadership:
+    """A Leadership that has seen `holder` hold the lease (call inside a running loop)."""
+    leader = Leadership(None, REF, "me")
+    leader.observe(lease(holder, time.time()))
+    return leader
+
+
+def member(base: dict[str, Any], gang: str, i: int, unschedulable: bool = False
+           ) -> dict[str, Any]:
+    p: dict[str, Any] = json.loads(json.dumps(base["Pod"]))
+    p["metadata"].update(name=f"{gang}-{i}", uid=f"uid-{gang}-{i}")
+    p["metadata"]["labels"][GROUP_LABEL] = gang
+    if unschedulable:
+        p["status"] = {"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+    return p
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-verbs", "fastapi-routes"])
+def test_standby_answers_every_verb_with_the_standby_error_and_changes_nothing(
+        fast: bool) -> None:
+    base = sample("nodecachecapable-true.filter.request.json")
+    manager = GangManager(Core.wire())
+    fake_nodes(manager, base["NodeNames"])
+    manager.on_group(GroupInfo("default", "pair", 2, uid="g1"), time.time())
+    pods = [member(base, "pair", i) for i in range(2)]
+    for p in pods:
+        manager.on_pod(pod_from_k8s(p), time.time())
+    kube = RecordingKube()
+    metrics = Metrics()
+
+    async def go() -> None:
+        leader = standby()
+        metrics.leader_active = lambda: leader.active
+        dispatcher = Dispatcher(manager, kube, config=DispatchConfig(bind_hold_limit=5),
+                                leader=leader)
+        app = create_app(dispatcher, metrics)
+        served = with_fast_verbs(app) if fast else app
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=served),
+                                   base_url="http://t")
+        error = ("gang-extender me is on standby: its kube-scheduler does not hold lease "
+                 "ns/gang-scheduler (holder: other_1)")
+        args = {"Pod": pods[0], "Nodes": None, "NodeNames": base["NodeNames"]}
+        r = await client.post("/filter", json=args)
+        assert r.status_code == 200
+        assert r.json() == {"NodeNames": None, "Nodes": None, "FailedNodes": {},
+                            "FailedAndUnresolvableNodes": {}, "Error": error}
+        r = await client.post("/prioritize", json=args)
+        assert (r.status_code, r.json()) == (200, {"Error": error})
+        r = await client.post("/bind", json={"PodName": "pair-0", "PodNamespace": "default",
+                                             "PodUID": "uid-pair-0",
+                                             "Node": base["NodeNames"][0]})
+        assert (r.status_code, r.json()) == (200, {"Error": error})
+        # Even a body it cannot read gets the standby error, not a parse error.
+        r = await client.post("/filter", content=b"{not json")
+        assert r.json()["Error"] == error
+        assert manager.reservations() == () and manager.binds_in_progress() == []
+        assert kube.bindings == []
+        assert (await client.get("/debug/gangs")).json()["leader"]["mode"] == "standby"
+        text = (await client.get("/metrics")).text
+        assert "gang_extender_leader 0.0" in text
+        assert 'gang_extender_verb_duration_seconds_count{result="standby",verb="filter"} 2.0' \
+            in text
+        assert (await client.get("/readyz")).status_code == 200  # readiness is the watches
+
+        # Its kube-scheduler takes the lease: the same calls now place the gang.
+        leader.observe(lease("me_2", time.time()))
+        r = await client.post("/filter", json=args)
+        assert r.json()["Error"] == "" and len(r.json()["NodeNames"]) == 1
+        assert len(manager.reservations()) == 1
+        assert "gang_extender_leader 1.0" in (await client.get("/metrics")).text
+        await client.aclose()
+
+    asyncio.run(go())
+
+
+def test_after_losing_leadership_no_deadline_expires_no_binding_or_wakeup_goes_out() -> None:
+    """Between the loss and the exit: the tick loop stops, a commit a watch event sets off
+    creates no Binding (the held binds are answered with the standby error), and
+    wake-ups are dropped."""
+    base = sample("nodecachecapable-true.filter.request.json")
+    manager = GangManager(Core.wire(Config(default_timeout_seconds=0.3)))
+    fake_nodes(manager, base["NodeNames"])
+    now = time.time()
+    manager.on_group(GroupInfo("default", "trio", 3, uid="g1"), now)
+    pods = [member(base, "trio", i) for i in range(3)]
+    for p in pods:
+        manager.on_pod(pod_from_k8s(p), now)
+    kube = RecordingKube()
+
+    async def go() -> None:
+        leader = Leadership(None, REF, "me")
+        leader.observe(lease("me_1", time.time()))
+        wakeups = Wakeups(manager, kube, time.time)
+        dispatcher = Dispatcher(manager, kube, wakeups, DispatchConfig(tick_interval=0.02),
+                                leader=leader)
+        names = base["NodeNames"]
+        nodes = [(await dispatcher.filter(pod_from_k8s(p), names)).nodes[0] for p in pods[:2]]
+        held = [asyncio.create_task(dispatcher.bind("default", f"trio-{i}", f"uid-trio-{i}",
+                                                    nodes[i])) for i in range(2)]
+        await asyncio.sleep(0.05)
+        assert len(manager.binds_in_progress()) == 2 and kube.bindings == []
+
+        leader.observe(lease("other_1", time.time()))  # lost
+        assert not leader.active
+        ticking = asyncio.create_task(dispatcher.tick_loop())
+        await asyncio.sleep(0.6)  # twice the deadline
+        assert len(manager.reservations()) == 1, "a deadline expired on standby"
+        # minMember lowered to 2: the gang is complete, but no Binding goes out.
+        manager.on_group(GroupInfo("default", "trio", 2, uid="g1"), time.time())
+        dispatcher.cache_changed()
+        answers = await asyncio.gather(*held)
+        assert kube.bindings == []
+        assert all(a is not None and "is on standby" in a for a in answers)
+        # A wake-up the core asks for is not sent.
+        manager.on_group(GroupInfo("default", "woken", 1, uid="g2"), time.time())
+        manager.on_pod(pod_from_k8s(member(base, "woken", 0, unschedulable=True)),
+                       time.time())
+        manager.tick(time.time())  # as the tick loop would, were it active
+        dispatcher.drain()
+        sender = asyncio.create_task(wakeups.run())
+        await asyncio.sleep(0.1)
+        assert kube.patches == []
+        ticking.cancel()
+        sender.cancel()
+
+    asyncio.run(go())
+
+
+def test_an_active_replica_does_expire_deadlines_and_wake_pods() -> None:
+    """The control for the test above: the same steps while active."""
+    base = sample("nodecachecapable-true.filter.request.json")
+    manager = GangManager(Core.wire(Config(default_timeout_seconds=0.3)))
+    fake_nodes(manager, base["NodeNames"])
+    now = time.time()
+    manager.on_group(GroupInfo("default", "trio", 3, uid="g1"), now)
+    pods = [member(base, "trio", i) for i in range(3)]
+    for p in pods:
+        manager.on_pod(pod_from_k8s(p), now)
+    kube = RecordingKube()
+
+    async def go() -> None:
+        leader = Leadership(None, REF, "me")
+        leader.observe(lease("me_1", time.time()))
+        wakeups = Wakeups(manager, kube, time.time)
+        dispatcher = Dispatcher(manager, kube, wakeups, DispatchConfig(tick_interval=0.02),
+                                leader=leader)
+        await dispatcher.filter(pod_from_k8s(pods[0]), base["NodeNames"])
+        assert len(manager.reservations()) == 1
+        ticking = asyncio.create_task(dispatcher.tick_loop())
+        await asyncio.sleep(0.6)
+        assert manager.reservations() == ()
+        manager.on_group(GroupInfo("default", "woken", 1, uid="g2"), time.time())
+        manager.on_pod(pod_from_k8s(member(base, "woken", 0, unschedulable=True)),
+                       time.time())
+        sender = asyncio.create_task(wakeups.run())
+        await asyncio.sleep(0.2)
+        assert any("woken-0" in path for path, _ in kube.patches)
+        ticking.cancel()
+        sender.cancel()
+
+    asyncio.run(go())
+
+
+class Writes:
+    def __init__(self) -> None:
+        self.patches: list[str] = []
+        self.events: list[dict[str, Any]] = []
+
+    async def merge_patch(self, path: str, patch: dict[str, Any]) -> None:
+        self.patches.append(path)
+
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.events.append(body)
+        return {"metadata": {"name": f"e{len(self.events)}"}}
+
+
+def test_standby_writes_no_status_and_posts_no_event() -> None:
+    manager = GangManager(Core.wire())
+    manager.on_group(GroupInfo("ns", "g", 2, uid="u1", creation=time.time() - 60),
+                     time.time())
+    api = Writes()
+    active = [False]
+    recorder = EventRecorder(api, active=lambda: active[0], instance="replica-a")
+    writer = StatusWriter(manager, api, config=StatusConfig(settle=0, loop_interval=0.02))
+    writer.observe_group({"metadata": {"namespace": "ns", "name": "g", "uid": "u1"}})
+    ref = ObjectRef("PodGroup", "scheduling.x-k8s.io/v1alpha1", "ns", "g", "u1")
+
+    async def go() -> None:
+        tasks = [asyncio.create_task(writer.run(lambda: active[0])),
+                 asyncio.create_task(recorder.run())]
+        recorder.record(ref, "Reserved", "on standby")
+        await asyncio.sleep(0.2)
+        assert api.patches == [] and api.events == []
+        assert recorder.debug()["pending"] == 0  # nothing kept to be posted later
+        active[0] = True
+        recorder.record(ref, "Reserved", "active")
+        await asyncio.sleep(0.3)
+        assert api.patches == ["/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ns/podgroups/"
+                               "g/status"]
+        assert [(e["message"], e["reportingInstance"]) for e in api.events] == [
+            ("active", "replica-a")]
+        for t in tasks:
+            t.cancel()
+
+    asyncio.run(go())
+
+
+def test_bindings_in_flight_are_let_finish_before_the_exit() -> None:
+    base = sample("nodecachecapable-true.filter.request.json")
+    manager = GangManager(Core.wire())
+    fake_nodes(manager, base["NodeNames"])
+    release = asyncio.Event()
+
+    class SlowKube(RecordingKube):
+        async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+            await release.wait()
+            await super().bind(namespace, name, uid, node)
+
+    async def go() -> None:
+        kube = SlowKube()
+        dispatcher = Dispatcher(manager, kube)
+        plain = dict(base["Pod"], metadata={**base["Pod"]["metadata"], "name": "solo",
+                                            "uid": "uid-solo"})
+        manager.on_pod(pod_from_k8s(plain), time.time())
+        node = (await dispatcher.filter(pod_from_k8s(plain), base["NodeNames"])).nodes[0]
+        bind = asyncio.create_task(dispatcher.bind("default", "solo", "uid-solo", node))
+        await asyncio.sleep(0.05)
+        assert await dispatcher.bindings_settled(0.1) == 1  # still in flight: gave up
+        asyncio.get_running_loop().call_later(0.1, release.set)
+        assert await dispatcher.bindings_settled(5) == 0
+        assert await bind is None and len(kube.bindings) == 1
+
+    asyncio.run(go())
+
+
+def test_held_binds_are_answered_with_an_error_before_the_exit() -> None:
+    base = sample("nodecachecapable-true.filter.request.json")
+    manager = GangManager(Core.wire())
+    fake_nodes(manager, base["NodeNames"])
+    manager.on_group(GroupInfo("default", "trio", 3, uid="g1"), time.time())
+    pods = [member(base, "trio", i) for i in range(3)]
+    for p in pods:
+        manager.on_pod(pod_from_k8s(p), time.time())
+
+    async def go() -> None:
+        kube = RecordingKube()
+        dispatcher = Dispatcher(manager, kube)
+        nodes = [(await dispatcher.filter(pod_from_k8s(p), base["NodeNames"])).nodes[0]
+                 for p in pods[:2]]
+        held = [asyncio.create_task(dispatcher.bind("default", f"trio-{i}", f"uid-trio-{i}",
+                                                    nodes[i])) for i in range(2)]
+        await asyncio.sleep(0.05)
+        assert dispatcher.answer_held("lost leadership") == 2
+        assert await asyncio.gather(*held) == ["lost leadership", "lost leadership"]
+        assert kube.bindings == [] and dispatcher.answers_pending() == 0
+
+    asyncio.run(go())
