@@ -12,12 +12,10 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from extender.core.annotations import topology_of
 from extender.core.resources import parse_resource_list, pod_requests
 from extender.core.sources import membership
 from extender.core.types import (
     BudgetInfo,
-    GroupInfo,
     LabelSelector,
     NodeInfo,
     NodeSelectorTerm,
@@ -29,7 +27,7 @@ from extender.core.types import (
     Toleration,
 )
 
-__all__ = ["budget_from_k8s", "group_from_k8s", "node_from_k8s", "parse_time", "pod_from_k8s"]
+__all__ = ["budget_from_k8s", "node_from_k8s", "parse_time", "pod_from_k8s"]
 
 _EMPTY: Mapping[str, Any] = {}
 _NODE_SELECTOR_OPS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
@@ -340,56 +338,6 @@ def _build_node(obj: Mapping[str, Any], _ident: str) -> NodeInfo:
 def node_from_k8s(obj: Any) -> NodeInfo:
     """A Node object to `NodeInfo`."""
     return _guarded("node", obj, _build_node)
-
-
-# ----- PodGroups ----------------------------------------------------------------------
-
-
-def _build_group(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
-    meta = _obj(obj.get("metadata"), "metadata")
-    spec = _obj(obj.get("spec"), "spec")
-    name = _str(meta.get("name"), "metadata.name")
-    if not name:
-        raise ValueError("metadata.name is missing")
-    min_member = _int(spec.get("minMember"), "spec.minMember", 1)
-    if min_member < 0:
-        raise ValueError(f"spec.minMember must be >= 1, got {min_member}")
-    timeout = spec.get("scheduleTimeoutSeconds")
-    if timeout is not None:
-        timeout = _int(timeout, "spec.scheduleTimeoutSeconds", 0)
-        if timeout < 0:
-            raise ValueError(f"spec.scheduleTimeoutSeconds must be >= 0, got {timeout}")
-    min_resources = parse_resource_list(_obj(spec.get("minResources"), "spec.minResources"))
-    required, preferred, error = topology_of(
-        _str_map(meta.get("annotations"), "metadata.annotations"))
-    return GroupInfo(
-        namespace=_str(meta.get("namespace"), "metadata.namespace", "default"),
-        name=name,
-        # 0 and 1 mean the same thing: a bound member is already a quorum of one.
-        min_member=max(min_member, 1),
-        uid=_str(meta.get("uid"), "metadata.uid"),
-        creation=parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-        min_resources=min_resources or None,
-        # 0 would expire every reservation at once; treat it as "not set".
-        schedule_timeout_seconds=timeout or None,
-        topology_required=required,
-        topology_preferred=preferred,
-        topology_error=error,
-    )
-
-
-def group_from_k8s(obj: Any) -> GroupInfo:
-    """A PodGroup (scheduling.x-k8s.io/v1alpha1) to `GroupInfo`.
-
-    minMember: absent or 0 becomes 1 (scheduler-plugins lets 0 through, and a group
-    of "at least none" behaves exactly like one of at least one: each member may
-    bind alone); negative is rejected. scheduleTimeoutSeconds: absent or 0 means
-    "use the extender's default"; negative is rejected. An empty minResources is None.
-    A malformed topology annotation does not reject the object (the gang would then be
-    unknown and its members told "PodGroup not found"): it is carried as
-    `topology_error`, and reported on the PodGroup.
-    """
-    return _guarded("podgroup", obj, _build_group)
 
 
 # ----- PodDisruptionBudgets -----------------------------------------------------------

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extender.core.convert import group_from_k8s, node_from_k8s, parse_time, pod_from_k8s
+from extender.core.convert import node_from_k8s, parse_time, pod_from_k8s
+from extender.core.convert_groups import group_from_k8s
 from extender.core.types import (
     LabelSelector,
     NodeSelectorTerm,
