@@ -5,13 +5,15 @@ free soonest. Plain data, the gang manager driven by `tests/core/workload.py`.""
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from extender.core.config import Config
 from extender.core.manager import Core
 from extender.core.types import NodeInfo, PodInfo
-from extender.core.vocabulary import EvictPods, Preempting, Reason
+from extender.core.vocabulary import EvictPods, GangHeld, Preempting, Reason
 from tests.core.sim import SimScheduler, group, pod
 from tests.core.workload import Driver, Job
 
@@ -140,3 +142,29 @@ def test_property_a_rack_gang_evicts_only_inside_the_rack_it_is_placed_in(
     if evicted:
         assert where and {rack_of(sim, n) for n in evicted} <= where, (evicted, where)
     assert sim.overcommits == []
+
+
+# ----- the starvation guard ----------------------------------------------------------------
+
+
+def test_the_forward_hold_of_a_rack_gang_is_in_one_rack_on_the_nodes_freeing_first() -> None:
+    # Rack r1: a and b run long pods of the gang scheduler, c is free; r2: d runs one.
+    # Once they finish r1 holds the gang of 2 (r2 never does); of r1's nodes, c is free
+    # now, so the hold takes c and waits for one other node, not for two.
+    sim = racks({"a": "r1", "b": "r1", "c": "r1", "d": "r2"}, preemption=False,
+                starvation=1.0)
+    for name in ("a", "b", "d"):
+        busy = pod(f"busy-{name}", cpu=4000, memory=1 << 20)
+        sim.add_pod(busy)
+        sim.manager.on_pod(dataclasses.replace(busy, node_name=name, phase="Running"), sim.now)
+    big = Job("big", at=0, run=10, cpu=4000, members=2, required=RACK)
+    driver = Driver(sim, [big])
+    driver.run_until(lambda: any(isinstance(a, GangHeld) for a in sim.actions), 5)
+    (res,) = [r for r in sim.manager.reservations() if r.gang == "ns/big"]
+    assert res.held == "starvation" and res.domain == "rack r1"
+    nodes = {s.node for s in res.slots}
+    assert "c" in nodes and {rack_of(sim, n) for n in nodes} == {"r1"}, nodes
+    st = sim.status("ns/big")
+    assert st.reason == Reason.CAPACITY_HELD
+    assert "2 slot(s) held for it on node(s) a, c in rack r1, freeing as the pods on a finish" \
+        in st.message, st.message
