@@ -13,8 +13,10 @@ from fastapi import FastAPI
 from prometheus_client import generate_latest
 
 from extender.core.config import Config
+from extender.core.convert_groups import workload_group_from_k8s
 from extender.core.manager import Core, GangManager
 from extender.core.queue.backoff import BackoffPolicy
+from extender.core.types import WORKLOAD_API, Membership
 from extender.core.vocabulary import (
     BindPod,
     GangBound,
@@ -389,6 +391,27 @@ def test_a_malformed_topology_annotation_is_a_condition_and_a_warning(env: Env) 
     env.sim.add_group(group("t", 2, topology_required="kubernetes.io/hostname"))
     assert [env.sim.schedule(u) for u in uids] == ["held", "bound"]
     assert len({p.node_name for p in env.sim.bound("t")}) == 1
+
+
+def test_an_unusable_upstream_topology_key_is_a_warning_on_the_upstream_podgroup(
+        env: Env) -> None:
+    """The upstream PodGroup (scheduling.k8s.io/v1alpha2) gets the InvalidTopology Event;
+    its status is not the extender's to write."""
+    g = workload_group_from_k8s({
+        "metadata": {"name": "up", "namespace": "ns", "uid": "up-1"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+                 "schedulingConstraints": {"topology": [{"key": "a/b/c"}]}}})
+    env.sim.add_group(g)
+    env.sim.drain()
+    uids = [env.sim.add_pod(pod(f"up-{i}", membership=Membership(WORKLOAD_API, "up"))).uid
+            for i in range(2)]
+    assert [env.sim.schedule(u) for u in uids] == ["rejected", "rejected"]
+    env.step(1)
+    msg = f"gang workload-api:ns/up: {g.topology_error}"
+    assert ("InvalidTopology", "Warning", 1, msg) in env.api.events_for("up")
+    (ev,) = [e for e in env.api.events.values() if e["reason"] == "InvalidTopology"]
+    assert ev["involvedObject"]["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+    assert env.api.status_writes("up") == []
 
 
 def test_member_failure_marks_failed_and_names_the_pod(env: Env) -> None:

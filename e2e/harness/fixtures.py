@@ -396,6 +396,19 @@ def _get_or_none(fn: Callable[[], Any]) -> dict[str, Any] | None:
         raise
 
 
+def workload_api_served() -> bool:
+    """Whether the cluster serves the upstream Workload API's PodGroups
+    (scheduling.k8s.io/v1alpha2; the local control plane does, cluster.py)."""
+    try:
+        kube().custom.list_cluster_custom_object("scheduling.k8s.io", "v1alpha2", "podgroups",
+                                                 limit=1)
+    except ApiException as e:
+        if e.status == 404:
+            return False
+        raise
+    return True
+
+
 def get_pod(ns: str, name: str) -> dict[str, Any] | None:
     """The pod as JSON, or None if it does not exist."""
     return _get_or_none(lambda: kube().core.read_namespaced_pod(

@@ -24,6 +24,7 @@ from e2e.harness.fixtures import (
     get_podgroup,
     kube,
     wait_for,
+    workload_api_served,
 )
 from e2e.harness.fixtures import NodeSet as Nodes
 
@@ -121,6 +122,42 @@ def test_the_issue_case_with_a_required_rack_binds_both_in_r2(
     reserved = wait_for(lambda: pg_events(ns, "whole").get("Reserved") or NotYet(
         sorted(pg_events(ns, "whole"))), 10, "the Reserved Event", logs=gang.logs())
     assert "in rack r2 for" in reserved["message"], reserved["message"]
+
+
+def test_an_upstream_podgroup_topology_constraint_keeps_the_gang_in_one_rack(
+    gang: GangStack, fake_nodes: Nodes, namespace: str
+) -> None:
+    """The issue case again, the gang an upstream Workload API PodGroup
+    (scheduling.k8s.io/v1alpha2) whose spec.schedulingConstraints.topology names the rack
+    key: it means topology-required (issue 19), so both members go to r2."""
+    if not workload_api_served():
+        pytest.skip("scheduling.k8s.io/v1alpha2 is not served")
+    ns = namespace
+    racks(fake_nodes, ns)
+    kube().custom.create_namespaced_custom_object(
+        "scheduling.k8s.io", "v1alpha2", ns, "podgroups",
+        {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+         "metadata": {"name": "up"},
+         "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+                  "schedulingConstraints": {"topology": [{"key": RACK}]}}})
+    stored = kube().custom.get_namespaced_custom_object(
+        "scheduling.k8s.io", "v1alpha2", ns, "podgroups", "up")
+    # Dropped unless kube-apiserver has TopologyAwareWorkloadScheduling: then this test
+    # would test nothing.
+    assert stored["spec"].get("schedulingConstraints") == {"topology": [{"key": RACK}]}, stored
+    with Recorder(ns) as rec:
+        for i in range(2):
+            create_pod(ns, f"up-{i}", cpu="1", scheduler_name=GANG_SCHEDULER,
+                       node_selector={SET: ns},
+                       spec_extra={"schedulingGroup": {"podGroupName": "up"}})
+        placed = bound_whole(rec, "up", 2, gang)
+    assert {rack_of(n) for n in placed.values()} == {"r2"}, placed
+    reserved = wait_for(lambda: pg_events(ns, "up").get("Reserved") or NotYet(
+        sorted(pg_events(ns, "up"))), 10, "the Reserved Event", logs=gang.logs())
+    assert reserved["involvedObject"]["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+    msg = reserved["message"]
+    assert msg.startswith(f"gang workload-api:{ns}/up: reserved 2 slot(s)") and (
+        " in rack r2 for " in msg), msg
 
 
 def test_a_gang_no_rack_holds_waits_naming_the_rack_then_runs_when_one_does(

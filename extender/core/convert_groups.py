@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from extender.core.annotations import topology_of
+from extender.core.annotations import label_key_problem, topology_of
 from extender.core.convert import _guarded, _int, _list, _obj, _str, _str_map, parse_time
 from extender.core.resources import parse_resource_list
 from extender.core.types import VOLCANO, WORKLOAD_API, GroupInfo
@@ -111,14 +111,35 @@ def _build_workload(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
                           "spec.schedulingConstraints").get("topology"), w)
     keys = [_str(_obj(t, f"{w}[{i}]").get("key"), f"{w}[{i}].key")
             for i, t in enumerate(topology)]
+    required, error = _workload_topology(keys)
     return GroupInfo(namespace=namespace, name=name, min_member=min_count, uid=uid,
-                     creation=creation, source=WORKLOAD_API,
-                     topology_required=next((k for k in keys if k), ""))
+                     creation=creation, source=WORKLOAD_API, topology_required=required,
+                     topology_error=error)
+
+
+def _workload_topology(keys: list[str]) -> tuple[str, str]:
+    """(the required key, why it cannot be used) from the topology constraints' keys.
+    The API allows one constraint and validates its key as a label key; an API server
+    that let a bad or a second one through is not second-guessed: the gang is not placed,
+    and says why (`Reason.INVALID_TOPOLOGY`), as for a malformed annotation."""
+    w = "spec.schedulingConstraints.topology"
+    if not keys:
+        return "", ""
+    if len(keys) > 1:
+        return "", (f"{w}: {len(keys)} constraints ({', '.join(map(repr, keys))}); only one "
+                    f"is supported, as the API allows; the gang is not placed until it is "
+                    f"fixed")
+    problem = label_key_problem(keys[0])
+    if problem is not None:
+        return "", (f"{w}[0].key: {keys[0]!r} is not a node label key ({problem}); the "
+                    f"gang is not placed until it is fixed")
+    return keys[0], ""
 
 
 def workload_group_from_k8s(obj: Any) -> GroupInfo:
     """An upstream PodGroup (scheduling.k8s.io/v1alpha2, Kubernetes 1.36 alpha) to
     `GroupInfo`: spec.schedulingPolicy.gang.minCount is the quorum (a "basic" policy: 1);
-    the first spec.schedulingConstraints.topology[].key is the topology every member
-    must share (the API allows one today)."""
+    spec.schedulingConstraints.topology[0].key is topology-required, exactly as the
+    gang-extender.x-k8s.io/topology-required annotation of a scheduler-plugins PodGroup
+    (docs/topology.md): every member of the quorum in one domain of that node label."""
     return _guarded("podgroup.scheduling.k8s.io", obj, _build_workload)

@@ -10,8 +10,10 @@ import itertools
 
 import pytest
 
+from extender.core.convert import pod_from_k8s
+from extender.core.convert_groups import workload_group_from_k8s
 from extender.core.types import LabelSelector, NodeInfo, PodInfo, SpreadConstraint
-from extender.core.vocabulary import BindOutcome
+from extender.core.vocabulary import BindOutcome, GangReserved, Reason
 from tests.core.sim import SimScheduler, group, node, pod
 
 RACK = "example.com/rack"
@@ -212,3 +214,61 @@ def test_a_gang_that_fits_no_rack_is_not_said_to_wait_behind_another() -> None:
     st = sim.status("ns/g")
     assert st.reason == "InsufficientCapacity", st
     assert st.message.startswith("gang ns/g: needs 3 × {cpu: 2, memory: 1Gi} in one rack")
+
+
+# ----- the upstream Workload API's topology constraint (issue 19) ----------------------------
+
+
+def upstream_case(topology: list[dict[str, str]] | None) -> SimScheduler:
+    """The issue case, the gang an upstream PodGroup (scheduling.k8s.io/v1alpha2) whose
+    members join it by spec.schedulingGroup."""
+    sim = SimScheduler()
+    for n in (racked("a1", "r1"), racked("a2", "r1", cpu=1000), racked("b1", "r2"),
+              racked("b2", "r2")):
+        sim.add_node(n)
+    spec: dict[str, object] = {"schedulingPolicy": {"gang": {"minCount": 2}}}
+    if topology is not None:
+        spec["schedulingConstraints"] = {"topology": topology}
+    sim.add_group(workload_group_from_k8s({
+        "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+        "metadata": {"name": "up", "namespace": "ns", "uid": "up-1",
+                     "creationTimestamp": "2026-11-24T10:00:00Z"},
+        "spec": spec}))
+    for i in range(2):
+        sim.add_pod(pod_from_k8s({
+            "metadata": {"name": f"up-{i}", "namespace": "ns", "uid": f"up-pod-{i}",
+                         "creationTimestamp": "2026-11-24T10:00:01Z"},
+            "spec": {"schedulerName": "gang-scheduler", "schedulingGroup": {"podGroupName": "up"},
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]},
+            "status": {"phase": "Pending"}}))
+    return sim
+
+
+def upstream_racks(sim: SimScheduler) -> set[str]:
+    for uid in sorted(sim.cache.pods):
+        sim.schedule(uid)
+    return {rack_of(sim, p.node_name) for p in sim.cache.pods.values() if p.node_name}
+
+
+def test_an_upstream_podgroup_without_a_topology_constraint_is_split() -> None:
+    assert upstream_racks(upstream_case(None)) == {"r1", "r2"}
+
+
+def test_an_upstream_topology_constraint_is_topology_required() -> None:
+    sim = upstream_case([{"key": RACK}])
+    assert upstream_racks(sim) == {"r2"}
+    reserved = [a for a in sim.actions if isinstance(a, GangReserved)]
+    assert reserved[0].message == (
+        "gang workload-api:ns/up: reserved 2 slot(s) on 2 node(s) in rack r2 for 30s")
+
+
+def test_a_malformed_upstream_topology_key_places_nothing_and_says_why() -> None:
+    sim = upstream_case([{"key": "rack zone"}])
+    assert upstream_racks(sim) == set()
+    st = sim.status("workload-api:ns/up")
+    assert st.reason == Reason.INVALID_TOPOLOGY
+    assert st.message == (
+        "gang workload-api:ns/up: spec.schedulingConstraints.topology[0].key: 'rack zone' is "
+        "not a node label key (the name part must be letters, digits, '-', '_' or '.', "
+        "beginning and ending with a letter or digit); the gang is not placed until it is "
+        "fixed")
