@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from extender.core.config import Config
 from extender.core.manager import Core
 from extender.core.types import NodeInfo, PodInfo
-from extender.core.vocabulary import EvictPods, GangHeld, Preempting, Reason
+from extender.core.vocabulary import EvictPods, GangHeld, GangReserved, Preempting, Reason
 from tests.core.sim import SimScheduler, group, pod
 from tests.core.workload import Driver, Job
 
@@ -168,3 +168,10 @@ def test_the_forward_hold_of_a_rack_gang_is_in_one_rack_on_the_nodes_freeing_fir
     assert st.reason == Reason.CAPACITY_HELD
     assert "2 slot(s) held for it on node(s) a, c in rack r1, freeing as the pods on a finish" \
         in st.message, st.message
+    # a's pod finishes: the hold becomes a reservation, still bound to rack r1 (so a slot
+    # that moves stays there), and the gang is bound there.
+    sim.finish(next(u for u, p in sim.cache.pods.items() if p.name == "busy-a"))
+    driver.run_until(lambda: driver.gang_bound_at(big) is not None, 5)
+    reserved = [a for a in sim.actions if isinstance(a, GangReserved)]
+    assert reserved and "in rack r1 for 30s" in reserved[0].message, reserved
+    assert {rack_of(sim, p.node_name) for p in sim.bound("big")} == {"r1"}
