@@ -3,10 +3,13 @@
     .venv/bin/python -m bench.core --quick     # 500 nodes x 1,000 pods, seconds
     .venv/bin/python -m bench.core --full      # {500, 5,000} nodes x {1,000, 10,000} pods
                                                # x {burst, stream}; about 1 minute
+    .venv/bin/python -m bench.core --topology  # 5,000 x 10,000, {burst, stream}, without
+                                               # and with racks and blocks (issue 18)
+    .venv/bin/python -m bench.core --cases 5000x10000:stream:topology
     .venv/bin/python -m bench.core --profile   # cProfile of 5,000 nodes x 10,000 pods, stream
 
-Results: bench/results/core.{json,md} (--full) or core-quick.*; docs/performance.md
-explains them.
+Results: bench/results/core.{json,md} (--full), core-topology.* or core-quick.*;
+docs/performance.md and docs/topology.md explain them.
 
 Each case runs in its own process, so memory figures do not mix: bench/workload.py builds
 the cluster and the gangs, bench/run.py plays kube-scheduler against the extender
@@ -37,14 +40,19 @@ from bench.report import markdown
 from bench.run import run_case
 
 SIZES = ((500, 1000), (500, 10_000), (5000, 1000), (5000, 10_000))
-FULL_CASES = tuple((n, p, a) for a in ("burst", "stream") for n, p in SIZES)
-QUICK_CASES = ((500, 1000, "burst"), (500, 1000, "stream"))
+# (nodes, pods, arrival, topology): with topology, racks and blocks on the nodes and gangs
+# that ask for them (issue 18). The topology preset runs the same case without them in
+# the same session, so the two are compared on one machine under one load.
+FULL_CASES = tuple((n, p, a, False) for a in ("burst", "stream") for n, p in SIZES)
+TOPOLOGY_CASES = tuple((5000, 10_000, a, t) for t in (False, True) for a in ("burst", "stream"))
+QUICK_CASES = ((500, 1000, "burst", False), (500, 1000, "stream", False))
 
 
-def _run_in_subprocess(nodes: int, pods: int, arrival: str, passes: int,
+def _run_in_subprocess(nodes: int, pods: int, arrival: str, topology: bool, passes: int,
                        gc_freeze: bool) -> dict[str, Any]:
+    case = f"{nodes}x{pods}:{arrival}" + (":topology" if topology else "")
     out = subprocess.run(
-        [sys.executable, "-m", "bench.core", "--case", f"{nodes}x{pods}:{arrival}",
+        [sys.executable, "-m", "bench.core", "--case", case,
          "--passes", str(passes), *(["--gc-freeze"] if gc_freeze else [])],
         capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[1],
     )
@@ -52,10 +60,10 @@ def _run_in_subprocess(nodes: int, pods: int, arrival: str, passes: int,
     return result
 
 
-def profile_case(nodes: int, pods: int, arrival: str, out: Path) -> str:
+def profile_case(nodes: int, pods: int, arrival: str, topology: bool, out: Path) -> str:
     prof = cProfile.Profile()
     prof.enable()
-    asyncio.run(run_case(nodes, pods, trace_memory=False, arrival=arrival))
+    asyncio.run(run_case(nodes, pods, trace_memory=False, arrival=arrival, topology=topology))
     prof.disable()
     buf = io.StringIO()
     stats = pstats.Stats(prof, stream=buf)
@@ -67,13 +75,15 @@ def profile_case(nodes: int, pods: int, arrival: str, out: Path) -> str:
     return text
 
 
-def _size(text: str) -> tuple[int, int, str]:
-    """"NODESxPODS[:burst|:stream]"."""
-    size, _, arrival = text.lower().partition(":")
+def _size(text: str) -> tuple[int, int, str, bool]:
+    """"NODESxPODS[:burst|:stream][:topology]"."""
+    size, *rest = text.lower().split(":")
     nodes, pods = size.split("x")
-    if arrival not in ("", "burst", "stream"):
-        raise SystemExit(f"unknown arrival {arrival!r}: burst or stream")
-    return int(nodes), int(pods), arrival or "burst"
+    topology = "topology" in rest
+    arrivals = [r for r in rest if r != "topology"]
+    if len(arrivals) > 1 or (arrivals and arrivals[0] not in ("burst", "stream")):
+        raise SystemExit(f"unknown case {text!r}: NODESxPODS[:burst|:stream][:topology]")
+    return int(nodes), int(pods), arrivals[0] if arrivals else "burst", topology
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,11 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="500 nodes x 1,000 pods")
     mode.add_argument("--full", action="store_true", help="{500, 5000} x {1000, 10000}")
-    mode.add_argument("--cases", help="NODESxPODS[:stream],... instead of a preset")
-    mode.add_argument("--case", help="NODESxPODS[:stream], one case in this process, "
-                      "JSON on stdout")
+    mode.add_argument("--topology", action="store_true",
+                      help="5000 x 10000 without and with a rack/block topology")
+    mode.add_argument("--cases", help="NODESxPODS[:stream][:topology],... instead of a preset")
+    mode.add_argument("--case", help="NODESxPODS[:stream][:topology], one case in this "
+                      "process, JSON on stdout")
     mode.add_argument("--profile", nargs="?", const="5000x10000:stream",
-                      metavar="NODESxPODS[:stream]",
+                      metavar="NODESxPODS[:stream][:topology]",
                       help="cProfile one case (default 5000x10000:stream)")
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--gc-freeze", action="store_true",
@@ -94,13 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     if args.case:
-        n, p, a = _size(args.case)
+        n, p, a, t = _size(args.case)
         print(json.dumps(asyncio.run(
-            run_case(n, p, args.passes, gc_freeze=args.gc_freeze, arrival=a))))
+            run_case(n, p, args.passes, gc_freeze=args.gc_freeze, arrival=a, topology=t))))
         return 0
     if args.profile:
-        n, p, a = _size(args.profile)
-        text = profile_case(n, p, a, args.out / "core-profile.txt")
+        n, p, a, t = _size(args.profile)
+        text = profile_case(n, p, a, t, args.out / "core-profile.txt")
         print(text[:6000])
         print(f"written: {args.out / 'core-profile.txt'}")
         return 0
@@ -108,13 +120,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.cases:
         cases = tuple(_size(c) for c in args.cases.split(","))
         mode_name = "custom"
+    elif args.topology:
+        cases, mode_name = TOPOLOGY_CASES, "topology"
     else:
         cases = FULL_CASES if args.full else QUICK_CASES
         mode_name = "full" if args.full else "quick"
     results = []
-    for n, p, a in cases:
-        print(f"case {n} nodes x {p} pods, {a} ...", file=sys.stderr, flush=True)
-        results.append(_run_in_subprocess(n, p, a, args.passes, args.gc_freeze))
+    for n, p, a, t in cases:
+        print(f"case {n} nodes x {p} pods, {a}{', topology' if t else ''} ...",
+              file=sys.stderr, flush=True)
+        results.append(_run_in_subprocess(n, p, a, t, args.passes, args.gc_freeze))
     data = {"benchmark": "core", "mode": mode_name, "machine": machine(), "cases": results}
     text = markdown(data)
     stem = "core" if args.full else f"core-{mode_name}"

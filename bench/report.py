@@ -13,6 +13,10 @@ CALLS = ("filter", "prioritize", "bind: manager decision", "bind (plain pod)", "
          "watch: pod")
 
 
+def _arrival(case: dict[str, Any]) -> str:
+    return str(case["arrival"]) + ("+topology" if case.get("topology") else "")
+
+
 def markdown(data: dict[str, Any]) -> str:
     cases = data["cases"]
     m = data["machine"]
@@ -21,12 +25,13 @@ def markdown(data: dict[str, Any]) -> str:
              f"{m['cpus']} CPUs, load {m['loadavg_1m']} at the start, Python {m['python']}, "
              f"commit {m['commit']}, {m['date']}. Milliseconds per call. *burst*: every pod "
              f"pending before scheduling starts; *stream*: each gang arrives just before "
-             f"kube-scheduler reaches it.", ""]
+             f"kube-scheduler reaches it; *+topology*: racks of 32 nodes in blocks of 16 "
+             f"racks, and gangs that require or prefer one (bench/workload.py).", ""]
     rows = []
     for c in cases:
         f = c["verbs"].get("filter", {})
         p = c["planning"]
-        rows.append([c["nodes"], c["pods"], c["arrival"], f.get("p50", "-"), f.get("p99", "-"),
+        rows.append([c["nodes"], c["pods"], _arrival(c), f.get("p50", "-"), f.get("p99", "-"),
                      c["verbs"].get("prioritize", {}).get("p99", "-"), p.get("p50", "-"),
                      p.get("p99", "-"), c["memory"]["peak_rss_mib"]])
     lines += ["## Headline", "",
@@ -36,10 +41,10 @@ def markdown(data: dict[str, Any]) -> str:
     for c in cases:
         for verb in CALLS:
             st = c["verbs"].get(verb, {})
-            rows.append([c["nodes"], c["pods"], c["arrival"], verb, st.get("count", 0),
+            rows.append([c["nodes"], c["pods"], _arrival(c), verb, st.get("count", 0),
                          st.get("p50", "-"), st.get("p99", "-"), st.get("max", "-")])
         st = c["planning"]
-        rows.append([c["nodes"], c["pods"], c["arrival"], "planning call (plan_group)",
+        rows.append([c["nodes"], c["pods"], _arrival(c), "planning call (plan_group)",
                      st.get("count", 0), st.get("p50", "-"), st.get("p99", "-"),
                      st.get("max", "-")])
     lines += ["## Every call", "",
@@ -48,7 +53,7 @@ def markdown(data: dict[str, Any]) -> str:
     rows = []
     for c in cases:
         for kind, st in c["filter_by_kind"].items():
-            rows.append([c["nodes"], c["pods"], c["arrival"], kind, st["count"], st["p50"],
+            rows.append([c["nodes"], c["pods"], _arrival(c), kind, st["count"], st["p50"],
                          st["p99"], st["max"]])
     lines += ["## Filter by path", "",
               md_table(["nodes", "pending pods", "arrival", "filter path", "count", "p50 ms",
@@ -56,7 +61,7 @@ def markdown(data: dict[str, Any]) -> str:
     rows = []
     for c in cases:
         mem, k, gcp = c["memory"], c["counts"], c["gc_pauses"]["gen2"]
-        rows.append([c["nodes"], c["pods"], c["arrival"], c["gangs"], mem["state_mib"],
+        rows.append([c["nodes"], c["pods"], _arrival(c), c["gangs"], mem["state_mib"],
                      mem["rss_loaded_mib"], mem["peak_rss_mib"], gcp.get("count", 0),
                      gcp.get("max", "-"), k["bound_or_finished"], k["filter_rejected"],
                      c["planning"]["plans"], c["planning"]["shortfalls"], c["seconds"]["run"]])

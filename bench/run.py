@@ -30,16 +30,19 @@ from bench.common import peak_rss_mib, rss_mib, summary_ms
 from bench.inprocess import Plans, Timings, asgi_post, extender
 from bench.simulator import KubeSchedulerView
 from bench.workload import SHAPES, T0, make_workload, pod_json
-from extender.core.convert import group_from_k8s, node_from_k8s, pod_from_k8s
+from extender.core.convert import node_from_k8s, pod_from_k8s
+from extender.core.convert_groups import group_from_k8s
 from extender.core.types import GROUP_LABEL
 
 
 async def run_case(n_nodes: int, n_pods: int, passes: int = 3, trace_memory: bool = True,
-                   gc_freeze: bool = False, arrival: str = "burst") -> dict[str, Any]:
+                   gc_freeze: bool = False, arrival: str = "burst",
+                   topology: bool = False) -> dict[str, Any]:
     """`arrival`: "burst", every pod is pending before kube-scheduler starts (the backlog
     after a big submission); "stream", each gang arrives just before kube-scheduler
-    reaches it, so each gang's first member plans that gang (the steady state)."""
-    wl = make_workload(n_nodes, n_pods)
+    reaches it, so each gang's first member plans that gang (the steady state).
+    `topology`: racks and blocks on the nodes, and gangs that ask for them."""
+    wl = make_workload(n_nodes, n_pods, topology=topology)
     # The simulator's own objects (the workload's JSON) must not lengthen the extender's
     # garbage collections: move them to the permanent generation.
     gc.collect()
@@ -237,6 +240,7 @@ async def run_case(n_nodes: int, n_pods: int, passes: int = 3, trace_memory: boo
         "nodes": n_nodes,
         "pods": n_pods,
         "arrival": arrival,
+        "topology": topology,
         "gangs": len(wl.groups),
         "plain_pods": sum(1 for p in wl.pending if GROUP_LABEL not in p["metadata"]["labels"]),
         "running_pods": len(wl.running),

@@ -5,6 +5,12 @@ Nodes of 32 CPU / 128Gi (every 4th a tainted 8-GPU node), about one running
 default-scheduler pod per node, and pending pods in PodGroups of 1-64 members (four
 request shapes, one in five gangs on GPUs) plus 5 % plain pods of the gang scheduler.
 Seeded: the same sizes give the same workload on every run.
+
+With `topology`, the same nodes and gangs, plus a three-level topology (docs/topology.md):
+racks of 32 nodes (8 of them GPU nodes: 64 GPUs a rack) in blocks of 16 racks, the node
+being the third level. Of the gangs, 4 in 10 require one rack, 2 require one block and
+prefer one rack, 2 prefer a rack, then a block, and 2 ask for nothing. Drawn from a
+generator of their own, so the shapes and sizes are those of the case without topology.
 """
 
 from __future__ import annotations
@@ -25,6 +31,12 @@ DEFAULT_TOLERATIONS = [
      "tolerationSeconds": 300},
 ]
 T0 = 1_790_000_000.0  # simulated epoch seconds
+RACK = "topology.example.com/rack"
+BLOCK = "topology.example.com/block"
+RACK_NODES = 32
+BLOCK_RACKS = 16
+REQUIRED = "gang-extender.x-k8s.io/topology-required"
+PREFERRED = "gang-extender.x-k8s.io/topology-preferred"
 
 
 @dataclass(frozen=True)
@@ -50,16 +62,20 @@ def _ts(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
-def node_json(i: int) -> dict[str, Any]:
+def node_json(i: int, topology: bool = False) -> dict[str, Any]:
     name = f"node-{i:05d}"
     gpu = i % 4 == 3
     alloc = {"cpu": "32", "memory": "128Gi", "pods": "110", "ephemeral-storage": "100Gi"}
     if gpu:
         alloc.update({"memory": "256Gi", "nvidia.com/gpu": "8"})
+    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+              "node.kubernetes.io/instance-type": "gpu-8x" if gpu else "cpu-32"}
+    if topology:
+        rack = i // RACK_NODES
+        labels[BLOCK] = f"b{rack // BLOCK_RACKS:02d}"
+        labels[RACK] = f"b{rack // BLOCK_RACKS:02d}-r{rack % BLOCK_RACKS:02d}"
     return {
-        "metadata": {"name": name, "uid": f"node-uid-{i}", "labels": {
-            "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-            "node.kubernetes.io/instance-type": "gpu-8x" if gpu else "cpu-32"}},
+        "metadata": {"name": name, "uid": f"node-uid-{i}", "labels": labels},
         "spec": {"taints": [GPU_TAINT] if gpu else []},
         "status": {"capacity": dict(alloc), "allocatable": alloc},
     }
@@ -105,13 +121,24 @@ def pod_json(
     }
 
 
-def group_json(ns: str, name: str, min_member: int, created: float) -> dict[str, Any]:
+def group_json(ns: str, name: str, min_member: int, created: float,
+               annotations: dict[str, str] | None = None) -> dict[str, Any]:
     return {
         "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
         "metadata": {"name": name, "namespace": ns, "uid": f"pg-{name}",
-                     "creationTimestamp": _ts(created)},
+                     "creationTimestamp": _ts(created),
+                     **({"annotations": annotations} if annotations else {})},
         "spec": {"minMember": min_member},
     }
+
+
+# What the gangs of the topology case ask for, and how often (weights).
+TOPOLOGIES: tuple[tuple[dict[str, str], int], ...] = (
+    ({REQUIRED: RACK}, 4),
+    ({REQUIRED: BLOCK, PREFERRED: RACK}, 2),
+    ({PREFERRED: f"{RACK},{BLOCK}"}, 2),
+    ({}, 2),
+)
 
 
 @dataclass
@@ -128,11 +155,13 @@ class Workload:
     batch_of: dict[str, int]
 
 
-def make_workload(n_nodes: int, n_pods: int, seed: int = 1) -> Workload:
+def make_workload(n_nodes: int, n_pods: int, seed: int = 1, topology: bool = False) -> Workload:
     """At 500 nodes and 10,000 pods the cluster is oversubscribed (many gangs wait); at
-    5,000 nodes everything fits."""
+    5,000 nodes everything fits, with `topology` too (each gang in the domain it asks
+    for)."""
     rng = random.Random(seed)
-    nodes = [node_json(i) for i in range(n_nodes)]
+    topo_rng = random.Random(seed + 1)
+    nodes = [node_json(i, topology) for i in range(n_nodes)]
     running = []
     for i in range(n_nodes):
         for k in range(i % 3):  # 0-2 busy pods per node: fragmentation for the planner
@@ -160,7 +189,11 @@ def make_workload(n_nodes: int, n_pods: int, seed: int = 1) -> Workload:
         else:
             size = min(rng.randint(1, 64), n_pods - len(pending))
             name = f"job-{g}"
-            groups.append(group_json(ns, name, size, created))
+            annotations = None
+            if topology:
+                annotations = topo_rng.choices([t for t, _ in TOPOLOGIES],
+                                               [w for _, w in TOPOLOGIES])[0]
+            groups.append(group_json(ns, name, size, created, annotations))
             sizes.append(size)
             for j in range(size):
                 uid = f"{name}-{j}"

@@ -11,11 +11,12 @@ from bench import core, e2e
 
 
 def test_core_benchmark_writes_json_and_markdown(tmp_path: Path) -> None:
-    argv = ["--cases", "12x40,12x40:stream", "--passes", "2", "--out", str(tmp_path)]
+    argv = ["--cases", "12x40,12x40:stream,40x60:stream:topology", "--passes", "2", "--out",
+            str(tmp_path)]
     assert core.main(argv) == 0
     data = json.loads((tmp_path / "core-custom.json").read_text())
-    assert [(c["nodes"], c["pods"], c["arrival"]) for c in data["cases"]] == [
-        (12, 40, "burst"), (12, 40, "stream")]
+    assert [(c["nodes"], c["pods"], c["arrival"], c["topology"]) for c in data["cases"]] == [
+        (12, 40, "burst", False), (12, 40, "stream", False), (40, 60, "stream", True)]
     for case in data["cases"]:
         for verb in ("filter", "prioritize", "bind: manager decision", "tick", "watch: pod"):
             assert case["verbs"][verb]["count"] > 0, verb
@@ -25,6 +26,7 @@ def test_core_benchmark_writes_json_and_markdown(tmp_path: Path) -> None:
         assert case["memory"]["peak_rss_mib"] > 0
     md = (tmp_path / "core-custom.md").read_text()
     assert "| nodes | pending pods | arrival | filter p50 |" in md and "stream" in md
+    assert "| 40 | 60 | stream+topology |" in md
 
 
 def test_e2e_report_from_run_records() -> None:

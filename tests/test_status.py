@@ -13,8 +13,10 @@ from fastapi import FastAPI
 from prometheus_client import generate_latest
 
 from extender.core.config import Config
+from extender.core.convert_groups import workload_group_from_k8s
 from extender.core.manager import Core, GangManager
 from extender.core.queue.backoff import BackoffPolicy
+from extender.core.types import WORKLOAD_API, Membership
 from extender.core.vocabulary import (
     BindPod,
     GangBound,
@@ -391,6 +393,46 @@ def test_timeout_backoff_and_retry_limit_events_and_metrics(env: Env) -> None:
     assert "gang_extender_retry_limit_reached_total 1.0" in text
 
 
+def test_a_malformed_topology_annotation_is_a_condition_and_a_warning(env: Env) -> None:
+    bad = ("annotation gang-extender.x-k8s.io/topology-required: 'rack zone' is not a node "
+           "label key (the name part must be ...); the gang is not placed until the "
+           "annotation is fixed")
+    env.add_group("t", 2, topology_error=bad)
+    uids = [env.add_pod(f"t-{i}", "t") for i in range(2)]
+    assert [env.sim.schedule(u) for u in uids] == ["rejected", "rejected"]
+    env.step(1)
+    st = last(env, "t")
+    assert (st["phase"], cond(st)["reason"]) == ("Scheduling", "InvalidTopology")
+    assert cond(st)["message"] == f"gang ns/t: {bad}"
+    assert ("InvalidTopology", "Warning", 1, f"gang ns/t: {bad}") in env.api.events_for("t")
+    assert env.sim.last_filter[uids[0]] == f"gang ns/t: {bad}"
+    # Fixed: the same gang is planned at once, inside one node's domain.
+    env.sim.add_group(group("t", 2, topology_required="kubernetes.io/hostname"))
+    assert [env.sim.schedule(u) for u in uids] == ["held", "bound"]
+    assert len({p.node_name for p in env.sim.bound("t")}) == 1
+
+
+def test_an_unusable_upstream_topology_key_is_a_warning_on_the_upstream_podgroup(
+        env: Env) -> None:
+    """The upstream PodGroup (scheduling.k8s.io/v1alpha2) gets the InvalidTopology Event;
+    its status is not the extender's to write."""
+    g = workload_group_from_k8s({
+        "metadata": {"name": "up", "namespace": "ns", "uid": "up-1"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+                 "schedulingConstraints": {"topology": [{"key": "a/b/c"}]}}})
+    env.sim.add_group(g)
+    env.sim.drain()
+    uids = [env.sim.add_pod(pod(f"up-{i}", membership=Membership(WORKLOAD_API, "up"))).uid
+            for i in range(2)]
+    assert [env.sim.schedule(u) for u in uids] == ["rejected", "rejected"]
+    env.step(1)
+    msg = f"gang workload-api:ns/up: {g.topology_error}"
+    assert ("InvalidTopology", "Warning", 1, msg) in env.api.events_for("up")
+    (ev,) = [e for e in env.api.events.values() if e["reason"] == "InvalidTopology"]
+    assert ev["involvedObject"]["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+    assert env.api.status_writes("up") == []
+
+
 def test_member_failure_marks_failed_and_names_the_pod(env: Env) -> None:
     env.add_group("g", 2)
     uids = [env.add_pod(f"g-{i}", "g") for i in range(2)]
@@ -508,5 +550,6 @@ def test_debug_route_shows_queue_reservations_and_held_binds(env: Env) -> None:
     assert body["podGroups"][0]["queuePosition"] == 0
     (res,) = body["reservations"]
     assert res["gang"] == "ns/big" and len(res["slots"]) == 2 and res["secondsLeft"] == 30
+    assert res["domain"] == ""  # no topology asked for
     assert body["heldBinds"][0]["gang"] == "ns/big"
     assert body["events"]["created"] >= 1

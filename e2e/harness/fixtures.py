@@ -365,17 +365,21 @@ def create_podgroup(
     timeout: int | None = None,
     min_resources: Mapping[str, str] | None = None,
     labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Create a ``scheduling.x-k8s.io/v1alpha1`` PodGroup; ``timeout`` is
-    ``spec.scheduleTimeoutSeconds``."""
+    ``spec.scheduleTimeoutSeconds``; ``annotations``, e.g. the topology ones."""
     spec: dict[str, Any] = {"minMember": min_member}
     if timeout is not None:
         spec["scheduleTimeoutSeconds"] = timeout
     if min_resources:
         spec["minResources"] = dict(min_resources)
-    body = {"apiVersion": f"{PG_GROUP}/{PG_VERSION}", "kind": "PodGroup",
-            "metadata": {"name": name, "namespace": ns, **({"labels": dict(labels)}
-                                                            if labels else {})},
+    meta: dict[str, Any] = {"name": name, "namespace": ns}
+    if labels:
+        meta["labels"] = dict(labels)
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    body = {"apiVersion": f"{PG_GROUP}/{PG_VERSION}", "kind": "PodGroup", "metadata": meta,
             "spec": spec}
     out: dict[str, Any] = _json(kube().custom.create_namespaced_custom_object(
         PG_GROUP, PG_VERSION, ns, PG_PLURAL, body, _preload_content=False))
@@ -390,6 +394,19 @@ def _get_or_none(fn: Callable[[], Any]) -> dict[str, Any] | None:
         if e.status == 404:
             return None
         raise
+
+
+def workload_api_served() -> bool:
+    """Whether the cluster serves the upstream Workload API's PodGroups
+    (scheduling.k8s.io/v1alpha2; the local control plane does, cluster.py)."""
+    try:
+        kube().custom.list_cluster_custom_object("scheduling.k8s.io", "v1alpha2", "podgroups",
+                                                 limit=1)
+    except ApiException as e:
+        if e.status == 404:
+            return False
+        raise
+    return True
 
 
 def get_pod(ns: str, name: str) -> dict[str, Any] | None:

@@ -41,6 +41,9 @@ NODES: dict[str, dict[str, Any]] = {
                       "taints": [{"key": "nvidia.com/gpu", "value": "present",
                                   "effect": "NoSchedule"}]},
     "elastic-job.yaml": {"count": 2, "cpu": "2", "memory": "2Gi"},
+    # One rack of two nodes: the gang asks for one.
+    "topology-rack-gang.yaml": {"count": 2, "cpu": "16", "memory": "64Gi",
+                                "labels": {"topology.example.com/rack": "r1"}},
 }
 
 

@@ -24,7 +24,15 @@ import pytest
 from e2e.anycluster import AnyCluster, Slots
 from e2e.gang import Recorder
 from e2e.harness.cluster import REPO_ROOT, install_crds
-from e2e.harness.fixtures import Kube, NotYet, create_podgroup, get_pod, kube, wait_for
+from e2e.harness.fixtures import (
+    Kube,
+    NotYet,
+    create_podgroup,
+    get_pod,
+    kube,
+    wait_for,
+    workload_api_served,
+)
 from e2e.harness.k8s import ApiException, client
 
 pytestmark = [pytest.mark.e2e, pytest.mark.any_cluster]
@@ -150,19 +158,8 @@ def test_volcano_podgroup_is_a_gang_and_its_crd_is_picked_up_while_running(
     assert not pg.get("status"), "Volcano's status is Volcano's: the extender writes none"
 
 
-def _upstream_served() -> bool:
-    try:
-        kube().custom.list_cluster_custom_object("scheduling.k8s.io", "v1alpha2", "podgroups",
-                                                 limit=1)
-    except ApiException as e:
-        if e.status == 404:
-            return False
-        raise
-    return True
-
-
 def test_upstream_podgroup_is_a_gang(any_cluster: AnyCluster, namespace: str) -> None:
-    if not _upstream_served():
+    if not workload_api_served():
         pytest.skip("scheduling.k8s.io/v1alpha2 is not served (the API server needs "
                     "--runtime-config=scheduling.k8s.io/v1alpha2=true and GenericWorkload)")
     ns, slots = namespace, any_cluster.nodes(3)

@@ -28,7 +28,9 @@ __all__ = [
     "label_selector_matches",
     "node_matches",
     "node_selector_term_matches",
+    "repels_beyond_node",
     "self_anti_affine",
+    "term_matches",
     "tolerates",
 ]
 
@@ -174,12 +176,15 @@ def _term_covers_namespace(term: PodAffinityTerm, owner_ns: str, ns: str) -> boo
     )
 
 
+def term_matches(term: PodAffinityTerm, owner_ns: str, other: PodInfo) -> bool:
+    """Whether `term` (of a pod in `owner_ns`) selects pod `other`, whatever its
+    topology key."""
+    return _term_covers_namespace(term, owner_ns, other.namespace) and label_selector_matches(
+        term.selector, other.labels)
+
+
 def _term_selects(term: PodAffinityTerm, owner_ns: str, other: PodInfo) -> bool:
-    return (
-        term.topology_key == HOSTNAME
-        and _term_covers_namespace(term, owner_ns, other.namespace)
-        and label_selector_matches(term.selector, other.labels)
-    )
+    return term.topology_key == HOSTNAME and term_matches(term, owner_ns, other)
 
 
 def anti_affinity_conflict(pod: PodInfo, others_on_node: Iterable[PodInfo]) -> str | None:
@@ -188,7 +193,8 @@ def anti_affinity_conflict(pod: PodInfo, others_on_node: Iterable[PodInfo]) -> s
 
     Both directions count, as in InterPodAffinity: the pod's terms must not select
     a pod on the node, and no pod on the node may have a term selecting the pod.
-    Terms on other topology keys (zones) are left to kube-scheduler.
+    Terms on other topology keys (zones) are planned among a gang's members by
+    `planner/relations.py`.
     """
     own = pod.required_anti_affinity
     for other in others_on_node:
@@ -201,6 +207,12 @@ def anti_affinity_conflict(pod: PodInfo, others_on_node: Iterable[PodInfo]) -> s
             if _term_selects(term, other.namespace, pod):
                 return f"anti-affinity of pod {other.key} on the node with {pod.key}"
     return None
+
+
+def repels_beyond_node(pod: PodInfo) -> bool:
+    """Whether `pod` has a required anti-affinity term on a topology key other than the
+    hostname (a zone, a rack): it keeps pods out of a whole domain."""
+    return any(t.topology_key != HOSTNAME for t in pod.required_anti_affinity)
 
 
 def self_anti_affine(pod: PodInfo) -> bool:

@@ -16,18 +16,18 @@ from extender.core.resources import parse_resource_list, pod_requests
 from extender.core.sources import membership
 from extender.core.types import (
     BudgetInfo,
-    GroupInfo,
     LabelSelector,
     NodeInfo,
     NodeSelectorTerm,
     PodAffinityTerm,
     PodInfo,
     Requirement,
+    SpreadConstraint,
     Taint,
     Toleration,
 )
 
-__all__ = ["budget_from_k8s", "group_from_k8s", "node_from_k8s", "parse_time", "pod_from_k8s"]
+__all__ = ["budget_from_k8s", "node_from_k8s", "parse_time", "pod_from_k8s"]
 
 _EMPTY: Mapping[str, Any] = {}
 _NODE_SELECTOR_OPS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
@@ -172,6 +172,40 @@ def _affinity_term(v: Any, where: str) -> PodAffinityTerm:
     )
 
 
+def _affinity_terms(affinity: Mapping[str, Any], kind: str) -> tuple[PodAffinityTerm, ...]:
+    """The required terms of `kind` (podAffinity or podAntiAffinity)."""
+    w = f"spec.affinity.{kind}.required"
+    required = _obj(affinity.get(kind), f"spec.affinity.{kind}").get(
+        "requiredDuringSchedulingIgnoredDuringExecution")
+    return tuple(_affinity_term(x, f"{w}[{i}]") for i, x in enumerate(_list(required, w)))
+
+
+def _spread(spec: Mapping[str, Any]) -> tuple[SpreadConstraint, ...]:
+    """DoNotSchedule constraints only: ScheduleAnyway ones never filter a node. As with
+    affinity terms, matchLabelKeys is merged into labelSelector by the API server."""
+    out = []
+    for i, raw in enumerate(_list(spec.get("topologySpreadConstraints"),
+                                     "spec.topologySpreadConstraints")):
+        w = f"spec.topologySpreadConstraints[{i}]"
+        c = _obj(raw, w)
+        if _str(c.get("whenUnsatisfiable"), f"{w}.whenUnsatisfiable") != "DoNotSchedule":
+            continue
+        skew = _int(c.get("maxSkew"), f"{w}.maxSkew", 1)
+        if skew < 1:
+            raise ValueError(f"{w}.maxSkew must be >= 1, got {skew}")
+        out.append(SpreadConstraint(
+            max_skew=skew,
+            topology_key=_str(c.get("topologyKey"), f"{w}.topologyKey"),
+            selector=_label_selector(c.get("labelSelector"), f"{w}.labelSelector"),
+            min_domains=max(1, _int(c.get("minDomains"), f"{w}.minDomains", 1)),
+            node_affinity_policy=_str(c.get("nodeAffinityPolicy"),
+                                      f"{w}.nodeAffinityPolicy", "Honor") or "Honor",
+            node_taints_policy=_str(c.get("nodeTaintsPolicy"),
+                                    f"{w}.nodeTaintsPolicy", "Ignore") or "Ignore",
+        ))
+    return tuple(out)
+
+
 def _toleration(v: Any, where: str) -> Toleration:
     t = _obj(v, where)
     return Toleration(
@@ -224,12 +258,6 @@ def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
         required_node_affinity = _node_selector_terms(
             req_node, "spec.affinity.nodeAffinity.required"
         )
-    anti = _obj(affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity")
-    w = "spec.affinity.podAntiAffinity.required"
-    anti_terms = tuple(
-        _affinity_term(x, f"{w}[{i}]")
-        for i, x in enumerate(_list(anti.get("requiredDuringSchedulingIgnoredDuringExecution"), w))
-    )
 
     labels = _str_map(meta.get("labels"), "metadata.labels")
     group = _obj(spec.get("schedulingGroup"), "spec.schedulingGroup")
@@ -253,7 +281,10 @@ def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
             _toleration(x, f"spec.tolerations[{i}]")
             for i, x in enumerate(_list(spec.get("tolerations"), "spec.tolerations"))
         ),
-        required_anti_affinity=anti_terms,
+        # Most pods have none of these: not looked for then (this runs per filter call).
+        required_anti_affinity=_affinity_terms(affinity, "podAntiAffinity") if affinity else (),
+        required_affinity=_affinity_terms(affinity, "podAffinity") if affinity else (),
+        spread_constraints=_spread(spec) if "topologySpreadConstraints" in spec else (),
         unschedulable=_unschedulable(status),
         membership=membership(
             labels, _obj(meta.get("annotations"), "metadata.annotations"),
@@ -307,48 +338,6 @@ def _build_node(obj: Mapping[str, Any], _ident: str) -> NodeInfo:
 def node_from_k8s(obj: Any) -> NodeInfo:
     """A Node object to `NodeInfo`."""
     return _guarded("node", obj, _build_node)
-
-
-# ----- PodGroups ----------------------------------------------------------------------
-
-
-def _build_group(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
-    meta = _obj(obj.get("metadata"), "metadata")
-    spec = _obj(obj.get("spec"), "spec")
-    name = _str(meta.get("name"), "metadata.name")
-    if not name:
-        raise ValueError("metadata.name is missing")
-    min_member = _int(spec.get("minMember"), "spec.minMember", 1)
-    if min_member < 0:
-        raise ValueError(f"spec.minMember must be >= 1, got {min_member}")
-    timeout = spec.get("scheduleTimeoutSeconds")
-    if timeout is not None:
-        timeout = _int(timeout, "spec.scheduleTimeoutSeconds", 0)
-        if timeout < 0:
-            raise ValueError(f"spec.scheduleTimeoutSeconds must be >= 0, got {timeout}")
-    min_resources = parse_resource_list(_obj(spec.get("minResources"), "spec.minResources"))
-    return GroupInfo(
-        namespace=_str(meta.get("namespace"), "metadata.namespace", "default"),
-        name=name,
-        # 0 and 1 mean the same thing: a bound member is already a quorum of one.
-        min_member=max(min_member, 1),
-        uid=_str(meta.get("uid"), "metadata.uid"),
-        creation=parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-        min_resources=min_resources or None,
-        # 0 would expire every reservation at once; treat it as "not set".
-        schedule_timeout_seconds=timeout or None,
-    )
-
-
-def group_from_k8s(obj: Any) -> GroupInfo:
-    """A PodGroup (scheduling.x-k8s.io/v1alpha1) to `GroupInfo`.
-
-    minMember: absent or 0 becomes 1 (scheduler-plugins lets 0 through, and a group
-    of "at least none" behaves exactly like one of at least one: each member may
-    bind alone); negative is rejected. scheduleTimeoutSeconds: absent or 0 means
-    "use the extender's default"; negative is rejected. An empty minResources is None.
-    """
-    return _guarded("podgroup", obj, _build_group)
 
 
 # ----- PodDisruptionBudgets -----------------------------------------------------------

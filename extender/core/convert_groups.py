@@ -1,17 +1,66 @@
-"""JSON to `GroupInfo` for the group objects of the sources beyond scheduler-plugins
-(whose PodGroup is `convert.group_from_k8s`): the same rules for untrusted input, a
-`ValueError` naming the object and the field for anything malformed."""
+"""JSON to `GroupInfo` for the group objects of every source that has one: the
+scheduler-plugins PodGroup, the upstream Workload API's and Volcano's (a Kueue group has
+no object: `sources.py` derives it from its pods). The same rules for untrusted input as
+`convert.py`: a `ValueError` naming the object and the field for anything malformed."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from extender.core.convert import _guarded, _int, _list, _obj, _str, parse_time
+from extender.core.annotations import label_key_problem, topology_of
+from extender.core.convert import _guarded, _int, _list, _obj, _str, _str_map, parse_time
 from extender.core.resources import parse_resource_list
 from extender.core.types import VOLCANO, WORKLOAD_API, GroupInfo
 
-__all__ = ["volcano_group_from_k8s", "workload_group_from_k8s"]
+__all__ = ["group_from_k8s", "volcano_group_from_k8s", "workload_group_from_k8s"]
+
+
+def _build_group(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
+    meta = _obj(obj.get("metadata"), "metadata")
+    spec = _obj(obj.get("spec"), "spec")
+    name = _str(meta.get("name"), "metadata.name")
+    if not name:
+        raise ValueError("metadata.name is missing")
+    min_member = _int(spec.get("minMember"), "spec.minMember", 1)
+    if min_member < 0:
+        raise ValueError(f"spec.minMember must be >= 1, got {min_member}")
+    timeout = spec.get("scheduleTimeoutSeconds")
+    if timeout is not None:
+        timeout = _int(timeout, "spec.scheduleTimeoutSeconds", 0)
+        if timeout < 0:
+            raise ValueError(f"spec.scheduleTimeoutSeconds must be >= 0, got {timeout}")
+    min_resources = parse_resource_list(_obj(spec.get("minResources"), "spec.minResources"))
+    required, preferred, error = topology_of(
+        _str_map(meta.get("annotations"), "metadata.annotations"))
+    return GroupInfo(
+        namespace=_str(meta.get("namespace"), "metadata.namespace", "default"),
+        name=name,
+        # 0 and 1 mean the same thing: a bound member is already a quorum of one.
+        min_member=max(min_member, 1),
+        uid=_str(meta.get("uid"), "metadata.uid"),
+        creation=parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        min_resources=min_resources or None,
+        # 0 would expire every reservation at once; treat it as "not set".
+        schedule_timeout_seconds=timeout or None,
+        topology_required=required,
+        topology_preferred=preferred,
+        topology_error=error,
+    )
+
+
+def group_from_k8s(obj: Any) -> GroupInfo:
+    """A PodGroup (scheduling.x-k8s.io/v1alpha1) to `GroupInfo`.
+
+    minMember: absent or 0 becomes 1 (scheduler-plugins lets 0 through, and a group
+    of "at least none" behaves exactly like one of at least one: each member may
+    bind alone); negative is rejected. scheduleTimeoutSeconds: absent or 0 means
+    "use the extender's default"; negative is rejected. An empty minResources is None.
+    A malformed topology annotation does not reject the object (the gang would then be
+    unknown and its members told "PodGroup not found"): it is carried as
+    `topology_error`, and reported on the PodGroup.
+    """
+    return _guarded("podgroup", obj, _build_group)
 
 
 def _meta_fields(obj: Mapping[str, Any]) -> tuple[str, str, str, float]:
@@ -62,14 +111,35 @@ def _build_workload(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
                           "spec.schedulingConstraints").get("topology"), w)
     keys = [_str(_obj(t, f"{w}[{i}]").get("key"), f"{w}[{i}].key")
             for i, t in enumerate(topology)]
+    required, error = _workload_topology(keys)
     return GroupInfo(namespace=namespace, name=name, min_member=min_count, uid=uid,
-                     creation=creation, source=WORKLOAD_API,
-                     topology_required=next((k for k in keys if k), ""))
+                     creation=creation, source=WORKLOAD_API, topology_required=required,
+                     topology_error=error)
+
+
+def _workload_topology(keys: list[str]) -> tuple[str, str]:
+    """(the required key, why it cannot be used) from the topology constraints' keys.
+    The API allows one constraint and validates its key as a label key; an API server
+    that let a bad or a second one through is not second-guessed: the gang is not placed,
+    and says why (`Reason.INVALID_TOPOLOGY`), as for a malformed annotation."""
+    w = "spec.schedulingConstraints.topology"
+    if not keys:
+        return "", ""
+    if len(keys) > 1:
+        return "", (f"{w}: {len(keys)} constraints ({', '.join(map(repr, keys))}); only one "
+                    f"is supported, as the API allows; the gang is not placed until it is "
+                    f"fixed")
+    problem = label_key_problem(keys[0])
+    if problem is not None:
+        return "", (f"{w}[0].key: {keys[0]!r} is not a node label key ({problem}); the "
+                    f"gang is not placed until it is fixed")
+    return keys[0], ""
 
 
 def workload_group_from_k8s(obj: Any) -> GroupInfo:
     """An upstream PodGroup (scheduling.k8s.io/v1alpha2, Kubernetes 1.36 alpha) to
     `GroupInfo`: spec.schedulingPolicy.gang.minCount is the quorum (a "basic" policy: 1);
-    the first spec.schedulingConstraints.topology[].key is the topology every member
-    must share (the API allows one today)."""
+    spec.schedulingConstraints.topology[0].key is topology-required, exactly as the
+    gang-extender.x-k8s.io/topology-required annotation of a scheduler-plugins PodGroup
+    (docs/topology.md): every member of the quorum in one domain of that node label."""
     return _guarded("podgroup.scheduling.k8s.io", obj, _build_workload)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from extender.core.cache import Cache
 from extender.core.outbox import Outbox
-from extender.core.planner import Plan, Shortfall, plan_gang
+from extender.core.planner import Plan, Shortfall, plan_group
 from extender.core.queue.order import queue_sort_key
 from extender.core.reservations import Reservations
 from extender.core.types import GroupInfo, PodInfo
@@ -67,14 +67,16 @@ class Explanations:
         now: float,
     ) -> None:
         """Tell apart "does not fit in this cluster now" from "would fit, but capacity is
-        reserved for a gang ahead of it" (architecture.md §3.7)."""
+        reserved for a gang ahead of it" (architecture.md §3.7), and both from a PodGroup
+        that asks for something malformed."""
+        if shortfall.invalid:
+            self.set(group.key, Reason.INVALID_TOPOLOGY, f"gang {group.key}: {shortfall.message}",
+                     now)
+            return
         holders = [k for k in self._reservations.gangs() if k != group.key]
         if holders:
-            unbound = sorted((m for m in members if not m.node_name), key=lambda p: p.name)
-            need = group.min_member - (len(members) - len(unbound)) - self._cache.succeeded(group)
-            without = plan_gang(
-                unbound, need, self._reservations.without_reservations(), explain=False
-            )
+            without = plan_group(group, members, self._cache.succeeded(group),
+                                 self._reservations.without_reservations(), explain=False)
             if isinstance(without, Plan):
                 ahead = sorted(holders, key=lambda k: (k not in granted_now, k))
                 # "older" only when the holder really is ahead in gang order; a younger

@@ -15,6 +15,7 @@ from extender.core.config import Config
 from extender.core.explain import Explanations
 from extender.core.parked import Parked
 from extender.core.permit import Permit
+from extender.core.planner import extra_nodes
 from extender.core.preemption.leaving import Leaving
 from extender.core.queue.arrivals import Arrivals
 from extender.core.queue.backoff import Backoffs
@@ -82,8 +83,9 @@ class Filter:
                                       f"evicted, and it is placed again whole later")
         _, bound, present = self._cache.counts(group)
         if bound >= group.min_member:
-            # Quorum is bound: elastic extras are placed one by one like plain pods.
-            return self._single(pod, node_names)
+            # Quorum is bound: elastic extras are placed one by one like plain pods, in
+            # the domain of the gang's topology while it has room.
+            return self._extra(pod, group, node_names)
         if self._backoffs.failed(gang):
             return reject(node_names, self._explanations.message(gang))
         res = self._reservations.get(gang)
@@ -158,8 +160,9 @@ class Filter:
             if slot is None:
                 return reject(
                     node_names,
-                    f"gang {res.gang}: no node can take replacement member {pod.key} "
-                    f"({format_resources(pod.requests)}); reservation expires at its deadline",
+                    f"gang {res.gang}: no node{res.within()} can take replacement member "
+                    f"{pod.key} ({format_resources(pod.requests)}); reservation expires at "
+                    f"its deadline",
                 )
         # Nodes left out of the reply are filtered out too; naming each of thousands
         # of them would only cost time on the scheduler's serial loop.
@@ -170,9 +173,18 @@ class Filter:
             return reject(
                 node_names,
                 f"gang {res.gang}: node {slot.node} reserved for pod {pod.key} is no longer "
-                f"feasible and no other node has {format_resources(pod.requests)} free",
+                f"feasible and no other node{res.within()} has {format_resources(pod.requests)} "
+                f"free",
             )
         return FilterResult([moved], {})
+
+    def _extra(self, pod: PodInfo, group: GroupInfo, node_names: list[str]) -> FilterResult:
+        result = self._single(pod, node_names)
+        nodes, why = extra_nodes(group, self._cache.members(group), result.nodes,
+                                 self._cache.nodes)
+        if why:
+            return reject(node_names, why)
+        return FilterResult(nodes, result.unresolvable) if nodes != result.nodes else result
 
     def _single(self, pod: PodInfo, node_names: list[str]) -> FilterResult:
         """Plain pods and elastic extras: any node kube-scheduler found feasible, except

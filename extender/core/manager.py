@@ -25,6 +25,7 @@ from extender.core.outbox import Outbox
 from extender.core.parked import Parked
 from extender.core.permit import Permit
 from extender.core.planner import GangPlanner, plan_group
+from extender.core.planner.warmup import Warmup
 from extender.core.preemption.budgets import Budgets
 from extender.core.preemption.preemptor import Preemptions
 from extender.core.queue.arrivals import Arrivals
@@ -118,6 +119,7 @@ class GangManager:
         self._cache = core.cache
         self._permit = core.permit
         self._reservations = core.reservations
+        self._warmup = Warmup()
 
     # ----- watch input ------------------------------------------------------------------
 
@@ -171,6 +173,10 @@ class GangManager:
             # Created just now, or its scheduling gates were lifted: the gang is arriving.
             c.arrivals.member_arrived(gang, now)
         self._cache.upsert_pod(pod)
+        if old is None and gang is not None and not pod.node_name:
+            group = self._cache.groups.get(gang)
+            if group is not None:  # a new member: its plan's indexes, built now
+                self._warmup.member(group, pod, self._cache.snapshot)
         if pod.takes_capacity:
             # Bound by anyone onto a node with reservations: slots it squeezes out move now.
             c.repair.squeezed(pod.node_name)

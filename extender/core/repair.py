@@ -99,8 +99,8 @@ class Repair:
         if moved is not None:
             where = f"its slot moved to node {moved}"
         else:
-            where = (f"no other node has {format_resources(pod.requests)} free, so the gang "
-                     f"waits for room until its deadline")
+            where = (f"no other node{res.within()} has {format_resources(pod.requests)} free, "
+                     f"so the gang waits for room until its deadline")
         self._permit.reject(
             pod.uid,
             f"gang {res.gang}: {why}; pod {pod.key} is not bound there: {where}; "

@@ -12,11 +12,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from extender.core.cache import Cache
+from extender.core.cache.topology import Domain
 from extender.core.constraints import node_matches
 from extender.core.outbox import Outbox
 from extender.core.parked import Parked, ref
 from extender.core.permit import Permit
-from extender.core.planner import Plan, plan_gang
+from extender.core.planner import Plan, interchangeable, plan_gang
 from extender.core.resources import fits
 from extender.core.snapshot import FreeOverlay, Snapshot
 from extender.core.types import GroupInfo, PodInfo, Resources
@@ -40,6 +41,16 @@ class Reservation:
     # if the gang still ends below its quorum, these are the pods to evict.
     committed: set[str] = field(default_factory=set)
     committed_at: float | None = None
+    # The topology domain the plan chose: a slot that moves stays inside its required
+    # part, and inside the rest if it can (docs/topology.md).
+    domain: Domain | None = None
+
+    def within(self) -> str:
+        """" in rack r2" when the gang's slots must stay in a domain, for messages."""
+        d = self.domain
+        if d is None or not d.required:
+            return ""
+        return f" in {Domain(d.keys[:d.required], d.values[:d.required]).describe()}"
     # Why its slots are held ahead of capacity ("starvation": the forward reservation of
     # the queue's head; "preemption": victims are leaving the nodes), None once every
     # slot's node has room. Held, it has no deadline: `timeout` starts at `promote`.
@@ -52,6 +63,7 @@ class Reservation:
 
     def view(self) -> ReservationView:
         return ReservationView(self.gang, self.created, self.deadline, self.slot_views(),
+                               self.domain.describe() if self.domain is not None else "",
                                self.held)
 
 
@@ -111,7 +123,7 @@ class Reservations:
                     held: str | None = None) -> Reservation:
         deadline = float("inf") if held else now + timeout
         res = Reservation(key, owner_uid, created=now, deadline=deadline, held=held,
-                          timeout=timeout)
+                          timeout=timeout, domain=plan.domain)
         for uid, node in plan.assignments.items():
             self._add(res, uid, node, self._cache.pods[uid])
         self._by_gang[key] = res
@@ -185,15 +197,25 @@ class Reservations:
 
     def reserve_one(self, res: Reservation, pod: PodInfo, node_names: list[str]) -> Slot | None:
         """A slot for one member among `node_names`, in what is free now (the reservation
-        fell short: a member was replaced, a node vanished, or minMember grew)."""
-        result = plan_gang([pod], 1, self._cache.snapshot, allowed={pod.uid: set(node_names)})
-        if not isinstance(result, Plan):
-            return None
-        return self._add(res, pod.uid, result.assignments[pod.uid], pod)
+        fell short: a member was replaced, a node vanished, or minMember grew). Inside
+        the gang's domain, if it has one: a slot outside would split the gang."""
+        tiers = ([node_names] if res.domain is None
+                 else res.domain.narrowed(node_names, self._cache.nodes))
+        for names in tiers:
+            result = plan_gang([pod], 1, self._cache.snapshot, allowed={pod.uid: set(names)})
+            if isinstance(result, Plan):
+                return self._add(res, pod.uid, result.assignments[pod.uid], pod)
+        return None
 
     def move(self, res: Reservation, pod: PodInfo, node_names: list[str]) -> str | None:
         """Move a member's slot to another of `node_names` (kube-scheduler excluded the
-        reserved node for a reason the extender does not model, e.g. host ports)."""
+        reserved node for a reason the extender does not model, e.g. host ports).
+        A member with a spread constraint first takes the slot of an interchangeable
+        member that has not come to filter yet (`_swap`)."""
+        if pod.spread_constraints:
+            swapped = self._swap(res, pod, node_names)
+            if swapped is not None:
+                return swapped
         old = self._remove(res, pod.uid)
         assert old is not None
         slot = self.reserve_one(res, pod, node_names)
@@ -201,6 +223,25 @@ class Reservations:
             self._add(res, pod.uid, old.node, old.pod)
             return None
         return slot.node
+
+    def _swap(self, res: Reservation, pod: PodInfo, node_names: list[str]) -> str | None:
+        """Exchange `pod`'s slot with one of an interchangeable member whose node is in
+        `node_names` and whose bind is not in progress. kube-scheduler counts a spread
+        among the members assumed so far, so it may exclude the domain of `pod`'s own
+        slot now and accept it later for another member: the plan's spread stays the
+        same, only who takes which slot changes (planner/relations.py has the argument)."""
+        names = set(node_names)
+        mine = res.slots[pod.uid]
+        for uid, other in res.slots.items():
+            if (uid != pod.uid and other.node in names and self._permit.node_of(uid) is None
+                    and interchangeable(pod, other.pod)):
+                theirs = other.node
+                self._remove(res, pod.uid, freed=False)
+                self._remove(res, uid, freed=False)
+                self._add(res, pod.uid, theirs, pod)
+                self._add(res, uid, mine.node, other.pod)
+                return theirs
+        return None
 
     def move_off(self, res: Reservation, pod: PodInfo, node: str) -> str | None:
         """Move a member's slot off `node`, which can no longer take it, to any other node
@@ -216,7 +257,9 @@ class Reservations:
         old = self._remove(res, pod.uid)
         assert old is not None
         info = self._cache.nodes.get(node)
-        if info is not None and node_matches(pod, info) is None and fits(
+        inside = info is not None and (
+            res.domain is None or res.domain.contains(info.labels, res.domain.required))
+        if info is not None and inside and node_matches(pod, info) is None and fits(
             pod.requests, self._cache.free.get(node, {})
         ):
             self._add(res, pod.uid, node, pod)

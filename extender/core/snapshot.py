@@ -13,6 +13,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from extender.core.cache.fitindex import FitIndex
+from extender.core.cache.topology import Domains
+from extender.core.constraints import repels_beyond_node
 from extender.core.types import NodeInfo, PodInfo, Resources
 
 
@@ -26,17 +28,37 @@ class Snapshot:
     pods_on_node: Mapping[str, Sequence[PodInfo]]
     # Kept by the cache for these very `nodes` and `free`; None for any other view.
     index: FitIndex | None = None
+    # The nodes grouped by topology labels, kept by the cache for these `nodes`; None:
+    # grouped when needed (docs/topology.md).
+    domains: Domains | None = None
+    # The pods of `pods_on_node` whose anti-affinity reaches beyond their node, with
+    # their node: kept by the cache; None: looked for in `pods_on_node` when needed.
+    repellers: Mapping[tuple[str, str], tuple[str, PodInfo]] | None = None
 
     def __post_init__(self) -> None:
         if self.index is not None and (
             self.index.free is not self.free or self.index.nodes is not self.nodes
         ):
             raise ValueError("a fit index belongs to the free capacity it was built for")
+        if self.domains is not None and self.domains.nodes is not self.nodes:
+            raise ValueError("topology domains belong to the nodes they were built for")
 
     def with_free(self, free: Mapping[str, Resources]) -> Snapshot:
         """The same nodes with other free capacity (e.g. as if no reservation held any),
         planned by scanning, since the index does not describe it."""
-        return Snapshot(self.nodes, free, self.pods_on_node)
+        return Snapshot(self.nodes, free, self.pods_on_node, domains=self.domains,
+                        repellers=self.repellers)
+
+    def beyond_node_repellers(self) -> list[tuple[str, PodInfo]]:
+        """(node, pod) of every pod on a node whose anti-affinity reaches beyond it."""
+        if self.repellers is not None:
+            return list(self.repellers.values())
+        return [(n, p) for n, pods in self.pods_on_node.items() for p in pods
+                if repels_beyond_node(p)]
+
+    def topology(self) -> Domains:
+        """The nodes grouped by topology labels: the cache's, or grouped now."""
+        return self.domains if self.domains is not None else Domains(self.nodes)
 
 
 class FreeOverlay(Mapping[str, Resources]):

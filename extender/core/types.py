@@ -14,6 +14,11 @@ from dataclasses import dataclass, field
 Resources = dict[str, int]
 
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+# PodGroup annotations (the scheduler-plugins PodGroup has no field for them): the label
+# key whose domains (racks, blocks, zones) must hold the whole quorum, and the keys,
+# narrowest first, whose domains it should preferably fit in. docs/topology.md.
+TOPOLOGY_REQUIRED = "gang-extender.x-k8s.io/topology-required"
+TOPOLOGY_PREFERRED = "gang-extender.x-k8s.io/topology-preferred"
 
 # Where a gang comes from: the API or operator convention that marked it
 # (core/sources.py has each one's keys and objects; docs/install.md a section per source).
@@ -109,6 +114,19 @@ class PodAffinityTerm:
     namespace_selector: LabelSelector | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    """A topologySpreadConstraint with whenUnsatisfiable: DoNotSchedule (the only kind
+    that filters; ScheduleAnyway only scores, so it is not kept)."""
+
+    max_skew: int
+    topology_key: str
+    selector: LabelSelector | None
+    min_domains: int = 1
+    node_affinity_policy: str = "Honor"  # Honor | Ignore
+    node_taints_policy: str = "Ignore"  # Honor | Ignore
+
+
 @dataclass(slots=True)
 class NodeInfo:
     name: str
@@ -137,6 +155,10 @@ class PodInfo:
     required_node_affinity: tuple[NodeSelectorTerm, ...] | None = None
     tolerations: tuple[Toleration, ...] = ()
     required_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    # Required pod affinity terms and DoNotSchedule spread constraints: planned among a
+    # gang's members (docs/topology.md), left to kube-scheduler for plain pods.
+    required_affinity: tuple[PodAffinityTerm, ...] = ()
+    spread_constraints: tuple[SpreadConstraint, ...] = ()
     # kube-scheduler recorded a failed attempt (condition PodScheduled=False): the pod
     # may sit in its unschedulable queue until an event or the 5-minute flush moves it
     # (architecture.md §3.8). Status only: it changes neither the pod's footprint nor its gang.
@@ -193,11 +215,14 @@ class GroupInfo:
     min_resources: Resources | None = None
     schedule_timeout_seconds: int | None = None
     source: str = SCHEDULER_PLUGINS
-    # A node label key whose value every member must share; "": none. The same field as
-    # the planner's topology work (issue 18, the gang-extender.x-k8s.io/topology-required
-    # annotation) declares: an upstream PodGroup's
-    # spec.schedulingConstraints.topology[].key maps to it.
+    # A node label key whose domains (racks, blocks, zones) must hold the whole quorum
+    # ("": none), and label keys, narrowest first, whose domains it should preferably fit
+    # in (docs/topology.md). From the PodGroup's topology annotations, or for an upstream
+    # PodGroup from spec.schedulingConstraints.topology[].key. A malformed value leaves
+    # both empty and says why in `topology_error`; such a gang is not placed.
     topology_required: str = ""
+    topology_preferred: tuple[str, ...] = ()
+    topology_error: str = ""
     # A Volcano PodGroup's spec.priorityClassName, as written; carried, not resolved:
     # the queue orders gangs by their members' pod priority (queue/order.py).
     priority_class_name: str | None = None

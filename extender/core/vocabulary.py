@@ -21,6 +21,7 @@ class Reason(StrEnum):
     WAITING_FOR_MEMBERS = "WaitingForMembers"
     QUEUED = "Queued"  # a quorum exists; the extender has not looked at it yet
     INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+    INVALID_TOPOLOGY = "InvalidTopology"  # a malformed topology annotation: not placed
     WAITING_BEHIND_OLDER_GANG = "WaitingBehindOlderGang"
     RESERVED = "Reserved"
     # Capacity held ahead for the starving head of the queue (a forward reservation).
@@ -257,6 +258,7 @@ class ReservationView:
     created: float
     deadline: float  # infinite while held
     slots: tuple[SlotView, ...]
+    domain: str = ""  # "rack r2": the topology domain its slots stay in, if any
     held: str | None = None  # `Reservation.held`: "starvation" or "preemption"
 
 

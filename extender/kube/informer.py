@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from extender.core.convert import budget_from_k8s, group_from_k8s, node_from_k8s, pod_from_k8s
+from extender.core.convert import budget_from_k8s, node_from_k8s, pod_from_k8s
+from extender.core.convert_groups import group_from_k8s
 from extender.core.manager import GangManager
 from extender.kube.client import PODGROUP_PATH, ApiError, Kube, ResourceExpired
 

@@ -3,8 +3,8 @@
 PodGroup: Reserved, CapacityHeld, Preempting, Preempted (Warning), Bound, TimedOut (Warning),
 Released, BackingOff (Warning),
 RetryLimitReached (Warning), PartialGangEvicted (Warning), WaitingForMembers, Queued,
-WaitingBehindOlderGang, InsufficientCapacity (Warning), Running, Finished, MemberFailed
-(Warning).
+WaitingBehindOlderGang, InsufficientCapacity (Warning), InvalidTopology (Warning), Running,
+Finished, MemberFailed (Warning).
 Pods: Preempting (a plain pod that preempts), Preempted (Warning, on every victim pod),
 Reserved (the node reserved for the pod), TimedOut (Warning) on members still
 unbound when their gang's reservation expires, PartialGangEvicted (Warning) on members
@@ -61,6 +61,7 @@ _WAITING_EVENTS = {
     Reason.QUEUED: False,
     Reason.WAITING_BEHIND_OLDER_GANG: False,
     Reason.INSUFFICIENT_CAPACITY: True,
+    Reason.INVALID_TOPOLOGY: True,
 }
 
 

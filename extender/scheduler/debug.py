@@ -43,6 +43,7 @@ def gangs_view(dispatcher: Dispatcher) -> dict[str, Any]:
             {"gang": r.gang, "created": r.created,
              "deadline": None if r.held else r.deadline,
              "secondsLeft": None if r.held else round(r.deadline - now, 3), "held": r.held,
+             "domain": r.domain,
              "slots": [{"pod": s.pod.key, "node": s.node, "requests": dict(s.requests)}
                        for s in r.slots]}
             for r in manager.reservations()
@@ -69,7 +70,7 @@ def podgroups_view(writer: StatusWriter, recorder: EventRecorder | None,
     the event sink."""
     body = writer.debug(now)
     body["reservations"] = [
-        {"gang": r.gang, "nodes": sorted({s.node for s in r.slots}),
+        {"gang": r.gang, "nodes": sorted({s.node for s in r.slots}), "domain": r.domain,
          "slots": [{"pod": s.pod.key, "node": s.node} for s in r.slots],
          "created": rfc3339(r.created),
          "deadline": None if r.held else rfc3339(r.deadline),

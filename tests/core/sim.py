@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import cast
+from typing import Any, cast
 
 from bench.simulator import KubeSchedulerView
 from extender.core.config import Config
@@ -60,9 +60,10 @@ def pod(
 
 
 def group(name: str, min_member: int, ns: str = "ns", creation: float = 0.0,
-          timeout: int | None = None) -> GroupInfo:
+          timeout: int | None = None, **kw: Any) -> GroupInfo:
+    """`kw`: other GroupInfo fields (the topology)."""
     return GroupInfo(namespace=ns, name=name, min_member=min_member, uid=f"g-{name}",
-                     creation=creation, schedule_timeout_seconds=timeout)
+                     creation=creation, schedule_timeout_seconds=timeout, **kw)
 
 
 class SimScheduler:

@@ -12,12 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extender.core.convert import group_from_k8s, node_from_k8s, parse_time, pod_from_k8s
+from extender.core.convert import node_from_k8s, parse_time, pod_from_k8s
+from extender.core.convert_groups import group_from_k8s
 from extender.core.types import (
     LabelSelector,
     NodeSelectorTerm,
     PodAffinityTerm,
     Requirement,
+    SpreadConstraint,
     Taint,
     Toleration,
 )
@@ -183,6 +185,34 @@ def test_pod_constraints(pod_obj: dict[str, Any]) -> None:
             namespace_selector=LabelSelector(),
         ),
     )
+
+
+def test_pod_affinity_and_spread_constraints(pod_obj: dict[str, Any]) -> None:
+    zone = "topology.kubernetes.io/zone"
+    pod_obj["spec"]["affinity"] = {"podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"job": "t"}}, "topologyKey": zone}],
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 1, "podAffinityTerm": {"topologyKey": "rack"}}],
+    }}
+    pod_obj["spec"]["topologySpreadConstraints"] = [
+        {"maxSkew": 1, "topologyKey": zone, "whenUnsatisfiable": "DoNotSchedule",
+         "labelSelector": {"matchLabels": {"job": "t"}}},
+        {"maxSkew": 2, "topologyKey": "rack", "whenUnsatisfiable": "DoNotSchedule",
+         "minDomains": 3, "nodeAffinityPolicy": "Ignore", "nodeTaintsPolicy": "Honor"},
+        # Only scores nodes: never keeps a pod off one.
+        {"maxSkew": 1, "topologyKey": "host", "whenUnsatisfiable": "ScheduleAnyway"},
+    ]
+    p = pod_from_k8s(pod_obj)
+    assert p.required_affinity == (PodAffinityTerm(LabelSelector((("job", "t"),)), zone),)
+    assert p.required_anti_affinity == ()
+    assert p.spread_constraints == (
+        SpreadConstraint(1, zone, LabelSelector((("job", "t"),))),
+        SpreadConstraint(2, "rack", None, 3, "Ignore", "Honor"),
+    )
+    pod_obj["spec"]["topologySpreadConstraints"][0]["maxSkew"] = 0
+    with pytest.raises(ValueError, match=r"topologySpreadConstraints\[0\].maxSkew must be >= 1"):
+        pod_from_k8s(pod_obj)
 
 
 def test_pod_empty_node_affinity_terms_are_kept_as_matching_nothing(
@@ -479,6 +509,62 @@ def test_group_defaults(
 def test_malformed_groups(spec: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         group_from_k8s(pg(spec))
+
+
+REQUIRED = "gang-extender.x-k8s.io/topology-required"
+PREFERRED = "gang-extender.x-k8s.io/topology-preferred"
+
+
+def with_annotations(annotations: dict[str, str]) -> dict[str, Any]:
+    obj = pg({"minMember": 2})
+    obj["metadata"]["annotations"] = annotations
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("annotations", "required", "preferred"),
+    [
+        ({}, "", ()),
+        ({REQUIRED: "example.com/rack"}, "example.com/rack", ()),
+        ({REQUIRED: " topology.kubernetes.io/zone "}, "topology.kubernetes.io/zone", ()),
+        ({PREFERRED: "example.com/rack, example.com/block,example.com/rack"}, "",
+         ("example.com/rack", "example.com/block")),
+        ({REQUIRED: "zone", PREFERRED: "rack"}, "zone", ("rack",)),
+        ({REQUIRED: "kubernetes.io/hostname"}, "kubernetes.io/hostname", ()),
+    ],
+)
+def test_group_topology_annotations(
+    annotations: dict[str, str], required: str, preferred: tuple[str, ...]
+) -> None:
+    g = group_from_k8s(with_annotations(annotations))
+    assert (g.topology_required, g.topology_preferred, g.topology_error) == (
+        required, preferred, "")
+
+
+@pytest.mark.parametrize(
+    ("annotations", "message"),
+    [
+        ({REQUIRED: ""}, f"annotation {REQUIRED}: '' is not a node label key (empty)"),
+        ({REQUIRED: "rack zone"}, "'rack zone' is not a node label key (the name part must"),
+        ({REQUIRED: "a/b/c"}, "more than one '/'"),
+        ({REQUIRED: "/rack"}, "the prefix before '/' is empty"),
+        ({REQUIRED: "Example.com/rack"}, "the prefix must be a DNS subdomain"),
+        ({REQUIRED: "x" * 64}, "the name part is 64 characters, at most 63"),
+        ({PREFERRED: "rack,,block"}, f"annotation {PREFERRED}: 'rack,,block' is not a node "
+                                     "label key (an empty key)"),
+        ({PREFERRED: "rack,-block"}, "key '-block': the name part must"),
+        ({REQUIRED: "rack", PREFERRED: "rack,"}, "(an empty key)"),
+    ],
+)
+def test_malformed_topology_annotations_keep_the_group_and_say_why(
+    annotations: dict[str, str], message: str
+) -> None:
+    # Rejecting the object would leave its members with "PodGroup not found".
+    g = group_from_k8s(with_annotations(annotations))
+    assert g.key == "ml/trainer" and g.min_member == 2
+    assert message in g.topology_error
+    assert g.topology_error.endswith("the gang is not placed until the annotation is fixed")
+    assert (g.topology_required, g.topology_preferred) == ("", ())
 
 
 def test_parse_time() -> None:

@@ -16,9 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from extender.core.cache import Cache
-from extender.core.planner import Plan, Shortfall, plan_gang
+from extender.core.cache.topology import Domains, domain_of
+from extender.core.fit import fit_count
+from extender.core.planner import Plan, Shortfall, plan_gang, plan_group
 from extender.core.snapshot import Snapshot
 from extender.core.types import (
+    GroupInfo,
     LabelSelector,
     NodeInfo,
     PodAffinityTerm,
@@ -127,6 +130,32 @@ def test_indexed_plans_equal_scanned_plans(data: st.DataObject) -> None:
             indexed = plan_gang(gang, need, cache.snapshot)
             scanned = plan_gang(gang, need, cache.snapshot.with_free(cache.free))
             assert _same(indexed, scanned), (op, indexed, scanned)
+            # The same gang asked to fit in one zone: the domain is chosen from the
+            # index's rooms and the cache's kept grouping, or from scratch; same plan.
+            group = GroupInfo("ml", f"g{step}-{g}", need, topology_required="zone")
+            fresh = Snapshot(cache.nodes, dict(cache.free), cache.pods_on_node)
+            indexed = plan_group(group, gang, 0, cache.snapshot)
+            assert _same(indexed, plan_group(group, gang, 0, fresh)), (op, indexed)
+            check_rooms(cache, gang[0])
+        check_rooms(cache, PodInfo("fixed", "ml", "fixed", {"cpu": 500, "pods": 1}))
+        assert cache.domains.groups(("zone",)) == Domains(cache.nodes).groups(("zone",))
+
+
+def check_rooms(cache: Cache, proto: PodInfo) -> None:
+    """The index's rooms per zone, kept through every change, are a fresh count's."""
+    items = tuple((k, v) for k, v in proto.requests.items() if v > 0)
+    plain = not proto.node_selector and proto.required_node_affinity is None
+    selector = tuple(proto.node_selector.items())
+    want: dict[tuple[str, ...], list[int]] = {}
+    for name, node in cache.nodes.items():
+        cnt = fit_count(items, cache.free.get(name), node, proto, plain, selector)
+        d = domain_of(node.labels, ("zone",))
+        if cnt > 0 and d is not None:
+            r = want.setdefault(d, [0, 0])
+            r[0] += cnt
+            r[1] += 1
+    of_node = cache.domains.of_node(("zone",))
+    assert cache.fit_index.rooms(items, proto, plain, ("zone",), of_node) == want
 
 
 def test_index_is_never_used_for_other_capacity_maps() -> None:
@@ -154,3 +183,41 @@ def test_many_changes_compact_the_log_and_plans_stay_right() -> None:
             a = plan_gang(gang, 3, Snapshot(cache.nodes, cache.free, {}, cache.fit_index))
             b = plan_gang(gang, 3, Snapshot(cache.nodes, cache.free, {}))
             assert a == b
+
+
+def test_a_gangs_indexes_are_built_when_its_members_arrive_not_when_it_is_planned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The view of a new request shape and a topology gang's rooms cost milliseconds at
+    5,000 nodes; the watch pays for them, not the filter call that plans the gang."""
+    from extender.core.cache import fitindex
+    from extender.core.manager import GangManager
+
+    builds: list[str] = []
+    real = fitindex.FitIndex._build
+
+    def counted(self: fitindex.FitIndex, view: Any) -> None:
+        builds.append("view")
+        real(self, view)
+
+    monkeypatch.setattr(fitindex.FitIndex, "_build", counted)
+    manager = GangManager()
+    for i in range(4):
+        manager.on_node(NodeInfo(f"n{i}", {"cpu": 8000, "pods": 110},
+                                 {HOST: f"n{i}", "zone": ZONES[i % 2]}))
+    manager.on_group(GroupInfo("ml", "g", 2, topology_required="zone"), 0.0)
+    for i in range(2):
+        manager.on_pod(PodInfo(f"g{i}", "ml", f"g-{i}", {"cpu": 1000, "pods": 1},
+                               labels={"scheduling.x-k8s.io/pod-group": "g"}), 0.0)
+    assert builds == ["view"]
+    index = manager._core.cache.fit_index
+    rooms = index._views[next(iter(index._views))].rooms
+    assert set(rooms) == {("zone",)}
+    res = manager.filter(manager.pod("g0") or PodInfo("x", "ml", "x", {}), ["n0", "n1", "n2",
+                                                                          "n3"], 0.0)
+    assert res.nodes and builds == ["view"]  # planned without building anything
+    # A full index is not made room for: the plan builds what it needs, as before.
+    index.MAX_VIEWS = len(index._views)
+    manager.on_pod(PodInfo("h0", "ml", "h-0", {"cpu": 3000, "pods": 1},
+                           labels={"scheduling.x-k8s.io/pod-group": "g"}), 0.0)
+    assert builds == ["view"]

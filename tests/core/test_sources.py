@@ -160,6 +160,26 @@ def test_upstream_basic_policy_is_a_group_of_one() -> None:
     assert g.min_member == 1 and g.topology_required == ""
 
 
+@pytest.mark.parametrize("topology,error", [
+    ([{"key": "a/b/c"}], "spec.schedulingConstraints.topology[0].key: 'a/b/c' is not a node "
+                         "label key (more than one '/')"),
+    ([{"key": ""}], "spec.schedulingConstraints.topology[0].key: '' is not a node label key "
+                    "(empty)"),
+    ([{"key": "example.com/rack"}, {"key": "topology.kubernetes.io/zone"}],
+     "spec.schedulingConstraints.topology: 2 constraints ('example.com/rack', "
+     "'topology.kubernetes.io/zone'); only one is supported, as the API allows"),
+])
+def test_an_upstream_topology_key_that_is_not_usable_keeps_the_group_and_says_why(
+        topology: list[dict[str, str]], error: str) -> None:
+    """The object is kept (its members would otherwise be told "PodGroup not found"); the
+    gang is not placed, with `topology_error` as its InvalidTopology message."""
+    obj = copy.deepcopy(UPSTREAM)
+    obj["spec"]["schedulingConstraints"] = {"topology": topology}
+    g = workload_group_from_k8s(obj)
+    assert g.topology_required == "" and g.topology_error.startswith(error), g.topology_error
+    assert g.topology_error.endswith("; the gang is not placed until it is fixed")
+
+
 @pytest.mark.parametrize("spec,where", [
     ({"schedulingPolicy": {"gang": {"minCount": 0}}}, "minCount must be >= 1"),
     ({"schedulingPolicy": {"gang": {"minCount": "3"}}}, "minCount must be an integer"),

@@ -27,6 +27,7 @@ class Job:
     priority: int = 0
     never: bool = False  # preemptionPolicy: Never
     plain: bool = False
+    required: str = ""  # the PodGroup's topology-required key (docs/topology.md)
     uids: list[str] = field(default_factory=list)
 
 
@@ -58,7 +59,8 @@ class Driver:
     def arrive(self, job: Job) -> None:
         sim = self.sim
         if not job.plain:
-            sim.add_group(group(job.name, job.min_member or job.members, creation=sim.now))
+            sim.add_group(group(job.name, job.min_member or job.members, creation=sim.now,
+                                topology_required=job.required))
         for i in range(job.members):
             p = pod(f"{job.name}-{i}", None if job.plain else job.name, cpu=job.cpu,
                     memory=1 << 20, creation=sim.now, priority=job.priority,

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from extender.core.cache.fitindex import FitIndex
+from extender.core.cache.topology import Domains
+from extender.core.constraints import repels_beyond_node
 from extender.core.snapshot import Snapshot
 from extender.core.types import SCHEDULER_PLUGINS, GroupInfo, NodeInfo, PodInfo, Resources, gang_key
 
@@ -76,7 +78,13 @@ class Cache:
         # Told of every change to `nodes` and `free` (all of them go through
         # `_adjust`, `upsert_node` and `remove_node`), so plans need not visit every node.
         self.fit_index = FitIndex(self.nodes, self.free)
-        self.snapshot = Snapshot(self.nodes, self.free, self.pods_on_node, self.fit_index)
+        self.domains = Domains(self.nodes)  # told of nodes added, removed, relabelled
+        # ("bound" | "reserved", uid) -> (node, pod) for the pods of `pods_on_node` whose
+        # anti-affinity reaches beyond their node (a zone, a rack): they keep members out
+        # of whole domains, and finding them would mean walking every pod per plan.
+        self._repellers: dict[tuple[str, str], tuple[str, PodInfo]] = {}
+        self.snapshot = Snapshot(self.nodes, self.free, self.pods_on_node, self.fit_index,
+                                 self.domains, self._repellers)
         # Nodes where at least one reservation has capacity: the only nodes where
         # the extender can disagree with kube-scheduler's own fit check.
         self.reserved_nodes: dict[str, int] = {}
@@ -105,6 +113,8 @@ class Cache:
         """Returns whether anything the extender plans with changed (not on heartbeats)."""
         old = self.nodes.get(node.name)
         self.nodes[node.name] = node
+        if old is None or old.labels != node.labels:
+            self.domains.changed()
         free = dict(node.allocatable)
         for charged in (self._on_node, self._reserved_on_node, self._assumed_on_node):
             for pod in charged.get(node.name, {}).values():
@@ -121,7 +131,8 @@ class Cache:
         return False
 
     def remove_node(self, name: str) -> None:
-        self.nodes.pop(name, None)
+        if self.nodes.pop(name, None) is not None:
+            self.domains.changed()
         if self.free.pop(name, None) is not None:
             self.fit_index.node_removed(name)
         self.capacity_epoch += 1
@@ -192,11 +203,14 @@ class Cache:
         self._charged_priorities[pod.priority] = self._charged_priorities.get(pod.priority, 0) + 1
         self._on_node.setdefault(pod.node_name, {})[pod.uid] = pod
         self._adjust(pod.node_name, pod.requests, -1)
+        if pod.required_anti_affinity and repels_beyond_node(pod):
+            self._repellers["bound", pod.uid] = (pod.node_name, pod)
 
     def _uncharge(self, uid: str) -> None:
         pod = self._charged.pop(uid, None)
         if pod is None:
             return
+        self._repellers.pop(("bound", uid), None)
         self.charge_epoch += 1
         left = self._charged_priorities.get(pod.priority, 0) - 1
         if left > 0:
@@ -308,6 +322,8 @@ class Cache:
         """Charge a reservation slot for `pod` to `node`; `held`: ahead of capacity."""
         self._reserved_on_node.setdefault(node, {})[pod.uid] = pod
         self._adjust(node, pod.requests, -1)
+        if pod.required_anti_affinity and repels_beyond_node(pod):
+            self._repellers["reserved", pod.uid] = (node, pod)
         self.reserved_nodes[node] = self.reserved_nodes.get(node, 0) + 1
         if held:
             _add_into(self.held.setdefault(node, {}), pod.requests, +1)
@@ -332,6 +348,7 @@ class Cache:
             reserved.pop(pod.uid, None)
             if not reserved:
                 del self._reserved_on_node[node]
+        self._repellers.pop(("reserved", pod.uid), None)
         self._adjust(node, pod.requests, +1)
         count = self.reserved_nodes.get(node, 0) - 1
         if count > 0:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from extender.core.fit import fit_count
+from extender.core.cache.topology import Values, domain_of
+from extender.core.constraints import node_matches
+from extender.core.fit import BIG, fit_count, labels_have
 from extender.core.types import NodeInfo, NodeSelectorTerm, PodInfo, Resources, Toleration
 
 _ViewKey = tuple[
@@ -15,6 +17,42 @@ _ViewKey = tuple[
     "tuple[NodeSelectorTerm, ...] | None",
     tuple[Toleration, ...],
 ]
+
+
+def _view_key(items: tuple[tuple[str, int], ...], proto: PodInfo) -> _ViewKey:
+    return (items, tuple(sorted(proto.node_selector.items())), proto.required_node_affinity,
+            proto.tolerations)
+
+
+@dataclass(slots=True)
+class _Rooms:
+    """For the domains of one keys tuple: how many pods of a view's shape fit in each,
+    and on how many of its nodes at least one does."""
+
+    of_node: dict[str, Values] = field(default_factory=dict)  # nodes counted, their domain
+    room: dict[Values, list[int]] = field(default_factory=dict)  # -> [pods, nodes]
+
+    def add(self, name: str, labels: Mapping[str, str], keys: tuple[str, ...],
+            cnt: int) -> None:
+        d = domain_of(labels, keys)
+        if d is None:
+            return
+        self.of_node[name] = d
+        r = self.room.get(d)
+        if r is None:
+            self.room[d] = [cnt, 1]
+        else:
+            r[0] += cnt
+            r[1] += 1
+
+    def drop(self, name: str, cnt: int) -> None:
+        d = self.of_node.pop(name, None)
+        if d is not None:
+            r = self.room[d]
+            r[0] -= cnt
+            r[1] -= 1
+            if r[1] == 0:
+                del self.room[d]
 
 
 @dataclass(slots=True)
@@ -29,6 +67,7 @@ class _FitView:
     synced: int = 0  # how much of the index's change log is applied
     counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # node -> (count, seq)
     buckets: dict[int, list[int]] = field(default_factory=dict)
+    rooms: dict[tuple[str, ...], _Rooms] = field(default_factory=dict)  # per keys tuple
 
 
 class FitIndex:
@@ -45,6 +84,7 @@ class FitIndex:
     """
 
     MAX_VIEWS = 32
+    MAX_ROOMS = 8  # keys tuples whose rooms a view keeps current
 
     def __init__(self, nodes: Mapping[str, NodeInfo], free: Mapping[str, Resources]) -> None:
         self.nodes = nodes
@@ -111,13 +151,62 @@ class FitIndex:
                 if name not in skip:
                     yield cnt, seq, name
 
+    def rooms(
+        self,
+        items: tuple[tuple[str, int], ...],
+        proto: PodInfo,
+        plain: bool,
+        keys: tuple[str, ...],
+        of_node: Mapping[str, Values],
+    ) -> Mapping[Values, Sequence[int]]:
+        """Per topology domain of `keys`: [pods shaped like `proto` that fit in it, nodes
+        of it where at least one fits]. Kept current with the counts once asked for, so
+        a gang that must fit in one rack finds the racks it fits in without visiting
+        every node (docs/topology.md). `of_node`: each node's domain now (the cache's
+        `Domains.of_node`), read only when the rooms are first counted."""
+        view = self._view(items, proto, plain)
+        rooms = view.rooms.get(keys)
+        if rooms is None:
+            rooms = _Rooms()
+            mine, room = rooms.of_node, rooms.room
+            for name, (cnt, _seq) in view.counts.items():
+                d = of_node.get(name)
+                if d is None:
+                    continue
+                mine[name] = d
+                r = room.get(d)
+                if r is None:
+                    room[d] = [cnt, 1]
+                else:
+                    r[0] += cnt
+                    r[1] += 1
+            if len(view.rooms) >= self.MAX_ROOMS:
+                del view.rooms[next(iter(view.rooms))]
+            view.rooms[keys] = rooms
+        return rooms.room
+
+    def warm(
+        self,
+        items: tuple[tuple[str, int], ...],
+        proto: PodInfo,
+        plain: bool,
+        keys: Sequence[tuple[str, ...]],
+        of_node: Callable[[tuple[str, ...]], Mapping[str, Values]],
+    ) -> None:
+        """Build the view of this shape, and its rooms for each keys tuple, if missing:
+        the work the shape's first plan would do, done ahead of it (planner/warmup.py).
+        Never evicts a view for it: with no free place, the plan builds it as before."""
+        view = self._views.get(_view_key(items, proto))
+        if view is None:
+            if len(self._views) >= self.MAX_VIEWS:
+                return
+            view = self._view(items, proto, plain)
+        for k in keys:
+            if k not in view.rooms:
+                self.rooms(items, proto, plain, k, of_node(k))
+
     def _view(self, items: tuple[tuple[str, int], ...], proto: PodInfo, plain: bool) -> _FitView:
-        key: _ViewKey = (
-            items,
-            tuple(sorted(proto.node_selector.items())),
-            proto.required_node_affinity,
-            proto.tolerations,
-        )
+        key = _view_key(items, proto)
         view = self._views.pop(key, None)
         if view is None:
             view = _FitView(items, proto, plain, tuple(proto.node_selector.items()))
@@ -134,21 +223,45 @@ class FitIndex:
                           view.plain, view.selector)
 
     def _build(self, view: _FitView) -> None:
-        if len(self._seq) != len(self.free) or any(n not in self._seq for n in self.free):
+        """One read of every node: `fit_count` inlined, since at 5,000 nodes the calls
+        alone cost more than the arithmetic, and a build lands on the filter call of the
+        first gang of a new shape (docs/performance.md)."""
+        if self._seq.keys() != self.free.keys():
             self._renumber()
-        for name in self.free:
-            cnt = self._count(view, name)
-            if cnt > 0:
-                seq = self._seq[name]
-                view.counts[name] = (cnt, seq)
-                view.buckets.setdefault(cnt, []).append(seq)
-        for bucket in view.buckets.values():
+        items, proto, plain, selector = view.items, view.proto, view.plain, view.selector
+        nodes_get, seqs = self.nodes.get, self._seq
+        counts, buckets = view.counts, view.buckets
+        for name, f in self.free.items():
+            cnt = BIG
+            for r, q in items:
+                c = f.get(r, 0) // q
+                if c < cnt:
+                    cnt = c
+                    if c <= 0:
+                        break
+            if cnt <= 0:
+                continue
+            node = nodes_get(name)
+            if node is None or (selector and not labels_have(node.labels, selector)):
+                continue
+            if (not plain or node.taints or node.unschedulable) and node_matches(
+                    proto, node) is not None:
+                continue
+            seq = seqs[name]
+            counts[name] = (cnt, seq)
+            b = buckets.get(cnt)
+            if b is None:
+                buckets[cnt] = [seq]
+            else:
+                b.append(seq)
+        for bucket in buckets.values():
             bucket.sort()
         view.synced = len(self._log)
 
     def _catch_up(self, view: _FitView) -> None:
         if view.synced == len(self._log):
             return
+        rooms = view.rooms
         for name in set(self._log[view.synced:]):
             entry = view.counts.pop(name, None)
             if entry is not None:
@@ -156,6 +269,8 @@ class FitIndex:
                 del bucket[bisect_left(bucket, entry[1])]
                 if not bucket:
                     del view.buckets[entry[0]]
+                for r in rooms.values():
+                    r.drop(name, entry[0])
             seq = self._seq.get(name)
             if seq is None:
                 continue
@@ -163,6 +278,10 @@ class FitIndex:
             if cnt > 0:
                 view.counts[name] = (cnt, seq)
                 insort(view.buckets.setdefault(cnt, []), seq)
+                if rooms:
+                    labels = self.nodes[name].labels
+                    for keys, r in rooms.items():
+                        r.add(name, labels, keys, cnt)
         view.synced = len(self._log)
 
     def _renumber(self) -> None:

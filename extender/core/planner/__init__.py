@@ -25,7 +25,11 @@ How it works (greedy, and fast enough for the scheduler's serial loop):
   such node per member still to place. A shape whose members repel each other
   takes one slot per node, on nodes still ranked by how tightly it fits.
 * Anti-affinity on kubernetes.io/hostname is checked per member against the pods
-  on the node and the members already placed there by this plan.
+  on the node and the members already placed there by this plan; anti-affinity on
+  other keys and DoNotSchedule spread constraints against the pods and members in the
+  node's domain (`relations.py`).
+* A gang that asks for a topology domain (a rack, a block, a zone) is planned inside
+  one domain at a time, tightest first (`domains.py`, docs/topology.md).
 * When only some of the pods are needed (`need` < len(pods)), the preferred ones
   are planned first, later ones stand in for those that do not fit, and if that
   still falls short the smallest `need` pods get a second attempt.
@@ -46,9 +50,11 @@ plan is found iff the counts add up to `need`):
 
 from __future__ import annotations
 
+from extender.core.planner.domains import extra_nodes
 from extender.core.planner.explain import min_resources_shortfall
 from extender.core.planner.gang import GangPlanner, plan_group
 from extender.core.planner.plan import Plan, Shortfall, plan_gang
+from extender.core.planner.relations import interchangeable
 
-__all__ = ["GangPlanner", "Plan", "Shortfall", "min_resources_shortfall", "plan_gang",
-           "plan_group"]
+__all__ = ["GangPlanner", "Plan", "Shortfall", "extra_nodes", "interchangeable",
+           "min_resources_shortfall", "plan_gang", "plan_group"]

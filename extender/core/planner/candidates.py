@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from extender.core.cache.fitindex import FitIndex
 from extender.core.constraints import anti_affinity_conflict, node_matches
 from extender.core.fit import BIG, fit_count, labels_have
+from extender.core.planner.relations import Relations
 from extender.core.planner.shapes import Shape
 from extender.core.types import NodeInfo, PodInfo, Resources
 
@@ -23,6 +24,10 @@ class PlanState:
     pods_on_node: Mapping[str, Sequence[PodInfo]]
     need: int
     index: FitIndex | None = None  # kept for exactly these `nodes` and `free`
+    # Constraints between members beyond one node (planner/relations.py), if any member
+    # or pod on a node has one; and the nodes of the topology domain planned in, if any.
+    relations: Relations | None = None
+    within: Collection[str] | None = None
     assignments: dict[str, str] = field(default_factory=dict)
     work: dict[str, Resources] = field(default_factory=dict)  # free of nodes this plan used
     placed_on: dict[str, list[PodInfo]] = field(default_factory=dict)
@@ -34,24 +39,32 @@ class PlanState:
         return w if w is not None else self.free.get(name)
 
     def conflict(self, pod: PodInfo, name: str) -> str | None:
-        """Why `pod` may not join node `name` for anti-affinity: "existing" (a pod
-        already there) or "member" (one this plan put there); None if it may."""
+        """Why `pod` may not join node `name`: for anti-affinity on the node, "existing"
+        (a pod already there) or "member" (one this plan put there); "relation" for a
+        constraint beyond the node (`relations`); None if it may. One body, no helper
+        call: it runs for every node a member is offered."""
         if pod.required_anti_affinity:
             if anti_affinity_conflict(pod, self.pods_on_node.get(name, ())) is not None:
                 return "existing"
             placed = self.placed_on.get(name, ())
-            return "member" if anti_affinity_conflict(pod, placed) is not None else None
-        # Without terms of its own, only pods that have terms can repel it.
-        rep = self.repelling.get(name)
-        if rep is None:
-            rep = self.repelling[name] = [
-                p for p in self.pods_on_node.get(name, ()) if p.required_anti_affinity
-            ]
-        if rep and anti_affinity_conflict(pod, rep) is not None:
-            return "existing"
-        mates = self.placed_repelling.get(name)
-        if mates and anti_affinity_conflict(pod, mates) is not None:
-            return "member"
+            if anti_affinity_conflict(pod, placed) is not None:
+                return "member"
+        else:
+            # Without terms of its own, only pods that have terms can repel it.
+            rep = self.repelling.get(name)
+            if rep is None:
+                rep = self.repelling[name] = [
+                    p for p in self.pods_on_node.get(name, ()) if p.required_anti_affinity
+                ]
+            if rep and anti_affinity_conflict(pod, rep) is not None:
+                return "existing"
+            mates = self.placed_repelling.get(name)
+            if mates and anti_affinity_conflict(pod, mates) is not None:
+                return "member"
+        if self.relations is not None:
+            node = self.nodes.get(name)
+            if node is not None and self.relations.conflict(pod, node) is not None:
+                return "relation"
         return None
 
     def place(self, pod: PodInfo, shape: Shape, name: str) -> None:
@@ -64,6 +77,8 @@ class PlanState:
         if pod.required_anti_affinity:
             self.placed_repelling.setdefault(name, []).append(pod)
         self.assignments[pod.uid] = name
+        if self.relations is not None:
+            self.relations.place(pod, self.nodes[name])
 
 
 @dataclass(slots=True)
@@ -180,12 +195,17 @@ class IndexedCandidates:
 
 
 def node_source(
-    shape: Shape, free: Mapping[str, Resources]
+    shape: Shape, free: Mapping[str, Resources], within: Collection[str] | None = None
 ) -> Iterator[tuple[str, Mapping[str, int] | None]]:
-    if shape.allowed is None:
+    if shape.allowed is None and within is None:
         return iter(free.items())
     # dict.fromkeys: a node listed twice must not be counted twice.
-    return ((name, free.get(name)) for name in dict.fromkeys(shape.allowed))
+    names: Collection[str] = dict.fromkeys(shape.allowed if shape.allowed is not None
+                                           else within or ())
+    if shape.allowed is not None and within is not None:
+        inside = within if isinstance(within, (set, frozenset, dict)) else set(within)
+        names = [n for n in names if n in inside]
+    return ((name, free.get(name)) for name in names)
 
 
 @dataclass(slots=True)

@@ -33,19 +33,26 @@ def as_node_count(reason: str) -> str:
     return reason
 
 
-def explain_shortfall(pl: PlanState, shape: Shape, outcome: Outcome, shared: bool) -> str:
+def explain_shortfall(
+    pl: PlanState, shape: Shape, outcome: Outcome, shared: bool
+) -> tuple[str, str]:
     """Name what did not fit: the count and per-member requests of the shape, how
-    many fit, and the resource or constraint that stopped the rest. `shared`: other
+    many fit (the head: "needs 3 × {cpu: 1}; 2 fit", empty when the detail says it),
+    and the resource or constraint that stopped the rest (the detail). `shared`: other
     shapes of the gang competed for the same nodes. Runs only on failure, so it may
     look at every node again."""
     n = len(shape.members)
     fit = outcome.placed
     req = format_resources(dict(shape.items))
     proto = shape.proto
+    head = f"needs {n} {TIMES} {req}; {fit} fit"
 
     reasons: Counter[str] = Counter()
+    if pl.relations is not None:
+        reasons.update(pl.relations.reasons())
     eligible: list[str] = []
-    names: Collection[str] = dict.fromkeys(shape.allowed) if shape.allowed is not None else pl.nodes
+    names: Collection[str] = (dict.fromkeys(shape.allowed) if shape.allowed is not None
+                              else pl.within if pl.within is not None else pl.nodes)
     for name in names:
         node = pl.nodes.get(name)
         if node is None:
@@ -63,7 +70,7 @@ def explain_shortfall(pl: PlanState, shape: Shape, outcome: Outcome, shared: boo
             reasons[as_node_count(why)] += 1
         else:
             eligible.append(name)
-    if shape.allowed is not None:
+    if shape.allowed is not None and pl.within is None:
         outside = len(pl.nodes) - sum(1 for x in shape.allowed if x in pl.nodes)
         if outside > 0:
             reasons["node(s) not feasible for kube-scheduler"] += outside
@@ -79,11 +86,11 @@ def explain_shortfall(pl: PlanState, shape: Shape, outcome: Outcome, shared: boo
         return f"; excluded: {parts}"
 
     if not eligible:
-        return f"needs {n} {TIMES} {req}; {fit} fit; no node matches{excluded()}"
+        return head, f"no node matches{excluded()}"
 
     usable = len(outcome.candidates.order) - len(outcome.blocked_by_existing)
     if shape.one_per_node and usable < n:
-        return (
+        return "", (
             f"{n} {TIMES} {req} need distinct nodes (anti-affinity on {HOSTNAME}); "
             f"{usable} eligible node(s){excluded()}"
         )
@@ -92,8 +99,7 @@ def explain_shortfall(pl: PlanState, shape: Shape, outcome: Outcome, shared: boo
     for r, q in shape.items:
         if all(pl.nodes[name].allocatable.get(r, 0) < q for name in eligible):
             one = format_resources({r: q}, skip_pods=False)
-            detail = f"no eligible node has {one} allocatable"
-            return f"needs {n} {TIMES} {req}; {fit} fit; {detail}{excluded()}"
+            return head, f"no eligible node has {one} allocatable{excluded()}"
 
     if shared:
         alone = 0
@@ -104,7 +110,7 @@ def explain_shortfall(pl: PlanState, shape: Shape, outcome: Outcome, shared: boo
                 alone += min(k, 1) if shape.one_per_node else k
         if alone >= n:
             detail = f"the gang's other members take the room it needs ({alone} would fit alone)"
-            return f"needs {n} {TIMES} {req}; {fit} fit; {detail}{excluded()}"
+            return head, f"{detail}{excluded()}"
 
     # The resource that alone would admit the fewest further members on the eligible
     # nodes; if it has enough in total, say the free amount is fragmented.
@@ -128,7 +134,7 @@ def explain_shortfall(pl: PlanState, shape: Shape, outcome: Outcome, shared: boo
         detail = f"largest shortfall on {r}"
         if amount >= (n - fit) * shape.proto.requests[r]:
             detail += " (enough in total, but split across nodes)"
-    return f"needs {n} {TIMES} {req}; {fit} fit; {detail}{excluded()}"
+    return head, f"{detail}{excluded()}"
 
 
 def min_resources_shortfall(total_free: Resources, min_resources: Resources) -> str | None:

@@ -1,9 +1,11 @@
-"""Planning one gang: the members still to place, and how many of them are needed."""
+"""Planning one gang: the members still to place, how many of them are needed, and the
+topology domain they must or should share (`planner/domains.py`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from extender.core.planner.domains import plan_in_domains, topology_of
 from extender.core.planner.explain import min_resources_shortfall
 from extender.core.planner.plan import Plan, Shortfall, plan_gang
 from extender.core.snapshot import Snapshot
@@ -15,13 +17,20 @@ GangPlanner = Callable[[GroupInfo, Sequence[PodInfo], int, Snapshot], "Plan | Sh
 
 
 def plan_group(
-    group: GroupInfo, members: Sequence[PodInfo], succeeded: int, snapshot: Snapshot
+    group: GroupInfo, members: Sequence[PodInfo], succeeded: int, snapshot: Snapshot,
+    explain: bool = True,
 ) -> Plan | Shortfall:
     """A node for every member still needed for `group`'s quorum (bound and `succeeded`
-    members count toward it), oldest members first."""
+    members count toward it), oldest members first, inside the topology domain the
+    PodGroup asks for. Every caller that places a whole gang goes through here, so
+    every one of them gets the same domain. `explain=False`: a failed plan's message
+    may be left empty (for callers that only ask whether it fits)."""
     unbound = [m for m in members if not m.node_name]
     unbound.sort(key=lambda p: (p.creation, p.name))
     need = group.min_member - (len(members) - len(unbound)) - succeeded
+    if group.topology_error:
+        msg = group.topology_error
+        return Shortfall(need, 0, msg, None, msg, invalid=True)
     if group.min_resources:
         # scheduler-plugins' aggregate pre-check, in the PodGroup's own terms; the
         # node-by-node plan below is what actually proves a fit.
@@ -32,5 +41,9 @@ def plan_group(
                     total[k] = total.get(k, 0) + v
         missing = min_resources_shortfall(total, group.min_resources)
         if missing is not None:
-            return Shortfall(need, 0, missing, None)
-    return plan_gang(unbound, need, snapshot)
+            return Shortfall(need, 0, missing, None, missing)
+    topo = topology_of(group, unbound)
+    if topo is None:
+        return plan_gang(unbound, need, snapshot, explain=explain)
+    bound = [m for m in members if m.node_name]
+    return plan_in_domains(unbound, need, bound, snapshot, topo, explain)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from extender.core.cache.topology import Domain
 from extender.core.planner.candidates import (
     Candidates,
     IndexedCandidates,
@@ -13,6 +14,7 @@ from extender.core.planner.candidates import (
     node_source,
 )
 from extender.core.planner.explain import explain_shortfall
+from extender.core.planner.relations import Ties, relations_for
 from extender.core.planner.shapes import Shape, pod_size_key, shapes_of
 from extender.core.snapshot import Snapshot
 from extender.core.types import PodInfo
@@ -21,6 +23,9 @@ from extender.core.types import PodInfo
 @dataclass(frozen=True, slots=True)
 class Plan:
     assignments: dict[str, str]  # pod uid -> node name, exactly `need` entries
+    # The topology domain every assignment is in, for a gang that asked for one and got
+    # it; moves of its slots respect it (docs/topology.md).
+    domain: Domain | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,14 +34,16 @@ class Shortfall:
     fit: int  # how many could be placed (< need)
     message: str  # human, actionable: what did not fit and why
     pod: str | None  # ns/name of the first member (in preference order) not placed
+    detail: str = ""  # why, without "needs N × {...}; K fit": for messages that wrap it
+    invalid: bool = False  # the PodGroup asks for something malformed (Reason.INVALID_TOPOLOGY)
 
 
 def place_shape(pl: PlanState, shape: Shape, members: Sequence[PodInfo]) -> Outcome:
     cand: Candidates | IndexedCandidates
-    if pl.index is not None and shape.allowed is None:
+    if pl.index is not None and shape.allowed is None and pl.within is None:
         cand = IndexedCandidates.open(pl, pl.index, shape)
     else:
-        cand = Candidates(pl, shape, node_source(shape, pl.free))
+        cand = Candidates(pl, shape, node_source(shape, pl.free, pl.within))
     cand.scan(len(members))
     order, left = cand.order, cand.left
     start = 0
@@ -88,9 +95,16 @@ def plan_gang(
     snapshot: Snapshot,
     allowed: Mapping[str, Collection[str]] | None = None,
     explain: bool = True,
+    within: Collection[str] | None = None,
+    ties: Ties | None = None,
 ) -> Plan | Shortfall:
     """Place `need` of `pods` (earlier ones preferred) on `snapshot`'s nodes, all or
     nothing.
+
+    `within`: only these nodes (one topology domain). `ties`: what the members'
+    constraints beyond one node depend on, when the caller plans the same gang in
+    several domains (found here otherwise, and only if a member or a pod on a node has
+    such a constraint).
 
     `allowed` restricts some pods to given nodes (kube-scheduler's feasible list for
     the pod being filtered). The first `need` pods are planned; if some do not fit,
@@ -107,9 +121,11 @@ def plan_gang(
     if len({p.uid for p in pods}) != len(pods):  # a pod listed twice is one pod
         pods = _first_occurrences(pods)
     if need > len(pods):
-        return _too_few(pods, need, snapshot, allowed)
+        return _too_few(pods, need, snapshot, allowed, within)
+    if ties is None and Ties.needed(pods, snapshot):
+        ties = Ties(pods, snapshot)
 
-    pl, failure = _attempt(pods, need, snapshot, allowed)
+    pl, failure = _attempt(pods, need, snapshot, allowed, within, ties)
     if failure is None:
         return Plan(pl.assignments)
     best_fit = len(pl.assignments)
@@ -118,19 +134,20 @@ def plan_gang(
         # crowd each other out. Try again with the smallest members first.
         by_size = sorted(pods, key=pod_size_key)
         if {p.uid for p in by_size[:need]} != {p.uid for p in pods[:need]}:
-            alt, alt_failure = _attempt(by_size, need, snapshot, allowed)
+            alt, alt_failure = _attempt(by_size, need, snapshot, allowed, within, ties)
             if alt_failure is None:
                 return Plan(alt.assignments)
             best_fit = max(best_fit, len(alt.assignments))
 
     shapes, shape, outcome = failure
-    message = ""
+    message = detail = ""
     if explain:
-        message = explain_shortfall(pl, shape, outcome, shared=len(shapes) > 1)
+        head, detail = explain_shortfall(pl, shape, outcome, shared=len(shapes) > 1)
+        message = f"{head}; {detail}" if head else detail
         if len(shapes) > 1:
             message += f"; {len(pl.assignments)} of {need} members placed in all"
     first = next((p.key for p in pods[:need] if p.uid not in pl.assignments), None)
-    return Shortfall(need=need, fit=best_fit, message=message, pod=first)
+    return Shortfall(need=need, fit=best_fit, message=message, pod=first, detail=detail)
 
 
 Failure = tuple[list[Shape], Shape, Outcome]
@@ -141,11 +158,15 @@ def _attempt(
     need: int,
     snapshot: Snapshot,
     allowed: Mapping[str, Collection[str]] | None,
+    within: Collection[str] | None,
+    ties: Ties | None,
 ) -> tuple[PlanState, Failure | None]:
     """Plan the first `need` pods, biggest shape first; let later pods stand in for
     those that do not fit. Returns the planner state and, unless all `need` were
     placed, the first shape that fell short (for the message)."""
-    pl = PlanState(snapshot.nodes, snapshot.free, snapshot.pods_on_node, need, snapshot.index)
+    pl = PlanState(snapshot.nodes, snapshot.free, snapshot.pods_on_node, need, snapshot.index,
+                   relations=relations_for(pods, snapshot, ties) if ties else None,
+                   within=within)
     shapes = shapes_of(pods[:need], allowed)
     failure: Failure | None = None
     for shape in shapes:
@@ -176,11 +197,12 @@ def _too_few(
     need: int,
     snapshot: Snapshot,
     allowed: Mapping[str, Collection[str]] | None,
+    within: Collection[str] | None,
 ) -> Shortfall:
     msg = f"needs {need} members, only {len(pods)} waiting to be placed"
     if not pods:
-        return Shortfall(need, 0, msg, None)
-    res = plan_gang(pods, len(pods), snapshot, allowed)
+        return Shortfall(need, 0, msg, None, msg)
+    res = plan_gang(pods, len(pods), snapshot, allowed, within=within)
     if isinstance(res, Plan):
-        return Shortfall(need, len(pods), msg, None)
-    return Shortfall(need, res.fit, f"{msg}; {res.message}", res.pod)
+        return Shortfall(need, len(pods), msg, None, msg)
+    return Shortfall(need, res.fit, f"{msg}; {res.message}", res.pod, f"{msg}; {res.detail}")

@@ -55,6 +55,8 @@ def shapes_of(
             p.required_node_affinity,
             p.tolerations,
             p.required_anti_affinity,
+            p.required_affinity,
+            p.spread_constraints,
             None if restriction is None else p.uid,
         )
         shape = by_key.get(key)

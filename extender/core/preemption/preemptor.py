@@ -10,7 +10,8 @@ change since it found nothing is not made again.
 
 Rules: a preemptor with `preemptionPolicy: Never` (a gang: any member) never evicts;
 only units of strictly lower priority are victims, chosen by `victims.select` (the
-rule is in its docstring and README "Priorities and preemption").
+rule is in its docstring and README "Priorities and preemption"). A gang that must stay
+in one topology domain evicts only inside one domain (`preemption/domains.py`).
 
 What it does: the preemptor's plan is reserved at once, held (`Reservation.held` is
 "preemption"): its slots are charged on the victims' nodes while they still run, so
@@ -25,12 +26,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from extender.core.cache import Cache
+from extender.core.cache.topology import Domain, word
 from extender.core.config import Config
 from extender.core.explain import Explanations
 from extender.core.outbox import Outbox
 from extender.core.parked import ref
 from extender.core.planner import GangPlanner, Plan, Shortfall, plan_gang
+from extender.core.planner.domains import topology_of
 from extender.core.preemption.budgets import Budgets
+from extender.core.preemption.domains import select_in_domains
 from extender.core.preemption.leaving import Leaving
 from extender.core.preemption.victims import (
     GANG,
@@ -52,6 +56,13 @@ _SHOWN = 5  # victims named in a message; the rest are counted
 
 def _group_ref(group: GroupInfo) -> GroupRef:
     return GroupRef(group.namespace, group.name, group.uid, group.source)
+
+
+def _required(d: Domain) -> str:
+    """"rack r2": the part of the domain the preemptor's slots must stay in, or all of
+    it if none is required (a preferred domain it was placed in)."""
+    n = d.required or len(d.keys)
+    return Domain(d.keys[:n], d.values[:n]).describe()
 
 
 class Preemptions:
@@ -136,8 +147,10 @@ class Preemptions:
         if not self.could_preempt(priority):
             return None
         never = any(m.preemption_policy == "Never" for m in members)
+        topo = topology_of(group, [m for m in members if not m.node_name])
+        keys = topo.required if topo is not None else ()
         return self._search(group.key, f"gang {group.key}", priority, never, plan, now,
-                            timeout, group, None)
+                            timeout, group, None, keys)
 
     def pod(self, pod: PodInfo, now: float, timeout: float) -> Reservation | None:
         """A plain preemptor (`plain_waiting`)."""
@@ -152,8 +165,10 @@ class Preemptions:
     def _search(
         self, key: str, name: str, priority: int, never: bool,
         plan: Callable[[Snapshot], Plan | Shortfall], now: float, timeout: float,
-        group: GroupInfo | None, pod: PodInfo | None,
+        group: GroupInfo | None, pod: PodInfo | None, keys: tuple[str, ...] = (),
     ) -> Reservation | None:
+        """`keys`: the topology keys whose one domain the preemptor must stay in (none:
+        victims anywhere)."""
         if not self.could_preempt(priority):
             return None  # nobody below it: equal priority never preempts
         signature = self._signature(key)
@@ -172,15 +187,15 @@ class Preemptions:
         exclude.update(self.leaving.excluded(now, self._budgets.epoch))
         units, protected = candidates(self._cache, self._reservations, self._budgets,
                                       priority, exclude, self.leaving)
-        snapshot = self._cache.snapshot
-        leaving = already_leaving(self._cache)
-        chosen = select(units, lambda v: isinstance(
-            plan(view_without(snapshot, [leaving, *v])), Plan))
+        chosen, result = self._choose(units, plan, keys)
         if chosen == []:
             return None  # pods leaving already make room: it is planned once they are gone
-        result = plan(view_without(snapshot, [leaving, *chosen])) if chosen else None
         if chosen is None or not isinstance(result, Plan):
             note = ""
+            if keys and units:
+                w = word(keys[-1])
+                note = (f"it evicts only inside the one {w} it needs, and no {w} has "
+                        f"lower-priority work whose eviction makes room")
             if protected:
                 more = f" (+{len(protected) - 1} more)" if len(protected) > 1 else ""
                 note = (f"lower-priority work that could make room is protected, so it "
@@ -189,6 +204,24 @@ class Preemptions:
             self._searched[key] = (signature, note)
             return None
         return self._preempt(key, name, priority, chosen, result, now, timeout, group, pod)
+
+    def _choose(self, units: list[Unit], plan: Callable[[Snapshot], Plan | Shortfall],
+                keys: tuple[str, ...]) -> tuple[list[Unit] | None, Plan | Shortfall | None]:
+        """The victims and the preemptor's plan once they are gone: [] if the pods
+        leaving already make room, None if no set does."""
+        snapshot = self._cache.snapshot
+        leaving = already_leaving(self._cache)
+        if not keys:
+            chosen = select(units, lambda v: isinstance(
+                plan(view_without(snapshot, [leaving, *v])), Plan))
+            result = plan(view_without(snapshot, [leaving, *chosen])) if chosen else None
+            return chosen, result
+        if isinstance(plan(view_without(snapshot, [leaving])), Plan):
+            return [], None
+        domains = snapshot.topology()
+        choice = select_in_domains(units, domains.groups(keys), domains.of_node(keys),
+                                   snapshot, leaving, plan)
+        return (None, None) if choice is None else (choice.victims, choice.plan)
 
     def could_preempt(self, priority: int) -> bool:
         """Whether anything runs or is reserved below `priority`: O(1), so a pass can
@@ -250,9 +283,10 @@ class Preemptions:
                           + (f", {len(u.pods)} pod(s))" if u.pods else ")")
                           for u in chosen[:_SHOWN])
         more = f" (+{len(chosen) - _SHOWN} more)" if len(chosen) > _SHOWN else ""
+        where = f" in {_required(res.domain)}" if res.domain is not None else ""
         msg = (f"{name} (priority {priority}) preempts {len(chosen)} lower-priority "
                f"unit(s): {shown}{more}; the capacity they free on node(s) "
-               f"{', '.join(nodes)} is held for it until they are gone")
+               f"{', '.join(nodes)}{where} is held for it until they are gone")
         if group is not None:
             self._explanations.set(key, Reason.PREEMPTING, msg, now)
         self._outbox.append(Preempting(

@@ -235,10 +235,11 @@ class GangQueue:
         nodes = sorted({s.node for s in res.slots.values()})
         waited = self._starvation.waited(group.key, now) or 0.0
         busy = [n for n in nodes if any(v < 0 for v in self._cache.free.get(n, {}).values())]
+        where = f" in {res.domain.describe()}" if res.domain is not None else ""
         msg = (
             f"gang {group.key}: waited {waited:.0f}s for capacity (--starvation-after "
             f"{self._config.starvation_after_seconds:g}s); {len(res.slots)} slot(s) held for "
-            f"it on node(s) {', '.join(nodes)}, "
+            f"it on node(s) {', '.join(nodes)}{where}, "
             + (f"freeing as the pods on {', '.join(busy)} finish; " if busy else "")
             + "younger gangs and pods use only capacity elsewhere"
         )
@@ -253,9 +254,10 @@ class GangQueue:
         self._last_failure.pop(group.key, None)
         self._starvation.placed(group.key)
         nodes = {s.node for s in res.slots.values()}
+        where = f" in {res.domain.describe()}" if res.domain is not None else ""
         msg = (
-            f"gang {group.key}: reserved {len(res.slots)} slot(s) on {len(nodes)} node(s) "
-            f"for {res.timeout:g}s"
+            f"gang {group.key}: reserved {len(res.slots)} slot(s) on {len(nodes)} node(s)"
+            f"{where} for {res.timeout:g}s"
         )
         self._explanations.set(group.key, Reason.RESERVED, msg, now)
         gref = GroupRef(group.namespace, group.name, group.uid, group.source)

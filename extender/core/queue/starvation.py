@@ -18,7 +18,9 @@ nothing outside the extender binds onto those nodes (pods of other schedulers, Â
 The best plan is made as if the pods the gang scheduler placed, and pods being deleted,
 were gone (they finish or leave); pods of other schedulers (DaemonSets, services) are
 taken to stay. Among nodes that fit equally, those with the most of the gang's
-resources free now come first, so the hold waits for as little as it can.
+resources free now come first, so the hold waits for as little as it can. A gang that
+must stay in one topology domain is planned by the same `plan_group` as in the queue,
+so its hold is inside one domain (docs/topology.md), its nodes in that same order.
 
 At most one forward reservation exists. A gang that moves ahead of its holder in gang
 order (a higher priority) and then starves takes it over; the holder goes back to the
@@ -160,5 +162,10 @@ class Starvation:
             free[name] = later
             score[name] = sum(max(now_free.get(r, 0), 0) / a for r in wanted
                               if (a := node.allocatable.get(r, 0)) > 0)
-        ordered = {n: free[n] for n in sorted(free, key=lambda n: -score[n])}
-        return cache.snapshot.with_free(ordered)
+        order = sorted(free, key=lambda n: -score[n])
+        # The nodes too, in that order: a gang planned inside one topology domain takes
+        # the domain's nodes in the order of `nodes` (its domains are grouped from them),
+        # not of `free`, and its hold must wait for as little as any other's.
+        snap = cache.snapshot
+        return Snapshot({n: cache.nodes[n] for n in order}, {n: free[n] for n in order},
+                        snap.pods_on_node, repellers=snap.repellers)
