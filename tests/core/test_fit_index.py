@@ -208,7 +208,8 @@ def test_a_gangs_indexes_are_built_when_its_members_arrive_not_when_it_is_planne
     manager.on_group(GroupInfo("ml", "g", 2, topology_required="zone"), 0.0)
     for i in range(2):
         manager.on_pod(PodInfo(f"g{i}", "ml", f"g-{i}", {"cpu": 1000, "pods": 1},
-                               labels={"scheduling.x-k8s.io/pod-group": "g"}), 0.0)
+                               labels={"scheduling.x-k8s.io/pod-group": "g"},
+                               scheduler_name="gang-scheduler"), 0.0)
     assert builds == ["view"]
     index = manager._core.cache.fit_index
     rooms = index._views[next(iter(index._views))].rooms
