@@ -147,7 +147,9 @@ class Bench:
                                                                  _preload_content=False)
                 self._measure(res, ns, sizes, procs)
         except Exception as exc:  # a failed run is reported, never hidden
-            res.error = f"{type(exc).__name__}: {exc}"[:2000]
+            text = f"{type(exc).__name__}: {exc}"
+            # A failed start's message ends with the log tail, which says why.
+            res.error = text if len(text) <= 2000 else text[:300] + " ... " + text[-1700:]
         finally:
             _empty(ns)
         return res

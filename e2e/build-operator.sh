@@ -48,8 +48,11 @@ case "$name" in
     module=sigs.k8s.io/scheduler-plugins
     version=v0.34.7
     package=./cmd/scheduler
-    # Upstream's Makefile (target build-scheduler) stamps the component version.
-    xflags="-X k8s.io/component-base/version.gitVersion=$version"
+    # Stamped with the Kubernetes version its kube-scheduler is built from (its go.mod's
+    # k8s.io/kubernetes). Upstream's Makefile stamps the plugins' tag, v0.34.7, which this
+    # kube-scheduler reads as Kubernetes 0.34 and refuses to start ("emulation version 0.34
+    # is not between [1.31, 0.34.0]").
+    xflags="-X k8s.io/component-base/version.gitVersion=v1.34.7"
     # go.mod replaces k8s.io/csi-translation-lib with v0.34.7, which the module proxy refuses
     # (its zip is not served); v0.34.3 is served and builds. The only deviation from the
     # module's own go.mod; go.sum gains its hashes through -mod=mod.
