@@ -1,8 +1,8 @@
 """End-to-end benchmark on the local control plane: gang-extender against the stock
 kube-scheduler and the other gang schedulers, on the same pods and nodes, in one run.
 
-    .venv/bin/python -m bench.e2e --quick   # 50 nodes, 320 pods, every system and client
-    .venv/bin/python -m bench.e2e --full    # 100 nodes, 480 pods, 3 repetitions
+    .venv/bin/python -m bench.e2e --quick   # 50 nodes, 40 gangs of 8, one repetition
+    .venv/bin/python -m bench.e2e --full    # 50 nodes x 40 gangs of 8, 100 x 45 of 16
     .venv/bin/python -m bench.e2e --big     # 1,000 nodes, gangs of 64, 256 and 1,000
     .venv/bin/python -m bench.e2e --scale   # 2,000 and 5,000 nodes
 
@@ -41,8 +41,8 @@ from e2e.harness.fakekubelet import FakeKubelet
 from e2e.harness.fixtures import use_cluster
 
 MIXED = (8, 16, 32)
-QUICK = ("50x320",)
-FULL = ("100x480",)
+QUICK = ("50x320:8",)
+FULL = ("50x320:8", "100x720:16")
 BIG = ("1000x256:64", "1000x512:256", "1000x1000:1000")
 SCALE = ("2000x1000", "5000x1000")
 
