@@ -72,6 +72,20 @@ def add_nodes(fk: FakeKubelet, have: int, want: int) -> float:
     return round(time.monotonic() - t, 1)
 
 
+def report_only(path: Path, plot: bool) -> int:
+    """The summary recomputed from a results file's run records (the report's code may
+    be newer than the run)."""
+    data = json.loads(path.read_text())
+    runs = [RunResult(**r) for r in data["runs"]]
+    data["points"] = summarize(runs)
+    if plot:
+        from bench.e2e_plot import plot_gang_starts
+
+        data["plot"] = plot_gang_starts(data, path.with_suffix(".png")).name
+    print(markdown(data))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     preset = ap.add_mutually_exclusive_group()
@@ -93,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--extender-args", default="", metavar="ARGS",
                     help="what-if: extra `gang-extender serve` flags for B")
     ap.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    ap.add_argument("--report", type=Path, metavar="JSON",
+                    help="print the markdown (and redraw the plot) of a results file "
+                         "without running anything, e.g. bench/results/e2e-big.json")
     ap.add_argument("--no-prioritize", action="store_true",
                     help="what-if: B's scheduler configuration without the prioritize verb")
     ap.add_argument("--profile-extender", type=Path, metavar="DIR",
@@ -100,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kubelet-nice", type=int, default=0, metavar="N",
                     help="nice value of the fake kubelet process")
     args = ap.parse_args(argv)
+    if args.report:
+        return report_only(args.report, not args.no_plot)
     name = ("quick" if args.quick else "big" if args.big else "scale" if args.scale
             else "custom" if args.sweep else "full")
     specs = {"quick": QUICK, "full": FULL, "big": BIG, "scale": SCALE}.get(

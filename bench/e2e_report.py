@@ -182,6 +182,30 @@ def side_by_side(points: Sequence[Mapping[str, Any]]) -> str:
                      "max s", "CPU ms/pod (all)", "runs complete"], rows)
 
 
+def compact_table(points: Sequence[Mapping[str, Any]]) -> str:
+    """The issue's layout: per workload and system, each client setting's pods/s and gang
+    start p50 / p95 / max in one cell (for the README)."""
+    clients = [c for c in ("default", "unthrottled") if any(p["client"] == c for p in points)]
+    rows = []
+    for workload in dict.fromkeys(_point_name(p) for p in points):
+        mine = {p["client"]: p for p in points if _point_name(p) == workload}
+        keys = sorted({k for p in mine.values() for k in p["systems"]})
+        for key in keys:
+            cells: list[object] = [workload, f"{key}: {SYSTEMS[key].label}"]
+            for c in clients:
+                s = mine.get(c, {}).get("systems", {}).get(key)
+                if not s or math.isnan(s["pods_per_second"]):
+                    cells.append("did not complete" if s else "-")
+                    continue
+                g = s["gang_start_seconds"]
+                cells.append(f"{s['pods_per_second']:.0f} pods/s; {g['p50']:.2f} / "
+                             f"{g['p95']:.2f} / {g['max']:.2f} s")
+            rows.append(cells)
+    return md_table(["workload", "system",
+                     *[f"client {c}: throughput; gang start p50 / p95 / max" for c in clients]],
+                    rows)
+
+
 def ratio_table(points: Sequence[Mapping[str, Any]]) -> str:
     """B's throughput over each peer's: median of the pairs (95 % bootstrap interval)."""
     rows = []
@@ -260,6 +284,7 @@ def markdown(data: Mapping[str, Any]) -> str:
         "Throughput: first creation request to last binding. Gang start: a gang's last "
         "member created to its last member bound (A: the same groups of pods, not gangs).",
         "",
+        "## Summary", "", compact_table(data["points"]), "",
         "## Side by side", "", side_by_side(data["points"]), "",
         "## B's throughput against each system", "",
         "Median of the per-repetition ratios (95 % bootstrap interval) [repetitions at or "
@@ -272,7 +297,7 @@ def markdown(data: Mapping[str, Any]) -> str:
         "## Every run", "", runs_table(data["runs"]), "",
     ]
     if data.get("plot"):
-        lines[lines.index("## Side by side"):lines.index("## Side by side")] = [
+        lines[lines.index("## Summary"):lines.index("## Summary")] = [
             f"![gang start distributions]({data['plot']})", ""]
     if data.get("notes"):
         lines += ["## Notes", "", *data["notes"], ""]

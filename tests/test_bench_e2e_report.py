@@ -4,6 +4,7 @@ asserted: speed is measured by `python -m bench.e2e`, not by CI."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -107,3 +108,16 @@ def test_plot_is_written(tmp_path: Path) -> None:
     assert panels[("10 nodes, gangs of 8/16/32", "unthrottled")]["B"] == [0.01, 0.3]
     path = e2e_plot.plot_gang_starts(data_for(runs), tmp_path / "g.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compact_table_and_report_from_a_results_file(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    runs = [run("A", 100, client="default"), run("B", 180, client="default"),
+            run("A", 120), run("B", 90, error="only 3 of 56 pods bound")]
+    table = e2e_report.compact_table(e2e_report.summarize(runs))
+    assert ("| 10 nodes, 56 pods, gangs of 8/16/32 | B: gang-extender | 180 pods/s; "
+            "0.70 / 0.90 / 0.90 s | did not complete |") in table
+    path = tmp_path / "e2e-x.json"
+    path.write_text(json.dumps(data_for(runs)))
+    assert e2e.main(["--report", str(path), "--no-plot"]) == 0
+    assert table in capsys.readouterr().out
