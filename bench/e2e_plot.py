@@ -16,23 +16,30 @@ from typing import Any
 COLOURS = {"A": "#888888", "B": "#1f77b4", "C": "#d62728", "D": "#2ca02c"}
 
 
-def starts_by_panel(runs: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str,
-                                                                                 list[float]]]:
-    """{(workload, client): {system: gang starts}}, gangs that completed only; a big-gang
-    workload (one size) is labelled by that size."""
-    panels: dict[tuple[str, str], dict[str, list[float]]] = {}
+def _gang_order(gangs: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in gangs.split("/"))
+
+
+def starts_by_panel(runs: Sequence[Mapping[str, Any]]) -> dict[tuple[int, str, str], dict[
+        str, list[float]]]:
+    """{(nodes, gangs, client): {system: gang starts}}, gangs that completed only, in
+    plotting order (nodes, then gang sizes, then the default client first)."""
+    panels: dict[tuple[int, str, str], dict[str, list[float]]] = {}
     for r in runs:
         if r["rep"] < 0:
             continue
-        workload = f"{r['nodes']} nodes, gangs of {r['gangs']}"
         # A gang can be seen bound before its last create call has returned (the watch
         # beats the response): drawn at 10 ms on the log scale.
         vals = [max(s, 0.01) for s in r["gang_start"] if not math.isnan(s)]
-        panels.setdefault((workload, r["client"]), {}).setdefault(r["system"], []).extend(vals)
-    return panels
+        key = (r["nodes"], r["gangs"], r["client"])
+        panels.setdefault(key, {}).setdefault(r["system"], []).extend(vals)
+    order = {"default": 0, "unthrottled": 1}
+    return dict(sorted(panels.items(), key=lambda kv: (kv[0][0], _gang_order(kv[0][1]),
+                                                       order.get(kv[0][2], 9))))
 
 
 def plot_gang_starts(data: Mapping[str, Any], path: Path) -> Path:
+    """One row per workload, one column per client setting."""
     import matplotlib
     import matplotlib.ticker
 
@@ -40,12 +47,15 @@ def plot_gang_starts(data: Mapping[str, Any], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     panels = starts_by_panel(data["runs"])
-    n = max(1, len(panels))
-    cols = min(n, 3)
-    rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.6 * rows), squeeze=False)
-    for ax, ((workload, client), by_system) in zip(axes.flat, sorted(panels.items()),
-                                                   strict=False):
+    workloads = list(dict.fromkeys((n, g) for n, g, _ in panels))
+    clients = list(dict.fromkeys(c for _, _, c in panels))
+    rows, cols = max(1, len(workloads)), max(1, len(clients))
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.4 * rows), squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    for (nodes, gangs, client), by_system in panels.items():
+        ax = axes[workloads.index((nodes, gangs))][clients.index(client)]
+        ax.axis("on")
         keys = [k for k in sorted(by_system) if by_system[k]]
         vals = [by_system[k] for k in keys]
         if vals:
@@ -58,17 +68,15 @@ def plot_gang_starts(data: Mapping[str, Any], path: Path) -> Path:
         ax.set_xticks(range(1, len(keys) + 1), keys)
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
-        ax.set_title(f"{workload}\nclient {client}" + (
-            f" (no gang complete: {', '.join(missing)})" if missing else ""), fontsize=9)
+        ax.set_title(f"{nodes} nodes, gangs of {gangs}, client {client}" + (
+            f"\nno gang complete: {', '.join(missing)}" if missing else ""), fontsize=9)
         ax.set_ylabel("gang start, s")
         ax.grid(axis="y", which="both", alpha=0.3)
-    for ax in list(axes.flat)[n:]:
-        ax.axis("off")
     fig.suptitle("Gang start (last member created -> last bound); box 25-75 %, whiskers "
                  "5-95 %\nA stock (no gangs), B gang-extender, C upstream 1.36, D "
                  "Coscheduling", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

@@ -105,7 +105,15 @@ def test_plot_is_written(tmp_path: Path) -> None:
 
     runs = [run("A", 100), run("B", 80, starts=(-0.01, 0.3, math.nan)), run("C", 50)]
     panels = e2e_plot.starts_by_panel([r.__dict__ for r in runs])
-    assert panels[("10 nodes, gangs of 8/16/32", "unthrottled")]["B"] == [0.01, 0.3]
+    assert panels[(10, "8/16/32", "unthrottled")]["B"] == [0.01, 0.3]
+    mixed = e2e_plot.starts_by_panel([
+        {**r.__dict__, "nodes": n, "gangs": g, "client": c}
+        for r in runs for n, g, c in ((100, "16", "default"), (50, "8", "unthrottled"),
+                                      (1000, "1000", "unthrottled"), (1000, "64", "default"),
+                                      (50, "8", "default"))])
+    assert list(mixed) == [(50, "8", "default"), (50, "8", "unthrottled"),
+                           (100, "16", "default"), (1000, "64", "default"),
+                           (1000, "1000", "unthrottled")]
     path = e2e_plot.plot_gang_starts(data_for(runs), tmp_path / "g.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
