@@ -68,6 +68,7 @@ def plot_gang_starts(data: Mapping[str, Any], path: Path) -> Path:
         ax.set_xticks(range(1, len(keys) + 1), keys)
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
         ax.set_title(f"{nodes} nodes, gangs of {gangs}, client {client}" + (
             f"\nno gang complete: {', '.join(missing)}" if missing else ""), fontsize=9)
         ax.set_ylabel("gang start, s")
