@@ -114,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="what-if: B's scheduler configuration without the prioritize verb")
     ap.add_argument("--profile-extender", type=Path, metavar="DIR",
                     help="run the extender under cProfile, one .prof per run in DIR")
+    ap.add_argument("--own-scoring", action="store_true",
+                    help="what-if: A, C and D with kube-scheduler's adaptive "
+                         "percentageOfNodesToScore instead of B's 100")
     ap.add_argument("--kubelet-nice", type=int, default=0, metavar="N",
                     help="nice value of the fake kubelet process")
     args = ap.parse_args(argv)
@@ -146,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.kubelet_nice and kubelet is not None and kubelet.pid is not None:
             os.setpriority(os.PRIO_PROCESS, kubelet.pid, args.kubelet_nice)
         bench = Bench(cp, args.timeout, shlex.split(args.extender_args), plugins_dir,
-                      args.profile_extender, args.no_prioritize)
+                      args.profile_extender, args.no_prioritize, args.own_scoring)
         have = 0
         for nodes, pods, pattern in points:
             if nodes > have:
@@ -181,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     data: dict[str, Any] = {
         "benchmark": "e2e", "mode": name, "machine": info, "repetitions": reps,
         "systems": systems, "clients": clients, "extender_args": args.extender_args,
-        "no_prioritize": args.no_prioritize,
+        "no_prioritize": args.no_prioritize, "own_scoring": args.own_scoring,
         "kubernetes": cp.bin_dir.name, "client_settings": CLIENT_SETTINGS,
         "create_threads": CREATE_THREADS, "seconds": round(time.monotonic() - t_start, 1),
         "warmup": warmup, "notes": notes,

@@ -299,6 +299,9 @@ def markdown(data: Mapping[str, Any]) -> str:
     if data.get("plot"):
         lines[lines.index("## Summary"):lines.index("## Summary")] = [
             f"![gang start distributions]({data['plot']})", ""]
+    if data.get("own_scoring"):
+        lines += ["A, C and D ran with kube-scheduler's adaptive `percentageOfNodesToScore` "
+                  "(`--own-scoring`, a what-if); B with 100 as shipped.", ""]
     if data.get("notes"):
         lines += ["## Notes", "", *data["notes"], ""]
     return "\n".join(lines)

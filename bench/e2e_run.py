@@ -53,8 +53,9 @@ def find_scheduler_plugins() -> Path:
 class Bench:
     def __init__(self, cp: ControlPlane, timeout: float, extender_args: list[str],
                  plugins_dir: Path | None, profile_dir: Path | None = None,
-                 no_prioritize: bool = False) -> None:
+                 no_prioritize: bool = False, own_scoring: bool = False) -> None:
         self.cp = cp
+        self.own_scoring = own_scoring
         self.profile_dir = profile_dir
         self.no_prioritize = no_prioritize
         self.timeout = timeout
@@ -90,7 +91,8 @@ class Bench:
             if system == "B":
                 port = free_port()
                 procs["extender"] = self._start_extender(port)
-            cfg = scheduler_config(system, client, shipped_config(port), self.coscheduling)
+            cfg = scheduler_config(system, client, shipped_config(port), self.coscheduling,
+                                   self.own_scoring)
             if system == "B" and self.no_prioritize:
                 # What-if: a member's filter answer is its one reserved node, so the
                 # prioritize call cannot change the outcome.

@@ -68,14 +68,18 @@ CLIENT_SETTINGS: dict[str, dict[str, Any] | None] = {
 
 
 def scheduler_config(system: str, client: str, shipped: Mapping[str, Any],
-                     coscheduling: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                     coscheduling: Mapping[str, Any] | None = None,
+                     own_scoring: bool = False) -> dict[str, Any]:
     """KubeSchedulerConfiguration of `system` under the client setting `client`.
 
     `shipped` is B's configuration as `e2e.gang.scheduler_config` reads it from deploy/
     (extender entries already pointed at the running extender); A, C and D take its
     profile settings without the extenders. `coscheduling` is scheduler-plugins'
     `manifests/coscheduling/scheduler-config.yaml` (D only): its profile's plugins and
-    pluginConfig are used as they are.
+    pluginConfig are used as they are. `own_scoring` (a what-if for A, C and D): leave
+    `percentageOfNodesToScore` to kube-scheduler's adaptive default, which on thousands of
+    nodes stops filtering once it has found a few hundred feasible ones; B needs 100 (the
+    extender plans from every feasible node).
     """
     sysdef = SYSTEMS[system]
     cfg: dict[str, Any] = copy.deepcopy(dict(shipped))
@@ -85,6 +89,8 @@ def scheduler_config(system: str, client: str, shipped: Mapping[str, Any],
     profile["schedulerName"] = sysdef.scheduler_name
     if system != "B":
         cfg.pop("extenders", None)
+        if own_scoring:
+            profile.pop("percentageOfNodesToScore", None)
     if system == "D":
         if coscheduling is None:
             raise ValueError("system D needs scheduler-plugins' Coscheduling configuration")

@@ -102,3 +102,13 @@ def test_client_settings() -> None:
         assert config(s, "unthrottled")["clientConnection"]["qps"] < 0  # no rate limiter
     with pytest.raises(KeyError):
         config("A", "fast")
+
+
+def test_own_scoring_leaves_the_percentage_to_kube_scheduler_except_for_b() -> None:
+    for s in "ACD":
+        prof = systems.scheduler_config(s, "default", shipped_config(1), COSCHEDULING,
+                                        own_scoring=True)["profiles"][0]
+        assert "percentageOfNodesToScore" not in prof
+    b = systems.scheduler_config("B", "default", shipped_config(1), COSCHEDULING,
+                                 own_scoring=True)
+    assert b["profiles"][0]["percentageOfNodesToScore"] == 100
