@@ -107,9 +107,15 @@ def system_summary(runs: Sequence[RunResult]) -> dict[str, Any]:
     comps = sorted({c for r in ok for c in r.cpu})
     cpu_ms = {c: _median([r.cpu.get(c, math.nan) * 1000 / pods for r in ok]) for c in comps}
     total = [sum(v for v in r.cpu.values() if not math.isnan(v)) * 1000 / pods for r in ok]
+    pairs = [(x, t) for r in ok for x, t in zip(r.gang_start, r.gang_turned_away,
+                                                strict=False)]
     return {
         "runs": len(runs),
         "failed": [r.error for r in runs if r.error],
+        # Gangs none of whose members kube-scheduler marked unschedulable before the
+        # gang was complete, and the others, which waited out a backoff (1-2 s).
+        "gang_start_not_turned_away": _dist([x for x, t in pairs if not t]),
+        "gang_start_turned_away": _dist([x for x, t in pairs if t]),
         "pods_per_second": _median([r.pods_per_second for r in ok]),
         "gang_start_seconds": _dist(starts),
         "gang_start_by_size": {str(k): _dist(v) for k, v in sorted(by_size.items())},
@@ -252,6 +258,18 @@ def size_table(points: Sequence[Mapping[str, Any]]) -> str:
                      "p95 s", "max s"], rows)
 
 
+def turned_away_table(points: Sequence[Mapping[str, Any]]) -> str:
+    """Gang start split by whether kube-scheduler turned a member away first."""
+    rows = []
+    for p in points:
+        for key, s in p["systems"].items():
+            c, t = s["gang_start_not_turned_away"], s["gang_start_turned_away"]
+            rows.append([_point_name(p), p["client"], key, c["gangs"], c["p50"], c["p95"],
+                         t["gangs"], t["p50"], t["p95"]])
+    return md_table(["workload", "client", "system", "gangs never turned away", "p50 s",
+                     "p95 s", "gangs with a member turned away", "p50 s", "p95 s"], rows)
+
+
 def runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
     rows = []
     for r in runs:
@@ -291,6 +309,11 @@ def markdown(data: Mapping[str, Any]) -> str:
         "above the target / repetitions]. A target is met with confidence only where the "
         "whole interval is at or above it.", "", ratio_table(data["points"]), "",
         "## Gang start by gang size", "", size_table(data["points"]), "",
+        "## Gang start and turned-away members", "",
+        "A member kube-scheduler tries before its gang is complete is held (C; B while the "
+        "rest arrive fast enough: the assembly wait) or turned away (B otherwise, D), and "
+        "a turned-away member is retried after kube-scheduler's pod backoff.", "",
+        turned_away_table(data["points"]), "",
         "## CPU per pod, by component (ms)", "",
         "Each component's CPU from the first creation to every pod Running, over the "
         "pods of the run (medians over runs).", "", cpu_table(data["points"]), "",

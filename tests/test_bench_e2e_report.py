@@ -74,6 +74,8 @@ def test_summary_per_point_and_system() -> None:
     b = unthrottled["systems"]["B"]
     assert b["gang_start_seconds"] == {"gangs": 2, "p50": 0.2, "p95": 0.4, "max": 0.4}
     assert b["gang_start_by_size"]["16"]["gangs"] == 0  # the gang that never completed
+    assert b["gang_start_turned_away"]["gangs"] == 0
+    assert b["gang_start_not_turned_away"]["gangs"] == 2
     assert b["cpu_ms_per_pod"] == {"extender": 10.0, "kube-scheduler": 5.0}
     assert b["cpu_ms_per_pod_total"] == 15.0
     assert unthrottled["systems"]["A"]["cpu_ms_per_pod_total"] == 30.0
@@ -97,6 +99,12 @@ def test_markdown_tables(tmp_path: Path) -> None:
     assert "| all points | unthrottled |" in md
     assert "| 10 | unthrottled | C | 32 | 3 | 0.9 | 0.9 | 0.9 |" in md
     assert "load average (1 min) 1.0-1.0" in md
+    away = run("D", 90, 7, starts=(2.0, 0.5, 0.6))
+    away.gang_turned_away = [True, False, False]
+    split = e2e_report.summarize([away])[0]["systems"]["D"]
+    assert split["gang_start_turned_away"] == {"gangs": 1, "p50": 2.0, "p95": 2.0, "max": 2.0}
+    assert split["gang_start_not_turned_away"]["p95"] == 0.6
+    assert "| gangs never turned away |" in md
 
 
 def test_plot_is_written(tmp_path: Path) -> None:
