@@ -3,6 +3,8 @@ kube-scheduler's counters sampled every 0.1 s during the run.
 
     .venv/bin/python -m bench.gang_timeline                 # one gang of 1,000 on 1,000 nodes
     .venv/bin/python -m bench.gang_timeline --nodes 1000 --gang 256 --reps 2
+    .venv/bin/python -m bench.gang_timeline --reps 2 --stem gang-timeline-bindings \
+        --extender-args '--binding-concurrency 16' --extender-args '--binding-concurrency 64'
 
 Gang start (last member created -> last bound) splits into: kube-scheduler taking every
 member through its cycle (each member's filter and then its bind call, held by the extender
@@ -16,6 +18,7 @@ bench/results/gang-timeline.{json,md}.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import threading
 import time
@@ -98,6 +101,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--client", default="unthrottled")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--extender-args", action="append", default=[], metavar="ARGS",
+                    help="B's extender flags for a what-if, e.g. '--binding-concurrency 64'; "
+                         "given more than once, the variants alternate run by run, in an "
+                         "order reversed every repetition")
+    ap.add_argument("--stem", default="gang-timeline", help="results file name")
     args = ap.parse_args(argv)
     info = machine()
     cp = ControlPlane(workload_api=True, apiserver_feature_gates=UPSTREAM_GATES).start()
@@ -108,14 +116,19 @@ def main(argv: list[str] | None = None) -> int:
         from bench.e2e import add_nodes
 
         add_nodes(fk, 0, args.nodes)
+        variants = args.extender_args or [""]
         bench = Sampled(cp, 180.0, [], None)
         for rep in range(args.reps):
-            r = bench.run("B", args.client, args.nodes, [args.gang], str(args.gang), rep)
-            row = {"rep": rep, "load1": r.load1, "gang_start_s": r.gang_start[0],
-                   "create_s": r.create_seconds, "error": r.error,
-                   **phases(bench.samples, r.create_seconds, args.gang)}
-            rows.append(row)
-            print(row, file=sys.stderr, flush=True)
+            # Alternated, so drift in machine load does not favour one variant.
+            for variant in variants if rep % 2 == 0 else variants[::-1]:
+                bench.extender_args = shlex.split(variant)
+                r = bench.run("B", args.client, args.nodes, [args.gang], str(args.gang), rep)
+                row = {"rep": rep, "extender_args": variant, "load1": r.load1,
+                       "gang_start_s": r.gang_start[0],
+                       "create_s": r.create_seconds, "error": r.error[:200],
+                       **phases(bench.samples, r.create_seconds, args.gang)}
+                rows.append(row)
+                print(row, file=sys.stderr, flush=True)
     finally:
         cp.stop()
     cols = list(rows[0]) if rows else []
@@ -125,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{info['commit']}, {info['date']}. Seconds are counted from the last member's "
         "creation (the end of the creating client's batch).", "",
         md_table(cols, [[row[c] for c in cols] for row in rows]), ""])
-    write_results(args.out, "gang-timeline", {"machine": info, "nodes": args.nodes,
+    write_results(args.out, args.stem, {"machine": info, "nodes": args.nodes,
                                               "gang": args.gang, "runs": rows}, text)
     print(text)
     return 0
