@@ -72,16 +72,24 @@ def add_nodes(fk: FakeKubelet, have: int, want: int) -> float:
     return round(time.monotonic() - t, 1)
 
 
-def report_only(path: Path, plot: bool) -> int:
-    """The summary recomputed from a results file's run records (the report's code may
-    be newer than the run)."""
-    data = json.loads(path.read_text())
-    runs = [RunResult(**r) for r in data["runs"]]
+def report_only(paths: list[Path], plot: bool) -> int:
+    """The summary recomputed from results files' run records (the report's code may be
+    newer than the run). Several files: their repetitions are pooled, numbered apart; a
+    repetition stays a pair of back-to-back runs, so pooling adds pairs, never mixes them."""
+    files = [json.loads(p.read_text()) for p in paths]
+    data = files[0]
+    runs = [RunResult(**{**r, "rep": r["rep"] + 100 * i if r["rep"] >= 0 else r["rep"]})
+            for i, f in enumerate(files) for r in f["runs"]]
+    data["runs"] = [r.__dict__ for r in runs]
     data["points"] = summarize(runs)
+    if len(files) > 1:
+        data["mode"] = " + ".join(f["mode"] for f in files) + " (pooled)"
+        data["repetitions"] = " + ".join(str(f["repetitions"]) for f in files)
+        data.pop("plot", None)
     if plot:
         from bench.e2e_plot import plot_gang_starts
 
-        data["plot"] = plot_gang_starts(data, path.with_suffix(".png")).name
+        data["plot"] = plot_gang_starts(data, paths[0].with_suffix(".png")).name
     print(markdown(data))
     return 0
 
@@ -107,9 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--extender-args", default="", metavar="ARGS",
                     help="what-if: extra `gang-extender serve` flags for B")
     ap.add_argument("--no-plot", action="store_true", help="skip the PNG")
-    ap.add_argument("--report", type=Path, metavar="JSON",
+    ap.add_argument("--report", type=Path, nargs="+", metavar="JSON",
                     help="print the markdown (and redraw the plot) of a results file "
-                         "without running anything, e.g. bench/results/e2e-big.json")
+                         "without running anything, e.g. bench/results/e2e-big.json; "
+                         "several files: their repetitions pooled (no plot)")
     ap.add_argument("--no-prioritize", action="store_true",
                     help="what-if: B's scheduler configuration without the prioritize verb")
     ap.add_argument("--profile-extender", type=Path, metavar="DIR",
@@ -121,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="nice value of the fake kubelet process")
     args = ap.parse_args(argv)
     if args.report:
-        return report_only(args.report, not args.no_plot)
+        return report_only(args.report, not args.no_plot and len(args.report) == 1)
     name = ("quick" if args.quick else "big" if args.big else "scale" if args.scale
             else "custom" if args.sweep else "full")
     specs = {"quick": QUICK, "full": FULL, "big": BIG, "scale": SCALE}.get(

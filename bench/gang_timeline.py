@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
             # Alternated, so drift in machine load does not favour one variant.
             for variant in variants if rep % 2 == 0 else variants[::-1]:
                 bench.extender_args = shlex.split(variant)
-                r = bench.run("B", args.client, args.nodes, [args.gang], str(args.gang), rep)
+                run = rep * len(variants) + variants.index(variant)  # its own namespace
+                r = bench.run("B", args.client, args.nodes, [args.gang], str(args.gang), run)
                 row = {"rep": rep, "extender_args": variant, "load1": r.load1,
                        "gang_start_s": r.gang_start[0],
                        "create_s": r.create_seconds, "error": r.error[:200],

@@ -137,3 +137,18 @@ def test_compact_table_and_report_from_a_results_file(tmp_path: Path,
     path.write_text(json.dumps(data_for(runs)))
     assert e2e.main(["--report", str(path), "--no-plot"]) == 0
     assert table in capsys.readouterr().out
+
+
+def test_report_pools_the_repetitions_of_several_files(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    one = [run("B", 80, 0), run("D", 100, 0)]
+    two = [run("B", 120, 0), run("D", 100, 0), run("B", 90, 1), run("D", 100, 1)]
+    paths = []
+    for i, runs in enumerate((one, two)):
+        paths.append(tmp_path / f"r{i}.json")
+        paths[-1].write_text(json.dumps(data_for(runs)))
+    assert e2e.main(["--report", *map(str, paths)]) == 0
+    out = capsys.readouterr().out
+    # Pairs 0.8 (first file), 1.2 and 0.9 (second): rep 0 of each file stays its own pair.
+    assert "0.90 (0.80-1.20) [1/3 >= 1]" in out
+    assert "test + test (pooled)" in out and not (tmp_path / "r0.png").exists()
