@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     preset = ap.add_mutually_exclusive_group()
     preset.add_argument("--quick", action="store_true", help=f"{QUICK}, one repetition")
-    preset.add_argument("--full", action="store_true", help=f"{FULL}, 3 repetitions")
+    preset.add_argument("--full", action="store_true", help=f"{FULL}, 4 repetitions")
     preset.add_argument("--big", action="store_true", help=f"big gangs: {BIG}")
     preset.add_argument("--scale", action="store_true", help=f"many nodes: {SCALE}")
     preset.add_argument("--sweep", default=None,
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     systems = list(args.systems or ("AB" if args.scale else "ABCD"))
     clients = (args.clients.split(",") if args.clients else
                ["unthrottled"] if name in ("big", "scale") else list(CLIENT_SETTINGS))
-    reps = args.reps or {"quick": 1, "full": 3}.get(name, 2)
+    reps = args.reps or {"quick": 1, "full": 4}.get(name, 2)
     for s in systems:
         if s not in SYSTEMS:
             ap.error(f"unknown system {s}")
