@@ -7,6 +7,7 @@
 #
 #   e2e/build-operator.sh mpi-operator       # Kubeflow MPI Operator (e2e/mpi_operator.py)
 #   e2e/build-operator.sh training-operator  # Kubeflow Training Operator (e2e/training_operator.py)
+#   e2e/build-operator.sh scheduler-plugins  # Coscheduling's kube-scheduler (bench/peers.py, system D)
 #
 # Why a copy of the module: the module cache is read-only, and building from the module's
 # own directory makes its go.mod (and any replace directive in it) decide the dependency
@@ -15,7 +16,8 @@
 # uses a directory laid out the same way.
 set -euo pipefail
 
-name=${1:?usage: build-operator.sh mpi-operator|training-operator}
+edits=()   # go mod edit flags, for a module whose go.mod needs a change to build
+name=${1:?usage: build-operator.sh mpi-operator|training-operator|scheduler-plugins}
 case "$name" in
   mpi-operator)
     module=github.com/kubeflow/mpi-operator
@@ -40,6 +42,25 @@ case "$name" in
     # Kustomize bases: crds/ (one CRD per job kind), rbac/, deployment.yaml.
     copies=("manifests/base:manifests")
     ;;
+  scheduler-plugins)
+    # Not an operator: kube-scheduler with the out-of-tree plugins compiled in, the peer
+    # the benchmark compares with (issue 20, system D). Same recipe: module copy, its go.mod.
+    module=sigs.k8s.io/scheduler-plugins
+    version=v0.34.7
+    package=./cmd/scheduler
+    # Stamped with the Kubernetes version its kube-scheduler is built from (its go.mod's
+    # k8s.io/kubernetes). Upstream's Makefile stamps the plugins' tag, v0.34.7, which this
+    # kube-scheduler reads as Kubernetes 0.34 and refuses to start ("emulation version 0.34
+    # is not between [1.31, 0.34.0]").
+    xflags="-X k8s.io/component-base/version.gitVersion=v1.34.7"
+    # go.mod replaces k8s.io/csi-translation-lib with v0.34.7, which the module proxy refuses
+    # (its zip is not served); v0.34.3 is served and builds. The only deviation from the
+    # module's own go.mod; go.sum gains its hashes through -mod=mod.
+    edits=("-replace=k8s.io/csi-translation-lib=k8s.io/csi-translation-lib@v0.34.3")
+    # The PodGroup CRD and the Coscheduling profile of the same module.
+    copies=("config/crd/bases/scheduling.x-k8s.io_podgroups.yaml:podgroups-crd.yaml"
+            "manifests/coscheduling/scheduler-config.yaml:coscheduling-config.yaml")
+    ;;
   *) echo "build-operator: unknown operator $name" >&2; exit 2 ;;
 esac
 
@@ -55,7 +76,8 @@ cache=$root/$version
 ldflags="-s -w${xflags:+ $xflags}"
 # The stamp names what decides the result (module version, flags), not this file's text, so
 # editing a comment here does not cost every machine a rebuild.
-recipe=$(echo "$module@$version CGO_ENABLED=0 -trimpath $ldflags" | sha256sum | cut -c1-12)
+recipe=$(echo "$module@$version CGO_ENABLED=0 -trimpath $ldflags${edits[*]:+ ${edits[*]}}" \
+  | sha256sum | cut -c1-12)
 stamp="$cache/.built-$recipe"
 if [[ -f "$stamp" ]]; then echo "$cache"; exit 0; fi
 
@@ -86,8 +108,10 @@ chmod -R u+w "$work/src"
 mkdir -p "$cache"
 rm -f "$cache"/.built-*
 cd "$work/src"
+modflag=""
+if (( ${#edits[@]} )); then go mod edit "${edits[@]}"; modflag="-mod=mod"; fi
 # nice: the compile shares the machine with whatever else runs (the tests, other builds).
-CGO_ENABLED=0 nice -n 19 go build -trimpath -ldflags "${ldflags//@SHA@/$sha}" \
+CGO_ENABLED=0 nice -n 19 go build $modflag -trimpath -ldflags "${ldflags//@SHA@/$sha}" \
   -o "$cache/$name.tmp" "$package" >&2
 mv "$cache/$name.tmp" "$cache/$name"
 for c in "${copies[@]}"; do

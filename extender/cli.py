@@ -51,6 +51,16 @@ def _non_negative(value: str) -> float:
     return _number(value, zero_ok=True)
 
 
+def _count(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {value!r}")
+    return n
+
+
 def _lease(value: str) -> LeaseRef | None:
     try:
         return LeaseRef.parse(value)
@@ -83,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--bind-hold-limit", type=_positive, default=240.0,
                        help="longest a single bind request is held, in seconds; keep it below "
                             "the bind extender entry's httpTimeout (default 240)")
+    serve.add_argument("--binding-concurrency", type=_count, default=16,
+                       help="Binding POSTs in flight at once when a gang commits; the rest "
+                            "queue in order (default 16; docs/performance.md measures it)")
     serve.add_argument("--assembly-wait", type=_non_negative, default=0.5,
                        help="longest a gang member's filter call waits for the rest of a "
                             "gang that is still being created, in seconds, instead of "
@@ -199,7 +212,9 @@ async def _serve(args: argparse.Namespace) -> int:
     wakeups = Wakeups(manager, kube, clock, on_wake=metrics.wakeups.inc)
     evictions = Evictions(kube, on_result=lambda r: metrics.evictions.labels(r).inc())
     dispatcher = Dispatcher(manager, kube, wakeups,
-                            DispatchConfig(bind_hold_limit=args.bind_hold_limit), clock,
+                            DispatchConfig(bind_hold_limit=args.bind_hold_limit,
+                                           binding_concurrency=args.binding_concurrency),
+                            clock,
                             on_report=on_report, on_assembly_wait=metrics.on_assembly_wait,
                             evictions=evictions, leader=leader)
     status.clock = clock

@@ -139,3 +139,16 @@ def test_losing_the_lease_while_active_exits_with_status_1(lease_api: str,
     lease_paths = [p for p in LeaseApi.paths if "/leases" in p]
     assert lease_paths and all("fieldSelector=metadata.name%3Dgang-scheduler" in p
                                for p in lease_paths), lease_paths
+
+
+def test_binding_concurrency_flag() -> None:
+    """`--binding-concurrency` (a what-if for big gangs' Binding phase) defaults to the
+    dispatcher's 16 and refuses anything below one."""
+    from extender.scheduler.dispatch import DispatchConfig
+
+    parse = build_parser().parse_args
+    assert parse(["serve"]).binding_concurrency == DispatchConfig().binding_concurrency == 16
+    assert parse(["serve", "--binding-concurrency", "64"]).binding_concurrency == 64
+    for bad in ("0", "-3", "1.5"):
+        with pytest.raises(SystemExit):
+            parse(["serve", "--binding-concurrency", bad])

@@ -361,7 +361,8 @@ class Cluster:
                 p.stop()
 
     def start_scheduler(self, config: dict[str, Any], name: str,
-                        hostname: str | None = None) -> ManagedProcess:
+                        hostname: str | None = None, binary: Path | None = None,
+                        feature_gates: str = "") -> ManagedProcess:
         """Run a kube-scheduler with ``config``; see :meth:`ControlPlane.start_scheduler`."""
         raise HarnessError(f"{type(self).__name__} cannot start local schedulers")
 
@@ -430,6 +431,7 @@ class ControlPlane(Cluster):
         extra_apiserver_args: Sequence[str] = (),
         verbosity: int = 1,
         workload_api: bool = False,
+        apiserver_feature_gates: str = "",
     ) -> None:
         wd = workdir or Path(tempfile.mkdtemp(prefix="gang-e2e-"))
         wd.mkdir(parents=True, exist_ok=True)
@@ -445,6 +447,9 @@ class ControlPlane(Cluster):
         self.verbosity = verbosity
         # Serve the upstream Workload API (see WORKLOAD_API_* above).
         self.workload_api = workload_api
+        # Gates for the API server only, e.g. GangScheduling for a benchmark whose upstream
+        # gang scheduler gets it too while the other schedulers do not.
+        self.apiserver_feature_gates = apiserver_feature_gates
         self.pki: PKI | None = None
         self.etcd_data: Path | None = None
         self.apiserver_port = 0
@@ -536,7 +541,9 @@ class ControlPlane(Cluster):
             "--profiling=false",
             f"--cert-dir={self.workdir / 'apiserver-certs'}",
             f"--v={self.verbosity}",
-            *self._fg(WORKLOAD_API_APISERVER_GATES if self.workload_api else ""),
+            *self._fg(",".join(g for g in (
+                WORKLOAD_API_APISERVER_GATES if self.workload_api else "",
+                self.apiserver_feature_gates) if g)),
             *([f"--runtime-config={WORKLOAD_API_RUNTIME_CONFIG}"] if self.workload_api else []),
             *self.extra_apiserver_args,
         ], "kube-apiserver", self.log_dir / "kube-apiserver.log",
@@ -581,7 +588,8 @@ class ControlPlane(Cluster):
     # -- schedulers ------------------------------------------------------------------
 
     def start_scheduler(self, config: dict[str, Any], name: str,
-                        hostname: str | None = None) -> ManagedProcess:
+                        hostname: str | None = None, binary: Path | None = None,
+                        feature_gates: str = "") -> ManagedProcess:
         """Run a stock kube-scheduler with the given KubeSchedulerConfiguration.
 
         Fills what a test should not have to: ``apiVersion``/``kind``,
@@ -594,6 +602,10 @@ class ControlPlane(Cluster):
         root and util-linux ``unshare``). Its leader-election identity is
         ``<hostname>_<uuid>``, so replicas on one machine can be told apart the way pods
         are in a cluster.
+
+        ``binary``: another kube-scheduler build (e.g. scheduler-plugins', which takes the
+        same flags); ``feature_gates``: gates for this scheduler only, on top of the
+        control plane's.
         """
         cfg: dict[str, Any] = {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -623,14 +635,14 @@ class ControlPlane(Cluster):
                     "sh", hostname]
         proc = ManagedProcess([
             *wrap,
-            self._bin("kube-scheduler"),
+            str(binary) if binary is not None else self._bin("kube-scheduler"),
             f"--config={cfg_path}",
             "--bind-address=127.0.0.1",
             f"--secure-port={port}",
             # /metrics readable without credentials: benchmarks scrape scheduler latency.
             "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
             f"--v={max(self.verbosity, 2)}",
-            *self._fg(),
+            *self._fg(feature_gates),
         ], name, self.log_dir / f"{name}.log",
             ready=http_ok(f"https://127.0.0.1:{port}/readyz"), ready_timeout=60, port=port)
         self._register(proc)

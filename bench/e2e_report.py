@@ -1,0 +1,330 @@
+"""`bench.e2e`'s numbers from its runs: per point and system the throughput, gang start and
+CPU per pod, and B's ratios to the other systems with bootstrap intervals; then markdown.
+
+A *point* is one workload (nodes, pods, gang sizes) under one kube-scheduler client
+setting. Within a point every system runs once per repetition, back to back, so a
+repetition is a *pair* for each ratio B/X: on a 2-core machine shared with other work,
+absolute numbers move by tens of percent between minutes, and only ratios of runs taken
+next to each other travel. Pure functions of the run records, unit-tested in
+tests/test_bench_e2e_report.py.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.common import md_table, median_ci, percentile
+from bench.systems import SYSTEMS
+
+# Issue 6's throughput target for B/A; issue 20's for B/C (unthrottled / default client)
+# and B/D (ahead on every measure).
+TARGETS: dict[str, dict[str, float]] = {
+    "B/A": {"default": 0.8, "unthrottled": 0.8},
+    "B/C": {"default": 3.0, "unthrottled": 1.5},
+    "B/D": {"default": 1.0, "unthrottled": 1.0},
+}
+# CPU columns of the summary, in this order; other components are summed in "rest".
+CPU_COLUMNS = ("kube-scheduler", "extender", "kube-apiserver", "etcd", "fake-kubelet",
+               "bench client (creates + watch)")
+
+
+@dataclass
+class RunResult:
+    system: str  # "A".."D" (bench.systems.SYSTEMS)
+    client: str  # "default" | "unthrottled" (bench.systems.CLIENT_SETTINGS)
+    nodes: int
+    pods: int
+    gangs: str  # the workload's gang sizes: "8/16/32" (cycled) or one size, e.g. "1000"
+    rep: int
+    load1: float = math.nan  # 1-minute load average when the run started
+    bound: int = 0
+    seconds: float = 0.0
+    pods_per_second: float = 0.0
+    create_seconds: float = 0.0
+    # Per gang, in creation order: its size, and last member created -> last member bound
+    # (NaN when the gang never completed). A's pods form the same groups, unscheduled as
+    # gangs: its "gang start" is the same measure over the same pods.
+    gang_size: list[int] = field(default_factory=list)
+    gang_start: list[float] = field(default_factory=list)
+    gang_turned_away: list[bool] = field(default_factory=list)
+    bound_to_running_p95: float = 0.0
+    cpu: dict[str, float] = field(default_factory=dict)  # component -> CPU seconds
+    scheduler: dict[str, float] = field(default_factory=dict)
+    api_requests: dict[str, int] = field(default_factory=dict)
+    extender_peak_rss_mib: float = math.nan
+    error: str = ""
+
+
+def ratio_spread(ratios: Sequence[float], target: float) -> dict[str, Any]:
+    """Median of per-pair ratios, its bootstrap 95 % interval, and how many pairs reached
+    `target`: on a machine whose run-to-run spread is wider than the margin, a median
+    alone cannot say whether a target is met."""
+    lo, hi = median_ci(list(ratios))
+    return {
+        "pairs": len(ratios),
+        "median": round(statistics.median(ratios), 3) if ratios else math.nan,
+        "ci95": [round(lo, 3), round(hi, 3)],
+        "target": target,
+        "at_or_above_target": sum(1 for x in ratios if x >= target),
+    }
+
+
+def pair_ratios(runs: Iterable[RunResult], num: str, den: str) -> list[float]:
+    """pods/s of `num` over `den`, one per repetition both completed."""
+    by = {(r.system, r.rep): r for r in runs if not r.error and r.pods_per_second > 0}
+    return [by[(num, rep)].pods_per_second / by[(den, rep)].pods_per_second
+            for (s, rep) in sorted(by) if s == num and (den, rep) in by]
+
+
+def _dist(values: Sequence[float]) -> dict[str, Any]:
+    vals = [v for v in values if not math.isnan(v)]
+    return {
+        "gangs": len(vals),
+        "p50": round(percentile(vals, 50), 3) if vals else math.nan,
+        "p95": round(percentile(vals, 95), 3) if vals else math.nan,
+        "max": round(max(vals), 3) if vals else math.nan,
+    }
+
+
+def _median(xs: Sequence[float]) -> float:
+    vals = [x for x in xs if not math.isnan(x)]
+    return round(statistics.median(vals), 3) if vals else math.nan
+
+
+def system_summary(runs: Sequence[RunResult]) -> dict[str, Any]:
+    """One system at one point: medians over its completed runs, gang starts pooled."""
+    ok = [r for r in runs if not r.error]
+    pods = runs[0].pods if runs else 0
+    starts = [s for r in ok for s in r.gang_start]
+    by_size: dict[int, list[float]] = {}
+    for r in ok:
+        for size, s in zip(r.gang_size, r.gang_start, strict=False):
+            by_size.setdefault(size, []).append(s)
+    comps = sorted({c for r in ok for c in r.cpu})
+    cpu_ms = {c: _median([r.cpu.get(c, math.nan) * 1000 / pods for r in ok]) for c in comps}
+    total = [sum(v for v in r.cpu.values() if not math.isnan(v)) * 1000 / pods for r in ok]
+    pairs = [(x, t) for r in ok for x, t in zip(r.gang_start, r.gang_turned_away,
+                                                strict=False)]
+    return {
+        "runs": len(runs),
+        "failed": [r.error for r in runs if r.error],
+        # Gangs none of whose members kube-scheduler marked unschedulable before the
+        # gang was complete, and the others, which waited out a backoff (1-2 s).
+        "gang_start_not_turned_away": _dist([x for x, t in pairs if not t]),
+        "gang_start_turned_away": _dist([x for x, t in pairs if t]),
+        "pods_per_second": _median([r.pods_per_second for r in ok]),
+        "gang_start_seconds": _dist(starts),
+        "gang_start_by_size": {str(k): _dist(v) for k, v in sorted(by_size.items())},
+        "turned_away_gangs": sum(sum(r.gang_turned_away) for r in ok),
+        "cpu_ms_per_pod": cpu_ms,
+        "cpu_ms_per_pod_total": _median(total),
+        "load1": [r.load1 for r in runs],
+    }
+
+
+def summarize(runs: Sequence[RunResult]) -> list[dict[str, Any]]:
+    """Points in sweep order (nodes, pods, gangs), default client before unthrottled."""
+    order = {"default": 0, "unthrottled": 1}
+    keys = sorted({(r.nodes, r.pods, r.gangs, r.client) for r in runs},
+                  key=lambda k: (k[0], k[1], k[2], order.get(k[3], 9)))
+    points = []
+    for nodes, pods, gangs, client in keys:
+        rs = [r for r in runs if (r.nodes, r.pods, r.gangs, r.client) == (nodes, pods, gangs,
+                                                                          client)]
+        systems = {s: system_summary([r for r in rs if r.system == s])
+                   for s in sorted({r.system for r in rs})}
+        ratios = {}
+        for other in ("A", "C", "D"):
+            if "B" in systems and other in systems:
+                per = pair_ratios(rs, "B", other)
+                target = TARGETS[f"B/{other}"].get(client, math.nan)
+                ratios[f"B/{other}"] = {"per_pair": [round(x, 3) for x in per],
+                                        **ratio_spread(per, target)}
+        points.append({"nodes": nodes, "pods": pods, "gangs": gangs, "client": client,
+                       "systems": systems, "ratios": ratios})
+    return points
+
+
+def pooled(points: Sequence[Mapping[str, Any]], name: str, client: str) -> dict[str, Any]:
+    """`ratio_spread` of one ratio over every point of one client setting."""
+    per = [x for p in points if p["client"] == client
+           for x in p["ratios"].get(name, {}).get("per_pair", [])]
+    return ratio_spread(per, TARGETS[name][client])
+
+
+# ----- markdown ----------------------------------------------------------------------------
+
+
+def _ci(r: Mapping[str, Any]) -> str:
+    if not r["pairs"]:
+        return "-"
+    lo, hi = r["ci95"]
+    inner = "" if any(math.isnan(x) for x in (lo, hi)) else f" ({lo:.2f}-{hi:.2f})"
+    return f"{r['median']:.2f}{inner}"
+
+
+def _point_name(p: Mapping[str, Any]) -> str:
+    return f"{p['nodes']} nodes, {p['pods']} pods, gangs of {p['gangs']}"
+
+
+def side_by_side(points: Sequence[Mapping[str, Any]]) -> str:
+    """The headline: one row per point and system."""
+    rows = []
+    for p in points:
+        for key, s in p["systems"].items():
+            gs = s["gang_start_seconds"]
+            failed = len(s["failed"])
+            rows.append([
+                _point_name(p), p["client"], f"{key}: {SYSTEMS[key].label}",
+                s["pods_per_second"], gs["p50"], gs["p95"], gs["max"],
+                s["cpu_ms_per_pod_total"],
+                f"{s['runs'] - failed} of {s['runs']}" + (" (rest failed)" if failed else ""),
+            ])
+    return md_table(["workload", "client", "system", "pods/s", "gang start p50 s", "p95 s",
+                     "max s", "CPU ms/pod (all)", "runs complete"], rows)
+
+
+def compact_table(points: Sequence[Mapping[str, Any]]) -> str:
+    """The issue's layout: per workload and system, each client setting's pods/s and gang
+    start p50 / p95 / max in one cell (for the README)."""
+    clients = [c for c in ("default", "unthrottled") if any(p["client"] == c for p in points)]
+    rows = []
+    for workload in dict.fromkeys(_point_name(p) for p in points):
+        mine = {p["client"]: p for p in points if _point_name(p) == workload}
+        keys = sorted({k for p in mine.values() for k in p["systems"]})
+        for key in keys:
+            cells: list[object] = [workload, f"{key}: {SYSTEMS[key].label}"]
+            for c in clients:
+                s = mine.get(c, {}).get("systems", {}).get(key)
+                if not s or math.isnan(s["pods_per_second"]):
+                    cells.append("did not complete" if s else "-")
+                    continue
+                g = s["gang_start_seconds"]
+                cells.append(f"{s['pods_per_second']:.0f} pods/s; {g['p50']:.2f} / "
+                             f"{g['p95']:.2f} / {g['max']:.2f} s")
+            rows.append(cells)
+    return md_table(["workload", "system",
+                     *[f"client {c}: throughput; gang start p50 / p95 / max" for c in clients]],
+                    rows)
+
+
+def ratio_table(points: Sequence[Mapping[str, Any]]) -> str:
+    """B's throughput over each peer's: median of the pairs (95 % bootstrap interval)."""
+    rows = []
+    for p in points:
+        cells: list[object] = [_point_name(p), p["client"]]
+        for name in ("B/A", "B/C", "B/D"):
+            r = p["ratios"].get(name)
+            cells.append(_ci(r) + f" [{r['at_or_above_target']}/{r['pairs']} >= "
+                         f"{r['target']:g}]" if r and r["pairs"] else "-")
+        rows.append(cells)
+    for client in ("default", "unthrottled"):
+        if any(p["client"] == client for p in points):
+            cells = ["all points", client]
+            for name in ("B/A", "B/C", "B/D"):
+                r = pooled(points, name, client)
+                cells.append(_ci(r) + f" [{r['at_or_above_target']}/{r['pairs']} >= "
+                             f"{r['target']:g}]" if r["pairs"] else "-")
+            rows.append(cells)
+    return md_table(["workload", "client", "B/A", "B/C", "B/D"], rows)
+
+
+def cpu_table(points: Sequence[Mapping[str, Any]]) -> str:
+    """CPU milliseconds per pod by component (medians over runs)."""
+    rows = []
+    for p in points:
+        for key, s in p["systems"].items():
+            c = s["cpu_ms_per_pod"]
+            rest = sum(v for k, v in c.items() if k not in CPU_COLUMNS and not math.isnan(v))
+            rows.append([_point_name(p), p["client"], key,
+                         *[c.get(k, math.nan) for k in CPU_COLUMNS], round(rest, 3),
+                         s["cpu_ms_per_pod_total"]])
+    return md_table(["workload", "client", "system", *CPU_COLUMNS, "rest", "all"], rows)
+
+
+def size_table(points: Sequence[Mapping[str, Any]]) -> str:
+    """Gang start per gang size (p50 / p95 / max seconds, gangs measured)."""
+    rows = []
+    for p in points:
+        for key, s in p["systems"].items():
+            for size, d in s["gang_start_by_size"].items():
+                rows.append([p["nodes"], p["client"], key, size, d["gangs"], d["p50"],
+                             d["p95"], d["max"]])
+    return md_table(["nodes", "client", "system", "gang size", "gangs complete", "p50 s",
+                     "p95 s", "max s"], rows)
+
+
+def turned_away_table(points: Sequence[Mapping[str, Any]]) -> str:
+    """Gang start split by whether kube-scheduler turned a member away first."""
+    rows = []
+    for p in points:
+        for key, s in p["systems"].items():
+            c, t = s["gang_start_not_turned_away"], s["gang_start_turned_away"]
+            rows.append([_point_name(p), p["client"], key, c["gangs"], c["p50"], c["p95"],
+                         t["gangs"], t["p50"], t["p95"]])
+    return md_table(["workload", "client", "system", "gangs never turned away", "p50 s",
+                     "p95 s", "gangs with a member turned away", "p50 s", "p95 s"], rows)
+
+
+def runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
+    rows = []
+    for r in runs:
+        rows.append([r["nodes"], r["pods"], r["gangs"], r["client"], r["system"], r["rep"],
+                     r["load1"], r["pods_per_second"], r["create_seconds"],
+                     r["cpu"].get("kube-scheduler", "-"), r["cpu"].get("extender", "-"),
+                     r["cpu"].get("kube-apiserver", "-"), r["scheduler"].get("attempts", "-"),
+                     r["error"][:120] or "ok"])
+    return md_table(["nodes", "pods", "gangs", "client", "system", "rep", "load 1m",
+                     "pods/s", "create s", "scheduler CPU s", "extender CPU s",
+                     "apiserver CPU s", "attempts", "status"], rows)
+
+
+def markdown(data: Mapping[str, Any]) -> str:
+    m = data["machine"]
+    loads = [r["load1"] for r in data["runs"] if not math.isnan(r["load1"])]
+    load = (f"load average (1 min) {min(loads):.1f}-{max(loads):.1f} over the runs"
+            if loads else f"load {m['loadavg_1m']} at the start")
+    lines = [
+        f"# End-to-end benchmark against the peers ({data['mode']})", "",
+        f"One local control plane (Kubernetes {data['kubernetes']}), fake nodes of 8 CPU / "
+        f"32Gi, pods of 100m / 64Mi, created by {data['create_threads']} client threads. "
+        f"{m['cpus']} CPUs, {load}, commit {m['commit']}, {m['date']}. "
+        f"{data['repetitions']} repetition(s) per point, the systems' order rotated "
+        "between them" + (f"; {len(data['warmup'])} warm-up run(s) left out"
+                          if data.get("warmup") else "") + ".", "",
+        "Systems: " + "; ".join(f"**{k}** {SYSTEMS[k].label}" for k in data["systems"]) + ".",
+        "Client: kube-scheduler's `clientConnection`, *default* (QPS 50, burst 100) or "
+        "*unthrottled* (no client-side rate limit).", "",
+        "Throughput: first creation request to last binding. Gang start: a gang's last "
+        "member created to its last member bound (A: the same groups of pods, not gangs).",
+        "",
+        "## Summary", "", compact_table(data["points"]), "",
+        "## Side by side", "", side_by_side(data["points"]), "",
+        "## B's throughput against each system", "",
+        "Median of the per-repetition ratios (95 % bootstrap interval) [repetitions at or "
+        "above the target / repetitions]. A target is met with confidence only where the "
+        "whole interval is at or above it.", "", ratio_table(data["points"]), "",
+        "## Gang start by gang size", "", size_table(data["points"]), "",
+        "## Gang start and turned-away members", "",
+        "A member kube-scheduler tries before its gang is complete is held (C; B while the "
+        "rest arrive fast enough: the assembly wait) or turned away (B otherwise, D), and "
+        "a turned-away member is retried after kube-scheduler's pod backoff.", "",
+        turned_away_table(data["points"]), "",
+        "## CPU per pod, by component (ms)", "",
+        "Each component's CPU from the first creation to every pod Running, over the "
+        "pods of the run (medians over runs).", "", cpu_table(data["points"]), "",
+        "## Every run", "", runs_table(data["runs"]), "",
+    ]
+    if data.get("plot"):
+        lines[lines.index("## Summary"):lines.index("## Summary")] = [
+            f"![gang start distributions]({data['plot']})", ""]
+    if data.get("own_scoring"):
+        lines += ["A, C and D ran with kube-scheduler's adaptive `percentageOfNodesToScore` "
+                  "(`--own-scoring`, a what-if); B with 100 as shipped.", ""]
+    if data.get("notes"):
+        lines += ["## Notes", "", *data["notes"], ""]
+    return "\n".join(lines)

@@ -1,0 +1,146 @@
+"""The four systems `bench.e2e` compares, as data: which kube-scheduler, with which
+configuration, and what each needs on the pods and group objects to form the same gangs.
+
+* **A**: stock kube-scheduler, no gangs (the ceiling: what the same pods cost unscheduled
+  as gangs).
+* **B**: gang-extender, with `deploy/scheduler-config.yaml` as shipped;
+  `scheduling.x-k8s.io/v1alpha1` PodGroups and the `scheduling.x-k8s.io/pod-group` label.
+* **C**: upstream Kubernetes 1.36 gang scheduling: the same kube-scheduler binary with the
+  alpha gates `GenericWorkload` and `GangScheduling` (its default profile then enables the
+  `GangScheduling` plugin), `scheduling.k8s.io/v1alpha2` PodGroups with
+  `spec.schedulingPolicy.gang.minCount`, pods joined by `spec.schedulingGroup.podGroupName`
+  (field names from k8s.io/api v0.36.3, `scheduling/v1alpha2/types.go`, `core/v1/types.go`).
+* **D**: scheduler-plugins v0.34.7 with Coscheduling: its own kube-scheduler build
+  (`e2e/build-operator.sh scheduler-plugins`), its PodGroup CRD and its Coscheduling
+  profile from the same module; the same PodGroups and label as B.
+
+Everything else is the same for all four, so that only the gang machinery differs: the
+profile settings B ships (`podInitialBackoffSeconds` 1, `podMaxBackoffSeconds` 2,
+`percentageOfNodesToScore` 100, `DefaultPreemption` off: nothing here preempts), the pods
+(one container, 100m / 64Mi), and the client setting under test. Pure functions, so the
+manifests are unit-tested (tests/test_bench_systems.py) without a cluster.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from e2e.harness.fixtures import (
+    GANG_SCHEDULER,
+    PG_GROUP,
+    PG_PLURAL,
+    PG_VERSION,
+    pod_metadata,
+    pod_spec,
+)
+
+UPSTREAM_GATES = "GenericWorkload=true,GangScheduling=true"
+"""Feature gates of system C's kube-scheduler and (with the runtime config) its API server."""
+UPSTREAM_GROUP, UPSTREAM_VERSION, UPSTREAM_PLURAL = "scheduling.k8s.io", "v1alpha2", "podgroups"
+
+
+@dataclass(frozen=True)
+class System:
+    key: str  # "A".."D", the column names of every table
+    label: str
+    scheduler_name: str  # the profile's schedulerName, also the pods' spec.schedulerName
+    gangs: bool  # whether the pods form gangs (A's do not)
+
+
+SYSTEMS: dict[str, System] = {
+    "A": System("A", "stock kube-scheduler, no gangs", "bench-stock", False),
+    "B": System("B", "gang-extender", GANG_SCHEDULER, True),
+    "C": System("C", "upstream 1.36 gang scheduling (alpha)", "bench-upstream", True),
+    "D": System("D", "scheduler-plugins Coscheduling v0.34.7", "bench-coscheduling", True),
+}
+
+# kube-scheduler's client to the API server. "default": what users run, the component
+# config's defaults (QPS 50, burst 100), left unset so each binary applies its own.
+# "unthrottled": a negative QPS makes client-go build no rate limiter at all
+# (k8s.io/client-go rest/config.go creates one only for qps > 0).
+CLIENT_SETTINGS: dict[str, dict[str, Any] | None] = {
+    "default": None,
+    "unthrottled": {"qps": -1, "burst": 1000},
+}
+
+
+def scheduler_config(system: str, client: str, shipped: Mapping[str, Any],
+                     coscheduling: Mapping[str, Any] | None = None,
+                     own_scoring: bool = False) -> dict[str, Any]:
+    """KubeSchedulerConfiguration of `system` under the client setting `client`.
+
+    `shipped` is B's configuration as `e2e.gang.scheduler_config` reads it from deploy/
+    (extender entries already pointed at the running extender); A, C and D take its
+    profile settings without the extenders. `coscheduling` is scheduler-plugins'
+    `manifests/coscheduling/scheduler-config.yaml` (D only): its profile's plugins and
+    pluginConfig are used as they are. `own_scoring` (a what-if for A, C and D): leave
+    `percentageOfNodesToScore` to kube-scheduler's adaptive default, which on thousands of
+    nodes stops filtering once it has found a few hundred feasible ones; B needs 100 (the
+    extender plans from every feasible node).
+    """
+    sysdef = SYSTEMS[system]
+    cfg: dict[str, Any] = copy.deepcopy(dict(shipped))
+    cfg.pop("clientConnection", None)
+    cfg.pop("leaderElection", None)
+    profile = cfg["profiles"][0]
+    profile["schedulerName"] = sysdef.scheduler_name
+    if system != "B":
+        cfg.pop("extenders", None)
+        if own_scoring:
+            profile.pop("percentageOfNodesToScore", None)
+    if system == "D":
+        if coscheduling is None:
+            raise ValueError("system D needs scheduler-plugins' Coscheduling configuration")
+        theirs = coscheduling["profiles"][0]
+        plugins = copy.deepcopy(theirs.get("plugins") or {})
+        # B's one change to the stock plugins (no DefaultPreemption) applies to D as well.
+        for point, value in (profile.get("plugins") or {}).items():
+            merged = plugins.setdefault(point, {})
+            for kind in ("enabled", "disabled"):
+                names = {p["name"] for p in merged.get(kind, [])}
+                extra = [p for p in value.get(kind, []) if p["name"] not in names]
+                if extra:
+                    merged[kind] = [*merged.get(kind, []), *extra]
+        profile["plugins"] = plugins
+        profile["pluginConfig"] = copy.deepcopy(theirs.get("pluginConfig") or [])
+    setting = CLIENT_SETTINGS[client]
+    if setting is not None:
+        cfg["clientConnection"] = dict(setting)
+    return cfg
+
+
+def group_manifest(system: str, ns: str, name: str, size: int) -> tuple[
+        tuple[str, str, str], dict[str, Any]] | None:
+    """((group, version, plural), body) of the object declaring one gang, None for A."""
+    if system in ("B", "D"):
+        return (PG_GROUP, PG_VERSION, PG_PLURAL), {
+            "apiVersion": f"{PG_GROUP}/{PG_VERSION}", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"minMember": size},
+        }
+    if system == "C":
+        return (UPSTREAM_GROUP, UPSTREAM_VERSION, UPSTREAM_PLURAL), {
+            "apiVersion": f"{UPSTREAM_GROUP}/{UPSTREAM_VERSION}", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": size}}},
+        }
+    if system == "A":
+        return None
+    raise ValueError(f"unknown system {system!r}")
+
+
+def pod_manifest(system: str, ns: str, name: str, gang: str) -> dict[str, Any]:
+    """One pod of gang `gang`. A's pods carry the same `app` label and nothing else that
+    joins them; B and D share the PodGroup label; C names its PodGroup in the spec."""
+    sysdef = SYSTEMS[system]
+    pod_group = gang if system in ("B", "D") else None
+    extra = {"schedulingGroup": {"podGroupName": gang}} if system == "C" else None
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns,
+                     **pod_metadata({"app": gang}, None, pod_group)},
+        "spec": pod_spec(scheduler_name=sysdef.scheduler_name, extra=extra),
+    }

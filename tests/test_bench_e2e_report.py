@@ -1,0 +1,154 @@
+"""bench.e2e's report from run records: B's ratios to each peer from back-to-back
+repetitions with bootstrap intervals, per-system summaries and the tables. No timing is
+asserted: speed is measured by `python -m bench.e2e`, not by CI."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import e2e, e2e_report
+from bench.e2e_report import RunResult
+
+
+def run(system: str, pps: float, rep: int = 0, client: str = "unthrottled",
+        starts: tuple[float, ...] = (0.5, 0.7, 0.9), sizes: tuple[int, ...] = (8, 16, 32),
+        **kw: Any) -> RunResult:
+    return RunResult(system, client, 10, 56, "8/16/32", rep, load1=1.0, bound=56,
+                     seconds=56 / pps, pods_per_second=pps, gang_size=list(sizes),
+                     gang_start=list(starts), gang_turned_away=[False] * len(starts), **kw)
+
+
+def data_for(runs: list[RunResult]) -> dict[str, Any]:
+    return {"mode": "test", "machine": {"cpus": 2, "loadavg_1m": 0.0, "commit": "x",
+                                        "date": "now"},
+            "repetitions": 1, "kubernetes": "v0", "create_threads": 16,
+            "systems": sorted({r.system for r in runs}),
+            "points": e2e_report.summarize(runs), "runs": [r.__dict__ for r in runs]}
+
+
+def test_workload_shapes() -> None:
+    assert e2e.gang_sizes(60) == [8, 16, 32, 4]
+    assert e2e.gang_sizes(512, (256,)) == [256, 256]
+    assert e2e.parse_point("100x480") == (100, 480, (8, 16, 32))
+    assert e2e.parse_point("1000x1000:1000") == (1000, 1000, (1000,))
+
+
+def test_pair_ratios_match_repetitions_and_skip_failed_runs() -> None:
+    runs = [run("A", 100, 0), run("B", 80, 0), run("A", 200, 1), run("B", 150, 1),
+            run("C", 40, 0), run("C", 50, 1, error="only 3 of 56 pods bound")]
+    assert e2e_report.pair_ratios(runs, "B", "A") == [0.8, 0.75]
+    assert e2e_report.pair_ratios(runs, "B", "C") == [2.0]  # rep 1 of C failed
+    assert e2e_report.pair_ratios(runs, "B", "D") == []
+
+
+def test_ratio_spread_says_whether_the_target_is_met_with_confidence() -> None:
+    # Pairs at 0.70 .. 0.90 around the target: the median is on it, the interval
+    # straddles it.
+    spread = e2e_report.ratio_spread([0.7, 0.75, 0.8, 0.85, 0.9], 0.8)
+    assert spread["pairs"] == 5 and spread["median"] == 0.8
+    lo, hi = spread["ci95"]
+    assert lo < 0.8 < hi
+    assert spread["at_or_above_target"] == 3
+    # Reproducible: the bootstrap is seeded.
+    assert e2e_report.ratio_spread([0.7, 0.75, 0.8, 0.85, 0.9], 0.8) == spread
+    # Twenty pairs between 1.6 and 2.0 against a target of 1.5: the interval clears it.
+    high = e2e_report.ratio_spread([1.6 + 0.1 * (i % 5) for i in range(20)], 1.5)
+    assert high["ci95"][0] > 1.5 and high["at_or_above_target"] == 20
+    one = e2e_report.ratio_spread([1.2], 1.0)
+    assert one["median"] == 1.2 and all(math.isnan(x) for x in one["ci95"])
+
+
+def test_summary_per_point_and_system() -> None:
+    runs = [run("A", 100, 0, cpu={"kube-scheduler": 0.56, "kube-apiserver": 1.12}),
+            run("B", 80, 0, starts=(0.2, math.nan, 0.4),
+                cpu={"kube-scheduler": 0.28, "extender": 0.56}),
+            run("A", 120, 0, client="default"), run("B", 180, 0, client="default"),
+            run("C", 30, 0, client="default"), run("D", 60, 0, client="default")]
+    default, unthrottled = e2e_report.summarize(runs)
+    assert (default["client"], unthrottled["client"]) == ("default", "unthrottled")
+    b = unthrottled["systems"]["B"]
+    assert b["gang_start_seconds"] == {"gangs": 2, "p50": 0.2, "p95": 0.4, "max": 0.4}
+    assert b["gang_start_by_size"]["16"]["gangs"] == 0  # the gang that never completed
+    assert b["gang_start_turned_away"]["gangs"] == 0
+    assert b["gang_start_not_turned_away"]["gangs"] == 2
+    assert b["cpu_ms_per_pod"] == {"extender": 10.0, "kube-scheduler": 5.0}
+    assert b["cpu_ms_per_pod_total"] == 15.0
+    assert unthrottled["systems"]["A"]["cpu_ms_per_pod_total"] == 30.0
+    assert set(unthrottled["ratios"]) == {"B/A"}
+    assert unthrottled["ratios"]["B/A"]["per_pair"] == [0.8]
+    assert default["ratios"]["B/C"]["per_pair"] == [6.0]
+    assert default["ratios"]["B/C"]["target"] == 3.0  # issue 20: 3x C at the default QPS
+    assert unthrottled["ratios"]["B/A"]["target"] == 0.8
+    assert default["ratios"]["B/D"]["per_pair"] == [3.0]
+
+
+def test_markdown_tables(tmp_path: Path) -> None:
+    runs = [r for rep in range(3) for r in (
+        run("A", 100 + rep, rep), run("B", 80, rep), run("C", 50, rep),
+        run("D", 90, rep, error="only 40 of 56 pods bound" if rep == 2 else ""))]
+    md = e2e_report.markdown(data_for(runs))
+    assert "| 10 nodes, 56 pods, gangs of 8/16/32 | unthrottled | B: gang-extender | 80 |" in md
+    # B/C = 1.6 in every pair: median 1.60, interval 1.60-1.60, 3 of 3 at or above 1.5.
+    assert "1.60 (1.60-1.60) [3/3 >= 1.5]" in md
+    assert "2 of 3 (rest failed)" in md  # D's failed run is reported, not hidden
+    assert "| all points | unthrottled |" in md
+    assert "| 10 | unthrottled | C | 32 | 3 | 0.9 | 0.9 | 0.9 |" in md
+    assert "load average (1 min) 1.0-1.0" in md
+    away = run("D", 90, 7, starts=(2.0, 0.5, 0.6))
+    away.gang_turned_away = [True, False, False]
+    split = e2e_report.summarize([away])[0]["systems"]["D"]
+    assert split["gang_start_turned_away"] == {"gangs": 1, "p50": 2.0, "p95": 2.0, "max": 2.0}
+    assert split["gang_start_not_turned_away"]["p95"] == 0.6
+    assert "| gangs never turned away |" in md
+
+
+def test_plot_is_written(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from bench import e2e_plot
+
+    runs = [run("A", 100), run("B", 80, starts=(-0.01, 0.3, math.nan)), run("C", 50)]
+    panels = e2e_plot.starts_by_panel([r.__dict__ for r in runs])
+    assert panels[(10, "8/16/32", "unthrottled")]["B"] == [0.01, 0.3]
+    mixed = e2e_plot.starts_by_panel([
+        {**r.__dict__, "nodes": n, "gangs": g, "client": c}
+        for r in runs for n, g, c in ((100, "16", "default"), (50, "8", "unthrottled"),
+                                      (1000, "1000", "unthrottled"), (1000, "64", "default"),
+                                      (50, "8", "default"))])
+    assert list(mixed) == [(50, "8", "default"), (50, "8", "unthrottled"),
+                           (100, "16", "default"), (1000, "64", "default"),
+                           (1000, "1000", "unthrottled")]
+    path = e2e_plot.plot_gang_starts(data_for(runs), tmp_path / "g.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compact_table_and_report_from_a_results_file(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    runs = [run("A", 100, client="default"), run("B", 180, client="default"),
+            run("A", 120), run("B", 90, error="only 3 of 56 pods bound")]
+    table = e2e_report.compact_table(e2e_report.summarize(runs))
+    assert ("| 10 nodes, 56 pods, gangs of 8/16/32 | B: gang-extender | 180 pods/s; "
+            "0.70 / 0.90 / 0.90 s | did not complete |") in table
+    path = tmp_path / "e2e-x.json"
+    path.write_text(json.dumps(data_for(runs)))
+    assert e2e.main(["--report", str(path), "--no-plot"]) == 0
+    assert table in capsys.readouterr().out
+
+
+def test_report_pools_the_repetitions_of_several_files(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    one = [run("B", 80, 0), run("D", 100, 0)]
+    two = [run("B", 120, 0), run("D", 100, 0), run("B", 90, 1), run("D", 100, 1)]
+    paths = []
+    for i, runs in enumerate((one, two)):
+        paths.append(tmp_path / f"r{i}.json")
+        paths[-1].write_text(json.dumps(data_for(runs)))
+    assert e2e.main(["--report", *map(str, paths)]) == 0
+    out = capsys.readouterr().out
+    # Pairs 0.8 (first file), 1.2 and 0.9 (second): rep 0 of each file stays its own pair.
+    assert "0.90 (0.80-1.20) [1/3 >= 1]" in out
+    assert "test + test (pooled)" in out and not (tmp_path / "r0.png").exists()
