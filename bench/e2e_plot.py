@@ -67,8 +67,11 @@ def plot_gang_starts(data: Mapping[str, Any], path: Path) -> Path:
         missing = sorted(set(by_system) - set(keys))
         ax.set_xticks(range(1, len(keys) + 1), keys)
         ax.set_yscale("log")
+        # Labels at 1, 2 and 5 of each decade only: labelling every minor tick of a log
+        # axis spanning three decades printed them on top of each other.
+        ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(10, subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
-        ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_title(f"{nodes} nodes, gangs of {gangs}, client {client}" + (
             f"\nno gang complete: {', '.join(missing)}" if missing else ""), fontsize=9)
         ax.set_ylabel("gang start, s")
