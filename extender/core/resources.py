@@ -206,9 +206,9 @@ def pod_requests(pod_spec: Mapping[str, Any]) -> Resources:
 
 def _one_container_key(spec: Mapping[str, Any]) -> tuple[Any, Any] | None:
     """(requests, limits) as tuples for the common pod: one container and nothing else
-    that counts (no init containers, pod-level resources or overhead); None otherwise,
-    or when they are not hashable (malformed input takes the general path, which says
-    what is wrong)."""
+    that counts (no init containers, pod-level resources or overhead), every quantity a
+    string; None otherwise (anything else, malformed input included, takes the general
+    path, which says what is wrong)."""
     containers = spec.get("containers")
     if (type(containers) is not list or len(containers) != 1 or spec.get("initContainers")
             or spec.get("resources") is not None or spec.get("overhead") is not None):
@@ -220,11 +220,10 @@ def _one_container_key(spec: Mapping[str, Any]) -> tuple[Any, Any] | None:
     if (req is not None and type(req) is not dict) or (lim is not None and type(lim) is not dict):
         return None
     key = (tuple(req.items()) if req else (), tuple(lim.items()) if lim else ())
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    # Strings only, as the API server sends them: 1 == 1.0 == True would share an entry.
+    if all(type(v) is str for part in key for _, v in part):
+        return key
+    return None
 
 
 @lru_cache(maxsize=1024)

@@ -317,6 +317,12 @@ def test_pod_requests_of_one_container_memoized_is_the_general_computation(
 
 def test_pod_requests_memo_is_bypassed_by_what_it_cannot_key() -> None:
     with pytest.raises(ValueError, match="invalid quantity"):
+        pod_requests({"containers": [{"resources": {"requests": {"cpu": True}}}]})
+    assert pod_requests({"containers": [{"resources": {"requests": {"cpu": 1}}}]}) == {
+        "cpu": 1000, "pods": 1}
+    with pytest.raises(ValueError, match="invalid quantity"):  # True == 1: no shared entry
+        pod_requests({"containers": [{"resources": {"requests": {"cpu": True}}}]})
+    with pytest.raises(ValueError, match="invalid quantity"):
         pod_requests({"containers": [{"resources": {"requests": {"cpu": ["1"]}}}]})
     with pytest.raises(ValueError, match=r"spec.containers\[0\].resources must be an object"):
         pod_requests({"containers": [{"resources": ["x"]}]})
