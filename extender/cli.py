@@ -113,6 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "the computed status (default on)")
     serve.add_argument("--events", choices=("on", "off"), default="on",
                        help="post Kubernetes Events on PodGroups and pods (default on)")
+    serve.add_argument("--pod-watch", choices=("json", "protobuf"), default="json",
+                       help="encoding of the watch of all pods. protobuf spares "
+                            "kube-apiserver a JSON encoding of every pod event when no "
+                            "other client watches pods in JSON, and costs the extender "
+                            "more CPU per event (docs/performance.md; default json)")
     serve.add_argument("--preemption", choices=("on", "off"), default="on",
                        help="whole-gang preemption: a gang or a plain pod of the gang "
                             "scheduler that cannot be placed evicts whole lower-priority "
@@ -219,7 +224,8 @@ async def _serve(args: argparse.Namespace) -> int:
                             evictions=evictions, leader=leader)
     status.clock = clock
     informer = Informer(kube, manager, clock, dispatcher.cache_changed,
-                        kinds=(*observed_kinds(status), *source_kinds(status), BUDGETS))
+                        kinds=(*observed_kinds(status), *source_kinds(status), BUDGETS),
+                        protobuf=args.pod_watch == "protobuf")
     app = create_app(dispatcher, metrics, ready=informer.synced)
     install_podgroups_route(app, status, recorder, clock)
     host, port = args.listen

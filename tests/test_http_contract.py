@@ -318,3 +318,38 @@ def test_declared_oversized_body_is_refused_before_reading(env: Any) -> None:
         assert "exceeds" in r.json()["Error"]
 
     run(go())
+
+
+def test_a_pod_the_watch_delivered_is_answered_from_the_managers_copy_unconverted(
+        env: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """kube-scheduler's copy of a known pod is not converted (the manager decides on its
+    own copy anyway): a request pod that would not even convert is answered as the
+    known pod; an unknown one is still converted and checked."""
+    import extender.scheduler.http as http_mod
+
+    _, manager, _, client = env
+    req = sample("nodecachecapable-true.filter.request.json")
+    fake_nodes(manager, req["NodeNames"])
+    manager.on_pod(pod_from_k8s(req["Pod"]), 0.0)
+    converted: list[Any] = []
+
+    def counting(obj: Any) -> Any:
+        converted.append(obj)
+        return pod_from_k8s(obj)
+
+    monkeypatch.setattr(http_mod, "pod_from_k8s", counting)
+    known = json.loads(json.dumps(req))
+    known["Pod"]["spec"]["containers"] = "not a list"
+
+    async def go() -> tuple[Any, Any, Any]:
+        a = (await client.post("/filter", json=known)).json()
+        p = (await client.post("/prioritize", json=known)).json()
+        unknown = json.loads(json.dumps(known))
+        unknown["Pod"]["metadata"]["uid"] = "someone-else"
+        u = (await client.post("/filter", json=unknown)).json()
+        return a, p, u
+
+    answer, scores, other = run(go())
+    assert answer["NodeNames"] == req["NodeNames"] and answer["Error"] == ""
+    assert [s["Host"] for s in scores] == req["NodeNames"]
+    assert len(converted) == 1 and "spec.containers must be a list" in other["Error"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, TypeVar
 
 from extender.core.resources import parse_resource_list, pod_requests
@@ -38,7 +39,10 @@ _T = TypeVar("_T")
 # ----- typed accessors: wrong shapes become ValueError with the field path -----------
 
 
+# Exact types first: parsed JSON is dicts and lists, and isinstance(v, Mapping) is slow.
 def _obj(v: Any, where: str) -> Mapping[str, Any]:
+    if type(v) is dict:
+        return v
     if v is None:
         return _EMPTY
     if not isinstance(v, Mapping):
@@ -47,6 +51,8 @@ def _obj(v: Any, where: str) -> Mapping[str, Any]:
 
 
 def _list(v: Any, where: str) -> list[Any]:
+    if type(v) is list:
+        return v
     if v is None:
         return []
     if not isinstance(v, list):
@@ -55,6 +61,8 @@ def _list(v: Any, where: str) -> list[Any]:
 
 
 def _str(v: Any, where: str, default: str = "") -> str:
+    if type(v) is str:
+        return v
     if v is None:
         return default
     if not isinstance(v, str):
@@ -99,10 +107,10 @@ def _guarded(kind: str, obj: Any, build: Callable[[Mapping[str, Any], str], _T])
     ValueError prefixed with "<kind> <ns>/<name>: "."""
     ident = kind
     try:
-        if not isinstance(obj, Mapping):
+        if type(obj) is not dict and not isinstance(obj, Mapping):
             raise ValueError(f"expected an object, got {type(obj).__name__}")
         meta = obj.get("metadata")
-        if isinstance(meta, Mapping):
+        if type(meta) is dict or isinstance(meta, Mapping):
             name, ns = meta.get("name"), meta.get("namespace")
             if isinstance(name, str):
                 ident = f"{kind} {ns}/{name}" if isinstance(ns, str) and ns else f"{kind} {name}"
@@ -207,6 +215,10 @@ def _spread(spec: Mapping[str, Any]) -> tuple[SpreadConstraint, ...]:
 
 
 def _toleration(v: Any, where: str) -> Toleration:
+    if type(v) is dict:
+        fields = (v.get("key"), v.get("operator"), v.get("value"), v.get("effect"))
+        if all(x is None or type(x) is str for x in fields):
+            return _toleration_of(*fields)
     t = _obj(v, where)
     return Toleration(
         key=_str(t.get("key"), f"{where}.key"),
@@ -214,6 +226,14 @@ def _toleration(v: Any, where: str) -> Toleration:
         value=_str(t.get("value"), f"{where}.value"),
         effect=_str(t.get("effect"), f"{where}.effect"),
     )
+
+
+@lru_cache(maxsize=1024)
+def _toleration_of(key: str | None, operator: str | None, value: str | None,
+                   effect: str | None) -> Toleration:
+    # Memoized: every pod carries the API server's two default tolerations, and a
+    # Toleration is immutable, so pods share them.
+    return Toleration(key or "", operator or "Equal", value or "", effect or "")
 
 
 # ----- pods ---------------------------------------------------------------------------

@@ -198,6 +198,47 @@ def pod_requests(pod_spec: Mapping[str, Any]) -> Resources:
     """
     if not isinstance(pod_spec, Mapping):
         raise ValueError(f"pod spec must be an object, got {type(pod_spec).__name__}")
+    key = _one_container_key(pod_spec)
+    if key is not None:
+        return dict(_one_container(*key))
+    return _pod_requests(pod_spec)
+
+
+def _one_container_key(spec: Mapping[str, Any]) -> tuple[Any, Any] | None:
+    """(requests, limits) as tuples for the common pod: one container and nothing else
+    that counts (no init containers, pod-level resources or overhead), every quantity a
+    string; None otherwise (anything else, malformed input included, takes the general
+    path, which says what is wrong)."""
+    containers = spec.get("containers")
+    if (type(containers) is not list or len(containers) != 1 or spec.get("initContainers")
+            or spec.get("resources") is not None or spec.get("overhead") is not None):
+        return None
+    res = containers[0].get("resources") if type(containers[0]) is dict else None
+    if type(res) is not dict:
+        return None
+    req, lim = res.get("requests"), res.get("limits")
+    if (req is not None and type(req) is not dict) or (lim is not None and type(lim) is not dict):
+        return None
+    key = (tuple(req.items()) if req else (), tuple(lim.items()) if lim else ())
+    # Strings only, as the API server sends them: 1 == 1.0 == True would share an entry.
+    if all(type(v) is str for part in key for _, v in part):
+        return key
+    return None
+
+
+@lru_cache(maxsize=1024)
+def _one_container(requests: tuple[tuple[str, Any], ...], limits: tuple[tuple[str, Any], ...]
+                   ) -> Resources:
+    # Memoized: the pods of a cluster come in few shapes, and a pod's conversion, once
+    # per watch event and per filter call, spent a third of its time here in Fraction
+    # arithmetic (bench.pod_events). Pure, so the memo is invisible; callers get a copy.
+    resources: dict[str, Any] = {"requests": dict(requests)}
+    if limits:
+        resources["limits"] = dict(limits)
+    return _pod_requests({"containers": [{"resources": resources}]})
+
+
+def _pod_requests(pod_spec: Mapping[str, Any]) -> Resources:
     total: dict[str, Fraction] = {}
     for i, c in enumerate(_containers(pod_spec, "containers")):
         _add_exact(total, _container_requests(c, f"spec.containers[{i}]"))

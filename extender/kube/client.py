@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -27,6 +27,10 @@ log = logging.getLogger("gang-extender.kube")
 PODGROUP_PATH = "/apis/scheduling.x-k8s.io/v1alpha1"
 _JSON = b"application/json"
 _MERGE_PATCH = b"application/merge-patch+json"
+# A kind's protobuf message class and its conversion to the JSON shape (`protobuf`).
+ProtoDecoder = tuple[Any, Callable[[Any], dict[str, Any]]]
+_PROTOBUF = "application/vnd.kubernetes.protobuf"  # protobuf.CONTENT_TYPE, WATCH_ACCEPT
+_WATCH_PROTOBUF = _PROTOBUF + ";stream=watch"
 
 
 # Not frozen: contextlib sets `__traceback__` on an exception leaving an async context
@@ -153,6 +157,25 @@ async def _lines(resp: httpx.Response) -> AsyncIterator[bytes]:
         yield tail
 
 
+async def _json_events(resp: httpx.Response) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    async for line in _lines(resp):
+        event = orjson.loads(line)
+        yield event.get("type", ""), event.get("object") or {}
+
+
+async def _proto_events(resp: httpx.Response, proto: ProtoDecoder
+                        ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    from extender.kube import protobuf  # only for a protobuf watch (informer._pod_proto)
+
+    kind, to_dict = proto
+    buf = bytearray()
+    async for chunk in resp.aiter_bytes():
+        buf += chunk
+        for frame in protobuf.frames(buf):
+            etype, obj = protobuf.decode_event(frame, kind)
+            yield etype, obj if isinstance(obj, dict) else to_dict(obj)
+
+
 def _error(resp: httpx.Response) -> ApiError:
     return _error_from(resp.status_code, resp.content, resp.reason_phrase)
 
@@ -198,8 +221,11 @@ class Kube:
 
     async def watch(
         self, path: str, resource_version: str, timeout_seconds: int = 300,
-        params: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None, proto: ProtoDecoder | None = None,
     ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """(type, object) of each event. With `proto` (a message class of the watched
+        kind and its conversion to the JSON shape), asks for protobuf, and still reads
+        JSON if the API server answers with it."""
         query = {
             **(params or {}),
             "watch": "1",
@@ -208,16 +234,20 @@ class Kube:
             "timeoutSeconds": str(timeout_seconds),
         }
         timeout = httpx.Timeout(timeout_seconds + 30.0, connect=5.0)
-        async with self.http.stream("GET", path, params=query, timeout=timeout) as resp:
+        headers = {"Accept": f"{_WATCH_PROTOBUF}, application/json"} if proto else None
+        async with self.http.stream("GET", path, params=query, timeout=timeout,
+                                    headers=headers) as resp:
             if resp.status_code == 410:
                 raise ResourceExpired(path)
             if resp.status_code != 200:
                 await resp.aread()
                 raise _error(resp)
-            async for line in _lines(resp):
-                event = orjson.loads(line)
-                etype = event.get("type", "")
-                obj = event.get("object") or {}
+            if proto is not None and resp.headers.get("content-type", "").startswith(
+                    _PROTOBUF):
+                events = _proto_events(resp, proto)
+            else:
+                events = _json_events(resp)
+            async for etype, obj in events:
                 if etype == "ERROR":
                     if obj.get("code") == 410:
                         raise ResourceExpired(path)

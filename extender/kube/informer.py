@@ -24,7 +24,7 @@ from typing import Any
 from extender.core.convert import budget_from_k8s, node_from_k8s, pod_from_k8s
 from extender.core.convert_groups import group_from_k8s
 from extender.core.manager import GangManager
-from extender.kube.client import PODGROUP_PATH, ApiError, Kube, ResourceExpired
+from extender.kube.client import PODGROUP_PATH, ApiError, Kube, ProtoDecoder, ResourceExpired
 
 log = logging.getLogger("gang-extender.informer")
 
@@ -39,6 +39,8 @@ class Kind:
     # (group-version path, resource) of an optional API, watched only while served;
     # None: always served (nodes, pods, the scheduler-plugins PodGroup CRD we ship).
     discover: tuple[str, str] | None = None
+    # How to read its watch in protobuf (`Informer(protobuf=True)`); None: JSON only.
+    proto: Callable[[], ProtoDecoder] | None = None
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
@@ -62,6 +64,14 @@ def _apply_budget(manager: GangManager, obj: dict[str, Any], now: float) -> None
     manager.on_budget(budget_from_k8s(obj))
 
 
+def _pod_proto() -> ProtoDecoder:
+    # Imported only when asked for: the protobuf runtime and the core API's descriptors
+    # cost 4 MiB of memory and 25-30 ms at import.
+    from extender.kube import protobuf
+
+    return protobuf.Pod, protobuf.pod_dict
+
+
 def _ns_name(obj: dict[str, Any]) -> str:
     return f"{_meta(obj).get('namespace', '')}/{_meta(obj).get('name', '')}"
 
@@ -72,7 +82,7 @@ NODES = Kind(
 )
 PODS = Kind(
     "pods", "/api/v1/pods", lambda o: str(_meta(o).get("uid", "")), _apply_pod,
-    lambda m, key, now: m.on_pod_deleted(key, now),
+    lambda m, key, now: m.on_pod_deleted(key, now), proto=_pod_proto,
 )
 GROUPS = Kind(
     "podgroups", f"{PODGROUP_PATH}/podgroups", _ns_name, _apply_group,
@@ -86,7 +96,13 @@ BUDGETS = Kind(
 
 
 class Informer:
-    """Runs one list+watch loop per kind; `synced` is set once every kind is listed."""
+    """Runs one list+watch loop per kind; `synced` is set once every kind is listed.
+
+    `protobuf`: watch the kinds that have a `proto` decoder (pods) in protobuf. Off by
+    default: it saves kube-apiserver a JSON encoding of every pod event where no other
+    client watches pods in JSON, and costs the extender more CPU per event than JSON
+    (docs/performance.md, "CPU per pod": measured both ways).
+    """
 
     def __init__(
         self,
@@ -96,7 +112,9 @@ class Informer:
         on_change: Callable[[], None],
         kinds: tuple[Kind, ...] = (NODES, PODS, GROUPS),
         discovery_interval: float = 10.0,
+        protobuf: bool = False,
     ) -> None:
+        self.protobuf = protobuf
         self.kube = kube
         self.manager = manager
         self.clock = clock
@@ -176,7 +194,8 @@ class Informer:
                 self._replace_all(kind, items)
                 delay = 0.5
                 while True:
-                    async for etype, obj in self.kube.watch(kind.path, rv):
+                    proto = kind.proto() if self.protobuf and kind.proto else None
+                    async for etype, obj in self.kube.watch(kind.path, rv, proto=proto):
                         meta = _meta(obj)
                         if meta.get("resourceVersion"):
                             rv = str(meta["resourceVersion"])

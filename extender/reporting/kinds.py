@@ -4,6 +4,7 @@ owners of their pods."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -41,7 +42,7 @@ def observed_kinds(writer: StatusWriter) -> tuple[Kind, ...]:
 
     return (
         NODES,
-        Kind(PODS.name, PODS.path, PODS.key, apply_pod, delete_pod),
+        dataclasses.replace(PODS, apply=apply_pod, delete=delete_pod),
         Kind(GROUPS.name, GROUPS.path, GROUPS.key, apply_group, delete_group),
     )
 

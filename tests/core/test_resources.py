@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from extender.core import resources as resources_mod
 from extender.core.resources import (
     add,
     fits,
@@ -292,3 +293,36 @@ def test_format_resources() -> None:
 @given(st.integers(min_value=0, max_value=1 << 70), st.sampled_from(["cpu", "memory", "x/y"]))
 def test_formatted_amounts_parse_back(v: int, name: str) -> None:
     assert to_units(name, parse_quantity(format_amount(name, v))) == v
+
+
+_QUANTITIES = st.sampled_from(["100m", "1", "0.5", "64Mi", "1Gi", "2", "0", "1500m", "3e3"])
+_RESOURCE_LISTS = st.dictionaries(st.sampled_from(["cpu", "memory", "nvidia.com/gpu", "pods"]),
+                                  _QUANTITIES, max_size=3)
+
+
+@given(_RESOURCE_LISTS, st.one_of(st.none(), _RESOURCE_LISTS))
+def test_pod_requests_of_one_container_memoized_is_the_general_computation(
+        requests: dict[str, str], limits: dict[str, str] | None) -> None:
+    """The single-container memo (`_one_container`) answers what the general path does,
+    and hands out copies: a caller changing its result changes nobody else's."""
+    resources: dict[str, Any] = {"requests": requests}
+    if limits is not None:
+        resources["limits"] = limits
+    spec = {"containers": [{"name": "c", "resources": resources}]}
+    first = pod_requests(spec)
+    assert first == resources_mod._pod_requests(spec)
+    first["cpu"] = -1
+    assert pod_requests(spec) == resources_mod._pod_requests(spec)
+
+
+def test_pod_requests_memo_is_bypassed_by_what_it_cannot_key() -> None:
+    with pytest.raises(ValueError, match="invalid quantity"):
+        pod_requests({"containers": [{"resources": {"requests": {"cpu": True}}}]})
+    assert pod_requests({"containers": [{"resources": {"requests": {"cpu": 1}}}]}) == {
+        "cpu": 1000, "pods": 1}
+    with pytest.raises(ValueError, match="invalid quantity"):  # True == 1: no shared entry
+        pod_requests({"containers": [{"resources": {"requests": {"cpu": True}}}]})
+    with pytest.raises(ValueError, match="invalid quantity"):
+        pod_requests({"containers": [{"resources": {"requests": {"cpu": ["1"]}}}]})
+    with pytest.raises(ValueError, match=r"spec.containers\[0\].resources must be an object"):
+        pod_requests({"containers": [{"resources": ["x"]}]})

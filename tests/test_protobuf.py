@@ -1,0 +1,189 @@
+"""The protobuf pod watch (`extender/kube/protobuf.py`): the descriptors are the ones the
+pinned k8s.io/api compiles to, a pod converts to the same `PodInfo` from either
+encoding, and the framing and envelope are read as kube-apiserver writes them."""
+
+from __future__ import annotations
+
+import calendar
+import importlib.util
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf import descriptor_pb2
+
+from extender.core.convert import pod_from_k8s
+from extender.kube import protobuf
+
+REPO = Path(__file__).resolve().parent.parent
+
+RICH_POD: dict[str, Any] = {
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {
+        "name": "trainer-0", "namespace": "ml", "uid": "u-1", "resourceVersion": "42",
+        "creationTimestamp": "2026-11-24T07:14:48Z",
+        "deletionTimestamp": "2026-11-24T08:00:00Z",
+        "labels": {"scheduling.x-k8s.io/pod-group": "g", "app": "x", "empty": ""},
+        "annotations": {"scheduling.k8s.io/group-name": "v"},
+        "managedFields": [{"manager": "kubectl", "operation": "Update"}],
+    },
+    "spec": {
+        "containers": [
+            {"name": "a", "image": "i", "resources": {
+                "requests": {"cpu": "500m", "memory": "1Gi"},
+                "limits": {"cpu": "1", "nvidia.com/gpu": "2"}}},
+            {"name": "b", "image": "i"},
+        ],
+        "initContainers": [
+            {"name": "sidecar", "image": "i", "restartPolicy": "Always",
+             "resources": {"requests": {"cpu": "100m"}}},
+            {"name": "init", "image": "i", "resources": {"requests": {"cpu": "2"}}},
+        ],
+        "overhead": {"cpu": "50m"},
+        "resources": {"requests": {"memory": "3Gi"}},
+        "nodeName": "n1", "schedulerName": "gang", "priority": 7,
+        "preemptionPolicy": "Never",
+        "nodeSelector": {"zone": "a"},
+        "schedulingGates": [{"name": "wait"}],
+        "schedulingGroup": {"podGroupName": "wg"},
+        "tolerations": [
+            {"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"},
+            {"operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
+        ],
+        "affinity": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "zone", "operator": "In", "values": ["a", "b"]}],
+                    "matchFields": [{"key": "metadata.name", "operator": "NotIn",
+                                     "values": ["n9"]}]}]}},
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"app": "x"}, "matchExpressions": [
+                    {"key": "tier", "operator": "Exists"}]},
+                "topologyKey": "kubernetes.io/hostname", "namespaces": ["ml"],
+                "namespaceSelector": {}}]},
+        },
+        "hostname": "h", "serviceAccountName": "sa",  # read by nobody
+    },
+    "status": {
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "False",
+                        "reason": "Unschedulable", "message": "no",
+                        "lastTransitionTime": "2026-11-24T07:15:00Z"}],
+    },
+}
+
+
+def _fill(msg: Any, obj: dict[str, Any]) -> Any:
+    """A test-side JSON-to-protobuf encoder for the shapes above: Quantity and Time
+    are messages in protobuf and strings in JSON, which `json_format` does not know."""
+    for key, value in obj.items():
+        if key in ("apiVersion", "kind"):
+            continue
+        fd = msg.DESCRIPTOR.fields_by_name[key]
+        sub = fd.message_type
+        if sub is not None and sub.GetOptions().map_entry:
+            vfd = sub.fields_by_name["value"]
+            for k, v in value.items():
+                if vfd.message_type is None:
+                    getattr(msg, key)[k] = v
+                else:
+                    _scalar_message(getattr(msg, key)[k], v)
+        elif fd.is_repeated:
+            for v in value:
+                if sub is None:
+                    getattr(msg, key).append(v)
+                else:
+                    _fill(getattr(msg, key).add(), v)
+        elif sub is None:
+            setattr(msg, key, value)
+        elif sub.full_name.endswith((".Time", ".Quantity")):
+            _scalar_message(getattr(msg, key), value)
+        else:
+            getattr(msg, key).SetInParent()
+            _fill(getattr(msg, key), value)
+    return msg
+
+
+def _scalar_message(msg: Any, value: str) -> None:
+    if msg.DESCRIPTOR.name == "Quantity":
+        msg.string = value
+    else:
+        msg.seconds = calendar.timegm(
+            __import__("time").strptime(value, "%Y-%m-%dT%H:%M:%SZ"))
+
+
+def _envelope(kind: str, raw: bytes) -> bytes:
+    unknown: Any = protobuf._Unknown()
+    unknown.typeMeta.apiVersion = "v1"
+    unknown.typeMeta.kind = kind
+    unknown.raw = raw
+    return b"k8s\x00" + bytes(unknown.SerializeToString())
+
+
+def _frame(etype: str, kind: str, raw: bytes) -> bytes:
+    event: Any = protobuf._WatchEvent()
+    event.type = etype
+    event.object.raw = _envelope(kind, raw)
+    data = bytes(event.SerializeToString())
+    return len(data).to_bytes(4, "big") + data
+
+
+def test_a_pod_converts_the_same_from_protobuf_as_from_json() -> None:
+    msg = _fill(protobuf.Pod(), RICH_POD)
+    frame = _frame("MODIFIED", "Pod", msg.SerializeToString())
+    [data] = list(protobuf.frames(bytearray(frame)))
+    etype, decoded = protobuf.decode_event(data, protobuf.Pod)
+    assert etype == "MODIFIED"
+    obj = protobuf.pod_dict(decoded)
+    assert obj["metadata"]["resourceVersion"] == "42"
+    info = pod_from_k8s(obj)
+    assert info == pod_from_k8s(RICH_POD)
+    # Everything the rich pod sets was read, not defaulted on both sides.
+    assert info.gated and info.deleting and info.unschedulable and info.priority == 7
+    assert info.required_node_affinity and info.required_anti_affinity
+    assert info.membership is not None and len(info.tolerations) == 2
+
+
+def test_a_minimal_pod_keeps_the_json_defaults() -> None:
+    pod = {"metadata": {"name": "p", "namespace": "d", "uid": "u"},
+           "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    decoded = protobuf.Pod.FromString(_fill(protobuf.Pod(), pod).SerializeToString())
+    assert pod_from_k8s(protobuf.pod_dict(decoded)) == pod_from_k8s(pod)
+
+
+def test_frames_keep_an_incomplete_frame_for_the_next_read() -> None:
+    a = _frame("ADDED", "Pod", _fill(protobuf.Pod(), {"metadata": {"name": "a"}})
+               .SerializeToString())
+    buf = bytearray(a + a[:7])
+    assert len(list(protobuf.frames(buf))) == 1
+    assert bytes(buf) == a[:7]
+    buf += a[7:]
+    assert len(list(protobuf.frames(buf))) == 1 and not buf
+
+
+def test_an_error_event_is_its_status() -> None:
+    status: Any = protobuf._Status()
+    status.code, status.reason, status.message = 410, "Expired", "too old"
+    [data] = list(protobuf.frames(bytearray(
+        _frame("ERROR", "Status", status.SerializeToString()))))
+    assert protobuf.decode_event(data, protobuf.Pod) == (
+        "ERROR", {"code": 410, "reason": "Expired", "message": "too old"})
+
+
+def test_garbage_is_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        protobuf.decode_event(b"\xff\xff\xff", protobuf.Pod)
+
+
+@pytest.mark.skipif(shutil.which("go") is None or importlib.util.find_spec("grpc_tools") is None,
+                    reason="needs go (module download) and grpcio-tools (protoc)")
+def test_descriptors_are_what_the_pinned_modules_compile_to(tmp_path: Path) -> None:
+    out = tmp_path / "k8s_core_v1.binpb"
+    subprocess.run(["bash", str(REPO / "e2e/k8sbuild/gen-proto.sh"), str(out)], check=True,
+                   timeout=300)
+    fresh = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
+    shipped = descriptor_pb2.FileDescriptorSet.FromString(
+        (REPO / "extender/kube/k8s_core_v1.binpb").read_bytes())
+    assert fresh == shipped, "run e2e/k8sbuild/gen-proto.sh and commit the result"
