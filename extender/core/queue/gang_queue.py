@@ -126,16 +126,20 @@ class GangQueue:
             if key in self._reservations or self._backoffs.blocks(key, now):
                 continue
             self._backoffs.clear_ended(key, now)
-            members, bound, present = self._cache.counts(group)
-            if bound >= group.min_member:
+            # `summary`, not `counts`: this runs over every group on each pass, and
+            # most are bound; the members' list is copied only for a gang that waits.
+            pods, bound, done = self._cache.summary(group)
+            if bound + done >= group.min_member:  # succeeded pods count as bound
                 continue
+            present = len(pods) + done
             if present < group.min_member:
                 self._told_complete.discard(key)
-                if members:
+                if pods:
                     self._explanations.set(
                         key, Reason.WAITING_FOR_MEMBERS,
                         f"gang {key}: {present} of {group.min_member} members exist", now)
                 continue
+            members = list(pods)
             waiting.append((queue_sort_key(group, members), group, members))
         # 2. In gang order.
         waiting.sort(key=lambda w: w[0])
