@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from extender.core.cache.fitindex import FitIndex
+from extender.core.cache.quorum import QuorumIndex
 from extender.core.cache.topology import Domains
 from extender.core.constraints import repels_beyond_node
 from extender.core.snapshot import Snapshot
@@ -99,6 +100,8 @@ class Cache:
         # asks for every group on every pass, and walking every pending pod each time
         # would make a pass grow with every pod waiting (docs/performance.md).
         self._summaries: dict[str, tuple[tuple[PodInfo, ...], int, int]] = {}
+        # Told whenever a summary is dropped or a group changes (`short_of_quorum`).
+        self._quorum = QuorumIndex(self.groups, self.summary)
         self.capacity_epoch = 0
         self.charge_epoch = 0  # grows whenever a pod is charged to a node or leaves it
         self.unreserve_epoch = 0  # grows whenever a reservation slot is released
@@ -166,10 +169,12 @@ class Cache:
         if old_group is not None and old_group != new_group:
             self._group_pods.get(old_group, {}).pop(pod.uid, None)
             self._summaries.pop(old_group, None)
+            self._quorum.changed(old_group)
             self._bump_members(old_group)
         if new_group is not None:
             self._group_pods.setdefault(new_group, {})[pod.uid] = pod
             self._summaries.pop(new_group, None)
+            self._quorum.changed(new_group)
             if old is None or _membership_changed(old, pod):
                 self._bump_members(new_group)
 
@@ -181,6 +186,7 @@ class Cache:
         key = pod.gang
         if key is not None:
             self._summaries.pop(key, None)
+            self._quorum.changed(key)
             members = self._group_pods.get(key)
             if members is not None:
                 members.pop(uid, None)
@@ -259,6 +265,12 @@ class Cache:
             cached = self._summaries[key] = (members, bound, succeeded)
         return cached
 
+    def short_of_quorum(self) -> list[tuple[str, GroupInfo]]:
+        """The groups whose quorum is not bound (succeeded pods count as bound): what
+        the gang queue looks at, without visiting every group ever created; with
+        their keys."""
+        return self._quorum.short()
+
     def succeeded(self, group: GroupInfo) -> int:
         """Labelled pods that ran to success: they were bound as part of a quorum, so
         they keep counting toward it (a Job with more completions than parallelism must
@@ -281,6 +293,7 @@ class Cache:
     def upsert_group(self, group: GroupInfo) -> None:
         old = self.groups.get(group.key)
         self.groups[group.key] = group
+        self._quorum.changed(group.key)
         if old != group:
             self._epoch_seq += 1
             self.members_epoch[group.key] = self._epoch_seq
@@ -288,6 +301,7 @@ class Cache:
 
     def remove_group(self, key: str) -> GroupInfo | None:
         group = self.groups.pop(key, None)
+        self._quorum.changed(key)
         if group is not None and key not in self._group_pods:
             self.members_epoch.pop(key, None)
         return group

@@ -74,6 +74,10 @@ class Backoffs:
         if nothing else changed."""
         return any(not b.failed and 0 < b.until <= now for b in self._gangs.values())
 
+    def ended(self, now: float) -> list[str]:
+        """The gangs whose backoff ran out and is not cleared yet."""
+        return [k for k, b in self._gangs.items() if not b.failed and 0 < b.until <= now]
+
     def clear_ended(self, gang: str, now: float) -> None:
         bo = self._gangs.get(gang)
         if bo is not None and bo.until and bo.until <= now and not bo.failed:

@@ -121,16 +121,14 @@ class GangQueue:
             if self._reservations.has_room(res):
                 self._promote(res, now, scheduling)
         # 1. The gangs that wait: complete, not reserved, not bound, not backing off.
+        for key in self._backoffs.ended(now):
+            if key in self._cache.groups and key not in self._reservations:
+                self._backoffs.clear_ended(key, now)  # eligible again
         waiting: list[tuple[tuple[int, float, str], GroupInfo, list[PodInfo]]] = []
-        for key, group in self._cache.groups.items():
+        for key, group in self._cache.short_of_quorum():  # not every group ever created
             if key in self._reservations or self._backoffs.blocks(key, now):
                 continue
-            self._backoffs.clear_ended(key, now)
-            # `summary`, not `counts`: this runs over every group on each pass, and
-            # most are bound; the members' list is copied only for a gang that waits.
-            pods, bound, done = self._cache.summary(group)
-            if bound + done >= group.min_member:  # succeeded pods count as bound
-                continue
+            pods, _, done = self._cache.summary(group)
             present = len(pods) + done
             if present < group.min_member:
                 self._told_complete.discard(key)

@@ -1,0 +1,99 @@
+"""`Cache.short_of_quorum`: the gang queue's candidates, kept as pods and groups change
+(cache/quorum.py), must be exactly the groups a walk of all of them would find."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from extender.core.cache.cache import Cache
+from extender.core.config import Config
+from extender.core.manager import Core, GangManager
+from extender.core.types import GroupInfo, PodInfo
+from tests.core.sim import group, node, pod
+
+GROUPS = ("a", "b", "c")
+# (op, pod slot or group, argument)
+_op = st.one_of(
+    st.tuples(st.just("group"), st.sampled_from(GROUPS), st.integers(1, 3)),
+    st.tuples(st.just("ungroup"), st.sampled_from(GROUPS), st.just(0)),
+    st.tuples(st.just("pod"), st.integers(0, 5),
+              st.tuples(st.sampled_from((*GROUPS, None)),
+                        st.sampled_from(("", "n1", "n2")),
+                        st.sampled_from(("Pending", "Running", "Succeeded", "Failed")),
+                        st.booleans())),
+    st.tuples(st.just("unpod"), st.integers(0, 5), st.just(0)),
+)
+
+
+def _walk(cache: Cache) -> set[str]:
+    return {k for k, g in cache.groups.items() if cache.counts(g)[1] < g.min_member}
+
+
+def _short(cache: Cache) -> set[str]:
+    return {k for k, _ in cache.short_of_quorum()}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_op, max_size=30))
+def test_short_of_quorum_is_what_a_walk_of_every_group_finds(
+        ops: list[tuple[str, object, object]]) -> None:
+    cache = Cache()
+    for n in ("n1", "n2"):
+        cache.upsert_node(node(n))
+    uids: dict[int, PodInfo] = {}
+    for op, target, arg in ops:
+        if op == "group":
+            assert isinstance(target, str) and isinstance(arg, int)
+            cache.upsert_group(group(target, arg))
+        elif op == "ungroup":
+            assert isinstance(target, str)
+            cache.remove_group(f"ns/{target}")
+        elif op == "pod":
+            assert isinstance(target, int) and isinstance(arg, tuple)
+            gang, node_name, phase, deleting = arg
+            old = uids.get(target)
+            base = old if old is not None else pod(f"p{target}", gang)
+            labels = dict(pod(f"p{target}", gang).labels)
+            uids[target] = new = dataclasses.replace(
+                base, labels=labels, node_name=node_name, deleting=deleting,
+                phase=phase if node_name or phase in ("Pending", "Failed") else "Pending")
+            cache.upsert_pod(new)
+        else:
+            old = uids.pop(int(str(target)), None)
+            if old is not None:
+                cache.remove_pod(old.uid)
+        # After every change: a later change to the same group would hide a missed one.
+        assert _short(cache) == _walk(cache)
+
+
+def test_a_pass_does_not_visit_groups_whose_quorum_is_bound(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The point of the index: 200 finished gangs beside one that waits, and the pass
+    counts the members of the one only (it counted all 201 before)."""
+    seen: list[str] = []
+    real = Cache.summary
+
+    def counting(self: Cache, g: GroupInfo) -> tuple[tuple[PodInfo, ...], int, int]:
+        seen.append(g.key)
+        return real(self, g)
+
+    monkeypatch.setattr(Cache, "summary", counting)
+    core = Core.wire(Config(default_timeout_seconds=30))
+    mgr = GangManager(core)
+    mgr.on_node(node("n1", cpu=64000))
+    for i in range(200):
+        mgr.on_group(group(f"done{i}", 1), 0.0)
+        mgr.on_pod(pod(f"done{i}-0", f"done{i}", cpu=10, node_name="n1",
+                       phase="Succeeded"), 0.0)
+    mgr.on_group(group("wait", 2), 0.0)
+    mgr.on_pod(pod("wait-0", "wait"), 0.0)
+    mgr.tick(1.0)  # the index catches up with the changes above: each group once
+    seen.clear()
+    mgr.on_pod(pod("wait-1", "wait"), 2.0)
+    mgr.tick(3.0)
+    assert set(seen) == {"ns/wait"}
+    assert "ns/wait" in {r.gang for r in mgr.reservations()}  # and it was planned
