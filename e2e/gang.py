@@ -90,11 +90,8 @@ def start_extender(cluster: Cluster, port: int, args: list[str], name: str) -> M
                                  ready_timeout=30)
 
 
-# Test-friendly defaults: short backoff so backoff behaviour is observable in seconds; an
-# assembly gap long enough that a test creating members from Python on a loaded machine
-# stays inside it (the wait itself is still capped at its default 0.5 s).
-DEFAULT_ARGS = ["--default-timeout", "30", "--backoff-base", "2", "--backoff-cap", "8",
-                "--assembly-gap", "0.5"]
+# Test-friendly defaults: short backoff so backoff behaviour is observable in seconds.
+DEFAULT_ARGS = ["--default-timeout", "30", "--backoff-base", "2", "--backoff-cap", "8"]
 
 
 @pytest.fixture(scope="session")

@@ -96,16 +96,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--binding-concurrency", type=_count, default=16,
                        help="Binding POSTs in flight at once when a gang commits; the rest "
                             "queue in order (default 16; docs/performance.md measures it)")
-    serve.add_argument("--assembly-wait", type=_non_negative, default=0.5,
+    serve.add_argument("--assembly-wait", type=_non_negative, default=1.5,
                        help="longest a gang member's filter call waits for the rest of a "
                             "gang that is still being created, in seconds, instead of "
                             "turning it away into kube-scheduler's 1-2 s pod backoff; only "
                             "while the members arrive fast enough to be complete within it. "
                             "It holds kube-scheduler's loop: keep it well below the filter "
-                            "entry's httpTimeout. 0 turns it off (default 0.5)")
-    serve.add_argument("--assembly-gap", type=_positive, default=0.2,
+                            "entry's httpTimeout. 0 turns it off (default 1.5)")
+    serve.add_argument("--assembly-gap", type=_positive, default=0.5,
                        help="the wait goes on only while the gang's newest member arrived "
-                            "less than this many seconds ago (default 0.2)")
+                            "less than this many seconds ago (default 0.5)")
     serve.add_argument("--podgroup-status", choices=("on", "off"), default="on",
                        help="write PodGroup status (phase, counts, conditions). off when "
                             "another controller owns it, for example scheduler-plugins' "
