@@ -99,6 +99,26 @@ def test_a_wait_that_runs_out_turns_the_member_away_and_is_not_repeated_for_the_
     assert res.wait == 0 and "3 of 4 members exist" in next(iter(res.unresolvable.values()))
 
 
+def test_by_default_a_creator_pausing_0_3_s_between_members_is_still_waited_for() -> None:
+    """The shipped defaults (1.5 s, gap 0.5 s): a busy operator creating a gang of 4 with
+    0.3 s pauses completes it in 0.9 s, and its first member gets its slot on its first
+    try. With the earlier 0.2 s gap the first pause turned it away into kube-scheduler's
+    backoff (docs/performance.md, "The assembly wait")."""
+    sim = cluster()
+    sim.add_group(group("g", 4))
+    t = sim.now
+    first = arrive(sim, "g-0", "g", t)
+    waited = 0.0
+    for i in range(1, 4):
+        now = t + 0.3 * i - 0.01  # just before the next member
+        res = sim.manager.filter(first, NODES, now, waited=waited)
+        assert res.wait > 0, f"turned away at {now - t:.2f} s: {res.unresolvable}"
+        waited = now - t
+        arrive(sim, f"g-{i}", "g", t + 0.3 * i)
+    res = sim.manager.filter(first, NODES, t + 0.91, waited=0.91)
+    assert res.wait == 0 and len(res.nodes) == 1
+
+
 def test_wait_off_when_configured_zero() -> None:
     sim = cluster(assembly_wait_seconds=0.0)
     sim.add_group(group("g", 2))
