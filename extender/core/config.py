@@ -16,9 +16,9 @@ class Config:
     # gang's newest member arrived less than `assembly_gap_seconds` ago and the rate
     # they arrive at brings the rest within `assembly_wait_seconds` in all
     # (`extender.core.filter`). 0 turns it off. 1.5 s and 0.5 s since bench.e2e showed
-    # 0.5 and 0.2 turning away a gang in 6-17 as the creator paused on a busy machine,
-    # each member then sitting out kube-scheduler's 1-2 s backoff; the mean hold stayed
-    # at about 0.1 s (docs/performance.md, "The assembly wait").
+    # 0.5 and 0.2 turning away a member of 6-17 % of gangs whenever the creator paused
+    # on a busy machine, that member then sitting out kube-scheduler's 1-2 s backoff; the
+    # mean hold stayed at about 0.1 s (docs/performance.md, "The assembly wait").
     assembly_wait_seconds: float = 1.5
     assembly_gap_seconds: float = 0.5
     # Whole-gang preemption (`core/preemption/`): a gang or a plain pod of the gang

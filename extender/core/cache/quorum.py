@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 
 from extender.core.types import GroupInfo
 
-# (members, bound members, succeeded pods) of a group: `ClusterCache.summary`.
+# (members, bound members, succeeded pods) of a group: `Cache.summary`.
 Summary = Callable[[GroupInfo], tuple[object, int, int]]
 
 
