@@ -266,9 +266,8 @@ class Cache:
         return cached
 
     def short_of_quorum(self) -> list[tuple[str, GroupInfo]]:
-        """The groups whose quorum is not bound (succeeded pods count as bound): what
-        the gang queue looks at, without visiting every group ever created; with
-        their keys."""
+        """(key, group) of the groups whose quorum is not bound, succeeded pods counted
+        as bound: what the gang queue looks at, not every group ever created."""
         return self._quorum.short()
 
     def succeeded(self, group: GroupInfo) -> int:
