@@ -269,6 +269,24 @@ def test_new_group_without_members_is_written_only_after_its_grace(env: Env) -> 
     assert cond(last(env, "slow"))["message"] == "gang ns/slow: 0 of 3 members exist"
 
 
+def test_waiting_for_members_is_told_once_a_member_exists_even_after_a_quiet_status(
+        env: Env) -> None:
+    """"0 of 3 members exist" gets no Event (noise: pods usually follow their PodGroup at
+    once). When the Job's pods come late, "2 of 3" has the same reason; its Event is still
+    owed. Without that, the Event depended on whether the writer looked before the pods
+    came (e2e test_status_lifecycle caught it once)."""
+    env.add_group("late", 3, creation=T0)
+    env.step()
+    assert env.api.events_for("late") == []
+    env.add_pod("late-0", "late")
+    env.add_pod("late-1", "late")
+    env.step(1)
+    assert [(r, m) for r, _, _, m in env.api.events_for("late")] == [
+        ("WaitingForMembers", "gang ns/late: 2 of 3 members exist")]
+    env.step(6)  # written after the grace; nothing more to tell
+    assert len(env.api.events_for("late")) == 1
+
+
 def test_young_group_whose_api_status_is_stale_is_corrected_once_it_has_a_member(
         env: Env) -> None:
     """A status it did not write, on a group it holds no member of, is someone else's

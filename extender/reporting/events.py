@@ -81,6 +81,12 @@ class Members(Protocol):
     def group_pods(self, namespace: str, name: str, source: str = ...) -> Sequence[PodInfo]: ...
 
 
+def quiet(st: GroupStatus) -> bool:
+    """A status that gets no Event: a PodGroup is usually created just before its pods,
+    so "0 of N members exist" is noise until a member exists."""
+    return st.reason == Reason.WAITING_FOR_MEMBERS and st.members == 0
+
+
 class GangEvents:
     def __init__(self, recorder: EventRecorder, members: Members | None = None) -> None:
         self.recorder = recorder
@@ -175,10 +181,9 @@ class GangEvents:
 
     def on_status(self, group: GroupInfo, old_phase: str, old_reason: str,
                   new: GroupStatus) -> None:
-        """The computed status changed (the status writer calls this)."""
-        # A PodGroup is usually created just before its pods: "0 of N members" is noise.
-        quiet = new.reason == Reason.WAITING_FOR_MEMBERS and new.members == 0
-        if new.reason != old_reason and new.reason in _WAITING_EVENTS and not quiet:
+        """The computed status changed (the status writer calls this; after a quiet
+        status, `old_reason` is "", so that the reason it kept quiet is still told)."""
+        if new.reason != old_reason and new.reason in _WAITING_EVENTS and not quiet(new):
             self._group(group, new.reason, new.message,
                         warning=_WAITING_EVENTS[Reason(new.reason)])
         if new.phase == old_phase:

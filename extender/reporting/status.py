@@ -37,7 +37,7 @@ from extender.core.phase import (
 from extender.core.types import SCHEDULER_PLUGINS, GroupInfo, PodInfo
 from extender.core.vocabulary import GangStatus, Preempting, Report, StatusChanged
 from extender.kube.client import PODGROUP_PATH, ApiError
-from extender.reporting.events import GangEvents
+from extender.reporting.events import GangEvents, quiet
 from extender.reporting.kinds import observed_kinds  # the writer's kinds, re-exported
 
 log = logging.getLogger("gang-extender.status")
@@ -79,6 +79,7 @@ class _Group:
     current: GroupStatus | None = None
     phase: str = ""  # last computed (or observed) phase and Scheduled reason
     reason: str = ""
+    quiet: bool = False  # that status got no Event (`events.quiet`)
     errors: int = 0
     retry_at: float = 0.0
 
@@ -203,7 +204,9 @@ class StatusWriter:
         )
 
     def _transition(self, group: GroupInfo, rec: _Group, st: GroupStatus) -> None:
-        if (st.phase, st.reason) == (rec.phase, rec.reason):
+        # Still a transition when only the quietness ends: "0 of 3 members exist" then
+        # "2 of 3" is one reason, and the Event held back for the first is owed now.
+        if (st.phase, st.reason) == (rec.phase, rec.reason) and (not rec.quiet or quiet(st)):
             return
         log.info(
             "podgroup=%s phase=%s reason=%s running=%d succeeded=%d failed=%d bound=%d "
@@ -213,10 +216,10 @@ class StatusWriter:
         )
         if self.events is not None:
             try:
-                self.events.on_status(group, rec.phase, rec.reason, st)
+                self.events.on_status(group, rec.phase, "" if rec.quiet else rec.reason, st)
             except Exception:  # an event is never worth a lost status
                 log.exception("event for podgroup %s failed", group.key)
-        rec.phase, rec.reason = st.phase, st.reason
+        rec.phase, rec.reason, rec.quiet = st.phase, st.reason, quiet(st)
 
     def due(self, now: float) -> list[tuple[GroupInfo, dict[str, Any]]]:
         """Recompute the dirty groups; return those to write now. Groups that changed
