@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 from typing import Any
 
 import httpx
@@ -15,6 +16,7 @@ from prometheus_client import generate_latest
 from extender.core.config import Config
 from extender.core.convert_groups import workload_group_from_k8s
 from extender.core.manager import Core, GangManager
+from extender.core.phase import rfc3339
 from extender.core.queue.backoff import BackoffPolicy
 from extender.core.types import WORKLOAD_API, Membership
 from extender.core.vocabulary import (
@@ -388,6 +390,9 @@ def test_timeout_backoff_and_retry_limit_events_and_metrics(env: Env) -> None:
     st = last(env, "big")
     assert (st["phase"], cond(st)["reason"]) == ("Scheduling", "BackingOff")
     assert "timed out after" in cond(st)["message"]
+    # Kept for a restart: the backoff's end, rounded up to the second.
+    assert st["requeueState"] == {"count": 1,
+                                  "requeueAt": rfc3339(math.ceil(env.clock.now + 2))}
     events = {r: (t, c, m) for r, t, c, m in env.api.events_for("big")}
     assert events["TimedOut"][0] == "Warning"
     assert "released 2 slot(s) on 1 node(s)" in events["Released"][2]
@@ -401,6 +406,7 @@ def test_timeout_backoff_and_retry_limit_events_and_metrics(env: Env) -> None:
     st = last(env, "big")
     assert st["phase"] == "Failed"
     assert cond(st, "Failed")["reason"] == "RetryLimitReached"
+    assert st["requeueState"] == {"count": 2}
     events = {r: (t, c, m) for r, t, c, m in env.api.events_for("big")}
     assert events["TimedOut"][1] == 2, "the repeat was folded into the first TimedOut Event"
     assert events["Reserved"][1] == 2
@@ -409,6 +415,22 @@ def test_timeout_backoff_and_retry_limit_events_and_metrics(env: Env) -> None:
     assert "gang_extender_timeouts_total 2.0" in text
     assert "gang_extender_backoffs_total 1.0" in text
     assert "gang_extender_retry_limit_reached_total 1.0" in text
+
+
+def test_the_requeue_state_is_removed_once_the_gang_is_bound(env: Env) -> None:
+    env.add_group("g", 2, timeout=3)
+    a = env.add_pod("g-0", "g")
+    b = env.add_pod("g-1", "g")
+    assert env.sim.schedule(a) == "held"
+    env.tick(3.5)
+    assert last(env, "g")["requeueState"]["count"] == 1
+    env.tick(2.5)  # backoff over
+    for uid in (a, b):
+        env.sim.schedule(uid)
+    env.step(1)
+    st = last(env, "g")
+    assert cond(st)["reason"] == "Bound"
+    assert "requeueState" in st and st["requeueState"] is None  # null: the patch removes it
 
 
 def test_a_malformed_topology_annotation_is_a_condition_and_a_warning(env: Env) -> None:

@@ -33,6 +33,7 @@ def _build_group(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
     min_resources = parse_resource_list(_obj(spec.get("minResources"), "spec.minResources"))
     required, preferred, error = topology_of(
         _str_map(meta.get("annotations"), "metadata.annotations"))
+    requeue_count, requeue_at = _requeue_state(obj.get("status"))
     return GroupInfo(
         namespace=_str(meta.get("namespace"), "metadata.namespace", "default"),
         name=name,
@@ -46,7 +47,26 @@ def _build_group(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
         topology_required=required,
         topology_preferred=preferred,
         topology_error=error,
+        requeue_count=requeue_count,
+        requeue_at=requeue_at,
     )
+
+
+def _requeue_state(status: Any) -> tuple[int, float]:
+    """`status.requeueState` ({count, requeueAt}, Kueue's shape): (timeouts, when the
+    backoff ends). Only the extender writes it, so one it cannot read is dropped (the
+    backoff starts over, as it did before it was kept) instead of rejecting the group,
+    which would make its gang unplaceable; the next status write replaces it."""
+    state = status.get("requeueState") if isinstance(status, Mapping) else None
+    if not isinstance(state, Mapping):
+        return 0, 0.0
+    count = state.get("count")
+    if type(count) is not int or count < 1:
+        return 0, 0.0
+    try:
+        return count, parse_time(state.get("requeueAt"))
+    except ValueError:
+        return 0, 0.0
 
 
 def group_from_k8s(obj: Any) -> GroupInfo:
@@ -58,7 +78,8 @@ def group_from_k8s(obj: Any) -> GroupInfo:
     "use the extender's default"; negative is rejected. An empty minResources is None.
     A malformed topology annotation does not reject the object (the gang would then be
     unknown and its members told "PodGroup not found"): it is carried as
-    `topology_error`, and reported on the PodGroup.
+    `topology_error`, and reported on the PodGroup. status.requeueState, the backoff
+    the extender recorded, is read back for a restart (`_requeue_state`).
     """
     return _guarded("podgroup", obj, _build_group)
 

@@ -29,7 +29,7 @@ from extender.core.planner.warmup import Warmup
 from extender.core.preemption.budgets import Budgets
 from extender.core.preemption.preemptor import Preemptions
 from extender.core.queue.arrivals import Arrivals
-from extender.core.queue.backoff import Backoffs
+from extender.core.queue.backoff import Backoff, Backoffs
 from extender.core.queue.gang_queue import GangQueue
 from extender.core.queue.starvation import Starvation
 from extender.core.repair import Repair
@@ -224,6 +224,10 @@ class GangManager:
         old = self._cache.groups.get(group.key)
         if c.backoffs.group_changed(old, group):
             c.explanations.retry_limit_lifted(group.key)
+        restored = (c.backoffs.restore(old, group) if group.key not in self._reservations
+                    else None)  # a gang reserved here is past any backoff it recorded
+        if restored is not None:
+            c.timeouts.restored(group, restored, now)
         res = self._reservations.get(group.key)
         if res is not None and res.group_uid != group.uid:
             self._reservations.release(res, f"PodGroup {group.key} was recreated")
@@ -378,6 +382,10 @@ class GangManager:
         return Gauges(len(self._reservations), self._reservations.slot_count(),
                       len(self._permit.waiting), self._core.explanations.reasons(),
                       len(self._reservations.held()), self._reservations.held_idle())
+
+    def backoff(self, gang: str) -> Backoff | None:
+        """The gang's backoff, for the status that keeps it over a restart."""
+        return self._core.backoffs.get(gang)
 
     def backoffs(self, now: float) -> list[dict[str, object]]:
         return self._core.backoffs.view(now)

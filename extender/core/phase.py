@@ -38,6 +38,7 @@ Conditions:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -119,6 +120,9 @@ class GroupStatus:
     schedule_start_time: str  # "" until the gang was first tried
     occupied_by: str
     conditions: tuple[Condition, ...]
+    # (timeouts, end of the backoff or 0) while the gang has a backoff: kept in the
+    # status so that a restart or a new leader carries it on (`Backoffs.restore`).
+    requeue: tuple[int, float] | None = None
 
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)
@@ -148,6 +152,14 @@ class GroupStatus:
             out["scheduleStartTime"] = self.schedule_start_time
         if self.occupied_by:
             out["occupiedBy"] = self.occupied_by
+        # Kueue's shape. null removes it in the merge patch once the gang starts over.
+        out["requeueState"] = None
+        if self.requeue is not None:
+            count, until = self.requeue
+            out["requeueState"] = {"count": count}
+            if until:
+                # Whole seconds, rounded up: a backoff read back never ends early.
+                out["requeueState"]["requeueAt"] = rfc3339(math.ceil(until))
         return out
 
 
@@ -171,11 +183,13 @@ def compute_status(
     retry_limit_reached: bool = False,
     previous: Previous | None = None,
     owners: Iterable[Iterable[str]] = (),
+    requeue: tuple[int, float] | None = None,
 ) -> GroupStatus | None:
     """The status the PodGroup should show. `pods`: every pod labelled for the group,
     finished ones included. `decision`: the gang manager's status for the gang (None if it
-    has none). `owners`: owner names of the pods. None: leave the status as it is (a
-    finished group whose pods are all gone)."""
+    has none). `owners`: owner names of the pods. `requeue`: the gang's backoff, as
+    `GroupStatus.requeue`. None: leave the status as it is (a finished group whose pods
+    are all gone)."""
     prev = previous or Previous()
     key, need = group.key, group.min_member
     running = sum(1 for p in pods if p.phase == "Running")
@@ -265,4 +279,5 @@ def compute_status(
         schedule_start_time=start,
         occupied_by=occupied_by(group.namespace, owners) or prev.occupied_by,
         conditions=tuple(conditions),
+        requeue=requeue,
     )

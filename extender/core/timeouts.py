@@ -13,10 +13,10 @@ from extender.core.explain import Explanations
 from extender.core.outbox import Outbox
 from extender.core.parked import ref
 from extender.core.permit import Permit
-from extender.core.queue.backoff import Backoffs
+from extender.core.queue.backoff import Backoff, Backoffs
 from extender.core.queue.gang_queue import GangQueue
 from extender.core.reservations import Reservation, Reservations
-from extender.core.types import split_gang_key
+from extender.core.types import GroupInfo, split_gang_key
 from extender.core.vocabulary import EvictPods, GangBound, GangTimedOut, GroupRef, Reason
 
 # After a commit, its Bindings (and kube-scheduler's retries of any that failed) get at
@@ -60,6 +60,22 @@ class Timeouts:
                 self._reservations.release(res, f"{res.gang} was not bound in time")
                 continue
             self._time_out(res, now)
+
+    def restored(self, group: GroupInfo, bo: Backoff, now: float) -> None:
+        """A backoff carried over from the group's status (`Backoffs.restore`): the gang
+        says why it waits, as it did when it timed out. Nothing to say when that backoff
+        has ended: the next pass plans the gang."""
+        if bo.failed:
+            reason = Reason.FAILED
+            body = (f"timed out {bo.attempts} time(s); retry limit "
+                    f"{self._config.backoff.retry_limit} reached, the group is Failed")
+        elif bo.until > now:
+            reason = Reason.BACKING_OFF
+            body = (f"timed out {bo.attempts} time(s); backing off {bo.until - now:.0f}s "
+                    f"more (carried over from status.requeueState)")
+        else:
+            return
+        self._explanations.set(group.key, reason, f"gang {group.key}: {body}", now)
 
     def check_quorum_bound(self, gang: str, now: float) -> None:
         group = self._cache.groups.get(gang)

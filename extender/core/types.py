@@ -226,6 +226,12 @@ class GroupInfo:
     # A Volcano PodGroup's spec.priorityClassName, as written; carried, not resolved:
     # the queue orders gangs by their members' pod priority (queue/order.py).
     priority_class_name: str | None = None
+    # The group's backoff as its status recorded it (`status.requeueState`, written by
+    # the active extender): timeouts so far and when it may be tried again (epoch
+    # seconds, 0: not backing off). A restarted or newly leading extender carries it on
+    # rather than retrying a timed-out gang at once, or a Failed one at all.
+    requeue_count: int = 0
+    requeue_at: float = 0.0
 
     @property
     def key(self) -> str:

@@ -197,10 +197,12 @@ class StatusWriter:
         pods = self.manager.group_pods(group.namespace, group.name, group.source)
         decision = self._decisions.get(group.key)
         owners: Iterable[tuple[str, ...]] = (self.owners.get(p.uid, ()) for p in pods)
+        bo = self.manager.backoff(group.key)
         return compute_status(
             group, pods, decision, now,
             retry_limit_reached=decision is not None and decision.retry_limit_reached,
             previous=Previous.from_k8s(base), owners=owners,
+            requeue=(bo.attempts, bo.until) if bo is not None and bo.attempts else None,
         )
 
     def _transition(self, group: GroupInfo, rec: _Group, st: GroupStatus) -> None:

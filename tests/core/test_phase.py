@@ -218,9 +218,22 @@ def test_to_k8s_shape() -> None:
     st = status([pod(i, "Running", "n1") for i in range(3)], decision(Reason.BOUND))
     doc = st.to_k8s()
     assert set(doc) == {"phase", "running", "succeeded", "failed", "bound", "conditions",
-                        "scheduleStartTime"}
+                        "scheduleStartTime", "requeueState"}
     assert doc["conditions"][0].keys() == {"type", "status", "reason", "message",
                                            "lastTransitionTime"}
+    assert doc["requeueState"] is None  # no backoff: null, so the merge patch removes it
+
+
+def test_requeue_state_keeps_the_backoff_in_whole_seconds_rounded_up() -> None:
+    pods = [pod(i) for i in range(3)]
+    backing_off = compute_status(GROUP, pods, decision(Reason.BACKING_OFF), NOW,
+                                 requeue=(2, NOW + 19.2))
+    assert backing_off is not None
+    assert backing_off.to_k8s()["requeueState"] == {"count": 2,
+                                                    "requeueAt": rfc3339(NOW + 20)}
+    failed = compute_status(GROUP, pods, decision(Reason.FAILED), NOW,
+                            retry_limit_reached=True, requeue=(3, 0.0))
+    assert failed is not None and failed.to_k8s()["requeueState"] == {"count": 3}
 
 
 def test_life_of_a_gang() -> None:

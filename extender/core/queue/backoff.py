@@ -106,6 +106,27 @@ class Backoffs:
             return True
         return False
 
+    def restore(self, old: GroupInfo | None, new: GroupInfo) -> Backoff | None:
+        """Carry on the backoff the group's status records (`requeue_count`), when it
+        is news: the group seen for the first time (a restart), or its recorded state
+        changed and counts more timeouts than this process knows of (the active
+        replica's writes, seen by a standby that may lead next). A state that did not
+        change in this event is never taken again: after a re-specification dropped the
+        backoff, the status still shows it until the next write. The retry limit is
+        this process's, so a limit raised across a restart lets a Failed group go on.
+        Returns the backoff taken, or None."""
+        count = new.requeue_count
+        if count < 1 or (old is not None and old.uid == new.uid
+                         and (old.requeue_count, old.requeue_at) == (count, new.requeue_at)):
+            return None
+        bo = self._gangs.get(new.key)
+        if bo is not None and (bo.group_uid != new.uid or bo.attempts >= count):
+            return None
+        failed = self.policy.exhausted(count)
+        bo = self._gangs[new.key] = Backoff(count, 0.0 if failed else new.requeue_at,
+                                            failed, new.uid)
+        return bo
+
     def forget(self, gang: str) -> bool:
         """Returns whether the gang had a backoff."""
         return self._gangs.pop(gang, None) is not None

@@ -1,0 +1,192 @@
+"""A gang's backoff survives a restart of the extender and a change of leader: the status
+writer keeps it in `status.requeueState`, the converter reads it back and the gang
+manager carries it on (`Backoffs.restore`). Before, a restarted extender retried a
+timed-out gang at once and a Failed one as if it had never failed."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import orjson
+
+from extender.core.config import Config
+from extender.core.convert_groups import group_from_k8s
+from extender.core.manager import Core
+from extender.core.phase import GroupStatus, rfc3339
+from extender.core.queue.backoff import BackoffPolicy, Backoffs
+from extender.core.types import GroupInfo
+from extender.core.vocabulary import GroupRef, Reason, StatusChanged
+from extender.reporting.status import StatusWriter
+from tests.core.sim import SimScheduler, group, node, pod
+
+GANG = "ns/g"
+
+
+def podgroup(status: dict[str, Any] | None, min_member: int = 2) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+        "metadata": {"namespace": "ns", "name": "g", "uid": "g-g"},
+        "spec": {"minMember": min_member},
+    }
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+def written(sim: SimScheduler) -> GroupStatus:
+    """The status the writer computes now, told what the gang manager reported."""
+    group_now = sim.manager.group(GANG)
+    assert group_now is not None
+    writer = StatusWriter(sim.manager, None)
+    for action in sim.actions:
+        if isinstance(action, StatusChanged):
+            writer.on_report(action)
+    st = writer.compute(group_now, sim.now)
+    assert st is not None
+    return st
+
+
+def recorded(sim: SimScheduler) -> GroupInfo:
+    """The PodGroup as a restarted extender lists it: the status written, through JSON,
+    read back by the converter."""
+    doc = orjson.loads(orjson.dumps(written(sim).to_k8s()))
+    group_now = sim.manager.group(GANG)
+    assert group_now is not None
+    return group_from_k8s(podgroup(doc, group_now.min_member))
+
+
+def uid_of(sim: SimScheduler, name: str) -> str:
+    return next(p.uid for p in sim.cache.pods.values() if p.name == name)
+
+
+def timed_out(policy: BackoffPolicy) -> SimScheduler:
+    """A gang of two on one node whose second member never comes to filter: its
+    reservation times out (after 10 s) once."""
+    sim = SimScheduler(Core.wire(Config(10, policy)))
+    sim.add_node(node("n0"))
+    sim.add_group(group("g", 2))
+    sim.add_pod(pod("g-0", "g"))
+    sim.add_pod(pod("g-1", "g"))
+    sim.tick()
+    assert sim.schedule(uid_of(sim, "g-0")) == "held"
+    sim.tick(10.1)
+    return sim
+
+
+def restarted(first: SimScheduler, policy: BackoffPolicy, after: float) -> SimScheduler:
+    """A new process `after` seconds later: it lists the node, the PodGroup with the
+    status the first one wrote, and the pods."""
+    pg = recorded(first)
+    sim = SimScheduler(Core.wire(Config(10, policy)))
+    sim.now = first.now + after
+    sim.add_node(node("n0"))
+    sim.add_group(pg)
+    sim.add_pod(pod("g-0", "g"))
+    sim.add_pod(pod("g-1", "g"))
+    return sim
+
+
+def test_a_failed_group_stays_failed_across_a_restart() -> None:
+    policy = BackoffPolicy(5, 8, retry_limit=1)
+    first = timed_out(policy)
+    assert first.status(GANG).reason == Reason.FAILED
+    assert recorded(first).requeue_count == 1
+    second = restarted(first, policy, after=60)
+    second.tick()
+    assert GANG not in second.core.reservations
+    assert second.status(GANG).reason == Reason.FAILED
+    assert "retry limit 1 reached" in second.status(GANG).message
+    assert second.schedule(uid_of(second, "g-0")) == "rejected"
+    st = written(second)
+    assert st.phase == "Failed" and st.reason == Reason.RETRY_LIMIT_REACHED
+    assert st.to_k8s()["requeueState"] == {"count": 1}
+
+
+def test_a_restarted_extender_waits_out_the_recorded_backoff() -> None:
+    policy = BackoffPolicy(20, 60)
+    first = timed_out(policy)
+    bo = first.core.backoffs.get(GANG)
+    assert bo is not None and bo.attempts == 1
+    until = bo.until  # 20 s after the timeout; recorded rounded up to the second
+    second = restarted(first, policy, after=5)
+    second.tick()
+    assert GANG not in second.core.reservations
+    st = second.status(GANG)
+    assert st.reason == Reason.BACKING_OFF and "carried over" in st.message, st.message
+    assert second.schedule(uid_of(second, "g-0")) == "rejected"
+    second.tick(until - second.now - 0.5)
+    assert GANG not in second.core.reservations
+    second.tick(1.6)  # past the recorded, rounded-up end
+    assert GANG in second.core.reservations
+    # The next timeout is the second: the delay doubles, as it would have without the
+    # restart.
+    second.tick(10.1)
+    bo2 = second.core.backoffs.get(GANG)
+    assert bo2 is not None and bo2.attempts == 2
+    assert bo2.until - second.now == 40
+
+
+def test_a_raised_retry_limit_lets_a_failed_group_go_on() -> None:
+    first = timed_out(BackoffPolicy(5, 8, retry_limit=1))
+    second = restarted(first, BackoffPolicy(5, 8, retry_limit=3), after=1)
+    second.tick()
+    assert GANG in second.core.reservations
+    second.tick(10.1)
+    bo = second.core.backoffs.get(GANG)
+    assert bo is not None and (bo.attempts, bo.failed) == (2, False)
+
+
+def test_a_standby_follows_the_leaders_writes_and_leads_with_them() -> None:
+    leader = timed_out(BackoffPolicy(20, 60))
+    standby = SimScheduler(Core.wire(Config(10, BackoffPolicy(20, 60))))
+    standby.now = leader.now
+    standby.add_node(node("n0"))
+    standby.add_group(group("g", 2))  # listed before the timeout
+    standby.add_group(recorded(leader))  # the leader's status write arrives
+    bo = standby.core.backoffs.get(GANG)
+    assert bo is not None and bo.attempts == 1 and bo.until >= leader.now + 20
+    standby.add_pod(pod("g-0", "g"))
+    standby.add_pod(pod("g-1", "g"))
+    standby.tick(1)  # now it leads
+    assert GANG not in standby.core.reservations
+
+
+def test_a_respecified_group_starts_over_though_its_status_still_shows_the_backoff() -> None:
+    sim = timed_out(BackoffPolicy(20, 60))
+    pg = recorded(sim)
+    sim.add_group(pg)  # the status write comes back: nothing new
+    assert sim.core.backoffs.get(GANG) is not None
+    sim.add_group(dataclasses.replace(pg, min_member=1))  # status unchanged, spec changed
+    assert sim.core.backoffs.get(GANG) is None
+    sim.tick()
+    assert GANG in sim.core.reservations
+
+
+def test_restore_never_goes_back_and_never_takes_an_unchanged_state_twice() -> None:
+    bos = Backoffs(BackoffPolicy(10, 100))
+    g0 = group("g", 2)
+    one = dataclasses.replace(g0, requeue_count=1, requeue_at=50.0)
+    assert bos.restore(None, g0) is None  # nothing recorded
+    taken = bos.restore(g0, one)
+    assert taken is not None and (taken.attempts, taken.until) == (1, 50.0)
+    assert bos.restore(one, one) is None
+    bos.timed_out(GroupRef("ns", "g", "g-g"), 60.0)  # this process counted a second
+    assert bos.restore(None, one) is None
+    bo = bos.get(GANG)
+    assert bo is not None and bo.attempts == 2
+    other_uid = dataclasses.replace(one, uid="g-new")
+    assert bos.restore(one, other_uid) is None  # a backoff of another incarnation
+
+
+def test_requeue_state_is_read_and_a_malformed_one_is_dropped() -> None:
+    at = "2026-11-24T10:00:00Z"
+    g = group_from_k8s(podgroup({"requeueState": {"count": 3, "requeueAt": at}}))
+    assert (g.requeue_count, rfc3339(g.requeue_at)) == (3, at)
+    failed = group_from_k8s(podgroup({"requeueState": {"count": 2}}))
+    assert (failed.requeue_count, failed.requeue_at) == (2, 0.0)
+    for bad in ({"count": "3", "requeueAt": at}, {"count": 0}, {"count": True},
+                {"count": 1, "requeueAt": "soon"}, "x", None):
+        g = group_from_k8s(podgroup({"requeueState": bad}))
+        assert (g.requeue_count, g.requeue_at) == (0, 0.0), bad
+    assert group_from_k8s(podgroup(None)).requeue_count == 0
