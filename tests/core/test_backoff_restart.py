@@ -190,3 +190,11 @@ def test_requeue_state_is_read_and_a_malformed_one_is_dropped() -> None:
         g = group_from_k8s(podgroup({"requeueState": bad}))
         assert (g.requeue_count, g.requeue_at) == (0, 0.0), bad
     assert group_from_k8s(podgroup(None)).requeue_count == 0
+
+
+def test_a_failed_backoff_records_no_end() -> None:
+    bos = Backoffs(BackoffPolicy(10, 100, retry_limit=2))
+    ref = GroupRef("ns", "g", "g-g")
+    assert bos.timed_out(ref, 0.0).until == 10.0
+    failed = bos.timed_out(ref, 1.0)  # even before the first backoff was cleared
+    assert (failed.failed, failed.until) == (True, 0.0)

@@ -88,7 +88,7 @@ class Backoffs:
         bo = self._gangs.setdefault(group.key, Backoff(group_uid=group.uid))
         bo.attempts += 1
         if self.policy.exhausted(bo.attempts):
-            bo.failed = True
+            bo.failed, bo.until = True, 0.0  # no end to wait for: nothing to record
         else:
             bo.until = now + self.policy.delay(bo.attempts)
         return bo
