@@ -49,6 +49,16 @@ def median_ci(values: Sequence[float], confidence: float = 0.95, resamples: int 
     return lo, hi
 
 
+def print_min_median(title: str, reps: int, rows: dict[str, list[float]],
+                     width: int = 22) -> None:
+    """An in-process A/B table: the minimum (least disturbed by other work on the
+    machine) and the median of each row's repetitions, under a title that names the
+    load the numbers were taken at."""
+    print(f"{title}, min / median of {reps}, load {os.getloadavg()[0]:.2f}")
+    for name, v in rows.items():
+        print(f"  {name:{width}s} {min(v):6.1f} / {statistics.median(v):6.1f}")
+
+
 def summary_ms(seconds: Sequence[float]) -> dict[str, float | int]:
     """count, p50, p90, p99, max and mean of durations given in seconds, as milliseconds."""
     if not seconds:

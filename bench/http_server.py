@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import http.client
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -35,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from bench.common import cpu_seconds
+from bench.common import cpu_seconds, print_min_median
 
 MODES = ("uvicorn", "uvicorn-lean", "bare")
 REPLY = orjson.dumps({"NodeNames": ["node-00001"], "Nodes": None, "FailedNodes": {},
@@ -150,11 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         for mode in MODES[rep % 3:] + MODES[:rep % 3]:
             port += 1
             out[mode].append(measure(mode, port, payload, args.requests))
-    print(f"server CPU µs per POST ({len(payload)} byte body, one keep-alive connection, "
-          f"{args.requests} requests), min / median of {args.reps}, "
-          f"load {os.getloadavg()[0]:.2f}")
-    for mode, v in out.items():
-        print(f"  {mode:13s} {min(v):6.1f} / {statistics.median(v):6.1f}")
+    print_min_median(f"server CPU µs per POST ({len(payload)} byte body, one keep-alive "
+                     f"connection, {args.requests} requests)", args.reps, out, width=13)
     return 0
 
 

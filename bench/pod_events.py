@@ -29,9 +29,7 @@ import argparse
 import cProfile
 import gc
 import importlib
-import os
 import pstats
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,6 +40,7 @@ from typing import Any
 
 import orjson
 
+from bench.common import print_min_median
 from bench.inprocess import Plans, Timings, extender
 from bench.workload import node_json, pod_json
 from extender.core.convert import node_from_k8s, pod_from_k8s
@@ -151,10 +150,7 @@ def gc_thresholds(lines: list[bytes], reps: int) -> None:
     finally:
         gc.enable()
         gc.set_threshold(*before)
-    print(f"whole informer path, CPU µs per event by GC threshold, min / median of {reps}, "
-          f"load {os.getloadavg()[0]:.2f}")
-    for name, v in out.items():
-        print(f"  {name:22s} {min(v):6.1f} / {statistics.median(v):6.1f}")
+    print_min_median("whole informer path, CPU µs per event by GC threshold", reps, out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,10 +201,8 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.process_time()
             fn()
             out[name].append((time.process_time() - t0) * 1e6 / len(lines))
-    print(f"{len(lines)} events ({args.pods} pods), CPU µs per event, min / median of "
-          f"{args.reps}, load {os.getloadavg()[0]:.2f}")
-    for name, v in out.items():
-        print(f"  {name:22s} {min(v):6.1f} / {statistics.median(v):6.1f}")
+    print_min_median(f"{len(lines)} events ({args.pods} pods), CPU µs per event",
+                     args.reps, out)
     return 0
 
 
