@@ -49,6 +49,7 @@ def _build_group(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
         topology_error=error,
         requeue_count=requeue_count,
         requeue_at=requeue_at,
+        waiting_since=_waiting_since(obj.get("status")),
     )
 
 
@@ -67,6 +68,17 @@ def _requeue_state(status: Any) -> tuple[int, float]:
         return count, parse_time(state.get("requeueAt"))
     except ValueError:
         return 0, 0.0
+
+
+def _waiting_since(status: Any) -> float:
+    """`status.waitingForCapacitySince`: lenient for the same reason as `_requeue_state`
+    (an unreadable one only restarts the starvation guard's clock)."""
+    if not isinstance(status, Mapping):
+        return 0.0
+    try:
+        return max(0.0, parse_time(status.get("waitingForCapacitySince")))
+    except ValueError:
+        return 0.0
 
 
 def group_from_k8s(obj: Any) -> GroupInfo:

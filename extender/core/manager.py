@@ -84,6 +84,7 @@ class Core:
     timeouts: Timeouts
     budgets: Budgets
     preemptions: Preemptions
+    starvation: Starvation
 
     @classmethod
     def wire(cls, config: Config | None = None, planner: GangPlanner = plan_group) -> Core:
@@ -98,9 +99,9 @@ class Core:
         explanations = Explanations(cache, reservations, outbox)
         preemptions = Preemptions(config, cache, reservations, budgets, explanations, outbox,
                                   planner)
+        starvation = Starvation(config, cache, reservations, planner)
         queue = GangQueue(config, cache, reservations, permit, backoffs, explanations, parked,
-                          outbox, planner, Starvation(config, cache, reservations, planner),
-                          preemptions)
+                          outbox, planner, starvation, preemptions)
         return cls(
             config, cache, Tombstones(), outbox, parked, permit, reservations, repair, commit,
             explanations, backoffs, arrivals, queue,
@@ -109,7 +110,7 @@ class Core:
             Bind(cache, reservations, permit, commit, parked, preemptions.leaving),
             Timeouts(config, cache, reservations, permit, backoffs, explanations, queue,
                      outbox),
-            budgets, preemptions,
+            budgets, preemptions, starvation,
         )
 
 
@@ -228,6 +229,7 @@ class GangManager:
                     else None)  # a gang reserved here is past any backoff it recorded
         if restored is not None:
             c.timeouts.restored(group, restored, now)
+        c.starvation.restore(old, group)
         res = self._reservations.get(group.key)
         if res is not None and res.group_uid != group.uid:
             self._reservations.release(res, f"PodGroup {group.key} was recreated")
@@ -386,6 +388,10 @@ class GangManager:
     def backoff(self, gang: str) -> Backoff | None:
         """The gang's backoff, for the status that keeps it over a restart."""
         return self._core.backoffs.get(gang)
+
+    def waiting_since(self, gang: str) -> float | None:
+        """When the gang began waiting for capacity, for the status that keeps it."""
+        return self._core.starvation.since(gang)
 
     def backoffs(self, now: float) -> list[dict[str, object]]:
         return self._core.backoffs.view(now)

@@ -123,6 +123,9 @@ class GroupStatus:
     # (timeouts, end of the backoff or 0) while the gang has a backoff: kept in the
     # status so that a restart or a new leader carries it on (`Backoffs.restore`).
     requeue: tuple[int, float] | None = None
+    # When the gang began waiting for capacity (epoch seconds) while it waits: kept so
+    # that the starvation guard's clock survives a restart (`Starvation.restore`).
+    waiting_since: float | None = None
 
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)
@@ -160,6 +163,9 @@ class GroupStatus:
             if until:
                 # Whole seconds, rounded up: a backoff read back never ends early.
                 out["requeueState"]["requeueAt"] = rfc3339(math.ceil(until))
+        # Whole seconds, rounded down: a wait read back is never shorter than it was.
+        out["waitingForCapacitySince"] = (rfc3339(math.floor(self.waiting_since))
+                                          if self.waiting_since else None)
         return out
 
 
@@ -184,12 +190,13 @@ def compute_status(
     previous: Previous | None = None,
     owners: Iterable[Iterable[str]] = (),
     requeue: tuple[int, float] | None = None,
+    waiting_since: float | None = None,
 ) -> GroupStatus | None:
     """The status the PodGroup should show. `pods`: every pod labelled for the group,
     finished ones included. `decision`: the gang manager's status for the gang (None if it
-    has none). `owners`: owner names of the pods. `requeue`: the gang's backoff, as
-    `GroupStatus.requeue`. None: leave the status as it is (a finished group whose pods
-    are all gone)."""
+    has none). `owners`: owner names of the pods. `requeue` and `waiting_since`: what
+    a restart carries on, as the `GroupStatus` fields of those names. None: leave the
+    status as it is (a finished group whose pods are all gone)."""
     prev = previous or Previous()
     key, need = group.key, group.min_member
     running = sum(1 for p in pods if p.phase == "Running")
@@ -280,4 +287,5 @@ def compute_status(
         occupied_by=occupied_by(group.namespace, owners) or prev.occupied_by,
         conditions=tuple(conditions),
         requeue=requeue,
+        waiting_since=waiting_since,
     )

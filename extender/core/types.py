@@ -232,6 +232,10 @@ class GroupInfo:
     # rather than retrying a timed-out gang at once, or a Failed one at all.
     requeue_count: int = 0
     requeue_at: float = 0.0
+    # When the gang began waiting for capacity, as its status recorded it
+    # (`status.waitingForCapacitySince`, epoch seconds, 0: not recorded): the starvation
+    # guard's clock, carried over a restart (`queue/starvation.py`).
+    waiting_since: float = 0.0
 
     @property
     def key(self) -> str:

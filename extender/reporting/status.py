@@ -203,6 +203,7 @@ class StatusWriter:
             retry_limit_reached=decision is not None and decision.retry_limit_reached,
             previous=Previous.from_k8s(base), owners=owners,
             requeue=(bo.attempts, bo.until) if bo is not None and bo.attempts else None,
+            waiting_since=self.manager.waiting_since(group.key),
         )
 
     def _transition(self, group: GroupInfo, rec: _Group, st: GroupStatus) -> None:

@@ -6,54 +6,15 @@ timed-out gang at once and a Failed one as if it had never failed."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
-
-import orjson
 
 from extender.core.config import Config
 from extender.core.convert_groups import group_from_k8s
 from extender.core.manager import Core
-from extender.core.phase import GroupStatus, rfc3339
+from extender.core.phase import rfc3339
 from extender.core.queue.backoff import BackoffPolicy, Backoffs
-from extender.core.types import GroupInfo
-from extender.core.vocabulary import GroupRef, Reason, StatusChanged
-from extender.reporting.status import StatusWriter
+from extender.core.vocabulary import GroupRef, Reason
+from tests.core.restart import GANG, podgroup, recorded, written
 from tests.core.sim import SimScheduler, group, node, pod
-
-GANG = "ns/g"
-
-
-def podgroup(status: dict[str, Any] | None, min_member: int = 2) -> dict[str, Any]:
-    obj: dict[str, Any] = {
-        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-        "metadata": {"namespace": "ns", "name": "g", "uid": "g-g"},
-        "spec": {"minMember": min_member},
-    }
-    if status is not None:
-        obj["status"] = status
-    return obj
-
-
-def written(sim: SimScheduler) -> GroupStatus:
-    """The status the writer computes now, told what the gang manager reported."""
-    group_now = sim.manager.group(GANG)
-    assert group_now is not None
-    writer = StatusWriter(sim.manager, None)
-    for action in sim.actions:
-        if isinstance(action, StatusChanged):
-            writer.on_report(action)
-    st = writer.compute(group_now, sim.now)
-    assert st is not None
-    return st
-
-
-def recorded(sim: SimScheduler) -> GroupInfo:
-    """The PodGroup as a restarted extender lists it: the status written, through JSON,
-    read back by the converter."""
-    doc = orjson.loads(orjson.dumps(written(sim).to_k8s()))
-    group_now = sim.manager.group(GANG)
-    assert group_now is not None
-    return group_from_k8s(podgroup(doc, group_now.min_member))
 
 
 def uid_of(sim: SimScheduler, name: str) -> str:

@@ -218,10 +218,11 @@ def test_to_k8s_shape() -> None:
     st = status([pod(i, "Running", "n1") for i in range(3)], decision(Reason.BOUND))
     doc = st.to_k8s()
     assert set(doc) == {"phase", "running", "succeeded", "failed", "bound", "conditions",
-                        "scheduleStartTime", "requeueState"}
+                        "scheduleStartTime", "requeueState", "waitingForCapacitySince"}
     assert doc["conditions"][0].keys() == {"type", "status", "reason", "message",
                                            "lastTransitionTime"}
     assert doc["requeueState"] is None  # no backoff: null, so the merge patch removes it
+    assert doc["waitingForCapacitySince"] is None  # not waiting: null, removed likewise
 
 
 def test_requeue_state_keeps_the_backoff_in_whole_seconds_rounded_up() -> None:
@@ -234,6 +235,13 @@ def test_requeue_state_keeps_the_backoff_in_whole_seconds_rounded_up() -> None:
     failed = compute_status(GROUP, pods, decision(Reason.FAILED), NOW,
                             retry_limit_reached=True, requeue=(3, 0.0))
     assert failed is not None and failed.to_k8s()["requeueState"] == {"count": 3}
+
+
+def test_waiting_for_capacity_since_is_kept_in_whole_seconds_rounded_down() -> None:
+    st = compute_status(GROUP, [pod(i) for i in range(3)],
+                        decision(Reason.INSUFFICIENT_CAPACITY), NOW, waiting_since=NOW - 7.8)
+    assert st is not None
+    assert st.to_k8s()["waitingForCapacitySince"] == rfc3339(NOW - 8)
 
 
 def test_life_of_a_gang() -> None:

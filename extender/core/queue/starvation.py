@@ -25,6 +25,10 @@ so its hold is inside one domain (docs/topology.md), its nodes in that same orde
 At most one forward reservation exists. A gang that moves ahead of its holder in gang
 order (a higher priority) and then starves takes it over; the holder goes back to the
 queue, still counting its wait.
+
+The wait outlives the process: the status writer keeps it in the PodGroup's
+`status.waitingForCapacitySince`, and a restarted extender, or a standby that takes
+over, counts from there (`restore`), so failovers cannot keep postponing the bound.
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ class Starvation:
         self._plan = planner
         # gang -> when it first failed to be planned (it waits for capacity since).
         self._since: dict[str, float] = {}
+        # gang -> when its status says it began waiting (`restore`), taken by `waiting`.
+        self._recorded: dict[str, float] = {}
         self._holder: str | None = None
         # gang -> what its last failed forward plan depended on: no plan even then.
         self._no_plan: dict[str, _Signature] = {}
@@ -63,13 +69,33 @@ class Starvation:
     # ----- told by the gang queue ---------------------------------------------------------
 
     def waiting(self, gang: str, now: float) -> None:
-        """A plan of the gang failed: it waits for capacity (since the first time)."""
-        self._since.setdefault(gang, now)
+        """A plan of the gang failed: it waits for capacity (since the first time, or
+        since its status says it began, if that is earlier)."""
+        if gang not in self._since:
+            self._since[gang] = min(self._recorded.pop(gang, now), now)
 
     def placed(self, gang: str) -> None:
         """The gang got a reservation, was bound, or starts over: its wait is over."""
         self._since.pop(gang, None)
+        self._recorded.pop(gang, None)
         self._no_plan.pop(gang, None)
+
+    def restore(self, old: GroupInfo | None, new: GroupInfo) -> None:
+        """Take the wait the group's status records (`waiting_since`) when it is news:
+        the group seen for the first time (a restart) or its recorded wait changed (the
+        leader's writes, seen by a standby that may lead next). An unchanged record is
+        never taken again: after the gang was placed, its status still shows the old
+        wait until the next write. A record the status drops is dropped here too."""
+        if old is not None and old.uid == new.uid and old.waiting_since == new.waiting_since:
+            return
+        if new.waiting_since:
+            self._recorded[new.key] = new.waiting_since
+        else:
+            self._recorded.pop(new.key, None)
+
+    def since(self, gang: str) -> float | None:
+        """When the gang began waiting for capacity, for the status that keeps it."""
+        return self._since.get(gang)
 
     def forget(self, gang: str) -> None:
         self.placed(gang)
