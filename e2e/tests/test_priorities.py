@@ -7,7 +7,8 @@ tests; its pods and nodes carry a label of the test, so nothing else lands there
 
 Each test fails without its feature: `E2E_PRIORITY_ARGS="--preemption off"` (the
 inversion and the budget test), the preemptionPolicy check disabled in the core (the
-Never test), `E2E_PRIORITY_ARGS="--starvation-after 0"` (the starvation stream).
+Never test), `E2E_PRIORITY_ARGS="--starvation-after 0"` (the starvation stream and the
+restart), `Starvation.restore` skipped (the restart).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from e2e.harness.fixtures import (
     create_pod,
     create_podgroup,
     get_pod,
+    get_podgroup,
     kube,
     wait_for,
 )
@@ -260,3 +262,41 @@ def test_the_starvation_stream_places_the_big_gang_within_the_bound(
         rec.assert_never_partial("big", 4)
     assert waited <= STARVATION_AFTER + 4 + 4, waited
     assert younger, "younger gangs kept running before the hold (backfill)"
+
+
+def test_a_restart_does_not_start_the_starvation_clock_over(
+    prio: GangStack, fake_nodes: Nodes, namespace: str
+) -> None:
+    """The gang waiting for capacity is held for after --starvation-after counted from
+    when it began to wait, though the extender restarted halfway: the clock is kept in
+    the PodGroup's `status.waitingForCapacitySince` (which the CRD must not prune)."""
+    ns = namespace
+    nodes_for(fake_nodes, ns, 2, "clock")
+    with Recorder(ns) as rec:
+        gang_of(ns, "fill", 2, "3", None)  # runs until the namespace goes
+        wait_for(lambda: len(rec.bound("fill")) == 2 or NotYet(rec.bound()), 30,
+                 "the fillers bound", logs=prio.logs())
+        created = time.monotonic()
+        gang_of(ns, "big", 2, "4", None)
+
+        def since() -> str | NotYet:
+            status = (get_podgroup(ns, "big") or {}).get("status") or {}
+            return status.get("waitingForCapacitySince") or NotYet(status)
+
+        recorded = wait_for(since, 15, "the wait recorded in the PodGroup's status",
+                            logs=prio.logs())
+        time.sleep(max(0.0, created + STARVATION_AFTER / 2 - time.monotonic()))
+        restarted = time.monotonic()
+        prio.extender.restart()
+        prio.extender.wait_ready(30)
+        wait_for(lambda: "slot(s) held for it" in queue_message(prio, f"{ns}/big")
+                 or NotYet(queue_message(prio, f"{ns}/big")), 30,
+                 "the big gang's capacity held", logs=prio.logs())
+        held = time.monotonic()
+        print(f"MEASURED held {held - created:.1f}s after the gang was created "
+              f"(--starvation-after {STARVATION_AFTER:g}), restarted at "
+              f"{restarted - created:.1f}s")
+        # Counted from the restart, the hold would come STARVATION_AFTER after it.
+        assert held < restarted + STARVATION_AFTER - 2, (held - created, restarted - created)
+        assert since() == recorded
+        assert not rec.bound("big")
