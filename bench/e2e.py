@@ -126,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--own-scoring", action="store_true",
                     help="what-if: A, C and D with kube-scheduler's adaptive "
                          "percentageOfNodesToScore instead of B's 100")
+    ap.add_argument("--profile-apiserver", type=Path, metavar="DIR",
+                    help="kube-apiserver's CPU profile of each measured run in DIR "
+                         "(`go tool pprof -top -cum DIR/B-*.pb.gz`)")
     ap.add_argument("--kubelet-nice", type=int, default=0, metavar="N",
                     help="nice value of the fake kubelet process")
     args = ap.parse_args(argv)
@@ -147,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.monotonic()
     info = machine()
     plugins_dir = find_scheduler_plugins() if "D" in systems else None
-    cp = ControlPlane(workload_api=True, apiserver_feature_gates=UPSTREAM_GATES).start()
+    cp = ControlPlane(workload_api=True, apiserver_feature_gates=UPSTREAM_GATES,
+                      extra_apiserver_args=["--profiling=true"] if args.profile_apiserver
+                      else ()).start()
     runs: list[RunResult] = []
     warmup: list[dict[str, Any]] = []
     notes: list[str] = []
@@ -158,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.kubelet_nice and kubelet is not None and kubelet.pid is not None:
             os.setpriority(os.PRIO_PROCESS, kubelet.pid, args.kubelet_nice)
         bench = Bench(cp, args.timeout, shlex.split(args.extender_args), plugins_dir,
-                      args.profile_extender, args.no_prioritize, args.own_scoring)
+                      args.profile_extender, args.no_prioritize, args.own_scoring,
+                      args.profile_apiserver)
         have = 0
         for nodes, pods, pattern in points:
             if nodes > have:

@@ -5,9 +5,11 @@ pod runs; then empty the namespace for the next run."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import resource
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -16,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from bench.apiserver_pprof import profile
 from bench.common import REPO, cpu_seconds, percentile
 from bench.e2e_report import RunResult
 from bench.e2e_watch import (
@@ -33,6 +36,7 @@ from e2e.harness.cluster import DEFAULT_CRD_DIRS, ControlPlane, http_ok, install
 from e2e.harness.fixtures import kube, list_pods, wait_for
 from e2e.harness.k8s import ApiException
 from e2e.harness.process import ManagedProcess, free_port
+from e2e.harness.rawapi import RawApi
 
 CREATE_THREADS = 16
 
@@ -53,8 +57,10 @@ def find_scheduler_plugins() -> Path:
 class Bench:
     def __init__(self, cp: ControlPlane, timeout: float, extender_args: list[str],
                  plugins_dir: Path | None, profile_dir: Path | None = None,
-                 no_prioritize: bool = False, own_scoring: bool = False) -> None:
+                 no_prioritize: bool = False, own_scoring: bool = False,
+                 apiserver_profile_dir: Path | None = None) -> None:
         self.cp = cp
+        self.apiserver_profile_dir = apiserver_profile_dir
         self.own_scoring = own_scoring
         self.profile_dir = profile_dir
         self.no_prioritize = no_prioritize
@@ -147,7 +153,12 @@ class Bench:
                         (grp, ver, plural), body = obj
                         k.custom.create_namespaced_custom_object(grp, ver, ns, plural, body,
                                                                  _preload_content=False)
-                self._measure(res, ns, sizes, procs)
+                prof = self._profile_apiserver(res)
+                try:
+                    self._measure(res, ns, sizes, procs)
+                finally:
+                    if prof is not None:
+                        prof.join()
         except Exception as exc:  # a failed run is reported, never hidden
             text = f"{type(exc).__name__}: {exc}"
             # A failed start's message ends with the log tail, which says why.
@@ -155,6 +166,17 @@ class Bench:
         finally:
             _empty(ns)
         return res
+
+    def _profile_apiserver(self, res: RunResult) -> threading.Thread | None:
+        """kube-apiserver's CPU profile over the first max(5, pods / 40) seconds of a
+        measured run (long enough for every system here to bind all), one file a run."""
+        out = self.apiserver_profile_dir
+        if out is None or res.rep < 0:
+            return None
+        out.mkdir(parents=True, exist_ok=True)
+        name = f"{res.system}-{res.client}-{res.nodes}x{res.pods}-{res.rep}.pb.gz"
+        return profile(RawApi(self.cp.api_client()), max(5, math.ceil(res.pods / 40)),
+                       out / name)
 
     def _measure(self, res: RunResult, ns: str, sizes: list[int],
                  procs: dict[str, ManagedProcess]) -> None:

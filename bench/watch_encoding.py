@@ -30,7 +30,6 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +38,7 @@ from typing import Any
 
 import orjson
 
+from bench.apiserver_pprof import cum_seconds, profile
 from bench.common import cpu_seconds
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.rawapi import RawApi
@@ -92,29 +92,6 @@ def watcher(cp: ControlPlane, accept: str, out: Path | None) -> subprocess.Popen
         stdout=out.open("wb") if out is not None else subprocess.DEVNULL)
 
 
-def profile(api: RawApi, seconds: int, out: Path) -> threading.Thread:
-    """kube-apiserver's own CPU profile (/debug/pprof, on by default) over the next
-    `seconds`, written to `out` by a thread; read it with `go tool pprof -top`."""
-    def run() -> None:
-        out.write_bytes(api.request("GET", "/debug/pprof/profile", {"seconds": seconds}))
-    t = threading.Thread(target=run)
-    t.start()
-    return t
-
-
-def _cum_seconds(files: list[Path], function: str, focus: str | None = None) -> float:
-    """Cumulative CPU seconds of `function` in the merged profiles (`go tool pprof`)."""
-    cmd = ["go", "tool", "pprof", "-top", "-cum", *(["-focus", focus] if focus else []),
-           *map(str, files)]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    for line in out.splitlines():
-        cols = line.split()
-        if len(cols) >= 6 and cols[5] == function:
-            value = cols[3]
-            return float(value[:-2]) / 1000 if value.endswith("ms") else float(value[:-1])
-    return 0.0
-
-
 def watch_serving(pprof: Path, pods: int, reps: int) -> None:
     """The API server's CPU in serving watches (`handleWatch`: encoding, writing) per pod,
     and in the JSON encoding inside it, from the profiles of every life of each mode."""
@@ -124,8 +101,8 @@ def watch_serving(pprof: Path, pods: int, reps: int) -> None:
     base = 0.0
     for mode in MODES:
         files = sorted(pprof.glob(f"{mode}-*.pb.gz"))
-        total = _cum_seconds(files, "k8s.io/apiserver/pkg/endpoints/handlers.handleWatch")
-        js = _cum_seconds(files, "k8s.io/apimachinery/pkg/runtime/serializer/json."
+        total = cum_seconds(files, "k8s.io/apiserver/pkg/endpoints/handlers.handleWatch")
+        js = cum_seconds(files, "k8s.io/apimachinery/pkg/runtime/serializer/json."
                           "(*Serializer).Encode", focus="handlers.handleWatch$")
         per = total * 1e6 / (pods * reps)
         base = per if mode == "none" else base
