@@ -289,14 +289,17 @@ def test_a_restart_does_not_start_the_starvation_clock_over(
         restarted = time.monotonic()
         prio.extender.restart()
         prio.extender.wait_ready(30)
+        ready = time.monotonic()
         wait_for(lambda: "slot(s) held for it" in queue_message(prio, f"{ns}/big")
                  or NotYet(queue_message(prio, f"{ns}/big")), 30,
                  "the big gang's capacity held", logs=prio.logs())
         held = time.monotonic()
         print(f"MEASURED held {held - created:.1f}s after the gang was created "
               f"(--starvation-after {STARVATION_AFTER:g}), restarted at "
-              f"{restarted - created:.1f}s")
-        # Counted from the restart, the hold would come STARVATION_AFTER after it.
-        assert held < restarted + STARVATION_AFTER - 2, (held - created, restarted - created)
+              f"{restarted - created:.1f}s, ready at {ready - created:.1f}s")
+        # Counted from the restart, the hold would come STARVATION_AFTER after the new
+        # process's first pass, which is not before it is ready; a slow restart does not
+        # make this pass.
+        assert held < ready + STARVATION_AFTER - 2, (held - created, ready - created)
         assert since() == recorded
         assert not rec.bound("big")
