@@ -316,6 +316,32 @@ def test_the_group_of_another_scheduler_is_left_to_it(env: Env) -> None:
     assert env.api.events_for("theirs") == []
 
 
+def test_the_group_of_another_scheduler_that_writes_no_status_is_left_to_it(
+        env: Env) -> None:
+    """Coscheduling without scheduler-plugins' controller writes no PodGroup status: the
+    group's labelled pods name another scheduler, so "0 of 2 members exist" is never
+    written there, past the grace and on a resync. A member of ours makes it ours."""
+    env.add_group("theirs", 2, creation=T0)
+    for i in range(2):
+        env.add_pod(f"theirs-{i}", "theirs", scheduler_name="scheduler-plugins-scheduler")
+    env.sim.tick(0)
+    assert env.step(60) == 0
+    assert env.api.status_writes("theirs") == [] and env.api.events_for("theirs") == []
+    env.add_pod("theirs-2", "theirs")  # one of ours joins: ours, and told
+    assert env.step(1) == 1
+    assert cond(last(env, "theirs"))["message"] == "gang ns/theirs: 1 of 2 members exist"
+
+
+def test_a_pod_that_leaves_another_scheduler_gives_the_group_back(env: Env) -> None:
+    env.add_group("g", 2, creation=T0)
+    uid = env.add_pod("g-0", "g", scheduler_name="scheduler-plugins-scheduler")
+    assert env.step(60) == 0
+    env.manager.on_pod_deleted(uid, env.clock.now)
+    env.writer.pod_deleted(uid, None)
+    assert env.step(1) == 1
+    assert cond(last(env, "g"))["message"] == "gang ns/g: 0 of 2 members exist"
+
+
 def test_a_gang_that_runs_within_the_settle_time_gets_one_write(env: Env) -> None:
     """Members arrive, the gang is reserved, bound and running inside half a second: the
     status written is the one it settles in, not every stage on the way."""
@@ -555,11 +581,18 @@ def test_observed_kinds_feed_owners_and_group_status() -> None:
                      "labels": {"scheduling.x-k8s.io/pod-group": "g"},
                      "ownerReferences": [{"name": "job-1", "kind": "Job", "uid": "j"}]},
         "spec": {"schedulerName": "gang-scheduler", "containers": []}}, T0)
-    assert writer.owners == {"pu": ("job-1",)}
+    assert writer.pods.owners == {"pu": ("job-1",)}
     assert writer.groups["ns/g"].observed == {"phase": "Running"}
     assert writer.groups["ns/g"].phase == "Running"
     kinds["pods"].delete(manager, "pu", T0)
-    assert writer.owners == {} and manager.pod("pu") is None
+    assert writer.pods.owners == {} and manager.pod("pu") is None
+    kinds["pods"].apply(manager, {  # Coscheduling's pod, labelled for the same group
+        "metadata": {"namespace": "ns", "name": "q", "uid": "qu",
+                     "labels": {"scheduling.x-k8s.io/pod-group": "g"}},
+        "spec": {"schedulerName": "scheduler-plugins-scheduler", "containers": []}}, T0)
+    assert writer.pods.foreign("ns/g") and writer.pods.owners == {}
+    kinds["pods"].delete(manager, "qu", T0)
+    assert not writer.pods.foreign("ns/g")
     kinds["podgroups"].delete(manager, "ns/g", T0)
     assert "ns/g" not in writer.groups
 

@@ -21,6 +21,7 @@ from e2e.harness.fixtures import (
     create_podgroup,
     delete_pod,
     get_pod,
+    get_podgroup,
     kube,
     list_pods,
     wait_for,
@@ -210,10 +211,13 @@ def test_a_gang_of_another_scheduler_is_never_planned_here(
     """A complete PodGroup whose pods name another scheduler (here one that is not
     running, as when Volcano or Coscheduling is down) beside a gang of ours on the same
     two nodes: the extender reserves nothing for it and places ours. Before, the older
-    foreign group took both nodes for binds that never came, and ours waited."""
+    foreign group took both nodes for binds that never came, and ours waited. Nor does
+    it write the foreign group's status, though its owner writes none: before, once the
+    new group's grace (5 s) was over, it said "0 of 2 members exist" there."""
     ns = namespace
     fake_nodes.add_nodes(2, prefix="foreign", cpu="4", memory="8Gi")
     create_podgroup(ns, "theirs", 2)
+    created = time.monotonic()
     for i in range(2):
         create_pod(ns, f"theirs-{i}", cpu="3", memory="64Mi", scheduler_name="volcano",
                    pod_group="theirs")
@@ -228,3 +232,5 @@ def test_a_gang_of_another_scheduler_is_never_planned_here(
     assert slots(gang, f"{ns}/theirs") == {}
     assert all(not p["spec"].get("nodeName") for p in list_pods(ns)
                if p["metadata"]["name"].startswith("theirs-"))
+    time.sleep(max(0.0, created + 8 - time.monotonic()))  # past the grace, and a write
+    assert not ((get_podgroup(ns, "theirs") or {}).get("status") or {}).get("conditions")

@@ -39,6 +39,7 @@ from extender.core.vocabulary import GangStatus, Preempting, Report, StatusChang
 from extender.kube.client import PODGROUP_PATH, ApiError
 from extender.reporting.events import GangEvents, quiet
 from extender.reporting.kinds import observed_kinds  # the writer's kinds, re-exported
+from extender.reporting.labelled import LabelledPods
 
 log = logging.getLogger("gang-extender.status")
 
@@ -115,7 +116,7 @@ class StatusWriter:
         self.events = events
         self.on_write = on_write
         self.groups: dict[str, _Group] = {}
-        self.owners: dict[str, tuple[str, ...]] = {}  # pod uid -> owner names
+        self.pods = LabelledPods()  # owners of members, pods of other schedulers
         self.dirty: set[str] = set()
         self.writes = 0
         self.write_errors = 0
@@ -148,26 +149,13 @@ class StatusWriter:
         self.dirty.add(key)
 
     def observe_pod(self, obj: dict[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
-        uid = str(meta.get("uid", ""))
-        pod = self.manager.pod(uid)  # as the gang manager applied it: its gang decided
-        gang = pod.gang if pod is not None else None
-        if gang is None:
-            self.owners.pop(uid, None)
-            return
-        refs = meta.get("ownerReferences") or []
-        names = tuple(str(r.get("name", "")) for r in refs
-                      if isinstance(r, dict) and r.get("name"))
-        if names:
-            self.owners[uid] = names
-        else:
-            self.owners.pop(uid, None)
-        self.dirty.add(gang)
+        uid = str((obj.get("metadata") or {}).get("uid", ""))
+        # As the gang manager applied it: its gang decided.
+        self.dirty.update(self.pods.observe(obj, self.manager.pod(uid)))
 
     def pod_deleted(self, uid: str, pod: PodInfo | None) -> None:
-        self.owners.pop(uid, None)
-        if pod is not None and pod.gang is not None:
-            self.dirty.add(pod.gang)
+        named = self.pods.deleted(uid)
+        self.dirty.update(k for k in (named, pod.gang if pod else None) if k is not None)
 
     def on_report(self, report: Report) -> None:
         if isinstance(report, StatusChanged):
@@ -196,7 +184,7 @@ class StatusWriter:
             rec.observed if rec is not None else {})
         pods = self.manager.group_pods(group.namespace, group.name, group.source)
         decision = self._decisions.get(group.key)
-        owners: Iterable[tuple[str, ...]] = (self.owners.get(p.uid, ()) for p in pods)
+        owners: Iterable[tuple[str, ...]] = (self.pods.owners.get(p.uid, ()) for p in pods)
         bo = self.manager.backoff(group.key)
         return compute_status(
             group, pods, decision, now,
@@ -238,9 +226,11 @@ class StatusWriter:
             if rec is None or rec.uid != group.uid:
                 rec = self.groups[key] = _Group(group.uid)
             st = self.compute(group, now)
-            if st is None or (st.members == 0 and rec.written is None and rec.observed):
-                # No member of ours, and a status someone else wrote: another scheduler's
-                # gang (its pods name it), whose status is its own (architecture.md §8).
+            if st is None or (st.members == 0 and (
+                    self.pods.foreign(key) or (rec.written is None and rec.observed))):
+                # No member of ours, and pods of another scheduler labelled for it or a
+                # status someone else wrote: another scheduler's gang, whose status is
+                # its own (architecture.md §8; `reporting/labelled.py`).
                 continue
             rec.current = st
             self._transition(group, rec, st)

@@ -1,0 +1,70 @@
+"""What the status writer keeps of the pods it watches beyond the gang manager's view:
+who owns each member (for scheduler-plugins' `occupiedBy`), and which pods carry a
+scheduler-plugins PodGroup's label but name another scheduler.
+
+The latter say whose a PodGroup is. In a shared cluster Coscheduling's gangs use the same
+PodGroup kind and label as ours; the gang manager never counts their pods as members
+(`GangManager.on_pod`), so without this the writer would see a group with no members,
+and once its grace ran out say "0 of N members exist" on another scheduler's PodGroup,
+and keep saying it while that scheduler ran the gang. A group whose labelled pods name
+another scheduler, and none of which is ours, is left to its owner, even one that writes
+no status at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from extender.core.types import GROUP_LABEL, NOT_A_MEMBER, SCHEDULER_PLUGINS, PodInfo, gang_key
+
+
+class LabelledPods:
+    def __init__(self) -> None:
+        self.owners: dict[str, tuple[str, ...]] = {}  # member pod uid -> owner names
+        self._foreign: dict[str, str] = {}  # pod uid -> the group its label names
+        self._foreign_in: dict[str, set[str]] = {}  # group key -> those pods' uids
+
+    def observe(self, obj: Mapping[str, Any], pod: PodInfo | None) -> tuple[str, ...]:
+        """A pod event, with the pod as the gang manager applied it (None: unknown).
+        Returns the groups whose status may have changed with it."""
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        uid = str(meta.get("uid", ""))
+        named = None
+        if pod is not None and pod.membership == NOT_A_MEMBER:
+            labels = meta.get("labels")
+            label = labels.get(GROUP_LABEL) if isinstance(labels, Mapping) else None
+            if isinstance(label, str) and label:
+                named = gang_key(SCHEDULER_PLUGINS, pod.namespace, label)
+        was = self._set_foreign(uid, named)
+        gang = pod.gang if pod is not None else None
+        refs = meta.get("ownerReferences")
+        names = tuple(str(r.get("name", "")) for r in (refs if isinstance(refs, list) else ())
+                      if isinstance(r, Mapping) and r.get("name"))
+        if gang is not None and names:
+            self.owners[uid] = names
+        else:
+            self.owners.pop(uid, None)
+        return tuple(k for k in dict.fromkeys((gang, named, was)) if k is not None)
+
+    def deleted(self, uid: str) -> str | None:
+        """Returns the group a foreign pod's label named, which may be ours again."""
+        self.owners.pop(uid, None)
+        return self._set_foreign(uid, None)
+
+    def foreign(self, key: str) -> bool:
+        """Pods of another scheduler are labelled for this group."""
+        return key in self._foreign_in
+
+    def _set_foreign(self, uid: str, key: str | None) -> str | None:
+        was = self._foreign.pop(uid, None)
+        if was is not None:
+            uids = self._foreign_in[was]
+            uids.discard(uid)
+            if not uids:
+                del self._foreign_in[was]
+        if key is not None:
+            self._foreign[uid] = key
+            self._foreign_in.setdefault(key, set()).add(uid)
+        return was
