@@ -6,7 +6,7 @@ so the filter path never walks raw API objects.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 # Resource name -> integer amount in kube-scheduler's units: "cpu" in millicores,
 # "memory"/"ephemeral-storage"/hugepages in bytes, "pods" as a count, extended
@@ -240,6 +240,13 @@ class GroupInfo:
     @property
     def key(self) -> str:
         return gang_key(self.source, self.namespace, self.name)
+
+    def same_spec(self, other: GroupInfo) -> bool:
+        """Equal but for what the status records (the backoff, the wait). No plan
+        depends on those, so the extender's own status write coming back must not
+        have every waiting gang planned again (`Cache.upsert_group`)."""
+        return replace(self, requeue_count=other.requeue_count, requeue_at=other.requeue_at,
+                       waiting_since=other.waiting_since) == other
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 from extender.core.config import Config
 from extender.core.convert_groups import group_from_k8s
 from extender.core.manager import Core
 from extender.core.phase import rfc3339
+from extender.core.planner import plan_group
 from extender.core.types import GroupInfo
 from extender.core.vocabulary import GangHeld, Reason
 from tests.core.restart import GANG, podgroup, recorded, written
@@ -21,11 +23,18 @@ from tests.core.sim import SimScheduler, group, node, pod
 AFTER = 10.0
 
 
-def cluster(pg: GroupInfo, now: float) -> SimScheduler:
+def cluster(pg: GroupInfo, now: float, plans: list[str] | None = None) -> SimScheduler:
     """Two nodes of 4 CPUs, 3 of each taken by a running pod of the gang scheduler; the
-    gang `g` of two 4-CPU members fits only once those finish."""
+    gang `g` of two 4-CPU members fits only once those finish. `plans`: the gang of
+    every plan made is appended to it."""
+    def planner(group: GroupInfo, *args: Any, **kwargs: Any) -> Any:
+        if plans is not None:
+            plans.append(group.key)
+        return plan_group(group, *args, **kwargs)
+
     sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30,
-                                        starvation_after_seconds=AFTER, preemption=False)))
+                                        starvation_after_seconds=AFTER, preemption=False),
+                                 planner))
     sim.now = now
     for i in range(2):
         sim.add_node(node(f"n{i}", cpu=4000))
@@ -112,3 +121,22 @@ def test_waiting_for_capacity_since_is_read_and_a_malformed_one_is_dropped() -> 
     for bad in ("soon", 5, {"at": at}, None, ""):
         assert group_from_k8s(podgroup({"waitingForCapacitySince": bad})).waiting_since == 0
     assert group_from_k8s(podgroup(None)).waiting_since == 0
+
+
+def test_the_status_write_coming_back_plans_nothing_again() -> None:
+    """Only the status changed: no plan depends on it, so neither epoch moves and the
+    waiting gang is not planned again (a capacity epoch moved by every such write had
+    every waiting gang of the cluster planned again)."""
+    plans: list[str] = []
+    sim = cluster(group("g", 2), 1000.0, plans)
+    sim.tick()
+    made = len(plans)
+    assert made >= 1
+    cache = sim.core.cache
+    epochs = (cache.capacity_epoch, cache.members_epoch.get(GANG))
+    sim.add_group(recorded(sim))  # waitingForCapacitySince, written and read back
+    sim.tick(1)
+    assert (cache.capacity_epoch, cache.members_epoch.get(GANG)) == epochs
+    assert len(plans) == made
+    sim.add_group(dataclasses.replace(sim.core.cache.groups[GANG], min_member=1))
+    assert cache.capacity_epoch > epochs[0]  # a change of spec still counts

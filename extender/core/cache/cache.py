@@ -293,7 +293,7 @@ class Cache:
         old = self.groups.get(group.key)
         self.groups[group.key] = group
         self._quorum.changed(group.key)
-        if old != group:
+        if old is None or not old.same_spec(group):
             self._epoch_seq += 1
             self.members_epoch[group.key] = self._epoch_seq
             self.capacity_epoch += 1
