@@ -6,9 +6,9 @@ The latter say whose a PodGroup is. In a shared cluster Coscheduling's gangs use
 PodGroup kind and label as ours; the gang manager never counts their pods as members
 (`GangManager.on_pod`), so without this the writer would see a group with no members,
 and once its grace ran out say "0 of N members exist" on another scheduler's PodGroup,
-and keep saying it while that scheduler ran the gang. A group whose labelled pods name
-another scheduler, and none of which is ours, is left to its owner, even one that writes
-no status at all.
+and keep saying it while that scheduler ran the gang. A group with pods of another
+scheduler labelled for it and no member of ours is left to its owner, even one that
+writes no status at all.
 """
 
 from __future__ import annotations
