@@ -94,11 +94,12 @@ class Plans:
     short: int = 0
 
     def planner(
-        self, group: GroupInfo, members: Sequence[PodInfo], succeeded: int, snapshot: Snapshot
+        self, group: GroupInfo, members: Sequence[PodInfo], succeeded: int, snapshot: Snapshot,
+        explain: bool = True,
     ) -> Plan | Shortfall:
         """`plan_group`, timed: what the bench passes to `Core.wire`."""
         t = time.perf_counter()
-        result = plan_group(group, members, succeeded, snapshot)
+        result = plan_group(group, members, succeeded, snapshot, explain)
         self.seconds.append(time.perf_counter() - t)
         self.sizes.append(group.min_member)
         if isinstance(result, Plan):

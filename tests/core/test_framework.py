@@ -622,11 +622,12 @@ def test_status_only_update_does_not_replan_a_waiting_gang() -> None:
     counting = False
 
     def counting_plan(
-        g: GroupInfo, m: Sequence[PodInfo], succeeded: int, snap: Snapshot
+        g: GroupInfo, m: Sequence[PodInfo], succeeded: int, snap: Snapshot,
+        explain: bool = True,
     ) -> Plan | Shortfall:
         if counting:
             planned.append(g.key)
-        return plan_group(g, m, succeeded, snap)
+        return plan_group(g, m, succeeded, snap, explain)
 
     sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30), planner=counting_plan))
     sim.add_node(node("n0", cpu=2000))

@@ -3,7 +3,8 @@ topology domain they must or should share (`planner/domains.py`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 from extender.core.planner.domains import plan_in_domains, topology_of
 from extender.core.planner.explain import min_resources_shortfall
@@ -11,9 +12,13 @@ from extender.core.planner.plan import Plan, Shortfall, plan_gang
 from extender.core.snapshot import Snapshot
 from extender.core.types import GroupInfo, PodInfo, Resources
 
-# How the gang queue plans a gang; a parameter of the gang manager, so that a benchmark
-# can time it without reaching into the core.
-GangPlanner = Callable[[GroupInfo, Sequence[PodInfo], int, Snapshot], "Plan | Shortfall"]
+
+class GangPlanner(Protocol):
+    """How the core plans a gang (`plan_group`); a parameter of the gang manager, so that
+    a benchmark can time it without reaching into the core."""
+
+    def __call__(self, group: GroupInfo, members: Sequence[PodInfo], succeeded: int,
+                 snapshot: Snapshot, /, explain: bool = True) -> Plan | Shortfall: ...
 
 
 def plan_group(

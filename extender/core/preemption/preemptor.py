@@ -142,7 +142,9 @@ class Preemptions:
         succeeded = self._cache.succeeded(group)
 
         def plan(view: Snapshot) -> Plan | Shortfall:
-            return self._plan(group, members, succeeded, view)
+            # Only whether it fits: a failed plan's explanation would be most of the
+            # search's cost (docs/topology.md, "The search's cost across many domains").
+            return self._plan(group, members, succeeded, view, explain=False)
 
         if not self.could_preempt(priority):
             return None
