@@ -16,33 +16,42 @@ import argparse
 import time
 
 from extender.core.config import Config
-from extender.core.manager import Core
-from extender.core.types import NodeInfo
+from extender.core.manager import Core, GangManager
+from extender.core.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo
 from extender.core.vocabulary import Preempting
-from tests.core.sim import SimScheduler, group, pod
 
 RACK = "example.com/rack"
 HOSTNAME = "kubernetes.io/hostname"
 
 
+def _pod(name: str, priority: int, node: str = "", gang: str | None = None) -> PodInfo:
+    """4 CPUs: a whole node. Bound ones are another scheduler's, running."""
+    return PodInfo(uid=name, namespace="ns", name=name,
+                   requests={"cpu": 4000, "memory": 1 << 20, "pods": 1},
+                   labels={GROUP_LABEL: gang} if gang else {}, priority=priority,
+                   node_name=node, phase="Running" if node else "Pending",
+                   scheduler_name="default-scheduler" if node else "gang-scheduler")
+
+
 def tick_ms(nodes: int, per: int, key: str) -> tuple[float, int]:
     """(the search's tick in ms, Preempting reports) on `nodes` nodes, domains of `per`."""
-    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30, preemption=True,
-                                        starvation_after_seconds=None)))
+    manager = GangManager(Core.wire(Config(default_timeout_seconds=30, preemption=True,
+                                           starvation_after_seconds=None)))
+    now = 1000.0
     for i in range(nodes):
         labels = {HOSTNAME: f"n{i}", RACK: f"r{i // per:05d}"}
-        sim.add_node(NodeInfo(f"n{i}", {"cpu": 4000, "memory": 32 << 30, "pods": 110}, labels))
-    for i in range(nodes):
-        sim.bind_foreign(pod(f"low-{i}", None, cpu=4000, memory=1 << 20, priority=1,
-                             creation=float(i)), f"n{i}")
+        manager.on_node(NodeInfo(f"n{i}", {"cpu": 4000, "memory": 32 << 30, "pods": 110},
+                                 labels))
+        manager.on_pod(_pod(f"low-{i}", 1, node=f"n{i}"), now)
     size = per if key == RACK else 1
-    sim.add_group(group("high", size, topology_required=key))
+    manager.on_group(GroupInfo("ns", "high", size, uid="high", topology_required=key), now)
     for j in range(size):
-        sim.add_pod(pod(f"high-{j}", "high", cpu=4000, memory=1 << 20, priority=10))
+        manager.on_pod(_pod(f"high-{j}", 10, gang="high"), now)
+    manager.take_actions()
     t = time.perf_counter()
-    sim.tick()
-    return (time.perf_counter() - t) * 1000, sum(isinstance(a, Preempting)
-                                                 for a in sim.actions)
+    manager.tick(now)
+    ms = (time.perf_counter() - t) * 1000
+    return ms, sum(isinstance(a, Preempting) for a in manager.take_actions())
 
 
 def main() -> None:
