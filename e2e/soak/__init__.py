@@ -8,6 +8,8 @@ kills, issue 16).
 * :mod:`.checker`: watches every pod and node; records partial binds, partial gangs past
   their recovery grace, nodes over-committed by a gang commit (neighbours' over-commits
   and races as information) and re-bound pods.
+* :mod:`.hostile`: the hostile mode (broken and hostile objects beside the gangs) and
+  the stall probe (the longest ``/healthz`` answer).
 
 Run it: ``python -m e2e.soak --seed 7 --minutes 20`` (see docs/reliability.md); CI runs a
 short seeded version, e2e/tests/test_soak_short.py.

@@ -63,6 +63,7 @@ from e2e.harness.k8s import ApiException, client
 from e2e.harness.process import ManagedProcess, free_port
 
 from .checker import NEIGHBOUR_LABEL, Checker, Violation
+from .hostile import HostileStream, StallProbe, percentile
 
 log = logging.getLogger("soak")
 T = TypeVar("T")
@@ -137,6 +138,11 @@ class SoakConfig:
     # tree without the extender's active/standby mode.
     leader_flags: bool = True
     extender_ready_path: str = "/readyz"
+    # Hostile mode (hostile.py): mean seconds between two hostile objects (unplaceable
+    # gangs, absurd quantities, junk and orphans) created beside the gangs; 0: none.
+    hostile_every: float = 0.0
+    # The longest /healthz answer allowed (StallProbe); 0: measured, not checked.
+    max_stall_s: float = 0.0
 
 
 @dataclass
@@ -168,6 +174,7 @@ class GangRun:
     replaced: int = 0  # members recreated after someone else deleted them
     second_wave_at: float | None = None
     done_at: float | None = None
+    complete_at: float | None = None  # when minMember members existed
     deleted: bool = False
 
 
@@ -232,6 +239,14 @@ class SoakReport:
     # The longest incarnation's RSS once a minute: [seconds since it started, MiB].
     rss_mb_longest_series: list[tuple[float, float]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # The longest /healthz answer of the active extender, and how many took > 250 ms.
+    stall_longest_s: float = 0.0
+    stall_over_250ms: int = 0
+    healthz_answered: int = 0
+    # Gang start: from minMember members existing to the quorum bound, completed gangs.
+    gang_start_p50_s: float = 0.0
+    gang_start_p95_s: float = 0.0
+    hostile: str = ""  # HostileStream.summary(), in hostile mode
 
     @property
     def ok(self) -> bool:
@@ -274,7 +289,12 @@ class SoakReport:
             f"{self._longest()}; max quorum burst {self.max_burst_seconds:.2f}s; longest "
             f"partial gang {self.max_partial_seconds:.2f}s; checker saw "
             f"{self.checker_events} pod events, relisted {self.checker_relists}x",
+            f"longest /healthz answer {self.stall_longest_s * 1000:.0f} ms "
+            f"({self.stall_over_250ms} of {self.healthz_answered} over 250 ms); gang start "
+            f"p50 {self.gang_start_p50_s:.2f}s, p95 {self.gang_start_p95_s:.2f}s",
         ]
+        if self.hostile:
+            lines.append(self.hostile)
         lines += [f"  {v}" for v in self.violations[:20]]
         lines += [f"  note {v}" for v in self.note_samples
                   if " overcommit-race " in v or " gang-onto-overcommitted " in v][:10]
@@ -450,6 +470,8 @@ class Soak:
         self._dead_holders: set[str] = set()  # holder identities of killed schedulers
         self._lease_changes: list[tuple[float, str]] = []  # (monotonic, holder)
         self._leader_kills: list[tuple[float, str]] = []  # (monotonic, holder killed)
+        self.hostile: HostileStream | None = None
+        self.probe = StallProbe(lambda: self.leader().port)
 
     @property
     def toleration(self) -> dict[str, str]:
@@ -596,6 +618,8 @@ class Soak:
         while run.created_pods < upto:
             self._create_member(run.spec, f"{run.spec.name}-{run.created_pods}")
             run.created_pods += 1
+            if run.complete_at is None and run.created_pods >= run.spec.min_member:
+                run.complete_at = time.monotonic()
 
     def create_gang(self, index: int) -> None:
         assert self.checker is not None
@@ -1015,6 +1039,7 @@ class Soak:
         for run in self.gangs.values():
             if not run.deleted:
                 self.delete_gang(run)
+        self._end_hostile()
         retry(lambda: kube().core.delete_collection_namespaced_pod(
             self.aux_ns, grace_period_seconds=0, _preload_content=False), "delete neighbours")
         self.neighbours.clear()
@@ -1022,6 +1047,41 @@ class Soak:
         while time.monotonic() < deadline and self.leftover():
             time.sleep(0.5)
         self.report.debug_leftover = self.leftover()
+
+    def _end_hostile(self) -> None:
+        """Hostile mode: none of its pods may have been bound; then they all go, so the
+        extender's view can empty like after any other gang."""
+        if self.hostile is None or self.checker is None:
+            return
+        nodes = {(p.ns, p.name): p.node for ns in self.namespaces
+                 for p in self.checker.namespace_pods(ns)}
+        self.hostile.check_unbound(lambda ns, name: nodes.get((ns, name)))
+        self.hostile.delete_all()
+        for bound in self.hostile.counts.bound:
+            self.report.errors.append(f"hostile pod bound: {bound}")
+
+    def _measures(self) -> None:
+        """The stall probe's figures and the gang-start quantiles of completed gangs."""
+        self.probe.stop()
+        r = self.report
+        r.stall_longest_s = round(self.probe.longest, 3)
+        r.stall_over_250ms = self.probe.over_250ms
+        r.healthz_answered = self.probe.answered
+        if self.cfg.max_stall_s and self.probe.longest > self.cfg.max_stall_s:
+            r.errors.append(f"/healthz took {self.probe.longest * 1000:.0f} ms "
+                            f"(limit {self.cfg.max_stall_s * 1000:.0f})")
+        starts: list[float] = []
+        if self.checker is not None:
+            for run in self.gangs.values():
+                g = self.checker.gangs.get(run.spec.key)
+                if (run.done_at is None or run.complete_at is None or g is None
+                        or g.quorum_at is None):
+                    continue
+                starts.append(max(0.0, self.checker.t0 + g.quorum_at - run.complete_at))
+        r.gang_start_p50_s = round(percentile(starts, 0.5), 3)
+        r.gang_start_p95_s = round(percentile(starts, 0.95), 3)
+        if self.hostile is not None:
+            r.hostile = self.hostile.summary()
 
     def run(self) -> SoakReport:
         """Load and neighbours in worker threads, chaos on this one: processes are
@@ -1047,9 +1107,23 @@ class Soak:
                                           daemon=True, name="soak-neighbours")
             load.start()
             neighbours.start()
+            self.probe.start()
+            hostile = None
+            if cfg.hostile_every > 0:
+                self.hostile = HostileStream(
+                    namespaces=self.namespaces, run_id=self.run_id,
+                    scheduler_name=self.scheduler_name, toleration=self.toleration,
+                    node_label={"soak": self.run_id}, seed=cfg.seed,
+                    every=cfg.hostile_every)
+                hostile = threading.Thread(
+                    target=self.hostile.run, daemon=True, name="soak-hostile",
+                    args=(start, seconds, self._chaos_stop, self.report.errors))
+                hostile.start()
             self.chaos(timeline, start)
             load.join()
             neighbours.join()
+            if hostile is not None:
+                hostile.join()
             self.ensure_up()
             self.drain()
         except Exception as e:
@@ -1057,6 +1131,7 @@ class Soak:
             log.exception("soak failed")
         finally:
             self._rss_stop.set()
+            self._measures()
             if self.checker is not None:
                 self.checker.stop()
                 self.report.violations = [str(v) for v in self.checker.violations]

@@ -53,3 +53,32 @@ def test_short_chaos_soak_keeps_every_invariant(
     assert not report.debug_leftover, report.summary()
     assert report.ok, report.summary()
     assert local_control_plane.processes["kube-apiserver"].running()
+
+
+def test_short_hostile_soak_keeps_every_invariant(
+    local_control_plane: ControlPlane, fake_kubelet: object
+) -> None:
+    """The same load with broken and hostile work beside it (e2e/soak/hostile.py):
+    unplaceable gangs, absurd quantities, junk PodGroups and orphans, one every ~1.5 s.
+    Nothing hostile is bound, the invariants hold, the gangs that fit all finish, and
+    the extender's /healthz never waits long (its event loop is never stalled by one
+    object)."""
+    cfg = SoakConfig(
+        seed=int(os.environ.get("SOAK_SEED", "9")),
+        minutes=float(os.environ.get("SOAK_MINUTES", "0.75")),
+        nodes=4, node_cpu=8, node_memory_gi=16, concurrent_gangs=6, max_size=32,
+        elastic_fraction=0.5, extender_kill_every=30, scheduler_kill_every=0,
+        apiserver_restarts=0, max_outage=3, partial_window=30, drain_timeout=300,
+        max_rss_mb=400, neighbour_every=1.0, direct_fraction=0.5,
+        direct_targeted_fraction=0.7, max_neighbours=10, neighbour_run_seconds=(1.0, 10.0),
+        hostile_every=1.5, max_stall_s=float(os.environ.get("SOAK_MAX_STALL", "0.5")),
+    )
+    report = run_soak(local_control_plane, cfg)
+    print(report.summary())
+    assert report.gangs_created >= 5, report.summary()
+    assert "hostile objects" in report.hostile, report.summary()
+    assert report.healthz_answered > 100, report.summary()
+    assert not report.violations, report.summary()
+    assert not report.unfinished, report.summary()
+    assert not report.debug_leftover, report.summary()
+    assert report.ok, report.summary()
