@@ -37,6 +37,7 @@ from extender.core.vocabulary import (
 from extender.kube.leader import Leadership
 from extender.scheduler.binding import BindingApi, BindingPoster
 from extender.scheduler.evictions import Evictions
+from extender.scheduler.supervise import LoopErrors
 from extender.scheduler.wakeups import Wakeups
 
 log = logging.getLogger("gang-extender")
@@ -44,6 +45,12 @@ log = logging.getLogger("gang-extender")
 # A waiting bind is answered by the manager's own expiry first, with the gang-level
 # reason; the adapter's limit runs this much past the deadline only against a missed tick.
 _DEADLINE_GRACE_SECONDS = 2.0
+
+# /healthz fails when the tick loop has not completed an iteration for this many tick
+# intervals plus `DispatchConfig.tick_stale_margin` seconds (the margin absorbs a busy
+# event loop: the liveness probe is for a tick that stopped, not for a slow one).
+TICK_STALE_INTERVALS = 3
+
 
 @dataclass
 class DispatchConfig:
@@ -55,6 +62,11 @@ class DispatchConfig:
     # docs/performance.md: more in flight made each Binding cost more CPU and took
     # longer at the API server, without shortening a run.
     binding_concurrency: int = 16
+    tick_stale_margin: float = 5.0
+
+    @property
+    def tick_stale_after(self) -> float:
+        return TICK_STALE_INTERVALS * self.tick_interval + self.tick_stale_margin
 
 
 class Dispatcher:
@@ -69,6 +81,7 @@ class Dispatcher:
         on_assembly_wait: Callable[[bool, float], None] | None = None,
         evictions: Evictions | None = None,
         leader: Leadership | None = None,
+        loop_errors: LoopErrors | None = None,
     ) -> None:
         self.manager = manager
         # Without a lease to follow (tests, one replica without election): always active.
@@ -89,6 +102,16 @@ class Dispatcher:
         self._bindings = BindingPoster(kube, self.config.binding_concurrency)
         if evictions is not None:
             evictions.feedback = self._eviction_answer
+        # Whether the informers have applied their first lists (set by the wiring to
+        # `Informer.synced.is_set`): until then the cache is partial and the tick waits.
+        self.synced: Callable[[], bool] = lambda: True
+        self.tick_errors = loop_errors or LoopErrors("tick")
+        # Test-only fault injection (supervise.TICK_FAULTS_ENV): called in each tick.
+        self.tick_fault: Callable[[], None] | None = None
+        # When the tick loop last completed an iteration (time.monotonic), on standby
+        # and before the sync too: /healthz asks whether the loop runs, not whether it
+        # acted. Counted from construction, so a loop that never started fails too.
+        self.ticked_at = time.monotonic()
 
     # ----- the manager's actions ------------------------------------------------------------
 
@@ -301,9 +324,32 @@ class Dispatcher:
 
     async def tick_loop(self) -> None:
         """Deadlines, backoffs and freed capacity, a few times a second; never on standby,
-        where no deadline may expire (the active replica owns them)."""
+        where no deadline may expire (the active replica owns them), and not before the
+        first lists are applied (a partial cache would expire and plan wrongly). An
+        iteration that raises is reported and the loop goes on (supervise.LoopErrors)."""
         while True:
-            if self.leader.active:
-                self.manager.tick(self.clock())
-                self.drain()
+            try:
+                if self.leader.active and self.synced():
+                    if self.tick_fault is not None:
+                        self.tick_fault()
+                    self.manager.tick(self.clock())
+                    self.drain()
+                self.ticked_at = time.monotonic()
+                self.tick_errors.ok()
+            except Exception as exc:
+                self.tick_errors.report(exc)
             await asyncio.sleep(self.config.tick_interval)
+
+    def tick_health(self) -> str | None:
+        """None while the tick loop completes its iterations, else why not (/healthz)."""
+        age = time.monotonic() - self.ticked_at
+        limit = self.config.tick_stale_after
+        if age <= limit:
+            return None
+        errors = self.tick_errors
+        why = (f"; the last {errors.consecutive} iteration(s) raised, the last: "
+               f"{errors.last}" if errors.consecutive else "")
+        return (f"the tick loop has not completed an iteration for {age:.1f}s (limit "
+                f"{limit:g}s: {TICK_STALE_INTERVALS} tick intervals plus "
+                f"{self.config.tick_stale_margin:g}s){why}")
+
