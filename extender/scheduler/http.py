@@ -114,7 +114,7 @@ class Verbs:
     def _observe(self, verb: str, start: float, result: str) -> None:
         self.m.verb_latency.labels(verb, result).observe(time.perf_counter() - start)
 
-    async def _standby(self, verb: str, read: Reader, start: float) -> str | None:
+    async def _refusal(self, verb: str, read: Reader, start: float) -> str | None:
         """The error of a verb that must not act (on standby, or before the first lists
         are applied), the body read and dropped; None when it may act."""
         leader = self.dispatcher.leader
@@ -131,10 +131,10 @@ class Verbs:
 
     async def filter(self, read: Reader) -> tuple[int, bytes]:
         start = time.perf_counter()
-        standby = await self._standby("filter", read, start)
-        if standby is not None:
+        refused = await self._refusal("filter", read, start)
+        if refused is not None:
             return 200, orjson.dumps({"NodeNames": None, "Nodes": None, "FailedNodes": {},
-                                      "FailedAndUnresolvableNodes": {}, "Error": standby})
+                                      "FailedAndUnresolvableNodes": {}, "Error": refused})
         try:
             args, pod, names = _extender_args(await read(), self.manager.pod)
         except (ValueError, ValidationError) as exc:
@@ -160,11 +160,11 @@ class Verbs:
 
     async def prioritize(self, read: Reader) -> tuple[int, bytes]:
         start = time.perf_counter()
-        standby = await self._standby("prioritize", read, start)
-        if standby is not None:
+        refused = await self._refusal("prioritize", read, start)
+        if refused is not None:
             # kube-scheduler cannot decode this as scores and ignores a failed prioritize;
             # the filter call before it has already failed with the same message.
-            return 200, orjson.dumps({"Error": standby})
+            return 200, orjson.dumps({"Error": refused})
         try:
             _, pod, names = _extender_args(await read(), self.manager.pod)
         except (ValueError, ValidationError) as exc:
@@ -176,9 +176,9 @@ class Verbs:
 
     async def bind(self, read: Reader) -> tuple[int, bytes]:
         start = time.perf_counter()
-        standby = await self._standby("bind", read, start)
-        if standby is not None:
-            return 200, orjson.dumps({"Error": standby})
+        refused = await self._refusal("bind", read, start)
+        if refused is not None:
+            return 200, orjson.dumps({"Error": refused})
         try:
             args = ExtenderBindingArgs.model_validate(_parse(await read()))
         except (ValueError, ValidationError) as exc:
