@@ -179,6 +179,12 @@ async def _serve(args: argparse.Namespace) -> int:
     from extender.scheduler.dispatch import DispatchConfig, Dispatcher
     from extender.scheduler.evictions import Evictions
     from extender.scheduler.http import create_app, create_metrics_app, with_fast_verbs
+    from extender.scheduler.supervise import (
+        LagMonitor,
+        LoopErrors,
+        first_to_end,
+        tick_faults_from_env,
+    )
     from extender.scheduler.wakeups import Wakeups
 
     if args.backoff_limit is not None and args.backoff_limit < 1:
@@ -213,20 +219,31 @@ async def _serve(args: argparse.Namespace) -> int:
         gang_events.on_report(report)
         status.on_report(report)
 
+    def loop_error(loop: str) -> None:
+        metrics.loop_errors.labels(loop).inc()
+
+    status.errors.on_error = loop_error
     clock = recorder.clock
-    wakeups = Wakeups(manager, kube, clock, on_wake=metrics.wakeups.inc)
+    wakeups = Wakeups(manager, kube, clock, on_wake=metrics.wakeups.inc,
+                      loop_errors=LoopErrors("wake", loop_error))
     evictions = Evictions(kube, on_result=lambda r: metrics.evictions.labels(r).inc())
     dispatcher = Dispatcher(manager, kube, wakeups,
                             DispatchConfig(bind_hold_limit=args.bind_hold_limit,
                                            binding_concurrency=args.binding_concurrency),
                             clock,
                             on_report=on_report, on_assembly_wait=metrics.on_assembly_wait,
-                            evictions=evictions, leader=leader)
+                            evictions=evictions, leader=leader,
+                            loop_errors=LoopErrors("tick", loop_error))
+    dispatcher.tick_fault = tick_faults_from_env()
     status.clock = clock
     informer = Informer(kube, manager, clock, dispatcher.cache_changed,
                         kinds=(*observed_kinds(status), *source_kinds(status), BUDGETS),
                         protobuf=args.pod_watch == "protobuf")
-    app = create_app(dispatcher, metrics, ready=informer.synced)
+    # The one coupling to the informers' start: their first lists applied. Until then the
+    # verbs answer "not synced", and the tick and the status writer wait.
+    synced = informer.synced
+    dispatcher.synced = synced.is_set
+    app = create_app(dispatcher, metrics, ready=synced, health=dispatcher.tick_health)
     install_podgroups_route(app, status, recorder, clock)
     host, port = args.listen
     servers = [uvicorn.Server(uvicorn.Config(
@@ -234,7 +251,8 @@ async def _serve(args: argparse.Namespace) -> int:
         access_log=False, lifespan="off"))]
     if args.metrics_listen:
         mhost, mport = args.metrics_listen
-        metrics_app = create_metrics_app(manager, metrics, ready=informer.synced)
+        metrics_app = create_metrics_app(manager, metrics, ready=synced,
+                                         health=dispatcher.tick_health)
         servers.append(uvicorn.Server(uvicorn.Config(
             metrics_app, host=mhost, port=mport, log_level="warning", access_log=False,
             lifespan="off")))
@@ -243,18 +261,36 @@ async def _serve(args: argparse.Namespace) -> int:
              "identity %s, leader lease %s)", host, port, args.scheduler_name,
              args.default_timeout, policy.base_seconds, policy.cap_seconds, policy.retry_limit,
              leader.identity, leader.lease or "off")
+    # Each runs for the life of the process; one that ends is fatal (supervise.py).
     tasks = [
         asyncio.create_task(informer.run(), name="informer"),
-        asyncio.create_task(leader.run(), name="leader"),
         asyncio.create_task(dispatcher.tick_loop(), name="tick"),
         asyncio.create_task(wakeups.run(), name="wake"),
-        asyncio.create_task(status.run(lambda: leader.active), name="podgroup-status"),
+        asyncio.create_task(status.run(lambda: leader.active and synced.is_set()),
+                            name="podgroup-status"),
         asyncio.create_task(recorder.run(), name="events"),
+        asyncio.create_task(LagMonitor(metrics.event_loop_lag.observe).run(),
+                            name="event-loop-lag"),
     ]
+    if leader.lease is not None:  # without a lease to follow there is nothing to watch
+        tasks.append(asyncio.create_task(leader.run(), name="leader"))
     serving = asyncio.ensure_future(asyncio.gather(*(s.serve() for s in servers)))
     losing = asyncio.ensure_future(lost.wait())
+    ended = asyncio.ensure_future(first_to_end(tasks))
     try:
-        await asyncio.wait((serving, losing), return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait((serving, losing, ended), return_when=asyncio.FIRST_COMPLETED)
+        if ended.done():
+            # Logged with its cause by first_to_end. Held binds are answered so their
+            # pods are re-queued at once rather than at kube-scheduler's timeout.
+            held = dispatcher.answer_held("gang-extender is restarting: a long-running task "
+                                          "ended (see its log)")
+            for server in servers:
+                server.should_exit = True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(serving), _SHUTDOWN_SECONDS)
+            log.error("exiting (status %d): %d held bind(s) answered with an error",
+                      ended.result(), held)
+            return ended.result()
         if not losing.done():
             serving.result()
             return 0
@@ -273,7 +309,7 @@ async def _serve(args: argparse.Namespace) -> int:
                   "standby", EXIT_LOST_LEADERSHIP, held, left)
         return EXIT_LOST_LEADERSHIP
     finally:
-        running: list[asyncio.Future[Any]] = [serving, losing, *tasks]
+        running: list[asyncio.Future[Any]] = [serving, losing, ended, *tasks]
         for t in running:
             t.cancel()
         await asyncio.gather(*running, return_exceptions=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import httpx
 import pytest
 
 from extender.core.manager import GangManager
@@ -20,10 +21,12 @@ class ScriptedKube:
     """Answers each Binding (and eviction) with the next scripted outcome: None for
     success, or the exception to raise."""
 
-    def __init__(self, outcomes: list[BaseException | None], node_of_pod: str = "") -> None:
+    def __init__(self, outcomes: list[BaseException | None], node_of_pod: str = "",
+                 get_pod_errors: list[BaseException] | None = None) -> None:
         self.outcomes = outcomes
         self.calls: list[tuple[str, str]] = []
         self.node_of_pod = node_of_pod
+        self.get_pod_errors = get_pod_errors or []
 
     def _next(self, call: str, name: str) -> None:
         self.calls.append((call, name))
@@ -35,6 +38,9 @@ class ScriptedKube:
         self._next("bind", name)
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.calls.append(("get_pod", name))
+        if self.get_pod_errors:
+            raise self.get_pod_errors.pop(0)
         return {"spec": {"nodeName": self.node_of_pod}}
 
     async def evict(self, namespace: str, name: str, uid: str) -> None:
@@ -42,20 +48,37 @@ class ScriptedKube:
 
 
 def plain_pod_bind(kube: ScriptedKube) -> str | None:
-    """Bind one plain pod through the dispatcher, against `kube`."""
+    """Bind one plain pod through the dispatcher, against `kube`; the pod is never left
+    in flight, whatever the answer."""
     manager = GangManager()
     manager.on_node(NodeInfo("n0", {"cpu": 4000, "pods": 10}))
     pod = PodInfo("u1", "ns", "p", {"cpu": 1000, "pods": 1}, scheduler_name="gang-scheduler")
     manager.on_pod(pod, 0.0)
     dispatcher = Dispatcher(manager, kube, clock=lambda: 0.0)
-    return asyncio.run(dispatcher.bind("ns", "p", "u1", "n0"))
+    error = asyncio.run(dispatcher.bind("ns", "p", "u1", "n0"))
+    assert not manager.bind_in_flight("u1") and manager.binds_in_progress() == []
+    return error
+
+
+# What the extender's transport (extender/kube/transport.py) raises when the connection
+# fails: httpx's exceptions, none of them an OSError.
+TRANSPORT_FAILURES = [
+    httpx.ConnectError("connecting to 127.0.0.1:6443: [Errno 111] Connection refused"),
+    httpx.ConnectTimeout("connecting to 127.0.0.1:6443 timed out"),
+    httpx.ReadError("request failed: ConnectionResetError(104, 'Connection reset by peer')"),
+    httpx.RemoteProtocolError("server disconnected without sending a response (a POST is "
+                              "not resent)"),
+    httpx.ReadTimeout("timed out waiting for the response"),
+    httpx.WriteTimeout("timed out sending the request"),
+]
 
 
 def err(status: int) -> ApiError:
     return ApiError(status, "Reason", f"status {status}")
 
 
-@pytest.mark.parametrize("transient", [err(503), err(429), err(500), ConnectionResetError()])
+@pytest.mark.parametrize("transient", [err(503), err(429), err(500), ConnectionResetError(),
+                                       *TRANSPORT_FAILURES], ids=repr)
 def test_a_transient_binding_failure_is_tried_again(transient: BaseException) -> None:
     kube = ScriptedKube([transient, transient, None])
     assert plain_pod_bind(kube) is None
@@ -77,12 +100,105 @@ def test_a_final_binding_failure_is_answered_at_once(status: int) -> None:
     assert len(kube.calls) == 1
 
 
-def test_a_resent_binding_that_had_taken_effect_is_a_success() -> None:
+def test_a_request_httpx_refused_to_send_is_final() -> None:
+    kube = ScriptedKube([httpx.UnsupportedProtocol("unsupported scheme 'ftp'")] * 3)
+    error = plain_pod_bind(kube)
+    assert error is not None and "UnsupportedProtocol" in error and len(kube.calls) == 1
+
+
+@pytest.mark.parametrize("lost", [ConnectionResetError(), *TRANSPORT_FAILURES[2:4]], ids=repr)
+def test_a_resent_binding_that_had_taken_effect_is_a_success(lost: BaseException) -> None:
     """The first Binding reached the API server but its answer was lost: the second gets
     409, and the pod is bound where we asked, so that is success, not an error."""
-    kube = ScriptedKube([ConnectionResetError(), err(409)], node_of_pod="n0")
+    kube = ScriptedKube([lost, err(409)], node_of_pod="n0")
     assert plain_pod_bind(kube) is None
-    assert len(kube.calls) == 2
+    assert [c for c, _ in kube.calls] == ["bind", "bind", "get_pod"]
+
+
+def test_a_409_bound_elsewhere_is_final() -> None:
+    kube = ScriptedKube([err(409)], node_of_pod="n9")
+    error = plain_pod_bind(kube)
+    assert error is not None and "409" in error and len(kube.calls) == 2
+
+
+@pytest.mark.parametrize("failure", [TRANSPORT_FAILURES[2], err(500), RuntimeError("bug")],
+                         ids=repr)
+def test_a_failed_look_at_the_pod_after_a_409_is_tried_again(failure: BaseException) -> None:
+    """It was left in flight for good before (its gang's reservation with it): the
+    failed look escaped the dispatcher and `binding_finished` never ran."""
+    kube = ScriptedKube([err(409), err(409)], node_of_pod="n0", get_pod_errors=[failure])
+    assert plain_pod_bind(kube) is None
+    assert [c for c, _ in kube.calls] == ["bind", "get_pod", "bind", "get_pod"]
+
+
+def test_a_look_at_the_pod_that_keeps_failing_is_answered_and_the_pod_not_left_in_flight(
+) -> None:
+    kube = ScriptedKube([err(409)] * 3, get_pod_errors=[TRANSPORT_FAILURES[0]] * 3)
+    error = plain_pod_bind(kube)
+    assert error is not None and "reading the pod: ConnectError" in error, error
+    assert len(kube.calls) == 6
+
+
+def test_a_binding_cut_off_mid_request_does_not_leave_the_pod_in_flight() -> None:
+    """Whatever ends a Binding (here its task is cancelled, as at shutdown), the gang
+    manager hears of it."""
+    manager = GangManager()
+    manager.on_node(NodeInfo("n0", {"cpu": 4000, "pods": 10}))
+    manager.on_pod(PodInfo("u1", "ns", "p", {"cpu": 1000, "pods": 1},
+                           scheduler_name="gang-scheduler"), 0.0)
+    posted = asyncio.Event()
+
+    class Hanging(ScriptedKube):
+        async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+            posted.set()
+            await asyncio.sleep(3600)
+
+    dispatcher = Dispatcher(manager, Hanging([]), clock=lambda: 0.0)
+
+    async def run() -> None:
+        task = asyncio.create_task(dispatcher.bind("ns", "p", "u1", "n0"))
+        await posted.wait()
+        assert manager.bind_in_flight("u1")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+    assert not manager.bind_in_flight("u1") and manager.binds_in_progress() == []
+
+
+def test_a_reset_binding_through_the_real_transport_is_tried_again() -> None:
+    """The extender's own client (`make_kube`'s writer on AsyncioTransport) against a
+    server that drops the first Binding's connection without an answer."""
+    from extender.kube.client import Kube, _Writer
+    from extender.kube.transport import AsyncioTransport
+    from tests.test_transport import Peer, response, serve
+
+    async def handler(peer: Peer) -> None:
+        req = await peer.request()
+        if req is None:
+            return
+        if peer.index == 0:
+            peer.reset()  # the first Binding: connection reset, no answer
+            return
+        await peer.send(response(b'{"kind":"Status","status":"Success"}', 201, b"Created"))
+
+    async def run() -> tuple[str | None, int]:
+        async with serve(handler) as (server, url):
+            transport = AsyncioTransport()
+            http = httpx.AsyncClient(base_url=url, transport=transport)
+            kube = Kube(http, _Writer.for_client(http, transport, 2.0))
+            manager = GangManager()
+            manager.on_node(NodeInfo("n0", {"cpu": 4000, "pods": 10}))
+            manager.on_pod(PodInfo("u1", "ns", "p", {"cpu": 1000, "pods": 1},
+                                   scheduler_name="gang-scheduler"), 0.0)
+            error = await Dispatcher(manager, kube, clock=lambda: 0.0).bind(
+                "ns", "p", "u1", "n0")
+            await http.aclose()
+            return error, len(server.requests)
+
+    error, posts = asyncio.run(run())
+    assert (error, posts) == (None, 2)
 
 
 def evict(outcomes: list[BaseException | None]) -> tuple[list[str], ScriptedKube]:

@@ -209,7 +209,7 @@ def test_no_token_in_logs_or_answers(fake_api: str, tmp_path: Path) -> None:
 NEEDED = {
     ("", "nodes", "list"), ("", "nodes", "watch"),  # informer.NODES
     ("", "pods", "list"), ("", "pods", "watch"),  # informer.PODS
-    ("", "pods", "get"),  # dispatch.Dispatcher._post_binding: a 409 "already bound here"?
+    ("", "pods", "get"),  # binding.BindingPoster: a 409 "already bound here"?
     ("", "pods", "patch"),  # wakeups.Wakeups._wake: the wake-up annotation
     ("", "pods/binding", "create"),  # kube.bind
     ("", "pods/eviction", "create"),  # kube.evict: a partial gang's members, preemption victims

@@ -18,6 +18,7 @@ from extender.core.vocabulary import (
 
 _LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1,
                     0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+_LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _STARTUP_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300, 600)
 
 
@@ -94,6 +95,16 @@ class Metrics:
             "Time a member's filter call waited for the rest of its gang to be created; "
             "outcome placed (the gang was complete and got its reservation) or "
             "turned_away.", ["outcome"], buckets=_LATENCY_BUCKETS, registry=r)
+
+        # Supervised work (extender/scheduler/supervise.py).
+        self.loop_errors = Counter("gang_extender_loop_errors_total",
+                                   "Iterations of a background loop (tick, wake, "
+                                   "podgroup-status) that raised: logged and skipped.",
+                                   ["loop"], registry=r)
+        self.event_loop_lag = Histogram(
+            "gang_extender_event_loop_lag_seconds",
+            "How much later than asked a fixed 0.25 s sleep woke: the time every verb and "
+            "the tick waited behind other work.", buckets=_LAG_BUCKETS, registry=r)
 
         self.leader = Gauge("gang_extender_leader",
                             "1 while this replica acts (its kube-scheduler holds the leader "

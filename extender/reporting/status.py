@@ -40,6 +40,7 @@ from extender.kube.client import PODGROUP_PATH, ApiError
 from extender.reporting.events import GangEvents, quiet
 from extender.reporting.kinds import observed_kinds  # the writer's kinds, re-exported
 from extender.reporting.labelled import LabelledPods
+from extender.scheduler.supervise import LoopErrors
 
 log = logging.getLogger("gang-extender.status")
 
@@ -122,6 +123,7 @@ class StatusWriter:
         self.write_errors = 0
         self._decisions: dict[str, GangStatus] = {}  # the gang manager's, as reported
         self._last_resync = float("-inf")
+        self.errors = LoopErrors("podgroup-status")  # the wiring adds the metric
 
     # ----- watch hooks (called after the gang manager applied the object) -------------------
 
@@ -321,8 +323,8 @@ class StatusWriter:
                     await self.step()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # never let the status loop die
-                log.exception("status writer round failed")
+            except Exception as exc:  # never let the status loop die: logged, rate-limited
+                self.errors.report(exc)
             await asyncio.sleep(self.config.loop_interval)
 
     # ----- views -----------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from extender.core.manager import GangManager
 from extender.core.types import PodInfo
@@ -34,9 +34,10 @@ from extender.core.vocabulary import (
     StatusChanged,
     WakePods,
 )
-from extender.kube.client import ApiError
 from extender.kube.leader import Leadership
+from extender.scheduler.binding import BindingApi, BindingPoster
 from extender.scheduler.evictions import Evictions
+from extender.scheduler.supervise import LoopErrors
 from extender.scheduler.wakeups import Wakeups
 
 log = logging.getLogger("gang-extender")
@@ -45,18 +46,10 @@ log = logging.getLogger("gang-extender")
 # reason; the adapter's limit runs this much past the deadline only against a missed tick.
 _DEADLINE_GRACE_SECONDS = 2.0
 
-# Binding answers worth another try: the API server overloaded or restarting. Resending
-# a Binding is safe by design: if the first one took effect, the second gets 409, and a
-# 409 is success when the pod is bound to the node we asked for (`_post_binding`).
-_TRANSIENT = frozenset({429, 500, 502, 503, 504})
-_BINDING_ATTEMPTS = 3
-_BINDING_RETRY_DELAY = 0.2  # seconds, growing 2.5 times per attempt
-
-
-class BindingApi(Protocol):
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None: ...
-
-    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+# /healthz fails when the tick loop has not completed an iteration for this many tick
+# intervals plus `DispatchConfig.tick_stale_margin` seconds (the margin absorbs a busy
+# event loop: the liveness probe is for a tick that stopped, not for a slow one).
+TICK_STALE_INTERVALS = 3
 
 
 @dataclass
@@ -69,6 +62,11 @@ class DispatchConfig:
     # docs/performance.md: more in flight made each Binding cost more CPU and took
     # longer at the API server, without shortening a run.
     binding_concurrency: int = 16
+    tick_stale_margin: float = 5.0
+
+    @property
+    def tick_stale_after(self) -> float:
+        return TICK_STALE_INTERVALS * self.tick_interval + self.tick_stale_margin
 
 
 class Dispatcher:
@@ -83,6 +81,7 @@ class Dispatcher:
         on_assembly_wait: Callable[[bool, float], None] | None = None,
         evictions: Evictions | None = None,
         leader: Leadership | None = None,
+        loop_errors: LoopErrors | None = None,
     ) -> None:
         self.manager = manager
         # Without a lease to follow (tests, one replica without election): always active.
@@ -100,9 +99,19 @@ class Dispatcher:
         self._assembling: dict[str, tuple[str, float]] = {}
         self._answers: dict[str, asyncio.Future[str | None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._binding_slots = asyncio.Semaphore(self.config.binding_concurrency)
+        self._bindings = BindingPoster(kube, self.config.binding_concurrency)
         if evictions is not None:
             evictions.feedback = self._eviction_answer
+        # Whether the informers have applied their first lists (set by the wiring to
+        # `Informer.synced.is_set`): until then the cache is partial and the tick waits.
+        self.synced: Callable[[], bool] = lambda: True
+        self.tick_errors = loop_errors or LoopErrors("tick")
+        # Test-only fault injection (supervise.TICK_FAULTS_ENV): called in each tick.
+        self.tick_fault: Callable[[], None] | None = None
+        # When the tick loop last completed an iteration (time.monotonic), on standby
+        # and before the sync too: /healthz asks whether the loop runs, not whether it
+        # acted. Counted from construction, so a loop that never started fails too.
+        self.ticked_at = time.monotonic()
 
     # ----- the manager's actions ------------------------------------------------------------
 
@@ -287,62 +296,60 @@ class Dispatcher:
     async def _bind(self, action: BindPod) -> None:
         pod = action.pod
         self._answer(pod.uid)
-        error = await self._post_binding(pod.namespace, pod.name, pod.uid, action.node)
-        if error is None:
-            log.info("bound pod=%s node=%s gang=%s", pod.key, action.node, action.gang or "-")
-        else:
-            log.warning("bind failed pod=%s node=%s gang=%s: %s", pod.key, action.node,
-                        action.gang or "-", error)
-        self.manager.binding_finished(pod.uid, action.node, error, self.clock())
-        self._resolve(pod.uid, error)
-        self.drain()
-
-    async def _post_binding(self, namespace: str, name: str, uid: str, node: str) -> str | None:
-        if self.kube is None:
-            return "no Kubernetes client configured"
-        delay = _BINDING_RETRY_DELAY
-        for attempt in range(1, _BINDING_ATTEMPTS + 1):
-            error, transient = await self._post_binding_once(namespace, name, uid, node)
-            if error is None or not transient or attempt == _BINDING_ATTEMPTS:
-                return error
-            log.info("binding pod %s/%s to %s: %s; trying again (attempt %d)", namespace,
-                     name, node, error, attempt + 1)
-            await asyncio.sleep(delay)
-            delay *= 2.5
-        return None  # not reached
-
-    async def _post_binding_once(
-        self, namespace: str, name: str, uid: str, node: str
-    ) -> tuple[str | None, bool]:
-        """(error or None, whether another try may help)."""
-        assert self.kube is not None
+        error: str | None = f"binding pod {pod.key} to node {action.node} was cut off"
+        cancelled = False
         try:
-            async with self._binding_slots:
-                await self.kube.bind(namespace, name, uid, node)
-            return None, False
-        except ApiError as exc:
-            if exc.status == 409:
-                # Already assigned: success only if it is assigned where we meant to.
-                try:
-                    pod = await self.kube.get_pod(namespace, name)
-                except (ApiError, OSError) as get_exc:
-                    return f"binding pod {namespace}/{name} to {node}: {exc}; {get_exc}", True
-                if pod is not None and (pod.get("spec") or {}).get("nodeName") == node:
-                    return None, False
-            return (f"binding pod {namespace}/{name} to node {node} failed: {exc}",
-                    exc.status in _TRANSIENT)
-        except OSError as exc:  # connection refused or reset, timeouts
-            return f"binding pod {namespace}/{name} to node {node} failed: {exc}", True
-        except Exception as exc:
-            return f"binding pod {namespace}/{name} to node {node} failed: {exc!r}", False
+            error = await self._bindings.post(pod.namespace, pod.name, pod.uid, action.node)
+        except asyncio.CancelledError:
+            cancelled = True
+            raise
+        except Exception as exc:  # a bug here must not leave the pod in flight
+            log.exception("binding pod %s to node %s", pod.key, action.node)
+            error = f"binding pod {pod.key} to node {action.node} failed: {exc!r}"
+        finally:
+            # Whatever happened, the gang manager hears the end of this Binding: a pod
+            # left "in flight" would hold its gang's reservation for good.
+            if error is None:
+                log.info("bound pod=%s node=%s gang=%s", pod.key, action.node,
+                         action.gang or "-")
+            else:
+                log.warning("bind failed pod=%s node=%s gang=%s: %s", pod.key, action.node,
+                            action.gang or "-", error)
+            self.manager.binding_finished(pod.uid, action.node, error, self.clock())
+            self._resolve(pod.uid, error)
+            if not cancelled:
+                self.drain()
 
     # ----- time ------------------------------------------------------------------------
 
     async def tick_loop(self) -> None:
         """Deadlines, backoffs and freed capacity, a few times a second; never on standby,
-        where no deadline may expire (the active replica owns them)."""
+        where no deadline may expire (the active replica owns them), and not before the
+        first lists are applied (a partial cache would expire and plan wrongly). An
+        iteration that raises is reported and the loop goes on (supervise.LoopErrors)."""
         while True:
-            if self.leader.active:
-                self.manager.tick(self.clock())
-                self.drain()
+            try:
+                if self.leader.active and self.synced():
+                    if self.tick_fault is not None:
+                        self.tick_fault()
+                    self.manager.tick(self.clock())
+                    self.drain()
+                self.ticked_at = time.monotonic()
+                self.tick_errors.ok()
+            except Exception as exc:
+                self.tick_errors.report(exc)
             await asyncio.sleep(self.config.tick_interval)
+
+    def tick_health(self) -> str | None:
+        """None while the tick loop completes its iterations, else why not (/healthz)."""
+        age = time.monotonic() - self.ticked_at
+        limit = self.config.tick_stale_after
+        if age <= limit:
+            return None
+        errors = self.tick_errors
+        why = (f"; the last {errors.consecutive} iteration(s) raised, the last: "
+               f"{errors.last}" if errors.consecutive else "")
+        return (f"the tick loop has not completed an iteration for {age:.1f}s (limit "
+                f"{limit:g}s: {TICK_STALE_INTERVALS} tick intervals plus "
+                f"{self.config.tick_stale_margin:g}s){why}")
+

@@ -3,7 +3,11 @@
 Every verb answers 200 with a JSON body: kube-scheduler drops the body of any other
 status, so a readable error must travel in the `Error` field (architecture.md §2.1).
 Malformed input is answered with such an error and changes no state. So is every verb
-on standby: its kube-scheduler does not lead, so nothing should be calling it.
+on standby: its kube-scheduler does not lead, so nothing should be calling it. And so is
+every verb before the informers have applied their first lists (`NOT_SYNCED`): answered
+from a partial cache, a filter would place a gang on nodes whose pods it has not seen
+yet; kube-scheduler takes the error as a failed attempt and retries the pod after its
+backoff.
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ from extender.scheduler.wire import ExtenderArgs, ExtenderBindingArgs
 log = logging.getLogger("gang-extender.http")
 
 MAX_BODY = 64 * 1024 * 1024
+
+NOT_SYNCED = ("gang-extender is not synced yet: the first lists of nodes, pods and pod "
+              "groups are still being applied; the pod is retried after its backoff")
 
 
 def _describe(exc: Exception) -> str:
@@ -98,30 +105,36 @@ class Verbs:
     answer byte for byte the same; `read` raises ValueError for a body that is too large.
     """
 
-    def __init__(self, dispatcher: Dispatcher, metrics: Metrics) -> None:
+    def __init__(self, dispatcher: Dispatcher, metrics: Metrics, ready: Any = None) -> None:
         self.dispatcher = dispatcher
         self.manager = dispatcher.manager
         self.m = metrics
+        self.ready = ready  # the informers' synced event (`is_set()`); None: synced
 
     def _observe(self, verb: str, start: float, result: str) -> None:
         self.m.verb_latency.labels(verb, result).observe(time.perf_counter() - start)
 
-    async def _standby(self, verb: str, read: Reader, start: float) -> str | None:
-        """The standby error, the body read and dropped; None when active."""
+    async def _refusal(self, verb: str, read: Reader, start: float) -> str | None:
+        """The error of a verb that must not act (on standby, or before the first lists
+        are applied), the body read and dropped; None when it may act."""
         leader = self.dispatcher.leader
-        if leader.active:
+        if not leader.active:
+            error, result = leader.standby_error(), "standby"
+        elif self.ready is not None and not self.ready.is_set():
+            error, result = NOT_SYNCED, "not_synced"
+        else:
             return None
         with contextlib.suppress(ValueError):
             await read()
-        self._observe(verb, start, "standby")
-        return leader.standby_error()
+        self._observe(verb, start, result)
+        return error
 
     async def filter(self, read: Reader) -> tuple[int, bytes]:
         start = time.perf_counter()
-        standby = await self._standby("filter", read, start)
-        if standby is not None:
+        refused = await self._refusal("filter", read, start)
+        if refused is not None:
             return 200, orjson.dumps({"NodeNames": None, "Nodes": None, "FailedNodes": {},
-                                      "FailedAndUnresolvableNodes": {}, "Error": standby})
+                                      "FailedAndUnresolvableNodes": {}, "Error": refused})
         try:
             args, pod, names = _extender_args(await read(), self.manager.pod)
         except (ValueError, ValidationError) as exc:
@@ -147,11 +160,11 @@ class Verbs:
 
     async def prioritize(self, read: Reader) -> tuple[int, bytes]:
         start = time.perf_counter()
-        standby = await self._standby("prioritize", read, start)
-        if standby is not None:
+        refused = await self._refusal("prioritize", read, start)
+        if refused is not None:
             # kube-scheduler cannot decode this as scores and ignores a failed prioritize;
             # the filter call before it has already failed with the same message.
-            return 200, orjson.dumps({"Error": standby})
+            return 200, orjson.dumps({"Error": refused})
         try:
             _, pod, names = _extender_args(await read(), self.manager.pod)
         except (ValueError, ValidationError) as exc:
@@ -163,9 +176,9 @@ class Verbs:
 
     async def bind(self, read: Reader) -> tuple[int, bytes]:
         start = time.perf_counter()
-        standby = await self._standby("bind", read, start)
-        if standby is not None:
-            return 200, orjson.dumps({"Error": standby})
+        refused = await self._refusal("bind", read, start)
+        if refused is not None:
+            return 200, orjson.dumps({"Error": refused})
         try:
             args = ExtenderBindingArgs.model_validate(_parse(await read()))
         except (ValueError, ValidationError) as exc:
@@ -178,10 +191,18 @@ class Verbs:
         return 200, orjson.dumps({"Error": error or ""})
 
 
-def _add_probes_and_metrics(app: FastAPI, manager: GangManager, m: Metrics, ready: Any) -> None:
+Health = Callable[[], str | None]
+
+
+def _add_probes_and_metrics(app: FastAPI, manager: GangManager, m: Metrics, ready: Any,
+                            health: Health | None) -> None:
     @app.get("/healthz")
     async def healthz() -> Response:
-        return Response("ok", media_type="text/plain")
+        # `health`: why the process is not alive (the tick loop stopped), or None.
+        why = health() if health is not None else None
+        if why is None:
+            return Response("ok", media_type="text/plain")
+        return Response(why, status_code=503, media_type="text/plain")
 
     @app.get("/readyz")
     async def readyz() -> Response:
@@ -195,13 +216,14 @@ def _add_probes_and_metrics(app: FastAPI, manager: GangManager, m: Metrics, read
         return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
 
 
-def create_metrics_app(manager: GangManager, metrics: Metrics, ready: Any = None) -> FastAPI:
+def create_metrics_app(manager: GangManager, metrics: Metrics, ready: Any = None,
+                       health: Health | None = None) -> FastAPI:
     """Only /metrics and the probes, for an address reachable from outside the pod: the
     verbs (a /bind binds any pod anywhere with the extender's rights) and the debug view
     stay on the loopback listener."""
     app = FastAPI(title="gang-extender metrics", docs_url=None, redoc_url=None,
                   openapi_url=None)
-    _add_probes_and_metrics(app, manager, metrics, ready)
+    _add_probes_and_metrics(app, manager, metrics, ready, health)
     return app
 
 
@@ -209,14 +231,16 @@ def create_app(
     dispatcher: Dispatcher,
     metrics: Metrics | None = None,
     ready: Any = None,
+    health: Health | None = None,
 ) -> FastAPI:
-    """`ready` is an object with `is_set()` (the informers' synced event); None: ready."""
+    """`ready` is an object with `is_set()` (the informers' synced event); None: ready.
+    `health` says why /healthz fails (`Dispatcher.tick_health`); None: always ok."""
     m = metrics or Metrics()
     app = FastAPI(title="gang-extender", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.dispatcher = dispatcher
     app.state.metrics = m
 
-    verbs = app.state.verbs = Verbs(dispatcher, m)
+    verbs = app.state.verbs = Verbs(dispatcher, m, ready)
 
     def reply(status_body: tuple[int, bytes]) -> Response:
         status, body = status_body
@@ -234,7 +258,7 @@ def create_app(
     async def bind(request: Request) -> Response:
         return reply(await verbs.bind(lambda: _read(request)))
 
-    _add_probes_and_metrics(app, dispatcher.manager, m, ready)
+    _add_probes_and_metrics(app, dispatcher.manager, m, ready, health)
     install_gangs_route(app, dispatcher)
     return app
 

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from extender.core.manager import GangManager
 from extender.core.vocabulary import PodRef, WakePods
 from extender.kube.client import ApiError
+from extender.scheduler.supervise import LoopErrors
 
 log = logging.getLogger("gang-extender")
 
@@ -40,6 +41,7 @@ class Wakeups:
         clock: Callable[[], float],
         config: WakeConfig | None = None,
         on_wake: Callable[[], None] | None = None,
+        loop_errors: LoopErrors | None = None,
     ) -> None:
         self.manager = manager
         self.kube = kube
@@ -50,6 +52,7 @@ class Wakeups:
         self._woken_at: dict[PodRef, float] = {}
         self._signal = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
+        self.errors = loop_errors or LoopErrors("wake")
 
     def add(self, action: WakePods) -> None:
         for pod in action.pods:
@@ -57,6 +60,8 @@ class Wakeups:
         self._signal.set()
 
     async def run(self) -> None:
+        """Wake the queued pods, rate-limited. A pod whose turn raises is reported and
+        dropped (supervise.LoopErrors); the loop goes on with the next."""
         interval = 1.0 / self.config.rate
         while True:
             await self._signal.wait()
@@ -64,20 +69,31 @@ class Wakeups:
             while self._queue:
                 pod, reason = next(iter(self._queue.items()))
                 del self._queue[pod]
-                if not self.manager.still_pending(pod.uid):
-                    continue  # placed or gone meanwhile: nothing to wake
-                now = self.clock()
-                last = self._woken_at.get(pod, 0.0)
-                if now - last < self.config.min_interval:
-                    # Too soon for this pod: try again once its interval has passed.
-                    self._spawn(self._later(pod, reason, self.config.min_interval - (now - last)))
-                    continue
-                self._woken_at[pod] = now
-                if len(self._woken_at) > _WOKEN_MEMO_PRUNE_AT:
-                    cutoff = now - 60  # only the last `min_interval` matters
-                    self._woken_at = {k: v for k, v in self._woken_at.items() if v > cutoff}
-                await self._wake(pod, reason, now)
-                await asyncio.sleep(interval)
+                try:
+                    woke = await self._turn(pod, reason)
+                    self.errors.ok()
+                except Exception as exc:
+                    self.errors.report(exc)
+                    woke = True  # pace the next one all the same
+                if woke:
+                    await asyncio.sleep(interval)
+
+    async def _turn(self, pod: PodRef, reason: str) -> bool:
+        """One queued pod: woken now (True), later, or not at all."""
+        if not self.manager.still_pending(pod.uid):
+            return False  # placed or gone meanwhile: nothing to wake
+        now = self.clock()
+        last = self._woken_at.get(pod, 0.0)
+        if now - last < self.config.min_interval:
+            # Too soon for this pod: try again once its interval has passed.
+            self._spawn(self._later(pod, reason, self.config.min_interval - (now - last)))
+            return False
+        self._woken_at[pod] = now
+        if len(self._woken_at) > _WOKEN_MEMO_PRUNE_AT:
+            cutoff = now - 60  # only the last `min_interval` matters
+            self._woken_at = {k: v for k, v in self._woken_at.items() if v > cutoff}
+        await self._wake(pod, reason, now)
+        return True
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)

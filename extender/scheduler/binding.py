@@ -1,0 +1,92 @@
+"""Binding POSTs: a bounded number in flight, and what failed tried again when another
+try may help.
+
+Resending a Binding is safe by design: if an earlier one took effect, the next gets 409,
+and a 409 is success when the pod is bound to the node we asked for. So every failure
+that leaves it unknown whether the API server made the Binding, or that says it could
+not now, is tried again; only an answer that says no is final.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Protocol
+
+import httpx
+
+from extender.kube.client import ApiError
+
+log = logging.getLogger("gang-extender")
+
+# API answers worth another try: the API server overloaded or restarting.
+_TRANSIENT = frozenset({429, 500, 502, 503, 504})
+# What the transport (extender/kube/transport.py, through httpx) raises when a request
+# may not have reached the API server or its answer was lost: connecting failed or timed
+# out, the connection was reset or closed before the answer, an answer that did not come
+# in time. httpx's exceptions are not OSError; OSError stays for clients that raise the
+# socket's own. A request httpx refused to send (a bad URL or scheme) is final.
+TRANSIENT_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError,
+                    OSError)
+_BINDING_ATTEMPTS = 3
+_BINDING_RETRY_DELAY = 0.2  # seconds, growing 2.5 times per attempt
+
+
+class BindingApi(Protocol):
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None: ...
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+def describe(exc: BaseException) -> str:
+    """An exception in words: httpx's often have an empty message."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else repr(exc)
+
+
+class BindingPoster:
+    def __init__(self, kube: BindingApi | None, concurrency: int) -> None:
+        self.kube = kube
+        self._slots = asyncio.Semaphore(concurrency)
+
+    async def post(self, namespace: str, name: str, uid: str, node: str) -> str | None:
+        """None once the pod is bound to `node`, else the error for kube-scheduler."""
+        if self.kube is None:
+            return "no Kubernetes client configured"
+        delay = _BINDING_RETRY_DELAY
+        for attempt in range(1, _BINDING_ATTEMPTS + 1):
+            error, transient = await self._once(self.kube, namespace, name, uid, node)
+            if error is None or not transient or attempt == _BINDING_ATTEMPTS:
+                return error
+            log.info("binding pod %s/%s to %s: %s; trying again (attempt %d)", namespace,
+                     name, node, error, attempt + 1)
+            await asyncio.sleep(delay)
+            delay *= 2.5
+        return None  # not reached
+
+    async def _once(self, kube: BindingApi, namespace: str, name: str, uid: str, node: str
+                    ) -> tuple[str | None, bool]:
+        """(error or None, whether another try may help)."""
+        failed = f"binding pod {namespace}/{name} to node {node} failed"
+        try:
+            async with self._slots:
+                await kube.bind(namespace, name, uid, node)
+            return None, False
+        except ApiError as exc:
+            if exc.status != 409:
+                return f"{failed}: {exc}", exc.status in _TRANSIENT
+            conflict = exc
+        except TRANSIENT_ERRORS as exc:
+            # It may have been made all the same: the next try's 409 tells.
+            return f"{failed}: {describe(exc)}", True
+        except Exception as exc:
+            return f"{failed}: {exc!r}", False
+        # 409: already assigned. Success only if it is assigned where we meant to. A
+        # failed look is answered by trying again, whose 409 looks again.
+        try:
+            pod = await kube.get_pod(namespace, name)
+        except Exception as get_exc:
+            return f"{failed}: {conflict}; reading the pod: {describe(get_exc)}", True
+        if pod is not None and (pod.get("spec") or {}).get("nodeName") == node:
+            return None, False
+        return f"{failed}: {conflict}", False
