@@ -376,12 +376,17 @@ def test_metrics_refuses_scrapes_beyond_its_concurrency_limit(
         return real(registry)
 
     monkeypatch.setattr(http_mod, "generate_latest", slow_render)
-    app = http_mod.create_metrics_app(GangManager(), Metrics(), metrics_limit=2)
+    manager, metrics = GangManager(), Metrics()
+    app = http_mod.create_metrics_app(manager, metrics, metrics_limit=2)
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
+    # A second listener of the same process (the loopback one) shares the limit.
+    other_app = http_mod.create_metrics_app(manager, metrics, metrics_limit=2)
+    other = httpx.AsyncClient(transport=httpx.ASGITransport(app=other_app),
+                              base_url="http://t")
 
     async def go() -> tuple[list[int], httpx.Response, int, str]:
         first = asyncio.ensure_future(client.get("/metrics"))
-        second = asyncio.ensure_future(client.get("/metrics"))
+        second = asyncio.ensure_future(other.get("/metrics"))
         await asyncio.to_thread(rendering.acquire, True, 5)  # the first one is rendering
         await asyncio.sleep(0.05)  # the second waits its turn
         third = await client.get("/metrics")

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -192,7 +193,10 @@ class MetricsEndpoint:
     refreshes and renders at a time (a second refresh would clear gauge families under a
     rendering); up to `limit` scrapes may be in progress, waiting their turn, and any
     more are refused with 503 and Retry-After rather than queued (the scraper's own `up`
-series shows the refusal).
+    series shows the refusal).
+
+    One per `Metrics` (`for_metrics`): the loopback listener and the metrics listener
+    serve the same gauges, so they share the turn and the limit.
     """
 
     def __init__(self, manager: GangManager, m: Metrics,
@@ -200,6 +204,14 @@ series shows the refusal).
         self.manager, self.m, self.limit = manager, m, limit
         self.in_progress = 0
         self._turn = asyncio.Lock()
+
+    @classmethod
+    def for_metrics(cls, manager: GangManager, m: Metrics,
+                    limit: int = METRICS_MAX_CONCURRENT) -> MetricsEndpoint:
+        endpoint = _ENDPOINTS.get(m)
+        if endpoint is None or endpoint.manager is not manager:
+            endpoint = _ENDPOINTS[m] = cls(manager, m, limit)
+        return endpoint
 
     async def __call__(self) -> Response:
         if self.in_progress >= self.limit:
@@ -216,6 +228,9 @@ series shows the refusal).
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
+_ENDPOINTS: weakref.WeakKeyDictionary[Metrics, MetricsEndpoint] = weakref.WeakKeyDictionary()
+
+
 def _add_probes_and_metrics(app: FastAPI, manager: GangManager, m: Metrics, ready: Any,
                             metrics_limit: int = METRICS_MAX_CONCURRENT) -> None:
     @app.get("/healthz")
@@ -228,7 +243,8 @@ def _add_probes_and_metrics(app: FastAPI, manager: GangManager, m: Metrics, read
             return Response("ok", media_type="text/plain")
         return Response("watches not synced yet", status_code=503, media_type="text/plain")
 
-    app.add_api_route("/metrics", MetricsEndpoint(manager, m, metrics_limit), methods=["GET"])
+    app.add_api_route("/metrics", MetricsEndpoint.for_metrics(manager, m, metrics_limit),
+                      methods=["GET"])
 
 
 def create_metrics_app(manager: GangManager, metrics: Metrics, ready: Any = None,
