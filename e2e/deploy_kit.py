@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +35,9 @@ DEPLOY_DIR = REPO_ROOT / "deploy"
 CHART_DIR = REPO_ROOT / "charts" / "gang-scheduler"
 CRD_FILE = "scheduling.x-k8s.io_podgroups.yaml"
 INSTALL_NS = "gang-scheduler-system"
-SERVICE_ACCOUNT = "gang-scheduler"
+SERVICE_ACCOUNT = "gang-scheduler"  # the kube-scheduler's (the pod's)
+EXTENDER_SERVICE_ACCOUNT = "gang-scheduler-extender"
+EXTENDER_TOKEN_SECRET = "gang-scheduler-extender-token"
 EXTENDER_CONTAINER = "gang-extender"
 SCHEDULER_CONTAINER = "kube-scheduler"
 CONFIG_KEY = "scheduler-config.yaml"
@@ -145,10 +148,12 @@ def container(docs: Iterable[Doc], name: str) -> Doc:
 
 
 def rbac_docs(docs: Iterable[Doc]) -> list[Doc]:
-    """What the ServiceAccount test installs for real: the namespace, the account and every
-    role and binding (not the Deployment, which would need the images)."""
-    kinds = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
-             "RoleBinding"}
+    """What the ServiceAccount tests install for real: the namespace, the accounts, the
+    extender's token Secret, every role and binding, and the admission policy on the
+    extender's pod patches (not the Deployment, which would need the images)."""
+    kinds = {"Namespace", "ServiceAccount", "Secret", "ClusterRole", "ClusterRoleBinding",
+             "Role", "RoleBinding", "ValidatingAdmissionPolicy",
+             "ValidatingAdmissionPolicyBinding"}
     return [d for d in docs if d.get("kind") in kinds]
 
 
@@ -194,16 +199,48 @@ def sa_kubeconfig(cp: ControlPlane, core: Any, namespace: str, name: str, path: 
                   seconds: int = 3600) -> Path:
     """A kubeconfig holding a fresh token of ``namespace/name`` (TokenRequest API): the
     credentials a pod of that account gets, not the admin's."""
-    assert cp.pki is not None
     tr = core.create_namespaced_service_account_token(
         name, namespace, {"spec": {"expirationSeconds": seconds}})
+    return _token_kubeconfig(cp, namespace, name, tr.status.token, path)
+
+
+def secret_token_kubeconfig(cp: ControlPlane, core: Any, namespace: str, secret: str,
+                            path: Path, timeout: float = 30.0) -> Path:
+    """A kubeconfig holding the token the token controller put into a
+    ``kubernetes.io/service-account-token`` Secret: what the extender container of
+    deploy/'s pod mounts. Waits for the controller to fill it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        obj = core.read_namespaced_secret(secret, namespace)
+        token = (obj.data or {}).get("token")
+        if token:
+            break
+        assert time.monotonic() < deadline, f"Secret {namespace}/{secret} has no token"
+        time.sleep(0.2)
+    account = obj.metadata.annotations["kubernetes.io/service-account.name"]
+    return _token_kubeconfig(cp, namespace, account, base64.b64decode(token).decode(), path)
+
+
+def deployed_kubeconfigs(cp: ControlPlane, core: Any, directory: Path,
+                         namespace: str = INSTALL_NS) -> tuple[Path, Path]:
+    """The kube-scheduler's and the extender's credentials as deploy/'s pod has them: a
+    token of the pod's account, and the token from the extender's Secret."""
+    return (sa_kubeconfig(cp, core, namespace, SERVICE_ACCOUNT,
+                          directory / "scheduler.kubeconfig"),
+            secret_token_kubeconfig(cp, core, namespace, EXTENDER_TOKEN_SECRET,
+                                    directory / "extender.kubeconfig"))
+
+
+def _token_kubeconfig(cp: ControlPlane, namespace: str, name: str, token: str,
+                      path: Path) -> Path:
+    assert cp.pki is not None
     ca = base64.b64encode(Path(cp.pki.ca.cert).read_bytes()).decode()
     user = f"system:serviceaccount:{namespace}:{name}"
     cfg = {
         "apiVersion": "v1", "kind": "Config",
         "clusters": [{"name": "e2e", "cluster": {"server": cp.server,
                                                  "certificate-authority-data": ca}}],
-        "users": [{"name": user, "user": {"token": tr.status.token}}],
+        "users": [{"name": user, "user": {"token": token}}],
         "contexts": [{"name": "sa", "context": {"cluster": "e2e", "user": user}}],
         "current-context": "sa",
     }
@@ -251,12 +288,14 @@ def start_deployed_stack(
     kubeconfig: Path,
     name: str,
     scheduler_name: str | None = None,
+    extender_kubeconfig: Path | None = None,
 ) -> DeployedStack:
     """Run the extender with the sidecar's args from the Deployment and a kube-scheduler
-    with the ConfigMap's KubeSchedulerConfiguration, both under ``kubeconfig``.
+    with the ConfigMap's KubeSchedulerConfiguration, the kube-scheduler under
+    ``kubeconfig`` and the extender under ``extender_kubeconfig`` (default: the same).
 
     Changed from the manifests, and only this: local ports instead of the pod's (the
-    urlPrefix of both extender entries follows), the kubeconfig, and optionally the
+    urlPrefix of both extender entries follows), the kubeconfigs, and optionally the
     schedulerName (profile and ``--scheduler-name``), so a test stack never competes with
     another gang scheduler of the same session. Leader election stays as configured; its
     lease is deleted first so a stack stopped earlier cannot delay this one.
@@ -267,7 +306,8 @@ def start_deployed_stack(
     assert args[0] == "serve", args
     args = _set_flag(args, "--listen", f"127.0.0.1:{port}")
     args = _set_flag(args, "--metrics-listen", f"127.0.0.1:{metrics_port}")
-    args = _set_flag(args, "--kubeconfig", str(kubeconfig))
+    ext_kubeconfig = extender_kubeconfig or kubeconfig
+    args = _set_flag(args, "--kubeconfig", str(ext_kubeconfig))
     cfg = scheduler_config(docs)
     if scheduler_name:
         args = _set_flag(args, "--scheduler-name", scheduler_name)
@@ -282,7 +322,7 @@ def start_deployed_stack(
     exe = shutil.which("gang-extender", path=str(Path(sys.executable).parent))
     argv = [exe] if exe else [sys.executable, "-m", "extender.cli"]
     extender = cp.start_process([*argv, *args], f"{name}-extender", cwd=REPO_ROOT,
-                                env={"KUBECONFIG": str(kubeconfig)},
+                                env={"KUBECONFIG": str(ext_kubeconfig)},
                                 ready=http_ok(f"http://127.0.0.1:{metrics_port}/readyz"),
                                 ready_timeout=30)
     le = cfg.get("leaderElection") or {}

@@ -353,3 +353,52 @@ def test_a_pod_the_watch_delivered_is_answered_from_the_managers_copy_unconverte
     assert answer["NodeNames"] == req["NodeNames"] and answer["Error"] == ""
     assert [s["Host"] for s in scores] == req["NodeNames"]
     assert len(converted) == 1 and "spec.containers must be a list" in other["Error"]
+
+
+def test_metrics_refuses_scrapes_beyond_its_concurrency_limit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Up to `limit` scrapes may be in progress; one more is answered 503 at once (not
+    queued), and once they finish scrapes are served again."""
+    import threading
+
+    import prometheus_client
+
+    from extender.reporting.metrics import Metrics
+    from extender.scheduler import http as http_mod
+
+    release = threading.Event()
+    rendering = threading.Semaphore(0)
+    real = prometheus_client.generate_latest
+
+    def slow_render(registry: Any) -> bytes:
+        rendering.release()
+        release.wait(10)
+        return real(registry)
+
+    monkeypatch.setattr(http_mod, "generate_latest", slow_render)
+    manager, metrics = GangManager(), Metrics()
+    app = http_mod.create_metrics_app(manager, metrics, metrics_limit=2)
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
+    # A second listener of the same process (the loopback one) shares the limit.
+    other_app = http_mod.create_metrics_app(manager, metrics, metrics_limit=2)
+    other = httpx.AsyncClient(transport=httpx.ASGITransport(app=other_app),
+                              base_url="http://t")
+
+    async def go() -> tuple[list[int], httpx.Response, int, str]:
+        first = asyncio.ensure_future(client.get("/metrics"))
+        second = asyncio.ensure_future(other.get("/metrics"))
+        await asyncio.to_thread(rendering.acquire, True, 5)  # the first one is rendering
+        await asyncio.sleep(0.05)  # the second waits its turn
+        third = await client.get("/metrics")
+        health = (await client.get("/healthz")).status_code  # probes are not limited
+        release.set()
+        done = [r.status_code for r in await asyncio.gather(first, second)]
+        after = await client.get("/metrics")
+        return done, third, health, after.text
+
+    done, third, health, after = run(go())
+    assert done == [200, 200]
+    assert third.status_code == 503 and third.headers["retry-after"] == "1"
+    assert "limit 2" in third.text
+    assert health == 200
+    assert "gang_extender_verb_duration_seconds" in after

@@ -208,3 +208,47 @@ def test_without_a_lease_it_is_always_active() -> None:
     leader = Leadership(None, None, "me")
     assert leader.active
     assert leader.view() == {"mode": "always-active", "identity": "me", "lease": None}
+
+
+def test_a_lease_missing_for_two_durations_is_called_a_misconfiguration(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """No lease at all, for longer than two lease durations: the kube-scheduler beside it
+    elects with another lease or none, so the extender would stand by forever. It says so
+    in its log and in /debug/gangs, naming --leader-lease; a lease that appears clears it."""
+    async def go() -> None:
+        api = LeaseServer(None)
+        leader = Leadership(api, REF, "me", lease_duration=0.1)
+        task = asyncio.create_task(leader.run())
+        await asyncio.sleep(0.1)  # missing, but not yet for two durations
+        assert "warning" not in leader.view() and leader.missing_warning() is None
+        assert not [r for r in caplog.records if r.levelname == "WARNING"]
+        await asyncio.sleep(0.25)
+        warning = leader.view()["warning"]
+        assert "lease ns/gang-scheduler has not existed for" in warning
+        assert "runs without that lease" in warning and "--leader-lease" in warning
+        logged = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert len(logged) == 1 and "--leader-lease" in logged[0], logged
+        assert leader.view()["mode"] == "standby" and not leader.active
+        # Relists that still find nothing neither restart the clock nor warn again.
+        await asyncio.sleep(0.1)
+        assert len([r for r in caplog.records if r.levelname == "WARNING"]) == 1
+        # The lease appears (another replica's): a plain standby, no warning.
+        await api.events.put(("ADDED", lease("other_1", time.time())))
+        await asyncio.sleep(0.05)
+        assert "warning" not in leader.view() and not leader.active
+        task.cancel()
+
+    caplog.set_level("INFO", logger="gang-extender.leader")
+    asyncio.run(go())
+
+
+def test_a_lease_that_exists_but_is_held_by_another_never_warns() -> None:
+    async def go() -> None:
+        api = LeaseServer(lease("other_1", time.time(), duration=1))
+        leader = Leadership(api, REF, "me", lease_duration=0.05)
+        task = asyncio.create_task(leader.run())
+        await asyncio.sleep(0.3)
+        assert not leader.active and "warning" not in leader.view()
+        task.cancel()
+
+    asyncio.run(go())

@@ -6,10 +6,16 @@
 * No credential reaches its logs or its answers: `gang-extender serve` runs at DEBUG
   against a stand-in API server that fails every write, and its whole output and the
   /bind answer are searched for the bearer token.
-* The extender's ClusterRole grants what the code calls and nothing dangerous. That the
-  role is *sufficient* and that everything else is refused is shown on a real API
-  server by e2e test_deploy (test_service_account_rbac_is_sufficient_to_schedule_a_gang,
-  test_service_account_is_refused_outside_its_roles).
+* The kube-scheduler and the extender run as two ServiceAccounts, each bound to exactly
+  its own rules (issue 27): the extender's grants are what its code calls, the
+  kube-scheduler's what a stock kube-scheduler needs, and neither has the other's. The
+  Deployment gives each container only its own account's token. That the rules are
+  *sufficient* and that everything else is refused is shown on a real API server by e2e
+  test_deploy (test_service_account_rbac_is_sufficient_to_schedule_a_gang,
+  test_service_accounts_are_refused_outside_their_roles), and that the extender's pod
+  patches are limited to its wake-up annotation by e2e test_admission_policy.
+  tests/test_install_hardening.py checks how each container gets its own token, the
+  admission policy, the exposure and availability objects and the image's pinned inputs.
 """
 
 from __future__ import annotations
@@ -203,14 +209,19 @@ def test_no_token_in_logs_or_answers(fake_api: str, tmp_path: Path) -> None:
         assert TOKEN not in a
 
 
-# ----- RBAC --------------------------------------------------------------------------
+# ----- RBAC: two accounts, each with its own rules ------------------------------------
+
+NS = "gang-scheduler-system"
+SCHEDULER_SA = "gang-scheduler"
+EXTENDER_SA = "gang-scheduler-extender"
 
 # (apiGroup, resource, verb) the extender's code uses, and where.
 NEEDED = {
     ("", "nodes", "list"), ("", "nodes", "watch"),  # informer.NODES
     ("", "pods", "list"), ("", "pods", "watch"),  # informer.PODS
     ("", "pods", "get"),  # binding.BindingPoster: a 409 "already bound here"?
-    ("", "pods", "patch"),  # wakeups.Wakeups._wake: the wake-up annotation
+    ("", "pods", "patch"),  # wakeups.Wakeups._wake: the wake-up annotation (and only it:
+    # admission/extender-pod-patches.yaml)
     ("", "pods/binding", "create"),  # kube.bind
     ("", "pods/eviction", "create"),  # kube.evict: a partial gang's members, preemption victims
     ("policy", "poddisruptionbudgets", "list"),  # informer.BUDGETS: victims no budget refuses
@@ -226,26 +237,58 @@ NEEDED = {
     # again to confirm an expiry), by name in a Role of its namespace
     ("coordination.k8s.io", "leases", "list"), ("coordination.k8s.io", "leases", "watch"),
 }
-# The extender's roles: cluster-wide reads and writes, and the one lease it follows.
-EXTENDER_ROLES = ("gang-scheduler-extender", "gang-scheduler-extender-leader-election")
 # Granted but not called today: reads of what the extender already lists. Listed so
 # that any *new* grant fails this test.
 TOLERATED = {
     ("", "nodes", "get"), ("scheduling.x-k8s.io", "podgroups", "get"),
 }
+
+
+def _expand(*rules: tuple[str, str, str]) -> set[tuple[str, str, str]]:
+    """("", "pods nodes", "get list") -> every (group, resource, verb) combination."""
+    return {(g, r, v) for groups, resources, verbs in rules for g in groups.split(",")
+            for r in resources.split() for v in verbs.split()}
+
+
+# What the kube-scheduler's account holds: upstream's system:kube-scheduler for a second
+# scheduler (cluster-role.yaml says what is left out and why), plus its own lease.
+SCHEDULER_GRANTS = _expand(
+    (",events.k8s.io", "events", "create patch update"),
+    ("", "nodes namespaces pods services replicationcontrollers", "get list watch"),
+    ("", "pods/binding bindings", "create"),
+    ("", "pods/status", "patch update"),
+    ("", "pods/finalizers", "update"),
+    ("apps", "replicasets statefulsets", "get list watch"),
+    ("policy", "poddisruptionbudgets", "get list watch"),
+    ("", "persistentvolumeclaims persistentvolumes", "get list watch update patch"),
+    ("storage.k8s.io",
+     "storageclasses csinodes csidrivers csistoragecapacities volumeattachments",
+     "get list watch"),
+    ("authentication.k8s.io", "tokenreviews", "create"),
+    ("authorization.k8s.io", "subjectaccessreviews", "create"),
+    ("resource.k8s.io", "deviceclasses resourceslices", "get list watch"),
+    ("resource.k8s.io", "resourceclaims resourceclaims/status", "get list watch update patch"),
+    ("resource.k8s.io", "resourceclaims", "create delete"),
+    ("resource.k8s.io", "resourceclaims/binding", "update patch"),
+    ("coordination.k8s.io", "leases", "create get update"),  # leader election
+    ("", "configmaps", "get"),  # kube-system/extension-apiserver-authentication (auth-reader)
+)
+
 NEVER_VERBS = {"*", "delete", "deletecollection", "escalate", "bind", "impersonate"}
 NEVER_RESOURCES = {"*", "secrets", "serviceaccounts/token", "configmaps", "clusterroles",
                    "clusterrolebindings", "roles", "rolebindings", "pods/exec",
                    "pods/eviction", "nodes/proxy", "leases"}
 
 
-def _roles() -> dict[str, list[dict[str, Any]]]:
-    out = {}
-    for f in (REPO / "deploy" / "rbac").glob("*.yaml"):
-        for doc in yaml.safe_load_all(f.read_text()):
-            if isinstance(doc, dict) and doc.get("kind") in ("ClusterRole", "Role"):
-                out[doc["metadata"]["name"]] = doc.get("rules") or []
-    return out
+def _rbac_docs() -> list[dict[str, Any]]:
+    return [doc for f in sorted((REPO / "deploy" / "rbac").glob("*.yaml"))
+            for doc in yaml.safe_load_all(f.read_text()) if isinstance(doc, dict)]
+
+
+def _roles() -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Rules by (kind, name)."""
+    return {(d["kind"], d["metadata"]["name"]): d.get("rules") or []
+            for d in _rbac_docs() if d["kind"] in ("ClusterRole", "Role")}
 
 
 def _grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
@@ -253,16 +296,65 @@ def _grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
             for r in rule.get("resources", []) for v in rule.get("verbs", [])}
 
 
-def test_extender_role_grants_what_the_code_calls_and_no_more() -> None:
+def _account_roles() -> dict[str, list[tuple[str, str]]]:
+    """The roles bound to each ServiceAccount of the install, by name."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for d in _rbac_docs():
+        if d["kind"] not in ("ClusterRoleBinding", "RoleBinding"):
+            continue
+        for subject in d["subjects"]:
+            assert subject["kind"] == "ServiceAccount" and subject["namespace"] == NS, d
+            out.setdefault(subject["name"], []).append(
+                (d["roleRef"]["kind"], d["roleRef"]["name"]))
+    return out
+
+
+def _account_grants(account: str) -> set[tuple[str, str, str]]:
     roles = _roles()
-    granted = set().union(*(_grants(roles[name]) for name in EXTENDER_ROLES))
+    builtin = {("Role", "extension-apiserver-authentication-reader"):
+               [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}
+    return set().union(*(_grants({**roles, **builtin}[ref])
+                         for ref in _account_roles()[account]))
+
+
+def test_the_install_has_one_account_per_container() -> None:
+    accounts = {d["metadata"]["name"] for d in _rbac_docs() if d["kind"] == "ServiceAccount"}
+    assert accounts == {SCHEDULER_SA, EXTENDER_SA}
+    assert set(_account_roles()) == accounts, "every account bound, no other subject"
+    # Every binding names exactly one account: no role is shared between the two.
+    for d in _rbac_docs():
+        if d["kind"].endswith("Binding"):
+            assert len(d["subjects"]) == 1, d["metadata"]["name"]
+
+
+def test_extender_account_grants_what_the_code_calls_and_no_more() -> None:
+    granted = _account_grants(EXTENDER_SA)
     assert granted >= NEEDED, f"missing: {sorted(NEEDED - granted)}"
     assert granted - NEEDED <= TOLERATED, f"not needed: {sorted(granted - NEEDED - TOLERATED)}"
 
 
-def _rbac_docs() -> list[dict[str, Any]]:
-    return [doc for f in sorted((REPO / "deploy" / "rbac").glob("*.yaml"))
-            for doc in yaml.safe_load_all(f.read_text()) if isinstance(doc, dict)]
+def test_scheduler_account_grants_what_kube_scheduler_needs_and_no_more() -> None:
+    granted = _account_grants(SCHEDULER_SA)
+    assert granted == SCHEDULER_GRANTS, (
+        f"missing: {sorted(SCHEDULER_GRANTS - granted)}; "
+        f"extra: {sorted(granted - SCHEDULER_GRANTS)}")
+
+
+def test_neither_account_holds_the_others_writes() -> None:
+    """What only the extender does (patch pods, evict, write PodGroup status, follow the
+    lease by watch) is not the kube-scheduler's, and the kube-scheduler's own writes
+    (pod status, volumes, DRA claims, its lease, delegated auth) are not the extender's."""
+    scheduler, extender = _account_grants(SCHEDULER_SA), _account_grants(EXTENDER_SA)
+    extender_only = {("", "pods", "patch"), ("", "pods/eviction", "create"),
+                     ("scheduling.x-k8s.io", "podgroups/status", "patch"),
+                     ("coordination.k8s.io", "leases", "list"),
+                     ("coordination.k8s.io", "leases", "watch")}
+    assert not scheduler & extender_only, sorted(scheduler & extender_only)
+    writes = {"create", "update", "patch", "delete"}
+    shared_writes = {g for g in scheduler & extender if g[2] in writes}
+    # Both bind pods and post Events: each does so itself.
+    assert shared_writes == {("", "pods/binding", "create"), ("", "events", "create"),
+                             ("", "events", "patch")}, sorted(shared_writes)
 
 
 def test_the_extender_reads_only_the_lease_its_scheduler_elects_with() -> None:
@@ -283,8 +375,8 @@ def test_the_extender_reads_only_the_lease_its_scheduler_elects_with() -> None:
     binding = next(d for d in docs if d["kind"] == "RoleBinding"
                    and d["roleRef"]["name"] == role["metadata"]["name"])
     assert binding["metadata"]["namespace"] == le["resourceNamespace"]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gang-scheduler",
-                                    "namespace": "gang-scheduler-system"}]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": EXTENDER_SA,
+                                    "namespace": NS}]
 
 
 # The kube-scheduler's own role keeps upstream's DRA rights (system:kube-scheduler): it
@@ -300,7 +392,7 @@ EXTENDER_EVICTION = {"apiGroups": [""], "resources": ["pods/eviction"], "verbs":
 
 
 def test_no_shipped_role_grants_dangerous_rights() -> None:
-    roles = _roles()
+    roles = {name: rules for (_, name), rules in _roles().items()}
     assert {"gang-scheduler", "gang-scheduler-extender"} <= roles.keys()
     for name, rules in roles.items():
         for rule in rules:

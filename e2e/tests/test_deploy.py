@@ -3,9 +3,10 @@ real API server, say the same thing, and their RBAC is exactly enough.
 
 * Both renderings pass a server-side dry run (admission, schema and RBAC escalation checks)
   and the KubeSchedulerConfiguration passes the kube-scheduler's own validation.
-* The ServiceAccount from deploy/, with only the roles from deploy/, runs the extender and a
-  stock kube-scheduler (configured from the ConfigMap, leader election on) and schedules a
-  gang end to end: the permissions are sufficient. Calls outside the set are refused.
+* The two ServiceAccounts from deploy/, with only the roles from deploy/, run a stock
+  kube-scheduler (configured from the ConfigMap, leader election on) and the extender (with
+  the token the extender's Secret receives) and schedule a gang end to end: the
+  permissions are sufficient. Calls outside each account's set are refused.
 """
 
 from __future__ import annotations
@@ -129,6 +130,10 @@ def _normalise(docs: list[dk.Doc]) -> dict[tuple[str, str], dk.Doc]:
                     v["configMap"]["name"] = "gang-scheduler-config"
         if d["kind"] == "Service":
             d["spec"].pop("selector")
+        if d["kind"] == "NetworkPolicy":
+            d["spec"].pop("podSelector")
+        if d["kind"] == "PodDisruptionBudget":
+            d["spec"].pop("selector")
         out[(d["kind"], name)] = d
     return out
 
@@ -204,6 +209,48 @@ def test_helm_extender_follows_the_lease_its_scheduler_elects_with() -> None:
         dk.helm_template(kube_version=dk.k8s_version(),
                          values={"scheduler.leaderElection.enabled": "false",
                                  "replicaCount": "2"})
+
+
+def test_helm_exposure_values_reach_the_manifests() -> None:
+    """Accounts, the pod patch policy, the NetworkPolicy, the budget and the priority
+    follow their values, and an empty metricsFrom is refused rather than read as
+    "everyone"."""
+    docs = dk.helm_template(namespace="sched", kube_version=dk.k8s_version(), values={
+        "extender.serviceAccount.name": "my-extender",
+        "networkPolicy.metricsFrom[0].podSelector.matchLabels.app": "prometheus",
+        "podDisruptionBudget.maxUnavailable": "0",
+        "priorityClassName": "gang-critical",
+    })
+    user = "'system:serviceaccount:sched:my-extender'"
+    policy = dk.find(docs, "ValidatingAdmissionPolicy")
+    assert user in policy["spec"]["matchConditions"][0]["expression"]
+    secret = dk.find(docs, "Secret")
+    assert secret["metadata"]["annotations"] == {
+        "kubernetes.io/service-account.name": "my-extender"}
+    assert {d["metadata"]["name"] for d in docs if d["kind"] == "ServiceAccount"} == {
+        "gang-scheduler", "my-extender"}
+    for kind, name in (("ClusterRoleBinding", "gang-scheduler-extender"),
+                       ("RoleBinding", "gang-scheduler-extender-leader-election")):
+        assert [s["name"] for s in dk.find(docs, kind, name)["subjects"]] == ["my-extender"]
+    for kind, name in (("ClusterRoleBinding", "gang-scheduler"),
+                       ("RoleBinding", "gang-scheduler-leader-election")):
+        assert [s["name"] for s in dk.find(docs, kind, name)["subjects"]] == ["gang-scheduler"]
+    netpol = dk.find(docs, "NetworkPolicy")
+    assert netpol["spec"]["ingress"][0]["from"] == [
+        {"podSelector": {"matchLabels": {"app": "prometheus"}}}]
+    assert dk.find(docs, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 0
+    assert dk.pod_spec(docs)["priorityClassName"] == "gang-critical"
+
+    off = dk.helm_template(kube_version=dk.k8s_version(), values={
+        "networkPolicy.enabled": "false", "podDisruptionBudget.enabled": "false",
+        "priorityClassName": "", "extender.podPatchPolicy.enabled": "false"})
+    kinds = {d["kind"] for d in off}
+    assert not kinds & {"NetworkPolicy", "PodDisruptionBudget", "ValidatingAdmissionPolicy",
+                        "ValidatingAdmissionPolicyBinding"}
+    assert "priorityClassName" not in dk.pod_spec(off)
+    with pytest.raises(AssertionError, match=r"networkPolicy\.metricsFrom is empty"):
+        dk.helm_template(kube_version=dk.k8s_version(),
+                         values={"networkPolicy.metricsFrom": "null"})
 
 
 def _kube_scheduler_bin() -> Path:
@@ -306,19 +353,21 @@ def test_helm_output_passes_server_side_dry_run(kube: Kube, namespace: str) -> N
 
 
 @pytest.fixture(scope="module")
-def sa_kubeconfig(
+def sa_kubeconfigs(
     control_plane: Cluster, kustomize_docs: list[dk.Doc], tmp_path_factory: pytest.TempPathFactory
-) -> Path:
-    """deploy/'s namespace, ServiceAccount, roles and bindings applied for real; returns a
-    kubeconfig with a token of that ServiceAccount."""
+) -> tuple[Path, Path]:
+    """deploy/'s namespace, ServiceAccounts, token Secret, roles, bindings and admission
+    policy applied for real; returns kubeconfigs of the kube-scheduler's account (a
+    requested token, as the pod's) and of the extender's (the token the controller put
+    into its Secret, as the extender container mounts it)."""
     if not isinstance(control_plane, ControlPlane):
         pytest.skip("needs the local control plane (E2E_KUBECONFIG is set)")
     from e2e.harness.fixtures import kube as admin
 
     errors = dk.apply(dk.dynamic_client(admin().api), dk.rbac_docs(kustomize_docs))
     assert not errors, "\n".join(errors)
-    return dk.sa_kubeconfig(control_plane, admin().core, dk.INSTALL_NS, dk.SERVICE_ACCOUNT,
-                            tmp_path_factory.mktemp("sa") / "sa.kubeconfig")
+    return dk.deployed_kubeconfigs(control_plane, admin().core,
+                                   tmp_path_factory.mktemp("sa"))
 
 
 def _current_log(p: Any) -> str:
@@ -329,14 +378,16 @@ def _current_log(p: Any) -> str:
 def test_service_account_rbac_is_sufficient_to_schedule_a_gang(
     local_control_plane: ControlPlane,
     kustomize_docs: list[dk.Doc],
-    sa_kubeconfig: Path,
+    sa_kubeconfigs: tuple[Path, Path],
     fake_nodes: NodeSet,
     namespace: str,
     kube: Kube,
 ) -> None:
     nodes = fake_nodes.add_nodes(3, prefix=namespace, cpu="2", memory="4Gi")
-    stack = dk.start_deployed_stack(local_control_plane, kustomize_docs, sa_kubeconfig,
-                                    "rbac-e2e", scheduler_name=SCHED_NAME)
+    sched_kc, ext_kc = sa_kubeconfigs
+    stack = dk.start_deployed_stack(local_control_plane, kustomize_docs, sched_kc,
+                                    "rbac-e2e", scheduler_name=SCHED_NAME,
+                                    extender_kubeconfig=ext_kc)
     try:
         create_podgroup(namespace, "trio", min_member=3)
         for i in range(3):
@@ -355,7 +406,7 @@ def test_service_account_rbac_is_sufficient_to_schedule_a_gang(
         assert isinstance(state, dict)
         assert {node for _, node in state.values()} <= set(nodes)
 
-        # Leader election used the lease deploy/ grants, under the SA's identity.
+        # Leader election used the lease deploy/ grants, under the kube-scheduler's account.
         le = dk.scheduler_config(kustomize_docs)["leaderElection"]
         lease = client.CoordinationV1Api(kube.api).read_namespaced_lease(
             le["resourceName"], le["resourceNamespace"])
@@ -371,6 +422,7 @@ def test_service_account_rbac_is_sufficient_to_schedule_a_gang(
 
 
 # (verb, group, resource, subresource, namespace, name)
+# Refused to both accounts.
 REFUSED = [
     ("delete", "", "pods", "", "default", ""),        # evictions only, never a delete
     ("create", "", "pods", "", "default", ""),
@@ -399,29 +451,52 @@ REFUSED = [
     ("patch", "scheduling.k8s.io", "podgroups", "status", "default", ""),
     ("list", "scheduling.k8s.io", "priorityclasses", "", "", ""),
     ("create", "rbac.authorization.k8s.io", "clusterrolebindings", "", "", ""),
-    # The extender reads its scheduler's lease by name only: no list of every lease.
     ("list", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, ""),
     ("watch", "coordination.k8s.io", "leases", "", "kube-system", "kube-scheduler"),
+    ("create", "", "serviceaccounts", "token", dk.INSTALL_NS, dk.EXTENDER_SERVICE_ACCOUNT),
 ]
 
-ALLOWED = [
-    ("create", "", "pods", "binding", "default", ""),
+# What only the extender may do: refused to the kube-scheduler's account.
+EXTENDER_ONLY = [
     # Evictions: a partial gang's members (issue 16), a preemption's victims (issue 17).
     ("create", "", "pods", "eviction", "default", ""),
-    ("list", "policy", "poddisruptionbudgets", "", "", ""),
-    ("watch", "policy", "poddisruptionbudgets", "", "", ""),
-    ("patch", "", "pods", "", "default", ""),
-    ("patch", "", "pods", "status", "default", ""),
-    ("watch", "", "nodes", "", "", ""),
-    ("list", "scheduling.x-k8s.io", "podgroups", "", "", ""),
+    ("patch", "", "pods", "", "default", ""),  # the wake-up annotation (and only it: VAP)
     ("patch", "scheduling.x-k8s.io", "podgroups", "status", "default", ""),
+    ("list", "scheduling.x-k8s.io", "podgroups", "", "", ""),
     ("watch", "scheduling.volcano.sh", "podgroups", "", "", ""),
     ("watch", "scheduling.k8s.io", "podgroups", "", "", ""),
-    ("create", "events.k8s.io", "events", "", "default", ""),
-    ("create", "", "events", "", "default", ""),
-    ("update", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, "gang-scheduler"),
+    # It follows the lease by list and watch, by name.
     ("list", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, "gang-scheduler"),
     ("watch", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, "gang-scheduler"),
+]
+
+# What only the kube-scheduler may do: refused to the extender's account.
+SCHEDULER_ONLY = [
+    ("patch", "", "pods", "status", "default", ""),
+    ("create", "", "bindings", "", "default", ""),
+    ("get", "", "namespaces", "", "", ""),
+    ("list", "", "services", "", "", ""),
+    ("list", "apps", "statefulsets", "", "", ""),
+    ("update", "", "persistentvolumes", "", "", ""),
+    ("list", "storage.k8s.io", "storageclasses", "", "", ""),
+    ("create", "resource.k8s.io", "resourceclaims", "", "default", ""),
+    ("create", "authentication.k8s.io", "tokenreviews", "", "", ""),
+    ("create", "authorization.k8s.io", "subjectaccessreviews", "", "", ""),
+    ("create", "events.k8s.io", "events", "", "default", ""),
+    # Its leader election, and the cluster's authentication settings (metrics auth).
+    ("get", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, "gang-scheduler"),
+    ("update", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, "gang-scheduler"),
+    ("get", "", "configmaps", "", "kube-system", "extension-apiserver-authentication"),
+]
+
+# Both: each binds pods, posts Events and reads pods and nodes itself.
+BOTH = [
+    ("create", "", "pods", "binding", "default", ""),
+    ("create", "", "events", "", "default", ""),
+    ("watch", "", "nodes", "", "", ""),
+    ("list", "", "pods", "", "", ""),
+    ("list", "policy", "poddisruptionbudgets", "", "", ""),
+    ("watch", "policy", "poddisruptionbudgets", "", "", ""),
 ]
 
 
@@ -434,25 +509,31 @@ def _can(api: Any, verb: str, group: str, resource: str, sub: str, ns: str, name
     return bool(review.status.allowed)
 
 
-def test_service_account_is_refused_outside_its_roles(
-    sa_kubeconfig: Path, namespace: str, kube: Kube
+@pytest.mark.parametrize("account", ["kube-scheduler", "extender"])
+def test_service_accounts_are_refused_outside_their_roles(
+    account: str, sa_kubeconfigs: tuple[Path, Path], namespace: str, kube: Kube
 ) -> None:
-    api = dk.sa_api_client(sa_kubeconfig)
+    sched_kc, ext_kc = sa_kubeconfigs
+    kubeconfig, name, own, others = (
+        (sched_kc, dk.SERVICE_ACCOUNT, SCHEDULER_ONLY, EXTENDER_ONLY)
+        if account == "kube-scheduler" else
+        (ext_kc, dk.EXTENDER_SERVICE_ACCOUNT, EXTENDER_ONLY, SCHEDULER_ONLY))
+    api = dk.sa_api_client(kubeconfig)
     try:
         who = client.AuthenticationV1Api(api).create_self_subject_review({}).status
-        assert who.user_info.username == (
-            f"system:serviceaccount:{dk.INSTALL_NS}:{dk.SERVICE_ACCOUNT}")
+        assert who.user_info.username == f"system:serviceaccount:{dk.INSTALL_NS}:{name}"
 
-        wrongly_allowed = [r for r in REFUSED if _can(api, *r)]
-        assert not wrongly_allowed, f"the ServiceAccount may: {wrongly_allowed}"
-        missing = [r for r in ALLOWED if not _can(api, *r)]
-        assert not missing, f"the ServiceAccount may not: {missing}"
+        wrongly_allowed = [r for r in [*REFUSED, *others] if _can(api, *r)]
+        assert not wrongly_allowed, f"{name} may: {wrongly_allowed}"
+        missing = [r for r in [*own, *BOTH] if not _can(api, *r)]
+        assert not missing, f"{name} may not: {missing}"
 
         # And real calls, not just the authorizer's opinion.
-        create_pod(namespace, "victim")
+        victim = f"victim-{account}"
+        create_pod(namespace, victim)
         core = client.CoreV1Api(api)
         calls: dict[str, Callable[[], object]] = {
-            "delete pod": lambda: core.delete_namespaced_pod("victim", namespace),
+            "delete pod": lambda: core.delete_namespaced_pod(victim, namespace),
             "list secrets": lambda: core.list_secret_for_all_namespaces(),
             "update the main scheduler's lease": lambda: client.CoordinationV1Api(
                 api).patch_namespaced_lease("kube-scheduler", "kube-system",
@@ -462,19 +543,22 @@ def test_service_account_is_refused_outside_its_roles(
             with pytest.raises(ApiException) as exc:
                 call()
             assert exc.value.status == 403, f"{what}: {exc.value.status} {exc.value.reason}"
-        assert kube.core.read_namespaced_pod("victim", namespace).metadata.deletion_timestamp \
+        assert kube.core.read_namespaced_pod(victim, namespace).metadata.deletion_timestamp \
             is None
     finally:
         api.close()
 
 
 def test_metrics_port_serves_only_metrics_and_probes(
-    local_control_plane: ControlPlane, kustomize_docs: list[dk.Doc], sa_kubeconfig: Path
+    local_control_plane: ControlPlane, kustomize_docs: list[dk.Doc],
+    sa_kubeconfigs: tuple[Path, Path]
 ) -> None:
     import httpx
 
-    stack = dk.start_deployed_stack(local_control_plane, kustomize_docs, sa_kubeconfig,
-                                    "metrics-port", scheduler_name=SCHED_NAME + "-metrics")
+    sched_kc, ext_kc = sa_kubeconfigs
+    stack = dk.start_deployed_stack(local_control_plane, kustomize_docs, sched_kc,
+                                    "metrics-port", scheduler_name=SCHED_NAME + "-metrics",
+                                    extender_kubeconfig=ext_kc)
     try:
         url = f"http://127.0.0.1:{stack.metrics_port}"
         for path in ("/metrics", "/healthz", "/readyz"):

@@ -39,10 +39,10 @@ def test_any_cluster_gang_tests_pass_in_external_mode(
     docs = dk.kustomize_build()
     errors = dk.apply(dk.dynamic_client(kube().api), dk.rbac_docs(docs))
     assert not errors, "\n".join(errors)
-    sa = dk.sa_kubeconfig(cp, kube().core, dk.INSTALL_NS, dk.SERVICE_ACCOUNT,
-                          tmp_path / "sa.kubeconfig")
+    sched_kc, ext_kc = dk.deployed_kubeconfigs(cp, kube().core, tmp_path)
     fake_nodes.add_nodes(4, prefix="external", cpu="4", memory="8Gi")
-    stack = dk.start_deployed_stack(cp, docs, sa, "external", scheduler_name=SCHEDULER)
+    stack = dk.start_deployed_stack(cp, docs, sched_kc, "external", scheduler_name=SCHEDULER,
+                                    extender_kubeconfig=ext_kc)
     junit = tmp_path / "junit.xml"
     try:
         env = dict(os.environ)

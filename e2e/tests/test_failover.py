@@ -122,8 +122,8 @@ def replicas(local_control_plane: ControlPlane, kube: Kube,
             for d in dk.load_docs(f.read_text())]
     errors = dk.apply(dk.dynamic_client(kube.api), rbac)
     assert not errors, errors
-    sa = dk.sa_kubeconfig(cp, kube.core, dk.INSTALL_NS, dk.SERVICE_ACCOUNT,
-                          tmp_path / "sa.kubeconfig")
+    # Each under its own account, as in deploy/'s pod.
+    sa, ext_sa = dk.deployed_kubeconfigs(cp, kube.core, tmp_path)
     deployment = next(d for d in dk.load_docs((deploy / "deployment.yaml").read_text())
                       if d["kind"] == "Deployment")
     sidecar = next(c for c in deployment["spec"]["template"]["spec"]["initContainers"]
@@ -144,13 +144,13 @@ def replicas(local_control_plane: ControlPlane, kube: Kube,
         args = _with_flag(args, "--listen", f"127.0.0.1:{port}")
         args = _with_flag(args, "--metrics-listen", None)  # /metrics is on --listen too
         args = _with_flag(args, "--scheduler-name", SCHED)
-        args = _with_flag(args, "--kubeconfig", str(sa))
+        args = _with_flag(args, "--kubeconfig", str(ext_sa))
         args = _with_flag(args, "--leader-identity", identity)
         # A backoff that ends within the test (deploy/ has 10 s), for a certain wake-up.
         args = _with_flag(args, "--backoff-base", "2")
         ext = cp.start_process([sys.executable, "-m", "extender.cli", *args],
                                f"failover-{identity}-extender",
-                               cwd=REPO_ROOT, env={"KUBECONFIG": str(sa)},
+                               cwd=REPO_ROOT, env={"KUBECONFIG": str(ext_sa)},
                                ready=http_ok(f"http://127.0.0.1:{port}/readyz"),
                                ready_timeout=30)
         started.append(ext)

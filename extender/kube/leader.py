@@ -15,6 +15,13 @@ and no Event. The watches keep running so the cache is warm, and the verbs answe
 a tick. Losing leadership while active ends the process (`on_lost`), as kube-scheduler
 does (extender-protocol §4, "Leader loss"): its held binds die with it, and it comes
 back as a standby.
+
+A lease that does not exist at all for more than two lease durations is a
+misconfiguration, not a failover: a kube-scheduler that elects with that lease creates
+it at once. Most likely the kube-scheduler runs without leader election or with another
+lease than `--leader-lease` names, and then no replica ever schedules a gang. The
+extender says so in its log and in /debug/gangs (`leader.warning`), instead of standing
+by in silence.
 """
 
 from __future__ import annotations
@@ -108,6 +115,19 @@ class LeaseApi(Protocol):
               ) -> AsyncIterator[tuple[str, dict[str, Any]]]: ...
 
 
+# kube-scheduler's default leaseDuration; a lease that was never seen has no duration of
+# its own to go by.
+DEFAULT_LEASE_DURATION = 15.0
+
+
+def missing_lease_warning(lease: LeaseRef, seconds: float) -> str:
+    return (f"lease {lease} has not existed for {seconds:.0f}s (more than two lease "
+            f"durations): the kube-scheduler beside this extender runs without that lease "
+            f"(leader election off, or another lease), so this extender stands by for "
+            f"good. Make --leader-lease name the kube-scheduler's leaderElection "
+            f"resourceNamespace/resourceName, or --leader-lease=off without election")
+
+
 class Leadership:
     """Whether this extender may act, from a watch of its kube-scheduler's lease.
 
@@ -123,6 +143,7 @@ class Leadership:
         identity: str,
         clock: Callable[[], float] = time.time,
         on_lost: Callable[[str], None] | None = None,
+        lease_duration: float = DEFAULT_LEASE_DURATION,
     ) -> None:
         self.kube = kube
         self.lease = lease
@@ -135,6 +156,12 @@ class Leadership:
         self._timer: asyncio.TimerHandle | None = None
         self._confirming: asyncio.Task[None] | None = None
         self._judged = False
+        # Since when the lease has been seen not to exist (None: it exists, or unread),
+        # and the timer that warns two lease durations later.
+        self.lease_duration = lease_duration
+        self._missing_since: float | None = None
+        self._missing_timer: asyncio.TimerHandle | None = None
+        self._missing_warned = False
 
     @property
     def active(self) -> bool:
@@ -156,14 +183,53 @@ class Leadership:
             "expiresInSeconds": (round(v.expires - self.clock(), 3)
                                  if v.expires is not None else None),
             "why": v.why,
+            **({"warning": w} if (w := self.missing_warning()) else {}),
         }
+
+    def missing_warning(self) -> str | None:
+        """The misconfiguration warning, once the lease has been missing for longer than
+        two lease durations; None otherwise."""
+        if self.lease is None or self._missing_since is None:
+            return None
+        missing = self.clock() - self._missing_since
+        if missing <= 2 * self.lease_duration:
+            return None
+        return missing_lease_warning(self.lease, missing)
 
     # ----- judging ---------------------------------------------------------------------
 
     def observe(self, lease: Mapping[str, Any] | None) -> None:
         """A new copy of the lease, or None when it does not exist: judge again."""
         self._lease_obj = lease
+        self._track_missing(lease)
         self._judge(decide(lease, self.identity, self.clock()))
+
+    def _track_missing(self, lease: Mapping[str, Any] | None) -> None:
+        if lease is not None:
+            spec = lease.get("spec")
+            duration = spec.get("leaseDurationSeconds") if isinstance(spec, Mapping) else None
+            if isinstance(duration, int | float) and duration > 0:
+                self.lease_duration = float(duration)
+            if self._missing_timer is not None:
+                self._missing_timer.cancel()
+                self._missing_timer = None
+            if self._missing_warned:
+                log.info("lease %s exists now", self.lease)
+            self._missing_since, self._missing_warned = None, False
+            return
+        if self._missing_since is not None:
+            return  # still missing (a relist): the clock runs from the first sight
+        self._missing_since = self.clock()
+        # A little past the bound, so the check in _warn_missing is past it too.
+        delay = 2 * self.lease_duration + 0.01
+        self._missing_timer = asyncio.get_running_loop().call_later(delay, self._warn_missing)
+
+    def _warn_missing(self) -> None:
+        self._missing_timer = None
+        warning = self.missing_warning()
+        if warning is not None and not self._missing_warned:
+            self._missing_warned = True
+            log.warning("%s", warning)
 
     def _judge(self, verdict: Verdict) -> None:
         was = self.active

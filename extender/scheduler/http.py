@@ -12,9 +12,11 @@ backoff.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -39,6 +41,11 @@ MAX_BODY = 64 * 1024 * 1024
 
 NOT_SYNCED = ("gang-extender is not synced yet: the first lists of nodes, pods and pod "
               "groups are still being applied; the pod is retried after its backoff")
+
+# Scrapes of /metrics in progress at once (rendering, or waiting for the one rendering);
+# beyond it a scrape is answered 503 at once. Two lets a pair of redundant Prometheus
+# servers both succeed; a flood of scrapers cannot queue up renderings without bound.
+METRICS_MAX_CONCURRENT = 2
 
 
 def _describe(exc: Exception) -> str:
@@ -194,8 +201,55 @@ class Verbs:
 Health = Callable[[], str | None]
 
 
+class MetricsEndpoint:
+    """/metrics with a concurrency limit.
+
+    The gauges are refreshed on the loop (they read the gang manager), and the text is
+    rendered in a worker thread, so a large exposition does not hold the loop. One scrape
+    refreshes and renders at a time (a second refresh would clear gauge families under a
+    rendering); up to `limit` scrapes may be in progress, waiting their turn, and any
+    more are refused with 503 and Retry-After rather than queued (the scraper's own `up`
+    series shows the refusal).
+
+    One per `Metrics` (`for_metrics`): the loopback listener and the metrics listener
+    serve the same gauges, so they share the turn and the limit.
+    """
+
+    def __init__(self, manager: GangManager, m: Metrics,
+                 limit: int = METRICS_MAX_CONCURRENT) -> None:
+        self.manager, self.m, self.limit = manager, m, limit
+        self.in_progress = 0
+        self._turn = asyncio.Lock()
+
+    @classmethod
+    def for_metrics(cls, manager: GangManager, m: Metrics,
+                    limit: int = METRICS_MAX_CONCURRENT) -> MetricsEndpoint:
+        endpoint = _ENDPOINTS.get(m)
+        if endpoint is None or endpoint.manager is not manager:
+            endpoint = _ENDPOINTS[m] = cls(manager, m, limit)
+        return endpoint
+
+    async def __call__(self) -> Response:
+        if self.in_progress >= self.limit:
+            return Response(f"too many concurrent scrapes (limit {self.limit})\n",
+                            status_code=503, media_type="text/plain",
+                            headers={"Retry-After": "1"})
+        self.in_progress += 1
+        try:
+            async with self._turn:
+                self.m.refresh(self.manager)
+                body = await asyncio.to_thread(generate_latest, self.m.registry)
+        finally:
+            self.in_progress -= 1
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+
+_ENDPOINTS: weakref.WeakKeyDictionary[Metrics, MetricsEndpoint] = weakref.WeakKeyDictionary()
+
+
 def _add_probes_and_metrics(app: FastAPI, manager: GangManager, m: Metrics, ready: Any,
-                            health: Health | None) -> None:
+                            health: Health | None,
+                            metrics_limit: int = METRICS_MAX_CONCURRENT) -> None:
     @app.get("/healthz")
     async def healthz() -> Response:
         # `health`: why the process is not alive (the tick loop stopped), or None.
@@ -210,20 +264,19 @@ def _add_probes_and_metrics(app: FastAPI, manager: GangManager, m: Metrics, read
             return Response("ok", media_type="text/plain")
         return Response("watches not synced yet", status_code=503, media_type="text/plain")
 
-    @app.get("/metrics")
-    async def metrics_() -> Response:
-        m.refresh(manager)
-        return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
+    app.add_api_route("/metrics", MetricsEndpoint.for_metrics(manager, m, metrics_limit),
+                      methods=["GET"])
 
 
 def create_metrics_app(manager: GangManager, metrics: Metrics, ready: Any = None,
-                       health: Health | None = None) -> FastAPI:
+                       health: Health | None = None,
+                       metrics_limit: int = METRICS_MAX_CONCURRENT) -> FastAPI:
     """Only /metrics and the probes, for an address reachable from outside the pod: the
     verbs (a /bind binds any pod anywhere with the extender's rights) and the debug view
     stay on the loopback listener."""
     app = FastAPI(title="gang-extender metrics", docs_url=None, redoc_url=None,
                   openapi_url=None)
-    _add_probes_and_metrics(app, manager, metrics, ready, health)
+    _add_probes_and_metrics(app, manager, metrics, ready, health, metrics_limit)
     return app
 
 

@@ -38,6 +38,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{- define "gang-scheduler.extenderServiceAccountName" -}}
+{{- if .Values.extender.serviceAccount.create }}
+{{- default (printf "%s-extender" (include "gang-scheduler.fullname" .)) .Values.extender.serviceAccount.name }}
+{{- else }}
+{{- required "extender.serviceAccount.name is required when extender.serviceAccount.create is false" .Values.extender.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
 {{/* Go duration ("300s", "5m", "1h30m") to seconds, for the bind-hold check. */}}
 {{- define "gang-scheduler.durationSeconds" -}}
 {{- $d := toString . -}}
@@ -69,6 +77,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.scheduler.leaderElection.enabled) -}}
 {{- fail "replicaCount above 1 needs scheduler.leaderElection.enabled: without a lease every replica would schedule and bind" -}}
+{{- end -}}
+{{- if and .Values.networkPolicy.enabled (not .Values.networkPolicy.metricsFrom) -}}
+{{- fail "networkPolicy.metricsFrom is empty: no scraper could reach /metrics; name who may, or set networkPolicy.enabled=false" -}}
 {{- end -}}
 {{- if eq .Values.schedulerName "default-scheduler" -}}
 {{- fail "schedulerName must not be default-scheduler: the gang scheduler runs next to the main scheduler" -}}

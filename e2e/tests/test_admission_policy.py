@@ -1,0 +1,161 @@
+"""The extender's pod patches are limited to its wake-up annotation (issue 27, item 6).
+
+RBAC can only say "patch pods". deploy/admission/extender-pod-patches.yaml, a
+ValidatingAdmissionPolicy, refuses any other change the extender's account makes to a pod.
+Here the shipped manifests (kustomize build of deploy/, not a copy) are applied to the local
+API server, and the extender's own credentials (the token its Secret receives, as the
+extender container mounts it) patch a pending pod:
+
+* the extender's wake-up patch, sent by the extender's own client code, is admitted;
+* every other change (labels, other annotations, spec, finalizers, owner references), alone
+  or along with a wake-up, is refused, and the pod is left as it was;
+* the same changes by another identity (the admin) are admitted: the policy judges only the
+  extender's account.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e import deploy_kit as dk
+from e2e.harness.cluster import Cluster, ControlPlane
+from e2e.harness.fixtures import Kube, create_pod, get_pod, wait_for
+from e2e.harness.k8s import ApiException, client
+from extender.kube.client import ApiError, make_kube
+from extender.scheduler.wakeups import WAKE_ANNOTATION
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def extender_api(
+    control_plane: Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Any, Path]]:
+    """deploy/'s accounts, roles and admission policy applied for real; the extender's
+    credentials as a client and as a kubeconfig."""
+    if not isinstance(control_plane, ControlPlane):
+        pytest.skip("needs the local control plane (E2E_KUBECONFIG is set)")
+    from e2e.harness.fixtures import kube as admin
+
+    docs = dk.rbac_docs(dk.kustomize_build())
+    kinds = {d["kind"] for d in docs}
+    assert {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} <= kinds
+    errors = dk.apply(dk.dynamic_client(admin().api), docs)
+    assert not errors, "\n".join(errors)
+    kubeconfig = dk.secret_token_kubeconfig(
+        control_plane, admin().core, dk.INSTALL_NS, dk.EXTENDER_TOKEN_SECRET,
+        tmp_path_factory.mktemp("vap") / "extender.kubeconfig")
+    api = dk.sa_api_client(kubeconfig)
+    yield api, kubeconfig
+    api.close()
+
+
+def _patch(api: Any, ns: str, name: str, body: dict[str, Any]) -> int:
+    """Merge-patch the pod as the extender; the HTTP status (200, or the refusal's)."""
+    try:
+        client.CoreV1Api(api).patch_namespaced_pod(name, ns, body)
+    except ApiException as e:
+        return int(e.status)
+    return 200
+
+
+def _refusal(api: Any, ns: str, name: str, body: dict[str, Any]) -> str:
+    with pytest.raises(ApiException) as exc:
+        client.CoreV1Api(api).patch_namespaced_pod(name, ns, body)
+    assert exc.value.status == 422, (exc.value.status, exc.value.body)
+    text = str(exc.value.body)
+    assert "ValidatingAdmissionPolicy" in text and "gang-scheduler-extender-pod-patches" in text
+    return text
+
+
+def _wake(now: float) -> dict[str, Any]:
+    return {"metadata": {"annotations": {WAKE_ANNOTATION: f"{now:.3f}"}}}
+
+
+def _as_extender_code(kubeconfig: Path, ns: str, name: str, now: float) -> None:
+    """The wake-up patch exactly as extender/scheduler/wakeups.py sends it, through the
+    extender's own client (make_kube, merge_patch)."""
+    async def go() -> None:
+        kube = make_kube(str(kubeconfig))
+        try:
+            await kube.merge_patch(f"/api/v1/namespaces/{ns}/pods/{name}", _wake(now))
+        finally:
+            await kube.http.aclose()
+
+    asyncio.run(go())
+
+
+def test_the_extender_may_patch_only_its_wake_up_annotation(
+    extender_api: tuple[Any, Path], namespace: str, kube: Kube
+) -> None:
+    api, kubeconfig = extender_api
+    create_pod(namespace, "pending", labels={"team": "a"},
+               annotations={"owner": "someone"}, scheduler_name="nobody-schedules-this")
+    before = get_pod(namespace, "pending")
+    assert before is not None
+
+    # A policy takes effect a moment after it is created: wait until it refuses.
+    wait_for(lambda: _patch(api, namespace, "pending",
+                            {"metadata": {"labels": {"team": "b"}}}) == 422 or None,
+             30, "the admission policy refusing the extender's label patch")
+
+    refused: dict[str, dict[str, Any]] = {
+        "add a label": {"metadata": {"labels": {"extra": "1"}}},
+        "change a label": {"metadata": {"labels": {"team": "b"}}},
+        "remove a label": {"metadata": {"labels": {"team": None}}},
+        "add an annotation": {"metadata": {"annotations": {"other": "1"}}},
+        "change an annotation": {"metadata": {"annotations": {"owner": "me"}}},
+        "remove an annotation": {"metadata": {"annotations": {"owner": None}}},
+        "a wake-up with a label": {"metadata": {"labels": {"team": "b"},
+                                                "annotations": {WAKE_ANNOTATION: "1.000"}}},
+        "a wake-up with an annotation": {"metadata": {"annotations": {
+            WAKE_ANNOTATION: "1.000", "other": "1"}}},
+        "change the spec": {"spec": {"activeDeadlineSeconds": 5}},
+        "add a toleration": {"spec": {"tolerations": [{"key": "k", "operator": "Exists"}]}},
+        "change the image": {"spec": {"containers": [{"name": before["spec"]["containers"][0][
+            "name"], "image": "registry.example.com/other:1"}]}},
+        "add a finalizer": {"metadata": {"finalizers": ["example.com/hold"]}},
+        "add an owner": {"metadata": {"ownerReferences": [{
+            "apiVersion": "v1", "kind": "ConfigMap", "name": "x",
+            "uid": "00000000-0000-0000-0000-000000000001"}]}},
+    }
+    messages = {what: _refusal(api, namespace, "pending", body)
+                for what, body in refused.items()}
+    assert "may not change a pod's labels" in messages["add a label"]
+    assert "may change no pod annotation but" in messages["add an annotation"]
+    assert "may not change a pod's spec" in messages["change the spec"]
+
+    # The extender's own wake-up, by its own code: admitted, twice (a new value each time).
+    _as_extender_code(kubeconfig, namespace, "pending", 1000.0)
+    _as_extender_code(kubeconfig, namespace, "pending", 1001.5)
+    after = get_pod(namespace, "pending")
+    assert after is not None
+    assert after["metadata"]["annotations"] == {"owner": "someone", WAKE_ANNOTATION: "1001.500"}
+    assert after["metadata"]["labels"] == before["metadata"]["labels"]
+    assert after["spec"] == before["spec"]
+    assert not after["metadata"].get("finalizers") and not after["metadata"].get(
+        "ownerReferences")
+    # Removing its own annotation is a change of that annotation only.
+    assert _patch(api, namespace, "pending",
+                  {"metadata": {"annotations": {WAKE_ANNOTATION: None}}}) == 200
+
+    # The policy is about the extender's account, not about pods: the admin may.
+    kube.core.patch_namespaced_pod("pending", namespace, {"metadata": {"labels": {"team": "b"}}})
+    pod = get_pod(namespace, "pending")
+    assert pod is not None and pod["metadata"]["labels"]["team"] == "b"
+
+
+def test_a_wake_up_of_a_pod_that_is_gone_is_still_a_404(
+    extender_api: tuple[Any, Path], namespace: str
+) -> None:
+    """The policy does not turn the extender's "pod already gone" (which wakeups.py
+    ignores) into another error."""
+    _, kubeconfig = extender_api
+    with pytest.raises(ApiError) as exc:
+        _as_extender_code(kubeconfig, namespace, "never-created", 1.0)
+    assert exc.value.status == 404

@@ -1,0 +1,226 @@
+"""How the install keeps each part to its own (issue 27, item 6), read from deploy/ and
+the Dockerfile; what the accounts may do is tests/test_security.py, and the behaviour on a
+real API server is e2e test_deploy and test_admission_policy.
+
+* Each container reads only its own account's token: the kube-scheduler the pod's
+  projected token, the extender its account's token Secret.
+* The ValidatingAdmissionPolicy on pod patches judges the extender's account and lets
+  through the annotation the code writes.
+* A PodDisruptionBudget and a priority keep the scheduler up; a NetworkPolicy admits only
+  scrapes of the metrics ports.
+* The image's inputs are pinned: requirements.lock covers every runtime dependency with
+  hashes, and the Dockerfile installs from it with --require-hashes on a base image
+  pinned by version and digest.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from extender.scheduler.wakeups import WAKE_ANNOTATION
+from tests.test_security import EXTENDER_SA, NS, REPO, SCHEDULER_SA
+
+
+def _rbac_docs() -> list[dict[str, Any]]:
+    return [doc for f in sorted((REPO / "deploy" / "rbac").glob("*.yaml"))
+            for doc in yaml.safe_load_all(f.read_text()) if isinstance(doc, dict)]
+
+
+# ----- each container gets its own account's token ------------------------------------
+
+TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def _deploy_docs(*names: str) -> list[dict[str, Any]]:
+    return [d for name in names
+            for d in yaml.safe_load_all((REPO / "deploy" / name).read_text())
+            if isinstance(d, dict)]
+
+
+def _pod_spec() -> dict[str, Any]:
+    spec: dict[str, Any] = _deploy_docs("deployment.yaml")[0]["spec"]["template"]["spec"]
+    return spec
+
+
+def _mounts(container: str) -> dict[str, str]:
+    spec = _pod_spec()
+    c = next(c for c in [*spec["initContainers"], *spec["containers"]]
+             if c["name"] == container)
+    return {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+
+
+def test_each_container_reads_only_its_own_accounts_token() -> None:
+    """The pod's account is the kube-scheduler's; nothing is automounted, the
+    kube-scheduler mounts the pod's projected token and the extender the token Secret
+    of its own account, both at the path in-cluster credentials are read from."""
+    spec = _pod_spec()
+    assert spec["serviceAccountName"] == SCHEDULER_SA
+    assert spec["automountServiceAccountToken"] is False
+    volumes = {v["name"]: v for v in spec["volumes"]}
+
+    sched_volume = volumes[_mounts("kube-scheduler")[TOKEN_PATH]]
+    sources = sched_volume["projected"]["sources"]
+    assert {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}} in sources
+
+    ext_volume = volumes[_mounts("gang-extender")[TOKEN_PATH]]
+    secret_name = ext_volume["secret"]["secretName"]
+    assert [i["key"] for i in ext_volume["secret"]["items"]] == ["token", "ca.crt", "namespace"]
+    secret = next(d for d in _rbac_docs() if d["kind"] == "Secret")
+    assert secret["metadata"]["name"] == secret_name
+    assert secret["type"] == "kubernetes.io/service-account-token"
+    assert secret["metadata"]["annotations"] == {
+        "kubernetes.io/service-account.name": EXTENDER_SA}
+    # No container sees the other's token.
+    for container, own in (("kube-scheduler", sched_volume), ("gang-extender", ext_volume)):
+        others = {name for name, v in volumes.items()
+                  if ("secret" in v or "projected" in v) and v is not own}
+        assert not set(_mounts(container).values()) & others, container
+
+
+# ----- the extender's pod patches: its wake-up annotation only ------------------------
+
+
+def test_the_pod_patch_policy_is_shipped_for_the_extenders_account() -> None:
+    """Which requests it judges (the extender's updates of pods) and the annotation it
+    lets through are the ones the code uses; its behaviour is e2e
+    test_admission_policy."""
+    kustomization = yaml.safe_load((REPO / "deploy" / "kustomization.yaml").read_text())
+    assert "admission/extender-pod-patches.yaml" in kustomization["resources"]
+    policy, binding = _deploy_docs("admission/extender-pod-patches.yaml")
+    assert policy["kind"] == "ValidatingAdmissionPolicy"
+    assert policy["apiVersion"] == "admissionregistration.k8s.io/v1"
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    rule, = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["operations"] == ["UPDATE"] and "pods" in rule["resources"]
+    condition, = policy["spec"]["matchConditions"]
+    assert f"'system:serviceaccount:{NS}:{EXTENDER_SA}'" in condition["expression"]
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    assert variables["wake"] == f"'{WAKE_ANNOTATION}'"
+    assert binding["kind"] == "ValidatingAdmissionPolicyBinding"
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"],
+                               "validationActions": ["Deny"]}
+
+
+# ----- availability: disruption budget, priority --------------------------------------
+
+
+def test_the_scheduler_has_a_disruption_budget_and_a_priority() -> None:
+    kustomization = yaml.safe_load((REPO / "deploy" / "kustomization.yaml").read_text())
+    assert {"pdb.yaml", "network-policy.yaml"} <= set(kustomization["resources"])
+    pdb, = _deploy_docs("pdb.yaml")
+    deployment = _deploy_docs("deployment.yaml")[0]
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert pdb["spec"]["selector"]["matchLabels"] == selector
+    # Never blocks a drain of a single replica; one of two stays up.
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+    assert _pod_spec()["priorityClassName"] == "system-cluster-critical"
+
+
+def test_the_network_policy_admits_only_scrapes_of_the_metrics_ports() -> None:
+    policy, = _deploy_docs("network-policy.yaml")
+    deployment = _deploy_docs("deployment.yaml")[0]
+    assert policy["spec"]["podSelector"]["matchLabels"] == (
+        deployment["spec"]["selector"]["matchLabels"])
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    rule, = policy["spec"]["ingress"]
+    assert rule["from"], "an empty 'from' would admit every source"
+    ports = {p["port"] for p in rule["ports"]}
+    named = {p["name"] for c in [*_pod_spec()["initContainers"], *_pod_spec()["containers"]]
+             for p in c.get("ports", [])}
+    assert ports == named == {"metrics", "https-metrics"}
+
+
+# ----- the image's pinned inputs ------------------------------------------------------
+
+
+def _lock() -> dict[str, tuple[str, list[str]]]:
+    """requirements.lock: name -> (version, hashes)."""
+    text = (REPO / "requirements.lock").read_text().replace("\\\n", " ")
+    out: dict[str, tuple[str, list[str]]] = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        spec, *rest = line.split(" --hash=")
+        req = Requirement(spec.strip())
+        pins = [s for s in req.specifier if s.operator == "=="]
+        assert len(pins) == 1, f"not pinned exactly: {spec}"
+        out[canonicalize_name(req.name)] = (pins[0].version, [h.strip() for h in rest])
+    return out
+
+
+def _pyproject() -> dict[str, Any]:
+    import tomllib
+
+    out: dict[str, Any] = tomllib.loads((REPO / "pyproject.toml").read_text())
+    return out
+
+
+def test_the_lock_pins_every_runtime_dependency_with_hashes() -> None:
+    lock = _lock()
+    project = _pyproject()
+    declared = [*project["project"]["dependencies"], *project["build-system"]["requires"]]
+    for dep in declared:
+        req = Requirement(dep)
+        name = str(canonicalize_name(req.name))
+        assert name in lock, f"{req.name} is not in requirements.lock: compile it again"
+        version, _ = lock[name]
+        assert req.specifier.contains(version, prereleases=True), (
+            f"requirements.lock pins {name}=={version}, pyproject.toml wants {req.specifier}")
+    for name, (_, hashes) in lock.items():
+        assert hashes and all(h.startswith("sha256:") and len(h) == 71 for h in hashes), name
+
+
+def test_the_lock_is_closed_over_what_it_pins() -> None:
+    """Every requirement of a locked package (for Linux, CPython 3.12) is locked too, so
+    --require-hashes finds nothing missing. Read from the installed metadata of packages
+    installed at the locked version (the test environment is built from the same
+    versions); the rest cannot be checked here."""
+    from importlib import metadata
+
+    lock = _lock()
+    env = {"python_version": "3.12", "python_full_version": "3.12.14",
+           "sys_platform": "linux", "platform_system": "Linux",
+           "platform_machine": "x86_64", "implementation_name": "cpython",
+           "platform_python_implementation": "CPython", "os_name": "posix"}
+    checked = 0
+    for name, (version, _) in lock.items():
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        if dist.version != version:
+            continue
+        checked += 1
+        for raw in dist.requires or []:
+            req = Requirement(raw)
+            if req.marker is not None and not req.marker.evaluate({**env, "extra": ""}):
+                continue
+            assert canonicalize_name(req.name) in lock, f"{name} needs {raw}, not locked"
+    assert checked >= len(lock) // 2, "too few locked packages installed to check"
+
+
+def test_the_dockerfile_installs_only_from_the_lock_on_a_pinned_base() -> None:
+    text = (REPO / "Dockerfile").read_text()
+    logical = text.replace("\\\n", " ")
+    froms = [ln.split()[1] for ln in logical.splitlines() if ln.startswith("FROM ")]
+    assert froms and all(f == "${BASE_IMAGE}" for f in froms), froms
+    base = next(ln.split("=", 1)[1] for ln in logical.splitlines()
+                if ln.startswith("ARG BASE_IMAGE="))
+    image, _, digest = base.partition("@")
+    tag = image.rsplit(":", 1)[1]
+    assert tag.split("-")[0].count(".") == 2, f"not an exact version: {tag}"
+    assert digest.startswith("sha256:") and len(digest) == 71, base
+    assert "COPY requirements.lock" in logical
+    installs = [ln for ln in logical.splitlines() if "pip install" in ln]
+    assert installs
+    for ln in installs:
+        # Either every dependency from the lock, by hash, or the package itself, offline.
+        ok = ("--require-hashes" in ln and "-r requirements.lock" in ln) or (
+            "--no-index" in ln and "--no-deps" in ln and "--no-build-isolation" in ln)
+        assert ok, ln
