@@ -7,7 +7,7 @@ bigger than kube-scheduler thinks it is, and the two would then disagree on fits
 
 An amount beyond int64 in its unit is `SATURATED` ("more than any node has"): a request
 or a minResources of that size never fits, a node's capacity is capped below it, and
-messages say "too large" instead of printing the number.
+messages say "beyond int64" instead of printing the number.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ _BINARY_UNITS: tuple[tuple[str, int], ...] = (
 _POD_LEVEL = ("cpu", "memory")
 _HUGEPAGES = "hugepages-"
 _MEMORY_LIKE = ("memory", "ephemeral-storage")
-TOO_LARGE = "too large (beyond int64, more than any node has)"
+TOO_LARGE = "beyond int64"  # how a message spells SATURATED: more than any node has
 
 
 def to_units(name: str, q: Fraction | int) -> int:
@@ -284,7 +284,7 @@ def _is_memory_like(name: str) -> bool:
 def format_amount(name: str, v: int) -> str:
     """One amount the way a manifest would spell it, so a user can compare the message
     with what they wrote: cpu as "500m"/"2", bytes in the largest exact binary unit; an
-    amount beyond int64 as "too large", never as its digits."""
+    amount beyond int64 as "beyond int64", never as its digits."""
     if v >= SATURATED:
         return TOO_LARGE
     if name == "cpu":
