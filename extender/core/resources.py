@@ -44,6 +44,7 @@ _BINARY_UNITS: tuple[tuple[str, int], ...] = (
 _POD_LEVEL = ("cpu", "memory")
 _HUGEPAGES = "hugepages-"
 _MEMORY_LIKE = ("memory", "ephemeral-storage")
+_MAX_NAME = 253 + 1 + 63  # a qualified name: DNS subdomain prefix, "/", name
 TOO_LARGE = "beyond int64"  # how a message spells SATURATED: more than any node has
 
 
@@ -75,6 +76,10 @@ def parse_resource_list(d: Mapping[str, Any] | None, capacity: bool = False) -> 
 
 
 def _quantity_for(name: str, raw: Any) -> Fraction:
+    if len(name) > _MAX_NAME:
+        # Resource names are qualified names; a custom resource's keys are not validated,
+        # and every message about the gang would repeat a name of any length.
+        raise ValueError(f"resource name {shorten(name)} is longer than {_MAX_NAME} characters")
     try:
         return parse_quantity(raw)
     except ValueError:

@@ -242,6 +242,14 @@ def test_a_node_capacity_beyond_int64_is_capped_below_any_saturated_request() ->
     assert parse_resource_list({"memory": "16Ei"}, capacity=True) == {"memory": INT64_MAX}
 
 
+def test_a_resource_name_longer_than_a_qualified_name_is_rejected_in_short() -> None:
+    name = "example.com/" + "x" * 1_000_000
+    with pytest.raises(ValueError, match=r"resource name example\.com/x+\.\.\.\(1000012 "
+                                         r"characters\) is longer than 317 characters"):
+        parse_resource_list({name: "1"})
+    assert parse_resource_list({"a" * 253 + "/" + "b" * 63: "1"}) == {"a" * 253 + "/" + "b" * 63: 1}
+
+
 def test_negative_hostile_amounts_are_rejected_with_a_short_message() -> None:
     with pytest.raises(ValueError, match="negative quantity '-1e30000000' for cpu"):
         parse_resource_list({"cpu": "-1e30000000"})
