@@ -82,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--default-timeout", type=_positive, default=60.0,
                        help="seconds a reservation waits for its quorum to bind when the "
                             "PodGroup sets no scheduleTimeoutSeconds (default 60)")
+    serve.add_argument("--max-schedule-timeout", type=_non_negative, default=600.0,
+                       help="longest a reservation waits for its quorum to bind, whatever "
+                            "the PodGroup's scheduleTimeoutSeconds asks: what one tenant's "
+                            "gang can hold capacity for. 0 turns the cap off (default 600)")
     serve.add_argument("--backoff-base", type=_positive, default=10.0,
                        help="seconds a gang backs off after its first timeout; doubles each "
                             "time (default 10)")
@@ -189,13 +193,17 @@ async def _serve(args: argparse.Namespace) -> int:
 
     if args.backoff_limit is not None and args.backoff_limit < 1:
         raise SystemExit("--backoff-limit must be at least 1")
+    if args.max_schedule_timeout and args.default_timeout > args.max_schedule_timeout:
+        raise SystemExit(f"--default-timeout {args.default_timeout:g} exceeds "
+                         f"--max-schedule-timeout {args.max_schedule_timeout:g}")
     policy = BackoffPolicy(args.backoff_base, max(args.backoff_cap, args.backoff_base),
                            args.backoff_limit)
     manager = GangManager(Core.wire(Config(
         args.default_timeout, policy, assembly_wait_seconds=args.assembly_wait,
         assembly_gap_seconds=args.assembly_gap, preemption=args.preemption == "on",
         starvation_after_seconds=args.starvation_after or None,
-        scheduler_name=args.scheduler_name)))
+        scheduler_name=args.scheduler_name,
+        max_timeout_seconds=args.max_schedule_timeout or None)))
     kube = make_kube(args.kubeconfig)
     metrics = Metrics()
     lost = asyncio.Event()

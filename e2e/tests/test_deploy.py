@@ -163,6 +163,7 @@ def test_helm_values_reach_the_manifests() -> None:
         "extender.podgroupStatus": "false",
         "extender.events": "false",
         "extender.defaultScheduleTimeoutSeconds": "120",
+        "extender.maxScheduleTimeoutSeconds": "900",
         "extender.backoff.baseSeconds": "30",
         "extender.backoff.capSeconds": "600",
         "extender.backoff.limit": "5",
@@ -173,7 +174,8 @@ def test_helm_values_reach_the_manifests() -> None:
     assert [e["httpTimeout"] for e in cfg["extenders"]] == ["3s", "10m"]
     ext = dk.container(docs, dk.EXTENDER_CONTAINER)
     assert ext["image"] == "registry.example.com/gang-extender:1.2.3"
-    for flag in ("--bind-hold-limit=500", "--default-timeout=120", "--backoff-base=30",
+    for flag in ("--bind-hold-limit=500", "--default-timeout=120", "--max-schedule-timeout=900",
+                 "--backoff-base=30",
                  "--backoff-cap=600", "--backoff-limit=5", "--assembly-wait=0.25",
                  "--assembly-gap=0.1", "--podgroup-status=off", "--events=off"):
         assert flag in ext["args"]

@@ -31,3 +31,23 @@ class Config:
     # spec.schedulerName of the gang scheduler's profile: its pending plain pods may
     # preempt, and its pods' capacity is what the starvation guard waits for.
     scheduler_name: str = "gang-scheduler"
+    # The longest a tenant's scheduleTimeoutSeconds may hold capacity for a quorum that
+    # does not bind (`--max-schedule-timeout`): the CRD allows up to a day, and a gang
+    # that never assembles would keep its nodes from everyone that long. None: no cap.
+    max_timeout_seconds: float | None = 600.0
+
+    def timeout_for(self, requested: int | None) -> float:
+        """The reservation timeout of a gang whose PodGroup asks for `requested` seconds
+        (None or 0: the default), capped at `max_timeout_seconds`."""
+        if not requested:
+            return self.default_timeout_seconds
+        if self.max_timeout_seconds is not None and requested > self.max_timeout_seconds:
+            return self.max_timeout_seconds
+        return float(requested)
+
+    def timeout_capped(self, requested: int | None) -> str:
+        """What a status message adds when `timeout_for` capped `requested`; else ""."""
+        if not requested or self.timeout_for(requested) >= requested:
+            return ""
+        return (f" (scheduleTimeoutSeconds {requested} capped at --max-schedule-timeout "
+                f"{self.timeout_for(requested):g}s)")

@@ -348,7 +348,7 @@ def _build_node(obj: Mapping[str, Any], _ident: str) -> NodeInfo:
         raise ValueError(f"spec.unschedulable must be a boolean, got {unschedulable!r}")
     return NodeInfo(
         name=name,
-        allocatable=parse_resource_list(_obj(raw, "status.allocatable")),
+        allocatable=parse_resource_list(_obj(raw, "status.allocatable"), capacity=True),
         labels=_str_map(meta.get("labels"), "metadata.labels"),
         taints=tuple(taints),
         unschedulable=bool(unschedulable),

@@ -1,23 +1,28 @@
 """Kubernetes quantities and resource lists, in kube-scheduler's integer units.
 
-Amounts are parsed exactly (as `Fraction`) and rounded up only once, at the end,
-the way kube-scheduler sums `resource.Quantity` values exactly and then takes
+Amounts are parsed exactly (as `Fraction`, `core/quantity.py`) and rounded up only once,
+at the end, the way kube-scheduler sums `resource.Quantity` values exactly and then takes
 `MilliValue()`/`Value()`: rounding each container separately could make a pod look
 bigger than kube-scheduler thinks it is, and the two would then disagree on fits.
+
+An amount beyond int64 in its unit is `SATURATED` ("more than any node has"): a request
+or a minResources of that size never fits, a node's capacity is capped below it, and
+messages say "beyond int64" instead of printing the number.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
+from extender.core.quantity import INT64_MAX, SATURATED, parse_quantity, shorten
 from extender.core.types import Resources
 
 __all__ = [
+    "SATURATED",
     "add",
     "fits",
     "format_resources",
@@ -29,31 +34,9 @@ __all__ = [
     "to_units",
 ]
 
-_DECIMAL_SUFFIX: dict[str, int] = {
-    "n": -9,
-    "u": -6,
-    "m": -3,
-    "": 0,
-    "k": 3,
-    "M": 6,
-    "G": 9,
-    "T": 12,
-    "P": 15,
-    "E": 18,
-}
-_BINARY_SUFFIX: dict[str, int] = {
-    "Ki": 10,
-    "Mi": 20,
-    "Gi": 30,
-    "Ti": 40,
-    "Pi": 50,
-    "Ei": 60,
-}
-# apimachinery's grammar: <sign><digits>[.<digits>] then one of a binary suffix, a
-# decimal suffix, or an exponent. "1E" is one exa, "1E3" is a thousand, "1e" is invalid.
-_QUANTITY = re.compile(
-    r"([+-]?)(\d+\.?\d*|\.\d+)(?:[eE]([+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)",
-    re.ASCII,
+# For messages: bytes are written in the largest binary unit that divides them exactly.
+_BINARY_UNITS: tuple[tuple[str, int], ...] = (
+    ("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10),
 )
 
 # Pod-level requests (PodLevelResources) replace the aggregated container value only
@@ -61,58 +44,24 @@ _QUANTITY = re.compile(
 _POD_LEVEL = ("cpu", "memory")
 _HUGEPAGES = "hugepages-"
 _MEMORY_LIKE = ("memory", "ephemeral-storage")
-
-
-def parse_quantity(s: str | int | float) -> Fraction:
-    """Exact value of a Kubernetes quantity ("100m", "1.5Gi", "1e3", 2, 0.5).
-
-    Floats go through their shortest repr so a JSON `0.1` means one tenth, as it
-    would had it been written as the string "0.1".
-    """
-    if isinstance(s, bool):
-        raise ValueError(f"invalid quantity {s!r}")
-    if isinstance(s, int):
-        return Fraction(s)
-    if isinstance(s, float):
-        if not math.isfinite(s):
-            raise ValueError(f"invalid quantity '{s}'")
-        return Fraction(repr(s))
-    if not isinstance(s, str):
-        raise ValueError(f"invalid quantity {s!r}")
-    return _parse_str(s)
-
-
-@lru_cache(maxsize=4096)
-def _parse_str(s: str) -> Fraction:
-    # Memoized: a cluster spells the same few dozen quantities ("1", "500m", "1Gi")
-    # millions of times over a relist. The function is pure, so the memo is invisible.
-    m = _QUANTITY.fullmatch(s)
-    if m is None:
-        raise ValueError(f"invalid quantity '{s}'")
-    sign, number, exponent, suffix = m.groups()
-    value = Fraction(number)
-    if exponent is not None:
-        value *= Fraction(10) ** int(exponent)
-    elif suffix:
-        if suffix in _BINARY_SUFFIX:
-            value *= 1 << _BINARY_SUFFIX[suffix]
-        else:
-            value *= Fraction(10) ** _DECIMAL_SUFFIX[suffix]
-    return -value if sign == "-" else value
+_MAX_NAME = 253 + 1 + 63  # a qualified name: DNS subdomain prefix, "/", name
+TOO_LARGE = "beyond int64"  # how a message spells SATURATED: more than any node has
 
 
 def to_units(name: str, q: Fraction | int) -> int:
     """Integer amount in kube-scheduler's unit for `name`: millicores for cpu
     (`MilliValue()`), the plain value for everything else (`Value()`); both round up,
-    so a request is never understated."""
-    if name == "cpu":
-        return math.ceil(q * 1000)
-    return math.ceil(q)
+    so a request is never understated. Beyond int64, where Kubernetes' own values
+    overflow, it is `SATURATED`: more than any node has."""
+    v = math.ceil(q * 1000) if name == "cpu" else math.ceil(q)
+    return SATURATED if v > INT64_MAX else v
 
 
-def parse_resource_list(d: Mapping[str, Any] | None) -> Resources:
+def parse_resource_list(d: Mapping[str, Any] | None, capacity: bool = False) -> Resources:
     """A ResourceList (`{"cpu": "500m", ...}`) in integer units. Negative amounts are
-    rejected: the API server never stores them, so one means corrupt input."""
+    rejected: the API server never stores them, so one means corrupt input.
+    `capacity` (a node's): an amount beyond int64 is capped at INT64_MAX, just below
+    `SATURATED`, so that a saturated request still fits no node."""
     if d is None:
         return {}
     if not isinstance(d, Mapping):
@@ -121,16 +70,20 @@ def parse_resource_list(d: Mapping[str, Any] | None) -> Resources:
     for name, raw in d.items():
         units = to_units(name, _quantity_for(name, raw))
         if units < 0:
-            raise ValueError(f"negative quantity '{raw}' for {name}")
-        out[name] = units
+            raise ValueError(f"negative quantity '{shorten(raw)}' for {shorten(name)}")
+        out[name] = min(units, INT64_MAX) if capacity else units
     return out
 
 
 def _quantity_for(name: str, raw: Any) -> Fraction:
+    if len(name) > _MAX_NAME:
+        # Resource names are qualified names; a custom resource's keys are not validated,
+        # and every message about the gang would repeat a name of any length.
+        raise ValueError(f"resource name {shorten(name)} is longer than {_MAX_NAME} characters")
     try:
         return parse_quantity(raw)
     except ValueError:
-        raise ValueError(f"invalid quantity '{raw}' for {name}") from None
+        raise ValueError(f"invalid quantity '{shorten(raw)}' for {shorten(name)}") from None
 
 
 def _exact_list(d: Any, where: str) -> dict[str, Fraction]:
@@ -142,7 +95,7 @@ def _exact_list(d: Any, where: str) -> dict[str, Fraction]:
     for name, raw in d.items():
         q = _quantity_for(name, raw)
         if q < 0:
-            raise ValueError(f"negative quantity '{raw}' for {name}")
+            raise ValueError(f"negative quantity '{shorten(raw)}' for {shorten(name)}")
         out[name] = q
     return out
 
@@ -220,8 +173,9 @@ def _one_container_key(spec: Mapping[str, Any]) -> tuple[Any, Any] | None:
     if (req is not None and type(req) is not dict) or (lim is not None and type(lim) is not dict):
         return None
     key = (tuple(req.items()) if req else (), tuple(lim.items()) if lim else ())
-    # Strings only, as the API server sends them: 1 == 1.0 == True would share an entry.
-    if all(type(v) is str for part in key for _, v in part):
+    # Strings only, as the API server sends them: 1 == 1.0 == True would share an entry;
+    # short ones only, as the API server writes them: a memo keeps its keys alive.
+    if all(type(v) is str and len(v) <= 64 for part in key for _, v in part):
         return key
     return None
 
@@ -313,11 +267,13 @@ def fits(req: Mapping[str, int], free: Mapping[str, int]) -> bool:
 
 
 def shortfall(req: Mapping[str, int], free: Mapping[str, int]) -> dict[str, int]:
-    """How much of each resource is missing for `req` to fit (only those missing)."""
+    """How much of each resource is missing for `req` to fit (only those missing). A
+    saturated request is missing whole, whatever `free` holds: summed over many nodes,
+    free capacity may pass int64, but no node can give it."""
     out: dict[str, int] = {}
     for k, v in req.items():
         if v > 0:
-            missing = v - free.get(k, 0)
+            missing = SATURATED if v >= SATURATED else v - free.get(k, 0)
             if missing > 0:
                 out[k] = missing
     return out
@@ -332,11 +288,14 @@ def _is_memory_like(name: str) -> bool:
 
 def format_amount(name: str, v: int) -> str:
     """One amount the way a manifest would spell it, so a user can compare the message
-    with what they wrote: cpu as "500m"/"2", bytes in the largest exact binary unit."""
+    with what they wrote: cpu as "500m"/"2", bytes in the largest exact binary unit; an
+    amount beyond int64 as "beyond int64", never as its digits."""
+    if v >= SATURATED:
+        return TOO_LARGE
     if name == "cpu":
         return str(v // 1000) if v % 1000 == 0 else f"{v}m"
     if _is_memory_like(name) and v != 0:
-        for suffix, shift in reversed(_BINARY_SUFFIX.items()):
+        for suffix, shift in _BINARY_UNITS:
             if v % (1 << shift) == 0:
                 return f"{v >> shift}{suffix}"
     return str(v)

@@ -117,6 +117,8 @@ class Timeouts:
                 f"timed out after {now - res.created:.0f}s with {assembled} of {need} members "
                 f"ready (attempt {bo.attempts}); backing off {policy.delay(bo.attempts):g}s"
             )
+        if group is not None:
+            body += self._config.timeout_capped(group.schedule_timeout_seconds)
         members = self._cache.members(group) if group else []
         # Partial: its commit let members through, some were bound, the quorum never was
         # (a Binding failed for good, or a member vanished). Only what this commit bound

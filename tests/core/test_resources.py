@@ -290,9 +290,15 @@ def test_format_resources() -> None:
     assert format_resources({}) == "{}"
 
 
-@given(st.integers(min_value=0, max_value=1 << 70), st.sampled_from(["cpu", "memory", "x/y"]))
+@given(st.integers(min_value=0, max_value=(1 << 63) - 1),
+       st.sampled_from(["cpu", "memory", "x/y"]))
 def test_formatted_amounts_parse_back(v: int, name: str) -> None:
     assert to_units(name, parse_quantity(format_amount(name, v))) == v
+
+
+@given(st.integers(min_value=1 << 63, max_value=1 << 70), st.sampled_from(["cpu", "memory"]))
+def test_amounts_beyond_int64_are_named_not_spelled_out(v: int, name: str) -> None:
+    assert format_amount(name, v) == "beyond int64"
 
 
 _QUANTITIES = st.sampled_from(["100m", "1", "0.5", "64Mi", "1Gi", "2", "0", "1500m", "3e3"])

@@ -166,7 +166,7 @@ class GangQueue:
                     if parked and st is not None:
                         self._outbox.append(WakePods(f"gang {key} complete: {st.reason}",
                                                      parked, key))
-            timeout = group.schedule_timeout_seconds or self._config.default_timeout_seconds
+            timeout = self._config.timeout_for(group.schedule_timeout_seconds)
             # 6. Evict lower-priority work for it: on the tick only, never on
             # kube-scheduler's loop (a search plans it a handful of times).
             priority = -sort_key[0]  # the gang's priority (`queue_sort_key`)
@@ -211,7 +211,7 @@ class GangQueue:
         )
 
     def _reserve(self, group: GroupInfo, plan: Plan, now: float, scheduling: str | None) -> None:
-        timeout = group.schedule_timeout_seconds or self._config.default_timeout_seconds
+        timeout = self._config.timeout_for(group.schedule_timeout_seconds)
         res = self._reservations.reserve(group, plan, now, timeout)
         self._announce(group, res, now, scheduling)
 
@@ -260,6 +260,7 @@ class GangQueue:
         msg = (
             f"gang {group.key}: reserved {len(res.slots)} slot(s) on {len(nodes)} node(s)"
             f"{where} for {res.timeout:g}s"
+            f"{self._config.timeout_capped(group.schedule_timeout_seconds)}"
         )
         self._explanations.set(group.key, Reason.RESERVED, msg, now)
         gref = GroupRef(group.namespace, group.name, group.uid, group.source)
