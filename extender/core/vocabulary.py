@@ -21,6 +21,8 @@ class Reason(StrEnum):
     WAITING_FOR_MEMBERS = "WaitingForMembers"
     QUEUED = "Queued"  # a quorum exists; the extender has not looked at it yet
     INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+    # Fits no set of the cluster's nodes even emptied: set aside (`queue/unplaceable.py`).
+    UNPLACEABLE = "Unplaceable"
     INVALID_TOPOLOGY = "InvalidTopology"  # a malformed topology annotation: not placed
     WAITING_BEHIND_OLDER_GANG = "WaitingBehindOlderGang"
     RESERVED = "Reserved"
