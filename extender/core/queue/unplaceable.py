@@ -85,7 +85,9 @@ class Unplaceable:
 
 def message(group: GroupInfo, why: Shortfall) -> str:
     """What can never fit and the most that could, for users."""
-    most = "" if "members placed in all" in why.message else (
-        f"; at most {why.fit} of {why.need} members could ever fit")
-    return (f"gang {group.key}: can never be placed on this cluster's nodes, even with "
-            f"every pod the gang scheduler placed gone: {why.message}{most}")
+    # The plan's own count, unless it says it already or the PodGroup's minResources
+    # ruled the gang out before any member was planned.
+    said = "members placed in all" in why.message or why.message.startswith("minResources")
+    most = "" if said else f"; at most {why.fit} of {why.need} members could ever fit"
+    return (f"gang {group.key}: can never be placed on this cluster's nodes, even emptied "
+            f"of every pod: {why.message}{most}")
