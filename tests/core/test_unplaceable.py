@@ -18,6 +18,7 @@ from extender.core.planner import Plan, Shortfall, plan_group
 from extender.core.snapshot import Snapshot
 from extender.core.types import GroupInfo, NodeInfo, PodInfo
 from extender.core.vocabulary import GangHeld, Reason
+from tests.core.restart import recorded, written
 from tests.core.sim import SimScheduler, group, node, pod
 from tests.core.workload import Driver, Job
 
@@ -243,3 +244,37 @@ def test_a_starving_gang_never_holds_a_node_an_older_holder_holds() -> None:
     driver.run_until(lambda: driver.gang_bound_at(young) is not None, 30)
     assert (driver.gang_bound_at(old) or 99) <= 8.1 + 0.5, driver.gang_bound_at(old)
     assert (driver.gang_bound_at(young) or 99) <= 16.1 + 0.5, driver.gang_bound_at(young)
+
+
+def test_each_starving_gang_keeps_its_own_wait_over_a_restart() -> None:
+    """`waitingForCapacitySince` per gang: after a restart, the gangs of both pools are
+    held `--starvation-after` after their own recorded start, not after the restart;
+    the unplaceable gang records no wait."""
+
+    def cluster(now: float, groups: Sequence[GroupInfo]) -> SimScheduler:
+        sim = sim_with([labelled(node(f"{p}{i}", cpu=4000, gpu=2), pool=p)
+                        for p in "ab" for i in range(2)], after=10.0)
+        sim.now = now
+        for n in sim.cache.nodes:  # fillers of the gang scheduler: they finish some day
+            sim.add_pod(pod(f"fill-{n}", cpu=3000, node_name=n, phase="Running"))
+        for g in groups:
+            sim.add_group(g)
+            for i in range(2):
+                spec: dict[str, Any] = ({"gpu": 4} if g.name == "gpu" else
+                                        {"cpu": 4000, "node_selector": {"pool": g.name}})
+                sim.add_pod(pod(f"{g.name}-{i}", g.name, **spec))
+        return sim
+
+    first = cluster(1000.0, [group("a", 2), group("b", 2, creation=1.0), group("gpu", 2)])
+    first.tick()
+    first.tick(3)
+    assert first.status("ns/gpu").reason == Reason.UNPLACEABLE
+    assert written(first, "ns/gpu").to_k8s()["waitingForCapacitySince"] is None
+    pgs = [recorded(first, f"ns/{n}") for n in ("a", "b", "gpu")]
+    assert [p.waiting_since for p in pgs] == [1000.0, 1000.0, 0.0]  # 0: none
+    second = cluster(first.now + 4, pgs)  # restarted 7 s into the waits
+    second.tick()
+    assert not [a for a in second.actions if isinstance(a, GangHeld)]
+    second.tick(3.1)
+    held = sorted(a.group.name for a in second.actions if isinstance(a, GangHeld))
+    assert held == ["a", "b"], held
