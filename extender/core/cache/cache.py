@@ -106,6 +106,7 @@ class Cache:
         self.charge_epoch = 0  # grows whenever a pod is charged to a node or leaves it
         self.unreserve_epoch = 0  # grows whenever a reservation slot is released
         self.node_epoch = 0  # grows whenever a node is added, changed or removed
+        self.free_epoch = 0  # grows whenever free capacity changes (`_adjust`)
         # Values come from one counter for the whole cache, so a gang key that is
         # forgotten and later seen again can never repeat a stale epoch.
         self.members_epoch: dict[str, int] = {}
@@ -146,6 +147,7 @@ class Cache:
     def _adjust(self, node: str, requests: Resources, sign: int) -> None:
         """Every change to a node's free capacity after `upsert_node`."""
         free = self.free.get(node)
+        self.free_epoch += 1
         if free is not None:
             _add_into(free, requests, sign)
             self.fit_index.changed(node)

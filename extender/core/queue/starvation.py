@@ -73,6 +73,13 @@ class Starvation:
         self._due: float | None = None  # when the next waiting gang starves
         # Per node, what the pods that finish or leave give back; once per pass.
         self._leaving: dict[str, Resources] | None = None
+        # Kept while a pass runs and free capacity does not change: the forward free
+        # capacity of every node, the nodes in order for each set of wanted resources,
+        # and the holders' places in gang order. Many gangs may starve at once, and each
+        # one's view differs from these only by the nodes it may not or may take.
+        self._base: tuple[tuple[int, int], dict[str, Resources]] | None = None
+        self._orders: dict[frozenset[str], list[str]] = {}
+        self._keys: dict[str, tuple[int, float, str]] = {}
         # The holders whose forward reservations the last guard took over.
         self.taken_over: list[str] = []
         self.took_over = False  # any guard of this pass took one over
@@ -132,6 +139,8 @@ class Starvation:
     def new_pass(self) -> None:
         self._due = None
         self._leaving = None
+        self._base = None
+        self._keys.clear()
         self.took_over = False
 
     # ----- the guard -----------------------------------------------------------------------
@@ -158,8 +167,8 @@ class Starvation:
         for res in self.holders():
             if res.gang == key:
                 return None
-            held = self._cache.groups.get(res.gang)
-            if held is not None and queue_sort_key(held, self._cache.members(held)) <= mine:
+            theirs = self._sort_key(res.gang)
+            if theirs is not None and theirs <= mine:
                 ahead.append(res)
             else:
                 behind.append(res)
@@ -184,6 +193,15 @@ class Starvation:
         self.took_over = self.took_over or bool(self.taken_over)
         return self._reservations.reserve(group, result, now, timeout, held=STARVATION)
 
+    def _sort_key(self, gang: str) -> tuple[int, float, str] | None:
+        key = self._keys.get(gang)
+        if key is None:
+            group = self._cache.groups.get(gang)
+            if group is None:
+                return None
+            key = self._keys[gang] = queue_sort_key(group, self._cache.members(group))
+        return key
+
     def _leaving_now(self) -> dict[str, Resources]:
         """Per node, what the pods the gang scheduler placed and the pods being deleted
         give back when they are gone; pods do not come or go during a pass."""
@@ -204,29 +222,59 @@ class Starvation:
         `released`), without the `taken` nodes (held for gangs ahead), nodes with the
         most of the gang's resources free now first (see the module's docstring)."""
         cache = self._cache
-        wanted = {r for m in members if not m.node_name for r, q in m.requests.items() if q}
+        wanted = frozenset(r for m in members if not m.node_name
+                           for r, q in m.requests.items() if q)
+        base, order = self._forward_base(wanted)
         back: dict[str, list[Resources]] = {}
         for res in released:
             for slot in res.slots.values():
                 back.setdefault(slot.node, []).append(slot.pod.requests)
-        leaving = self._leaving_now()
         free: dict[str, Resources] = {}
-        score: dict[str, float] = {}
-        for name, node in cache.nodes.items():
-            now_free = cache.free.get(name)
-            if now_free is None or name in taken:
+        for name in order:
+            if name in taken:
                 continue
-            later = dict(now_free)
-            for extra in (leaving.get(name, {}), *back.get(name, ())):
-                for r, q in extra.items():
+            extra = back.get(name)
+            if extra is None:
+                free[name] = base[name]  # shared, read only: plans copy what they use
+                continue
+            later = dict(base[name])
+            for requests in extra:
+                for r, q in requests.items():
                     later[r] = later.get(r, 0) + q
             free[name] = later
-            score[name] = sum(max(now_free.get(r, 0), 0) / a for r in wanted
-                              if (a := node.allocatable.get(r, 0)) > 0)
-        order = sorted(free, key=lambda n: -score[n])
         # The nodes too, in that order: a gang planned inside one topology domain takes
         # the domain's nodes in the order of `nodes` (its domains are grouped from them),
         # not of `free`, and its hold must wait for as little as any other's.
         snap = cache.snapshot
-        return Snapshot({n: cache.nodes[n] for n in order}, {n: free[n] for n in order},
-                        snap.pods_on_node, repellers=snap.repellers)
+        return Snapshot({n: cache.nodes[n] for n in free}, free, snap.pods_on_node,
+                        repellers=snap.repellers)
+
+    def _forward_base(self, wanted: frozenset[str]) -> tuple[dict[str, Resources], list[str]]:
+        """Every node's free capacity once the leaving pods are gone, and the nodes with
+        the most of `wanted` free now first; made again when free capacity changed."""
+        cache = self._cache
+        version = (cache.free_epoch, cache.node_epoch)
+        if self._base is None or self._base[0] != version:
+            leaving = self._leaving_now()
+            base: dict[str, Resources] = {}
+            for name in cache.nodes:
+                now_free = cache.free.get(name)
+                if now_free is None:
+                    continue
+                extra = leaving.get(name)
+                if extra:
+                    now_free = dict(now_free)
+                    for r, q in extra.items():
+                        now_free[r] = now_free.get(r, 0) + q
+                base[name] = now_free
+            self._base = (version, base)
+            self._orders = {}
+        order = self._orders.get(wanted)
+        if order is None:
+            score: dict[str, float] = {}
+            for name in self._base[1]:
+                alloc, now = cache.nodes[name].allocatable, cache.free[name]
+                score[name] = sum(max(now.get(r, 0), 0) / a for r in wanted
+                                  if (a := alloc.get(r, 0)) > 0)
+            order = self._orders[wanted] = sorted(score, key=lambda n: -score[n])
+        return self._base[1], order
