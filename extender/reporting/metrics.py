@@ -39,7 +39,7 @@ class Metrics:
         self.reserved_slots = Gauge("gang_extender_reserved_slots",
                                     "Pod slots held by reservations.", registry=r)
         self.held_ahead = Gauge("gang_extender_capacity_held_reservations",
-                                "Reservations held ahead of capacity: the starving head's "
+                                "Reservations held ahead of capacity: a starving gang's "
                                 "forward reservation, or a preemptor's while its victims "
                                 "leave.", registry=r)
         self.held_idle = Gauge("gang_extender_capacity_held_idle",
