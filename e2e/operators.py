@@ -238,7 +238,9 @@ def scenario_too_big(kind: JobKind, scheduler: str, ns: str, operator_log: str) 
         if scheduler == GANG_SCHEDULER:
             def explained() -> tuple[str, str] | NotYet:
                 c = scheduled_condition(ns, name)
-                return c if c is not None and c[0] == "InsufficientCapacity" else NotYet(c)
+                # 17 CPUs on 16: Unplaceable (InsufficientCapacity where more nodes exist).
+                ok = c is not None and c[0] in ("InsufficientCapacity", "Unplaceable")
+                return c if ok and c is not None else NotYet(c)
 
             cond = wait_for(explained, 30, f"PodGroup {name} explains why it waits")
             time.sleep(HOLD)

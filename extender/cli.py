@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "gangs and pods through the Eviction API (README \"Priorities "
                             "and preemption\"; default on)")
     serve.add_argument("--starvation-after", type=_non_negative, default=30.0,
-                       help="seconds the gang at the head of the queue waits for capacity "
+                       help="seconds a gang waits for capacity "
                             "before the capacity of its best plan is held for it as it "
                             "frees up; 0 turns the guard off (default 30)")
     serve.add_argument("--scheduler-name", default="gang-scheduler",

@@ -73,12 +73,14 @@ def test_events_go_to_the_sources_podgroup_and_no_status_is_written(
     assert got, "no Event on the PodGroup"
     assert {v for v, _, _ in got} == {api_version}
     reasons = {r: m for _, r, m in got}
-    assert reasons["InsufficientCapacity"].startswith(f"gang {key}: ")
+    # 3 × 3 CPUs fit no node of this cluster: set aside, with an Event of its own.
+    assert reasons["Unplaceable"].startswith(f"gang {key}: ")
     assert env.api.patches == [], "the extender never writes these PodGroups' status"
     env.metrics.refresh(env.manager)
     text = generate_latest(env.metrics.registry).decode()
-    assert (f'gang_extender_gangs{{phase="Scheduling",reason="InsufficientCapacity",'
+    assert (f'gang_extender_gangs{{phase="Scheduling",reason="Unplaceable",'
             f'source="{source}"}} 1.0') in text
+    assert "gang_extender_unplaceable_gangs 1.0" in text
 
 
 def test_a_kueue_pod_groups_why_pending_goes_to_its_pods(env: Env) -> None:

@@ -169,10 +169,11 @@ def test_a_gang_no_rack_holds_waits_naming_the_rack_then_runs_when_one_does(
     with Recorder(ns) as rec:
         for i in range(5):
             member(ns, f"big-{i}", "big")
-        cond = wait_reason(ns, "big", "InsufficientCapacity", gang)
-        assert cond["message"].startswith(
-            f"gang {ns}/big: needs 5 × {{cpu: 1, memory: 64Mi}} in one rack ({RACK}); "
-            f"the largest rack fits 4 (rack r2: "), cond["message"]
+        # No rack can ever hold it: set aside as Unplaceable until a node changes.
+        cond = wait_reason(ns, "big", "Unplaceable", gang)
+        assert cond["message"].startswith(f"gang {ns}/big: can never be placed"), cond
+        assert (f"needs 5 × {{cpu: 1, memory: 64Mi}} in one rack ({RACK}); "
+                f"the largest rack fits 4 (rack r2: ") in cond["message"], cond["message"]
         assert rec.bound() == {}
         # 5 fit across both racks, never in one: nothing binds until r2 grows.
         fake_nodes.add_node(f"{ns}-b3", cpu="1", labels={RACK: "r2", SET: ns})

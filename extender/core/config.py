@@ -24,9 +24,9 @@ class Config:
     # Whole-gang preemption (`core/preemption/`): a gang or a plain pod of the gang
     # scheduler that cannot be planned evicts whole lower-priority gangs and plain pods.
     preemption: bool = True
-    # The starvation guard (`core/queue/starvation.py`): once the gang at the head of the
-    # queue has waited this long for capacity, the capacity of its best plan is held for
-    # it as it frees up. None turns it off.
+    # The starvation guard (`core/queue/starvation.py`): once a gang that can be placed
+    # has waited this long for capacity, the capacity of its best plan is held for it as
+    # it frees up. None turns it off.
     starvation_after_seconds: float | None = 30.0
     # spec.schedulerName of the gang scheduler's profile: its pending plain pods may
     # preempt, and its pods' capacity is what the starvation guard waits for.

@@ -21,10 +21,12 @@ class Reason(StrEnum):
     WAITING_FOR_MEMBERS = "WaitingForMembers"
     QUEUED = "Queued"  # a quorum exists; the extender has not looked at it yet
     INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+    # Fits no set of the cluster's nodes even emptied: set aside (`queue/unplaceable.py`).
+    UNPLACEABLE = "Unplaceable"
     INVALID_TOPOLOGY = "InvalidTopology"  # a malformed topology annotation: not placed
     WAITING_BEHIND_OLDER_GANG = "WaitingBehindOlderGang"
     RESERVED = "Reserved"
-    # Capacity held ahead for the starving head of the queue (a forward reservation).
+    # Capacity held ahead for a starving gang (a forward reservation).
     CAPACITY_HELD = "CapacityHeld"
     # Evicting lower-priority work; capacity held for it until the victims are gone.
     PREEMPTING = "Preempting"
@@ -134,9 +136,9 @@ class GangReserved:
 
 @dataclass(frozen=True, slots=True)
 class GangHeld:
-    """The starvation guard holds capacity for the gang at the head of the queue on
-    nodes still taken by running pods (a forward reservation); it becomes
-    `GangReserved` once every node has room."""
+    """The starvation guard holds capacity for a starving gang on nodes still taken by
+    running pods (a forward reservation); it becomes `GangReserved` once every node has
+    room."""
 
     reason: ClassVar[Reason] = Reason.CAPACITY_HELD
     group: GroupRef

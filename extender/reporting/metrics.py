@@ -12,6 +12,7 @@ from extender.core.vocabulary import (
     GangBound,
     GangTimedOut,
     Preempting,
+    Reason,
     Report,
     StatusChanged,
 )
@@ -39,7 +40,7 @@ class Metrics:
         self.reserved_slots = Gauge("gang_extender_reserved_slots",
                                     "Pod slots held by reservations.", registry=r)
         self.held_ahead = Gauge("gang_extender_capacity_held_reservations",
-                                "Reservations held ahead of capacity: the starving head's "
+                                "Reservations held ahead of capacity: a starving gang's "
                                 "forward reservation, or a preemptor's while its victims "
                                 "leave.", registry=r)
         self.held_idle = Gauge("gang_extender_capacity_held_idle",
@@ -47,6 +48,10 @@ class Metrics:
                                "nothing else may use yet (cpu in cores, others in their "
                                "units): what holding ahead costs right now.", ["resource"],
                                registry=r)
+        self.unplaceable = Gauge("gang_extender_unplaceable_gangs",
+                                 "Gangs that fit no set of the cluster's nodes even emptied "
+                                 "(reason Unplaceable): set aside until nodes change.",
+                                 registry=r)
         self.held_binds = Gauge("gang_extender_held_binds",
                                 "Bind requests held open until their gang is complete.",
                                 registry=r)
@@ -156,6 +161,7 @@ class Metrics:
         self.reserved_slots.set(gauges.reserved_slots)
         self.held_binds.set(gauges.waiting_binds)
         self.held_ahead.set(gauges.held)
+        self.unplaceable.set(gauges.reasons.get(Reason.UNPLACEABLE, 0))
         self.held_idle.clear()
         for resource, amount in (gauges.held_idle or {}).items():
             self.held_idle.labels(resource).set(amount / 1000 if resource == "cpu" else amount)

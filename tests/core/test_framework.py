@@ -121,7 +121,7 @@ def test_younger_gang_may_use_capacity_the_older_cannot() -> None:
         sim.add_pod(pod(f"small-{i}", "small", cpu=1000))
     sim.run_all()
     assert {p.name for p in sim.bound()} == {"small-0", "small-1"}
-    assert sim.status("ns/big").reason == Reason.INSUFFICIENT_CAPACITY
+    assert sim.status("ns/big").reason == Reason.UNPLACEABLE  # 3 nodes' worth on 2
     assert "needs 3 × {cpu: 4" in sim.status("ns/big").message
 
 
@@ -556,7 +556,7 @@ def test_complete_but_unplaceable_gang_wakes_only_parked_members() -> None:
     marked = sim.add_pod(pod("g-1", "g", unschedulable=True))
     sim.add_pod(pod("g-2", "g"))
     sim.tick()
-    assert sim.status("ns/g").reason == Reason.INSUFFICIENT_CAPACITY
+    assert sim.status("ns/g").reason == Reason.UNPLACEABLE
     assert sorted(w[2] for w in sim.woken) == sorted([turned_away.uid, marked.uid])
 
 
@@ -630,7 +630,8 @@ def test_status_only_update_does_not_replan_a_waiting_gang() -> None:
         return plan_group(g, m, succeeded, snap, explain)
 
     sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30), planner=counting_plan))
-    sim.add_node(node("n0", cpu=2000))
+    sim.add_node(node("n0", cpu=4000))
+    sim.add_pod(pod("other", cpu=2000, node_name="n0"))  # fits once it is gone
     sim.add_group(group("g", 3))
     pods = [sim.add_pod(pod(f"g-{i}", "g")) for i in range(3)]
     sim.tick()

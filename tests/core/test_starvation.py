@@ -114,7 +114,7 @@ def test_an_impossible_head_holds_nothing_and_the_next_one_is_not_blocked() -> N
     driver.run(5)
     assert not [r for r in sim.manager.reservations() if r.held]
     assert driver.gang_bound_at(small) is not None
-    assert sim.status("ns/huge").reason == Reason.INSUFFICIENT_CAPACITY
+    assert sim.status("ns/huge").reason == Reason.UNPLACEABLE
 
 
 def test_the_holder_is_taken_over_by_a_gang_ahead_of_it() -> None:

@@ -212,8 +212,9 @@ def test_a_gang_that_fits_no_rack_is_not_said_to_wait_behind_another() -> None:
     pods = members(sim, 3)
     assert sim.schedule(pods[0].uid) == "rejected"
     st = sim.status("ns/g")
-    assert st.reason == "InsufficientCapacity", st
-    assert st.message.startswith("gang ns/g: needs 3 × {cpu: 2, memory: 1Gi} in one rack")
+    assert st.reason == "Unplaceable", st  # no rack can ever hold it
+    assert st.message.startswith("gang ns/g: can never be placed"), st.message
+    assert "needs 3 × {cpu: 2, memory: 1Gi} in one rack" in st.message
 
 
 # ----- the upstream Workload API's topology constraint (issue 19) ----------------------------

@@ -28,6 +28,8 @@ class Job:
     never: bool = False  # preemptionPolicy: Never
     plain: bool = False
     required: str = ""  # the PodGroup's topology-required key (docs/topology.md)
+    selector: dict[str, str] = field(default_factory=dict)  # the members' nodeSelector
+    gpu: int = 0
     uids: list[str] = field(default_factory=list)
 
 
@@ -63,7 +65,8 @@ class Driver:
                                 topology_required=job.required))
         for i in range(job.members):
             p = pod(f"{job.name}-{i}", None if job.plain else job.name, cpu=job.cpu,
-                    memory=1 << 20, creation=sim.now, priority=job.priority,
+                    memory=1 << 20, creation=sim.now, priority=job.priority, gpu=job.gpu,
+                    node_selector=dict(job.selector),
                     preemption_policy="Never" if job.never else "PreemptLowerPriority")
             sim.add_pod(p)
             job.uids.append(p.uid)

@@ -105,6 +105,8 @@ class Cache:
         self.capacity_epoch = 0
         self.charge_epoch = 0  # grows whenever a pod is charged to a node or leaves it
         self.unreserve_epoch = 0  # grows whenever a reservation slot is released
+        self.node_epoch = 0  # grows whenever a node is added, changed or removed
+        self.free_epoch = 0  # grows whenever free capacity changes (`_adjust`)
         # Values come from one counter for the whole cache, so a gang key that is
         # forgotten and later seen again can never repeat a stale epoch.
         self.members_epoch: dict[str, int] = {}
@@ -130,6 +132,7 @@ class Cache:
             self.fit_index.changed(node.name)  # not on heartbeats: nothing changed then
         if old is None or old != node:
             self.capacity_epoch += 1
+            self.node_epoch += 1
             return True
         return False
 
@@ -139,10 +142,12 @@ class Cache:
         if self.free.pop(name, None) is not None:
             self.fit_index.node_removed(name)
         self.capacity_epoch += 1
+        self.node_epoch += 1
 
     def _adjust(self, node: str, requests: Resources, sign: int) -> None:
         """Every change to a node's free capacity after `upsert_node`."""
         free = self.free.get(node)
+        self.free_epoch += 1
         if free is not None:
             _add_into(free, requests, sign)
             self.fit_index.changed(node)

@@ -97,9 +97,12 @@ def explain_shortfall(
 
     # A resource no eligible node has enough of even when empty is the whole story.
     for r, q in shape.items:
-        if all(pl.nodes[name].allocatable.get(r, 0) < q for name in eligible):
+        most = max(pl.nodes[name].allocatable.get(r, 0) for name in eligible)
+        if most < q:
             one = format_resources({r: q}, skip_pods=False)
-            return head, f"no eligible node has {one} allocatable{excluded()}"
+            top = format_resources({r: most}, skip_pods=False)[1:-1]
+            return head, (f"no eligible node has {one} allocatable (the most any has: "
+                          f"{top}){excluded()}")
 
     if shared:
         alone = 0

@@ -3,10 +3,11 @@ fits now (architecture.md §3.5).
 
 An older gang that does not fit does not block a younger one that does (no head-of-line
 blocking), but it is planned first, so the younger one can only take capacity the older
-cannot use. Without a limit, that lets a stream of small gangs starve a big one: the
-head of the queue that has waited too long gets the capacity of its best plan held as
-it frees up (`queue/starvation.py`). A pass is skipped when nothing it depends on moved
-since the last one.
+cannot use. Without a limit, that lets a stream of small gangs starve a big one: a
+gang that has waited too long gets the capacity of its best plan held as it frees up
+(`queue/starvation.py`), unless it can never be placed on the cluster's nodes at all
+(`queue/unplaceable.py`). A pass is skipped when nothing it depends on moved since the
+last one.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from extender.core.preemption.preemptor import Preemptions
 from extender.core.queue.backoff import Backoffs
 from extender.core.queue.order import queue_sort_key
 from extender.core.queue.starvation import Starvation
+from extender.core.queue.unplaceable import Unplaceable, message
 from extender.core.reservations import Reservation, Reservations
 from extender.core.types import GroupInfo, PodInfo
 from extender.core.vocabulary import (
@@ -62,6 +64,7 @@ class GangQueue:
         self._plan = planner
         self._starvation = starvation
         self._preemptions = preemptions
+        self._unplaceable = Unplaceable(cache, planner)
         # A filter-path pass left a failed gang's preemption search to the tick's pass.
         self._search_owed = False
         # gang -> (what its last failed plan depended on, then): unchanged, planning it
@@ -94,6 +97,7 @@ class GangQueue:
         self._last_failure.pop(gang, None)
         self._told_complete.discard(gang)
         self._starvation.placed(gang)
+        self._unplaceable.forget(gang)
 
     def forget(self, gang: str) -> None:
         self.start_over(gang)
@@ -113,6 +117,7 @@ class GangQueue:
                 and not (tick and (self._search_owed or self._preemptions.plain_due()))):
             return
         self._preemptions.released = False
+        self._starvation.new_pass()
         if tick:
             self._search_owed = False
         self._reservations.new_pass()
@@ -142,7 +147,6 @@ class GangQueue:
         # 2. In gang order.
         waiting.sort(key=lambda w: w[0])
         granted: list[str] = []
-        head = True
         for sort_key, group, members in waiting:
             key = group.key
             self._quorum_since.setdefault(key, now)
@@ -155,9 +159,14 @@ class GangQueue:
                     self._reserve(group, result, now, scheduling)
                     granted.append(key)
                     continue
-                self._explanations.shortfall(group, members, result, granted, now)
+                never = self._unplaceable.check(group, members)
+                if never is not None:
+                    self._explanations.set(key, Reason.UNPLACEABLE, message(group, never), now)
+                    self._starvation.set_aside(key)
+                else:
+                    self._explanations.shortfall(group, members, result, granted, now)
+                    self._starvation.waiting(key, now)
                 self._last_failure[key] = self._failure_signature(group)
-                self._starvation.waiting(key, now)
                 # 5. Complete but not placeable: wake its parked members once.
                 if key not in self._told_complete:
                     self._told_complete.add(key)
@@ -166,6 +175,8 @@ class GangQueue:
                     if parked and st is not None:
                         self._outbox.append(WakePods(f"gang {key} complete: {st.reason}",
                                                      parked, key))
+            if self._unplaceable.set_aside(key):
+                continue  # no victims or held capacity would ever place it
             timeout = self._config.timeout_for(group.schedule_timeout_seconds)
             # 6. Evict lower-priority work for it: on the tick only, never on
             # kube-scheduler's loop (a search plans it a handful of times).
@@ -179,13 +190,12 @@ class GangQueue:
                     continue
             else:
                 self._search_owed = True
-            # 7. The head of the queue, starved: capacity held for it as it frees up.
-            if head:
-                head = False
-                held = self._starvation.guard(group, members, now, timeout)
-                if held is not None:
-                    self._held(group, held, now)
-                    granted.append(key)
+            # 7. Starved: capacity held for it as it frees up, on nodes no older
+            # holder holds.
+            held = self._starvation.guard(group, members, now, timeout)
+            if held is not None:
+                self._held(group, held, now)
+                granted.append(key)
         # 8. Plain pods of the gang scheduler that no node fits may preempt too.
         if tick:
             for pod in self._preemptions.plain_waiting():
@@ -194,13 +204,18 @@ class GangQueue:
         self._reservations.new_pass()
         # A gang whose hold was taken over, or whose reservation was preempted, waits
         # again: the next pass plans it.
-        again = self._starvation.taken_over is not None or self._preemptions.released
+        again = self._starvation.took_over or self._preemptions.released
         self._passed_at = None if again else (self._cache.capacity_epoch,
                                               self._members_version)
 
     def _failure_signature(self, group: GroupInfo) -> _FailureSignature:
         """What a failed plan depends on. "Waiting behind older gang X" also depends on
         which capacity is reserved, so it is re-checked whenever a slot is released."""
+        if self._unplaceable.set_aside(group.key):
+            # Only other nodes can change that: not planned again on every pod that
+            # finishes (the test compares with all of the nodes' allocatable).
+            return (self._cache.node_epoch, self._cache.members_epoch.get(group.key, 0),
+                    group.min_member, -2)
         st = self._explanations.get(group.key)
         behind = st is not None and st.reason == Reason.WAITING_BEHIND_OLDER_GANG
         return (
@@ -228,8 +243,7 @@ class GangQueue:
 
     def _held(self, group: GroupInfo, res: Reservation, now: float) -> None:
         self._last_failure.pop(group.key, None)
-        lost = self._starvation.taken_over
-        if lost is not None:
+        for lost in self._starvation.taken_over:
             self._explanations.set(
                 lost, Reason.INSUFFICIENT_CAPACITY,
                 f"gang {lost}: the capacity held for it was taken over by gang {group.key}, "

@@ -1,17 +1,16 @@
-"""The starvation guard: a bound on how long the gang at the head of the queue waits.
+"""The starvation guard: a bound on how long a gang that can be placed waits for capacity.
 
 Without it, an older gang that does not fit lets younger ones take whatever frees up,
 with no limit (architecture.md §3.5): a stream of small gangs can keep a big one waiting
-forever. Once the *head* of the queue (the first gang in gang order that waits for
-capacity) has waited `starvation_after_seconds`, the capacity of its best plan is held
-for it as it frees up: a *forward reservation*, whose slots are charged to nodes still
-taken by running pods (`Reservation.held`). Nothing else the extender places takes that
-capacity as it frees; younger gangs and plain pods keep using capacity outside the plan
-(backfill). When every node of the plan has room, the hold becomes a normal reservation
-(`GangQueue`), and its members are woken.
+forever. Once a gang that waits for capacity has waited `starvation_after_seconds`, the
+capacity of its best plan is held for it as it frees up: a *forward reservation*, whose
+slots are charged to nodes still taken by running pods (`Reservation.held`). Nothing
+else the extender places takes that capacity as it frees; younger gangs and plain pods
+keep using capacity outside the plan (backfill). When every node of the plan has room,
+the hold becomes a normal reservation (`GangQueue`), and its members are woken.
 
-The bound: the head waits at most `starvation_after_seconds` plus the longest remaining
-run of the pods on its plan's nodes when the hold is made (plus a tick and
+The bound: a starving gang waits at most `starvation_after_seconds` plus the longest
+remaining run of the pods on its plan's nodes when the hold is made (plus a tick and
 kube-scheduler's retry of its members). It holds as long as those pods finish and
 nothing outside the extender binds onto those nodes (pods of other schedulers, §8).
 
@@ -22,9 +21,16 @@ resources free now come first, so the hold waits for as little as it can. A gang
 must stay in one topology domain is planned by the same `plan_group` as in the queue,
 so its hold is inside one domain (docs/topology.md), its nodes in that same order.
 
-At most one forward reservation exists. A gang that moves ahead of its holder in gang
-order (a higher priority) and then starves takes it over; the holder goes back to the
-queue, still counting its wait.
+Every starving gang is guarded, in gang order, not only the head of the queue: a gang
+that can never be placed (`queue/unplaceable.py`) is skipped, so it cannot hold the
+guard for nothing, and a gang waiting in another node pool or topology domain than an
+older holder is not kept from its own hold. Holds never share a node, since a hold
+becomes a reservation only once every node of its plan has room, and a second hold on
+one of them would push that back: a starving gang is planned without the nodes of the
+holders ahead of it in gang order. A holder behind it whose nodes its plan takes is
+taken over: released, back to the queue, still counting its wait. So the oldest
+starving gang that can be placed always gets its hold, and the bound above applies to
+each hold from when it is made.
 
 The wait outlives the process: the status writer keeps it in the PodGroup's
 `status.waitingForCapacitySince`, and a restarted extender, or a standby that takes
@@ -43,7 +49,10 @@ from extender.core.reservations import Reservation, Reservations
 from extender.core.snapshot import Snapshot
 from extender.core.types import GroupInfo, PodInfo, Resources
 
-_Signature = tuple[int, int, int]
+# What a failed forward plan depended on: capacity (and reserved slots, which it counts
+# as taken until they are bound), the gang, and the holders.
+_Signature = tuple[int, int, int, int, tuple[str, ...]]
+STARVATION = "starvation"  # `Reservation.held` of a forward reservation
 
 
 class Starvation:
@@ -59,12 +68,21 @@ class Starvation:
         self._since: dict[str, float] = {}
         # gang -> when its status says it began waiting (`restore`), taken by `waiting`.
         self._recorded: dict[str, float] = {}
-        self._holder: str | None = None
         # gang -> what its last failed forward plan depended on: no plan even then.
         self._no_plan: dict[str, _Signature] = {}
-        self._due: float | None = None  # when the current head starves
-        # The holder whose forward reservation the last guard took over, if it did.
-        self.taken_over: str | None = None
+        self._due: float | None = None  # when the next waiting gang starves
+        # Per node, what the pods that finish or leave give back; once per pass.
+        self._leaving: dict[str, Resources] | None = None
+        # Kept while a pass runs and free capacity does not change: the forward free
+        # capacity of every node, the nodes in order for each set of wanted resources,
+        # and the holders' places in gang order. Many gangs may starve at once, and each
+        # one's view differs from these only by the nodes it may not or may take.
+        self._base: tuple[tuple[int, int], dict[str, Resources]] | None = None
+        self._orders: dict[frozenset[str], list[str]] = {}
+        self._keys: dict[str, tuple[int, float, str]] = {}
+        # The holders whose forward reservations the last guard took over.
+        self.taken_over: list[str] = []
+        self.took_over = False  # any guard of this pass took one over
 
     # ----- told by the gang queue ---------------------------------------------------------
 
@@ -78,6 +96,12 @@ class Starvation:
         """The gang got a reservation, was bound, or starts over: its wait is over."""
         self._since.pop(gang, None)
         self._recorded.pop(gang, None)
+        self._no_plan.pop(gang, None)
+
+    def set_aside(self, gang: str) -> None:
+        """The gang can never be placed as the cluster is: it does not wait for capacity
+        (a node that would fit it starts its wait afresh)."""
+        self._since.pop(gang, None)
         self._no_plan.pop(gang, None)
 
     def restore(self, old: GroupInfo | None, new: GroupInfo) -> None:
@@ -99,99 +123,158 @@ class Starvation:
 
     def forget(self, gang: str) -> None:
         self.placed(gang)
-        if self._holder == gang:
-            self._holder = None
 
     def waited(self, gang: str, now: float) -> float | None:
         since = self._since.get(gang)
         return None if since is None else now - since
 
-    def holder(self) -> str | None:
-        """The gang whose forward reservation is still held, if any."""
-        if self._holder is not None:
-            res = self._reservations.get(self._holder)
-            if res is None or res.held != "starvation":
-                self._holder = None
-        return self._holder
+    def holders(self) -> list[Reservation]:
+        """The forward reservations still held."""
+        return [r for r in self._reservations.held() if r.held == STARVATION]
 
     def due(self, now: float) -> bool:
-        """The head starves by now: a pass must run even if nothing else changed."""
+        """A waiting gang starves by now: a pass must run even if nothing else changed."""
         return self._due is not None and now >= self._due
+
+    def new_pass(self) -> None:
+        self._due = None
+        self._leaving = None
+        self._base = None
+        self._keys.clear()
+        self.took_over = False
 
     # ----- the guard -----------------------------------------------------------------------
 
     def guard(
         self, group: GroupInfo, members: Sequence[PodInfo], now: float, timeout: float
     ) -> Reservation | None:
-        """`group` is the head of the queue and waits: its forward reservation, if it
-        has starved and its plan exists; None otherwise."""
-        self._due = None
-        self.taken_over = None
-        since = self._since.get(group.key)
+        """`group` waits for capacity and could be placed on the cluster's nodes: its
+        forward reservation, if it has starved and has a plan on nodes no holder ahead
+        of it holds; None otherwise. Holders behind it on those nodes are taken over
+        (`taken_over`)."""
+        self.taken_over = []
+        key = group.key
+        since = self._since.get(key)
         if self._after is None or since is None:
             return None
         if now < since + self._after:
-            self._due = since + self._after
+            due = since + self._after
+            self._due = due if self._due is None else min(self._due, due)
             return None
-        holder = self.holder()
-        if holder == group.key:
-            return None
-        if holder is not None:
-            held = self._cache.groups.get(holder)
-            if held is not None and queue_sort_key(held, self._cache.members(held)) <= (
-                queue_sort_key(group, list(members))
-            ):
-                return None  # the holder is ahead of it in gang order
-        signature = self._signature(group)
-        if self._no_plan.get(group.key) == signature:
-            return None
-        taken_over = self._reservations.get(holder)
-        result = self._plan(group, members, self._cache.succeeded(group),
-                            self._forward_view(members, taken_over))
-        if not isinstance(result, Plan):
-            self._no_plan[group.key] = signature
-            return None
-        if taken_over is not None:
-            self._reservations.release(
-                taken_over, f"gang {group.key}, ahead of it in the queue, has starved and "
-                            f"takes over the capacity held for the head of the queue")
-            self.taken_over = taken_over.gang
-        self._holder = group.key
-        return self._reservations.reserve(group, result, now, timeout, held="starvation")
-
-    def _signature(self, group: GroupInfo) -> _Signature:
-        return (self._cache.capacity_epoch, self._cache.members_epoch.get(group.key, 0),
-                group.min_member)
-
-    def _forward_view(self, members: Sequence[PodInfo], taken_over: Reservation | None
-                      ) -> Snapshot:
-        """Free capacity once the pods that finish or leave are gone (and the hold this
-        one takes over), nodes with the most of the gang's resources free now first
-        (see the module's docstring)."""
+        mine = queue_sort_key(group, list(members))
+        ahead: list[Reservation] = []
+        behind: list[Reservation] = []
+        for res in self.holders():
+            if res.gang == key:
+                return None
+            theirs = self._sort_key(res.gang)
+            if theirs is not None and theirs <= mine:
+                ahead.append(res)
+            else:
+                behind.append(res)
         cache = self._cache
-        wanted = {r for m in members if not m.node_name for r, q in m.requests.items() if q}
-        released: dict[str, list[PodInfo]] = {}
-        for slot in (taken_over.slots.values() if taken_over is not None else ()):
-            released.setdefault(slot.node, []).append(slot.pod)
+        signature = (cache.capacity_epoch, cache.unreserve_epoch, cache.members_epoch.get(key, 0),
+                     group.min_member, tuple(sorted(r.gang for r in ahead + behind)))
+        if self._no_plan.get(key) == signature:
+            return None
+        taken = {s.node for r in ahead for s in r.slots.values()}
+        result = self._plan(group, members, self._cache.succeeded(group),
+                            self._forward_view(members, behind, taken), explain=False)
+        if not isinstance(result, Plan):
+            self._no_plan[key] = signature
+            return None
+        nodes = set(result.assignments.values())
+        for res in behind:
+            if any(s.node in nodes for s in res.slots.values()):
+                self._reservations.release(
+                    res, f"gang {key}, ahead of it in the queue, has starved and takes "
+                         f"over the capacity held for it")
+                self.taken_over.append(res.gang)
+        self.took_over = self.took_over or bool(self.taken_over)
+        return self._reservations.reserve(group, result, now, timeout, held=STARVATION)
+
+    def _sort_key(self, gang: str) -> tuple[int, float, str] | None:
+        key = self._keys.get(gang)
+        if key is None:
+            group = self._cache.groups.get(gang)
+            if group is None:
+                return None
+            key = self._keys[gang] = queue_sort_key(group, self._cache.members(group))
+        return key
+
+    def _leaving_now(self) -> dict[str, Resources]:
+        """Per node, what the pods the gang scheduler placed and the pods being deleted
+        give back when they are gone; pods do not come or go during a pass."""
+        if self._leaving is None:
+            out: dict[str, Resources] = {}
+            for name in self._cache.nodes:
+                for p in self._cache.bound_on(name):
+                    if p.scheduler_name == self._scheduler or p.deleting:
+                        add = out.setdefault(name, {})
+                        for r, q in p.requests.items():
+                            add[r] = add.get(r, 0) + q
+            self._leaving = out
+        return self._leaving
+
+    def _forward_view(self, members: Sequence[PodInfo], released: Sequence[Reservation],
+                      taken: set[str]) -> Snapshot:
+        """Free capacity once the pods that finish or leave are gone (and the holds of
+        `released`), without the `taken` nodes (held for gangs ahead), nodes with the
+        most of the gang's resources free now first (see the module's docstring)."""
+        cache = self._cache
+        wanted = frozenset(r for m in members if not m.node_name
+                           for r, q in m.requests.items() if q)
+        base, order = self._forward_base(wanted)
+        back: dict[str, list[Resources]] = {}
+        for res in released:
+            for slot in res.slots.values():
+                back.setdefault(slot.node, []).append(slot.pod.requests)
         free: dict[str, Resources] = {}
-        score: dict[str, float] = {}
-        for name, node in cache.nodes.items():
-            now_free = cache.free.get(name)
-            if now_free is None:
+        for name in order:
+            if name in taken:
                 continue
-            later = dict(now_free)
-            leaving = [p for p in cache.bound_on(name)
-                       if p.scheduler_name == self._scheduler or p.deleting]
-            for p in leaving + released.get(name, []):
-                for r, q in p.requests.items():
+            extra = back.get(name)
+            if extra is None:
+                free[name] = base[name]  # shared, read only: plans copy what they use
+                continue
+            later = dict(base[name])
+            for requests in extra:
+                for r, q in requests.items():
                     later[r] = later.get(r, 0) + q
             free[name] = later
-            score[name] = sum(max(now_free.get(r, 0), 0) / a for r in wanted
-                              if (a := node.allocatable.get(r, 0)) > 0)
-        order = sorted(free, key=lambda n: -score[n])
         # The nodes too, in that order: a gang planned inside one topology domain takes
         # the domain's nodes in the order of `nodes` (its domains are grouped from them),
         # not of `free`, and its hold must wait for as little as any other's.
         snap = cache.snapshot
-        return Snapshot({n: cache.nodes[n] for n in order}, {n: free[n] for n in order},
-                        snap.pods_on_node, repellers=snap.repellers)
+        return Snapshot({n: cache.nodes[n] for n in free}, free, snap.pods_on_node,
+                        repellers=snap.repellers)
+
+    def _forward_base(self, wanted: frozenset[str]) -> tuple[dict[str, Resources], list[str]]:
+        """Every node's free capacity once the leaving pods are gone, and the nodes with
+        the most of `wanted` free now first; made again when free capacity changed."""
+        cache = self._cache
+        version = (cache.free_epoch, cache.node_epoch)
+        if self._base is None or self._base[0] != version:
+            leaving = self._leaving_now()
+            base: dict[str, Resources] = {}
+            for name in cache.nodes:
+                now_free = cache.free.get(name)
+                if now_free is None:
+                    continue
+                extra = leaving.get(name)
+                if extra:
+                    now_free = dict(now_free)
+                    for r, q in extra.items():
+                        now_free[r] = now_free.get(r, 0) + q
+                base[name] = now_free
+            self._base = (version, base)
+            self._orders = {}
+        order = self._orders.get(wanted)
+        if order is None:
+            score: dict[str, float] = {}
+            for name in self._base[1]:
+                alloc, now = cache.nodes[name].allocatable, cache.free[name]
+                score[name] = sum(max(now.get(r, 0), 0) / a for r in wanted
+                                  if (a := alloc.get(r, 0)) > 0)
+            order = self._orders[wanted] = sorted(score, key=lambda n: -score[n])
+        return self._base[1], order
