@@ -242,6 +242,7 @@ class SoakReport:
     # The longest /healthz answer of the active extender, and how many took > 250 ms.
     stall_longest_s: float = 0.0
     stall_over_250ms: int = 0
+    stall_slow: list[tuple[float, float]] = field(default_factory=list)  # (t, seconds)
     healthz_answered: int = 0
     # Gang start: from minMember members existing to the quorum bound, completed gangs.
     gang_start_p50_s: float = 0.0
@@ -293,6 +294,9 @@ class SoakReport:
             f"({self.stall_over_250ms} of {self.healthz_answered} over 250 ms); gang start "
             f"p50 {self.gang_start_p50_s:.2f}s, p95 {self.gang_start_p95_s:.2f}s",
         ]
+        if self.stall_slow:
+            lines.append("  /healthz over 250 ms at (s since start, took): "
+                         + ", ".join(f"{t:g}: {d:.2f}" for t, d in self.stall_slow[:10]))
         if self.hostile:
             lines.append(self.hostile)
         lines += [f"  {v}" for v in self.violations[:20]]
@@ -1066,6 +1070,7 @@ class Soak:
         r = self.report
         r.stall_longest_s = round(self.probe.longest, 3)
         r.stall_over_250ms = self.probe.over_250ms
+        r.stall_slow = self.probe.slow
         r.healthz_answered = self.probe.answered
         if self.cfg.max_stall_s and self.probe.longest > self.cfg.max_stall_s:
             r.errors.append(f"/healthz took {self.probe.longest * 1000:.0f} ms "

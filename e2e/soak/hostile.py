@@ -210,10 +210,13 @@ class StallProbe:
         self.answered = 0
         self.failed = 0
         self.over_250ms = 0
+        self.slow: list[tuple[float, float]] = []  # (seconds since start, answer took)
+        self._t0 = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> StallProbe:
+        self._t0 = time.monotonic()  # the load's start, as the chaos timeline's
         self._thread = threading.Thread(target=self._run, daemon=True, name="soak-stall")
         self._thread.start()
         return self
@@ -236,6 +239,8 @@ class StallProbe:
                 self.answered += 1
                 self.over_250ms += took > 0.25
                 self.longest = max(self.longest, took)
+                if took > 0.25 and len(self.slow) < 50:
+                    self.slow.append((round(t0 - self._t0, 1), round(took, 3)))
 
 
 def percentile(values: list[float], q: float) -> float:

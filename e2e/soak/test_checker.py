@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from e2e.harness.k8s import client
-from e2e.soak.checker import NEIGHBOUR_LABEL, Checker, NodeRec, quantity
+from e2e.soak.checker import HUGE, NEIGHBOUR_LABEL, Checker, NodeRec, quantity
 
 
 def pod(name: str, group: str | None, node: str = "", phase: str = "Pending",
@@ -42,6 +42,13 @@ def test_quantities() -> None:
     assert quantity("512Mi") == 512 << 20
     assert quantity("1Gi") == 1 << 30
     assert quantity("110") == 110
+
+
+def test_a_hostile_quantity_counts_as_huge_instead_of_raising() -> None:
+    """The hostile mode's pods: the checker's watch must not raise (and relist) on them."""
+    assert quantity("1e300000") == HUGE
+    assert quantity("9e18", milli=True) == HUGE
+    assert quantity("1e300000Mi") == HUGE
 
 
 def test_a_burst_reaching_quorum_is_no_violation(checker: Checker) -> None:
