@@ -225,7 +225,8 @@ async def _serve(args: argparse.Namespace) -> int:
     status.clock = clock
     informer = Informer(kube, manager, clock, dispatcher.cache_changed,
                         kinds=(*observed_kinds(status), *source_kinds(status), BUDGETS),
-                        protobuf=args.pod_watch == "protobuf")
+                        protobuf=args.pod_watch == "protobuf",
+                        on_skip=lambda kind: metrics.skipped_objects.labels(kind).inc())
     app = create_app(dispatcher, metrics, ready=informer.synced)
     install_podgroups_route(app, status, recorder, clock)
     host, port = args.listen

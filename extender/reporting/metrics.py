@@ -95,6 +95,11 @@ class Metrics:
             "outcome placed (the gang was complete and got its reservation) or "
             "turned_away.", ["outcome"], buckets=_LATENCY_BUCKETS, registry=r)
 
+        self.skipped_objects = Counter(
+            "gang_extender_skipped_objects_total",
+            "Watched objects skipped because they could not be read (a malformed or hostile "
+            "object: its error is logged), by kind.", ["kind"], registry=r)
+
         self.leader = Gauge("gang_extender_leader",
                             "1 while this replica acts (its kube-scheduler holds the leader "
                             "lease, or election is off), 0 on standby.", registry=r)
