@@ -5,16 +5,21 @@ leaves its PodGroup behind until someone deletes it. Walking every group ever se
 a pass, and so the filter call that runs it, grow with the cluster's history rather
 than with what waits (bench: `python -m bench.finished_groups`). Only groups whose pods
 or spec changed since the last look are counted again.
+
+A group with no member at all (a PodGroup whose Job and pods are gone, left behind) is
+not short either: the pass has nothing to plan or tell for it, and would walk every one
+of them, every time (docs/reliability.md, "History at scale"). Its first member
+arriving changes it, and it is counted again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sized
 
 from extender.core.types import GroupInfo
 
 # (members, bound members, succeeded pods) of a group: `Cache.summary`.
-Summary = Callable[[GroupInfo], tuple[object, int, int]]
+Summary = Callable[[GroupInfo], tuple[Sized, int, int]]
 
 
 class QuorumIndex:
@@ -32,15 +37,16 @@ class QuorumIndex:
         self._changed[key] = None
 
     def short(self) -> list[tuple[str, GroupInfo]]:
-        """The groups whose bound members and succeeded pods are fewer than minMember,
-        with their keys (`GroupInfo.key` is computed), in the order they fell short."""
+        """The groups that have members, and whose bound members and succeeded pods are
+        fewer than minMember, with their keys (`GroupInfo.key` is computed), in the
+        order they fell short."""
         for key in self._changed:
             group = self._groups.get(key)
             if group is None:
                 self._short.pop(key, None)
                 continue
-            _, bound, succeeded = self._summary(group)
-            if bound + succeeded >= group.min_member:
+            members, bound, succeeded = self._summary(group)
+            if bound + succeeded >= group.min_member or not members:
                 self._short.pop(key, None)
             else:
                 self._short[key] = None
