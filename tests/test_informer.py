@@ -33,7 +33,7 @@ class Store:
             poison = obj.get("poison")
             if poison is not None:
                 raise poison
-            self.objects[obj["metadata"]["name"]] = obj
+            self.objects[obj["metadata"]["name"]] = dict(obj)  # a new object, as a cache's
             self.applied.append(obj["metadata"]["name"])
 
         def delete(manager: GangManager, key: str, now: float) -> None:
@@ -243,3 +243,25 @@ def test_a_delete_that_raises_is_skipped_and_the_watch_goes_on() -> None:
     inf = asyncio.run(go())
     assert kube.listed == 1
     assert "b" in store.objects and inf.skipped == {"things": 1}
+
+
+def test_what_each_page_applied_is_kept_out_of_later_full_collections() -> None:
+    """A full collection walks every tracked object and runs each time they grow by a
+    quarter: during a list of 20,000 PodGroups and 40,000 pods, 0.9 s of event loop,
+    several times. Each page's objects are frozen once applied."""
+    import gc
+
+    store = Store()
+    pages = [[_obj(f"p{i}-{j}") for j in range(3)] for i in range(3)]
+    kube = FakeKube([pages], [[]])
+    frozen: list[int] = []
+    kube.on_page = lambda i: frozen.append(gc.get_freeze_count())
+
+    async def go() -> None:
+        await _run(kube, store)
+
+    try:
+        asyncio.run(go())
+    finally:
+        gc.unfreeze()
+    assert frozen[0] < frozen[1] < frozen[2]
