@@ -164,8 +164,8 @@ class StatusWriter:
 
     def compute(self, group: GroupInfo, now: float) -> GroupStatus | None:
         rec = self.groups.get(group.key)
-        base = rec.written if rec is not None and rec.written is not None else (
-            rec.observed if rec is not None else {})
+        written = rec.written if rec is not None else None
+        base = written if written is not None else (rec.observed if rec is not None else {})
         pods = self.manager.group_pods(group.namespace, group.name, group.source)
         decision = self._decisions.get(group.key)
         owners: Iterable[tuple[str, ...]] = (self.pods.owners.get(p.uid, ()) for p in pods)
@@ -217,7 +217,8 @@ class StatusWriter:
                 rec = self.groups[key] = GroupRecord(group.uid)
             st = self.compute(group, now)
             if st is None or (st.members == 0 and (
-                    self.pods.foreign(key) or (rec.written is None and rec.observed))):
+                    self.pods.foreign(key) or (rec.written_json is None
+                                               and rec.has_observed))):
                 # No member of ours, and pods of another scheduler labelled for it or a
                 # status someone else wrote: another scheduler's gang, whose status is
                 # its own (architecture.md §8; `reporting/labelled.py`).
@@ -234,7 +235,8 @@ class StatusWriter:
             if group.source != SCHEDULER_PLUGINS:
                 rec.observed = doc  # never written: what was computed is the previous
                 continue
-            base = rec.written if rec.written is not None else rec.observed
+            written = rec.written
+            base = written if written is not None else rec.observed
             if all(base.get(k) == v for k, v in doc.items()):
                 rec.unwritten = None
                 continue
@@ -262,8 +264,8 @@ class StatusWriter:
         """The first status of a PodGroup that has no members yet and was created less
         than `new_group_grace` ago: its pods are most likely on their way. A status the
         API already shows (a restart, another writer) is never held back."""
-        return (st.members == 0 and st.phase == PENDING and rec.written is None
-                and not rec.observed and now - group.creation < self.config.new_group_grace)
+        return (st.members == 0 and st.phase == PENDING and rec.written_json is None
+                and not rec.has_observed and now - group.creation < self.config.new_group_grace)
 
     # ----- writing ---------------------------------------------------------------------------
 
@@ -364,9 +366,9 @@ class StatusWriter:
                            occupiedBy=st.occupied_by)
             if rec is not None:
                 row.update(
-                    statusWritten=rec.written is not None,
+                    statusWritten=rec.written_json is not None,
                     lastWriteSecondsAgo=(round(now - rec.written_at, 3)
-                                         if rec.written is not None else None),
+                                         if rec.written_json is not None else None),
                     writeErrors=rec.errors,
                     pendingWrite=key in self.dirty,
                 )

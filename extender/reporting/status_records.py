@@ -3,8 +3,10 @@ record per PodGroup, and the gangs gauge's counts kept in step with those record
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from extender.core.phase import GroupStatus
 
@@ -30,13 +32,24 @@ class StatusConfig:
     max_lag: float = 2.0
 
 
+_EMPTY = b"{}"
+
+
+def _compact(status: dict[str, Any]) -> bytes:
+    # orjson's result keeps its 4 KiB buffer however short the JSON: copied, it does not.
+    return bytes(memoryview(orjson.dumps(status)))
+
+
 @dataclass(slots=True)
 class GroupRecord:
-    """What the writer keeps of one PodGroup."""
+    """What the writer keeps of one PodGroup. The statuses it compares with (as the API
+    shows it, as written last) are kept serialized: a finished group's status is about
+    1.3 KiB as parsed JSON and a third of that as bytes, and it is read only when the
+    group is recomputed (100,000 PodGroups: docs/reliability.md, "History at scale")."""
 
     uid: str
-    observed: dict[str, Any] = field(default_factory=dict)  # status as the API shows it
-    written: dict[str, Any] | None = None  # status this process wrote last
+    observed_json: bytes = _EMPTY  # status as the API shows it
+    written_json: bytes | None = None  # status this process wrote last
     written_at: float = float("-inf")
     unwritten: dict[str, Any] | None = None  # computed, differs from what was written
     unwritten_since: float = 0.0  # when the computed status first differed
@@ -48,6 +61,30 @@ class GroupRecord:
     errors: int = 0
     retry_at: float = 0.0
     counted: tuple[str, str, str] | None = None  # its place in `StatusWriter.counts`
+
+    @property
+    def observed(self) -> dict[str, Any]:
+        value: dict[str, Any] = orjson.loads(self.observed_json)
+        return value
+
+    @observed.setter
+    def observed(self, status: dict[str, Any]) -> None:
+        self.observed_json = _compact(status) if status else _EMPTY
+
+    @property
+    def has_observed(self) -> bool:
+        return self.observed_json != _EMPTY
+
+    @property
+    def written(self) -> dict[str, Any] | None:
+        if self.written_json is None:
+            return None
+        value: dict[str, Any] = orjson.loads(self.written_json)
+        return value
+
+    @written.setter
+    def written(self, status: dict[str, Any] | None) -> None:
+        self.written_json = None if status is None else _compact(status)
 
 
 class GangCounts:
