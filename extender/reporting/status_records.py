@@ -19,7 +19,7 @@ class StatusConfig:
     # Recompute every group with members this often, changed or not.
     resync_seconds: float = 30.0
     # Groups recomputed between two yields to the event loop.
-    batch: int = 500
+    batch: int = 100
     max_error_backoff: float = 30.0
     # A PodGroup is usually created just before its pods. Its first status would say
     # "0 of N members exist" and be overwritten a moment later, so it is held back this
