@@ -265,3 +265,39 @@ def test_what_each_page_applied_is_kept_out_of_later_full_collections() -> None:
     finally:
         gc.unfreeze()
     assert frozen[0] < frozen[1] < frozen[2]
+
+
+def test_a_pages_garbage_in_reference_cycles_is_freed_not_frozen() -> None:
+    """An HTTP response sits in reference cycles with its body: frozen with the page,
+    every page's body stayed in memory for good (a list of 20,000 PodGroups and 30,000
+    pods left the extender 100 MiB larger)."""
+    import gc
+    import weakref
+
+    class Body:
+        def __init__(self) -> None:
+            self.me = self  # a cycle, as httpx's Response has
+
+    store = Store()
+    bodies: list[weakref.ref[Body]] = []
+
+    class CyclicKube(FakeKube):
+        async def list_pages(self, path: str, limit: int = 2000, params: object = None
+                             ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
+            async for page, rv in super().list_pages(path, limit, params):
+                body = Body()
+                bodies.append(weakref.ref(body))
+                del body
+                yield page, rv
+
+    kube = CyclicKube([[[_obj("a")], [_obj("b")]]], [[]])
+
+    async def go() -> None:
+        await _run(kube, store)
+
+    try:
+        asyncio.run(go())
+        assert len(bodies) == 2
+        assert all(ref() is None for ref in bodies)
+    finally:
+        gc.unfreeze()

@@ -116,11 +116,12 @@ def _keep_out_of_collections() -> None:
     """The objects a list applies mostly live as long as the process. Python's full
     collection runs each time the tracked objects grow by a quarter and walks all of
     them: during a list of 20,000 PodGroups and 40,000 pods that was 0.9 s of event
-    loop, several times, and growing with the history. Freezing what exists after each
-    page moves it out of every later collection (the cost: cyclic garbage that exists
-    at that moment is never freed; a list's own objects are freed by reference count).
-    A full collection before freezing, as this did once at sync, would itself be
-    such a stall."""
+    loop, several times, and growing with the history. After each page, what is left
+    of it is frozen: moved out of every later collection. The page's own garbage is
+    collected first, as frozen garbage is never freed, and an HTTP response sits in
+    reference cycles with its body; that collection walks only what was made since the
+    last freeze, about one page."""
+    gc.collect()
     gc.freeze()
 
 
@@ -236,7 +237,7 @@ class Informer:
         self._listed.add(kind.name)
         if len(self._listed) == len(self.kinds) and not self.synced.is_set():
             self.synced.set()
-            gc.freeze()
+            _keep_out_of_collections()
         self.on_change()
 
     async def _relist(self, kind: Kind) -> str:
