@@ -6,11 +6,12 @@ vanished, so the cache converges whatever was missed.
 
 One object that cannot be converted, for whatever reason, is skipped: logged (at most
 one line per kind every `log_interval` seconds, with how many were skipped since),
-counted (`skipped`, and `on_skip` for the metric), and never retried by a relist: a
-relist would fail on it again, every time. A list is applied page by page as the pages
-come, and the informer yields to the event loop every `yield_every` objects, so that a
-list of 100,000 objects neither sits whole in memory nor holds the loop for seconds
-(docs/reliability.md, "History at scale").
+counted (`skipped`, and `on_skip` for the metric); it never makes the kind list again,
+which would meet it again, every time. Its next event is tried afresh.
+
+A list is applied page by page as the pages come, and the informer yields to the event
+loop every `yield_every` objects, so that a list of 100,000 objects neither sits whole
+in memory nor holds the loop for seconds (docs/reliability.md, "History at scale").
 
 A kind of an optional API (a CRD such as Volcano's, an alpha API such as the upstream
 PodGroup) is watched only while the API server serves it: its group-version's discovery
