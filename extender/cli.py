@@ -246,7 +246,8 @@ async def _serve(args: argparse.Namespace) -> int:
     status.clock = clock
     informer = Informer(kube, manager, clock, dispatcher.cache_changed,
                         kinds=(*observed_kinds(status), *source_kinds(status), BUDGETS),
-                        protobuf=args.pod_watch == "protobuf")
+                        protobuf=args.pod_watch == "protobuf",
+                        on_skip=lambda kind: metrics.skipped_objects.labels(kind).inc())
     # The one coupling to the informers' start: their first lists applied. Until then the
     # verbs answer "not synced", and the tick and the status writer wait.
     synced = informer.synced

@@ -144,9 +144,9 @@ class _RecordingKube:
     def __init__(self) -> None:
         self.proto: dict[str, object] = {}
 
-    async def list(self, path: str, limit: int = 2000, params: object = None
-                   ) -> tuple[list[dict[str, Any]], str]:
-        return [], "1"
+    async def list_pages(self, path: str, limit: int = 2000, params: object = None
+                         ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
+        yield [], "1"
 
     async def watch(self, path: str, rv: str, timeout_seconds: int = 300,
                     params: object = None, proto: object = None

@@ -9,7 +9,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from extender.core.annotations import label_key_problem, topology_of
-from extender.core.convert import _guarded, _int, _list, _obj, _str, _str_map, parse_time
+from extender.core.convert import (
+    _guarded,
+    _int,
+    _list,
+    _obj,
+    _shared,
+    _str,
+    _str_map,
+    parse_time,
+)
 from extender.core.resources import parse_resource_list
 from extender.core.types import VOLCANO, WORKLOAD_API, GroupInfo
 
@@ -35,7 +44,7 @@ def _build_group(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
         _str_map(meta.get("annotations"), "metadata.annotations"))
     requeue_count, requeue_at = _requeue_state(obj.get("status"))
     return GroupInfo(
-        namespace=_str(meta.get("namespace"), "metadata.namespace", "default"),
+        namespace=_shared(_str(meta.get("namespace"), "metadata.namespace", "default")),
         name=name,
         # 0 and 1 mean the same thing: a bound member is already a quorum of one.
         min_member=max(min_member, 1),

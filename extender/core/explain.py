@@ -24,6 +24,9 @@ class Explanations:
         self._reservations = reservations
         self._outbox = outbox
         self._status: dict[str, GangStatus] = {}
+        # reason -> gangs: kept as statuses change, so that the gauges a scrape reads
+        # cost the number of reasons, not of every gang ever explained.
+        self._reasons: dict[str, int] = {}
 
     def get(self, gang: str) -> GangStatus | None:
         return self._status.get(gang)
@@ -45,18 +48,28 @@ class Explanations:
             self._publish(gang, GangStatus(cur.reason, cur.message, cur.since, False))
 
     def forget(self, gang: str) -> None:
-        if self._status.pop(gang, None) is not None:
+        old = self._status.pop(gang, None)
+        if old is not None:
+            self._count(old.reason, -1)
             self._outbox.append(StatusChanged(gang, None))
 
     def _publish(self, gang: str, status: GangStatus) -> None:
+        old = self._status.get(gang)
+        if old is not None:
+            self._count(old.reason, -1)
+        self._count(status.reason, 1)
         self._status[gang] = status
         self._outbox.append(StatusChanged(gang, status))
 
+    def _count(self, reason: str, delta: int) -> None:
+        n = self._reasons.get(reason, 0) + delta
+        if n:
+            self._reasons[reason] = n
+        else:
+            self._reasons.pop(reason, None)
+
     def reasons(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for st in self._status.values():
-            out[st.reason] = out.get(st.reason, 0) + 1
-        return out
+        return dict(self._reasons)
 
     def shortfall(
         self,

@@ -203,21 +203,35 @@ class Kube:
                                        headers={"Content-Type": content_type.decode()})
         return resp.status_code, resp.content
 
-    async def list(self, path: str, limit: int = 2000, params: Mapping[str, str] | None = None
-                   ) -> tuple[list[dict[str, Any]], str]:
-        """Every object at `path`, page by page; `params` narrow it (a field selector)."""
-        items: list[dict[str, Any]] = []
+    async def list_pages(self, path: str, limit: int = 2000,
+                         params: Mapping[str, str] | None = None
+                         ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
+        """The objects at `path` one page at a time, each with the list's
+        resourceVersion so far (the last page's is the one to watch from): a caller
+        that applies each page before asking for the next holds one page in memory,
+        not the whole list."""
         query: dict[str, Any] = {**(params or {}), "limit": limit}
         while True:
             resp = await self.http.get(path, params=query)
             if resp.status_code != 200:
                 raise _error(resp)
             body = orjson.loads(resp.content)
-            items.extend(body.get("items") or [])
+            del resp
             meta = body.get("metadata") or {}
+            yield body.get("items") or [], str(meta.get("resourceVersion", ""))
             if not meta.get("continue"):
-                return items, str(meta.get("resourceVersion", ""))
+                return
             query = {**(params or {}), "limit": limit, "continue": meta["continue"]}
+
+    async def list(self, path: str, limit: int = 2000, params: Mapping[str, str] | None = None
+                   ) -> tuple[list[dict[str, Any]], str]:
+        """Every object at `path`, page by page; `params` narrow it (a field selector)."""
+        items: list[dict[str, Any]] = []
+        rv = ""
+        async for page, page_rv in self.list_pages(path, limit, params):
+            items.extend(page)
+            rv = page_rv
+        return items, rv
 
     async def watch(
         self, path: str, resource_version: str, timeout_seconds: int = 300,

@@ -110,6 +110,10 @@ class Metrics:
             "gang_extender_event_loop_lag_seconds",
             "How much later than asked a fixed 0.25 s sleep woke: the time every verb and "
             "the tick waited behind other work.", buckets=_LAG_BUCKETS, registry=r)
+        self.skipped_objects = Counter(
+            "gang_extender_skipped_objects_total",
+            "Watched objects skipped because they could not be read (a malformed or hostile "
+            "object: its error is logged), by kind.", ["kind"], registry=r)
 
         self.leader = Gauge("gang_extender_leader",
                             "1 while this replica acts (its kube-scheduler holds the leader "

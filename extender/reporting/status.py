@@ -10,6 +10,13 @@ patch of the `status` subresource, off the request path:
   `max_writes_per_second` overall; a change inside the interval is written at its end;
 * never fatal: API errors are logged and retried later with backoff.
 
+What it revisits is proportional to what may change, never to the history: a group is
+recomputed when something of it changed, and the periodic pass (every
+`resync_seconds`) revisits only the groups that still have members; a finished group,
+or one whose pods are all gone, waits for its next watch event (docs/reliability.md,
+"History at scale"). A large backlog (every group after a restart's list) is worked
+through `batch` (100) groups at a time, the event loop let run in between.
+
 It also logs one line per status transition and tells `GangEvents` about it. On standby
 it only notes what changed: the active replica owns the status and its Events. Status is
 written to scheduler-plugins PodGroups only: a Volcano or upstream PodGroup's status is
@@ -23,7 +30,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from extender.core.manager import GangManager
@@ -40,6 +46,7 @@ from extender.kube.client import PODGROUP_PATH, ApiError
 from extender.reporting.events import GangEvents, quiet
 from extender.reporting.kinds import observed_kinds  # the writer's kinds, re-exported
 from extender.reporting.labelled import LabelledPods
+from extender.reporting.status_records import GangCounts, GroupRecord, StatusConfig
 from extender.scheduler.supervise import LoopErrors
 
 log = logging.getLogger("gang-extender.status")
@@ -49,41 +56,6 @@ __all__ = ["StatusConfig", "StatusWriter", "observed_kinds"]
 
 class StatusApi(Protocol):
     async def merge_patch(self, path: str, patch: dict[str, Any]) -> None: ...
-
-
-@dataclass
-class StatusConfig:
-    min_interval: float = 1.0  # seconds between two writes of one PodGroup
-    loop_interval: float = 0.25
-    max_writes_per_second: float = 50.0
-    resync_seconds: float = 30.0  # recompute every group this often, changed or not
-    max_error_backoff: float = 30.0
-    # A PodGroup is usually created just before its pods. Its first status would say
-    # "0 of N members exist" and be overwritten a moment later, so it is held back this
-    # long after creation (a benchmark of 54 gangs: about half of all status writes).
-    new_group_grace: float = 5.0
-    # A changed status is written once it has held this long, or once the oldest
-    # unwritten change is `max_lag` old: a gang that goes from "members arriving" through
-    # Reserved and Bound to Running within a second gets one write, not four.
-    settle: float = 0.5
-    max_lag: float = 2.0
-
-
-@dataclass
-class _Group:
-    uid: str
-    observed: dict[str, Any] = field(default_factory=dict)  # status as the API shows it
-    written: dict[str, Any] | None = None  # status this process wrote last
-    written_at: float = float("-inf")
-    unwritten: dict[str, Any] | None = None  # computed, differs from what was written
-    unwritten_since: float = 0.0  # when the computed status first differed
-    unwritten_changed: float = 0.0  # when it last changed
-    current: GroupStatus | None = None
-    phase: str = ""  # last computed (or observed) phase and Scheduled reason
-    reason: str = ""
-    quiet: bool = False  # that status got no Event (`events.quiet`)
-    errors: int = 0
-    retry_at: float = 0.0
 
 
 def _kv(value: object) -> str:
@@ -116,7 +88,7 @@ class StatusWriter:
         self.config = config or StatusConfig()
         self.events = events
         self.on_write = on_write
-        self.groups: dict[str, _Group] = {}
+        self.groups: dict[str, GroupRecord] = {}
         self.pods = LabelledPods()  # owners of members, pods of other schedulers
         self.dirty: set[str] = set()
         self.writes = 0
@@ -124,6 +96,9 @@ class StatusWriter:
         self._decisions: dict[str, GangStatus] = {}  # the gang manager's, as reported
         self._last_resync = float("-inf")
         self.errors = LoopErrors("podgroup-status")  # the wiring adds the metric
+        # Groups the periodic pass revisits: their last computed status had members.
+        self._live: set[str] = set()
+        self._counts = GangCounts()  # the gangs gauge, kept as statuses change
 
     # ----- watch hooks (called after the gang manager applied the object) -------------------
 
@@ -134,7 +109,8 @@ class StatusWriter:
         status = obj.get("status")
         rec = self.groups.get(key)
         if rec is None or rec.uid != uid:
-            rec = self.groups[key] = _Group(uid)
+            self._forget(key)
+            rec = self.groups[key] = GroupRecord(uid)
             observed = status if isinstance(status, dict) else {}
             rec.phase = str(observed.get("phase", ""))
             rec.reason = _scheduled_reason(observed)
@@ -142,7 +118,7 @@ class StatusWriter:
         self.dirty.add(key)
 
     def group_deleted(self, key: str) -> None:
-        self.groups.pop(key, None)
+        self._forget(key)
         self.dirty.discard(key)
         self._decisions.pop(key, None)
 
@@ -174,16 +150,24 @@ class StatusWriter:
     # ----- computing -------------------------------------------------------------------------
 
     def _resync(self, now: float) -> None:
-        """Every group now and then, changed or not: a write that was lost, or a status
-        someone else overwrote, converges."""
+        """Every group with members now and then, changed or not: a write that was lost,
+        or a status someone else overwrote, converges. A group without members (finished,
+        or its pods gone) has nothing that moves without a watch event, which marks it;
+        revisiting each of them every 30 s made this pass as long as the history."""
         if now - self._last_resync >= self.config.resync_seconds:
             self._last_resync = now
-            self.dirty |= {g.key for g in self.manager.groups()}
+            self.dirty |= self._live
+
+    def _forget(self, key: str) -> None:
+        rec = self.groups.pop(key, None)
+        if rec is not None:
+            self._counts.move(rec, None)
+        self._live.discard(key)
 
     def compute(self, group: GroupInfo, now: float) -> GroupStatus | None:
         rec = self.groups.get(group.key)
-        base = rec.written if rec is not None and rec.written is not None else (
-            rec.observed if rec is not None else {})
+        written = rec.written if rec is not None else None
+        base = written if written is not None else (rec.observed if rec is not None else {})
         pods = self.manager.group_pods(group.namespace, group.name, group.source)
         decision = self._decisions.get(group.key)
         owners: Iterable[tuple[str, ...]] = (self.pods.owners.get(p.uid, ()) for p in pods)
@@ -196,7 +180,7 @@ class StatusWriter:
             waiting_since=self.manager.waiting_since(group.key),
         )
 
-    def _transition(self, group: GroupInfo, rec: _Group, st: GroupStatus) -> None:
+    def _transition(self, group: GroupInfo, rec: GroupRecord, st: GroupStatus) -> None:
         # Still a transition when only the quietness ends: "0 of 3 members exist" then
         # "2 of 3" is one reason, and the Event held back for the first is owed now.
         if (st.phase, st.reason) == (rec.phase, rec.reason) and (not rec.quiet or quiet(st)):
@@ -217,30 +201,44 @@ class StatusWriter:
     def due(self, now: float) -> list[tuple[GroupInfo, dict[str, Any]]]:
         """Recompute the dirty groups; return those to write now. Groups that changed
         but were written too recently stay dirty for a later round."""
+        keys, self.dirty = self.dirty, set()
+        return self._recompute(keys, now)
+
+    def _recompute(self, keys: Iterable[str], now: float
+                   ) -> list[tuple[GroupInfo, dict[str, Any]]]:
         out: list[tuple[GroupInfo, dict[str, Any]]] = []
         keep: set[str] = set()
-        for key in self.dirty:
+        for key in keys:
             group = self.manager.group(key)
             if group is None:
-                self.groups.pop(key, None)  # a Kueue group goes with its last pod
+                self._forget(key)  # a Kueue group goes with its last pod
                 continue
             rec = self.groups.get(key)
             if rec is None or rec.uid != group.uid:
-                rec = self.groups[key] = _Group(group.uid)
+                self._forget(key)
+                rec = self.groups[key] = GroupRecord(group.uid)
             st = self.compute(group, now)
             if st is None or (st.members == 0 and (
-                    self.pods.foreign(key) or (rec.written is None and rec.observed))):
+                    self.pods.foreign(key) or (rec.written_json is None
+                                               and rec.has_observed))):
                 # No member of ours, and pods of another scheduler labelled for it or a
                 # status someone else wrote: another scheduler's gang, whose status is
                 # its own (architecture.md §8; `reporting/labelled.py`).
+                self._live.discard(key)
                 continue
             rec.current = st
+            self._counts.move(rec, (st.phase, st.reason, group.source))
+            if st.members:
+                self._live.add(key)
+            else:
+                self._live.discard(key)
             self._transition(group, rec, st)
             doc = st.to_k8s()
             if group.source != SCHEDULER_PLUGINS:
                 rec.observed = doc  # never written: what was computed is the previous
                 continue
-            base = rec.written if rec.written is not None else rec.observed
+            written = rec.written
+            base = written if written is not None else rec.observed
             if all(base.get(k) == v for k, v in doc.items()):
                 rec.unwritten = None
                 continue
@@ -256,20 +254,20 @@ class StatusWriter:
                 keep.add(key)
                 continue
             out.append((group, doc))
-        self.dirty = keep
+        self.dirty |= keep
         return out
 
-    def _settled(self, rec: _Group, now: float) -> bool:
+    def _settled(self, rec: GroupRecord, now: float) -> bool:
         cfg = self.config
         return (now - rec.unwritten_changed >= cfg.settle
                 or now - rec.unwritten_since >= cfg.max_lag)
 
-    def _too_early(self, group: GroupInfo, rec: _Group, st: GroupStatus, now: float) -> bool:
+    def _too_early(self, group: GroupInfo, rec: GroupRecord, st: GroupStatus, now: float) -> bool:
         """The first status of a PodGroup that has no members yet and was created less
         than `new_group_grace` ago: its pods are most likely on their way. A status the
         API already shows (a restart, another writer) is never held back."""
-        return (st.members == 0 and st.phase == PENDING and rec.written is None
-                and not rec.observed and now - group.creation < self.config.new_group_grace)
+        return (st.members == 0 and st.phase == PENDING and rec.written_json is None
+                and not rec.has_observed and now - group.creation < self.config.new_group_grace)
 
     # ----- writing ---------------------------------------------------------------------------
 
@@ -304,16 +302,26 @@ class StatusWriter:
         return True
 
     async def step(self) -> int:
-        """One round: scan, recompute, write what is due. Returns the writes made."""
-        now = self.clock()
-        self._resync(now)
-        written = 0
+        """One round: scan, recompute, write what is due. Returns the writes made.
+        The dirty groups are worked through `batch` at a time (a finished group costs
+        about 100 µs), the event loop let run
+        in between: after a restart's list every group is dirty at once."""
+        self._resync(self.clock())
+        keys, self.dirty = list(self.dirty), set()
+        written = tried = 0
         gap = 1.0 / self.config.max_writes_per_second
-        for i, (group, doc) in enumerate(self.due(now)):
-            if i:
-                await asyncio.sleep(gap)
-            if await self.write(group, doc):
-                written += 1
+        size = max(1, self.config.batch)
+        for start in range(0, len(keys), size):
+            if start:
+                await asyncio.sleep(0)
+            for group, doc in self._recompute(keys[start:start + size], self.clock()):
+                if self.kube is None:
+                    continue  # --podgroup-status off: computed, never written nor waited for
+                if tried:
+                    await asyncio.sleep(gap)
+                tried += 1
+                if await self.write(group, doc):
+                    written += 1
         return written
 
     async def run(self, active: Callable[[], bool] = lambda: True) -> None:
@@ -334,15 +342,10 @@ class StatusWriter:
         return rec is None or rec.current is None or rec.current.phase in (PENDING, SCHEDULING)
 
     def counts(self) -> dict[tuple[str, str, str], int]:
-        """(phase, reason, source) -> number of gangs, for the gangs-by-state gauge."""
-        out: dict[tuple[str, str, str], int] = {}
-        for key, rec in self.groups.items():
-            group = self.manager.group(key)
-            if rec.current is None or group is None:
-                continue
-            k = (rec.current.phase, rec.current.reason, group.source)
-            out[k] = out.get(k, 0) + 1
-        return out
+        """(phase, reason, source) -> number of gangs, for the gangs-by-state gauge; kept
+        as statuses are computed, so a scrape costs the number of states, not of
+        groups."""
+        return self._counts.snapshot()
 
     def debug(self, now: float) -> dict[str, Any]:
         """Every PodGroup in queue order with its computed status and write state."""
@@ -366,9 +369,9 @@ class StatusWriter:
                            occupiedBy=st.occupied_by)
             if rec is not None:
                 row.update(
-                    statusWritten=rec.written is not None,
+                    statusWritten=rec.written_json is not None,
                     lastWriteSecondsAgo=(round(now - rec.written_at, 3)
-                                         if rec.written is not None else None),
+                                         if rec.written_json is not None else None),
                     writeErrors=rec.errors,
                     pendingWrite=key in self.dirty,
                 )

@@ -1,0 +1,172 @@
+"""The extender's informers, status writer and gang manager listing a long history from a
+stand-in API server, in this process: memory and the event loop's longest stall.
+
+    PYTHONPATH=TREE .venv/bin/python -m bench.history_inprocess [--groups 100000]
+
+Why beside `bench.history`: creating 100,000 PodGroups and 200,000 pods through a real
+API server takes hours on a small machine; this serves the same objects (as the API
+server returns them: metadata, defaulted specs, a finished group's status) page by page
+from memory, through the code the CLI wires (`Informer` with `observed_kinds`, the
+`StatusWriter`), and runs with whichever checkout PYTHONPATH names, so an older revision
+is measured with its own code. It prints the time to sync, the longest stall of the
+event loop (in CPU time, so that other processes on the machine do not count) while
+syncing and during the status writer's first round, the RSS the history added, and the
+first tick's time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+from bench.common import rss_mib
+from extender.core.manager import GangManager
+from extender.core.phase import compute_status
+from extender.core.types import GROUP_LABEL, GroupInfo, PodInfo
+from extender.kube.informer import Informer
+from extender.reporting.kinds import observed_kinds
+from extender.reporting.status import StatusWriter
+
+NS = "history"
+NODE = "history-node"
+
+
+def _pod(i: int, m: int) -> dict[str, Any]:
+    name = f"done-{i}-{m}"
+    return {
+        "metadata": {
+            "name": name, "namespace": NS, "uid": f"0b7c1f0e-{i:08d}-{m:04d}-9f1e-1c2d3e4f5a6b",
+            "resourceVersion": str(100000 + i), "creationTimestamp": "2026-11-26T20:00:00Z",
+            "labels": {GROUP_LABEL: f"done-{i}"},
+            "managedFields": [{"manager": "python", "operation": "Update", "apiVersion": "v1",
+                               "time": "2026-11-26T20:00:00Z", "fieldsType": "FieldsV1",
+                               "fieldsV1": {"f:metadata": {"f:labels": {}}}}]},
+        "spec": {
+            "containers": [{"name": "c", "image": "busybox",
+                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                            "terminationMessagePath": "/dev/termination-log",
+                            "terminationMessagePolicy": "File", "imagePullPolicy": "Always"}],
+            "restartPolicy": "Always", "terminationGracePeriodSeconds": 30,
+            "dnsPolicy": "ClusterFirst", "serviceAccountName": "default", "nodeName": NODE,
+            "securityContext": {}, "schedulerName": "gang-scheduler", "priority": 0,
+            "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                             "effect": "NoExecute", "tolerationSeconds": 300},
+                            {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                             "effect": "NoExecute", "tolerationSeconds": 300}],
+            "enableServiceLinks": True, "preemptionPolicy": "PreemptLowerPriority"},
+        "status": {"phase": "Succeeded", "qosClass": "Burstable"},
+    }
+
+
+def _group(i: int, per: int) -> dict[str, Any]:
+    name = f"done-{i}"
+    done = [PodInfo(f"u{m}", NS, f"p{m}", {"pods": 1}, {GROUP_LABEL: name},
+                    phase="Succeeded", node_name=NODE, scheduler_name="gang-scheduler")
+            for m in range(per)]
+    status = compute_status(GroupInfo(NS, name, per), done, None, 1.8e9)
+    assert status is not None
+    return {"metadata": {"name": name, "namespace": NS, "generation": 1,
+                         "uid": f"1b7c1f0e-{i:08d}-0000-9f1e-1c2d3e4f5a6b",
+                         "resourceVersion": str(i), "creationTimestamp": "2026-11-26T20:00:00Z"},
+            "spec": {"minMember": per}, "status": status.to_k8s()}
+
+
+class FakeApi:
+    """Lists pods and PodGroups page by page, each page parsed from its JSON as the
+    client does (the JSON is made beforehand: making it is not the extender's work);
+    watches never end."""
+
+    def __init__(self, groups: int, per: int, limit: int = 500) -> None:
+        self.pages: dict[str, list[bytes]] = {"podgroups": [], "pods": []}
+        for start in range(0, groups, limit):
+            self.pages["podgroups"].append(orjson.dumps(
+                [_group(k, per) for k in range(start, min(groups, start + limit))]))
+        for start in range(0, groups * per, limit):
+            self.pages["pods"].append(orjson.dumps(
+                [_pod(k // per, k % per) for k in range(start, min(groups * per, start + limit))]))
+
+    async def list_pages(self, path: str, limit: int = 500, params: object = None
+                         ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
+        pages = self.pages.get(path.rsplit("/", 1)[-1], [])
+        if not pages:
+            yield [], "1"
+        for raw in pages:
+            await asyncio.sleep(0)  # the request's round trip
+            page: list[dict[str, Any]] = orjson.loads(raw)
+            yield page, "1"
+
+    async def list(self, path: str, limit: int = 500, params: object = None
+                   ) -> tuple[list[dict[str, Any]], str]:
+        items: list[dict[str, Any]] = []
+        async for page, _ in self.list_pages(path, limit, params):
+            items.extend(page)
+        return items, "1"
+
+    async def watch(self, *args: Any, **kw: Any) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        await asyncio.sleep(1e6)
+        yield "", {}
+
+
+async def _measure(groups: int, per: int) -> dict[str, Any]:
+    api = FakeApi(groups, per)
+    manager = GangManager()
+    writer = StatusWriter(manager, None, time.time)
+    informer = Informer(api, manager, time.time,  # type: ignore[arg-type]
+                        lambda: None, kinds=observed_kinds(writer))
+    base = rss_mib()
+    # The loop's CPU time between two turns of a task that only sleeps: what a verb
+    # would wait for, on a machine of its own (wall time on a shared one adds the
+    # other processes' turns).
+    stalls: list[float] = []
+
+    async def watch_loop() -> None:
+        last = time.thread_time()
+        while True:
+            await asyncio.sleep(0.005)
+            now = time.thread_time()
+            stalls.append(now - last)
+            last = now
+
+    watcher = asyncio.create_task(watch_loop())
+    run = asyncio.create_task(informer.run())
+    t0 = time.monotonic()
+    await informer.synced.wait()
+    sync = time.monotonic() - t0
+    await asyncio.sleep(0.05)  # the watcher sees the last stretch
+    sync_stall = max(stalls, default=0.0)
+    stalls.clear()
+    t1 = time.monotonic()
+    await writer.step()
+    step = time.monotonic() - t1
+    await asyncio.sleep(0.05)
+    step_stall = max(stalls, default=0.0)
+    t2 = time.monotonic()
+    manager.tick(time.time())
+    tick = time.monotonic() - t2
+    rss = rss_mib() - base
+    run.cancel()
+    watcher.cancel()
+    return {"groups": groups, "pods": groups * per, "sync_s": round(sync, 1),
+            "longest_stall_sync_ms": round(sync_stall * 1000),
+            "writer_round_s": round(step, 1),
+            "longest_stall_writer_ms": round(step_stall * 1000),
+            "first_tick_ms": round(tick * 1000), "rss_added_mib": round(rss)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--groups", type=int, default=100_000)
+    ap.add_argument("--pods-per-group", type=int, default=2)
+    args = ap.parse_args(argv)
+    print(json.dumps(asyncio.run(_measure(args.groups, args.pods_per_group))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

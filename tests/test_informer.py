@@ -1,0 +1,303 @@
+"""The informer against a scripted API (no network): a poisoned object is skipped and
+counted whatever it raises, lists are applied page by page with the event loop let run
+in between, and a relist still deletes what vanished."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from extender.core.manager import GangManager
+from extender.kube.client import ResourceExpired
+from extender.kube.informer import Informer, Kind
+
+
+def _obj(name: str, **extra: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "resourceVersion": "1"}, **extra}
+
+
+class Store:
+    """What the informer put in its cache, through a Kind of its own; objects with
+    `poison` raise that exception from their conversion."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.applied: list[str] = []
+
+    def kind(self) -> Kind:
+        def apply(manager: GangManager, obj: dict[str, Any], now: float) -> None:
+            poison = obj.get("poison")
+            if poison is not None:
+                raise poison
+            self.objects[obj["metadata"]["name"]] = dict(obj)  # a new object, as a cache's
+            self.applied.append(obj["metadata"]["name"])
+
+        def delete(manager: GangManager, key: str, now: float) -> None:
+            self.objects.pop(key, None)
+
+        return Kind("things", "/things", lambda o: str(o["metadata"]["name"]), apply, delete)
+
+
+Script = list[tuple[str, dict[str, Any]] | BaseException]
+
+
+class FakeKube:
+    """Serves `lists` in turn (each a list of pages) and, after each, the watch script of
+    the same index: events, then an exception that ends the watch (ResourceExpired
+    relists). Records what was asked."""
+
+    def __init__(self, lists: list[list[list[dict[str, Any]]]], watches: list[Script]) -> None:
+        self.lists = lists
+        self.watches = watches
+        self.listed = 0
+        self.pages_asked = 0
+        self.on_page: Callable[[int], None] = lambda n: None
+        self.done = asyncio.Event()
+
+    async def list_pages(self, path: str, limit: int = 2000, params: object = None
+                         ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
+        pages = self.lists[min(self.listed, len(self.lists) - 1)]
+        self.listed += 1
+        for i, page in enumerate(pages):
+            self.on_page(i)
+            self.pages_asked += 1
+            await asyncio.sleep(0)
+            yield page, str(self.listed)
+
+    async def list(self, path: str, limit: int = 2000, params: object = None
+                   ) -> tuple[list[dict[str, Any]], str]:
+        """As `Kube.list`: every page, then all of it."""
+        items: list[dict[str, Any]] = []
+        rv = ""
+        async for page, page_rv in self.list_pages(path, limit, params):
+            items.extend(page)
+            rv = page_rv
+        return items, rv
+
+    async def watch(self, path: str, rv: str, timeout_seconds: int = 300,
+                    params: object = None, proto: object = None
+                    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        script = self.watches[self.listed - 1] if self.listed <= len(self.watches) else []
+        for step in script:
+            if isinstance(step, BaseException):
+                raise step
+            yield step
+        self.done.set()
+        await asyncio.sleep(3600)
+
+
+async def _run(kube: FakeKube, store: Store, **kw: Any) -> Informer:
+    inf = Informer(kube, GangManager(), lambda: 100.0, lambda: None,  # type: ignore[arg-type]
+                   kinds=(store.kind(),), **kw)
+    task = asyncio.create_task(inf.run())
+    try:
+        await asyncio.wait_for(kube.done.wait(), 5)
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    return inf
+
+
+@pytest.mark.parametrize("exc", [KeyError("spec"), TypeError("unhashable"),
+                                 RecursionError("too deep"), ValueError("bad quantity"),
+                                 ZeroDivisionError("x")])
+def test_one_poisoned_object_is_skipped_and_counted_whatever_it_raises(
+        exc: Exception, caplog: pytest.LogCaptureFixture) -> None:
+    """Only ValueError was caught: any other exception ended the list, and the kind was
+    listed again every 10 s, forever, and never synced."""
+    store = Store()
+    kube = FakeKube([[[_obj("a"), _obj("bad", poison=exc), _obj("b")]]],
+                    [[("ADDED", _obj("bad2", poison=exc)), ("ADDED", _obj("c"))]])
+    counted: list[str] = []
+
+    async def go() -> Informer:
+        return await _run(kube, store, on_skip=counted.append)
+
+    with caplog.at_level(logging.WARNING, "gang-extender.informer"):
+        inf = asyncio.run(go())
+    assert inf.synced.is_set()
+    assert sorted(store.objects) == ["a", "b", "c"]
+    assert kube.listed == 1, "no relist for a bad object"
+    assert inf.skipped == {"things": 2} and counted == ["things", "things"]
+    assert "skipping things bad: " + type(exc).__name__ in caplog.text
+
+
+def test_skips_are_logged_at_most_once_per_interval_with_the_count(
+        caplog: pytest.LogCaptureFixture) -> None:
+    store = Store()
+    bad = [_obj(f"bad{i}", poison=KeyError("x")) for i in range(50)]
+    kube = FakeKube([[bad]], [[]])
+    now = [100.0]
+    inf = Informer(kube, GangManager(), lambda: now[0], lambda: None,  # type: ignore[arg-type]
+                   kinds=(store.kind(),), log_interval=10.0)
+
+    async def go() -> None:
+        await inf._relist(store.kind())
+        now[0] += 11
+        inf._apply(store.kind(), _obj("late", poison=KeyError("y")))
+
+    with caplog.at_level(logging.WARNING, "gang-extender.informer"):
+        asyncio.run(go())
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("skipping things bad0: KeyError")
+    assert lines[1].startswith("skipping things late: KeyError")
+    assert "(49 more skipped in the last 10s)" in lines[1]
+    assert inf.skipped == {"things": 51}
+
+
+def test_a_list_is_applied_page_by_page_as_the_pages_come() -> None:
+    """All pages were held, then applied at once: memory for the whole list, and one
+    stretch of the event loop as long as the list."""
+    store = Store()
+    pages = [[_obj(f"p{i}-{j}") for j in range(3)] for i in range(4)]
+    kube = FakeKube([pages], [[]])
+    applied_before_page: list[int] = []
+    kube.on_page = lambda i: applied_before_page.append(len(store.applied))
+
+    async def go() -> None:
+        await _run(kube, store)
+
+    asyncio.run(go())
+    assert applied_before_page == [0, 3, 6, 9]
+
+
+def test_a_long_list_lets_the_event_loop_run_every_few_objects() -> None:
+    store = Store()
+    pages = [[_obj(f"p{i}-{j}") for j in range(1000)] for i in range(2)]
+    kube = FakeKube([pages], [[]])
+    # Objects applied between two turns of another task: the longest stretch.
+    stretches: list[int] = []
+
+    async def other() -> None:
+        last = 0
+        while True:
+            stretches.append(len(store.applied) - last)
+            last = len(store.applied)
+            await asyncio.sleep(0)
+
+    async def go() -> None:
+        watcher = asyncio.create_task(other())
+        await _run(kube, store, yield_every=100)
+        watcher.cancel()
+
+    asyncio.run(go())
+    assert len(store.applied) == 2000
+    assert max(stretches) <= 100
+
+
+def test_a_relist_applied_page_by_page_still_deletes_what_vanished() -> None:
+    """Known before the relist: a, b, bad (applied once, then poisoned), gone (poisoned
+    and vanished). After it: b vanished and is deleted; bad stays (it exists, its last
+    good version is kept); d is new; a vanished object that was poisoned at the relist
+    is deleted too."""
+    store = Store()
+    first = [[_obj("a"), _obj("b")], [_obj("bad"), _obj("gone")]]
+    second = [[_obj("a"), _obj("bad", poison=TypeError("t"))], [_obj("d")]]
+    kube = FakeKube([first, second], [[ResourceExpired("/things")], []])
+
+    async def go() -> Informer:
+        return await _run(kube, store)
+
+    inf = asyncio.run(go())
+    assert kube.listed == 2
+    assert sorted(store.objects) == ["a", "bad", "d"]
+    assert inf.skipped == {"things": 1}
+    # bad is still known: once it vanishes, the next relist deletes it.
+    kube2 = FakeKube([[[_obj("a")]]], [[]])
+    inf.kube = kube2  # type: ignore[assignment]
+
+    async def again() -> None:
+        await inf._relist(store.kind())
+
+    asyncio.run(again())
+    assert sorted(store.objects) == ["a"]
+
+
+def test_a_delete_that_raises_is_skipped_and_the_watch_goes_on() -> None:
+    store = Store()
+    kind = store.kind()
+
+    def bad_delete(manager: GangManager, key: str, now: float) -> None:
+        raise AttributeError("broken")
+
+    import dataclasses
+    kind = dataclasses.replace(kind, delete=bad_delete)
+    kube = FakeKube([[[_obj("a")]]], [[("DELETED", _obj("a")), ("ADDED", _obj("b"))]])
+
+    async def go() -> Informer:
+        inf = Informer(kube, GangManager(), lambda: 0.0, lambda: None,  # type: ignore[arg-type]
+                       kinds=(kind,))
+        task = asyncio.create_task(inf.run())
+        await asyncio.wait_for(kube.done.wait(), 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return inf
+
+    inf = asyncio.run(go())
+    assert kube.listed == 1
+    assert "b" in store.objects and inf.skipped == {"things": 1}
+
+
+def test_what_each_page_applied_is_kept_out_of_later_full_collections() -> None:
+    """A full collection walks every tracked object and runs each time they grow by a
+    quarter: during a list of 20,000 PodGroups and 40,000 pods, 0.9 s of event loop,
+    several times. Each page's objects are frozen once applied."""
+    import gc
+
+    store = Store()
+    pages = [[_obj(f"p{i}-{j}") for j in range(3)] for i in range(3)]
+    kube = FakeKube([pages], [[]])
+    frozen: list[int] = []
+    kube.on_page = lambda i: frozen.append(gc.get_freeze_count())
+
+    async def go() -> None:
+        await _run(kube, store)
+
+    try:
+        asyncio.run(go())
+    finally:
+        gc.unfreeze()
+    assert frozen[0] < frozen[1] < frozen[2]
+
+
+def test_a_pages_garbage_in_reference_cycles_is_freed_not_frozen() -> None:
+    """An HTTP response sits in reference cycles with its body: frozen with the page,
+    every page's body stayed in memory for good (a list of 20,000 PodGroups and 30,000
+    pods left the extender 100 MiB larger)."""
+    import gc
+    import weakref
+
+    class Body:
+        def __init__(self) -> None:
+            self.me = self  # a cycle, as httpx's Response has
+
+    store = Store()
+    bodies: list[weakref.ref[Body]] = []
+
+    class CyclicKube(FakeKube):
+        async def list_pages(self, path: str, limit: int = 2000, params: object = None
+                             ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
+            async for page, rv in super().list_pages(path, limit, params):
+                body = Body()
+                bodies.append(weakref.ref(body))
+                del body
+                yield page, rv
+
+    kube = CyclicKube([[[_obj("a")], [_obj("b")]]], [[]])
+
+    async def go() -> None:
+        await _run(kube, store)
+
+    try:
+        asyncio.run(go())
+        assert len(bodies) == 2
+        assert all(ref() is None for ref in bodies)
+    finally:
+        gc.unfreeze()
