@@ -99,9 +99,14 @@ def test_the_extender_may_patch_only_its_wake_up_annotation(
     before = get_pod(namespace, "pending")
     assert before is not None
 
-    # A policy takes effect a moment after it is created: wait until it refuses.
-    wait_for(lambda: _patch(api, namespace, "pending",
-                            {"metadata": {"labels": {"team": "b"}}}) == 422 or None,
+    # A policy takes effect a moment after it is created: wait until it refuses. The
+    # probe is a pod of its own, and each try changes a label to a new value: a try the
+    # policy let through would otherwise leave the next identical patch nothing to change
+    # (which the policy rightly admits) and the wait would never end.
+    create_pod(namespace, "probe", scheduler_name="nobody-schedules-this")
+    tries = iter(range(1_000_000))
+    wait_for(lambda: _patch(api, namespace, "probe",
+                            {"metadata": {"labels": {"try": str(next(tries))}}}) == 422 or None,
              30, "the admission policy refusing the extender's label patch")
 
     refused: dict[str, dict[str, Any]] = {
