@@ -2,7 +2,7 @@
 and their Succeeded pods, left behind.
 
     .venv/bin/python -m bench.history [--groups 100000] [--pods-per-group 2] \\
-        [--trees /work/main,.] [--creation-tree .] [--steady 30] [--probes 5]
+        [--trees ../old,.] [--creation-tree .] [--steady 30] [--probes 5]
 
 Why: a finished Job leaves its PodGroup (and, until their TTL, its pods) behind, so a
 long-lived cluster holds far more groups and pods than wait. Every extender lists and
@@ -24,7 +24,7 @@ What it does (kube-apiserver, etcd and a stock kube-scheduler wired to the exten
    creation to all members bound.
 
 `/healthz` is asked every 50 ms throughout; the longest answer of each phase is printed.
-A tree is a checkout of this project (`/work/main`, `.`): its extender runs with
+A tree is a checkout of this project (an older one, `.`): its extender runs with
 PYTHONPATH set to it, so an older revision is measured with its own code.
 """
 
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--empty-groups", type=int, default=0,
                     help="more PodGroups, whose pods are gone (the issue's 100,000)")
     ap.add_argument("--concurrency", type=int, default=48)
-    ap.add_argument("--trees", default="/work/main,.",
+    ap.add_argument("--trees", default=".",
                     help="comma-separated checkouts whose extenders are measured in turn")
     ap.add_argument("--creation-tree", default=".",
                     help="the checkout whose extender runs while the history is created")

@@ -24,7 +24,8 @@ from extender.core.types import (
     Toleration,
 )
 
-SAMPLES = Path("/work/shared/wire-samples")
+# shared/ lies beside the checkout (as CI lays it out), not at a fixed path.
+SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "wire-samples"
 Gi = 1 << 30
 
 
