@@ -4,8 +4,8 @@ gang scheduler installed (e2e/anycluster.py):
 * Kueue plain pod groups: labels and an annotation on the pods, no object;
 * Volcano PodGroups (scheduling.volcano.sh/v1beta1), whose CRD is installed while the
   extender runs (the minimal one in e2e/crds/volcano, unless the cluster has Volcano's);
-* the upstream Workload API's PodGroup (scheduling.k8s.io/v1alpha2), where served (the
-  local control plane serves it; e2e/harness/cluster.py);
+* the upstream Workload API's PodGroup, scheduling.k8s.io/v1alpha2 (1.36) or v1beta1
+  (1.37), where served (the local control plane serves its release's; e2e/harness);
 * a pod carrying keys of two sources counts for one gang only.
 
 Each gang is shown to wait whole while a member is missing, to bind as one burst, and to
@@ -158,14 +158,28 @@ def test_volcano_podgroup_is_a_gang_and_its_crd_is_picked_up_while_running(
     assert not pg.get("status"), "Volcano's status is Volcano's: the extender writes none"
 
 
-def test_upstream_podgroup_is_a_gang(any_cluster: AnyCluster, namespace: str) -> None:
-    if not workload_api_served():
-        pytest.skip("scheduling.k8s.io/v1alpha2 is not served (the API server needs "
-                    "--runtime-config=scheduling.k8s.io/v1alpha2=true and GenericWorkload)")
+# The release that serves each version of the upstream PodGroup, and how to get one.
+UPSTREAM_VERSIONS = {
+    "v1alpha2": "Kubernetes 1.36 (the default control plane; `make test`)",
+    "v1beta1": "Kubernetes 1.37 (`make e2e-k8s K8S=1.37`, which builds its binaries "
+               "first: bash e2e/build-k8s.sh 1.37)",
+}
+
+
+@pytest.mark.parametrize("version", sorted(UPSTREAM_VERSIONS))
+def test_upstream_podgroup_is_a_gang(any_cluster: AnyCluster, namespace: str,
+                                     version: str) -> None:
+    """The same gang on either version of the upstream PodGroup, on the control plane
+    that serves it: 1.36 serves only v1alpha2, 1.37 only v1beta1, so one of the two
+    always skips, saying which control plane runs it."""
+    if not workload_api_served(version):
+        pytest.skip(f"scheduling.k8s.io/{version} PodGroups are not served here; they are "
+                    f"served by {UPSTREAM_VERSIONS[version]} with "
+                    f"--runtime-config=scheduling.k8s.io/{version}=true and GenericWorkload")
     ns, slots = namespace, any_cluster.nodes(3)
     kube().custom.create_namespaced_custom_object(
-        "scheduling.k8s.io", "v1alpha2", ns, "podgroups",
-        {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+        "scheduling.k8s.io", version, ns, "podgroups",
+        {"apiVersion": f"scheduling.k8s.io/{version}", "kind": "PodGroup",
          "metadata": {"name": "up"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}})
 
     def create(name: str) -> None:
@@ -176,9 +190,10 @@ def test_upstream_podgroup_is_a_gang(any_cluster: AnyCluster, namespace: str) ->
                                f"gang workload-api:{ns}/up: 2 of 3 members exist")
     events = wait_for(lambda: reasons_on(ns, "up", {"Reserved", "Bound"}), 20,
                       "the extender's Events on the upstream PodGroup", logs=slots.logs)
-    assert {e["involvedObject"]["apiVersion"] for e in events} == {"scheduling.k8s.io/v1alpha2"}
+    assert {e["involvedObject"]["apiVersion"] for e in events} == {
+        f"scheduling.k8s.io/{version}"}
     pg = kube().custom.get_namespaced_custom_object(
-        "scheduling.k8s.io", "v1alpha2", ns, "podgroups", "up")
+        "scheduling.k8s.io", version, ns, "podgroups", "up")
     assert not (pg.get("status") or {}).get("conditions"), "the extender writes no status here"
 
 

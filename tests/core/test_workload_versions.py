@@ -21,9 +21,10 @@ META = {"name": "train", "namespace": "ml", "uid": "pg-1",
         "finalizers": ["scheduling.k8s.io/podgroup-protection"]}
 
 # As each API server returns them (field names from k8s.io/api v0.36.3 and v0.37.2,
-# scheduling/v1alpha2 and scheduling/v1beta1 types.go): v1alpha2 names its Workload
-# by podGroupTemplateRef and has a string disruptionMode; v1beta1 by workloadRef, with a
-# disruptionMode that is a one-of object and a priority of its own.
+# scheduling/v1alpha2 and scheduling/v1beta1 types.go; kube-apiserver v1.37.2 added the
+# finalizer, disruptionMode {"single": {}} and priority 0 to a v1beta1 one on create):
+# v1alpha2 names its Workload by podGroupTemplateRef and has a string disruptionMode;
+# v1beta1 by workloadRef, with a one-of object disruptionMode and a priority of its own.
 V1ALPHA2: dict[str, Any] = {
     "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": META,
     "spec": {"disruptionMode": "Pod",
@@ -35,7 +36,7 @@ V1ALPHA2: dict[str, Any] = {
 }
 V1BETA1: dict[str, Any] = {
     "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": META,
-    "spec": {"disruptionMode": {"all": {}},
+    "spec": {"disruptionMode": {"single": {}},
              "workloadRef": {"workloadName": "train", "templateName": "workers"},
              "schedulingPolicy": {"gang": {"minCount": 4}},
              "schedulingConstraints": {"topology": [{"key": "example.com/rack"}]},
