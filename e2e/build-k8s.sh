@@ -2,10 +2,28 @@
 # Builds kube-apiserver, kube-controller-manager and kube-scheduler from the pinned
 # Kubernetes Go modules into a cache outside the checkout, so only the first run on a
 # machine pays the ~7 minute compile. Prints the directory holding the binaries.
+#
+#   build-k8s.sh            the default control plane (e2e/k8sbuild/go.mod)
+#   build-k8s.sh 1.37       another minor version, pinned by e2e/k8sbuild-1.37/go.mod
+#                           (the K8S environment variable does the same), cached beside
+#                           the default in ~/.cache/gang-extender/k8s/<version>
+#
 # E2E_K8S_BIN=<dir> skips the build and uses binaries already there.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-version=$(sed -n 's/^require k8s.io\/kubernetes \(v[0-9.]*\)$/\1/p' "$here/k8sbuild/go.mod")
+minor=${1:-${K8S:-}}
+moddir="$here/k8sbuild"
+if [[ -n "$minor" && -d "$here/k8sbuild-$minor" ]]; then
+  moddir="$here/k8sbuild-$minor"
+elif [[ -n "$minor" ]]; then
+  default=$(sed -n 's/^require k8s.io\/kubernetes v\([0-9]*\.[0-9]*\)\.[0-9]*$/\1/p' "$moddir/go.mod")
+  if [[ "$minor" != "$default" ]]; then
+    echo "no module dir for Kubernetes $minor: make one with" \
+      "e2e/k8sbuild/gen_gomod.sh v$minor.<patch> e2e/k8sbuild-$minor" >&2
+    exit 1
+  fi
+fi
+version=$(sed -n 's/^require k8s.io\/kubernetes \(v[0-9.]*\)$/\1/p' "$moddir/go.mod")
 if [[ -n "${E2E_K8S_BIN:-}" ]]; then
   for b in kube-apiserver kube-controller-manager kube-scheduler; do
     [[ -x "$E2E_K8S_BIN/$b" ]] || { echo "E2E_K8S_BIN=$E2E_K8S_BIN has no executable $b" >&2; exit 1; }
@@ -13,12 +31,12 @@ if [[ -n "${E2E_K8S_BIN:-}" ]]; then
   echo "$E2E_K8S_BIN"; exit 0
 fi
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/gang-extender/k8s/$version
-modhash=$(cat "$here/k8sbuild/go.mod" "$here/k8sbuild/go.sum" | sha256sum | cut -c1-12)
+modhash=$(cat "$moddir/go.mod" "$moddir/go.sum" | sha256sum | cut -c1-12)
 stamp="$cache/.built-$modhash"
 if [[ -f "$stamp" ]]; then echo "$cache"; exit 0; fi
 mkdir -p "$cache"
 echo "building Kubernetes $version components into $cache (first run only, ~7 min on 2 cores)" >&2
-cd "$here/k8sbuild"
+cd "$moddir"
 for b in kube-apiserver kube-controller-manager kube-scheduler; do
   CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$version -X k8s.io/client-go/pkg/version.gitVersion=$version" \
     -o "$cache/$b.tmp" "k8s.io/kubernetes/cmd/$b" >&2

@@ -266,7 +266,7 @@ SCHEDULER_GRANTS = _expand(
      "get list watch"),
     ("authentication.k8s.io", "tokenreviews", "create"),
     ("authorization.k8s.io", "subjectaccessreviews", "create"),
-    ("resource.k8s.io", "deviceclasses resourceslices", "get list watch"),
+    ("resource.k8s.io", "deviceclasses resourceslices devicetaintrules", "get list watch"),
     ("resource.k8s.io", "resourceclaims resourceclaims/status", "get list watch update patch"),
     ("resource.k8s.io", "resourceclaims", "create delete"),
     ("resource.k8s.io", "resourceclaims/binding", "update patch"),

@@ -38,6 +38,7 @@ import yaml
 from .k8s import ApiException, client, config
 from .pki import PKI, generate_pki, write_kubeconfig
 from .process import START_MARKER, ManagedProcess, free_port, stop_all
+from .versions import k8s_minor, workload_runtime_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 """The checkout root, found from this file so the harness works from any cwd."""
@@ -82,7 +83,8 @@ KCM_CONTROLLERS = (
 #   without it a deleted PodGroup never goes away.
 # The API server and the controller manager get them; the schedulers do not, so the stock
 # kube-scheduler does no gang scheduling of its own and the extender is what is tested.
-WORKLOAD_API_RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
+# The same gates serve scheduling.k8s.io/v1beta1 on 1.37, which the runtime-config asks
+# for instead of v1alpha2 (versions.py; found by experiment on v1.37.2 too).
 WORKLOAD_API_APISERVER_GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
 WORKLOAD_API_KCM_GATES = "GenericWorkload=true"
 WORKLOAD_API_CONTROLLERS = ("podgroup-protection-controller",)
@@ -155,7 +157,9 @@ def find_k8s_bin(build: bool = True) -> Path:
     if not build:
         # Same cache rule as the script: any .built-* stamp with all binaries present.
         cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-        for d in sorted((cache / "gang-extender" / "k8s").glob("*")):
+        # K8S=1.37 (versions.py) asks for that minor version's binaries only.
+        minor = os.environ.get("K8S", "")
+        for d in sorted((cache / "gang-extender" / "k8s").glob(f"v{minor}*")):
             if any(d.glob(".built-*")) and ok(d):
                 return d
         raise HarnessError("no cached Kubernetes binaries (run e2e/setup-deps.sh)")
@@ -544,7 +548,8 @@ class ControlPlane(Cluster):
             *self._fg(",".join(g for g in (
                 WORKLOAD_API_APISERVER_GATES if self.workload_api else "",
                 self.apiserver_feature_gates) if g)),
-            *([f"--runtime-config={WORKLOAD_API_RUNTIME_CONFIG}"] if self.workload_api else []),
+            *([f"--runtime-config={workload_runtime_config(k8s_minor(self.bin_dir))}"]
+              if self.workload_api else []),
             *self.extra_apiserver_args,
         ], "kube-apiserver", self.log_dir / "kube-apiserver.log",
             ready=http_ok(f"{self.server}/readyz", pki.ca.cert, (pki.admin.cert, pki.admin.key)),

@@ -396,11 +396,18 @@ def _get_or_none(fn: Callable[[], Any]) -> dict[str, Any] | None:
         raise
 
 
-def workload_api_served() -> bool:
-    """Whether the cluster serves the upstream Workload API's PodGroups
-    (scheduling.k8s.io/v1alpha2; the local control plane does, cluster.py)."""
+def served_workload_version() -> str | None:
+    """The version of scheduling.k8s.io whose PodGroups the cluster serves, newest first
+    (no release serves both), or None."""
+    return next((v for v in ("v1beta1", "v1alpha2") if workload_api_served(v)), None)
+
+
+def workload_api_served(version: str = "v1alpha2") -> bool:
+    """Whether the cluster serves the upstream Workload API's PodGroups in `version` of
+    scheduling.k8s.io: v1alpha2 on 1.36, v1beta1 on 1.37 (the local control plane serves
+    its release's, harness/versions.py)."""
     try:
-        kube().custom.list_cluster_custom_object("scheduling.k8s.io", "v1alpha2", "podgroups",
+        kube().custom.list_cluster_custom_object("scheduling.k8s.io", version, "podgroups",
                                                  limit=1)
     except ApiException as e:
         if e.status == 404:

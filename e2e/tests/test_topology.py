@@ -23,8 +23,8 @@ from e2e.harness.fixtures import (
     create_podgroup,
     get_podgroup,
     kube,
+    served_workload_version,
     wait_for,
-    workload_api_served,
 )
 from e2e.harness.fixtures import NodeSet as Nodes
 
@@ -128,20 +128,22 @@ def test_an_upstream_podgroup_topology_constraint_keeps_the_gang_in_one_rack(
     gang: GangStack, fake_nodes: Nodes, namespace: str
 ) -> None:
     """The issue case again, the gang an upstream Workload API PodGroup
-    (scheduling.k8s.io/v1alpha2) whose spec.schedulingConstraints.topology names the rack
-    key: it means topology-required (issue 19), so both members go to r2."""
-    if not workload_api_served():
-        pytest.skip("scheduling.k8s.io/v1alpha2 is not served")
+    (scheduling.k8s.io/v1alpha2 on 1.36, v1beta1 on 1.37) whose
+    spec.schedulingConstraints.topology names the rack key: it means topology-required
+    (issue 19), so both members go to r2."""
+    version = served_workload_version()
+    if version is None:
+        pytest.skip("no version of scheduling.k8s.io PodGroups is served")
     ns = namespace
     racks(fake_nodes, ns)
     kube().custom.create_namespaced_custom_object(
-        "scheduling.k8s.io", "v1alpha2", ns, "podgroups",
-        {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+        "scheduling.k8s.io", version, ns, "podgroups",
+        {"apiVersion": f"scheduling.k8s.io/{version}", "kind": "PodGroup",
          "metadata": {"name": "up"},
          "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
                   "schedulingConstraints": {"topology": [{"key": RACK}]}}})
     stored = kube().custom.get_namespaced_custom_object(
-        "scheduling.k8s.io", "v1alpha2", ns, "podgroups", "up")
+        "scheduling.k8s.io", version, ns, "podgroups", "up")
     # Dropped unless kube-apiserver has TopologyAwareWorkloadScheduling: then this test
     # would test nothing.
     assert stored["spec"].get("schedulingConstraints") == {"topology": [{"key": RACK}]}, stored
@@ -154,7 +156,7 @@ def test_an_upstream_podgroup_topology_constraint_keeps_the_gang_in_one_rack(
     assert {rack_of(n) for n in placed.values()} == {"r2"}, placed
     reserved = wait_for(lambda: pg_events(ns, "up").get("Reserved") or NotYet(
         sorted(pg_events(ns, "up"))), 10, "the Reserved Event", logs=gang.logs())
-    assert reserved["involvedObject"]["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+    assert reserved["involvedObject"]["apiVersion"] == f"scheduling.k8s.io/{version}"
     msg = reserved["message"]
     assert msg.startswith(f"gang workload-api:{ns}/up: reserved 2 slot(s)") and (
         " in rack r2 for " in msg), msg

@@ -7,7 +7,7 @@ so the queue, the planner, reservations and the permit barrier never know the di
 * scheduler-plugins: pods labelled `scheduling.x-k8s.io/pod-group: <name>`, a PodGroup
   `scheduling.x-k8s.io/v1alpha1`;
 * workload-api: pods with `spec.schedulingGroup.podGroupName: <name>`, a PodGroup
-  `scheduling.k8s.io/v1alpha2` (Kubernetes 1.36 alpha);
+  `scheduling.k8s.io/v1beta1` (Kubernetes 1.37) or `v1alpha2` (1.36 alpha);
 * volcano: pods annotated `scheduling.k8s.io/group-name: <name>`, a PodGroup
   `scheduling.volcano.sh/v1beta1`;
 * kueue: pods labelled `kueue.x-k8s.io/pod-group-name: <name>` and annotated
@@ -92,8 +92,9 @@ def missing_group_message(gang: str, pod: PodInfo) -> str:
     """Why a member of a gang without a group is turned away, naming what to fix."""
     source, namespace, name = split_gang_key(gang)
     if source == WORKLOAD_API:
-        return (f"gang {gang}: PodGroup {namespace}/{name} (scheduling.k8s.io/v1alpha2) not "
-                f"found; create it (the API must be served) or fix "
+        # Both versions are read (v1beta1 on 1.37, v1alpha2 on 1.36), whichever is served.
+        return (f"gang {gang}: PodGroup {namespace}/{name} (scheduling.k8s.io v1beta1 or "
+                f"v1alpha2) not found; create it (the API must be served) or fix "
                 f"spec.schedulingGroup.podGroupName of pod {pod.key}")
     if source == VOLCANO:
         return (f"gang {gang}: PodGroup {namespace}/{name} (scheduling.volcano.sh/v1beta1) "

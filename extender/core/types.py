@@ -23,7 +23,7 @@ TOPOLOGY_PREFERRED = "gang-extender.x-k8s.io/topology-preferred"
 # Where a gang comes from: the API or operator convention that marked it
 # (core/sources.py has each one's keys and objects; docs/install.md a section per source).
 SCHEDULER_PLUGINS = "scheduler-plugins"  # PodGroup scheduling.x-k8s.io/v1alpha1 + label
-WORKLOAD_API = "workload-api"  # PodGroup scheduling.k8s.io/v1alpha2 + spec.schedulingGroup
+WORKLOAD_API = "workload-api"  # PodGroup scheduling.k8s.io/v1beta1|v1alpha2 + spec.schedulingGroup
 VOLCANO = "volcano"  # PodGroup scheduling.volcano.sh/v1beta1 + annotation
 KUEUE = "kueue"  # Kueue plain pod groups: labels and annotations only, no object
 

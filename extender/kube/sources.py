@@ -1,12 +1,18 @@
 """The group objects of the gang sources beyond scheduler-plugins, as informer kinds.
 
-Both are optional APIs, watched only while served (`informer.Kind.discover`):
+All are optional APIs, watched only while served (`informer.Kind.discover`):
 
 * Volcano's PodGroup, `scheduling.volcano.sh/v1beta1`: a CRD that Volcano installs; a
   cluster without Volcano has no such API and gets no watch and no error;
-* the upstream PodGroup, `scheduling.k8s.io/v1alpha2` (Kubernetes 1.36 alpha): served
-  only when the API server runs with `--runtime-config=scheduling.k8s.io/v1alpha2=true`
-  and the GenericWorkload feature gate.
+* the upstream PodGroup, `scheduling.k8s.io/v1beta1` on Kubernetes 1.37 (beta, served
+  with `--runtime-config=scheduling.k8s.io/v1beta1=true` and the GenericWorkload gate)
+  and `scheduling.k8s.io/v1alpha2` on 1.36 (alpha, `...v1alpha2=true` and the same
+  gate). One kind per version, each discovered on its own: no release serves both (1.37
+  removed v1alpha2; 1.36 has no v1beta1 PodGroup), so a cluster gets exactly one watch,
+  whichever its API server serves, and an upgrade from 1.36 to 1.37 moves from one to
+  the other without a restart. The fields read are the same in both
+  (`convert_groups.workload_group_from_k8s`), and both feed the same gangs
+  (`workload-api:<ns>/<name>`).
 
 Kueue's plain pod groups have no object; the gang manager derives them from the pods.
 The extender reads these objects and never writes them, nor their status: Volcano's
@@ -24,14 +30,25 @@ from extender.kube.client import PODGROUP_PATH
 from extender.kube.informer import Kind
 
 VOLCANO_PATH = "/apis/scheduling.volcano.sh/v1beta1"
-WORKLOAD_PATH = "/apis/scheduling.k8s.io/v1alpha2"
+WORKLOAD_PATH = "/apis/scheduling.k8s.io/v1alpha2"  # Kubernetes 1.36
+WORKLOAD_BETA_PATH = "/apis/scheduling.k8s.io/v1beta1"  # Kubernetes 1.37
 
 # apiVersion of each source's group object, for Events' involvedObject; Kueue has none.
+# An upstream PodGroup's is the version it was read in (`group_api_version`).
 GROUP_API_VERSIONS = {
     SCHEDULER_PLUGINS: PODGROUP_PATH.removeprefix("/apis/"),
     VOLCANO: VOLCANO_PATH.removeprefix("/apis/"),
     WORKLOAD_API: WORKLOAD_PATH.removeprefix("/apis/"),
 }
+
+# Gang key -> apiVersion of each upstream PodGroup in the cache, as it was read (a gang
+# built without an informer, in tests, falls back to GROUP_API_VERSIONS).
+_read_as: dict[str, str] = {}
+
+
+def group_api_version(source: str, key: str) -> str | None:
+    """The apiVersion to name the gang's group object by in Events (None: no object)."""
+    return _read_as.get(key) or GROUP_API_VERSIONS.get(source)
 
 
 def _key(source: str) -> Any:
@@ -46,8 +63,22 @@ def _apply_volcano(manager: GangManager, obj: dict[str, Any], now: float) -> Non
     manager.on_group(volcano_group_from_k8s(obj), now)
 
 
-def _apply_workload(manager: GangManager, obj: dict[str, Any], now: float) -> None:
-    manager.on_group(workload_group_from_k8s(obj), now)
+def _workload_kind(name: str, path: str) -> Kind:
+    """The upstream PodGroups of one version; each remembers the version it was read in,
+    for as long as it is in the cache."""
+    version = path.removeprefix("/apis/")
+
+    def apply(manager: GangManager, obj: dict[str, Any], now: float) -> None:
+        group = workload_group_from_k8s(obj)
+        manager.on_group(group, now)
+        _read_as[group.key] = version
+
+    def delete(manager: GangManager, key: str, now: float) -> None:
+        _read_as.pop(key, None)
+        manager.on_group_deleted(key)
+
+    return Kind(name, f"{path}/podgroups", _key(WORKLOAD_API), apply, delete,
+                discover=(path, "podgroups"))
 
 
 def _delete(manager: GangManager, key: str, now: float) -> None:
@@ -56,6 +87,7 @@ def _delete(manager: GangManager, key: str, now: float) -> None:
 
 VOLCANO_GROUPS = Kind("volcano-podgroups", f"{VOLCANO_PATH}/podgroups", _key(VOLCANO),
                       _apply_volcano, _delete, discover=(VOLCANO_PATH, "podgroups"))
-WORKLOAD_GROUPS = Kind("workload-podgroups", f"{WORKLOAD_PATH}/podgroups",
-                       _key(WORKLOAD_API), _apply_workload, _delete,
-                       discover=(WORKLOAD_PATH, "podgroups"))
+WORKLOAD_GROUPS = _workload_kind("workload-podgroups", WORKLOAD_PATH)
+WORKLOAD_BETA_GROUPS = _workload_kind("workload-podgroups-v1beta1", WORKLOAD_BETA_PATH)
+# Every kind above, in the order the extender starts their watches.
+SOURCE_GROUP_KINDS = (VOLCANO_GROUPS, WORKLOAD_BETA_GROUPS, WORKLOAD_GROUPS)

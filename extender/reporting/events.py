@@ -47,7 +47,7 @@ from extender.core.vocabulary import (
     Report,
 )
 from extender.kube.events import EventRecorder, ObjectRef
-from extender.kube.sources import GROUP_API_VERSIONS
+from extender.kube.sources import group_api_version
 
 # Event reasons beyond the condition reasons (docs/observability.md lists them all).
 RELEASED = "Released"
@@ -68,7 +68,7 @@ _WAITING_EVENTS = {
 
 def group_ref(group: GroupRef | GroupInfo) -> ObjectRef | None:
     """The gang's PodGroup in its source; None for a source without an object (Kueue)."""
-    api_version = GROUP_API_VERSIONS.get(group.source)
+    api_version = group_api_version(group.source, group.key)
     if api_version is None:
         return None
     return ObjectRef("PodGroup", api_version, group.namespace, group.name, group.uid)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from extender.core.manager import GangManager
 from extender.kube.informer import GROUPS, NODES, PODS, Kind
-from extender.kube.sources import VOLCANO_GROUPS, WORKLOAD_GROUPS
+from extender.kube.sources import SOURCE_GROUP_KINDS
 
 if TYPE_CHECKING:
     from extender.reporting.status import StatusWriter
@@ -70,4 +70,4 @@ def source_kinds(writer: StatusWriter) -> tuple[Kind, ...]:
 
         return Kind(kind.name, kind.path, kind.key, apply, delete, kind.discover)
 
-    return (wrap(VOLCANO_GROUPS), wrap(WORKLOAD_GROUPS))
+    return tuple(wrap(kind) for kind in SOURCE_GROUP_KINDS)

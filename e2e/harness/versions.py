@@ -1,0 +1,42 @@
+"""Which Kubernetes minor version the local control plane runs, and what the upstream
+Workload API needs to be served on it.
+
+The harness runs the default version (e2e/k8sbuild/go.mod) or, with ``K8S=<minor>``
+(``make e2e-k8s K8S=1.37``), the one pinned in ``e2e/k8sbuild-<minor>/go.mod``;
+``e2e/build-k8s.sh`` reads the same variable. The PodGroup API moved between the two:
+
+* 1.36: ``scheduling.k8s.io/v1alpha2`` (alpha), ``GenericWorkload`` alpha;
+* 1.37: ``scheduling.k8s.io/v1beta1`` (beta, still off by default, so it needs the
+  runtime-config and the gate too); v1alpha2 is gone, and an API server asked to serve
+  it refuses to start. ``GangScheduling`` and ``WorkloadAwarePreemption`` were folded
+  into ``GenericWorkload``, so the same gates serve both.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from functools import cache
+from pathlib import Path
+
+
+@cache
+def k8s_minor(bin_dir: Path) -> tuple[int, int]:
+    """(1, 37) for the kube-apiserver in `bin_dir`, from its ``--version``; the build
+    script stamps the release into it (e2e/build-k8s.sh). (0, 0) when unreadable."""
+    try:
+        out = subprocess.run([str(bin_dir / "kube-apiserver"), "--version"],
+                             capture_output=True, text=True, check=False, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return (0, 0)
+    m = re.search(r"v(\d+)\.(\d+)\.", out)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def workload_api_version(minor: tuple[int, int]) -> str:
+    """The scheduling.k8s.io version that serves PodGroups on that release."""
+    return "v1beta1" if minor >= (1, 37) else "v1alpha2"
+
+
+def workload_runtime_config(minor: tuple[int, int]) -> str:
+    return f"scheduling.k8s.io/{workload_api_version(minor)}=true"
