@@ -8,9 +8,8 @@ reserved a slot must be kept off it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-
 from extender.core.cache.fitindex import FitIndex
+from extender.core.cache.pods_on_node import PodsOnNode
 from extender.core.cache.quorum import QuorumIndex
 from extender.core.cache.topology import Domains
 from extender.core.constraints import repels_beyond_node
@@ -21,36 +20,6 @@ from extender.core.types import SCHEDULER_PLUGINS, GroupInfo, NodeInfo, PodInfo,
 def _add_into(target: Resources, delta: Resources, sign: int) -> None:
     for name, amount in delta.items():
         target[name] = target.get(name, 0) + sign * amount
-
-
-class PodsOnNode(Mapping[str, list[PodInfo]]):
-    """Read-only view: node -> pods bound to it plus pods a reservation is made for.
-
-    Bound pods and reserved slots are kept apart so that a pod whose slot turns into a
-    binding is never counted twice nor dropped while the two updates interleave.
-    """
-
-    def __init__(
-        self, bound: dict[str, dict[str, PodInfo]], reserved: dict[str, dict[str, PodInfo]]
-    ) -> None:
-        self._bound = bound
-        self._reserved = reserved
-
-    def __getitem__(self, node: str) -> list[PodInfo]:
-        bound = self._bound.get(node)
-        reserved = self._reserved.get(node)
-        if bound is None and reserved is None:
-            raise KeyError(node)
-        return [*(bound or {}).values(), *(reserved or {}).values()]
-
-    def get(self, node: str, default: object = None) -> list[PodInfo]:
-        return [*self._bound.get(node, {}).values(), *self._reserved.get(node, {}).values()]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._bound.keys() | self._reserved.keys())
-
-    def __len__(self) -> int:
-        return len(self._bound.keys() | self._reserved.keys())
 
 
 class Cache:
