@@ -12,12 +12,21 @@ is measured with its own code. It prints the time to sync, the longest stall of 
 event loop (in CPU time, so that other processes on the machine do not count) while
 syncing and during the status writer's first round, the RSS the history added, and the
 first tick's time.
+
+`--arrive watch` serves the same history as watch events after an empty list (a history
+created while the extender runs) and prints the longest stall while it arrives;
+`--freeze-every N` sets the informer's freezing of what arrives by watch (a huge N: none,
+as before it existed), so both are measured in one checkout:
+
+    .venv/bin/python -m bench.history_inprocess --arrive watch --freeze-every 1000000000
+    .venv/bin/python -m bench.history_inprocess --arrive watch
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import time
 from collections.abc import AsyncIterator
@@ -29,7 +38,7 @@ from bench.common import rss_mib
 from extender.core.manager import GangManager
 from extender.core.phase import compute_status
 from extender.core.types import GROUP_LABEL, GroupInfo, PodInfo
-from extender.kube.informer import Informer
+from extender.kube.informer import FREEZE_EVERY, Informer
 from extender.reporting.kinds import observed_kinds
 from extender.reporting.status import StatusWriter
 
@@ -80,9 +89,17 @@ def _group(i: int, per: int) -> dict[str, Any]:
 class FakeApi:
     """Lists pods and PodGroups page by page, each page parsed from its JSON as the
     client does (the JSON is made beforehand: making it is not the extender's work);
-    watches never end."""
+    watches never end. With `by_watch`, the lists are empty and, once `go` is set, the
+    watches send every object as an ADDED event instead, 10 per read of the stream
+    (about what one chunk of a watch response holds)."""
 
-    def __init__(self, groups: int, per: int, limit: int = 500) -> None:
+    def __init__(self, groups: int, per: int, limit: int = 500, by_watch: bool = False
+                 ) -> None:
+        self.by_watch = by_watch
+        self.arrived = 0
+        self.total = groups * (per + 1)
+        self.all_arrived = asyncio.Event()
+        self.go = asyncio.Event()
         self.pages: dict[str, list[bytes]] = {"podgroups": [], "pods": []}
         for start in range(0, groups, limit):
             self.pages["podgroups"].append(orjson.dumps(
@@ -93,7 +110,7 @@ class FakeApi:
 
     async def list_pages(self, path: str, limit: int = 500, params: object = None
                          ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
-        pages = self.pages.get(path.rsplit("/", 1)[-1], [])
+        pages = [] if self.by_watch else self.pages.get(path.rsplit("/", 1)[-1], [])
         if not pages:
             yield [], "1"
         for raw in pages:
@@ -108,17 +125,29 @@ class FakeApi:
             items.extend(page)
         return items, "1"
 
-    async def watch(self, *args: Any, **kw: Any) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    async def watch(self, path: str, *args: Any, **kw: Any
+                    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        if self.by_watch:
+            await self.go.wait()
+            for raw in self.pages.get(path.rsplit("/", 1)[-1], []):
+                for i, obj in enumerate(orjson.loads(raw)):
+                    if i % 10 == 0:
+                        await asyncio.sleep(0)  # a read of the stream
+                    yield "ADDED", obj
+                    self.arrived += 1
+            if self.arrived >= self.total:
+                self.all_arrived.set()
         await asyncio.sleep(1e6)
         yield "", {}
 
 
-async def _measure(groups: int, per: int) -> dict[str, Any]:
-    api = FakeApi(groups, per)
+async def _measure(groups: int, per: int, by_watch: bool, freeze_every: int
+                   ) -> dict[str, Any]:
+    api = FakeApi(groups, per, by_watch=by_watch)
     manager = GangManager()
     writer = StatusWriter(manager, None, time.time)
     informer = Informer(api, manager, time.time,  # type: ignore[arg-type]
-                        lambda: None, kinds=observed_kinds(writer))
+                        lambda: None, kinds=observed_kinds(writer), freeze_every=freeze_every)
     base = rss_mib()
     # The loop's CPU time between two turns of a task that only sleeps: what a verb
     # would wait for, on a machine of its own (wall time on a shared one adds the
@@ -141,6 +170,15 @@ async def _measure(groups: int, per: int) -> dict[str, Any]:
     await asyncio.sleep(0.05)  # the watcher sees the last stretch
     sync_stall = max(stalls, default=0.0)
     stalls.clear()
+    arrival: dict[str, Any] = {}
+    if by_watch:
+        t3 = time.monotonic()
+        api.go.set()
+        await api.all_arrived.wait()
+        await asyncio.sleep(0.05)
+        arrival = {"arrival_s": round(time.monotonic() - t3, 1),
+                   "longest_stall_arrival_ms": round(max(stalls, default=0.0) * 1000)}
+        stalls.clear()
     t1 = time.monotonic()
     await writer.step()
     step = time.monotonic() - t1
@@ -152,19 +190,31 @@ async def _measure(groups: int, per: int) -> dict[str, Any]:
     rss = rss_mib() - base
     run.cancel()
     watcher.cancel()
-    return {"groups": groups, "pods": groups * per, "sync_s": round(sync, 1),
-            "longest_stall_sync_ms": round(sync_stall * 1000),
+    await asyncio.sleep(0)
+    # What the freezes kept from being freed: garbage in reference cycles that was
+    # alive at a freeze (the price of freezing, which never frees it).
+    gc.unfreeze()
+    kept = gc.collect()
+    return {"groups": groups, "pods": groups * per, "arrive": "watch" if by_watch else "list",
+            "sync_s": round(sync, 1), "longest_stall_sync_ms": round(sync_stall * 1000),
+            **arrival,
             "writer_round_s": round(step, 1),
             "longest_stall_writer_ms": round(step_stall * 1000),
-            "first_tick_ms": round(tick * 1000), "rss_added_mib": round(rss)}
+            "first_tick_ms": round(tick * 1000), "rss_added_mib": round(rss),
+            "garbage_kept_by_freezes": kept}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--groups", type=int, default=100_000)
     ap.add_argument("--pods-per-group", type=int, default=2)
+    ap.add_argument("--arrive", choices=("list", "watch"), default="list",
+                    help="the history is in the first lists, or arrives by watch after them")
+    ap.add_argument("--freeze-every", type=int, default=FREEZE_EVERY,
+                    help="the informer's freezing of objects added by watch")
     args = ap.parse_args(argv)
-    print(json.dumps(asyncio.run(_measure(args.groups, args.pods_per_group))))
+    print(json.dumps(asyncio.run(_measure(args.groups, args.pods_per_group,
+                                          args.arrive == "watch", args.freeze_every))))
     return 0
 
 
