@@ -242,11 +242,17 @@ class SoakReport:
     # The longest /healthz answer of the active extender, and how many took > 250 ms.
     stall_longest_s: float = 0.0
     stall_over_250ms: int = 0
-    stall_slow: list[tuple[float, float]] = field(default_factory=list)  # (t, seconds)
+    # The most CPU the active extender used while one /healthz answer was awaited (its
+    # own part of that wait), and how many answers saw it use more than 250 ms.
+    stall_longest_cpu_s: float = 0.0
+    stall_cpu_over_250ms: int = 0
+    # (t, seconds, extender CPU seconds meanwhile or -1)
+    stall_slow: list[tuple[float, float, float]] = field(default_factory=list)
     healthz_answered: int = 0
     # Gang start: from minMember members existing to the quorum bound, completed gangs.
     gang_start_p50_s: float = 0.0
     gang_start_p95_s: float = 0.0
+    gang_starts_s: list[float] = field(default_factory=list)  # each, to pool runs
     hostile: str = ""  # HostileStream.summary(), in hostile mode
 
     @property
@@ -291,12 +297,15 @@ class SoakReport:
             f"partial gang {self.max_partial_seconds:.2f}s; checker saw "
             f"{self.checker_events} pod events, relisted {self.checker_relists}x",
             f"longest /healthz answer {self.stall_longest_s * 1000:.0f} ms "
-            f"({self.stall_over_250ms} of {self.healthz_answered} over 250 ms); gang start "
+            f"({self.stall_over_250ms} of {self.healthz_answered} over 250 ms), the "
+            f"extender's CPU during one at most {self.stall_longest_cpu_s * 1000:.0f} ms "
+            f"({self.stall_cpu_over_250ms} over 250 ms); gang start "
             f"p50 {self.gang_start_p50_s:.2f}s, p95 {self.gang_start_p95_s:.2f}s",
         ]
         if self.stall_slow:
-            lines.append("  /healthz over 250 ms at (s since start, took): "
-                         + ", ".join(f"{t:g}: {d:.2f}" for t, d in self.stall_slow[:10]))
+            lines.append("  /healthz over 250 ms at (s since start, took, extender CPU): "
+                         + ", ".join(f"{t:g}: {d:.2f} ({c:.2f})"
+                                     for t, d, c in self.stall_slow[:10]))
         if self.hostile:
             lines.append(self.hostile)
         lines += [f"  {v}" for v in self.violations[:20]]
@@ -475,7 +484,8 @@ class Soak:
         self._lease_changes: list[tuple[float, str]] = []  # (monotonic, holder)
         self._leader_kills: list[tuple[float, str]] = []  # (monotonic, holder killed)
         self.hostile: HostileStream | None = None
-        self.probe = StallProbe(lambda: self.leader().port)
+        self.probe = StallProbe(lambda: self.leader().port,
+                                pid=lambda: self.leader().extender.pid)
 
     @property
     def toleration(self) -> dict[str, str]:
@@ -1070,6 +1080,8 @@ class Soak:
         r = self.report
         r.stall_longest_s = round(self.probe.longest, 3)
         r.stall_over_250ms = self.probe.over_250ms
+        r.stall_longest_cpu_s = round(self.probe.longest_cpu, 3)
+        r.stall_cpu_over_250ms = self.probe.cpu_over_250ms
         r.stall_slow = self.probe.slow
         r.healthz_answered = self.probe.answered
         if self.cfg.max_stall_s and self.probe.longest > self.cfg.max_stall_s:
@@ -1085,6 +1097,7 @@ class Soak:
                 starts.append(max(0.0, self.checker.t0 + g.quorum_at - run.complete_at))
         r.gang_start_p50_s = round(percentile(starts, 0.5), 3)
         r.gang_start_p95_s = round(percentile(starts, 0.95), 3)
+        r.gang_starts_s = sorted(round(s, 3) for s in starts)
         if self.hostile is not None:
             r.hostile = self.hostile.summary()
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import random
 import threading
 import time
@@ -200,17 +201,41 @@ class HostileStream:
         return f"hostile objects: {made}; bound by mistake: {len(c.bound)}"
 
 
-class StallProbe:
-    """The longest `/healthz` answer of whichever extender `port()` names."""
+def cpu_seconds(pid: int | None) -> float | None:
+    """User plus system CPU time of process `pid` so far (None: unreadable, e.g. gone)."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # After the command's closing parenthesis: state is field 3, utime 14, stime 15.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-    def __init__(self, port: Callable[[], int], interval: float = 0.05) -> None:
+
+class StallProbe:
+    """The longest `/healthz` answer of whichever extender `port()` names, and the CPU
+    time that extender's process (`pid()`) used while each answer was awaited.
+
+    Why both: an answer's wall time counts every process on the machine (on 2 shared
+    cores, a slow answer may only be the extender waiting for a core); the CPU time
+    counts only the extender's own work, the part of a loop stall it can be blamed for.
+    Resolution: the kernel's clock tick (10 ms)."""
+
+    def __init__(self, port: Callable[[], int], interval: float = 0.05,
+                 pid: Callable[[], int | None] = lambda: None) -> None:
         self.port = port
+        self.pid = pid
         self.interval = interval
         self.longest = 0.0
+        self.longest_cpu = 0.0
         self.answered = 0
         self.failed = 0
         self.over_250ms = 0
-        self.slow: list[tuple[float, float]] = []  # (seconds since start, answer took)
+        self.cpu_over_250ms = 0
+        # (seconds since start, answer took, extender CPU meanwhile or -1 if unknown)
+        self.slow: list[tuple[float, float, float]] = []
         self._t0 = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -229,6 +254,8 @@ class StallProbe:
     def _run(self) -> None:
         with httpx.Client(timeout=10.0) as http:
             while not self._stop.wait(self.interval):
+                pid = self.pid()
+                cpu0 = cpu_seconds(pid)
                 t0 = time.monotonic()
                 try:
                     http.get(f"http://127.0.0.1:{self.port()}/healthz")
@@ -236,11 +263,15 @@ class StallProbe:
                     self.failed += 1  # killed by the chaos, or starting
                     continue
                 took = time.monotonic() - t0
+                cpu1 = cpu_seconds(pid)
+                cpu = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else -1.0
                 self.answered += 1
                 self.over_250ms += took > 0.25
+                self.cpu_over_250ms += cpu > 0.25
                 self.longest = max(self.longest, took)
+                self.longest_cpu = max(self.longest_cpu, cpu)
                 if took > 0.25 and len(self.slow) < 50:
-                    self.slow.append((round(t0 - self._t0, 1), round(took, 3)))
+                    self.slow.append((round(t0 - self._t0, 1), round(took, 3), round(cpu, 3)))
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -252,4 +283,4 @@ def percentile(values: list[float], q: float) -> float:
 
 
 __all__ = ["HOSTILE_LABEL", "KINDS", "HostileCounts", "HostileStream", "StallProbe",
-           "percentile"]
+           "cpu_seconds", "percentile"]
