@@ -6,7 +6,7 @@ Why: a finished Job leaves its PodGroup (and, until its TTL, its Succeeded pods)
 so a long-lived cluster holds many more groups than wait. The gang queue's pass runs on
 the filter call of a gang's first member; if the pass visits every group ever created,
 that call grows with the cluster's history. Here, through the gang manager (no HTTP),
-`--finished` groups of one Succeeded pod each, then `--gangs` gangs of 8 arriving one by
+`--finished` groups of `--pods-per-group` Succeeded pods each (default one), then `--gangs` gangs of 8 arriving one by
 one on 500 nodes; each gang's first filter call plans it. Milliseconds per such call
 (p50, p99), CPU time. The script uses only the manager's public API, so the same file
 run from a worktree of an older revision measures that revision.
@@ -33,7 +33,7 @@ def _pod(name: str, group: str, **kw: object) -> PodInfo:
                    **kw)  # type: ignore[arg-type]
 
 
-def run(finished: int, gangs: int) -> list[float]:
+def run(finished: int, gangs: int, per: int = 1) -> list[float]:
     mgr = GangManager(Core.wire(Config(default_timeout_seconds=3600)))
     names = [f"n{i}" for i in range(NODES)]
     for n in names:
@@ -41,9 +41,10 @@ def run(finished: int, gangs: int) -> list[float]:
                              {"kubernetes.io/hostname": n}))
     now = 1.0
     for i in range(finished):
-        mgr.on_group(GroupInfo("ns", f"done{i}", 1, uid=f"g-done{i}"), now)
-        mgr.on_pod(_pod(f"done{i}-0", f"done{i}", node_name=names[i % NODES],
-                        phase="Succeeded"), now)
+        mgr.on_group(GroupInfo("ns", f"done{i}", per, uid=f"g-done{i}"), now)
+        for m in range(per):
+            mgr.on_pod(_pod(f"done{i}-{m}", f"done{i}", node_name=names[(i + m) % NODES],
+                            phase="Succeeded"), now)
     mgr.tick(now)
     ms: list[float] = []
     for g in range(gangs):
@@ -65,11 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--finished", default="0,1000,5000")
     ap.add_argument("--gangs", type=int, default=200)
+    ap.add_argument("--pods-per-group", type=int, default=1,
+                    help="Succeeded pods of each finished group (issue 27's history: 2)")
     args = ap.parse_args(argv)
     print("| finished groups | planning filter p50 ms | p99 ms |")
     print("|---|---|---|")
     for finished in (int(x) for x in args.finished.split(",")):
-        ms = sorted(run(finished, args.gangs))
+        ms = sorted(run(finished, args.gangs, args.pods_per_group))
         p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
         print(f"| {finished} | {statistics.median(ms):.3f} | {p99:.3f} |")
     return 0
