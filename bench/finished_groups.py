@@ -6,8 +6,9 @@ Why: a finished Job leaves its PodGroup (and, until its TTL, its Succeeded pods)
 so a long-lived cluster holds many more groups than wait. The gang queue's pass runs on
 the filter call of a gang's first member; if the pass visits every group ever created,
 that call grows with the cluster's history. Here, through the gang manager (no HTTP),
-`--finished` groups of `--pods-per-group` Succeeded pods each (default one), then `--gangs` gangs of 8 arriving one by
-one on 500 nodes; each gang's first filter call plans it. Milliseconds per such call
+`--finished` groups of `--pods-per-group` Succeeded pods each (default one), then
+`--gangs` gangs of 8 arriving one by one on 500 nodes; each gang's first filter call
+plans it. Milliseconds per such call
 (p50, p99), CPU time. The script uses only the manager's public API, so the same file
 run from a worktree of an older revision measures that revision.
 """
