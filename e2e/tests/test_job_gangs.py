@@ -1,7 +1,8 @@
 """Job-made gangs (issue 28, item 4): with the `WorkloadWithJob` gate on, kube-controller-
 manager's Job controller creates a Workload and a PodGroup (scheduling.k8s.io) for a Job
 and sets `spec.schedulingGroup.podGroupName` on its pods; the user writes a plain Indexed
-Job with `schedulerName: gang-scheduler` and nothing else, and it is placed whole.
+Job with `schedulerName: gang-scheduler` (on 1.37 also `spec.scheduling` asking for a
+gang) and no PodGroup, and it is placed whole.
 
 What the Job controller does differs by release (its job_scheduling_manager.go):
 
@@ -11,6 +12,10 @@ What the Job controller does differs by release (its job_scheduling_manager.go):
   `spec.scheduling.schedulingPolicy` (`gang: {}` makes it a gang of `parallelism`), and
   without it `basic`: a PodGroup whose pods are placed one by one (v1beta1 PodGroup,
   `spec.workloadRef`).
+
+The gate is needed on kube-apiserver too, on both releases: it grants the Job
+controller's bootstrap role the Workloads and PodGroups, and on 1.37 it keeps the Job's
+`spec.scheduling` (without it the field is dropped on create).
 
 The gate is off on the session's control plane (on 1.37 it would give every Job of the
 other tests a PodGroup), so this module runs a control plane of its own with it on the API
@@ -45,6 +50,7 @@ from e2e.harness.fixtures import (
     pod_phases,
     wait_for,
 )
+from e2e.harness.k8s import client
 from e2e.harness.process import ManagedProcess, free_port
 from e2e.harness.versions import k8s_minor, workload_api_version
 
@@ -183,6 +189,21 @@ def wait_complete(plane: JobPlane, ns: str, name: str, n: int) -> None:
     assert job["status"]["succeeded"] == n
 
 
+def wait_turned_away(plane: JobPlane, ns: str, name: str, n: int) -> None:
+    """Until a pod of the gang of PodGroup `name` is turned away by the extender, saying
+    the gang's size and that n - 1 fit ("gang workload-api:<ns>/<name>: can never be
+    placed ...: needs 3 × {cpu: 1, ...}; 2 fit; ...")."""
+    pods = sorted(p["metadata"]["name"] for p in list_pods(ns))
+    want = (f"gang workload-api:{ns}/{name}: ", f"needs {n} × ", f"; {n - 1} fit")
+
+    def turned_away() -> str | NotYet:
+        msg = scheduled_message(ns, pods[0])
+        return msg if all(w in msg for w in want) else NotYet(msg)
+
+    wait_for(turned_away, 30, f"{pods[0]} waits, saying {n - 1} of {n} fit",
+             logs=plane.logs)
+
+
 def waits_whole_then_runs(plane: JobPlane, ns: str, nodes: NodeSet, job: str,
                           start: Callable[[], None], n: int = 3) -> None:
     """`n` pods, room for `n - 1`: none is bound (the message says n - 1 fit); one more
@@ -197,17 +218,7 @@ def waits_whole_then_runs(plane: JobPlane, ns: str, nodes: NodeSet, job: str,
         assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == n, pg["spec"]
         owners = {o["kind"]: o["name"] for o in pg["metadata"].get("ownerReferences") or []}
         assert owners.get("Job") == job, owners
-        pods = sorted(p["metadata"]["name"] for p in list_pods(ns))
-        # The gang the extender made of the Job controller's PodGroup, its size and
-        # what fits ("can never be placed ...: needs 3 × {cpu: 1, ...}; 2 fit; ...").
-        want = (f"gang workload-api:{ns}/{name}: ", f"needs {n} × ", f"; {n - 1} fit")
-
-        def turned_away() -> str | NotYet:
-            msg = scheduled_message(ns, pods[0])
-            return msg if all(w in msg for w in want) else NotYet(msg)
-
-        wait_for(turned_away, 30, f"{pods[0]} waits, saying {n - 1} of {n} fit",
-                 logs=plane.logs)
+        wait_turned_away(plane, ns, name, n)
         assert rec.bound() == {}, f"bound before the whole Job fit: {rec.history}"
         nodes.add_node(f"{ns}-{n - 1}", cpu=NODE_CPU, memory="4Gi")
         added = time.monotonic()
@@ -280,3 +291,47 @@ def test_job_without_gang_policy_on_1_37_is_placed_pod_by_pod(
         assert "basic" in pg["spec"]["schedulingPolicy"], pg["spec"]
         wait_for(lambda: len(rec.bound()) == n - 1 or NotYet(rec.history), 30,
                  f"{n - 1} pods of the basic Job bound one by one", logs=job_plane.logs)
+
+
+def test_job_gang_scaled_down_on_1_37_is_placed_at_its_new_size(
+        job_plane: JobPlane, ns: str, nodes: NodeSet) -> None:
+    """1.37's Job controller follows a change of parallelism into the PodGroup's
+    minCount (1.36's API server refuses the change for a gang Job: `cannot change
+    parallelism for a Job referencing gang-scheduled PodGroup`); the extender follows the
+    PodGroup: a Job of 3 waiting with room for 2, scaled to 2, is placed at once."""
+    if job_plane.minor < (1, 37):
+        pytest.skip("1.36's JobValidation admission refuses a change of parallelism of a "
+                    "Job whose PodGroup is a gang")
+    n = 3
+    for i in range(n - 1):
+        nodes.add_node(f"{ns}-{i}", cpu=NODE_CPU, memory="4Gi")
+    with Recorder(ns) as rec:
+        run_indexed_job(job_plane, ns, "elastic", n)
+        name = job_podgroup(job_plane, ns, n)["metadata"]["name"]
+        wait_turned_away(job_plane, ns, name, n)
+        assert rec.bound() == {}, f"bound before the whole Job fit: {rec.history}"
+        kube().batch.patch_namespaced_job(
+            "elastic", ns, {"spec": {"parallelism": n - 1, "completions": n - 1}},
+            _preload_content=False)
+        wait_for(lambda: len(rec.bound()) == n - 1 or NotYet(rec.history), 30,
+                 f"the {n - 1} pods left bound once the Job is scaled to {n - 1}",
+                 logs=job_plane.logs)
+        rec.assert_never_partial(name, n - 1)
+        pg = kube().custom.get_namespaced_custom_object(
+            "scheduling.k8s.io", job_plane.version, ns, "podgroups", name)
+        assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == n - 1, pg["spec"]
+    wait_complete(job_plane, ns, "elastic", n - 1)
+
+
+def test_job_controller_is_granted_workloads_and_podgroups(job_plane: JobPlane) -> None:
+    """Why kube-apiserver needs WorkloadWithJob on both releases: the bootstrap role of
+    the Job controller (system:controller:job-controller, used when the controllers run
+    with their own service accounts, as kubeadm runs them) gets the rules for Workloads
+    and PodGroups only from an API server with the gate. This control plane runs the
+    controllers with admin credentials, so the Job tests above would pass without it."""
+    raw = client.RbacAuthorizationV1Api(kube().api).read_cluster_role(
+        "system:controller:job-controller", _preload_content=False)
+    rules = [r for r in json.loads(raw.data)["rules"]
+             if "scheduling.k8s.io" in (r.get("apiGroups") or [])]
+    assert any({"workloads", "podgroups"} <= set(r.get("resources") or [])
+               and "create" in r.get("verbs", []) for r in rules), rules
