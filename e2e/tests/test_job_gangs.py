@@ -42,6 +42,7 @@ from e2e.harness.fixtures import (
     NotYet,
     cluster_in_use,
     create_job,
+    delete_pod,
     get_job,
     get_pod,
     job_condition,
@@ -49,6 +50,7 @@ from e2e.harness.fixtures import (
     list_pods,
     pod_phases,
     wait_for,
+    wait_pods_phase,
 )
 from e2e.harness.k8s import client
 from e2e.harness.process import ManagedProcess, free_port
@@ -272,6 +274,36 @@ def test_job_gang_that_fits_is_placed_whole(
                  f"all {n} pods of the Job bound", logs=job_plane.logs)
         rec.assert_never_partial(name, n)
     wait_complete(job_plane, ns, "fits", n)
+
+
+def test_job_gang_member_replaced_is_placed_alone(
+        job_plane: JobPlane, ns: str, nodes: NodeSet) -> None:
+    """A member of a running Job-made gang is lost (deleted, as an eviction or a lost node
+    would): the Job controller's replacement names the same PodGroup, and the gang's
+    other members are bound, so the quorum needs only it: it is placed on its own, and
+    the Job completes."""
+    n = 3
+    for i in range(n):
+        nodes.add_node(f"{ns}-{i}", cpu=NODE_CPU, memory="4Gi")
+    create_job(ns, "lossy", parallelism=n, completions=n, cpu=POD_CPU, memory="64Mi",
+               scheduler_name=GANG_SCHEDULER, run_seconds=20, completion_mode="Indexed",
+               job_extra=job_plane.job_extra())
+    name = job_podgroup(job_plane, ns, n)["metadata"]["name"]
+    wait_pods_phase(ns, "Running", n, timeout=30, logs=job_plane.logs)
+    first = sorted(p["metadata"]["name"] for p in list_pods(ns))
+    delete_pod(ns, first[0])
+
+    def replaced() -> dict[str, Any] | NotYet:
+        new = [p for p in list_pods(ns) if p["metadata"]["name"] not in first]
+        return new[0] if len(new) == 1 and new[0]["spec"].get("nodeName") else NotYet(
+            pod_phases(ns))
+
+    pod = wait_for(replaced, 60, f"a replacement of {first[0]} bound", logs=job_plane.logs)
+    assert isinstance(pod, dict)
+    assert pod["spec"]["schedulingGroup"]["podGroupName"] == name, pod["spec"]
+    phases = pod_phases(ns)
+    assert [phases.get(k) for k in first[1:]] == ["Running"] * (n - 1), phases
+    wait_complete(job_plane, ns, "lossy", n)
 
 
 def test_job_without_gang_policy_on_1_37_is_placed_pod_by_pod(
