@@ -88,6 +88,11 @@ KCM_CONTROLLERS = (
 WORKLOAD_API_APISERVER_GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
 WORKLOAD_API_KCM_GATES = "GenericWorkload=true"
 WORKLOAD_API_CONTROLLERS = ("podgroup-protection-controller",)
+# Job-made gangs (alpha since 1.36, needs GenericWorkload): the Job controller of
+# kube-controller-manager creates a Workload and a PodGroup for a Job and sets the pods'
+# spec.schedulingGroup; on 1.37 the API server needs it too, for the Job's
+# spec.scheduling. Only with ``workload_with_job``: on 1.37 it gives every Job a PodGroup.
+WORKLOAD_WITH_JOB_GATES = "WorkloadWithJob=true"
 
 
 ETCD_DIR_PREFIX = "gang-e2e-etcd-"
@@ -436,6 +441,7 @@ class ControlPlane(Cluster):
         verbosity: int = 1,
         workload_api: bool = False,
         apiserver_feature_gates: str = "",
+        workload_with_job: bool = False,
     ) -> None:
         wd = workdir or Path(tempfile.mkdtemp(prefix="gang-e2e-"))
         wd.mkdir(parents=True, exist_ok=True)
@@ -454,6 +460,8 @@ class ControlPlane(Cluster):
         # Gates for the API server only, e.g. GangScheduling for a benchmark whose upstream
         # gang scheduler gets it too while the other schedulers do not.
         self.apiserver_feature_gates = apiserver_feature_gates
+        # WorkloadWithJob on the API server and the controller manager (not the schedulers).
+        self.workload_with_job = workload_with_job
         self.pki: PKI | None = None
         self.etcd_data: Path | None = None
         self.apiserver_port = 0
@@ -547,7 +555,8 @@ class ControlPlane(Cluster):
             f"--v={self.verbosity}",
             *self._fg(",".join(g for g in (
                 WORKLOAD_API_APISERVER_GATES if self.workload_api else "",
-                self.apiserver_feature_gates) if g)),
+                self.apiserver_feature_gates,
+                WORKLOAD_WITH_JOB_GATES if self.workload_with_job else "") if g)),
             *([f"--runtime-config={workload_runtime_config(k8s_minor(self.bin_dir))}"]
               if self.workload_api else []),
             *self.extra_apiserver_args,
@@ -574,7 +583,9 @@ class ControlPlane(Cluster):
             "--kube-api-burst=400",
             f"--cert-dir={self.workdir / 'kcm-certs'}",
             f"--v={self.verbosity}",
-            *self._fg(WORKLOAD_API_KCM_GATES if self.workload_api else ""),
+            *self._fg(",".join(g for g in (
+                WORKLOAD_API_KCM_GATES if self.workload_api else "",
+                WORKLOAD_WITH_JOB_GATES if self.workload_with_job else "") if g)),
         ], "kube-controller-manager", self.log_dir / "kube-controller-manager.log",
             ready=http_ok(f"https://127.0.0.1:{kcm_port}/healthz"), ready_timeout=60,
             port=kcm_port)

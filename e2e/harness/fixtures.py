@@ -23,6 +23,7 @@ turns that into a skip with the reason. CI must not skip silently.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pprint
@@ -86,6 +87,20 @@ def use_cluster(cluster: Cluster) -> Kube:
     _kube = Kube(api, client.CoreV1Api(api), client.BatchV1Api(api), client.AppsV1Api(api),
                  client.CustomObjectsApi(api), client.EventsV1Api(api))
     return _kube
+
+
+@contextlib.contextmanager
+def cluster_in_use(cluster: Cluster) -> Iterator[Kube]:
+    """Point the helpers at ``cluster`` for a block, then back at the one before: for a
+    test module that runs a control plane of its own (other gates) beside the session's."""
+    global _cluster, _kube
+    before = _cluster, _kube
+    k = use_cluster(cluster)
+    try:
+        yield k
+    finally:
+        k.api.close()
+        _cluster, _kube = before
 
 
 def kube() -> Kube:
