@@ -143,7 +143,8 @@ def test_unschedulable_with_our_message_then_true_once_placed(version: str, type
 
 def test_a_group_whose_pods_name_another_scheduler_is_never_written() -> None:
     """The in-tree scheduler's gang (GenericWorkload on): not ours, before or after its
-    scheduler wrote the conditions; nor a group with one of its pods among ours."""
+    scheduler wrote the conditions; nor a group with one of its pods beside a quorum of
+    ours, which we place (both schedulers would write there)."""
     env, api = make()
     add_upstream(env, "theirs", 2)
     for i in range(2):
@@ -154,9 +155,11 @@ def test_a_group_whose_pods_name_another_scheduler_is_never_written() -> None:
          "message": "0/1 nodes are available", "lastTransitionTime": "2027-01-15T08:00:00Z"}]})
     env.step(60)
     add_upstream(env, "mixed", 2)
-    add_member(env, "mixed-0", "mixed", scheduler="default-scheduler")
-    u = add_member(env, "mixed-1", "mixed")
-    env.sim.schedule(u)
+    add_member(env, "mixed-x", "mixed", scheduler="default-scheduler")
+    for i in range(2):
+        add_member(env, f"mixed-{i}", "mixed")
+    env.sim.run_all()
+    assert {p.name for p in env.sim.bound()} == {"mixed-0", "mixed-1"}
     env.step(60)
     assert api.strategic == []
     assert env.api.events_for("theirs") == []
