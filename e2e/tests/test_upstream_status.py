@@ -106,9 +106,9 @@ def test_unschedulable_with_our_message_then_true_once_placed(
     # Our message: the gang, the members and the number that did not fit.
     assert c["message"].startswith(f"gang workload-api:{ns}/up: "), c
     assert "3" in c["message"] and "2 fit" in c["message"], c
-    # As kube-scheduler sets it, when the API keeps a generation (1.36's v1alpha2 does not).
+    # As kube-scheduler sets it, when the API keeps a generation (neither 1.36.3's v1alpha2
+    # nor 1.37.2's v1beta1 PodGroups have one: then none).
     assert c.get("observedGeneration") == get_upstream(ns, "up", v)["metadata"].get("generation")
-    print("condition:", c)
     assert EXTENDER_MANAGER in status_managers(get_upstream(ns, "up", v))
     fake_nodes.add_node(f"{ns}-b", cpu="2", memory="4Gi", labels=sel)
     c = wait_condition(ns, "up", v, scheduled_type(v), "True", "Scheduled", gang)
