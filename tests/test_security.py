@@ -232,6 +232,7 @@ NEEDED = {
     # kube/sources.py: the other sources' PodGroups, listed and watched while served
     ("scheduling.volcano.sh", "podgroups", "list"), ("scheduling.volcano.sh", "podgroups", "watch"),
     ("scheduling.k8s.io", "podgroups", "list"), ("scheduling.k8s.io", "podgroups", "watch"),
+    ("scheduling.k8s.io", "podgroups/status", "patch"),  # upstream conditions (status.write)
     ("", "events", "create"), ("", "events", "patch"),  # events.EventRecorder
     # leader.Leadership: its kube-scheduler's lease, read only (list, then watch; a list
     # again to confirm an expiry), by name in a Role of its namespace
@@ -347,6 +348,7 @@ def test_neither_account_holds_the_others_writes() -> None:
     scheduler, extender = _account_grants(SCHEDULER_SA), _account_grants(EXTENDER_SA)
     extender_only = {("", "pods", "patch"), ("", "pods/eviction", "create"),
                      ("scheduling.x-k8s.io", "podgroups/status", "patch"),
+                     ("scheduling.k8s.io", "podgroups/status", "patch"),
                      ("coordination.k8s.io", "leases", "list"),
                      ("coordination.k8s.io", "leases", "watch")}
     assert not scheduler & extender_only, sorted(scheduler & extender_only)

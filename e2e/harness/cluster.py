@@ -664,10 +664,13 @@ class ControlPlane(Cluster):
         self._register(proc)
         return proc.start()
 
-    def start_default_scheduler(self, name: str = "kube-scheduler") -> ManagedProcess:
-        """The cluster's main scheduler: stock kube-scheduler, profile ``default-scheduler``."""
+    def start_default_scheduler(self, name: str = "kube-scheduler",
+                                feature_gates: str = "") -> ManagedProcess:
+        """The cluster's main scheduler: stock kube-scheduler, profile ``default-scheduler``.
+        ``feature_gates``: for it only (e.g. its own gang scheduling, GenericWorkload)."""
         return self.start_scheduler(
-            {"profiles": [{"schedulerName": "default-scheduler"}]}, name
+            {"profiles": [{"schedulerName": "default-scheduler"}]}, name,
+            feature_gates=feature_gates,
         )
 
     # -- stop ------------------------------------------------------------------------

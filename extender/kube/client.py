@@ -27,6 +27,8 @@ log = logging.getLogger("gang-extender.kube")
 PODGROUP_PATH = "/apis/scheduling.x-k8s.io/v1alpha1"
 _JSON = b"application/json"
 _MERGE_PATCH = b"application/merge-patch+json"
+# Built-in kinds only: lists merge by their patchMergeKey (conditions by type).
+_STRATEGIC_PATCH = b"application/strategic-merge-patch+json"
 # A kind's protobuf message class and its conversion to the JSON shape (`protobuf`).
 ProtoDecoder = tuple[Any, Callable[[Any], dict[str, Any]]]
 _PROTOBUF = "application/vnd.kubernetes.protobuf"  # protobuf.CONTENT_TYPE, WATCH_ACCEPT
@@ -306,6 +308,12 @@ class Kube:
 
     async def merge_patch(self, path: str, patch: dict[str, Any]) -> None:
         status, content = await self._write(b"PATCH", path, _MERGE_PATCH, orjson.dumps(patch))
+        if status not in (200, 201):
+            raise _error_from(status, content)
+
+    async def strategic_patch(self, path: str, patch: dict[str, Any]) -> None:
+        status, content = await self._write(b"PATCH", path, _STRATEGIC_PATCH,
+                                            orjson.dumps(patch))
         if status not in (200, 201):
             raise _error_from(status, content)
 

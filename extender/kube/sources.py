@@ -15,8 +15,9 @@ All are optional APIs, watched only while served (`informer.Kind.discover`):
   (`workload-api:<ns>/<name>`).
 
 Kueue's plain pod groups have no object; the gang manager derives them from the pods.
-The extender reads these objects and never writes them, nor their status: Volcano's
-controllers and Kubernetes' own own it (docs/install.md).
+The extender never writes these objects. Of their status it writes only the conditions of
+an upstream PodGroup whose pods name this scheduler, as kube-scheduler writes them on its
+own gangs (`reporting/upstream.py`); Volcano's status is Volcano's (docs/install.md).
 """
 
 from __future__ import annotations

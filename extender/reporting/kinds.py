@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from extender.core.manager import GangManager
 from extender.kube.informer import GROUPS, NODES, PODS, Kind
-from extender.kube.sources import SOURCE_GROUP_KINDS
+from extender.kube.sources import SOURCE_GROUP_KINDS, WORKLOAD_BETA_GROUPS, WORKLOAD_GROUPS
 
 if TYPE_CHECKING:
     from extender.reporting.status import StatusWriter
 
 log = logging.getLogger("gang-extender.status")
+
+WORKLOAD_KINDS = (WORKLOAD_BETA_GROUPS, WORKLOAD_GROUPS)
 
 
 def observed_kinds(writer: StatusWriter) -> tuple[Kind, ...]:
@@ -56,13 +58,18 @@ def _guard(fn: Callable[[dict[str, Any]], None], obj: dict[str, Any]) -> None:
 
 def source_kinds(writer: StatusWriter) -> tuple[Kind, ...]:
     """The group objects of the other sources (Volcano, the upstream Workload API),
-    watched while served: their status is not ours to write, so the writer only hears
-    which gang changed, to recompute it for the Events, the debug views and metrics."""
+    watched while served. A Volcano PodGroup's status is not ours to write, so the writer
+    only hears which gang changed, to recompute it for the Events, the debug views and
+    metrics; an upstream PodGroup's conditions are, when its pods name this scheduler, so
+    the writer sees the object (`StatusWriter.observe_upstream`)."""
 
     def wrap(kind: Kind) -> Kind:
         def apply(manager: GangManager, obj: dict[str, Any], now: float) -> None:
             kind.apply(manager, obj, now)
-            writer.group_changed(kind.key(obj))
+            if kind in WORKLOAD_KINDS:  # its conditions are ours to write if its pods are
+                _guard(writer.observe_upstream, obj)
+            else:
+                writer.group_changed(kind.key(obj))
 
         def delete(manager: GangManager, key: str, now: float) -> None:
             kind.delete(manager, key, now)

@@ -1,6 +1,7 @@
 """What the status writer keeps of the pods it watches beyond the gang manager's view:
 who owns each member (for scheduler-plugins' `occupiedBy`), and which pods carry a
-scheduler-plugins PodGroup's label but name another scheduler.
+scheduler-plugins PodGroup's label, or name an upstream PodGroup in spec.schedulingGroup,
+but name another scheduler.
 
 The latter say whose a PodGroup is. In a shared cluster Coscheduling's gangs use the same
 PodGroup kind and label as ours; the gang manager never counts their pods as members
@@ -8,7 +9,8 @@ PodGroup kind and label as ours; the gang manager never counts their pods as mem
 and once its grace ran out say "0 of N members exist" on another scheduler's PodGroup,
 and keep saying it while that scheduler ran the gang. A group with pods of another
 scheduler labelled for it and no member of ours is left to its owner, even one that
-writes no status at all.
+writes no status at all. The same holds for an upstream PodGroup whose pods name the
+in-tree scheduler (`GenericWorkload` on): its conditions are kube-scheduler's.
 """
 
 from __future__ import annotations
@@ -16,7 +18,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from extender.core.types import GROUP_LABEL, NOT_A_MEMBER, SCHEDULER_PLUGINS, PodInfo, gang_key
+from extender.core.types import (
+    GROUP_LABEL,
+    NOT_A_MEMBER,
+    SCHEDULER_PLUGINS,
+    WORKLOAD_API,
+    PodInfo,
+    gang_key,
+)
+
+
+def _named(namespace: str, meta: Mapping[str, Any], spec: Any) -> str | None:
+    """The group a pod of another scheduler names, by `core/sources.PRECEDENCE`: the
+    scheduler-plugins label, else the upstream spec.schedulingGroup (the in-tree
+    scheduler's gangs, whose status it writes itself)."""
+    labels = meta.get("labels")
+    label = labels.get(GROUP_LABEL) if isinstance(labels, Mapping) else None
+    if isinstance(label, str) and label:
+        return gang_key(SCHEDULER_PLUGINS, namespace, label)
+    group = spec.get("schedulingGroup") if isinstance(spec, Mapping) else None
+    name = group.get("podGroupName") if isinstance(group, Mapping) else None
+    if isinstance(name, str) and name:
+        return gang_key(WORKLOAD_API, namespace, name)
+    return None
 
 
 class LabelledPods:
@@ -33,10 +57,7 @@ class LabelledPods:
         uid = str(meta.get("uid", ""))
         named = None
         if pod is not None and pod.membership == NOT_A_MEMBER:
-            labels = meta.get("labels")
-            label = labels.get(GROUP_LABEL) if isinstance(labels, Mapping) else None
-            if isinstance(label, str) and label:
-                named = gang_key(SCHEDULER_PLUGINS, pod.namespace, label)
+            named = _named(pod.namespace, meta, obj.get("spec"))
         was = self._set_foreign(uid, named)
         gang = pod.gang if pod is not None else None
         refs = meta.get("ownerReferences")

@@ -18,10 +18,13 @@ or one whose pods are all gone, waits for its next watch event (docs/reliability
 through `batch` (100) groups at a time, the event loop let run in between.
 
 It also logs one line per status transition and tells `GangEvents` about it. On standby
-it only notes what changed: the active replica owns the status and its Events. Status is
-written to scheduler-plugins PodGroups only: a Volcano or upstream PodGroup's status is
-its own controllers', and a Kueue pod group has no object; for those the status is
-computed all the same, for the Events, /debug/podgroups and the metrics.
+it only notes what changed: the active replica owns the status and its Events. The whole
+status is written to scheduler-plugins PodGroups only: a Volcano PodGroup's status is its
+own controllers', and a Kueue pod group has no object; for those the status is computed
+all the same, for the Events, /debug/podgroups and the metrics. An upstream PodGroup
+(`scheduling.k8s.io`) whose members name this scheduler gets the conditions kube-scheduler
+writes on its own gangs (`reporting/upstream.py`), through the same coalescing and rate
+limits; one any of whose pods name another scheduler never does.
 """
 
 from __future__ import annotations
@@ -35,18 +38,21 @@ from typing import Any, Protocol
 from extender.core.manager import GangManager
 from extender.core.phase import (
     PENDING,
-    SCHEDULING,
     GroupStatus,
     Previous,
     compute_status,
 )
-from extender.core.types import SCHEDULER_PLUGINS, GroupInfo, PodInfo
+from extender.core.types import SCHEDULER_PLUGINS, WORKLOAD_API, GroupInfo, PodInfo, gang_key
+from extender.core.upstream_status import Disruption, disruptions
 from extender.core.vocabulary import GangStatus, Preempting, Report, StatusChanged
 from extender.kube.client import PODGROUP_PATH, ApiError
+from extender.reporting import upstream
 from extender.reporting.events import GangEvents, quiet
 from extender.reporting.kinds import observed_kinds  # the writer's kinds, re-exported
 from extender.reporting.labelled import LabelledPods
+from extender.reporting.status_debug import status_debug
 from extender.reporting.status_records import GangCounts, GroupRecord, StatusConfig
+from extender.reporting.upstream import UpstreamStatusApi
 from extender.scheduler.supervise import LoopErrors
 
 log = logging.getLogger("gang-extender.status")
@@ -99,6 +105,8 @@ class StatusWriter:
         # Groups the periodic pass revisits: their last computed status had members.
         self._live: set[str] = set()
         self._counts = GangCounts()  # the gangs gauge, kept as statuses change
+        # Gangs our preemption evicts, until their members are gone and it was said.
+        self._disrupted: dict[str, Disruption] = {}
 
     # ----- watch hooks (called after the gang manager applied the object) -------------------
 
@@ -121,9 +129,22 @@ class StatusWriter:
         self._forget(key)
         self.dirty.discard(key)
         self._decisions.pop(key, None)
+        self._disrupted.pop(key, None)
 
     def group_changed(self, key: str) -> None:
         """A group object whose status this writer does not own changed."""
+        self.dirty.add(key)
+
+    def observe_upstream(self, obj: dict[str, Any]) -> None:
+        """An upstream PodGroup (either version), after the gang manager applied it."""
+        meta = obj.get("metadata") or {}
+        key = gang_key(WORKLOAD_API, str(meta.get("namespace", "")), str(meta.get("name", "")))
+        uid = str(meta.get("uid", ""))
+        rec = self.groups.get(key)
+        if rec is None or rec.uid != uid:
+            self._forget(key)
+            rec = self.groups[key] = GroupRecord(uid)
+        upstream.observe(rec, obj)
         self.dirty.add(key)
 
     def observe_pod(self, obj: dict[str, Any]) -> None:
@@ -144,6 +165,7 @@ class StatusWriter:
             self.dirty.add(report.gang)
         elif isinstance(report, Preempting):
             self.dirty.update(g.key for g in report.groups())
+            self._disrupted.update((d.gang, d) for d in disruptions(report))
         else:
             self.dirty.add(report.group.key)
 
@@ -218,7 +240,16 @@ class StatusWriter:
                 self._forget(key)
                 rec = self.groups[key] = GroupRecord(group.uid)
             st = self.compute(group, now)
-            if st is None or (st.members == 0 and (
+            disruption = self._disrupted.get(key)
+            # An upstream PodGroup of ours: a member of ours, or one we wrote (or whose
+            # gang our preemption evicts: the members may be gone by now), and no pod of
+            # another scheduler (the in-tree scheduler's gangs are its own).
+            ours_upstream = (
+                group.source == WORKLOAD_API and st is not None
+                and not self.pods.foreign(key)
+                and (st.members > 0 or rec.api_written_json is not None
+                     or disruption is not None))
+            if st is None or (not ours_upstream and st.members == 0 and (
                     self.pods.foreign(key) or (rec.written_json is None
                                                and rec.has_observed))):
                 # No member of ours, and pods of another scheduler labelled for it or a
@@ -236,12 +267,21 @@ class StatusWriter:
             doc = st.to_k8s()
             if group.source != SCHEDULER_PLUGINS:
                 rec.observed = doc  # never written: what was computed is the previous
-                continue
-            written = rec.written
-            base = written if written is not None else rec.observed
-            if all(base.get(k) == v for k, v in doc.items()):
-                rec.unwritten = None
-                continue
+                if disruption is not None and upstream.evicted(self.manager, disruption, rec):
+                    del self._disrupted[key]  # evicted and said: placed again, it ends
+                    disruption = None
+                up = (upstream.doc(rec, st, disruption, upstream.api_version(group), now)
+                      if ours_upstream and isinstance(self.kube, UpstreamStatusApi) else None)
+                if up is None:
+                    rec.unwritten = None
+                    continue
+                doc = up
+            else:
+                written = rec.written
+                base = written if written is not None else rec.observed
+                if all(base.get(k) == v for k, v in doc.items()):
+                    rec.unwritten = None
+                    continue
             if rec.unwritten is None:
                 rec.unwritten_since = rec.unwritten_changed = now
             elif rec.unwritten != doc:
@@ -278,7 +318,12 @@ class StatusWriter:
         path = f"{PODGROUP_PATH}/namespaces/{group.namespace}/podgroups/{group.name}/status"
         now = self.clock()
         try:
-            await self.kube.merge_patch(path, {"status": doc})
+            if group.source == WORKLOAD_API:
+                assert isinstance(self.kube, UpstreamStatusApi)
+                await self.kube.strategic_patch(
+                    upstream.path(group, upstream.api_version(group)), {"status": doc})
+            else:
+                await self.kube.merge_patch(path, {"status": doc})
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -293,7 +338,11 @@ class StatusWriter:
             log.warning("podgroup=%s status write failed (retry in %.0fs): %s", group.key,
                         rec.retry_at - now, exc)
             return False
-        rec.written, rec.written_at, rec.errors, rec.retry_at = doc, now, 0, 0.0
+        if group.source == WORKLOAD_API:
+            upstream.written(rec, doc)
+            rec.written_at, rec.errors, rec.retry_at = now, 0, 0.0
+        else:
+            rec.written, rec.written_at, rec.errors, rec.retry_at = doc, now, 0, 0.0
         if rec.unwritten == doc:
             rec.unwritten = None
         self.writes += 1
@@ -337,10 +386,6 @@ class StatusWriter:
 
     # ----- views -----------------------------------------------------------------------------
 
-    def _waiting(self, key: str) -> bool:
-        rec = self.groups.get(key)
-        return rec is None or rec.current is None or rec.current.phase in (PENDING, SCHEDULING)
-
     def counts(self) -> dict[tuple[str, str, str], int]:
         """(phase, reason, source) -> number of gangs, for the gangs-by-state gauge; kept
         as statuses are computed, so a scrape costs the number of states, not of
@@ -349,35 +394,4 @@ class StatusWriter:
 
     def debug(self, now: float) -> dict[str, Any]:
         """Every PodGroup in queue order with its computed status and write state."""
-        manager = self.manager
-        waiting = [row.gang for row in manager.queue() if self._waiting(row.gang)]
-        order = {gang: i for i, gang in enumerate(waiting)}
-        groups = []
-        for group in sorted(manager.groups(),
-                            key=lambda g: (order.get(g.key, len(order)), g.key)):
-            key = group.key
-            rec = self.groups.get(key)
-            st = rec.current if rec is not None else None
-            row: dict[str, Any] = {"gang": key, "source": group.source,
-                                   "minMember": group.min_member,
-                                   "queuePosition": order.get(key)}
-            if st is not None:
-                row.update(phase=st.phase, reason=st.reason, message=st.message,
-                           members=st.members, bound=st.bound, running=st.running,
-                           succeeded=st.succeeded, failed=st.failed,
-                           scheduleStartTime=st.schedule_start_time,
-                           occupiedBy=st.occupied_by)
-            if rec is not None:
-                row.update(
-                    statusWritten=rec.written_json is not None,
-                    lastWriteSecondsAgo=(round(now - rec.written_at, 3)
-                                         if rec.written_json is not None else None),
-                    writeErrors=rec.errors,
-                    pendingWrite=key in self.dirty,
-                )
-            groups.append(row)
-        return {
-            "podGroups": groups,
-            "statusWriter": {"pending": len(self.dirty), "writes": self.writes,
-                             "errors": self.write_errors},
-        }
+        return status_debug(self, now)

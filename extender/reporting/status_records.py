@@ -61,6 +61,11 @@ class GroupRecord:
     errors: int = 0
     retry_at: float = 0.0
     counted: tuple[str, str, str] | None = None  # its place in `StatusWriter.counts`
+    # An upstream PodGroup's (`reporting/upstream.py`): its status as the API shows it,
+    # the conditions this process set last, and its metadata.generation.
+    api_json: bytes = _EMPTY
+    api_written_json: bytes | None = None
+    generation: int = 0
 
     @property
     def observed(self) -> dict[str, Any]:

@@ -1,0 +1,188 @@
+"""The conditions of an upstream PodGroup (`scheduling.k8s.io`) whose members name this
+scheduler, as the in-tree scheduler writes them for its own gangs (architecture.md §6).
+
+Pure: the status writer (`reporting/status.py`) feeds it what `phase.compute_status`
+made of the gang, the gang manager's latest word on it, the conditions the API shows (or
+this process wrote last) and the group's generation; it writes what comes back with a
+strategic merge patch of the `status` subresource, so conditions of other types (and
+anything else in the status) are left as they are.
+
+Names, from the API types of each release (k8s.io/api scheduling):
+
+* the scheduling condition is `PodGroupInitiallyScheduled` in v1beta1 (Kubernetes
+  1.37) and `PodGroupScheduled` in v1alpha2 (1.36); the same reasons in both:
+  `Unschedulable`, `SchedulerError`, and `Scheduled` for True (the in-tree scheduler's
+  literal; the API names no constant for it);
+* `DisruptionTarget` with reason `PreemptionByScheduler` in both.
+
+Rules, following kube-scheduler's `updatePodGroupCondition` where it has one:
+
+* nothing until the gang has been tried: a gang still short of members, or not yet
+  looked at, gets no condition (the in-tree scheduler writes none before its first pod
+  group cycle, which waits for `minCount` pods);
+* `Unschedulable` with our message (it names the gang, the members and the number that
+  did not fit) while a tried gang waits: no room, waiting behind another gang, capacity
+  held, preempting, backing off, out of retries; `SchedulerError` when the PodGroup asks
+  for something that cannot be honoured (a malformed or refused topology, a composite);
+* True once the quorum is bound, and never back to False: v1beta1 calls it terminal, and
+  kube-scheduler keeps it so in both versions (evicted members, a later shortfall);
+* `DisruptionTarget` True when this extender's preemption evicts the gang's bound
+  members (`disruptions`: a victim of kind gang in a `Preempting` report), naming the
+  preemptor and the numbers; False with reason `Scheduled` once the quorum is bound
+  again (a condition left True would say a running gang is about to go). A gang whose
+  unbound reservation was preempted is not disrupted (nothing of it is evicted): its
+  scheduling condition says why it waits. kube-scheduler 1.37 defines this condition
+  for PodGroups but does not write it yet; this follows its pod-level twin.
+
+`lastTransitionTime` moves only when a condition's status changes; `observedGeneration`
+is the PodGroup's generation, as kube-scheduler sets it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from extender.core.phase import GroupStatus, Previous, rfc3339
+from extender.core.preemption.victims import GANG
+from extender.core.vocabulary import Preempting, Reason
+
+INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"  # scheduling.k8s.io/v1beta1 (1.37)
+SCHEDULED_V1ALPHA2 = "PodGroupScheduled"  # scheduling.k8s.io/v1alpha2 (1.36)
+DISRUPTION_TARGET = "DisruptionTarget"
+UNSCHEDULABLE = "Unschedulable"
+SCHEDULER_ERROR = "SchedulerError"
+SCHEDULED = "Scheduled"  # the reason of the True condition (and of a disruption ended)
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+
+# The Scheduled reasons of a gang that was tried and is not placed.
+_UNSCHEDULABLE = frozenset({
+    Reason.INSUFFICIENT_CAPACITY, Reason.UNPLACEABLE, Reason.WAITING_BEHIND_OLDER_GANG,
+    Reason.CAPACITY_HELD, Reason.PREEMPTING, Reason.PREEMPTED, Reason.BACKING_OFF,
+    Reason.FAILED, Reason.RETRY_LIMIT_REACHED,
+})
+_SCHEDULER_ERROR = frozenset({Reason.INVALID_TOPOLOGY})
+
+
+def scheduled_type(api_version: str) -> str:
+    """The scheduling condition's type in the PodGroup's version (e.g.
+    "scheduling.k8s.io/v1alpha2"); any version but v1alpha2 is read as v1beta1's."""
+    return SCHEDULED_V1ALPHA2 if api_version.endswith("/v1alpha2") else INITIALLY_SCHEDULED
+
+
+@dataclass(frozen=True, slots=True)
+class Disruption:
+    """Our preemption evicts a gang's bound members."""
+
+    gang: str
+    priority: int
+    pods: tuple[str, ...]  # uids of the bound members evicted
+    preemptor: str  # "gang ns/x" or "pod ns/p"
+    preemptor_priority: int
+
+    @property
+    def message(self) -> str:
+        return (f"gang {self.gang} (priority {self.priority}): preempted by "
+                f"{self.preemptor} (priority {self.preemptor_priority}): its {len(self.pods)} "
+                f"bound member(s) are evicted; it is placed again whole when there is room")
+
+
+def disruptions(report: Preempting) -> list[Disruption]:
+    """The gangs a preemption evicts (not the reservations it releases, nor plain pods)."""
+    return [Disruption(v.group.key, v.priority, tuple(p.uid for p in v.pods),
+                       report.preemptor, report.priority)
+            for v in report.victims if v.kind == GANG and v.group is not None and v.pods]
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamCondition:
+    """One `metav1.Condition` to set."""
+
+    type: str
+    status: str  # "True" | "False"
+    reason: str
+    message: str
+    last_transition: str  # RFC 3339
+    observed_generation: int = 0
+
+    def to_k8s(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "type": self.type,
+            "status": self.status,
+            "reason": self.reason,
+            "message": self.message,
+            "lastTransitionTime": self.last_transition,
+        }
+        if self.observed_generation > 0:
+            out["observedGeneration"] = self.observed_generation
+        return out
+
+
+def upstream_conditions(
+    status: GroupStatus,
+    disruption: Disruption | None,
+    api_version: str,
+    previous: Previous,
+    now: float,
+    generation: int = 0,
+) -> tuple[UpstreamCondition, ...]:
+    """The conditions to set now (types absent from the result are left as they are).
+    `status`: `compute_status`'s result for the gang; `disruption`: our preemption
+    evicts it (from its report until the eviction is done and said); `previous`: the
+    conditions as the API shows them, with what this process wrote last laid over them."""
+    sched = scheduled_type(api_version)
+    was_true = previous.conditions.get(sched, ("", ""))[0] == "True"
+
+    def cond(type_: str, state: str, reason: str, message: str) -> UpstreamCondition:
+        old = previous.conditions.get(type_)
+        since = old[1] if old is not None and old[0] == state and old[1] else rfc3339(now)
+        return UpstreamCondition(type_, state, reason, message, since, generation)
+
+    out: list[UpstreamCondition] = []
+    bound = status.reason == Reason.BOUND
+    if bound:
+        out.append(cond(sched, "True", SCHEDULED, status.message))
+    elif not was_true and status.reason in _UNSCHEDULABLE:
+        out.append(cond(sched, "False", UNSCHEDULABLE, status.message))
+    elif not was_true and status.reason in _SCHEDULER_ERROR:
+        out.append(cond(sched, "False", SCHEDULER_ERROR, status.message))
+
+    disrupted = previous.conditions.get(DISRUPTION_TARGET, ("", ""))[0] == "True"
+    if disruption is not None:
+        out.append(cond(DISRUPTION_TARGET, "True", PREEMPTION_BY_SCHEDULER,
+                         disruption.message))
+    elif disrupted and bound:
+        out.append(cond(DISRUPTION_TARGET, "False", SCHEDULED,
+                        f"placed again after the preemption; {status.message}"))
+    return tuple(out)
+
+
+def differs(conditions: tuple[UpstreamCondition, ...],
+            shown: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Whether setting `conditions` would change any of those `shown` (type -> the
+    condition as the API shows it, or as written last): the status, reason, message or
+    generation of one of them. `lastTransitionTime` follows the status."""
+    for c in conditions:
+        old = shown.get(c.type)
+        if old is None:
+            return True
+        if (str(old.get("status", "")), str(old.get("reason", "")),
+                str(old.get("message", ""))) != (c.status, c.reason, c.message):
+            return True
+        if c.observed_generation and old.get("observedGeneration") != c.observed_generation:
+            return True
+    return False
+
+
+def conditions_by_type(status: Any) -> dict[str, dict[str, Any]]:
+    """type -> condition of a PodGroup's status (tolerant: someone else's may be odd)."""
+    if not isinstance(status, Mapping):
+        return {}
+    raw = status.get("conditions")
+    out: dict[str, dict[str, Any]] = {}
+    if isinstance(raw, list):
+        for c in raw:
+            if isinstance(c, Mapping) and isinstance(c.get("type"), str):
+                out[c["type"]] = dict(c)
+    return out
