@@ -81,13 +81,11 @@ class Core:
     starvation: Starvation
 
     @property
-    def reservations(self) -> Ledger:
-        """The ledger by the name of its reservations (tests and benchmarks read it)."""
-        return self.ledger
+    def reservations(self) -> Ledger:  # the ledger by its former parts' names, which
+        return self.ledger  # tests and benchmarks read
 
     @property
     def permit(self) -> Ledger:
-        """The ledger by the name of its barrier (tests read `permit.waiting`)."""
         return self.ledger
 
     @classmethod
@@ -152,6 +150,20 @@ class GangManager:
             if old_res is not None and pod.uid in old_res.slots:
                 self._ledger.unreserve(old_res, pod.uid, left)
             self._ledger.reject(pod.uid, left)
+        pending = not (pod.node_name or pod.terminal or pod.deleting or pod.gated)
+        if gang is not None and pending and (
+            (old is None and now - pod.creation < _ARRIVAL_MAX_AGE_SECONDS)
+            or (old is not None and old.gated)
+        ):
+            # Created just now, or its scheduling gates were lifted: the gang is arriving.
+            c.arrivals.member_arrived(gang, now)
+        self._pod_changed(pod, old, now)
+
+    def _pod_changed(self, pod: PodInfo, old: PodInfo | None, now: float) -> None:
+        """What every new copy of a pod means, from the watch (`on_pod`) or from a
+        Binding this process made (`binding_finished`)."""
+        c, gang = self._core, pod.gang
+        old_gang = old.gang if old is not None else None
         res = self._ledger.of(pod)
         gone = pod.terminal or pod.deleting or pod.gated
         if res is not None and pod.uid in res.slots and (pod.node_name or gone):
@@ -166,12 +178,6 @@ class GangManager:
             self._ledger.reject(pod.uid, f"pod {pod.key} is finished or being deleted")
         if pod.node_name or gone or gang is None:
             c.parked.passed(pod.uid)  # nothing left to wake it for
-        if gang is not None and not (pod.node_name or gone) and (
-            (old is None and now - pod.creation < _ARRIVAL_MAX_AGE_SECONDS)
-            or (old is not None and old.gated)
-        ):
-            # Created just now, or its scheduling gates were lifted: the gang is arriving.
-            c.arrivals.member_arrived(gang, now)
         self._cache.upsert_pod(pod)
         if old is None and gang is not None and not pod.node_name:
             group = self._cache.groups.get(gang)
@@ -294,7 +300,9 @@ class GangManager:
         self._ledger.finished(uid, error)
         pod = self._cache.pods.get(uid)
         if error is None and pod is not None and not pod.node_name:
-            self.on_pod(dataclasses.replace(pod, node_name=node), now)
+            # Not `on_pod`: another scheduler's pod, a stale copy, a relabel or an arrival
+            # cannot be what a Binding of ours changed.
+            self._pod_changed(dataclasses.replace(pod, node_name=node), pod, now)
 
     def eviction_done(self, uid: str, now: float) -> None:
         """The Eviction API let a victim of a preemption go (`EvictPods.preemptor`)."""
@@ -369,15 +377,7 @@ class GangManager:
         return self._ledger.views()
 
     def binds_in_progress(self) -> list[WaitingBindView]:
-        out = []
-        for uid, node, in_flight in self._ledger.binds():
-            pod = self._cache.pods.get(uid)
-            if pod is None:
-                continue
-            res = None if in_flight else self._ledger.get(pod.gang)
-            out.append(WaitingBindView(pod.key, uid, node, pod.gang, in_flight,
-                                       res.deadline if res else None))
-        return out
+        return self._ledger.bind_views()
 
     def gauges(self) -> Gauges:
         return Gauges(len(self._ledger), self._ledger.slot_count(),

@@ -25,7 +25,12 @@ from extender.core.planner import Plan
 from extender.core.resources import format_resources
 from extender.core.snapshot import Snapshot
 from extender.core.types import GroupInfo, PodInfo, Resources
-from extender.core.vocabulary import BindPod, RejectWaitingBind, ReservationView
+from extender.core.vocabulary import (
+    BindPod,
+    RejectWaitingBind,
+    ReservationView,
+    WaitingBindView,
+)
 
 
 class Ledger:
@@ -193,6 +198,19 @@ class Ledger:
         return [(u, n, False) for u, n in self._waiting.items()] + [
             (u, n, True) for u, n in self._binding.items()
         ]
+
+    def bind_views(self) -> list[WaitingBindView]:
+        """Every bind in progress of a known pod, with its reservation's deadline while
+        it waits."""
+        out = []
+        for uid, node, in_flight in self.binds():
+            pod = self._cache.pods.get(uid)
+            if pod is None:
+                continue
+            res = None if in_flight else self.get(pod.gang)
+            out.append(WaitingBindView(pod.key, uid, node, pod.gang, in_flight,
+                                       res.deadline if res else None))
+        return out
 
     # ----- bind requests: changing -----------------------------------------------------
 
