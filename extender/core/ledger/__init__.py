@@ -7,37 +7,41 @@ private to this package. `timeouts.Timeouts` says what the end of a reservation 
 for its gang (backoff, status, evicting a partial gang); only the gang manager calls it.
 
 A reservation, keyed by its gang (or "pod <ns>/<name>" for a plain preemptor's own).
-Each arrow is named by the method that makes it:
+Each arrow is named by the method that makes it, and who calls it:
 
-                                          reserve(held=...)
-          +-------------------------------------------------------------+
-          |                          reserve / reserve_key              v
-      (absent) ------------------------------------------------>  +----------+
-          ^                                                      |   Held   |
-          |  release: a victim's eviction refused, a lost node    +----------+
-          +------------ (repair), a takeover, group deleted ------+    |
-          |                                                            | promote
-          |                                                            v (deadline
-          |  bound: quorum bound (Timeouts.check_quorum_bound,     +----------+ from now)
-          +----- or a plain preemptor's pod bound) --------------- | Reserved |
-          |                                                        +----------+
-          |  release: deadline passed, no Binding in flight,             |
-          +----- >= COMMIT_GRACE_SECONDS after its commit --------------+
-                 (Timeouts.expire), group deleted or recreated
+                 reserve / reserve_key (held=...)
+     (absent) ----------------------------------------> Held
+      |  ^  ^                                             |  |
+      |  |  +------------------ release ------------------+  | promote: every slot's
+      |  |     a victim's eviction refused, a lost node      |  node has room (queue
+      |  |     (repair), a takeover, group deleted/recreated |  pass); deadline from now
+      |  |                                                   v
+      |  +--------------------- release ------------------ Reserved
+      |  |     deadline passed, no Binding in flight, the   ^  |
+      |  |     commit's grace over (Timeouts.expire);       |  |
+      |  |     preempted; group deleted or recreated        |  |
+      |  +--------------------- bound ----------------------|--+
+      |        quorum bound (Timeouts.check_quorum_bound),  |
+      |        a plain preemptor's pod bound                |
+      +----------------------- reserve ---------------------+
+                 (queue pass: the whole gang fits now)
 
-    Inside a reservation a slot is added (reserve, reserve_one), moved (move, retarget,
-    repair), and dropped (unreserve: its member bound, deleted, finished or relabelled).
+Inside a reservation a slot is added (reserve_one: a member short of one), moved
+(move: kube-scheduler excluded its node; retarget: it chose another that fits;
+repair/squeezed: the node was lost) and dropped (unreserve: its member bound there,
+deleted, finished or relabelled; or a lost node's slot fits nowhere else).
 
-A bind request of a gang member (plain pods and extras skip the barrier: bind_now):
+A bind request (plain pods and elastic extras, and members once their quorum is bound,
+skip the barrier: bind_now):
 
-      (none) --- wait ---> Waiting --- commit: quorum assembled, ---> Binding --+
-                            |  |       every waiting node still fits        |  |
-                            |  |                                            |  | finished
-                            |  +-- reject: slot dropped or moved off a      |  v
-                            |      lost node (repair), pod gone, gang    (none): bound,
-                            |      released, timed out or bound            or refused
-                            |      -> RejectWaitingBind                    (kube-scheduler
-                            +-- wait_expired: the adapter gave up           retries)
+               wait                           commit: quorum assembled and
+      (none) -------> Waiting ------------------------------------------> Binding
+        ^              |  |                   every waiting node still fits   |
+        |              |  +-- reject --> RejectWaitingBind: slot dropped,     |
+        |              |      moved off a lost node (repair), pod gone or     |
+        +--------------+      relabelled, gang released, timed out or bound   |
+        |   wait_expired: the adapter stopped waiting                         |
+        +---------------- finished: bound, or refused (kube-scheduler retries) +
 """
 
 from __future__ import annotations
