@@ -31,17 +31,19 @@ Inside a reservation a slot is added (reserve_one: a member short of one), moved
 repair/squeezed: the node was lost) and dropped (unreserve: its member bound there,
 deleted, finished or relabelled; or a lost node's slot fits nowhere else).
 
-A bind request (plain pods and elastic extras, and members once their quorum is bound,
-skip the barrier: bind_now):
+A bind request, keyed by its pod's uid:
 
-               wait                           commit: quorum assembled and
-      (none) -------> Waiting ------------------------------------------> Binding
-        ^              |  |                   every waiting node still fits   |
-        |              |  +-- reject --> RejectWaitingBind: slot dropped,     |
-        |              |      moved off a lost node (repair), pod gone or     |
-        +--------------+      relabelled, gang released, timed out or bound   |
-        |   wait_expired: the adapter stopped waiting                         |
-        +---------------- finished: bound, or refused (kube-scheduler retries) +
+              wait                    commit: quorum assembled, every
+   (none) ----------> Waiting ------------------------------------> Binding
+    ^  ^  |             |                waiting node still fits    ^     |
+    |  |  |             | reject: slot dropped or moved off a       |     |
+    |  |  |             | lost node (repair), pod gone or           |     |
+    |  |  |             | relabelled, gang released, timed out      |     |
+    |  |  |             | or bound (RejectWaitingBind);             |     |
+    |  +--|-------------+ wait_expired: the adapter gave up         |     |
+    |     +------------ bind_now: a plain pod, an extra, -----------+     |
+    |                   or a member once its quorum is bound              |
+    +---------- finished: bound, or refused (kube-scheduler retries) -----+
 """
 
 from __future__ import annotations
