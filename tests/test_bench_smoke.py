@@ -58,3 +58,15 @@ def test_nominate_report_from_trials() -> None:
     assert "Running in 1 of 1 tries" in md and "still set in 0 of 1 tries" in md
     assert "| gang on | 1 | 1 | 1 | 0.05 | 0.05 | [1] | ['kept'] | ['cleared'] | 1 |" in md
     assert nominate._slug("foreign P<D") == "foreign-p-lt-d"
+
+
+def test_bind_walk_starts_at_bind_and_counts_returns() -> None:
+    """bench.bind_walk (docs/architecture.md, the walk of a bind call): its walk is the
+    committing bind's, and a file entered again after another counts once per visit."""
+    from bench.bind_walk import count, walk
+
+    stops = walk()
+    assert stops[0] == ("core/bind.py", "Bind.bind")
+    assert any(q == "Ledger.commit" for _, q in stops)
+    assert count([("a", "f"), ("a", "g"), ("b", "h"), ("a", "i"), ("c", "j"), ("b", "k")]) == (
+        6, 3, 2)

@@ -48,6 +48,7 @@ from extender.reporting.status import StatusWriter
 from extender.scheduler.debug import install_podgroups_route
 from extender.scheduler.dispatch import DispatchConfig, Dispatcher
 from extender.scheduler.http import MAX_BODY, create_app, with_fast_verbs
+from tests.core.sim import in_flight
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
 FUZZ = settings(
@@ -225,7 +226,7 @@ def assert_consistent(env: Env, settled: bool = True) -> None:
     if settled:
         assert not permit.waiting, (
             f"held binds left after every request was answered: {dict(permit.waiting)}")
-        assert not permit.in_flight, f"bindings left in flight: {dict(permit.in_flight)}"
+        assert not in_flight(permit), f"bindings left in flight: {in_flight(permit)}"
         assert not env.dispatcher.answers_pending(), "an answer future was left pending"
 
 
@@ -521,7 +522,7 @@ def test_bindings_the_api_rejects_answer_an_error_and_leave_state_consistent(
         pod = manager.pod(f"uid-{name}")
         if pod is not None and name != "bound-0":
             assert not pod.node_name, f"{name} refused by the API but bound in the cache"
-    assert not permit.waiting and not permit.in_flight
+    assert not permit.waiting and not in_flight(permit)
     # Only the quorum clause may differ (a refused member); the rest must hold.
     for g in manager.groups():
         g.min_member = 1

@@ -5,7 +5,10 @@
 * an adapter (`extender/kube/`, `extender/scheduler/`, `extender/reporting/`,
   `extender/cli.py`) imports no private name of the core and reaches into no other
   object's private attributes (`manager._cache`, `fw._plan`): it talks to the gang
-  manager's public API only.
+  manager's public API only;
+* nothing outside the reservation ledger (`extender/core/ledger/`) imports its private
+  parts (`_book`, `_ledger`, `_repair`) or a private name of it: the rest of the core
+  talks to `Ledger`.
 
 A small AST walk rather than import-linter: import-linter checks which modules import
 which, but not private names nor attribute access, which is where the old adapters
@@ -94,6 +97,24 @@ def adapter_violations(source: str, path: str) -> list[Violation]:
     return out
 
 
+LEDGER = "extender.core.ledger"
+
+
+def ledger_violations(source: str, path: str) -> list[Violation]:
+    """Imports of the ledger's private modules or names from outside the package."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        for module, names in _imported(node):
+            if not (module == LEDGER or module.startswith(LEDGER + ".")):
+                continue
+            parts = module.split(".")[3:]
+            if any(p.startswith("_") for p in parts):
+                out.append(Violation(path, _line(node), f"imports the ledger's private {module}"))
+            out += [Violation(path, _line(node), f"imports private {module}.{n}")
+                    for n in names if n.startswith("_")]
+    return out
+
+
 def _sources(paths: list[Path]) -> list[tuple[str, str]]:
     return [(p.read_text(), str(p.relative_to(ROOT.parent))) for p in paths]
 
@@ -111,6 +132,33 @@ def test_adapters_use_only_the_public_api_of_the_core() -> None:
     assert len(files) > 10
     found = [v for src, path in _sources(files) for v in adapter_violations(src, path)]
     assert not found, "\n".join(map(str, found))
+
+
+def test_nothing_outside_the_ledger_imports_its_parts() -> None:
+    repo = ROOT.parent
+    files = sorted(p for d in ("extender", "bench", "e2e", "tests", "demo")
+                   for p in (repo / d).rglob("*.py")
+                   if (repo / "extender" / "core" / "ledger") not in p.parents)
+    assert len(files) > 100
+    found = [v for p in files for v in ledger_violations(p.read_text(), str(p.relative_to(repo)))]
+    assert not found, "\n".join(map(str, found))
+
+
+@pytest.mark.parametrize(("source", "what"), [
+    ("from extender.core.ledger._book import Book\n",
+     "imports the ledger's private extender.core.ledger._book"),
+    ("import extender.core.ledger._repair\n",
+     "imports the ledger's private extender.core.ledger._repair"),
+    ("from extender.core.ledger import _ledger\n", "imports private extender.core.ledger._ledger"),
+])
+def test_the_ledger_check_fails_on_a_private_import(source: str, what: str) -> None:
+    assert [v.what for v in ledger_violations(source, "x.py")] == [what]
+
+
+def test_the_ledger_check_passes_its_public_names() -> None:
+    source = ("from extender.core.ledger import Ledger, Reservation\n"
+              "from extender.core.ledger.timeouts import COMMIT_GRACE_SECONDS\n")
+    assert ledger_violations(source, "x.py") == []
 
 
 @pytest.mark.parametrize(("source", "what"), [

@@ -49,6 +49,7 @@ from e2e.harness.fixtures import (
 )
 from e2e.harness.process import ManagedProcess, free_port
 from e2e.tests.test_gang_lifecycle import held, member, message
+from tests.core.sim import in_flight
 
 pytestmark = pytest.mark.e2e
 
@@ -451,4 +452,4 @@ def test_binding_rejected_by_the_api_server(
     # The framework did not record a binding the API refused.
     assert core.cache.pods[uids["elsewhere"]].node_name in ("", n1)
     assert core.cache.pods[uids["recreated"]].node_name == ""
-    assert not core.permit.in_flight and not core.permit.waiting
+    assert not in_flight(core.permit) and not core.permit.waiting

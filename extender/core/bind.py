@@ -9,11 +9,9 @@ success.
 from __future__ import annotations
 
 from extender.core.cache import Cache
-from extender.core.commit import Commit
+from extender.core.ledger import Ledger
 from extender.core.parked import Parked
-from extender.core.permit import Permit
 from extender.core.preemption.leaving import Leaving
-from extender.core.reservations import Reservations
 from extender.core.resources import fits, format_resources
 from extender.core.types import PodInfo
 from extender.core.vocabulary import BindDecision, BindOutcome
@@ -31,16 +29,12 @@ class Bind:
     def __init__(
         self,
         cache: Cache,
-        reservations: Reservations,
-        permit: Permit,
-        commit: Commit,
+        ledger: Ledger,
         parked: Parked,
         leaving: Leaving,
     ) -> None:
         self._cache = cache
-        self._reservations = reservations
-        self._permit = permit
-        self._commit = commit
+        self._ledger = ledger
         self._parked = parked
         self._leaving = leaving
 
@@ -66,13 +60,13 @@ class Bind:
             return _error(f"node {node} is not known (pod {pod.key})")
         if pod.deleting or pod.terminal:
             return _error(f"pod {pod.key} is finished or being deleted")
-        in_progress = self._permit.node_of(uid)
+        in_progress = self._ledger.node_of(uid)
         if in_progress is not None and in_progress != node:
             return _error(
                 f"pod {pod.key}: a bind to node {in_progress} is already in progress, "
                 f"not to {node}"
             )
-        if self._permit.binding(uid):
+        if self._ledger.binding(uid):
             # The Binding in flight answers this request too.
             return BindDecision(BindOutcome.WAIT, deadline=now + BINDING_ANSWER_SECONDS)
         gang = pod.gang
@@ -85,7 +79,7 @@ class Bind:
             return _error(f"gang {gang} is being preempted; pod {pod.key} is not bound")
         if self._cache.counts(group)[1] >= group.min_member:
             return self._bind_now(pod, node, now)
-        res = self._reservations.get(gang)
+        res = self._ledger.get(gang)
         slot = res.slots.get(uid) if res else None
         if res is not None and res.held is not None:
             return _error(
@@ -97,29 +91,28 @@ class Bind:
                 f"gang {gang}: no reservation holds a slot for pod {pod.key} (it timed out, "
                 f"or the extender restarted); kube-scheduler will retry the pod"
             )
-        if slot.node != node and not self._reservations.retarget(res, pod, node):
+        if slot.node != node and not self._ledger.retarget(res, pod, node):
             return _error(
                 f"gang {gang}: pod {pod.key} was reserved node {slot.node}; node {node} "
                 f"lacks {format_resources(pod.requests)}"
             )
-        self._permit.wait(uid, node)
-        self._commit.maybe(group, now)
+        self._ledger.wait(uid, node, group, now)
         return BindDecision(BindOutcome.WAIT, deadline=res.deadline)
 
     def _bind_now(self, pod: PodInfo, node: str, now: float) -> BindDecision:
         """Plain pods and elastic extras. Their filter could not know which node
         kube-scheduler would pick, and several may pass a node before the first binds,
         so reservations are checked again here."""
-        own = self._reservations.of(pod) if pod.gang is None else None
+        own = self._ledger.of(pod) if pod.gang is None else None
         slot = own.slots.get(pod.uid) if own is not None and own.held is None else None
         if own is not None and slot is not None and slot.node == node:
-            self._reservations.bound(own.gang)  # a preemptor's own capacity: now its pod's
+            self._ledger.bound(own.gang)  # a preemptor's own capacity: now its pod's
         free = self._cache.free.get(node, {})
         if node in self._cache.reserved_nodes and not fits(pod.requests, free):
             return _error(
                 f"capacity on node {node} is held for gang(s) "
-                f"{', '.join(self._reservations.gangs_by_node().get(node, []))}; pod "
+                f"{', '.join(self._ledger.gangs_by_node().get(node, []))}; pod "
                 f"{pod.key} needs {format_resources(pod.requests)}; kube-scheduler will retry"
             )
-        self._permit.bind_now(pod, node)
+        self._ledger.bind_now(pod, node)
         return BindDecision(BindOutcome.WAIT, deadline=now + BINDING_ANSWER_SECONDS)

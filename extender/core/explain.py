@@ -10,18 +10,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from extender.core.cache import Cache
+from extender.core.ledger import Ledger
 from extender.core.outbox import Outbox
 from extender.core.planner import Plan, Shortfall, plan_group
 from extender.core.queue.order import queue_sort_key
-from extender.core.reservations import Reservations
 from extender.core.types import GroupInfo, PodInfo
 from extender.core.vocabulary import GangStatus, Reason, StatusChanged
 
 
 class Explanations:
-    def __init__(self, cache: Cache, reservations: Reservations, outbox: Outbox) -> None:
+    def __init__(self, cache: Cache, ledger: Ledger, outbox: Outbox) -> None:
         self._cache = cache
-        self._reservations = reservations
+        self._ledger = ledger
         self._outbox = outbox
         self._status: dict[str, GangStatus] = {}
         # reason -> gangs: kept as statuses change, so that the gauges a scrape reads
@@ -86,10 +86,10 @@ class Explanations:
             self.set(group.key, Reason.INVALID_TOPOLOGY, f"gang {group.key}: {shortfall.message}",
                      now)
             return
-        holders = [k for k in self._reservations.gangs() if k != group.key]
+        holders = [k for k in self._ledger.gangs() if k != group.key]
         if holders:
             without = plan_group(group, members, self._cache.succeeded(group),
-                                 self._reservations.without_reservations(), explain=False)
+                                 self._ledger.without_reservations(), explain=False)
             if isinstance(without, Plan):
                 ahead = sorted(holders, key=lambda k: (k not in granted_now, k))
                 # "older" only when the holder really is ahead in gang order; a younger

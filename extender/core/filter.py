@@ -13,14 +13,13 @@ from __future__ import annotations
 from extender.core.cache import Cache
 from extender.core.config import Config
 from extender.core.explain import Explanations
+from extender.core.ledger import Ledger, Reservation
 from extender.core.parked import Parked
-from extender.core.permit import Permit
 from extender.core.planner import extra_nodes
 from extender.core.preemption.leaving import Leaving
 from extender.core.queue.arrivals import Arrivals
 from extender.core.queue.backoff import Backoffs
 from extender.core.queue.gang_queue import GangQueue
-from extender.core.reservations import Reservation, Reservations
 from extender.core.resources import fits, format_resources
 from extender.core.sources import missing_group_message
 from extender.core.types import GroupInfo, PodInfo
@@ -36,8 +35,7 @@ class Filter:
         self,
         config: Config,
         cache: Cache,
-        reservations: Reservations,
-        permit: Permit,
+        ledger: Ledger,
         queue: GangQueue,
         backoffs: Backoffs,
         arrivals: Arrivals,
@@ -47,8 +45,7 @@ class Filter:
     ) -> None:
         self._config = config
         self._cache = cache
-        self._reservations = reservations
-        self._permit = permit
+        self._ledger = ledger
         self._queue = queue
         self._backoffs = backoffs
         self._arrivals = arrivals
@@ -88,7 +85,7 @@ class Filter:
             return self._extra(pod, group, node_names)
         if self._backoffs.failed(gang):
             return reject(node_names, self._explanations.message(gang))
-        res = self._reservations.get(gang)
+        res = self._ledger.get(gang)
         if res is None:
             backing_off = self._backoffs.backing_off(gang, now)
             if present < group.min_member:
@@ -105,7 +102,7 @@ class Filter:
                 return reject(node_names, self._explanations.message(gang))
             self._queue.quorum_present(gang, now)
             self._queue.run(now, scheduling=pod.uid)
-            res = self._reservations.get(gang)
+            res = self._ledger.get(gang)
             if res is None:
                 return reject(node_names, self._explanations.message(gang))
         if res.held is not None:
@@ -135,7 +132,7 @@ class Filter:
     def _reserved(
         self, res: Reservation, group: GroupInfo, pod: PodInfo, node_names: list[str]
     ) -> FilterResult:
-        bind_node = self._permit.node_of(pod.uid)
+        bind_node = self._ledger.node_of(pod.uid)
         if bind_node is not None:
             # Its bind is already in progress (e.g. a restarted kube-scheduler asks
             # again): that bind decides the node, so the slot must not move away from it.
@@ -148,7 +145,7 @@ class Filter:
             )
         slot = res.slots.get(pod.uid)
         if slot is None:
-            if self._permit.assembled(group) + self._permit.open_slots(res.slots) >= (
+            if self._ledger.assembled(group) + self._ledger.open_slots(res.slots) >= (
                 group.min_member
             ):
                 return reject(
@@ -156,7 +153,7 @@ class Filter:
                     f"gang {res.gang}: a quorum of {group.min_member} is being placed; "
                     f"pod {pod.key} waits until it is bound",
                 )
-            slot = self._reservations.reserve_one(res, pod, node_names)
+            slot = self._ledger.reserve_one(res, pod, node_names)
             if slot is None:
                 return reject(
                     node_names,
@@ -168,7 +165,7 @@ class Filter:
         # of them would only cost time on the scheduler's serial loop.
         if slot.node in node_names:
             return FilterResult([slot.node], {})
-        moved = self._reservations.move(res, pod, node_names)
+        moved = self._ledger.move(res, pod, node_names)
         if moved is None:
             return reject(
                 node_names,
@@ -190,7 +187,7 @@ class Filter:
         """Plain pods and elastic extras: any node kube-scheduler found feasible, except
         where reserved capacity leaves too little. Only nodes with reservations can
         disagree with kube-scheduler's own fit check, so only those are examined."""
-        own = self._reservations.of(pod) if pod.gang is None else None
+        own = self._ledger.of(pod) if pod.gang is None else None
         if own is not None:
             # A plain pod that preempted: its own slot, once its victims are gone.
             slot = own.slots.get(pod.uid)
@@ -208,7 +205,7 @@ class Filter:
         for name in self._cache.reserved_nodes.keys() & set(node_names):
             if not fits(pod.requests, free[name]):
                 if by_node is None:
-                    by_node = self._reservations.gangs_by_node()
+                    by_node = self._ledger.gangs_by_node()
                 failed[name] = (
                     f"capacity on node {name} is held for gang(s) "
                     f"{', '.join(by_node.get(name, ()))}; pod {pod.key} needs "

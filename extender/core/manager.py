@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from extender.core.bind import Bind
 from extender.core.cache import Cache
 from extender.core.cache.tombstones import Tombstones
-from extender.core.commit import Commit
 from extender.core.config import Config
 from extender.core.explain import Explanations
 from extender.core.filter import Filter, reject
+from extender.core.ledger import Ledger
+from extender.core.ledger.timeouts import Timeouts
 from extender.core.outbox import Outbox
 from extender.core.parked import Parked
-from extender.core.permit import Permit
 from extender.core.planner import GangPlanner, plan_group
 from extender.core.planner.warmup import Warmup
 from extender.core.preemption.budgets import Budgets
@@ -32,10 +32,7 @@ from extender.core.queue.arrivals import Arrivals
 from extender.core.queue.backoff import Backoff, Backoffs
 from extender.core.queue.gang_queue import GangQueue
 from extender.core.queue.starvation import Starvation
-from extender.core.repair import Repair
-from extender.core.reservations import Reservations
 from extender.core.sources import kueue_group
-from extender.core.timeouts import Timeouts
 from extender.core.types import (
     KUEUE,
     NOT_A_MEMBER,
@@ -71,10 +68,7 @@ class Core:
     tombstones: Tombstones
     outbox: Outbox
     parked: Parked
-    permit: Permit
-    reservations: Reservations
-    repair: Repair
-    commit: Commit
+    ledger: Ledger
     explanations: Explanations
     backoffs: Backoffs
     arrivals: Arrivals
@@ -86,30 +80,34 @@ class Core:
     preemptions: Preemptions
     starvation: Starvation
 
+    @property
+    def reservations(self) -> Ledger:  # the ledger by its former parts' names, which
+        return self.ledger  # tests and benchmarks read
+
+    @property
+    def permit(self) -> Ledger:
+        return self.ledger
+
     @classmethod
     def wire(cls, config: Config | None = None, planner: GangPlanner = plan_group) -> Core:
         config = config or Config()
         cache, outbox, arrivals, budgets = Cache(), Outbox(), Arrivals(), Budgets()
         backoffs = Backoffs(config.backoff)
         parked = Parked(cache.pods)
-        permit = Permit(cache, outbox, parked)
-        reservations = Reservations(cache, permit, parked, outbox)
-        repair = Repair(cache, reservations, permit)
-        commit = Commit(cache, reservations, permit, repair)
-        explanations = Explanations(cache, reservations, outbox)
-        preemptions = Preemptions(config, cache, reservations, budgets, explanations, outbox,
+        ledger = Ledger(cache, parked, outbox)
+        explanations = Explanations(cache, ledger, outbox)
+        preemptions = Preemptions(config, cache, ledger, budgets, explanations, outbox,
                                   planner)
-        starvation = Starvation(config, cache, reservations, planner)
-        queue = GangQueue(config, cache, reservations, permit, backoffs, explanations, parked,
+        starvation = Starvation(config, cache, ledger, planner)
+        queue = GangQueue(config, cache, ledger, backoffs, explanations, parked,
                           outbox, planner, starvation, preemptions)
         return cls(
-            config, cache, Tombstones(), outbox, parked, permit, reservations, repair, commit,
+            config, cache, Tombstones(), outbox, parked, ledger,
             explanations, backoffs, arrivals, queue,
-            Filter(config, cache, reservations, permit, queue, backoffs, arrivals,
+            Filter(config, cache, ledger, queue, backoffs, arrivals,
                    explanations, parked, preemptions.leaving),
-            Bind(cache, reservations, permit, commit, parked, preemptions.leaving),
-            Timeouts(config, cache, reservations, permit, backoffs, explanations, queue,
-                     outbox),
+            Bind(cache, ledger, parked, preemptions.leaving),
+            Timeouts(config, cache, ledger, backoffs, explanations, queue, outbox),
             budgets, preemptions, starvation,
         )
 
@@ -118,8 +116,7 @@ class GangManager:
     def __init__(self, core: Core | None = None) -> None:
         self._core = core = core or Core.wire()
         self._cache = core.cache
-        self._permit = core.permit
-        self._reservations = core.reservations
+        self._ledger = core.ledger
         self._warmup = Warmup()
 
     # ----- watch input ------------------------------------------------------------------
@@ -127,11 +124,11 @@ class GangManager:
     def on_node(self, node: NodeInfo) -> None:
         if self._cache.upsert_node(node):
             # Cordoned, tainted, relabelled or shrunk: slots that no longer fit move now.
-            self._core.repair.node(node.name)
+            self._ledger.repair(node.name)
 
     def on_node_deleted(self, name: str) -> None:
         self._cache.remove_node(name)
-        self._core.repair.node(name)
+        self._ledger.repair(name)
 
     def on_pod(self, pod: PodInfo, now: float) -> None:
         c = self._core
@@ -149,30 +146,38 @@ class GangManager:
         if old_gang is not None and old_gang != gang:
             # Relabelled out of its gang: it no longer has that gang's slot or bind.
             left = f"pod {pod.key} left gang {old_gang}"
-            old_res = self._reservations.get(old_gang)
+            old_res = self._ledger.get(old_gang)
             if old_res is not None and pod.uid in old_res.slots:
-                self._reservations.unreserve(old_res, pod.uid, left)
-            self._permit.reject(pod.uid, left)
-        res = self._reservations.of(pod)
-        gone = pod.terminal or pod.deleting or pod.gated
-        if res is not None and pod.uid in res.slots and (pod.node_name or gone):
-            self._reservations.unreserve(
-                res, pod.uid, f"pod {pod.key} is being deleted" if gone else None,
-                bound_here=not gone and res.slots[pod.uid].node == pod.node_name,
-            )
-            if gang is None:  # a plain preemptor's own reservation has done its job
-                self._reservations.bound(res.gang)
-        c.preemptions.pod_changed(pod)
-        if gone:
-            self._permit.reject(pod.uid, f"pod {pod.key} is finished or being deleted")
-        if pod.node_name or gone or gang is None:
-            c.parked.passed(pod.uid)  # nothing left to wake it for
-        if gang is not None and not (pod.node_name or gone) and (
+                self._ledger.unreserve(old_res, pod.uid, left)
+            self._ledger.reject(pod.uid, left)
+        pending = not (pod.node_name or pod.terminal or pod.deleting or pod.gated)
+        if gang is not None and pending and (
             (old is None and now - pod.creation < _ARRIVAL_MAX_AGE_SECONDS)
             or (old is not None and old.gated)
         ):
             # Created just now, or its scheduling gates were lifted: the gang is arriving.
             c.arrivals.member_arrived(gang, now)
+        self._pod_changed(pod, old, now)
+
+    def _pod_changed(self, pod: PodInfo, old: PodInfo | None, now: float) -> None:
+        """What every new copy of a pod means, from the watch (`on_pod`) or from a
+        Binding this process made (`binding_finished`)."""
+        c, gang = self._core, pod.gang
+        old_gang = old.gang if old is not None else None
+        res = self._ledger.of(pod)
+        gone = pod.terminal or pod.deleting or pod.gated
+        if res is not None and pod.uid in res.slots and (pod.node_name or gone):
+            self._ledger.unreserve(
+                res, pod.uid, f"pod {pod.key} is being deleted" if gone else None,
+                bound_here=not gone and res.slots[pod.uid].node == pod.node_name,
+            )
+            if gang is None:  # a plain preemptor's own reservation has done its job
+                self._ledger.bound(res.gang)
+        c.preemptions.pod_changed(pod)
+        if gone:
+            self._ledger.reject(pod.uid, f"pod {pod.key} is finished or being deleted")
+        if pod.node_name or gone or gang is None:
+            c.parked.passed(pod.uid)  # nothing left to wake it for
         self._cache.upsert_pod(pod)
         if old is None and gang is not None and not pod.node_name:
             group = self._cache.groups.get(gang)
@@ -180,7 +185,7 @@ class GangManager:
                 self._warmup.member(group, pod, self._cache.snapshot)
         if pod.takes_capacity:
             # Bound by anyone onto a node with reservations: slots it squeezes out move now.
-            c.repair.squeezed(pod.node_name)
+            self._ledger.squeezed(pod.node_name)
         c.queue.members_changed()
         if old_gang != gang:
             self._derive_group(old_gang, now)
@@ -194,13 +199,13 @@ class GangManager:
         pod = self._cache.pods.get(uid)
         if pod is None:
             return
-        res = self._reservations.of(pod)
+        res = self._ledger.of(pod)
         if res is not None and uid in res.slots:
-            self._reservations.unreserve(res, uid, f"pod {pod.key} was deleted")
+            self._ledger.unreserve(res, uid, f"pod {pod.key} was deleted")
             if pod.gang is None:
-                self._reservations.bound(res.gang)
+                self._ledger.bound(res.gang)
         c.preemptions.pod_deleted(uid)
-        self._permit.reject(uid, f"pod {pod.key} was deleted")
+        self._ledger.reject(uid, f"pod {pod.key} was deleted")
         c.parked.forget(uid)
         self._cache.remove_pod(uid)
         c.queue.members_changed()
@@ -225,25 +230,25 @@ class GangManager:
         old = self._cache.groups.get(group.key)
         if c.backoffs.group_changed(old, group):
             c.explanations.retry_limit_lifted(group.key)
-        restored = (c.backoffs.restore(old, group) if group.key not in self._reservations
+        restored = (c.backoffs.restore(old, group) if group.key not in self._ledger
                     else None)  # a gang reserved here is past any backoff it recorded
         if restored is not None:
             c.timeouts.restored(group, restored, now)
         c.starvation.restore(old, group)
-        res = self._reservations.get(group.key)
+        res = self._ledger.get(group.key)
         if res is not None and res.group_uid != group.uid:
-            self._reservations.release(res, f"PodGroup {group.key} was recreated")
+            self._ledger.release(res, f"PodGroup {group.key} was recreated")
         self._cache.upsert_group(group)
         c.queue.members_changed()
         # A lower minMember may complete a gang whose binds wait.
-        c.commit.maybe(group, now)
+        self._ledger.commit(group, now)
         c.timeouts.check_quorum_bound(group.key, now)
 
     def on_group_deleted(self, key: str) -> None:
         c = self._core
-        res = self._reservations.get(key)
+        res = self._ledger.get(key)
         if res is not None:
-            self._reservations.release(res, f"PodGroup {key} was deleted")
+            self._ledger.release(res, f"PodGroup {key} was deleted")
         c.backoffs.forget(key)
         c.explanations.forget(key)
         c.queue.forget(key)
@@ -282,7 +287,7 @@ class GangManager:
     def prioritize(self, pod: PodInfo, node_names: list[str]) -> list[tuple[str, int]]:
         """Steer members to their slot (10), everything else neutral (0)."""
         known = self._cache.pods.get(pod.uid, pod)
-        res = self._reservations.of(known)
+        res = self._ledger.of(known)
         slot = res.slots.get(pod.uid) if res else None
         target = slot.node if slot else None
         return [(n, 10 if n == target else 0) for n in node_names]
@@ -292,10 +297,12 @@ class GangManager:
 
     def binding_finished(self, uid: str, node: str, error: str | None, now: float) -> None:
         """The Binding POST for `uid` returned (`error` None: it is bound)."""
-        self._permit.finished(uid, error)
+        self._ledger.finished(uid, error)
         pod = self._cache.pods.get(uid)
         if error is None and pod is not None and not pod.node_name:
-            self.on_pod(dataclasses.replace(pod, node_name=node), now)
+            # Not `on_pod`: another scheduler's pod, a stale copy, a relabel or an arrival
+            # cannot be what a Binding of ours changed.
+            self._pod_changed(dataclasses.replace(pod, node_name=node), pod, now)
 
     def eviction_done(self, uid: str, now: float) -> None:
         """The Eviction API let a victim of a preemption go (`EvictPods.preemptor`)."""
@@ -310,13 +317,13 @@ class GangManager:
     def bind_wait_expired(self, uid: str, waited: float) -> str:
         """The adapter stopped waiting for a bind's answer (its limit is below the HTTP
         timeout, so kube-scheduler never times out first): the message to answer with."""
-        if self._permit.binding(uid):
+        if self._ledger.binding(uid):
             return f"binding of pod uid {uid} still in flight; kube-scheduler will retry"
-        self._permit.wait_expired(uid)
+        self._ledger.wait_expired(uid)
         pod = self._cache.pods.get(uid)
         gang = pod.gang if pod else None
         group = self._cache.groups.get(gang) if gang else None
-        have = self._permit.assembled(group) if group else 0
+        have = self._ledger.assembled(group) if group else 0
         need = group.min_member if group else 0
         return (
             f"gang {gang}: held the bind of pod {pod.key if pod else uid} for "
@@ -358,32 +365,24 @@ class GangManager:
     def still_pending(self, uid: str) -> bool:
         """Known, unbound, and with no bind waiting: a wake-up may still help it."""
         pod = self._cache.pods.get(uid)
-        return pod is not None and not pod.node_name and uid not in self._permit.waiting
+        return pod is not None and not pod.node_name and uid not in self._ledger.waiting
 
     def bind_in_flight(self, uid: str) -> bool:
-        return self._permit.binding(uid)
+        return self._ledger.binding(uid)
 
     def queue(self) -> list[QueueRow]:
         return self._core.queue.rows()
 
     def reservations(self) -> tuple[ReservationView, ...]:
-        return self._reservations.views()
+        return self._ledger.views()
 
     def binds_in_progress(self) -> list[WaitingBindView]:
-        out = []
-        for uid, node, in_flight in self._permit.view():
-            pod = self._cache.pods.get(uid)
-            if pod is None:
-                continue
-            res = None if in_flight else self._reservations.get(pod.gang)
-            out.append(WaitingBindView(pod.key, uid, node, pod.gang, in_flight,
-                                       res.deadline if res else None))
-        return out
+        return self._ledger.bind_views()
 
     def gauges(self) -> Gauges:
-        return Gauges(len(self._reservations), self._reservations.slot_count(),
-                      len(self._permit.waiting), self._core.explanations.reasons(),
-                      len(self._reservations.held()), self._reservations.held_idle())
+        return Gauges(len(self._ledger), self._ledger.slot_count(),
+                      len(self._ledger.waiting), self._core.explanations.reasons(),
+                      len(self._ledger.held()), self._ledger.held_idle())
 
     def backoff(self, gang: str) -> Backoff | None:
         """The gang's backoff, for the status that keeps it over a restart."""

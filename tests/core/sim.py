@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from bench.simulator import KubeSchedulerView
 from extender.core.config import Config
+from extender.core.ledger import Ledger
 from extender.core.manager import Core, GangManager
 from extender.core.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo, Resources
 from extender.core.vocabulary import (
@@ -232,3 +233,8 @@ class SimScheduler:
             p for p in self.cache.pods.values()
             if p.node_name and (group_name is None or p.group == group_name)
         ]
+
+
+def in_flight(ledger: Ledger) -> dict[str, str]:
+    """Pod uid -> node of every Binding in flight (the ledger's view of binds)."""
+    return {uid: node for uid, node, flying in ledger.binds() if flying}

@@ -22,7 +22,7 @@ from extender.core.vocabulary import (
     Transition,
     WakePods,
 )
-from tests.core.sim import SimScheduler, group, node, pod
+from tests.core.sim import SimScheduler, group, in_flight, node, pod
 
 
 def cluster(n: int = 4, **kw: object) -> SimScheduler:
@@ -52,7 +52,7 @@ def test_no_member_bound_before_quorum_then_all_at_once() -> None:
     assert len({t for t, _, _ in sim.bind_log}) == 1  # one batch
     assert sim.status("ns/g").reason == Reason.BOUND
     permit = sim.core.permit
-    assert not sim.core.reservations and not permit.waiting and not permit.in_flight
+    assert not sim.core.reservations and not permit.waiting and not in_flight(permit)
 
 
 def test_reservation_takes_capacity_against_plain_pods() -> None:

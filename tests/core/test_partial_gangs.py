@@ -5,8 +5,8 @@ the gang is placed again whole (architecture.md §8)."""
 from __future__ import annotations
 
 from extender.core.config import Config
+from extender.core.ledger.timeouts import COMMIT_GRACE_SECONDS
 from extender.core.manager import Core
-from extender.core.timeouts import COMMIT_GRACE_SECONDS
 from extender.core.vocabulary import BindPod, EvictPods, GangTimedOut, PodRef
 from tests.core.sim import SimScheduler, group, node, pod
 

@@ -3,8 +3,8 @@ gang commit, and never leave a gang partly bound (architecture.md §8).
 
 Two mechanisms, each tested on its own: a slot on a node that is lost (a foreign pod,
 a cordon, a taint, a deletion, a smaller allocatable) is re-planned the moment the
-watch says so (`core/repair.py`), and the commit checks every waiting member's node
-once more before it lets anyone through (`core/commit.py`).
+watch says so (`core/ledger/`: `Ledger.repair`), and the commit checks every waiting
+member's node once more before it lets anyone through (`Ledger.commit`).
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from extender.core.cache import Cache
 from extender.core.cache.topology import Domain, word
 from extender.core.config import Config
 from extender.core.explain import Explanations
+from extender.core.ledger import Ledger, Reservation, plain_key
 from extender.core.outbox import Outbox
 from extender.core.parked import ref
 from extender.core.planner import GangPlanner, Plan, Shortfall, plan_gang
@@ -45,7 +46,6 @@ from extender.core.preemption.victims import (
     select,
     view_without,
 )
-from extender.core.reservations import Reservation, Reservations, plain_key
 from extender.core.snapshot import Snapshot
 from extender.core.types import GroupInfo, PodInfo
 from extender.core.vocabulary import GroupRef, Preempting, Reason, Victim
@@ -70,7 +70,7 @@ class Preemptions:
         self,
         config: Config,
         cache: Cache,
-        reservations: Reservations,
+        ledger: Ledger,
         budgets: Budgets,
         explanations: Explanations,
         outbox: Outbox,
@@ -79,7 +79,7 @@ class Preemptions:
         self._on = config.preemption
         self._scheduler = config.scheduler_name
         self._cache = cache
-        self._reservations = reservations
+        self._ledger = ledger
         self._budgets = budgets
         self._explanations = explanations
         self._outbox = outbox
@@ -128,7 +128,7 @@ class Preemptions:
             key = plain_key(pod)
             memo = self._searched.get(key)
             if (memo is None or memo[0] != self._signature(key)) and (
-                    self._reservations.of(pod) is None):
+                    self._ledger.of(pod) is None):
                 return True
         return False
 
@@ -187,7 +187,7 @@ class Preemptions:
             return None
         exclude: dict[str, object] = {key: True}
         exclude.update(self.leaving.excluded(now, self._budgets.epoch))
-        units, protected = candidates(self._cache, self._reservations, self._budgets,
+        units, protected = candidates(self._cache, self._ledger, self._budgets,
                                       priority, exclude, self.leaving)
         chosen, result = self._choose(units, plan, keys)
         if chosen == []:
@@ -232,7 +232,7 @@ class Preemptions:
         if not self._on:
             return False
         running = self._cache.lowest_running_priority()
-        reserved = self._reservations.lowest_priority()
+        reserved = self._ledger.lowest_priority()
         return ((running is not None and running < priority)
                 or (reserved is not None and reserved < priority))
 
@@ -261,9 +261,9 @@ class Preemptions:
             views.append(Victim(unit.name, unit.kind, unit.priority, gref,
                                 tuple(ref(p) for p in unit.pods)))
             if unit.kind == RESERVATION:
-                res = self._reservations.get(unit.key)
+                res = self._ledger.get(unit.key)
                 if res is not None:
-                    self._reservations.release(res, why)
+                    self._ledger.release(res, why)
                 self.released = True
             else:
                 self.leaving.evict(unit, key, f"{unit.name}: {why}, which needs its capacity")
@@ -275,10 +275,10 @@ class Preemptions:
                     f"gang {unit.key} (priority {unit.priority}): {why}: {what}; it is "
                     f"placed again whole when there is room", now)
         if group is not None:
-            res = self._reservations.reserve(group, plan, now, timeout, held="preemption")
+            res = self._ledger.reserve(group, plan, now, timeout, held="preemption")
         else:
             assert pod is not None
-            res = self._reservations.reserve_key(key, pod.uid, plan, now, timeout,
+            res = self._ledger.reserve_key(key, pod.uid, plan, now, timeout,
                                                  held="preemption")
         nodes = sorted({s.node for s in res.slots.values()})
         shown = ", ".join(f"{u.name} (priority {u.priority}"
@@ -306,11 +306,11 @@ class Preemptions:
         given_up = self.leaving.refused(uid, now, self._budgets.epoch)
         if given_up is None:
             return
-        res = self._reservations.get(given_up.preemptor)
+        res = self._ledger.get(given_up.preemptor)
         if res is None or res.held != "preemption":
             return
         name = given_up.unit.name
-        self._reservations.release(
+        self._ledger.release(
             res, f"the eviction of {name} was refused ({reason}); it chooses other "
                  f"victims, or waits")
         self._searched.pop(given_up.preemptor, None)

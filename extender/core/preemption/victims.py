@@ -30,8 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from extender.core.cache import Cache
+from extender.core.ledger import Ledger
 from extender.core.preemption.budgets import Budgets
-from extender.core.reservations import Reservations
 from extender.core.snapshot import FreeOverlay, Snapshot
 from extender.core.types import PodInfo, Resources
 
@@ -74,7 +74,7 @@ def _with_harm(unit: Unit, totals: Mapping[str, int]) -> Unit:
 
 def candidates(
     cache: Cache,
-    reservations: Reservations,
+    reservations: Ledger,
     budgets: Budgets,
     below: int,
     exclude: Mapping[str, object],

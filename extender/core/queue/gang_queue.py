@@ -15,16 +15,15 @@ from __future__ import annotations
 from extender.core.cache import Cache
 from extender.core.config import Config
 from extender.core.explain import Explanations
+from extender.core.ledger import Ledger, Reservation
 from extender.core.outbox import Outbox
 from extender.core.parked import Parked, ref
-from extender.core.permit import Permit
 from extender.core.planner import GangPlanner, Plan
 from extender.core.preemption.preemptor import Preemptions
 from extender.core.queue.backoff import Backoffs
 from extender.core.queue.order import queue_sort_key
 from extender.core.queue.starvation import Starvation
 from extender.core.queue.unplaceable import Unplaceable, message
-from extender.core.reservations import Reservation, Reservations
 from extender.core.types import GroupInfo, PodInfo
 from extender.core.vocabulary import (
     GangHeld,
@@ -43,8 +42,7 @@ class GangQueue:
         self,
         config: Config,
         cache: Cache,
-        reservations: Reservations,
-        permit: Permit,
+        ledger: Ledger,
         backoffs: Backoffs,
         explanations: Explanations,
         parked: Parked,
@@ -55,8 +53,7 @@ class GangQueue:
     ) -> None:
         self._config = config
         self._cache = cache
-        self._reservations = reservations
-        self._permit = permit
+        self._ledger = ledger
         self._backoffs = backoffs
         self._explanations = explanations
         self._parked = parked
@@ -120,18 +117,18 @@ class GangQueue:
         self._starvation.new_pass()
         if tick:
             self._search_owed = False
-        self._reservations.new_pass()
+        self._ledger.new_pass()
         # 0. Holds whose nodes have room now become reservations.
-        for res in self._reservations.held():
-            if self._reservations.has_room(res):
+        for res in self._ledger.held():
+            if self._ledger.has_room(res):
                 self._promote(res, now, scheduling)
         # 1. The gangs that wait: complete, not reserved, not bound, not backing off.
         for key in self._backoffs.ended(now):
-            if key in self._cache.groups and key not in self._reservations:
+            if key in self._cache.groups and key not in self._ledger:
                 self._backoffs.clear_ended(key, now)  # eligible again
         waiting: list[tuple[tuple[int, float, str], GroupInfo, list[PodInfo]]] = []
         for key, group in self._cache.short_of_quorum():  # not every group ever created
-            if key in self._reservations or self._backoffs.blocks(key, now):
+            if key in self._ledger or self._backoffs.blocks(key, now):
                 continue
             pods, _, done = self._cache.summary(group)
             present = len(pods) + done
@@ -170,7 +167,7 @@ class GangQueue:
                 # 5. Complete but not placeable: wake its parked members once.
                 if key not in self._told_complete:
                     self._told_complete.add(key)
-                    parked = self._parked.members(members, self._permit.waiting, scheduling)
+                    parked = self._parked.members(members, self._ledger.waiting, scheduling)
                     st = self._explanations.get(key)
                     if parked and st is not None:
                         self._outbox.append(WakePods(f"gang {key} complete: {st.reason}",
@@ -199,9 +196,9 @@ class GangQueue:
         # 8. Plain pods of the gang scheduler that no node fits may preempt too.
         if tick:
             for pod in self._preemptions.plain_waiting():
-                if self._reservations.of(pod) is None:
+                if self._ledger.of(pod) is None:
                     self._preemptions.pod(pod, now, self._config.default_timeout_seconds)
-        self._reservations.new_pass()
+        self._ledger.new_pass()
         # A gang whose hold was taken over, or whose reservation was preempted, waits
         # again: the next pass plans it.
         again = self._starvation.took_over or self._preemptions.released
@@ -227,12 +224,12 @@ class GangQueue:
 
     def _reserve(self, group: GroupInfo, plan: Plan, now: float, scheduling: str | None) -> None:
         timeout = self._config.timeout_for(group.schedule_timeout_seconds)
-        res = self._reservations.reserve(group, plan, now, timeout)
+        res = self._ledger.reserve(group, plan, now, timeout)
         self._announce(group, res, now, scheduling)
 
     def _promote(self, res: Reservation, now: float, scheduling: str | None) -> None:
         group = self._cache.groups.get(res.gang)
-        self._reservations.promote(res, now)
+        self._ledger.promote(res, now)
         if group is not None:
             self._announce(group, res, now, scheduling)
             return
@@ -280,7 +277,7 @@ class GangQueue:
         gref = GroupRef(group.namespace, group.name, group.uid, group.source)
         self._outbox.append(GangReserved(gref, msg, res.slot_views(), res.created,
                                          res.deadline))
-        parked = self._parked.members(self._cache.members(group), self._permit.waiting,
+        parked = self._parked.members(self._cache.members(group), self._ledger.waiting,
                                       scheduling)
         if parked:
             self._outbox.append(WakePods(f"gang {group.key} reserved", parked, group.key))

@@ -43,9 +43,9 @@ from collections.abc import Sequence
 
 from extender.core.cache import Cache
 from extender.core.config import Config
+from extender.core.ledger import Ledger, Reservation
 from extender.core.planner import GangPlanner, Plan
 from extender.core.queue.order import queue_sort_key
-from extender.core.reservations import Reservation, Reservations
 from extender.core.snapshot import Snapshot
 from extender.core.types import GroupInfo, PodInfo, Resources
 
@@ -57,12 +57,12 @@ STARVATION = "starvation"  # `Reservation.held` of a forward reservation
 
 class Starvation:
     def __init__(
-        self, config: Config, cache: Cache, reservations: Reservations, planner: GangPlanner
+        self, config: Config, cache: Cache, ledger: Ledger, planner: GangPlanner
     ) -> None:
         self._after = config.starvation_after_seconds
         self._scheduler = config.scheduler_name
         self._cache = cache
-        self._reservations = reservations
+        self._ledger = ledger
         self._plan = planner
         # gang -> when it first failed to be planned (it waits for capacity since).
         self._since: dict[str, float] = {}
@@ -130,7 +130,7 @@ class Starvation:
 
     def holders(self) -> list[Reservation]:
         """The forward reservations still held."""
-        return [r for r in self._reservations.held() if r.held == STARVATION]
+        return [r for r in self._ledger.held() if r.held == STARVATION]
 
     def due(self, now: float) -> bool:
         """A waiting gang starves by now: a pass must run even if nothing else changed."""
@@ -186,12 +186,12 @@ class Starvation:
         nodes = set(result.assignments.values())
         for res in behind:
             if any(s.node in nodes for s in res.slots.values()):
-                self._reservations.release(
+                self._ledger.release(
                     res, f"gang {key}, ahead of it in the queue, has starved and takes "
                          f"over the capacity held for it")
                 self.taken_over.append(res.gang)
         self.took_over = self.took_over or bool(self.taken_over)
-        return self._reservations.reserve(group, result, now, timeout, held=STARVATION)
+        return self._ledger.reserve(group, result, now, timeout, held=STARVATION)
 
     def _sort_key(self, gang: str) -> tuple[int, float, str] | None:
         key = self._keys.get(gang)

@@ -1,4 +1,6 @@
-"""How a reservation ends: its quorum is bound, or its deadline passes (architecture.md §3.6).
+"""How a reservation ends for its gang: its quorum is bound, or its deadline passes
+(architecture.md §3.6). The ledger keeps the reservation; this says what its end means
+for the gang (backoff, status, the transition reported, a partial gang evicted).
 
 At the deadline the reservation is released as a whole, every waiting bind of the gang is
 rejected (kube-scheduler forgets and re-queues those pods), and the group backs off, or
@@ -7,17 +9,20 @@ is Failed at the retry limit.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from extender.core.cache import Cache
 from extender.core.config import Config
-from extender.core.explain import Explanations
+from extender.core.ledger import Ledger, Reservation
 from extender.core.outbox import Outbox
 from extender.core.parked import ref
-from extender.core.permit import Permit
 from extender.core.queue.backoff import Backoff, Backoffs
-from extender.core.queue.gang_queue import GangQueue
-from extender.core.reservations import Reservation, Reservations
 from extender.core.types import GroupInfo, split_gang_key
 from extender.core.vocabulary import EvictPods, GangBound, GangTimedOut, GroupRef, Reason
+
+if TYPE_CHECKING:  # both ask the ledger: imported at run time, they would be a cycle
+    from extender.core.explain import Explanations
+    from extender.core.queue.gang_queue import GangQueue
 
 # After a commit, its Bindings (and kube-scheduler's retries of any that failed) get at
 # least this long before the reservation may time out and the gang be called partial.
@@ -29,8 +34,7 @@ class Timeouts:
         self,
         config: Config,
         cache: Cache,
-        reservations: Reservations,
-        permit: Permit,
+        ledger: Ledger,
         backoffs: Backoffs,
         explanations: Explanations,
         queue: GangQueue,
@@ -38,8 +42,7 @@ class Timeouts:
     ) -> None:
         self._config = config
         self._cache = cache
-        self._reservations = reservations
-        self._permit = permit
+        self._ledger = ledger
         self._backoffs = backoffs
         self._explanations = explanations
         self._queue = queue
@@ -49,15 +52,15 @@ class Timeouts:
         """Release every reservation past its deadline, unless its Bindings are in
         flight (their answers decide) or it committed a moment ago (failed Bindings get
         kube-scheduler's retry first)."""
-        for res in self._reservations.expired(now):
-            if self._permit.binding_in_flight(res.gang):
+        for res in self._ledger.expired(now):
+            if self._ledger.binding_in_flight(res.gang):
                 continue
             if res.committed_at is not None and now < res.committed_at + COMMIT_GRACE_SECONDS:
                 continue
             if res.gang not in self._cache.groups and res.gang.startswith("pod "):
                 # A plain preemptor's own reservation: nothing to back off, it may
                 # preempt again if it is still unschedulable.
-                self._reservations.release(res, f"{res.gang} was not bound in time")
+                self._ledger.release(res, f"{res.gang} was not bound in time")
                 continue
             self._time_out(res, now)
 
@@ -82,11 +85,11 @@ class Timeouts:
         # Reservation first: this runs on every pod event, and counting a gang's members
         # rebuilds its summary, which that event has just invalidated (bench.core:
         # a third of the watch path's CPU, spent mostly on gangs with nothing to finish).
-        if group is None or gang not in self._reservations:
+        if group is None or gang not in self._ledger:
             return
         if self._cache.summary(group)[1] + self._cache.succeeded(group) < group.min_member:
             return
-        if self._reservations.bound(gang) is None:
+        if self._ledger.bound(gang) is None:
             return
         if self._backoffs.forget(gang):
             self._explanations.retry_limit_lifted(gang)
@@ -99,7 +102,7 @@ class Timeouts:
 
     def _time_out(self, res: Reservation, now: float) -> None:
         group = self._cache.groups.get(res.gang)
-        assembled = self._permit.assembled(group) if group else 0
+        assembled = self._ledger.assembled(group) if group else 0
         need = group.min_member if group else 0
         source, namespace, name = split_gang_key(res.gang)
         gref = GroupRef(namespace, name, res.group_uid, source)
@@ -129,7 +132,7 @@ class Timeouts:
                      f"the gang is placed again whole")
         msg = f"gang {res.gang}: {body}"
         slots, nodes = len(res.slots), len({s.node for s in res.slots.values()})
-        self._reservations.release(res, body)
+        self._ledger.release(res, body)
         self._queue.quorum_seconds(res.gang, now)  # the next attempt measures afresh
         self._explanations.set(res.gang, reason, msg, now)
         unbound = tuple(ref(m) for m in members if not m.node_name)

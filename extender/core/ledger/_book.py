@@ -1,26 +1,26 @@
-"""Reservations: capacity held for a gang, one slot (node) per member, until its quorum
-is bound, its deadline passes, or it is released (architecture.md §3.4).
+"""The ledger's book of reservations: capacity held for a gang, one slot (node) per
+member, until its quorum is bound, its deadline passes, or it is released
+(architecture.md §3.4).
 
 Reserve and Unreserve in kube-scheduler's sense: a slot is charged to its node in the
-cache, so every other pod and gang is planned and filtered around it. The states of a
-reservation and of a slot are drawn in docs/architecture.md.
+cache, so every other pod and gang is planned and filtered around it. The book knows
+slots only, never a bind request: what a dropped slot means for a waiting bind is the
+ledger's to say (`_ledger.py`). The states are drawn in the package's docstring.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 from extender.core.cache import Cache
 from extender.core.cache.topology import Domain
 from extender.core.constraints import node_matches
-from extender.core.outbox import Outbox
-from extender.core.parked import Parked, ref
-from extender.core.permit import Permit
+from extender.core.parked import ref
 from extender.core.planner import Plan, interchangeable, plan_gang
 from extender.core.resources import fits
 from extender.core.snapshot import FreeOverlay, Snapshot
-from extender.core.types import GroupInfo, PodInfo, Resources
+from extender.core.types import PodInfo, Resources
 from extender.core.vocabulary import ReservationView, SlotView
 
 
@@ -73,51 +73,18 @@ def plain_key(pod: PodInfo) -> str:
     return f"pod {pod.key}"
 
 
-class Reservations:
-    def __init__(self, cache: Cache, permit: Permit, parked: Parked, outbox: Outbox) -> None:
+class Book:
+    def __init__(self, cache: Cache) -> None:
         self._cache = cache
-        self._permit = permit
-        self._parked = parked
-        self._outbox = outbox
-        self._by_gang: dict[str, Reservation] = {}
+        # gang -> its reservation; the ledger reads it directly (`Ledger.get`)
+        self.by_gang: dict[str, Reservation] = {}
         self._without: Snapshot | None = None  # memo of `without_reservations`
         # priority -> slots of pods with it: whether a reservation could be preempted,
         # without walking them (`lowest_priority`).
         self._priorities: dict[int, int] = {}
         self._held: dict[str, Reservation] = {}  # the held ones, so a pass need not look
 
-    def get(self, gang: str | None) -> Reservation | None:
-        return self._by_gang.get(gang) if gang is not None else None
-
-    def __getitem__(self, gang: str) -> Reservation:
-        return self._by_gang[gang]
-
-    def __contains__(self, gang: object) -> bool:
-        return gang in self._by_gang
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._by_gang)
-
-    def values(self) -> Iterator[Reservation]:
-        return iter(self._by_gang.values())
-
-    def __len__(self) -> int:
-        return len(self._by_gang)
-
-    def gangs(self) -> list[str]:
-        return list(self._by_gang)
-
     # ----- Reserve ------------------------------------------------------------------------
-
-    def of(self, pod: PodInfo) -> Reservation | None:
-        """The reservation holding capacity for `pod`: its gang's, or a plain pod's own
-        (a plain pod that preempted, `plain_key`)."""
-        return self._by_gang.get(pod.gang or plain_key(pod))
-
-    def reserve(self, group: GroupInfo, plan: Plan, now: float, timeout: float,
-                held: str | None = None) -> Reservation:
-        """`held`: the plan's nodes are not free yet (see `Reservation.held`)."""
-        return self.reserve_key(group.key, group.uid, plan, now, timeout, held)
 
     def reserve_key(self, key: str, owner_uid: str, plan: Plan, now: float, timeout: float,
                     held: str | None = None) -> Reservation:
@@ -126,7 +93,7 @@ class Reservations:
                           timeout=timeout, domain=plan.domain)
         for uid, node in plan.assignments.items():
             self._add(res, uid, node, self._cache.pods[uid])
-        self._by_gang[key] = res
+        self.by_gang[key] = res
         if held:
             self._held[key] = res
         return res
@@ -207,13 +174,15 @@ class Reservations:
                 return self._add(res, pod.uid, result.assignments[pod.uid], pod)
         return None
 
-    def move(self, res: Reservation, pod: PodInfo, node_names: list[str]) -> str | None:
+    def move(self, res: Reservation, pod: PodInfo, node_names: list[str],
+             busy: Container[str]) -> str | None:
         """Move a member's slot to another of `node_names` (kube-scheduler excluded the
         reserved node for a reason the extender does not model, e.g. host ports).
         A member with a spread constraint first takes the slot of an interchangeable
-        member that has not come to filter yet (`_swap`)."""
+        member that has not come to filter yet (`_swap`); `busy`: members whose bind is
+        in progress, whose slots stay."""
         if pod.spread_constraints:
-            swapped = self._swap(res, pod, node_names)
+            swapped = self._swap(res, pod, node_names, busy)
             if swapped is not None:
                 return swapped
         old = self._remove(res, pod.uid)
@@ -224,7 +193,8 @@ class Reservations:
             return None
         return slot.node
 
-    def _swap(self, res: Reservation, pod: PodInfo, node_names: list[str]) -> str | None:
+    def _swap(self, res: Reservation, pod: PodInfo, node_names: list[str],
+              busy: Container[str]) -> str | None:
         """Exchange `pod`'s slot with one of an interchangeable member whose node is in
         `node_names` and whose bind is not in progress. kube-scheduler counts a spread
         among the members assumed so far, so it may exclude the domain of `pod`'s own
@@ -233,7 +203,7 @@ class Reservations:
         names = set(node_names)
         mine = res.slots[pod.uid]
         for uid, other in res.slots.items():
-            if (uid != pod.uid and other.node in names and self._permit.node_of(uid) is None
+            if (uid != pod.uid and other.node in names and uid not in busy
                     and interchangeable(pod, other.pod)):
                 theirs = other.node
                 self._remove(res, pod.uid, freed=False)
@@ -269,42 +239,20 @@ class Reservations:
 
     # ----- Unreserve ----------------------------------------------------------------------
 
-    def unreserve(
-        self, res: Reservation, uid: str, failure: str | None, bound_here: bool = False
-    ) -> None:
-        """Drop one slot; with `failure`, the member's waiting bind is rejected with it.
-        `bound_here`: the member is now bound to the slot's node, so its capacity stays
-        taken and waiting gangs need not be planned again on its account."""
-        self._remove(res, uid, freed=not bound_here)
-        if failure is not None:
-            self._permit.reject(uid, f"gang {res.gang}: {failure}")
+    def unreserve(self, res: Reservation, uid: str, bound_here: bool = False) -> Slot | None:
+        """Drop one slot. `bound_here`: the member is now bound to the slot's node, so
+        its capacity stays taken and waiting gangs need not be planned again on its
+        account."""
+        return self._remove(res, uid, freed=not bound_here)
 
-    def release(self, res: Reservation, why: str) -> None:
-        """Release the whole reservation; every waiting bind of the gang is rejected with
-        "gang <key>: <why>", and plain pods turned away for it are woken."""
-        self._by_gang.pop(res.gang, None)
-        self._held.pop(res.gang, None)
-        for uid in list(res.slots):
-            self.unreserve(res, uid, why)
-        for uid in list(self._permit.waiting):
-            pod = self._cache.pods.get(uid)
-            if pod is not None and pod.gang == res.gang:
-                self._permit.reject(uid, f"gang {res.gang}: {why}")
-        wake = self._parked.wake_plain(res.gang)
-        if wake is not None:
-            self._outbox.append(wake)
-
-    def bound(self, gang: str) -> Reservation | None:
-        """The gang's quorum is bound: its reservation has done its job."""
-        res = self._by_gang.pop(gang, None)
+    def pop(self, gang: str) -> Reservation | None:
+        """Take the gang's reservation out of the book; its slots stay charged until
+        each is unreserved."""
         self._held.pop(gang, None)
-        if res is not None:
-            for uid in list(res.slots):
-                self.unreserve(res, uid, "quorum is bound")
-        return res
+        return self.by_gang.pop(gang, None)
 
     def expired(self, now: float) -> list[Reservation]:
-        return [r for r in self._by_gang.values() if r.deadline <= now]
+        return [r for r in self.by_gang.values() if r.deadline <= now]
 
     # ----- views of other gangs' capacity ---------------------------------------------------
 
@@ -312,7 +260,7 @@ class Reservations:
         """Node -> gangs with a slot there, sorted, from one pass over every slot (asked
         per rejected node, it walked every slot once per node: docs/performance.md)."""
         by_node: dict[str, set[str]] = {}
-        for r in self._by_gang.values():
+        for r in self.by_gang.values():
             for s in r.slots.values():
                 by_node.setdefault(s.node, set()).add(r.gang)
         return {node: sorted(gangs) for node, gangs in by_node.items()}
@@ -325,7 +273,7 @@ class Reservations:
         if self._without is None:
             free = self._cache.free
             over: dict[str, Resources] = {}
-            for r in self._by_gang.values():
+            for r in self.by_gang.values():
                 for s in r.slots.values():
                     base = over.get(s.node)
                     if base is None:
@@ -339,7 +287,7 @@ class Reservations:
         self._without = None
 
     def slot_count(self) -> int:
-        return sum(len(r.slots) for r in self._by_gang.values())
+        return sum(len(r.slots) for r in self.by_gang.values())
 
     def views(self) -> tuple[ReservationView, ...]:
-        return tuple(r.view() for r in self._by_gang.values())
+        return tuple(r.view() for r in self.by_gang.values())

@@ -1,0 +1,54 @@
+"""The reservation ledger: capacity held for gangs, and the bind requests that wait for
+their gang's quorum (architecture.md §3.4, §3.6, §4, §8).
+
+`Ledger` is the one object the filter, the bind verb, the queue and preemption talk to;
+its parts (`_book`: slots charged to nodes; `_repair`: when a slot's node is lost) are
+private to this package. `timeouts.Timeouts` says what the end of a reservation means
+for its gang (backoff, status, evicting a partial gang); only the gang manager calls it.
+
+A reservation, keyed by its gang (or "pod <ns>/<name>" for a plain preemptor's own).
+Each arrow is named by the method that makes it, and who calls it:
+
+                 reserve / reserve_key (held=...)
+     (absent) ----------------------------------------> Held
+      |  ^  ^                                             |  |
+      |  |  +------------------ release ------------------+  | promote: every slot's
+      |  |     a victim's eviction refused, a lost node      |  node has room (queue
+      |  |     (repair), a takeover, group deleted/recreated |  pass); deadline from now
+      |  |                                                   v
+      |  +--------------------- release ------------------ Reserved
+      |  |     deadline passed, no Binding in flight, the   ^  |
+      |  |     commit's grace over (Timeouts.expire);       |  |
+      |  |     preempted; group deleted or recreated        |  |
+      |  +--------------------- bound ----------------------|--+
+      |        quorum bound (Timeouts.check_quorum_bound),  |
+      |        a plain preemptor's pod bound                |
+      +----------------------- reserve ---------------------+
+                 (queue pass: the whole gang fits now)
+
+Inside a reservation a slot is added (reserve_one: a member short of one), moved
+(move: kube-scheduler excluded its node; retarget: it chose another that fits;
+repair/squeezed: the node was lost) and dropped (unreserve: its member bound there,
+deleted, finished or relabelled; or a lost node's slot fits nowhere else).
+
+A bind request, keyed by its pod's uid:
+
+              wait                    commit: quorum assembled, every
+   (none) ----------> Waiting ------------------------------------> Binding
+    ^  ^  |             |                waiting node still fits    ^     |
+    |  |  |             | reject: slot dropped or moved off a       |     |
+    |  |  |             | lost node (repair), pod gone or           |     |
+    |  |  |             | relabelled, gang released, timed out      |     |
+    |  |  |             | or bound (RejectWaitingBind);             |     |
+    |  +--|-------------+ wait_expired: the adapter gave up         |     |
+    |     +------------ bind_now: a plain pod, an extra, -----------+     |
+    |                   or a member once its quorum is bound              |
+    +---------- finished: bound, or refused (kube-scheduler retries) -----+
+"""
+
+from __future__ import annotations
+
+from extender.core.ledger._book import Reservation, Slot, plain_key
+from extender.core.ledger._ledger import Ledger
+
+__all__ = ["Ledger", "Reservation", "Slot", "plain_key"]

@@ -1,0 +1,330 @@
+"""The ledger: the one object the filter, bind, queue and preemption ask about
+reservations and bind requests. The states it keeps are drawn in the package docstring.
+
+It keeps the permit barrier itself (bind requests waiting for their gang's quorum, and
+Bindings in flight), and the book of slots (`_book.py`) as its part. Everything that
+touches both lives here, so neither part calls the other: a dropped slot rejects its
+member's waiting bind, a released reservation rejects every waiting bind of the gang,
+the commit checks every waiting member's node and lets the quorum through, and a lost
+node (`_repair.py`) moves its slots and rejects the binds that waited there.
+
+"Never a partial bind": a gang member's Binding is created only by the commit (or, once
+the quorum is bound, one by one like a plain pod, `bind_now`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from extender.core.cache import Cache
+from extender.core.ledger import _repair
+from extender.core.ledger._book import Book, Reservation, Slot, plain_key
+from extender.core.outbox import Outbox
+from extender.core.parked import Parked, ref
+from extender.core.planner import Plan
+from extender.core.resources import format_resources
+from extender.core.snapshot import Snapshot
+from extender.core.types import GroupInfo, PodInfo, Resources
+from extender.core.vocabulary import (
+    BindPod,
+    RejectWaitingBind,
+    ReservationView,
+    WaitingBindView,
+)
+
+
+class Ledger:
+    def __init__(self, cache: Cache, parked: Parked, outbox: Outbox) -> None:
+        self._cache = cache
+        self._parked = parked
+        self._outbox = outbox
+        self._book = Book(cache)
+        self._by_gang = self._book.by_gang  # read here without a call into the book
+        self._waiting: dict[str, str] = {}  # pod uid -> node: bind request held open
+        self._binding: dict[str, str] = {}  # pod uid -> node: Binding POST in flight
+        # Plain pods and extras whose Binding is in flight, charged to their node from
+        # the moment the bind is accepted (kube-scheduler's assumed pods).
+        self._assumed: dict[str, tuple[str, PodInfo]] = {}
+
+    # ----- reservations: reading ------------------------------------------------------
+
+    def get(self, gang: str | None) -> Reservation | None:
+        return self._by_gang.get(gang) if gang is not None else None
+
+    def __getitem__(self, gang: str) -> Reservation:
+        return self._by_gang[gang]
+
+    def __contains__(self, gang: object) -> bool:
+        return gang in self._by_gang
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_gang)
+
+    def __len__(self) -> int:
+        return len(self._by_gang)
+
+    def values(self) -> Iterator[Reservation]:
+        return iter(self._by_gang.values())
+
+    def gangs(self) -> list[str]:
+        return list(self._by_gang)
+
+    def of(self, pod: PodInfo) -> Reservation | None:
+        """The reservation holding capacity for `pod`: its gang's, or a plain pod's own
+        (a plain pod that preempted, `plain_key`)."""
+        return self._by_gang.get(pod.gang or plain_key(pod))
+
+    def lowest_priority(self) -> int | None:
+        return self._book.lowest_priority()
+
+    def held(self) -> list[Reservation]:
+        return self._book.held()
+
+    def has_room(self, res: Reservation) -> bool:
+        return self._book.has_room(res)
+
+    def held_idle(self) -> Resources:
+        return self._book.held_idle()
+
+    def expired(self, now: float) -> list[Reservation]:
+        return self._book.expired(now)
+
+    def gangs_by_node(self) -> dict[str, list[str]]:
+        return self._book.gangs_by_node()
+
+    def without_reservations(self) -> Snapshot:
+        return self._book.without_reservations()
+
+    def new_pass(self) -> None:
+        self._book.new_pass()
+
+    def slot_count(self) -> int:
+        return self._book.slot_count()
+
+    def views(self) -> tuple[ReservationView, ...]:
+        return self._book.views()
+
+    # ----- reservations: changing ------------------------------------------------------
+
+    def reserve(self, group: GroupInfo, plan: Plan, now: float, timeout: float,
+                held: str | None = None) -> Reservation:
+        """`held`: the plan's nodes are not free yet (see `Reservation.held`)."""
+        return self._book.reserve_key(group.key, group.uid, plan, now, timeout, held)
+
+    def reserve_key(self, key: str, owner_uid: str, plan: Plan, now: float, timeout: float,
+                    held: str | None = None) -> Reservation:
+        return self._book.reserve_key(key, owner_uid, plan, now, timeout, held)
+
+    def promote(self, res: Reservation, now: float) -> None:
+        self._book.promote(res, now)
+
+    def reserve_one(self, res: Reservation, pod: PodInfo, node_names: list[str]) -> Slot | None:
+        return self._book.reserve_one(res, pod, node_names)
+
+    def move(self, res: Reservation, pod: PodInfo, node_names: list[str]) -> str | None:
+        """Move a member's slot to another of `node_names`; slots of members whose bind
+        is in progress are never swapped."""
+        return self._book.move(res, pod, node_names, self._waiting.keys() | self._binding)
+
+    def retarget(self, res: Reservation, pod: PodInfo, node: str) -> bool:
+        return self._book.retarget(res, pod, node)
+
+    def unreserve(
+        self, res: Reservation, uid: str, failure: str | None, bound_here: bool = False
+    ) -> None:
+        """Drop one slot; with `failure`, the member's waiting bind is rejected with it.
+        `bound_here`: the member is now bound to the slot's node (`Book.unreserve`)."""
+        self._book.unreserve(res, uid, bound_here)
+        if failure is not None:
+            self.reject(uid, f"gang {res.gang}: {failure}")
+
+    def release(self, res: Reservation, why: str) -> None:
+        """Release the whole reservation; every waiting bind of the gang is rejected with
+        "gang <key>: <why>", and plain pods turned away for it are woken."""
+        self._book.pop(res.gang)
+        for uid in list(res.slots):
+            self.unreserve(res, uid, why)
+        for uid in list(self._waiting):
+            pod = self._cache.pods.get(uid)
+            if pod is not None and pod.gang == res.gang:
+                self.reject(uid, f"gang {res.gang}: {why}")
+        wake = self._parked.wake_plain(res.gang)
+        if wake is not None:
+            self._outbox.append(wake)
+
+    def bound(self, gang: str) -> Reservation | None:
+        """The gang's quorum is bound: its reservation has done its job."""
+        res = self._book.pop(gang)
+        if res is not None:
+            for uid in list(res.slots):
+                self.unreserve(res, uid, "quorum is bound")
+        return res
+
+    # ----- bind requests: reading ------------------------------------------------------
+
+    @property
+    def waiting(self) -> Mapping[str, str]:
+        """Pod uid -> node of every bind request waiting at the barrier."""
+        return self._waiting
+
+    def node_of(self, uid: str) -> str | None:
+        """The node of the pod's bind in progress: in flight, or waiting."""
+        return self._binding.get(uid) or self._waiting.get(uid)
+
+    def binding(self, uid: str) -> bool:
+        return uid in self._binding
+
+    def assembled(self, group: GroupInfo) -> int:
+        """Members bound (or succeeded), being bound, or waiting at the barrier."""
+        count = self._cache.succeeded(group)
+        for m in self._cache.members(group):
+            if m.node_name or m.uid in self._binding or m.uid in self._waiting:
+                count += 1
+        return count
+
+    def open_slots(self, slots: Mapping[str, object]) -> int:
+        """Slots of a reservation whose member has no bind in progress yet."""
+        return sum(1 for uid in slots if uid not in self._waiting and uid not in self._binding)
+
+    def binding_in_flight(self, gang: str) -> bool:
+        for uid in self._binding:
+            pod = self._cache.pods.get(uid)
+            if pod is not None and pod.gang == gang:
+                return True
+        return False
+
+    def binds(self) -> list[tuple[str, str, bool]]:
+        """(uid, node, in flight) of every bind in progress."""
+        return [(u, n, False) for u, n in self._waiting.items()] + [
+            (u, n, True) for u, n in self._binding.items()
+        ]
+
+    def bind_views(self) -> list[WaitingBindView]:
+        """Every bind in progress of a known pod, with its reservation's deadline while
+        it waits."""
+        out = []
+        for uid, node, in_flight in self.binds():
+            pod = self._cache.pods.get(uid)
+            if pod is None:
+                continue
+            res = None if in_flight else self.get(pod.gang)
+            out.append(WaitingBindView(pod.key, uid, node, pod.gang, in_flight,
+                                       res.deadline if res else None))
+        return out
+
+    # ----- bind requests: changing -----------------------------------------------------
+
+    def wait(self, uid: str, node: str, group: GroupInfo, now: float) -> None:
+        """A member's bind request waits at the barrier; it may be the one that
+        completes its gang's quorum (`commit`). Waiting or let through, the member is
+        not parked; rejected by the commit's check of its node, it was turned away, and
+        stays so."""
+        self._waiting[uid] = node
+        self.commit(group, now)
+        if uid in self._waiting or uid in self._binding:
+            self._parked.passed(uid)
+
+    def reject(self, uid: str, message: str) -> None:
+        """Answer a waiting bind with an error; kube-scheduler re-queues the pod, and it
+        may park it, so it is remembered for a wake-up."""
+        if self._waiting.pop(uid, None) is not None:
+            self._outbox.append(RejectWaitingBind(uid, message))
+            self._parked.turned_away(uid)
+
+    def bind_now(self, pod: PodInfo, node: str) -> None:
+        """A plain pod or an elastic extra: no barrier. Charged at once so the next bind
+        and every plan see it (architecture.md §5: placements not yet bound count)."""
+        self._binding[pod.uid] = node
+        self._parked.passed(pod.uid)
+        self._assumed[pod.uid] = (node, pod)
+        self._cache.assume(node, pod)
+        self._outbox.append(BindPod(ref(pod), node, pod.gang))
+
+    def finished(self, uid: str, error: str | None) -> None:
+        """The Binding POST for `uid` returned."""
+        self._binding.pop(uid, None)
+        assumed = self._assumed.pop(uid, None)
+        if assumed is not None:
+            self._cache.forget(assumed[0], assumed[1], freed=error is not None)
+
+    def wait_expired(self, uid: str) -> bool:
+        """The adapter stopped waiting for this bind; returns whether it was waiting."""
+        if self._waiting.pop(uid, None) is not None:
+            self._parked.turned_away(uid)
+            return True
+        return False
+
+    # ----- the commit ------------------------------------------------------------------
+
+    def commit(self, group: GroupInfo, now: float) -> None:
+        """The moment a gang's quorum is assembled at the barrier and every waiting
+        member is let through to be bound, all together. First every waiting member's
+        node is checked against everything bound there since the plan, by anyone
+        (architecture.md §8): a member whose node no longer takes it is moved (its bind
+        is rejected, kube-scheduler retries it onto the new slot), the others keep
+        waiting, and the gang commits only when the whole quorum fits. Never a partial
+        set."""
+        res = self._by_gang.get(group.key)
+        if res is None or self.assembled(group) < group.min_member:
+            return
+        waiting = [(u, n) for u, n in self._waiting.items() if u in res.slots]
+        for uid, node in waiting:
+            pod = self._cache.pods.get(uid)
+            if pod is not None and _repair.lost(self._cache, node, pod) is not None:
+                self.repair(node)
+        if self.assembled(group) < group.min_member:
+            return  # a member fell out: the rest keep waiting for it
+        through = [u for u in self._waiting if u in res.slots]
+        for uid in through:
+            node = self._waiting.pop(uid)
+            self._binding[uid] = node
+            self._outbox.append(BindPod(ref(self._cache.pods[uid]), node, group.key))
+        if through:
+            res.committed.update(through)
+            if res.committed_at is None:
+                # The grace runs from the gang's commit: a member retried and let through
+                # again later must not push the partial-gang check back each time.
+                res.committed_at = now
+
+    # ----- lost nodes ------------------------------------------------------------------
+
+    def squeezed(self, name: str) -> None:
+        """A pod was bound to `name` (by anyone): if that drove its free capacity below
+        zero, slots there move."""
+        if _repair.squeezed(self._cache, name):
+            self.repair(name)
+
+    def repair(self, name: str) -> None:
+        """Move every slot off `name` that no longer fits there. Slots whose member has
+        no bind waiting go first; the check is made again after each move, so no more
+        slots move than the node's shortfall needs."""
+        if name not in self._cache.reserved_nodes:
+            return
+        for res, slot in _repair.slots_on(name, self._by_gang.values(), self._waiting):
+            if self._by_gang.get(res.gang) is not res or slot.pod.uid not in res.slots:
+                continue  # released with a held reservation a moment ago
+            why = _repair.lost(self._cache, name, slot.pod, held=res.held is not None)
+            if why is None:
+                continue
+            if res.held is not None:
+                self.release(
+                    res, f"{why}; the capacity held for it there is given up and the gang "
+                         f"is planned again")
+            else:
+                self._move_away(res, slot.pod, name, why)
+
+    def _move_away(self, res: Reservation, pod: PodInfo, node: str, why: str) -> None:
+        waits_here = self._waiting.get(pod.uid) == node
+        moved = self._book.move_off(res, pod, node)
+        if not waits_here:
+            return
+        if moved is not None:
+            where = f"its slot moved to node {moved}"
+        else:
+            where = (f"no other node{res.within()} has {format_resources(pod.requests)} free, "
+                     f"so the gang waits for room until its deadline")
+        self.reject(
+            pod.uid,
+            f"gang {res.gang}: {why}; pod {pod.key} is not bound there: {where}; "
+            f"kube-scheduler retries the pod",
+        )

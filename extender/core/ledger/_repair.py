@@ -1,0 +1,70 @@
+"""Reserved nodes that are lost: when a slot's node can no longer take its member.
+
+The extender shares its nodes with the default scheduler, DaemonSets, other schedulers
+and pods created with `spec.nodeName` (architecture.md §8). Any of them can take a node
+a reservation counted on, and so can a cordon, a NoSchedule or NoExecute taint, a
+deletion or a smaller allocatable. The ledger moves a slot off such a node the moment
+the cache learns of it (not at the member's next filter call): a member bound there
+would be rejected by the kubelet, and a gang with one member rejected is broken. The
+same check runs once more at the commit.
+
+A held slot (`Reservation.held`) is charged ahead of capacity on purpose: pods still
+run or leave there, and free capacity is below zero until they are gone. That is not a
+loss: the shortfall of a node is counted without what held slots charge there. A held
+reservation whose node is lost for another reason (deleted, cordoned, tainted) is
+released whole, and the gang queue plans it again.
+
+Pure functions of the cache: what to do about a loss is the ledger's (`_ledger.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container, Iterable
+
+from extender.core.cache import Cache
+from extender.core.constraints import node_matches
+from extender.core.ledger._book import Reservation, Slot
+from extender.core.resources import format_resources
+from extender.core.types import PodInfo
+
+
+def lost(cache: Cache, node: str, pod: PodInfo, held: bool = False) -> str | None:
+    """Why `pod` can no longer be bound on `node`, where its slot is charged, or None if
+    it still can. A `held` slot waits for capacity by design: only the node itself can
+    be lost to it."""
+    info = cache.nodes.get(node)
+    if info is None:
+        return f"node {node} was deleted"
+    why = node_matches(pod, info)
+    if why is not None:
+        return f"node {node}: {why}"
+    if held:
+        return None
+    free = cache.free.get(node, {})
+    ahead = cache.held.get(node)
+    if ahead:
+        free = {r: v + ahead.get(r, 0) for r, v in free.items()}
+    short = {r: -v for r, v in free.items() if v < 0 and pod.requests.get(r, 0) > 0}
+    if short:
+        return (f"node {node} is short of {format_resources(short, skip_pods=False)} "
+                f"(pods bound there since the plan)")
+    return None
+
+
+def squeezed(cache: Cache, name: str) -> bool:
+    """Whether slots on `name` may have to move: something is reserved there and its
+    free capacity went below zero. O(1) when it did not, which is every watch event of
+    a pod bound where nothing is reserved or that still fits."""
+    return name in cache.reserved_nodes and any(
+        v < 0 for v in cache.free.get(name, {}).values())
+
+
+def slots_on(name: str, reservations: Iterable[Reservation],
+             waiting: Container[str]) -> list[tuple[Reservation, Slot]]:
+    """The slots on `name`, in the order they give way: those whose member has no bind
+    waiting first (moving them rejects nothing), then the youngest reservation's."""
+    slots = [(res, slot) for res in reservations
+             for slot in res.slots.values() if slot.node == name]
+    slots.sort(key=lambda rs: (rs[1].pod.uid in waiting, -rs[0].created, rs[0].gang,
+                               rs[1].pod.name))
+    return slots
