@@ -71,8 +71,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="mean seconds between hostile objects (unplaceable gangs, absurd "
                          "quantities, junk and orphans) beside the gangs; 0: none")
     ap.add_argument("--max-stall-ms", type=float, default=d.max_stall_s * 1000,
-                    help="fail if the active extender's /healthz ever took longer (0: only "
-                         "measured)")
+                    help="fail if the active extender ever used more CPU while one /healthz "
+                         "answer was awaited (its own loop stall; 0: only measured)")
+    ap.add_argument("--max-stall-wall-ms", type=float, default=d.max_stall_wall_s * 1000,
+                    help="fail if one /healthz answer ever took longer on the wall clock "
+                         "(0: only measured)")
     ap.add_argument("--json", type=Path, help="write the full report here")
     ap.add_argument("--keep", action="store_true",
                     help="keep the control plane's workdir (logs) and the soak's objects")
@@ -95,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         direct_targeted_fraction=args.direct_targeted_fraction,
         max_neighbours=args.max_neighbours, partial_grace_factor=args.partial_grace_factor,
         race_window=args.race_window, leader_flags=not args.no_leader_flags,
-        hostile_every=args.hostile_every, max_stall_s=args.max_stall_ms / 1000)
+        hostile_every=args.hostile_every, max_stall_s=args.max_stall_ms / 1000,
+        max_stall_wall_s=args.max_stall_wall_ms / 1000)
     cp = ControlPlane(keep_workdir=args.keep or None).start()
     fk: FakeKubelet | None = None
     try:

@@ -142,8 +142,12 @@ class SoakConfig:
     # Hostile mode (hostile.py): mean seconds between two hostile objects (unplaceable
     # gangs, absurd quantities, junk and orphans) created beside the gangs; 0: none.
     hostile_every: float = 0.0
-    # The longest /healthz answer allowed (StallProbe); 0: measured, not checked.
+    # The most CPU the active extender may use while one /healthz answer is awaited
+    # (StallProbe: its own stall of the loop); 0: measured, not checked.
     max_stall_s: float = 0.0
+    # The longest /healthz answer allowed on the wall clock, which counts every process
+    # of the machine: it catches a loop blocked without using CPU; 0: not checked.
+    max_stall_wall_s: float = 0.0
 
 
 @dataclass
@@ -1093,9 +1097,13 @@ class Soak:
         r.stall_cpu_over_250ms = self.probe.cpu_over_250ms
         r.stall_slow = self.probe.slow
         r.healthz_answered = self.probe.answered
-        if self.cfg.max_stall_s and self.probe.longest > self.cfg.max_stall_s:
+        if self.cfg.max_stall_s and self.probe.longest_cpu > self.cfg.max_stall_s:
+            r.errors.append(f"the extender used {self.probe.longest_cpu * 1000:.0f} ms of "
+                            f"CPU while one /healthz answer was awaited (limit "
+                            f"{self.cfg.max_stall_s * 1000:.0f})")
+        if self.cfg.max_stall_wall_s and self.probe.longest > self.cfg.max_stall_wall_s:
             r.errors.append(f"/healthz took {self.probe.longest * 1000:.0f} ms "
-                            f"(limit {self.cfg.max_stall_s * 1000:.0f})")
+                            f"(limit {self.cfg.max_stall_wall_s * 1000:.0f})")
         starts: list[float] = []
         if self.checker is not None:
             for run in self.gangs.values():

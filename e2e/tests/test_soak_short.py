@@ -61,8 +61,10 @@ def test_short_hostile_soak_keeps_every_invariant(
     """The same load with broken and hostile work beside it (e2e/soak/hostile.py):
     unplaceable gangs, absurd quantities, junk PodGroups and orphans, one every ~1.5 s.
     Nothing hostile is bound, the invariants hold, the gangs that fit all finish, and
-    the extender's /healthz never waits long (its event loop is never stalled by one
-    object)."""
+    the extender's event loop is never stalled by one object: it never uses more than
+    250 ms of CPU while one /healthz answer is awaited (issue 27's bound; the answer's
+    wall time, which counts every process on the machine's 2 cores, is held to 2 s,
+    for a loop blocked without using CPU)."""
     cfg = SoakConfig(
         seed=int(os.environ.get("SOAK_SEED", "9")),
         minutes=float(os.environ.get("SOAK_MINUTES", "0.75")),
@@ -71,7 +73,8 @@ def test_short_hostile_soak_keeps_every_invariant(
         apiserver_restarts=0, max_outage=3, partial_window=30, drain_timeout=300,
         max_rss_mb=400, neighbour_every=1.0, direct_fraction=0.5,
         direct_targeted_fraction=0.7, max_neighbours=10, neighbour_run_seconds=(1.0, 10.0),
-        hostile_every=1.5, max_stall_s=float(os.environ.get("SOAK_MAX_STALL", "0.5")),
+        hostile_every=1.5, max_stall_s=float(os.environ.get("SOAK_MAX_STALL", "0.25")),
+        max_stall_wall_s=float(os.environ.get("SOAK_MAX_STALL_WALL", "2.0")),
     )
     report = run_soak(local_control_plane, cfg)
     print(report.summary())
