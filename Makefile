@@ -31,6 +31,7 @@ operators:
 	bash e2e/build-operator.sh mpi-operator >/dev/null
 	bash e2e/build-operator.sh training-operator >/dev/null
 	bash e2e/build-operator.sh scheduler-plugins >/dev/null
+	bash e2e/build-operator.sh kueue >/dev/null
 
 demo: setup
 	$(PY) -m demo --out demo-out
