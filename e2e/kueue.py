@@ -27,13 +27,19 @@ on the loopback control plane, and why (read from the module's ``cmd/kueue``,
 * With internal certificates off the manager reads its metrics certificate from the fixed
   path ``/etc/kueue/metrics/certs`` and exits when it is missing (no setting moves it).
   Rather than write into the machine's ``/etc``, the manager runs in a private mount
-  namespace (``unshare --user --map-root-user --mount``) where ``/etc`` is a read-only
-  overlay of the real one plus that directory. Its metrics server itself is off
-  (``bindAddress: "0"``).
+  namespace (``unshare --user --map-root-user --mount``, or ``unshare --mount`` as root
+  where user namespaces are refused) where ``/etc`` is a read-only overlay of the real one
+  plus that directory. Its metrics server itself is off (``bindAddress: "0"``).
 * Not run: the visibility API server (``VisibilityOnDemand`` off): it is an aggregated
   API reached through a Service, which a loopback process cannot be. Leader election off
   (one manager). Integrations: ``batch/job`` and ``pod`` only.
-* Credentials: the admin kubeconfig (Kueue's RBAC is not under test here).
+* Credentials: a token of the manager's own ServiceAccount, bound to the module's
+  ClusterRole ``manager-role`` as its release does (``config/default``: namespace
+  ``kueue-system``, names prefixed ``kueue-``), and to its Role on Secrets of that
+  namespace (the manager watches them even with internal certificates off), so the
+  release RBAC is what is tested. Not applied: the leader-election Role (unused here).
+
+Kueue's objects (queues, flavors, Workloads) as the tests use them: :mod:`e2e.kueue_objects`.
 """
 
 from __future__ import annotations
@@ -41,11 +47,9 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
-import json
 import shutil
-import threading
-import time
-from collections.abc import Mapping, Sequence
+import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +75,9 @@ MANAGED_LABEL = "e2e.gang-extender.io/kueue"
 """Label of the namespaces Kueue manages here (value ``"true"``)."""
 CONVERTED = ("localqueues", "clusterqueues", "cohorts", "workloads", "multikueueclusters")
 """CRDs whose conversion webhook the module's ``crd/kustomization.yaml`` turns on."""
+SERVICE_ACCOUNT = "kueue-controller-manager"
+RBAC_FILES = ("service_account.yaml", "role.yaml", "role_binding.yaml",
+              "manager_secrets_role.yaml", "manager_secrets_role_binding.yaml")
 WEBHOOK_NAMES = ("mutating-webhook-configuration", "validating-webhook-configuration")
 FRAMEWORKS = ("batch/job", "pod")
 
@@ -108,6 +115,27 @@ def webhook_docs(bin_dir: Path, port: int, ca_pem: bytes) -> list[dict[str, Any]
     return docs
 
 
+def rbac_docs(bin_dir: Path) -> list[dict[str, Any]]:
+    """The manager's ServiceAccount, ClusterRole and binding from the module, named and
+    placed as ``config/default``'s kustomization does (prefix ``kueue-``, namespace
+    :data:`NAMESPACE`)."""
+    docs: list[dict[str, Any]] = []
+    for f in RBAC_FILES:
+        for doc in yaml.safe_load_all((bin_dir / "rbac" / f).read_text()):
+            if not doc:
+                continue
+            doc["metadata"]["name"] = "kueue-" + doc["metadata"]["name"]
+            if "namespace" in doc["metadata"]:
+                doc["metadata"]["namespace"] = NAMESPACE
+            if "roleRef" in doc:
+                doc["roleRef"]["name"] = "kueue-" + doc["roleRef"]["name"]
+            for subject in doc.get("subjects") or []:
+                subject["name"] = "kueue-" + subject["name"]
+                subject["namespace"] = NAMESPACE
+            docs.append(doc)
+    return docs
+
+
 def configuration(webhook_port: int, health_port: int, cert_dir: Path,
                   extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The manager's Configuration: the module's sample, adapted to loopback (see the
@@ -131,6 +159,26 @@ def configuration(webhook_port: int, health_port: int, cert_dir: Path,
         else:
             cfg[key] = copy.deepcopy(value)
     return cfg
+
+
+def mount_namespace(overlay: Path) -> list[str]:
+    """The argv prefix that runs a command where ``/etc`` is ``overlay`` over the real
+    ``/etc`` (see the module doc): in a user and mount namespace of its own, or, where user
+    namespaces are refused (some container runtimes), a mount namespace of root's."""
+    if shutil.which("unshare") is None:
+        raise HarnessError("unshare (util-linux) not found: Kueue runs in a mount "
+                           "namespace of its own (see e2e/kueue.py)")
+    script = f'mount -t overlay kueue-etc -o lowerdir={overlay}:/etc /etc && exec "$0" "$@"'
+    tried = []
+    for flags in (["--user", "--map-root-user", "--mount"], ["--mount"]):
+        probe = subprocess.run(["unshare", *flags, "--", "sh", "-c", script, "true"],
+                               capture_output=True, text=True, check=False)
+        if probe.returncode == 0:
+            return ["unshare", *flags, "--", "sh", "-c", script]
+        tried.append(f"unshare {' '.join(flags)}: {probe.stderr.strip()}")
+    raise HarnessError("cannot give Kueue its /etc/kueue/metrics/certs without writing the "
+                       "machine's /etc: no mount namespace with an overlay could be made:\n"
+                       + "\n".join(tried))
 
 
 class Kueue:
@@ -171,6 +219,9 @@ class Kueue:
         for doc in crd_docs(self.bin_dir, self.webhook_port, self.ca_pem):
             (crd_dir / f"{_plural_of(doc)}.yaml").write_text(yaml.safe_dump(doc))
         install_crds(kube().api, [crd_dir], timeout=60)
+        errors = dk.apply(dk.dynamic_client(kube().api), rbac_docs(self.bin_dir))
+        if errors:
+            raise HarnessError("applying Kueue's RBAC failed:\n" + "\n".join(errors))
 
     def start(self, extra: Mapping[str, Any] | None = None) -> ManagedProcess:
         """Run the manager with ``extra`` in its Configuration (a running one with other
@@ -181,22 +232,16 @@ class Kueue:
                 return self.proc
             self.stop()
         certs = self._certs()
-        for tool in ("unshare", "mount"):
-            if shutil.which(tool) is None:
-                raise HarnessError(f"{tool} not found: Kueue runs in a mount namespace "
-                                   f"(see e2e/kueue.py)")
         health = free_port()
         cfg = configuration(self.webhook_port, health, certs, wanted)
         cfg_path = self.dir / "config.yaml"
         cfg_path.write_text(yaml.safe_dump(cfg))
-        overlay = self.dir / "etc-overlay"
-        script = (f"mount -t overlay kueue-etc -o lowerdir={overlay}:/etc /etc && "
-                  f'exec "$0" "$@"')
-        argv = ["unshare", "--user", "--map-root-user", "--mount", "--",
-                "sh", "-c", script, str(self.bin_dir / "kueue"), f"--config={cfg_path}",
-                "--zap-log-level=2"]
+        argv = [*mount_namespace(self.dir / "etc-overlay"), str(self.bin_dir / "kueue"),
+                f"--config={cfg_path}", "--zap-log-level=2"]
+        kubeconfig = dk.sa_kubeconfig(self.cp, kube().core, NAMESPACE, SERVICE_ACCOUNT,
+                                      self.dir / "kueue.kubeconfig")
         self.proc = self.cp.start_process(
-            argv, "kueue", ready=http_ok(f"http://127.0.0.1:{health}/readyz"),
+            argv, "kueue", env={"KUBECONFIG": str(kubeconfig)}, ready=http_ok(f"http://127.0.0.1:{health}/readyz"),
             ready_timeout=90)
         self.extra = wanted
         errors = dk.apply(dk.dynamic_client(kube().api),
@@ -218,144 +263,3 @@ class Kueue:
             self.proc.stop()
             self.proc = None
         self.extra = {}
-
-
-# ----------------------------------------------------------------------------------------
-# Kueue's objects
-
-
-def _create(plural: str, body: dict[str, Any], ns: str | None = None) -> None:
-    custom = kube().custom
-    if ns is None:
-        custom.create_cluster_custom_object(GROUP, API, plural, body, _preload_content=False)
-    else:
-        custom.create_namespaced_custom_object(GROUP, API, ns, plural, body,
-                                               _preload_content=False)
-
-
-def create_flavor(name: str, node_labels: Mapping[str, str] | None = None,
-                  topology: str | None = None) -> None:
-    spec: dict[str, Any] = {}
-    if node_labels:
-        spec["nodeLabels"] = dict(node_labels)
-    if topology:
-        spec["topologyName"] = topology
-    _create("resourceflavors", {"apiVersion": f"{GROUP}/{API}", "kind": "ResourceFlavor",
-                                "metadata": {"name": name}, "spec": spec})
-
-
-def create_topology(name: str, levels: Sequence[str]) -> None:
-    """A Topology for Topology Aware Scheduling: node labels, widest level first."""
-    _create("topologies", {"apiVersion": f"{GROUP}/{API}", "kind": "Topology",
-                           "metadata": {"name": name},
-                           "spec": {"levels": [{"nodeLabel": lv} for lv in levels]}})
-
-
-def create_cluster_queue(name: str, flavor: str, cpu: str, memory: str,
-                         namespaces: Sequence[str] = ()) -> None:
-    """A ClusterQueue of one flavor with ``cpu``/``memory`` nominal quota, open to the
-    given namespaces (by name) only, so parallel test runs never share quota."""
-    selector = {"matchExpressions": [{"key": "kubernetes.io/metadata.name",
-                                      "operator": "In", "values": list(namespaces)}]}
-    _create("clusterqueues", {
-        "apiVersion": f"{GROUP}/{API}", "kind": "ClusterQueue", "metadata": {"name": name},
-        "spec": {"namespaceSelector": selector,
-                 "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{
-                     "name": flavor, "resources": [
-                         {"name": "cpu", "nominalQuota": cpu},
-                         {"name": "memory", "nominalQuota": memory}]}]}]}})
-
-
-def create_local_queue(ns: str, name: str, cluster_queue: str) -> None:
-    _create("localqueues", {"apiVersion": f"{GROUP}/{API}", "kind": "LocalQueue",
-                            "metadata": {"name": name, "namespace": ns},
-                            "spec": {"clusterQueue": cluster_queue}}, ns)
-
-
-def delete_cluster_objects(plural: str, names: Sequence[str]) -> None:
-    for n in names:
-        with contextlib.suppress(ApiException):
-            kube().custom.delete_cluster_custom_object(GROUP, API, plural, n)
-
-
-def workloads(ns: str) -> list[dict[str, Any]]:
-    resp = kube().custom.list_namespaced_custom_object(GROUP, API, ns, "workloads",
-                                                       _preload_content=False)
-    items: list[dict[str, Any]] = json.loads(resp.data)["items"]
-    return items
-
-
-def condition(obj: Mapping[str, Any], cond_type: str) -> dict[str, Any] | None:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == cond_type:
-            out: dict[str, Any] = c
-            return out
-    return None
-
-
-def is_true(obj: Mapping[str, Any], cond_type: str) -> bool:
-    c = condition(obj, cond_type)
-    return c is not None and c.get("status") == "True"
-
-
-def managed_namespace(ns: str) -> None:
-    """Put ``ns`` under Kueue (its webhooks and managedJobsNamespaceSelector)."""
-    kube().core.patch_namespace(ns, {"metadata": {"labels": {MANAGED_LABEL: "true"}}})
-
-
-def owner_key(wl: Mapping[str, Any]) -> str:
-    """A Workload's name as tests know it: its Job, else its pod group, else its own."""
-    md = wl["metadata"]
-    for o in md.get("ownerReferences") or []:
-        if o.get("kind") == "Job":
-            return str(o["name"])
-    return str((md.get("labels") or {}).get(GROUP_LABEL) or md["name"])
-
-
-class WorkloadTimeline:
-    """Polls the Workloads of a namespace (every 0.1 s, in a thread) and keeps when each
-    condition was first seen in each state, on this process's monotonic clock, which the
-    :class:`~e2e.gang.Recorder` of pod bindings uses too (the conditions' own timestamps
-    have whole seconds only). Keys: ``(workload, "Admitted=True")``,
-    ``(workload, "Evicted=True:PodsReadyTimeout")``, ...; ``evictions`` counts the
-    transitions to Evicted=True seen, ``requeues`` the largest ``status.requeueState.count``
-    (Kueue's own count of requeues after a PodsReady timeout)."""
-
-    def __init__(self, ns: str) -> None:
-        self.ns = ns
-        self.first: dict[tuple[str, str], float] = {}
-        self.evictions: dict[str, int] = {}
-        self.requeues: dict[str, int] = {}
-        self._last: dict[tuple[str, str], str] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> WorkloadTimeline:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.1):
-            with contextlib.suppress(Exception):
-                self.observe(workloads(self.ns), time.monotonic())
-
-    def observe(self, items: Sequence[Mapping[str, Any]], now: float) -> None:
-        for wl in items:
-            key = owner_key(wl)
-            count = ((wl.get("status") or {}).get("requeueState") or {}).get("count") or 0
-            self.requeues[key] = max(self.requeues.get(key, 0), int(count))
-            for c in (wl.get("status") or {}).get("conditions") or []:
-                state = f"{c.get('type')}={c.get('status')}"
-                self.first.setdefault((key, state), now)
-                self.first.setdefault((key, f"{state}:{c.get('reason')}"), now)
-                if (c.get("type") == "Evicted" and c.get("status") == "True"
-                        and self._last.get((key, "Evicted")) != "True"):
-                    self.evictions[key] = self.evictions.get(key, 0) + 1
-                self._last[(key, str(c.get("type")))] = str(c.get("status"))
-
-    def at(self, workload: str, state: str) -> float | None:
-        return self.first.get((workload, state))

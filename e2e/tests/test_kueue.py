@@ -42,6 +42,8 @@ from e2e.kueue import (
     TOPOLOGY_GATE,
     TOTAL_ANNOTATION,
     Kueue,
+)
+from e2e.kueue_objects import (
     WorkloadTimeline,
     create_cluster_queue,
     create_flavor,
