@@ -23,14 +23,16 @@ deps:
 
 # The Kubeflow MPI Operator v0.6.0 and Training Operator v1.7.0 that e2e/tests/ runs
 # unchanged (test_mpi_operator.py, test_training_operator.py), and scheduler-plugins
-# v0.34.7 (Coscheduling, the peer bench.e2e compares with; test_peer_schedulers.py), built
-# from their Go modules into ~/.cache/gang-extender/<name>/ (once per machine: about 5, 3
-# and 7 minutes of CPU; instant afterwards). Not part of setup, so `make demo` does not wait for them; built here
+# v0.34.7 (Coscheduling, the peer bench.e2e compares with; test_peer_schedulers.py), and
+# Kueue v0.17.0 (test_kueue.py), built
+# from their Go modules into ~/.cache/gang-extender/<name>/ (once per machine: about 5, 3,
+# 7 and 8 minutes of CPU; instant afterwards). Not part of setup, so `make demo` does not wait for them; built here
 # rather than inside pytest, whose per-test timeout a cold build could exceed.
 operators:
 	bash e2e/build-operator.sh mpi-operator >/dev/null
 	bash e2e/build-operator.sh training-operator >/dev/null
 	bash e2e/build-operator.sh scheduler-plugins >/dev/null
+	bash e2e/build-operator.sh kueue >/dev/null
 
 demo: setup
 	$(PY) -m demo --out demo-out

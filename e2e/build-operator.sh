@@ -8,6 +8,7 @@
 #   e2e/build-operator.sh mpi-operator       # Kubeflow MPI Operator (e2e/mpi_operator.py)
 #   e2e/build-operator.sh training-operator  # Kubeflow Training Operator (e2e/training_operator.py)
 #   e2e/build-operator.sh scheduler-plugins  # Coscheduling's kube-scheduler (bench/peers.py, system D)
+#   e2e/build-operator.sh kueue              # Kueue's manager (e2e/kueue.py)
 #
 # Why a copy of the module: the module cache is read-only, and building from the module's
 # own directory makes its go.mod (and any replace directive in it) decide the dependency
@@ -17,7 +18,7 @@
 set -euo pipefail
 
 edits=()   # go mod edit flags, for a module whose go.mod needs a change to build
-name=${1:?usage: build-operator.sh mpi-operator|training-operator|scheduler-plugins}
+name=${1:?usage: build-operator.sh mpi-operator|training-operator|scheduler-plugins|kueue}
 case "$name" in
   mpi-operator)
     module=github.com/kubeflow/mpi-operator
@@ -60,6 +61,23 @@ case "$name" in
     # The PodGroup CRD and the Coscheduling profile of the same module.
     copies=("config/crd/bases/scheduling.x-k8s.io_podgroups.yaml:podgroups-crd.yaml"
             "manifests/coscheduling/scheduler-config.yaml:coscheduling-config.yaml")
+    ;;
+  kueue)
+    # Quotas in front of the scheduler (issue 28, item 6): admits a Job or a pod group by
+    # ClusterQueue quota, then leaves placement to the pods' scheduler, here ours.
+    module=sigs.k8s.io/kueue
+    version=v0.17.0   # served by the proxy as an exact version
+    package=./cmd/kueue
+    # upstream's Makefile ldflags (LD_FLAGS), minus the build date
+    pkg=$module/pkg/version
+    xflags="-X $pkg.GitVersion=$version -X $pkg.GitCommit=@SHA@"
+    # CRDs of the same version (the bases: no conversion-webhook patches, see e2e/kueue.py),
+    # the webhook configurations with the kustomize patch that gives the pod webhook its
+    # namespace selector, and the sample Configuration the manager's Deployment mounts.
+    copies=("config/components/crd/bases:crds"
+            "config/components/webhook:webhook"
+            "config/components/manager/controller_manager_config.yaml:controller_manager_config.yaml"
+            "config/components/rbac:rbac")
     ;;
   *) echo "build-operator: unknown operator $name" >&2; exit 2 ;;
 esac

@@ -128,6 +128,30 @@ def generate_pki(d: Path, service_ip: str = "10.0.0.1", days: int = 30) -> PKI:
     return PKI(d, ca, apiserver, admin, scheduler, kcm, sa_key, sa_pub)
 
 
+def generate_serving_pki(d: Path, name: str, sans: list[str],
+                         days: int = 30) -> tuple[CertPair, CertPair]:
+    """A CA of its own and one serving certificate it signs (``tls.crt`` / ``tls.key`` in
+    ``d``, the names controller-runtime's webhook server reads), for a webhook server the
+    API server calls by URL. A separate CA rather than the cluster's: the caBundle handed
+    to the API server then trusts this one server and nothing the cluster CA signed.
+    ``sans`` are openssl SAN entries, e.g. ``IP:127.0.0.1``."""
+    d.mkdir(parents=True, exist_ok=True)
+    ca = CertPair(d / "ca.crt", d / "ca.key")
+    _new_ec_key(ca.key, d)
+    _openssl("req", "-x509", "-new", "-key", ca.key, "-subj", f"/CN={name}-ca",
+             "-days", str(days), "-sha256",
+             "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+             "-out", ca.cert, cwd=d)
+    pair = _signed_cert(d, "tls", f"/CN={name}", ca, [
+        "basicConstraints=critical,CA:FALSE",
+        "keyUsage=critical,digitalSignature,keyEncipherment",
+        "extendedKeyUsage=serverAuth",
+        f"subjectAltName={','.join(sans)}",
+    ], days)
+    return ca, pair
+
+
 def write_kubeconfig(path: Path, server: str, ca: Path, client: CertPair, user: str) -> Path:
     """Write a kubeconfig that uses file references (absolute paths) to the PKI.
 
