@@ -7,7 +7,7 @@
 #
 #   e2e/build-operator.sh mpi-operator       # Kubeflow MPI Operator (e2e/mpi_operator.py)
 #   e2e/build-operator.sh training-operator  # Kubeflow Training Operator (e2e/training_operator.py)
-#   e2e/build-operator.sh scheduler-plugins  # Coscheduling's kube-scheduler (bench/peers.py, system D)
+#   e2e/build-operator.sh scheduler-plugins  # Coscheduling's kube-scheduler (bench/e2e/systems.py, system D)
 #   e2e/build-operator.sh kueue              # Kueue's manager (e2e/kueue.py)
 #
 # Why a copy of the module: the module cache is read-only, and building from the module's

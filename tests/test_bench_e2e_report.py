@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from bench import e2e, e2e_report
-from bench.e2e_report import RunResult
+from bench.e2e import main as e2e_bench
+from bench.e2e import report as e2e_report
+from bench.e2e.report import RunResult
 
 
 def run(system: str, pps: float, rep: int = 0, client: str = "unthrottled",
@@ -32,10 +33,10 @@ def data_for(runs: list[RunResult]) -> dict[str, Any]:
 
 
 def test_workload_shapes() -> None:
-    assert e2e.gang_sizes(60) == [8, 16, 32, 4]
-    assert e2e.gang_sizes(512, (256,)) == [256, 256]
-    assert e2e.parse_point("100x480") == (100, 480, (8, 16, 32))
-    assert e2e.parse_point("1000x1000:1000") == (1000, 1000, (1000,))
+    assert e2e_bench.gang_sizes(60) == [8, 16, 32, 4]
+    assert e2e_bench.gang_sizes(512, (256,)) == [256, 256]
+    assert e2e_bench.parse_point("100x480") == (100, 480, (8, 16, 32))
+    assert e2e_bench.parse_point("1000x1000:1000") == (1000, 1000, (1000,))
 
 
 def test_pair_ratios_match_repetitions_and_skip_failed_runs() -> None:
@@ -109,7 +110,7 @@ def test_markdown_tables(tmp_path: Path) -> None:
 
 def test_plot_is_written(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    from bench import e2e_plot
+    from bench.e2e import plot as e2e_plot
 
     runs = [run("A", 100), run("B", 80, starts=(-0.01, 0.3, math.nan)), run("C", 50)]
     panels = e2e_plot.starts_by_panel([r.__dict__ for r in runs])
@@ -135,7 +136,7 @@ def test_compact_table_and_report_from_a_results_file(tmp_path: Path,
             "0.70 / 0.90 / 0.90 s | did not complete |") in table
     path = tmp_path / "e2e-x.json"
     path.write_text(json.dumps(data_for(runs)))
-    assert e2e.main(["--report", str(path), "--no-plot"]) == 0
+    assert e2e_bench.main(["--report", str(path), "--no-plot"]) == 0
     assert table in capsys.readouterr().out
 
 
@@ -147,7 +148,7 @@ def test_report_pools_the_repetitions_of_several_files(
     for i, runs in enumerate((one, two)):
         paths.append(tmp_path / f"r{i}.json")
         paths[-1].write_text(json.dumps(data_for(runs)))
-    assert e2e.main(["--report", *map(str, paths)]) == 0
+    assert e2e_bench.main(["--report", *map(str, paths)]) == 0
     out = capsys.readouterr().out
     # Pairs 0.8 (first file), 1.2 and 0.9 (second): rep 0 of each file stays its own pair.
     assert "0.90 (0.80-1.20) [1/3 >= 1]" in out

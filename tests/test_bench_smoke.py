@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench import core
+from bench.core.main import main as core_main
 
 
 def test_core_benchmark_writes_json_and_markdown(tmp_path: Path) -> None:
     argv = ["--cases", "12x40,12x40:stream,40x60:stream:topology", "--passes", "2", "--out",
             str(tmp_path)]
-    assert core.main(argv) == 0
+    assert core_main(argv) == 0
     data = json.loads((tmp_path / "core-custom.json").read_text())
     assert [(c["nodes"], c["pods"], c["arrival"], c["topology"]) for c in data["cases"]] == [
         (12, 40, "burst", False), (12, 40, "stream", False), (40, 60, "stream", True)]
@@ -38,8 +38,9 @@ def test_median_interval_needs_two_values() -> None:
 
 
 def test_nominate_report_from_trials() -> None:
-    """bench.nominate's tables from trial records (the run itself needs a control plane)."""
-    from bench import nominate
+    """bench.experiments.nominate's tables from trial records (the run itself needs a control
+    plane)."""
+    from bench.experiments import nominate
 
     pending = "0/1 nodes are available: 1 Insufficient cpu."
     gang = {"nominate": True, "d": "bound", "gang_bound": True, "start_seconds": 0.05,
@@ -61,9 +62,9 @@ def test_nominate_report_from_trials() -> None:
 
 
 def test_bind_walk_starts_at_bind_and_counts_returns() -> None:
-    """bench.bind_walk (docs/architecture.md, the walk of a bind call): its walk is the
+    """bench.experiments.bind_walk (docs/architecture.md, the walk of a bind call): its walk is the
     committing bind's, and a file entered again after another counts once per visit."""
-    from bench.bind_walk import count, walk
+    from bench.experiments.bind_walk import count, walk
 
     stops = walk()
     assert stops[0] == ("core/bind.py", "Bind.bind")

@@ -1,4 +1,4 @@
-"""bench/systems.py: each system's pods, group objects and KubeSchedulerConfiguration form
+"""bench/e2e/systems.py: each system's pods, group objects and KubeSchedulerConfiguration form
 the gangs its scheduler expects, and nothing else differs between the systems. A wrong
 field name would not fail a benchmark run loudly (an upstream gang scheduler that does not
 recognise a pod schedules it as a plain pod), so the manifests are pinned here."""
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bench import systems
+from bench.e2e import systems
 from e2e.gang import scheduler_config as shipped_config
 from e2e.harness.fixtures import POD_GROUP_LABEL
 

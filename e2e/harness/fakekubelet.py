@@ -25,7 +25,7 @@ up from the kubeconfig, no generated API layer). A real kubelet runs on other ma
 this one shares the machine with the schedulers being benchmarked, so its per-pod writes
 take the cheaper client: about 1.0 ms of CPU per pod against 2.0-2.1 ms through the
 generated client with every response read (and 10 ms with responses left unread, each call
-then opening a new TLS connection); ``python -m bench.kubelet_writes`` measures it.
+then opening a new TLS connection); ``python -m bench.experiments.kubelet_writes`` measures it.
 
 Run it as a process (preferred, survives test-runner oddities)::
 
@@ -410,7 +410,7 @@ class KubeletLoop:
         expiry or error.
 
         Through the generated client: a relist comes at most every two minutes, and
-        ``bench.kubelet_writes`` finds a LIST costs the same CPU through it as through
+        ``bench.experiments.kubelet_writes`` finds a LIST costs the same CPU through it as through
         :class:`RawApi`, so only the per-pod writes are worth the second client.
         """
         while not self.stop_event.is_set():

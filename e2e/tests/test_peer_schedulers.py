@@ -1,5 +1,5 @@
 """The peers `bench.e2e` compares with really schedule gangs as configured there
-(bench/systems.py): C, kube-scheduler 1.36 with the GangScheduling alpha, and D,
+(bench/e2e/systems.py): C, kube-scheduler 1.36 with the GangScheduling alpha, and D,
 scheduler-plugins' Coscheduling. A benchmark whose peer silently placed the pods one by one
 (a misspelt field, a missing gate, a plugin not enabled) would still print numbers, only
 wrong ones: here two members of a gang of three must stay unbound while the third is
@@ -20,7 +20,7 @@ import time
 import pytest
 import yaml
 
-from bench.systems import UPSTREAM_GATES, group_manifest, pod_manifest, scheduler_config
+from bench.e2e.systems import UPSTREAM_GATES, group_manifest, pod_manifest, scheduler_config
 from e2e.gang import scheduler_config as shipped_config
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.fixtures import NodeSet, kube, wait_for

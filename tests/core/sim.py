@@ -3,7 +3,7 @@
 It does what kube-scheduler does around an extender: its own fit check against bound
 and assumed pods, filter, bind (held binds wait), and it executes the manager's
 BindPod actions as the API server would. The fit check is the benchmark's
-(bench/simulator.py), so both drive the extender with the same view of the cluster.
+(bench/core/simulator.py), so both drive the extender with the same view of the cluster.
 Used by unit and property tests only; the real scheduler is exercised in e2e/.
 """
 
@@ -13,7 +13,7 @@ import dataclasses
 import itertools
 from typing import Any, cast
 
-from bench.simulator import KubeSchedulerView
+from bench.core.simulator import KubeSchedulerView
 from extender.core.config import Config
 from extender.core.ledger import Ledger
 from extender.core.manager import Core, GangManager

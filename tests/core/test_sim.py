@@ -1,4 +1,4 @@
-"""The stand-in scheduler's fit check (bench/simulator.py) is kept incrementally; here it
+"""The stand-in scheduler's fit check (bench/core/simulator.py) is kept incrementally; here it
 must name the same nodes as checking every node against every pod on it would."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.simulator import KubeSchedulerView
+from bench.core.simulator import KubeSchedulerView
 from extender.core.constraints import node_matches
 from extender.core.resources import fits
 from extender.core.types import NodeInfo, PodInfo, Resources, Taint, Toleration

@@ -1,13 +1,18 @@
-"""The tick that runs a preemption search confined to one topology domain, by number of
-domains (docs/topology.md, "Preemption inside one domain").
+"""Question: how long is the tick that searches for preemption victims one topology domain at
+a time, as the number of domains grows (the search was quadratic in the cluster)?
+Answer: docs/topology.md, "Preemption and the starvation guard" (its paragraph "The
+search's cost across many domains").
+
+The tick that runs a preemption search confined to one topology domain, by number of
+domains.
 
 Every node runs one low-priority pod that fills it; a high-priority gang that must stay
 in one domain (a rack of `per` nodes, or one node by its hostname) needs the whole
 domain, so every domain makes room and is searched. The tick runs on the extender's one
 event loop, so its length is how long the verbs wait behind it.
 
-    .venv/bin/python -m bench.preemption_domains            # about a minute
-    .venv/bin/python -m bench.preemption_domains --quick
+    .venv/bin/python -m bench.experiments.preemption_domains            # about a minute
+    .venv/bin/python -m bench.experiments.preemption_domains --quick
 """
 
 from __future__ import annotations

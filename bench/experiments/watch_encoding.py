@@ -1,6 +1,10 @@
-"""What the extender's pod watch costs in JSON against protobuf, on both ends.
+"""Question: does the extender's JSON pod watch cost the API server a second encoding of
+every pod event, and what would protobuf cost or save the extender? Answer:
+docs/performance.md, "Lever a: a protobuf watch of pods".
 
-    .venv/bin/python -m bench.watch_encoding [--pods 400] [--reps 4] [--decode-reps 7]
+What the extender's pod watch costs in JSON against protobuf, on both ends.
+
+    .venv/bin/python -m bench.experiments.watch_encoding [--pods 400] [--reps 4] [--decode-reps 7]
 
 Why: every pod watcher of a real cluster but the extender asks kube-apiserver for
 protobuf, and its watch cache keeps one encoding of each event per encoding asked for
@@ -38,8 +42,8 @@ from typing import Any
 
 import orjson
 
-from bench.apiserver_pprof import cum_seconds, profile
 from bench.common import cpu_seconds
+from bench.e2e.apiserver_pprof import cum_seconds, profile
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.rawapi import RawApi
 from extender.core.convert import pod_from_k8s

@@ -26,7 +26,7 @@ def markdown(data: dict[str, Any]) -> str:
              f"commit {m['commit']}, {m['date']}. Milliseconds per call. *burst*: every pod "
              f"pending before scheduling starts; *stream*: each gang arrives just before "
              f"kube-scheduler reaches it; *+topology*: racks of 32 nodes in blocks of 16 "
-             f"racks, and gangs that require or prefer one (bench/workload.py).", ""]
+             f"racks, and gangs that require or prefer one (bench/core/workload.py).", ""]
     rows = []
     for c in cases:
         f = c["verbs"].get("filter", {})

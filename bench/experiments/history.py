@@ -1,7 +1,12 @@
-"""The extender beside years of history, on the local control plane: finished PodGroups
+"""Question: does a long history of finished PodGroups and their Succeeded pods (issue 27)
+grow the extender's sync, memory, `/healthz` stalls or an ordinary gang's start, on a real
+API server? Answer: docs/reliability.md, "On the local control plane" (in "7. History at
+scale (issue 27)").
+
+The extender beside years of history, on the local control plane: finished PodGroups
 and their Succeeded pods, left behind.
 
-    .venv/bin/python -m bench.history [--groups 100000] [--pods-per-group 2] \\
+    .venv/bin/python -m bench.experiments.history [--groups 100000] [--pods-per-group 2] \\
         [--trees ../old,.] [--creation-tree .] [--steady 30] [--probes 5]
 
 Why: a finished Job leaves its PodGroup (and, until their TTL, its pods) behind, so a

@@ -1,11 +1,16 @@
-"""The extender's CPU per pod, this checkout's against another commit's, in the same
+"""Question: did the extender's CPU per pod grow since the commit whose 1.2 ms per pod issue 20
+quotes, measured in one harness? Answer: docs/performance.md, "A fourth run, the API
+server's profile, and the machine's speed" (its paragraph "The extender's CPU per pod did
+not grow").
+
+The extender's CPU per pod, this checkout's against another commit's, in the same
 `bench.e2e` harness: B runs whose extender comes alternately from this checkout and from
 TREE (`git worktree add TREE COMMIT`), everything else (control plane, kube-scheduler
 configuration, pods) the same. Numbers measured by different versions of the harness do
 not compare (its CPU window has changed), hence one harness for both.
 
-    .venv/bin/python -m bench.extender_ab /tmp/old --sweep 200x500 --reps 8 --warmup 2 \\
-        --out /tmp/ab
+    .venv/bin/python -m bench.experiments.extender_ab /tmp/old --sweep 200x500 --reps 8 \\
+        --warmup 2 --out /tmp/ab
 
 The remaining arguments go to `bench.e2e` (`--systems B --clients unthrottled` are added);
 with an even number of warm-ups the measured runs start with this checkout.
@@ -20,9 +25,9 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-import bench.e2e_run as e2e_run
+import bench.e2e.run as e2e_run
 from bench.common import REPO, md_table
-from bench.e2e import main as e2e_main
+from bench.e2e.main import main as e2e_main
 from e2e.gang import start_extender
 from e2e.harness.cluster import Cluster, http_ok
 from e2e.harness.process import ManagedProcess

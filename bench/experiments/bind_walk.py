@@ -1,8 +1,8 @@
-"""Which functions a bind call walks through, and how often it returns to a file it left.
+"""Question: does a bind that commits a gang go back and forth between the core's modules
+(issue 29)? Answer, before and after the reservation ledger: docs/architecture.md, "How
+the walk of a bind call is counted".
 
-The question: does a bind that commits a gang go back and forth between the core's
-modules? The answer, before and after the reservation ledger, is written in
-docs/architecture.md ("How the walk of a bind call is counted").
+Which functions a bind call walks through, and how often it returns to a file it left.
 
 It drives the gang manager with plain data (a gang of 3 on 3 nodes; two members' binds
 wait, the third's commits the gang) and records, with `sys.setprofile`, every call into
@@ -17,7 +17,7 @@ stop (file:function), then:
 * returns: entries into a file that the walk had already left (consecutive stops in one
   file are one visit; a visit to a file seen earlier in the walk is a return).
 
-    PYTHONPATH=$PWD python -m bench.bind_walk
+    PYTHONPATH=$PWD python -m bench.experiments.bind_walk
 """
 
 from __future__ import annotations

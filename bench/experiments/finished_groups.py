@@ -1,6 +1,10 @@
-"""The filter call that plans a gang, beside PodGroups whose gangs have finished.
+"""Question: does the filter call that plans a gang grow with the PodGroups of finished gangs
+left behind? Answer: docs/reliability.md, "In process, 100,000 PodGroups and 200,000
+pods", and docs/performance.md, "Where the time goes now" (a gang's first member).
 
-    .venv/bin/python -m bench.finished_groups [--finished 0,1000,5000] [--gangs 200]
+The filter call that plans a gang, beside PodGroups whose gangs have finished.
+
+    .venv/bin/python -m bench.experiments.finished_groups [--finished 0,1000,5000] [--gangs 200]
 
 Why: a finished Job leaves its PodGroup (and, until its TTL, its Succeeded pods) behind,
 so a long-lived cluster holds many more groups than wait. The gang queue's pass runs on

@@ -1,8 +1,12 @@
-"""CPU to parse hostile Kubernetes quantities, now and as of a git revision.
+"""Question: does one hostile quantity (issue 27: `minResources: {cpu: "1e30000000"}` froze
+the event loop for 33 s) still cost more than microseconds to parse? Answer: README.md,
+"Running the extender" (its "Untrusted input" paragraph).
 
-    .venv/bin/python -m bench.quantities                    # this checkout
-    .venv/bin/python -m bench.quantities --against 8b1fb27  # and resources.py then
-    .venv/bin/python -m bench.quantities --against 8b1fb27 --cap 60
+CPU to parse hostile Kubernetes quantities, now and as of a git revision.
+
+    .venv/bin/python -m bench.experiments.quantities                    # this checkout
+    .venv/bin/python -m bench.experiments.quantities --against 8b1fb27  # and resources.py then
+    .venv/bin/python -m bench.experiments.quantities --against 8b1fb27 --cap 60
 
 Why: issue 27 found one PodGroup (`minResources: {cpu: "1e30000000"}`) freezing the
 extender's event loop for 33 s, the parser raising 10 to the exponent exactly. Each
@@ -27,7 +31,7 @@ from pathlib import Path
 
 from extender.core.resources import parse_quantity
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 # name -> the text, given a small varying digit k (distinct texts defeat memos).
 CASES: dict[str, Callable[[int], str]] = {
@@ -86,7 +90,7 @@ def cpu_old(where: Path, text: str, cap: float) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--against", metavar="REV", help="also time resources.py of REV")
     ap.add_argument("--cap", type=float, default=120.0,

@@ -1,6 +1,10 @@
-"""Server CPU per extender verb POST: uvicorn as the CLI runs it, against a bare protocol.
+"""Question: how much of the server's CPU per verb POST is uvicorn's per-request machinery
+rather than the verb? Answer: docs/performance.md, "The lever left: uvicorn's per-request
+machinery".
 
-    .venv/bin/python -m bench.http_server [--requests 4000] [--reps 4]
+Server CPU per extender verb POST: uvicorn as the CLI runs it, against a bare protocol.
+
+    .venv/bin/python -m bench.experiments.http_server [--requests 4000] [--reps 4]
 
 Why: kube-scheduler makes two HTTP calls per pod (filter, bind), and the question for
 the next lever is how much of a call is uvicorn's per-request machinery (its request
@@ -39,7 +43,7 @@ from bench.common import cpu_seconds, print_min_median
 MODES = ("uvicorn", "uvicorn-lean", "bare")
 REPLY = orjson.dumps({"NodeNames": ["node-00001"], "Nodes": None, "FailedNodes": {},
                       "FailedAndUnresolvableNodes": {}, "Error": ""})
-SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "wire-samples" / (
+SAMPLE = Path(__file__).resolve().parents[3] / "shared" / "wire-samples" / (
     "nodecachecapable-true.filter.request.json")
 
 
@@ -101,8 +105,8 @@ def body(nodes: int) -> bytes:
 
 
 def measure(mode: str, port: int, payload: bytes, requests: int) -> float:
-    child = subprocess.Popen([sys.executable, "-m", "bench.http_server", "--serve", mode,
-                              str(port)], stdout=subprocess.PIPE)
+    child = subprocess.Popen([sys.executable, "-m", "bench.experiments.http_server", "--serve",
+                              mode, str(port)], stdout=subprocess.PIPE)
     try:
         assert child.stdout is not None
         child.stdout.readline()

@@ -11,10 +11,10 @@
 Results: bench/results/core.{json,md} (--full), core-topology.* or core-quick.*;
 docs/performance.md and docs/topology.md explain them.
 
-Each case runs in its own process, so memory figures do not mix: bench/workload.py builds
-the cluster and the gangs, bench/run.py plays kube-scheduler against the extender
-(with kube-scheduler's own fit check from bench/simulator.py, the extender wired and
-timed by bench/inprocess.py), bench/report.py writes the tables.
+Each case runs in its own process, so memory figures do not mix: bench/core/workload.py builds
+the cluster and the gangs, bench/core/run.py plays kube-scheduler against the extender
+(with kube-scheduler's own fit check from bench/core/simulator.py, the extender wired and
+timed by bench/core/inprocess.py), bench/core/report.py writes the tables.
 
 Filter and prioritize are what matter for speed: they run on kube-scheduler's serial loop.
 Bind latency is reported for binds answered at once (plain pods); a gang member's bind is
@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS, machine, write_results
-from bench.report import markdown
-from bench.run import run_case
+from bench.core.report import markdown
+from bench.core.run import run_case
 
 SIZES = ((500, 1000), (500, 10_000), (5000, 1000), (5000, 10_000))
 # (nodes, pods, arrival, topology): with topology, racks and blocks on the nodes and gangs
@@ -54,7 +54,7 @@ def _run_in_subprocess(nodes: int, pods: int, arrival: str, topology: bool, pass
     out = subprocess.run(
         [sys.executable, "-m", "bench.core", "--case", case,
          "--passes", str(passes), *(["--gc-freeze"] if gc_freeze else [])],
-        capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[1],
+        capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[2],
     )
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result

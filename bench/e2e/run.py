@@ -18,10 +18,11 @@ from typing import Any
 
 import yaml
 
-from bench.apiserver_pprof import profile
 from bench.common import REPO, cpu_seconds, percentile
-from bench.e2e_report import RunResult
-from bench.e2e_watch import (
+from bench.e2e.apiserver_pprof import profile
+from bench.e2e.report import RunResult
+from bench.e2e.systems import UPSTREAM_GATES, group_manifest, pod_manifest, scheduler_config
+from bench.e2e.watch import (
     BindWatch,
     apiserver_requests,
     hist_mean_ms,
@@ -29,7 +30,6 @@ from bench.e2e_watch import (
     scrape,
     vm_hwm_mib,
 )
-from bench.systems import UPSTREAM_GATES, group_manifest, pod_manifest, scheduler_config
 from e2e.gang import scheduler_config as shipped_config
 from e2e.gang import start_extender
 from e2e.harness.cluster import DEFAULT_CRD_DIRS, ControlPlane, http_ok, install_crds

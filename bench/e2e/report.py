@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.common import md_table, median_ci, percentile
-from bench.systems import SYSTEMS
+from bench.e2e.systems import SYSTEMS
 
 # Issue 6's throughput target for B/A; issue 20's for B/C (unthrottled / default client)
 # and B/D (ahead on every measure).
@@ -34,8 +34,8 @@ CPU_COLUMNS = ("kube-scheduler", "extender", "kube-apiserver", "etcd", "fake-kub
 
 @dataclass
 class RunResult:
-    system: str  # "A".."D" (bench.systems.SYSTEMS)
-    client: str  # "default" | "unthrottled" (bench.systems.CLIENT_SETTINGS)
+    system: str  # "A".."D" (bench.e2e.systems.SYSTEMS)
+    client: str  # "default" | "unthrottled" (bench.e2e.systems.CLIENT_SETTINGS)
     nodes: int
     pods: int
     gangs: str  # the workload's gang sizes: "8/16/32" (cycled) or one size, e.g. "1000"

@@ -1,8 +1,13 @@
-"""Does a stock kube-scheduler keep its pods off a node that a pending pod of *another*
+"""Question: does a stock kube-scheduler keep its pods off a node that another scheduler's
+pending pod is nominated to (issue 16, item 4)? Answer: docs/reliability.md, "6. Sharing
+nodes: what a nomination does", and docs/install.md, "What other schedulers see of
+capacity held for a gang" (e2e/tests/test_nomination.py keeps the finding checked).
+
+Does a stock kube-scheduler keep its pods off a node that a pending pod of *another*
 scheduler is nominated to (`status.nominatedNodeName`)? Issue 16, item 4.
 
-    .venv/bin/python -m bench.nominate              # 20 tries per case, about 10 min
-    .venv/bin/python -m bench.nominate --tries 5    # a quick look
+    .venv/bin/python -m bench.experiments.nominate              # 20 tries per case, about 10 min
+    .venv/bin/python -m bench.experiments.nominate --tries 5    # a quick look
 
 Why: the extender holds node slots for a gang in its own memory until the quorum binds.
 The cluster's default scheduler does not know and may put its pods there. Upstream
@@ -507,7 +512,7 @@ def report(data: dict[str, Any]) -> str:
         kept = sum(t["p_still_nominated"] for t in trials)
         rows.append([case, len(trials), landed, len(trials) - landed, kept,
                      "; ".join(details)[:200] or "-"])
-    out = ["# nominatedNodeName and the default scheduler (bench.nominate)", "",
+    out = ["# nominatedNodeName and the default scheduler (bench.experiments.nominate)", "",
            f"Kubernetes {data['kubernetes']}, {data['machine'].get('date')}, "
            f"commit {data['machine'].get('commit')}.", "",
            md_table(["case", "tries", "D bound on N", "D pending", "P still nominated",

@@ -1,9 +1,12 @@
-"""Where a big gang's start goes, for B: one gang on many nodes, with the extender's and
+"""Question: where does a big gang's start go in B: kube-scheduler's cycles over the members,
+or the extender's Bindings? Answer: docs/performance.md, "Where a big gang's start goes".
+
+Where a big gang's start goes, for B: one gang on many nodes, with the extender's and
 kube-scheduler's counters sampled every 0.1 s during the run.
 
-    .venv/bin/python -m bench.gang_timeline                 # one gang of 1,000 on 1,000 nodes
-    .venv/bin/python -m bench.gang_timeline --nodes 1000 --gang 256 --reps 2
-    .venv/bin/python -m bench.gang_timeline --reps 2 --stem gang-timeline-bindings \
+    .venv/bin/python -m bench.experiments.gang_timeline   # one gang of 1,000 on 1,000 nodes
+    .venv/bin/python -m bench.experiments.gang_timeline --nodes 1000 --gang 256 --reps 2
+    .venv/bin/python -m bench.experiments.gang_timeline --reps 2 --stem gang-timeline-bindings \
         --extender-args '--binding-concurrency 16' --extender-args '--binding-concurrency 64'
 
 Gang start (last member created -> last bound) splits into: kube-scheduler taking every
@@ -26,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS, machine, md_table, write_results
-from bench.e2e_report import RunResult
-from bench.e2e_run import Bench
-from bench.e2e_watch import hist_sum_count, scrape
-from bench.systems import UPSTREAM_GATES
+from bench.e2e.report import RunResult
+from bench.e2e.run import Bench
+from bench.e2e.systems import UPSTREAM_GATES
+from bench.e2e.watch import hist_sum_count, scrape
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.fakekubelet import FakeKubelet
 from e2e.harness.fixtures import use_cluster
@@ -113,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         use_cluster(cp)
         fk = FakeKubelet(cp).start()
-        from bench.e2e import add_nodes
+        from bench.e2e.main import add_nodes
 
         add_nodes(fk, 0, args.nodes)
         variants = args.extender_args or [""]

@@ -8,8 +8,8 @@ kube-scheduler and the other gang schedulers, on the same pods and nodes, in one
 
 Results: bench/results/e2e[-quick|-big|-scale].{json,md,png}; docs/performance.md explains
 them. The systems (A stock, B gang-extender, C upstream 1.36 gang scheduling, D
-scheduler-plugins Coscheduling) are defined in bench/systems.py, the report in
-bench/e2e_report.py, the plot in bench/e2e_plot.py.
+scheduler-plugins Coscheduling) are defined in bench/e2e/systems.py, the report in
+bench/e2e/report.py, the plot in bench/e2e/plot.py.
 
 One control plane (etcd, kube-apiserver serving the upstream Workload API with the gates C
 needs, kube-controller-manager, fake kubelet) for the whole run. For each point and
@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS, machine, percentile, write_results
-from bench.e2e_report import RunResult, markdown, summarize
-from bench.e2e_run import CREATE_THREADS, Bench, find_scheduler_plugins
-from bench.systems import CLIENT_SETTINGS, SYSTEMS, UPSTREAM_GATES
+from bench.e2e.report import RunResult, markdown, summarize
+from bench.e2e.run import CREATE_THREADS, Bench, find_scheduler_plugins
+from bench.e2e.systems import CLIENT_SETTINGS, SYSTEMS, UPSTREAM_GATES
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.fakekubelet import FakeKubelet
 from e2e.harness.fixtures import use_cluster
@@ -87,7 +87,7 @@ def report_only(paths: list[Path], plot: bool) -> int:
         data["repetitions"] = " + ".join(str(f["repetitions"]) for f in files)
         data.pop("plot", None)
     if plot:
-        from bench.e2e_plot import plot_gang_starts
+        from bench.e2e.plot import plot_gang_starts
 
         data["plot"] = plot_gang_starts(data, paths[0].with_suffix(".png")).name
     print(markdown(data))
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         "points": summarize(runs), "runs": [r.__dict__ for r in runs],
     }
     if not args.no_plot:
-        from bench.e2e_plot import plot_gang_starts
+        from bench.e2e.plot import plot_gang_starts
 
         png = plot_gang_starts(data, args.out / f"{stem}.png")
         data["plot"] = png.name

@@ -1,7 +1,11 @@
-"""CPU per Binding of the extender's HTTP client against other async clients.
+"""Question: how close do maintained async clients (aiohttp, kubernetes_asyncio, httpx) come
+to the extender's own HTTP transport in CPU per Binding? Answer: docs/performance.md,
+"The API client: the transport against aiohttp and kubernetes_asyncio".
 
-    .venv/bin/pip install aiohttp kubernetes_asyncio   # the contenders; not dependencies
-    .venv/bin/python -m bench.binding_client            # 300 Bindings x 5 reps, about 3 min
+CPU per Binding of the extender's HTTP client against other async clients.
+
+    .venv/bin/pip install aiohttp kubernetes_asyncio      # the contenders; not dependencies
+    .venv/bin/python -m bench.experiments.binding_client  # 300 Bindings x 5 reps, about 3 min
 
 Why: the extender writes its Bindings through a hand-written HTTP/1.1 transport
 (extender/kube/transport.py), which was only ever measured against httpx's default one.
@@ -297,11 +301,11 @@ def _prepare(cp: Any) -> Any:
 
 def _run_worker(variant: str, kubeconfig: Path, pods_file: Path, args: argparse.Namespace
                 ) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "bench.binding_client", "--worker", variant,
+    cmd = [sys.executable, "-m", "bench.experiments.binding_client", "--worker", variant,
            "--kubeconfig", str(kubeconfig), "--pods", str(pods_file),
            "--warmup", str(args.warmup), "--concurrency", str(args.concurrency)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=WORKER_TIMEOUT,
-                          check=False, cwd=Path(__file__).resolve().parents[1])
+                          check=False, cwd=Path(__file__).resolve().parents[2])
     if done.returncode != 0:
         raise RuntimeError(f"{variant} worker failed ({done.returncode}):\n{done.stderr[-3000:]}")
     if done.stderr.strip():
@@ -375,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
                if v in NEEDS and importlib.util.find_spec(NEEDS[v]) is None}
     variants = [v for v in wanted if v not in skipped]
     info = machine()
-    command = " ".join([".venv/bin/python -m bench.binding_client",
+    command = " ".join([".venv/bin/python -m bench.experiments.binding_client",
                         *(sys.argv[1:] if argv is None else argv)])
     cp = ControlPlane().start()
     runs: list[dict[str, Any]] = []

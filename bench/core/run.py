@@ -4,7 +4,7 @@
    `*_from_k8s`, every pod up front ("burst") or each gang just before kube-scheduler
    reaches it ("stream").
 2. Playing kube-scheduler: pods are popped in queue order, `/filter` is sent with the
-   names of the nodes kube-scheduler's own fit check passes (bench/simulator.py),
+   names of the nodes kube-scheduler's own fit check passes (bench/core/simulator.py),
    `/prioritize` with the filter's answer, and `/bind` as a concurrent task (binds are
    asynchronous in kube-scheduler, and held open by the extender). A bound pod's Running
    update is fed back as a watch event. The manager's `tick` runs every 100 cycles, as
@@ -27,9 +27,9 @@ from typing import Any
 import orjson
 
 from bench.common import peak_rss_mib, rss_mib, summary_ms
-from bench.inprocess import Plans, Timings, asgi_post, extender
-from bench.simulator import KubeSchedulerView
-from bench.workload import SHAPES, T0, make_workload, pod_json
+from bench.core.inprocess import Plans, Timings, asgi_post, extender
+from bench.core.simulator import KubeSchedulerView
+from bench.core.workload import SHAPES, T0, make_workload, pod_json
 from extender.core.convert import node_from_k8s, pod_from_k8s
 from extender.core.convert_groups import group_from_k8s
 from extender.core.types import GROUP_LABEL
