@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender.core.manager import Core, GangManager
+from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.planner import Plan, Shortfall, plan_group
 from extender.core.snapshot import Snapshot
-from extender.core.types import GroupInfo, PodInfo
 from extender.core.vocabulary import BindDecision
 from extender.scheduler.dispatch import DispatchConfig, Dispatcher
 from extender.scheduler.http import create_app, with_fast_verbs

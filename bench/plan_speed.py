@@ -12,9 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from extender.core.planner import Plan, plan_gang
-from extender.core.snapshot import Snapshot
-from extender.core.types import (
+from extender.core.model.types import (
     LabelSelector,
     NodeInfo,
     PodAffinityTerm,
@@ -23,6 +21,8 @@ from extender.core.types import (
     Taint,
     Toleration,
 )
+from extender.core.planner import Plan, plan_gang
+from extender.core.snapshot import Snapshot
 
 GI = 1 << 30
 NODES = 5000

@@ -121,7 +121,7 @@ def old_pod_from_k8s(rev: str) -> Callable[[Any], Any]:
     for name in ("convert", "resources"):
         src = subprocess.run(["git", "show", f"{rev}:extender/core/{name}.py"], cwd=REPO,
                              capture_output=True, text=True, check=True).stdout
-        src = src.replace("from extender.core.resources import", "from _old_resources import")
+        src = src.replace("from extender.core.model.resources import", "from _old_resources import")
         (tmp / f"_old_{name}.py").write_text(src)
     sys.path.insert(0, str(tmp))
     fn: Callable[[Any], Any] = importlib.import_module("_old_convert").pod_from_k8s

@@ -17,7 +17,7 @@ import time
 
 from extender.core.config import Config
 from extender.core.manager import Core, GangManager
-from extender.core.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo
+from extender.core.model.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo
 from extender.core.vocabulary import Preempting
 
 RACK = "example.com/rack"

@@ -8,7 +8,7 @@ Why: issue 27 found one PodGroup (`minResources: {cpu: "1e30000000"}`) freezing 
 extender's event loop for 33 s, the parser raising 10 to the exponent exactly. Each
 row is one quantity; the column is CPU seconds (`time.process_time`) for one parse,
 the best of `--reps` runs on distinct texts of the same shape (so no memo answers).
-With `--against`, `parse_quantity` of that revision's `extender/core/resources.py`
+With `--against`, `parse_quantity` of that revision's `extender/core/model/resources.py`
 is timed too, once per row, in a child process killed after `--cap` seconds (then the
 cell reads "> cap"): the old parser can take minutes, or forever, on some of these.
 """
@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from extender.core.resources import parse_quantity
+from extender.core.model.resources import parse_quantity
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -67,9 +67,9 @@ def cpu_now(make: Callable[[int], str], reps: int) -> float:
 
 
 def old_module(rev: str) -> Path:
-    """`extender/core/resources.py` of `rev` as `_old_resources` in a temporary dir."""
+    """`extender/core/model/resources.py` of `rev` as `_old_resources` in a temporary dir."""
     tmp = Path(tempfile.mkdtemp(prefix="quantities-"))
-    src = subprocess.run(["git", "show", f"{rev}:extender/core/resources.py"], cwd=REPO,
+    src = subprocess.run(["git", "show", f"{rev}:extender/core/model/resources.py"], cwd=REPO,
                          capture_output=True, text=True, check=True).stdout
     (tmp / "_old_resources.py").write_text(src)
     return tmp

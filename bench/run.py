@@ -32,7 +32,7 @@ from bench.simulator import KubeSchedulerView
 from bench.workload import SHAPES, T0, make_workload, pod_json
 from extender.core.convert import node_from_k8s, pod_from_k8s
 from extender.core.convert_groups import group_from_k8s
-from extender.core.types import GROUP_LABEL
+from extender.core.model.types import GROUP_LABEL
 
 
 async def run_case(n_nodes: int, n_pods: int, passes: int = 3, trace_memory: bool = True,

@@ -16,7 +16,7 @@ import pytest
 from extender.core.config import Config
 from extender.core.convert import pod_from_k8s
 from extender.core.manager import Core, GangManager
-from extender.core.types import GroupInfo
+from extender.core.model.types import GroupInfo
 from extender.kube.events import EventRecorder, ObjectRef
 from extender.kube.leader import Leadership
 from extender.reporting.metrics import Metrics

@@ -12,8 +12,8 @@ import pytest
 
 from extender.core.config import Config
 from extender.core.manager import Core, GangManager
+from extender.core.model.types import WORKLOAD_API, Membership
 from extender.core.queue.backoff import BackoffPolicy
-from extender.core.types import WORKLOAD_API, Membership
 from extender.core.vocabulary import GroupRef, PodRef, Preempting, Report, Victim
 from extender.kube.client import ApiError
 from extender.kube.events import EventRecorder

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from extender.core.cache import Cache
 from extender.core.ledger import Ledger
+from extender.core.model.resources import fits, format_resources
+from extender.core.model.types import PodInfo
 from extender.core.parked import Parked
 from extender.core.preemption.leaving import Leaving
-from extender.core.resources import fits, format_resources
-from extender.core.types import PodInfo
 from extender.core.vocabulary import BindDecision, BindOutcome
 
 # How long a bind request waits for a Binding already in flight: the API client gives

@@ -13,9 +13,8 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from extender.core.resources import parse_resource_list, pod_requests
-from extender.core.sources import membership
-from extender.core.types import (
+from extender.core.model.resources import parse_resource_list, pod_requests
+from extender.core.model.types import (
     BudgetInfo,
     LabelSelector,
     NodeInfo,
@@ -27,6 +26,7 @@ from extender.core.types import (
     Taint,
     Toleration,
 )
+from extender.core.sources import membership
 
 __all__ = ["budget_from_k8s", "node_from_k8s", "parse_time", "pod_from_k8s"]
 

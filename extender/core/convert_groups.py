@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from extender.core.annotations import label_key_problem, topology_of
 from extender.core.convert import (
     _guarded,
     _int,
@@ -19,8 +18,9 @@ from extender.core.convert import (
     _str_map,
     parse_time,
 )
-from extender.core.resources import parse_resource_list
-from extender.core.types import VOLCANO, WORKLOAD_API, GroupInfo
+from extender.core.model.annotations import label_key_problem, topology_of
+from extender.core.model.resources import parse_resource_list
+from extender.core.model.types import VOLCANO, WORKLOAD_API, GroupInfo
 
 __all__ = ["group_from_k8s", "volcano_group_from_k8s", "workload_group_from_k8s"]
 

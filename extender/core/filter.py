@@ -14,15 +14,15 @@ from extender.core.cache import Cache
 from extender.core.config import Config
 from extender.core.explain import Explanations
 from extender.core.ledger import Ledger, Reservation
+from extender.core.model.resources import fits, format_resources
+from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.parked import Parked
 from extender.core.planner import extra_nodes
 from extender.core.preemption.leaving import Leaving
 from extender.core.queue.arrivals import Arrivals
 from extender.core.queue.backoff import Backoffs
 from extender.core.queue.gang_queue import GangQueue
-from extender.core.resources import fits, format_resources
 from extender.core.sources import missing_group_message
-from extender.core.types import GroupInfo, PodInfo
 from extender.core.vocabulary import FilterResult, Reason
 
 

@@ -22,6 +22,15 @@ from extender.core.explain import Explanations
 from extender.core.filter import Filter, reject
 from extender.core.ledger import Ledger
 from extender.core.ledger.timeouts import Timeouts
+from extender.core.model.types import (
+    KUEUE,
+    NOT_A_MEMBER,
+    SCHEDULER_PLUGINS,
+    BudgetInfo,
+    GroupInfo,
+    NodeInfo,
+    PodInfo,
+)
 from extender.core.outbox import Outbox
 from extender.core.parked import Parked
 from extender.core.planner import GangPlanner, plan_group
@@ -33,15 +42,6 @@ from extender.core.queue.backoff import Backoff, Backoffs
 from extender.core.queue.gang_queue import GangQueue
 from extender.core.queue.starvation import Starvation
 from extender.core.sources import kueue_group
-from extender.core.types import (
-    KUEUE,
-    NOT_A_MEMBER,
-    SCHEDULER_PLUGINS,
-    BudgetInfo,
-    GroupInfo,
-    NodeInfo,
-    PodInfo,
-)
 from extender.core.vocabulary import (
     Action,
     BindDecision,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import ClassVar
 
-from extender.core.types import SCHEDULER_PLUGINS, Resources, gang_key
+from extender.core.model.types import SCHEDULER_PLUGINS, Resources, gang_key
 
 
 class Reason(StrEnum):

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.phase import (
     FAILED_CONDITION,
     FAILED_PHASE,
@@ -34,7 +35,6 @@ from extender.core.phase import (
     GroupStatus,
     rfc3339,
 )
-from extender.core.types import GroupInfo, PodInfo
 from extender.core.vocabulary import (
     GangBound,
     GangHeld,

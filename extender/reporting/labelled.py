@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from extender.core.types import (
+from extender.core.model.types import (
     GROUP_LABEL,
     NOT_A_MEMBER,
     SCHEDULER_PLUGINS,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from extender.core.manager import GangManager
-from extender.core.types import SCHEDULER_PLUGINS
+from extender.core.model.types import SCHEDULER_PLUGINS
 from extender.core.vocabulary import (
     GangBound,
     GangTimedOut,

@@ -36,13 +36,13 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from extender.core.manager import GangManager
+from extender.core.model.types import SCHEDULER_PLUGINS, WORKLOAD_API, GroupInfo, PodInfo, gang_key
 from extender.core.phase import (
     PENDING,
     GroupStatus,
     Previous,
     compute_status,
 )
-from extender.core.types import SCHEDULER_PLUGINS, WORKLOAD_API, GroupInfo, PodInfo, gang_key
 from extender.core.upstream_status import Disruption, disruptions
 from extender.core.vocabulary import GangStatus, Preempting, Report, StatusChanged
 from extender.kube.client import PODGROUP_PATH, ApiError

@@ -17,8 +17,8 @@ from typing import Any, Protocol, runtime_checkable
 import orjson
 
 from extender.core.manager import GangManager
+from extender.core.model.types import GroupInfo
 from extender.core.phase import GroupStatus, Previous
-from extender.core.types import GroupInfo
 from extender.core.upstream_status import (
     Disruption,
     conditions_by_type,

@@ -17,8 +17,8 @@ from fastapi import FastAPI
 from fastapi.responses import Response
 
 from extender.core.manager import GangManager
+from extender.core.model.types import split_gang_key
 from extender.core.phase import rfc3339
-from extender.core.types import split_gang_key
 from extender.core.vocabulary import QueueRow
 from extender.kube.events import EventRecorder
 from extender.reporting.status import StatusWriter

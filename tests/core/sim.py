@@ -17,7 +17,7 @@ from bench.simulator import KubeSchedulerView
 from extender.core.config import Config
 from extender.core.ledger import Ledger
 from extender.core.manager import Core, GangManager
-from extender.core.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo, Resources
+from extender.core.model.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo, Resources
 from extender.core.vocabulary import (
     BindOutcome,
     BindPod,

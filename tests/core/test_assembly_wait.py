@@ -8,8 +8,8 @@ import dataclasses
 
 from extender.core.config import Config
 from extender.core.manager import Core
+from extender.core.model.types import PodInfo
 from extender.core.queue.backoff import BackoffPolicy
-from extender.core.types import PodInfo
 from extender.core.vocabulary import GroupRef, Reason, WakePods
 from tests.core.sim import SimScheduler, group, node, pod
 

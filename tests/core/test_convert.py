@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from extender.core.convert import node_from_k8s, parse_time, pod_from_k8s
 from extender.core.convert_groups import group_from_k8s
-from extender.core.types import (
+from extender.core.model.types import (
     LabelSelector,
     NodeSelectorTerm,
     PodAffinityTerm,

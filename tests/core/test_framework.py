@@ -9,10 +9,10 @@ import pytest
 
 from extender.core.config import Config
 from extender.core.manager import Core
+from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.planner import Plan, Shortfall, plan_group
 from extender.core.queue.backoff import BackoffPolicy
 from extender.core.snapshot import Snapshot
-from extender.core.types import GroupInfo, PodInfo
 from extender.core.vocabulary import (
     BindOutcome,
     BindPod,

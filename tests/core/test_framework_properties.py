@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from extender.core.config import Config
 from extender.core.manager import Core
+from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.planner import Plan, plan_gang
 from extender.core.queue.backoff import BackoffPolicy
 from extender.core.queue.order import queue_sort_key
-from extender.core.types import GroupInfo, PodInfo
 from tests.core.sim import SimScheduler, group, node, pod
 
 CPUS = (500, 1000, 2000, 4000)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from extender.core.model.types import GROUP_LABEL, GroupInfo, PodInfo
 from extender.core.phase import (
     FAILED_CONDITION,
     FAILED_PHASE,
@@ -18,7 +19,6 @@ from extender.core.phase import (
     occupied_by,
     rfc3339,
 )
-from extender.core.types import GROUP_LABEL, GroupInfo, PodInfo
 from extender.core.vocabulary import GangStatus, Reason
 
 NOW = 1_800_000_000.0

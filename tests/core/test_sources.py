@@ -13,14 +13,7 @@ from hypothesis import strategies as st
 
 from extender.core.convert import pod_from_k8s
 from extender.core.convert_groups import volcano_group_from_k8s, workload_group_from_k8s
-from extender.core.sources import (
-    KUEUE_GROUP_LABEL,
-    KUEUE_TOTAL_ANNOTATION,
-    PRECEDENCE,
-    VOLCANO_GROUP_ANNOTATION,
-    membership,
-)
-from extender.core.types import (
+from extender.core.model.types import (
     GROUP_LABEL,
     KUEUE,
     SCHEDULER_PLUGINS,
@@ -31,6 +24,13 @@ from extender.core.types import (
     PodInfo,
     gang_key,
     split_gang_key,
+)
+from extender.core.sources import (
+    KUEUE_GROUP_LABEL,
+    KUEUE_TOTAL_ANNOTATION,
+    PRECEDENCE,
+    VOLCANO_GROUP_ANNOTATION,
+    membership,
 )
 from extender.core.vocabulary import GroupRef
 from tests.core.sim import SimScheduler, group, node, pod

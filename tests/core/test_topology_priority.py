@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from extender.core.config import Config
 from extender.core.manager import Core
+from extender.core.model.types import GroupInfo, NodeInfo, PodInfo
 from extender.core.planner import Plan, Shortfall, plan_group
 from extender.core.snapshot import Snapshot
-from extender.core.types import GroupInfo, NodeInfo, PodInfo
 from extender.core.vocabulary import EvictPods, GangHeld, GangReserved, Preempting, Reason
 from tests.core.sim import SimScheduler, group, pod
 from tests.core.workload import Driver, Job

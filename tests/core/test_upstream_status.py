@@ -3,8 +3,8 @@ each version defines, when each is set, and that the scheduling one never goes b
 
 from __future__ import annotations
 
+from extender.core.model.types import WORKLOAD_API
 from extender.core.phase import SCHEDULED, Condition, GroupStatus, Previous, rfc3339
-from extender.core.types import WORKLOAD_API
 from extender.core.upstream_status import (
     DISRUPTION_TARGET,
     INITIALLY_SCHEDULED,

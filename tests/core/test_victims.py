@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from extender.core.model.types import BudgetInfo, LabelSelector
 from extender.core.preemption.victims import (
     GANG,
     POD,
@@ -17,7 +18,6 @@ from extender.core.preemption.victims import (
     candidates,
     select,
 )
-from extender.core.types import BudgetInfo, LabelSelector
 from tests.core.sim import SimScheduler, group, node, pod
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from extender.core.convert import pod_from_k8s
 from extender.core.convert_groups import workload_group_from_k8s
+from extender.core.model.types import WORKLOAD_API
 from extender.core.sources import missing_group_message
-from extender.core.types import WORKLOAD_API
 from extender.core.vocabulary import Reason
 from tests.core.sim import SimScheduler, node, pod
 

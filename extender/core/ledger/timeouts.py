@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 from extender.core.cache import Cache
 from extender.core.config import Config
 from extender.core.ledger import Ledger, Reservation
+from extender.core.model.types import GroupInfo, split_gang_key
 from extender.core.outbox import Outbox
 from extender.core.parked import ref
 from extender.core.queue.backoff import Backoff, Backoffs
-from extender.core.types import GroupInfo, split_gang_key
 from extender.core.vocabulary import EvictPods, GangBound, GangTimedOut, GroupRef, Reason
 
 if TYPE_CHECKING:  # both ask the ledger: imported at run time, they would be a cycle

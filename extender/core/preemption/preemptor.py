@@ -30,6 +30,7 @@ from extender.core.cache.topology import Domain, word
 from extender.core.config import Config
 from extender.core.explain import Explanations
 from extender.core.ledger import Ledger, Reservation, plain_key
+from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.outbox import Outbox
 from extender.core.parked import ref
 from extender.core.planner import GangPlanner, Plan, Shortfall, plan_gang
@@ -47,7 +48,6 @@ from extender.core.preemption.victims import (
     view_without,
 )
 from extender.core.snapshot import Snapshot
-from extender.core.types import GroupInfo, PodInfo
 from extender.core.vocabulary import GroupRef, Preempting, Reason, Victim
 
 _Signature = tuple[int, int, int, int, int, int]

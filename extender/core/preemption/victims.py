@@ -31,9 +31,9 @@ from dataclasses import dataclass
 
 from extender.core.cache import Cache
 from extender.core.ledger import Ledger
+from extender.core.model.types import PodInfo, Resources
 from extender.core.preemption.budgets import Budgets
 from extender.core.snapshot import FreeOverlay, Snapshot
-from extender.core.types import PodInfo, Resources
 
 # The prune plans once per victim it tries to give back; past this many (thousands of
 # small plain pods) the rest of the prefix is kept, to bound a pass.

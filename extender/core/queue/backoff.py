@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from extender.core.types import GroupInfo
+from extender.core.model.types import GroupInfo
 from extender.core.vocabulary import GroupRef
 
 

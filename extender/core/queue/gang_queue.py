@@ -16,6 +16,7 @@ from extender.core.cache import Cache
 from extender.core.config import Config
 from extender.core.explain import Explanations
 from extender.core.ledger import Ledger, Reservation
+from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.outbox import Outbox
 from extender.core.parked import Parked, ref
 from extender.core.planner import GangPlanner, Plan
@@ -24,7 +25,6 @@ from extender.core.queue.backoff import Backoffs
 from extender.core.queue.order import queue_sort_key
 from extender.core.queue.starvation import Starvation
 from extender.core.queue.unplaceable import Unplaceable, message
-from extender.core.types import GroupInfo, PodInfo
 from extender.core.vocabulary import (
     GangHeld,
     GangReserved,
