@@ -43,8 +43,8 @@ import orjson
 from bench.common import print_min_median
 from bench.inprocess import Plans, Timings, extender
 from bench.workload import node_json, pod_json
-from extender.core.convert import node_from_k8s, pod_from_k8s
-from extender.core.convert_groups import group_from_k8s
+from extender.core.model.convert import node_from_k8s, pod_from_k8s
+from extender.core.model.convert_groups import group_from_k8s
 from extender.kube.informer import Informer
 from extender.reporting.kinds import observed_kinds
 from extender.reporting.status import StatusWriter

@@ -30,8 +30,8 @@ from bench.common import peak_rss_mib, rss_mib, summary_ms
 from bench.inprocess import Plans, Timings, asgi_post, extender
 from bench.simulator import KubeSchedulerView
 from bench.workload import SHAPES, T0, make_workload, pod_json
-from extender.core.convert import node_from_k8s, pod_from_k8s
-from extender.core.convert_groups import group_from_k8s
+from extender.core.model.convert import node_from_k8s, pod_from_k8s
+from extender.core.model.convert_groups import group_from_k8s
 from extender.core.model.types import GROUP_LABEL
 
 

@@ -42,7 +42,7 @@ from bench.apiserver_pprof import cum_seconds, profile
 from bench.common import cpu_seconds
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.rawapi import RawApi
-from extender.core.convert import pod_from_k8s
+from extender.core.model.convert import pod_from_k8s
 from extender.kube import protobuf
 
 NAMESPACE = "watch-encoding"

@@ -32,7 +32,7 @@ from e2e.gang import GangStack
 from e2e.harness.cluster import Cluster, ControlPlane
 from e2e.harness.fixtures import NodeSet, create_pod, kube, list_pods
 from e2e.harness.process import ManagedProcess
-from extender.core.convert import node_from_k8s, pod_from_k8s
+from extender.core.model.convert import node_from_k8s, pod_from_k8s
 
 SCHEDULER_ENV = "E2E_GANG_SCHEDULER"
 HOSTNAME = "kubernetes.io/hostname"

@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from extender.core.config import Config
-from extender.core.convert import pod_from_k8s
 from extender.core.manager import Core, GangManager
+from extender.core.model.convert import pod_from_k8s
 from extender.core.model.types import GroupInfo
 from extender.reporting.metrics import Metrics
 from extender.scheduler.dispatch import DispatchConfig, Dispatcher

@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from extender.core.convert import node_from_k8s, pod_from_k8s
 from extender.core.manager import Core, GangManager
+from extender.core.model.convert import node_from_k8s, pod_from_k8s
 from extender.core.model.types import GroupInfo, NodeInfo
 from extender.kube.client import ApiError
 from extender.scheduler.dispatch import DispatchConfig, Dispatcher

@@ -14,8 +14,8 @@ from fastapi import FastAPI
 from prometheus_client import generate_latest
 
 from extender.core.config import Config
-from extender.core.convert_groups import workload_group_from_k8s
 from extender.core.manager import Core, GangManager
+from extender.core.model.convert_groups import workload_group_from_k8s
 from extender.core.model.types import WORKLOAD_API, Membership
 from extender.core.phase import rfc3339
 from extender.core.queue.backoff import BackoffPolicy

@@ -13,8 +13,8 @@ import functools
 from typing import Any
 
 from extender.core.config import Config
-from extender.core.convert import pod_from_k8s
 from extender.core.manager import Core, GangManager
+from extender.core.model.convert import pod_from_k8s
 from extender.core.vocabulary import Report
 from extender.kube.events import EventRecorder
 from extender.reporting.events import GangEvents

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from extender.core.convert_groups import group_from_k8s
+from extender.core.model.convert_groups import group_from_k8s
 from extender.core.model.types import GroupInfo
 from extender.core.phase import GroupStatus
 from extender.core.vocabulary import StatusChanged

@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 
 from extender.core.config import Config
-from extender.core.convert_groups import group_from_k8s
 from extender.core.manager import Core
+from extender.core.model.convert_groups import group_from_k8s
 from extender.core.phase import rfc3339
 from extender.core.queue.backoff import BackoffPolicy, Backoffs
 from extender.core.vocabulary import GroupRef, Reason

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from extender.core.convert import pod_from_k8s
-from extender.core.convert_groups import volcano_group_from_k8s, workload_group_from_k8s
+from extender.core.model.convert import pod_from_k8s
+from extender.core.model.convert_groups import volcano_group_from_k8s, workload_group_from_k8s
 from extender.core.model.types import (
     GROUP_LABEL,
     KUEUE,

@@ -11,8 +11,8 @@ import math
 from typing import Any
 
 from extender.core.config import Config
-from extender.core.convert_groups import group_from_k8s
 from extender.core.manager import Core
+from extender.core.model.convert_groups import group_from_k8s
 from extender.core.model.types import GroupInfo
 from extender.core.phase import rfc3339
 from extender.core.planner import plan_group

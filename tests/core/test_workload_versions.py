@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from extender.core.convert import pod_from_k8s
-from extender.core.convert_groups import workload_group_from_k8s
+from extender.core.model.convert import pod_from_k8s
+from extender.core.model.convert_groups import workload_group_from_k8s
 from extender.core.model.types import WORKLOAD_API
 from extender.core.sources import missing_group_message
 from extender.core.vocabulary import Reason
