@@ -19,8 +19,8 @@ import argparse
 import statistics
 import time
 
-from extender.core.config import Config
 from extender.core.manager import Core, GangManager
+from extender.core.model.config import Config
 from extender.core.model.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo
 
 NODES = 500

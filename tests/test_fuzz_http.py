@@ -39,7 +39,7 @@ from extender.core.manager import Core, GangManager
 from extender.core.model.convert import node_from_k8s, pod_from_k8s
 from extender.core.model.convert_groups import group_from_k8s
 from extender.core.model.types import Resources
-from extender.core.vocabulary import Report
+from extender.core.model.vocabulary import Report
 from extender.kube.client import ApiError
 from extender.kube.events import EventRecorder
 from extender.reporting.events import GangEvents

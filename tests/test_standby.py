@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from extender.core.config import Config
 from extender.core.manager import Core, GangManager
+from extender.core.model.config import Config
 from extender.core.model.convert import pod_from_k8s
 from extender.core.model.types import GroupInfo
 from extender.kube.events import EventRecorder, ObjectRef

@@ -11,19 +11,19 @@ little.
 from __future__ import annotations
 
 from extender.core.cache import Cache
-from extender.core.config import Config
 from extender.core.explain import Explanations
 from extender.core.ledger import Ledger, Reservation
+from extender.core.model.config import Config
 from extender.core.model.resources import fits, format_resources
+from extender.core.model.sources import missing_group_message
 from extender.core.model.types import GroupInfo, PodInfo
+from extender.core.model.vocabulary import FilterResult, Reason
 from extender.core.parked import Parked
 from extender.core.planner import extra_nodes
 from extender.core.preemption.leaving import Leaving
 from extender.core.queue.arrivals import Arrivals
 from extender.core.queue.backoff import Backoffs
 from extender.core.queue.gang_queue import GangQueue
-from extender.core.sources import missing_group_message
-from extender.core.vocabulary import FilterResult, Reason
 
 
 def reject(node_names: list[str], message: str) -> FilterResult:

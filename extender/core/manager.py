@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from extender.core.bind import Bind
 from extender.core.cache import Cache
 from extender.core.cache.tombstones import Tombstones
-from extender.core.config import Config
 from extender.core.explain import Explanations
 from extender.core.filter import Filter, reject
 from extender.core.ledger import Ledger
 from extender.core.ledger.timeouts import Timeouts
+from extender.core.model.config import Config
+from extender.core.model.sources import kueue_group
 from extender.core.model.types import (
     KUEUE,
     NOT_A_MEMBER,
@@ -30,6 +31,16 @@ from extender.core.model.types import (
     GroupInfo,
     NodeInfo,
     PodInfo,
+)
+from extender.core.model.vocabulary import (
+    Action,
+    BindDecision,
+    FilterResult,
+    GangStatus,
+    Gauges,
+    QueueRow,
+    ReservationView,
+    WaitingBindView,
 )
 from extender.core.outbox import Outbox
 from extender.core.parked import Parked
@@ -41,17 +52,6 @@ from extender.core.queue.arrivals import Arrivals
 from extender.core.queue.backoff import Backoff, Backoffs
 from extender.core.queue.gang_queue import GangQueue
 from extender.core.queue.starvation import Starvation
-from extender.core.sources import kueue_group
-from extender.core.vocabulary import (
-    Action,
-    BindDecision,
-    FilterResult,
-    GangStatus,
-    Gauges,
-    QueueRow,
-    ReservationView,
-    WaitingBindView,
-)
 
 # A pod first seen this long after its creationTimestamp (second resolution, the API
 # server's clock) was not just created: listed after a restart, not arriving.

@@ -22,7 +22,7 @@ from typing import Any
 
 from extender.core.manager import GangManager
 from extender.core.model.types import PodInfo
-from extender.core.vocabulary import (
+from extender.core.model.vocabulary import (
     BindOutcome,
     BindPod,
     EvictPods,

@@ -9,9 +9,9 @@ from typing import Any
 import orjson
 
 from extender.core.model.convert_groups import group_from_k8s
+from extender.core.model.phase import GroupStatus
 from extender.core.model.types import GroupInfo
-from extender.core.phase import GroupStatus
-from extender.core.vocabulary import StatusChanged
+from extender.core.model.vocabulary import StatusChanged
 from extender.reporting.status import StatusWriter
 from tests.core.sim import SimScheduler
 

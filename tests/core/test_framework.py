@@ -7,13 +7,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from extender.core.config import Config
 from extender.core.manager import Core
+from extender.core.model.config import BackoffPolicy, Config
 from extender.core.model.types import GroupInfo, PodInfo
-from extender.core.planner import Plan, Shortfall, plan_group
-from extender.core.queue.backoff import BackoffPolicy
-from extender.core.snapshot import Snapshot
-from extender.core.vocabulary import (
+from extender.core.model.vocabulary import (
     BindOutcome,
     BindPod,
     PodRef,
@@ -22,6 +19,8 @@ from extender.core.vocabulary import (
     Transition,
     WakePods,
 )
+from extender.core.planner import Plan, Shortfall, plan_group
+from extender.core.snapshot import Snapshot
 from tests.core.sim import SimScheduler, group, in_flight, node, pod
 
 

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from extender.core.model.types import PodInfo
-from extender.core.vocabulary import EvictPods
+from extender.core.model.vocabulary import EvictPods
 from tests.core.sim import SimScheduler, group, pod
 
 

@@ -18,10 +18,10 @@ from extender.core.cache.topology import Domain
 from extender.core.model.constraints import node_matches
 from extender.core.model.resources import fits
 from extender.core.model.types import PodInfo, Resources
+from extender.core.model.vocabulary import ReservationView, SlotView
 from extender.core.parked import ref
 from extender.core.planner import Plan, interchangeable, plan_gang
 from extender.core.snapshot import FreeOverlay, Snapshot
-from extender.core.vocabulary import ReservationView, SlotView
 
 
 @dataclass(slots=True)

@@ -21,16 +21,16 @@ from extender.core.ledger import _repair
 from extender.core.ledger._book import Book, Reservation, Slot, plain_key
 from extender.core.model.resources import format_resources
 from extender.core.model.types import GroupInfo, PodInfo, Resources
-from extender.core.outbox import Outbox
-from extender.core.parked import Parked, ref
-from extender.core.planner import Plan
-from extender.core.snapshot import Snapshot
-from extender.core.vocabulary import (
+from extender.core.model.vocabulary import (
     BindPod,
     RejectWaitingBind,
     ReservationView,
     WaitingBindView,
 )
+from extender.core.outbox import Outbox
+from extender.core.parked import Parked, ref
+from extender.core.planner import Plan
+from extender.core.snapshot import Snapshot
 
 
 class Ledger:

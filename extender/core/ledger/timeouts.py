@@ -12,13 +12,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from extender.core.cache import Cache
-from extender.core.config import Config
 from extender.core.ledger import Ledger, Reservation
+from extender.core.model.config import Config
 from extender.core.model.types import GroupInfo, split_gang_key
+from extender.core.model.vocabulary import EvictPods, GangBound, GangTimedOut, GroupRef, Reason
 from extender.core.outbox import Outbox
 from extender.core.parked import ref
 from extender.core.queue.backoff import Backoff, Backoffs
-from extender.core.vocabulary import EvictPods, GangBound, GangTimedOut, GroupRef, Reason
 
 if TYPE_CHECKING:  # both ask the ledger: imported at run time, they would be a cycle
     from extender.core.explain import Explanations

@@ -23,6 +23,7 @@ from extender.core.model.fields import (
     shared,
 )
 from extender.core.model.resources import parse_resource_list, pod_requests
+from extender.core.model.sources import membership
 from extender.core.model.types import (
     BudgetInfo,
     LabelSelector,
@@ -35,7 +36,6 @@ from extender.core.model.types import (
     Taint,
     Toleration,
 )
-from extender.core.sources import membership
 
 __all__ = ["budget_from_k8s", "node_from_k8s", "parse_time", "pod_from_k8s"]
 

@@ -27,10 +27,11 @@ from collections.abc import Callable, Sequence
 
 from extender.core.cache import Cache
 from extender.core.cache.topology import Domain, word
-from extender.core.config import Config
 from extender.core.explain import Explanations
 from extender.core.ledger import Ledger, Reservation, plain_key
+from extender.core.model.config import Config
 from extender.core.model.types import GroupInfo, PodInfo
+from extender.core.model.vocabulary import GANG, RESERVATION, GroupRef, Preempting, Reason, Victim
 from extender.core.outbox import Outbox
 from extender.core.parked import ref
 from extender.core.planner import GangPlanner, Plan, Shortfall, plan_gang
@@ -39,8 +40,6 @@ from extender.core.preemption.budgets import Budgets
 from extender.core.preemption.domains import select_in_domains
 from extender.core.preemption.leaving import Leaving
 from extender.core.preemption.victims import (
-    GANG,
-    RESERVATION,
     Unit,
     already_leaving,
     candidates,
@@ -48,7 +47,6 @@ from extender.core.preemption.victims import (
     view_without,
 )
 from extender.core.snapshot import Snapshot
-from extender.core.vocabulary import GroupRef, Preempting, Reason, Victim
 
 _Signature = tuple[int, int, int, int, int, int]
 _SHOWN = 5  # victims named in a message; the rest are counted

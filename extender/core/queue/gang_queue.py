@@ -13,19 +13,12 @@ last one.
 from __future__ import annotations
 
 from extender.core.cache import Cache
-from extender.core.config import Config
 from extender.core.explain import Explanations
 from extender.core.ledger import Ledger, Reservation
+from extender.core.model.config import Config
+from extender.core.model.order import queue_sort_key
 from extender.core.model.types import GroupInfo, PodInfo
-from extender.core.outbox import Outbox
-from extender.core.parked import Parked, ref
-from extender.core.planner import GangPlanner, Plan
-from extender.core.preemption.preemptor import Preemptions
-from extender.core.queue.backoff import Backoffs
-from extender.core.queue.order import queue_sort_key
-from extender.core.queue.starvation import Starvation
-from extender.core.queue.unplaceable import Unplaceable, message
-from extender.core.vocabulary import (
+from extender.core.model.vocabulary import (
     GangHeld,
     GangReserved,
     GroupRef,
@@ -33,6 +26,13 @@ from extender.core.vocabulary import (
     Reason,
     WakePods,
 )
+from extender.core.outbox import Outbox
+from extender.core.parked import Parked, ref
+from extender.core.planner import GangPlanner, Plan
+from extender.core.preemption.preemptor import Preemptions
+from extender.core.queue.backoff import Backoffs
+from extender.core.queue.starvation import Starvation
+from extender.core.queue.unplaceable import Unplaceable, message
 
 _FailureSignature = tuple[int, int, int, int]
 

@@ -45,7 +45,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from extender.core.model.types import GroupInfo, PodInfo
-from extender.core.vocabulary import GangStatus, Reason
+from extender.core.model.vocabulary import GangStatus, Reason
 
 PENDING = "Pending"
 SCHEDULING = "Scheduling"

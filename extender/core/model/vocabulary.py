@@ -188,12 +188,16 @@ class StatusChanged:
     status: GangStatus | None
 
 
+# What a preemption victim is (`Victim.kind`, `preemption/victims.Unit.kind`).
+GANG, POD, RESERVATION = "gang", "pod", "reservation"
+
+
 @dataclass(frozen=True, slots=True)
 class Victim:
     """One unit a preemption evicts whole, or a reservation it releases."""
 
     name: str  # "gang ns/x", "pod ns/p", "reservation of gang ns/y"
-    kind: str  # "gang", "pod" or "reservation"
+    kind: str  # GANG, POD or RESERVATION
     priority: int
     group: GroupRef | None  # the PodGroup of a victim gang or reservation
     pods: tuple[PodRef, ...]  # evicted (none for a reservation)
