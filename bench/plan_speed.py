@@ -12,6 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from extender.core.cache.snapshot import Snapshot
 from extender.core.model.types import (
     LabelSelector,
     NodeInfo,
@@ -22,7 +23,6 @@ from extender.core.model.types import (
     Toleration,
 )
 from extender.core.planner import Plan, plan_gang
-from extender.core.snapshot import Snapshot
 
 GI = 1 << 30
 NODES = 5000

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from extender.core.cache import Cache
+from extender.core.cache.snapshot import Snapshot
 from extender.core.cache.topology import Domains, domain_of
 from extender.core.model.fit import fit_count
 from extender.core.model.types import (
@@ -29,7 +30,6 @@ from extender.core.model.types import (
     Toleration,
 )
 from extender.core.planner import Plan, Shortfall, plan_gang, plan_group
-from extender.core.snapshot import Snapshot
 
 GPU = "nvidia.com/gpu"
 HOST = "kubernetes.io/hostname"

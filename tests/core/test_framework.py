@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from extender.core.cache.snapshot import Snapshot
 from extender.core.manager import Core
 from extender.core.model.config import BackoffPolicy, Config
 from extender.core.model.types import GroupInfo, PodInfo
@@ -20,7 +21,6 @@ from extender.core.model.vocabulary import (
     WakePods,
 )
 from extender.core.planner import Plan, Shortfall, plan_group
-from extender.core.snapshot import Snapshot
 from tests.core.sim import SimScheduler, group, in_flight, node, pod
 
 

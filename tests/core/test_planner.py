@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from extender.core.cache.snapshot import Snapshot
 from extender.core.model.constraints import anti_affinity_conflict, node_matches
 from extender.core.model.types import (
     LabelSelector,
@@ -20,7 +21,6 @@ from extender.core.model.types import (
     Toleration,
 )
 from extender.core.planner import Plan, Shortfall, min_resources_shortfall, plan_gang
-from extender.core.snapshot import Snapshot
 
 GPU = "nvidia.com/gpu"
 HOST = "kubernetes.io/hostname"

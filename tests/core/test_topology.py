@@ -10,6 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from extender.core.cache.snapshot import Snapshot
 from extender.core.cache.topology import Domain
 from extender.core.model.constraints import node_matches
 from extender.core.model.types import (
@@ -21,7 +22,6 @@ from extender.core.model.types import (
     SpreadConstraint,
 )
 from extender.core.planner import Plan, Shortfall, extra_nodes, plan_group
-from extender.core.snapshot import Snapshot
 
 HOST = "kubernetes.io/hostname"
 RACK = "example.com/rack"

@@ -11,6 +11,7 @@ from __future__ import annotations
 from extender.core.cache.fitindex import FitIndex
 from extender.core.cache.pods_on_node import PodsOnNode
 from extender.core.cache.quorum import QuorumIndex
+from extender.core.cache.snapshot import Snapshot
 from extender.core.cache.topology import Domains
 from extender.core.model.constraints import repels_beyond_node
 from extender.core.model.types import (
@@ -21,7 +22,6 @@ from extender.core.model.types import (
     Resources,
     gang_key,
 )
-from extender.core.snapshot import Snapshot
 
 
 def _add_into(target: Resources, delta: Resources, sign: int) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 
 from extender.core.cache import Cache
+from extender.core.cache.snapshot import FreeOverlay, Snapshot
 from extender.core.cache.topology import Domain
 from extender.core.model.constraints import node_matches
 from extender.core.model.resources import fits
@@ -21,7 +22,6 @@ from extender.core.model.types import PodInfo, Resources
 from extender.core.model.vocabulary import ReservationView, SlotView
 from extender.core.parked import ref
 from extender.core.planner import Plan, interchangeable, plan_gang
-from extender.core.snapshot import FreeOverlay, Snapshot
 
 
 @dataclass(slots=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from extender.core.cache import Cache
+from extender.core.cache.snapshot import Snapshot
 from extender.core.ledger import _repair
 from extender.core.ledger._book import Book, Reservation, Slot, plain_key
 from extender.core.model.resources import format_resources
@@ -30,7 +31,6 @@ from extender.core.model.vocabulary import (
 from extender.core.outbox import Outbox
 from extender.core.parked import Parked, ref
 from extender.core.planner import Plan
-from extender.core.snapshot import Snapshot
 
 
 class Ledger:

@@ -29,6 +29,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from extender.core.cache.snapshot import Snapshot
 from extender.core.model.constraints import (
     HOSTNAME,
     label_selector_matches,
@@ -43,7 +44,6 @@ from extender.core.model.types import (
     SpreadConstraint,
     Toleration,
 )
-from extender.core.snapshot import Snapshot
 
 Term = tuple[str, PodAffinityTerm]  # (namespace of the pod that has it, term)
 _SpreadKey = tuple[object, ...]

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from extender.core.cache import Cache
+from extender.core.cache.snapshot import Snapshot
 from extender.core.cache.topology import Domain, word
 from extender.core.explain import Explanations
 from extender.core.ledger import Ledger, Reservation, plain_key
@@ -46,7 +47,6 @@ from extender.core.preemption.victims import (
     select,
     view_without,
 )
-from extender.core.snapshot import Snapshot
 
 _Signature = tuple[int, int, int, int, int, int]
 _SHOWN = 5  # victims named in a message; the rest are counted
