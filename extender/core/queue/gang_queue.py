@@ -12,10 +12,8 @@ last one.
 
 from __future__ import annotations
 
-from extender.core.cache import Cache
 from extender.core.explain import Explanations
 from extender.core.ledger import Ledger, Reservation
-from extender.core.model.config import Config
 from extender.core.model.order import queue_sort_key
 from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.model.vocabulary import (
@@ -27,12 +25,13 @@ from extender.core.model.vocabulary import (
     WakePods,
 )
 from extender.core.outbox import Outbox
-from extender.core.parked import Parked, ref
-from extender.core.planner import GangPlanner, Plan
+from extender.core.parked import ref
+from extender.core.planner import Plan
 from extender.core.preemption.preemptor import Preemptions
-from extender.core.queue.backoff import Backoffs
 from extender.core.queue.starvation import Starvation
 from extender.core.queue.unplaceable import Unplaceable, message
+from extender.core.queue.waiting import Waiting
+from extender.core.view import ClusterView
 
 _FailureSignature = tuple[int, int, int, int]
 
@@ -40,26 +39,24 @@ _FailureSignature = tuple[int, int, int, int]
 class GangQueue:
     def __init__(
         self,
-        config: Config,
-        cache: Cache,
+        view: ClusterView,
         ledger: Ledger,
-        backoffs: Backoffs,
+        waiting: Waiting,
         explanations: Explanations,
-        parked: Parked,
         outbox: Outbox,
-        planner: GangPlanner,
-        starvation: Starvation,
         preemptions: Preemptions,
     ) -> None:
-        self._config = config
-        self._cache = cache
+        self._config = config = view.config
+        self._cache = cache = view.cache
         self._ledger = ledger
-        self._backoffs = backoffs
+        self._backoffs = waiting.backoffs
         self._explanations = explanations
-        self._parked = parked
+        self._parked = waiting.parked
         self._outbox = outbox
-        self._plan = planner
-        self._starvation = starvation
+        self._plan = planner = view.planner
+        # The starvation guard and the set-aside gangs are the queue pass's own: nothing
+        # else decides with them (the gang manager restores and reads the guard).
+        self.starvation = self._starvation = Starvation(config, cache, ledger, planner)
         self._preemptions = preemptions
         self._unplaceable = Unplaceable(cache, planner)
         # A filter-path pass left a failed gang's preemption search to the tick's pass.
