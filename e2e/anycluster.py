@@ -32,7 +32,7 @@ from e2e.gang import GangStack
 from e2e.harness.cluster import Cluster, ControlPlane
 from e2e.harness.fixtures import NodeSet, create_pod, kube, list_pods
 from e2e.harness.process import ManagedProcess
-from extender.core.convert import node_from_k8s, pod_from_k8s
+from extender.core.model.convert import node_from_k8s, pod_from_k8s
 
 SCHEDULER_ENV = "E2E_GANG_SCHEDULER"
 HOSTNAME = "kubernetes.io/hostname"
@@ -62,7 +62,7 @@ def _schedulable(node: dict[str, Any]) -> bool:
 def free_nodes() -> list[NodeFree]:
     """Schedulable nodes and what is free on them, as kube-scheduler counts it: allocatable
     minus the requests of every unfinished pod bound there (the extender's own rules,
-    extender/core/resources.py)."""
+    extender/core/model/resources.py)."""
     raw = json.loads(kube().core.list_node(_preload_content=False).data)["items"]
     nodes = {n["metadata"]["name"]: n for n in raw if _schedulable(n)}
     used: dict[str, dict[str, int]] = {name: {} for name in nodes}

@@ -23,7 +23,7 @@ from e2e.harness.cluster import Cluster, ControlPlane, http_ok
 from e2e.harness.fixtures import kube
 from e2e.harness.k8s import watch
 from e2e.harness.process import ManagedProcess, free_port
-from extender.core.sources import membership
+from extender.core.model.sources import membership
 
 REPO = Path(__file__).resolve().parents[1]
 GANG_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -122,7 +122,7 @@ def gang(gang_stack: GangStack) -> Iterator[GangStack]:
 
 def _group_of(pod: Any) -> str | None:
     """The name of the group the pod joins, whatever its source (the extender's own rule,
-    extender/core/sources.py)."""
+    extender/core/model/sources.py)."""
     group = pod.spec.scheduling_group
     m = membership(pod.metadata.labels or {}, pod.metadata.annotations or {},
                    (group.pod_group_name or "") if group is not None else "")

@@ -11,8 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from extender.core.config import Config
-from extender.core.queue.backoff import BackoffPolicy
+from extender.core.model.config import BackoffPolicy, Config
 from extender.kube.leader import LeaseRef
 
 # The lease of the shipped scheduler configuration (deploy/scheduler-config.yaml).
@@ -170,7 +169,7 @@ async def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from extender.core.manager import Core, GangManager
-    from extender.core.vocabulary import Report
+    from extender.core.model.vocabulary import Report
     from extender.kube.client import make_kube
     from extender.kube.events import EventRecorder
     from extender.kube.informer import BUDGETS, Informer

@@ -12,10 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
-from extender.core.config import Config
-from extender.core.convert import pod_from_k8s
 from extender.core.manager import Core, GangManager
-from extender.core.types import GroupInfo
+from extender.core.model.config import Config
+from extender.core.model.convert import pod_from_k8s
+from extender.core.model.types import GroupInfo
 from extender.reporting.metrics import Metrics
 from extender.scheduler.dispatch import DispatchConfig, Dispatcher
 from extender.scheduler.http import create_app, with_fast_verbs

@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from extender.core.manager import GangManager
-from extender.core.types import NodeInfo, PodInfo
-from extender.core.vocabulary import EvictPods, PodRef
+from extender.core.model.types import NodeInfo, PodInfo
+from extender.core.model.vocabulary import EvictPods, PodRef
 from extender.kube.client import ApiError
 from extender.scheduler.dispatch import Dispatcher
 from extender.scheduler.evictions import EvictionConfig, Evictions

@@ -8,7 +8,15 @@
   manager's public API only;
 * nothing outside the reservation ledger (`extender/core/ledger/`) imports its private
   parts (`_book`, `_ledger`, `_repair`) or a private name of it: the rest of the core
-  talks to `Ledger`.
+  talks to `Ledger`;
+* the model (`extender/core/model/`: plain data, quantities, predicates, conversion, the
+  vocabulary) imports nothing of the core above it, only other model modules;
+* no class of the core takes more than 6 collaborators. A collaborator is a parameter of
+  a class's own `__init__` other than `self` (positional, keyword-only, `*args` and
+  `**kwargs` each count one). Dataclasses are not counted: their fields are the data
+  they carry (`PodInfo`), or parts grouped as one concept (`ClusterView`, `Waiting`),
+  or the gang manager's wiring record (`manager.Core`, built by `Core.wire`, which is
+  where the parts meet, as `cli.py` is for the adapters).
 
 A small AST walk rather than import-linter: import-linter checks which modules import
 which, but not private names nor attribute access, which is where the old adapters
@@ -115,6 +123,43 @@ def ledger_violations(source: str, path: str) -> list[Violation]:
     return out
 
 
+MODEL = "extender.core.model"
+
+
+def model_violations(source: str, path: str) -> list[Violation]:
+    """Imports from the model of any core module outside it (relative imports too)."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level > 0:
+            out.append(Violation(path, _line(node), "model uses a relative import"))
+        for module, _ in _imported(node):
+            if module.startswith("extender") and not (
+                    module == MODEL or module.startswith(MODEL + ".")):
+                out.append(Violation(path, _line(node), f"model imports {module}"))
+    return out
+
+
+MAX_COLLABORATORS = 6
+
+
+def constructor_violations(source: str, path: str) -> list[Violation]:
+    """Classes whose own `__init__` takes more than MAX_COLLABORATORS parameters
+    besides `self`."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for item in node.body:
+            if isinstance(item, ast.FunctionDef) and item.name == "__init__":
+                a = item.args
+                n = (len(a.posonlyargs) + len(a.args) - 1 + len(a.kwonlyargs)
+                     + (a.vararg is not None) + (a.kwarg is not None))
+                if n > MAX_COLLABORATORS:
+                    out.append(Violation(path, _line(item),
+                                         f"{node.name} takes {n} collaborators"))
+    return out
+
+
 def _sources(paths: list[Path]) -> list[tuple[str, str]]:
     return [(p.read_text(), str(p.relative_to(ROOT.parent))) for p in paths]
 
@@ -159,6 +204,48 @@ def test_the_ledger_check_passes_its_public_names() -> None:
     source = ("from extender.core.ledger import Ledger, Reservation\n"
               "from extender.core.ledger.timeouts import COMMIT_GRACE_SECONDS\n")
     assert ledger_violations(source, "x.py") == []
+
+
+def test_the_model_imports_nothing_above_it() -> None:
+    files = sorted((ROOT / "core" / "model").rglob("*.py"))
+    assert len(files) > 10  # the walk found the model
+    found = [v for src, path in _sources(files) for v in model_violations(src, path)]
+    assert not found, "\n".join(map(str, found))
+
+
+@pytest.mark.parametrize(("source", "what"), [
+    ("from extender.core.cache import Cache\n", "model imports extender.core.cache"),
+    ("import extender.core.queue.backoff\n", "model imports extender.core.queue.backoff"),
+    ("from extender.core.snapshot import Snapshot\n", "model imports extender.core.snapshot"),
+    ("from ..queue import order\n", "model uses a relative import"),
+])
+def test_the_model_check_fails_on_an_import_from_above(source: str, what: str) -> None:
+    assert [v.what for v in model_violations(source, "x.py")] == [what]
+
+
+def test_the_model_check_passes_model_imports() -> None:
+    source = ("from extender.core.model.types import PodInfo\n"
+              "from extender.core.model import fields\nimport dataclasses\n")
+    assert model_violations(source, "x.py") == []
+
+
+def test_no_core_constructor_takes_more_than_six_collaborators() -> None:
+    files = sorted((ROOT / "core").rglob("*.py"))
+    assert len(files) > 20
+    found = [v for src, path in _sources(files) for v in constructor_violations(src, path)]
+    assert not found, "\n".join(map(str, found))
+
+
+@pytest.mark.parametrize(("params", "found"), [
+    ("a, b, c, d, e, f", []),
+    ("a, b, c, d, e, f, g", ["A takes 7 collaborators"]),
+    ("a, b, c, d, e, *, f, g", ["A takes 7 collaborators"]),
+    ("a, b, c, d, e, f, *args", ["A takes 7 collaborators"]),
+    ("a, b, c, d, e, f, **kw", ["A takes 7 collaborators"]),
+])
+def test_the_constructor_check_counts_every_parameter(params: str, found: list[str]) -> None:
+    source = f"class A:\n    def __init__(self, {params}) -> None:\n        pass\n"
+    assert [v.what for v in constructor_violations(source, "x.py")] == found
 
 
 @pytest.mark.parametrize(("source", "what"), [

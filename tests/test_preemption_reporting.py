@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from extender.core.vocabulary import (
+from extender.core.model.vocabulary import (
     GangHeld,
     GroupRef,
     PodRef,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from google.protobuf import descriptor_pb2
 
-from extender.core.convert import pod_from_k8s
+from extender.core.model.convert import pod_from_k8s
 from extender.kube import protobuf
 
 REPO = Path(__file__).resolve().parent.parent

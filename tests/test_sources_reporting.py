@@ -15,8 +15,8 @@ from fastapi import FastAPI
 from prometheus_client import generate_latest
 
 from extender.core.manager import GangManager
-from extender.core.sources import KUEUE_GROUP_LABEL, KUEUE_TOTAL_ANNOTATION
-from extender.core.types import KUEUE, VOLCANO, WORKLOAD_API, GroupInfo, Membership, gang_key
+from extender.core.model.sources import KUEUE_GROUP_LABEL, KUEUE_TOTAL_ANNOTATION
+from extender.core.model.types import KUEUE, VOLCANO, WORKLOAD_API, GroupInfo, Membership, gang_key
 from extender.kube.client import ApiError, Kube
 from extender.kube.informer import Informer
 from extender.kube.sources import VOLCANO_GROUPS, VOLCANO_PATH, WORKLOAD_GROUPS

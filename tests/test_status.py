@@ -13,13 +13,12 @@ import pytest
 from fastapi import FastAPI
 from prometheus_client import generate_latest
 
-from extender.core.config import Config
-from extender.core.convert_groups import workload_group_from_k8s
 from extender.core.manager import Core, GangManager
-from extender.core.phase import rfc3339
-from extender.core.queue.backoff import BackoffPolicy
-from extender.core.types import WORKLOAD_API, Membership
-from extender.core.vocabulary import (
+from extender.core.model.config import BackoffPolicy, Config
+from extender.core.model.convert_groups import workload_group_from_k8s
+from extender.core.model.phase import rfc3339
+from extender.core.model.types import WORKLOAD_API, Membership
+from extender.core.model.vocabulary import (
     BindPod,
     GangBound,
     GangReserved,

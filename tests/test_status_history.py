@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from extender.core.types import GroupInfo
+from extender.core.model.types import GroupInfo
 from tests.test_status import Env, make_env
 
 

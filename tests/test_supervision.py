@@ -12,10 +12,10 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from extender.core.config import Config
 from extender.core.manager import Core, GangManager
-from extender.core.types import GroupInfo, NodeInfo, PodInfo
-from extender.core.vocabulary import PodRef, WakePods
+from extender.core.model.config import Config
+from extender.core.model.types import GroupInfo, NodeInfo, PodInfo
+from extender.core.model.vocabulary import PodRef, WakePods
 from extender.kube.leader import Leadership
 from extender.reporting.metrics import Metrics
 from extender.reporting.status import StatusWriter

@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 
-from extender.core.config import Config
 from extender.core.manager import Core, GangManager
-from extender.core.queue.backoff import BackoffPolicy
-from extender.core.types import WORKLOAD_API, Membership
-from extender.core.vocabulary import GroupRef, PodRef, Preempting, Report, Victim
+from extender.core.model.config import BackoffPolicy, Config
+from extender.core.model.types import WORKLOAD_API, Membership
+from extender.core.model.vocabulary import GroupRef, PodRef, Preempting, Report, Victim
 from extender.kube.client import ApiError
 from extender.kube.events import EventRecorder
 from extender.kube.informer import Kind

@@ -15,11 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from extender.core.cache.snapshot import Snapshot
 from extender.core.manager import Core, GangManager
+from extender.core.model.types import GroupInfo, PodInfo
+from extender.core.model.vocabulary import BindDecision
 from extender.core.planner import Plan, Shortfall, plan_group
-from extender.core.snapshot import Snapshot
-from extender.core.types import GroupInfo, PodInfo
-from extender.core.vocabulary import BindDecision
 from extender.scheduler.dispatch import DispatchConfig, Dispatcher
 from extender.scheduler.http import create_app, with_fast_verbs
 from extender.scheduler.wakeups import Wakeups

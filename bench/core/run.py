@@ -30,9 +30,9 @@ from bench.common import peak_rss_mib, rss_mib, summary_ms
 from bench.core.inprocess import Plans, Timings, asgi_post, extender
 from bench.core.simulator import KubeSchedulerView
 from bench.core.workload import SHAPES, T0, make_workload, pod_json
-from extender.core.convert import node_from_k8s, pod_from_k8s
-from extender.core.convert_groups import group_from_k8s
-from extender.core.types import GROUP_LABEL
+from extender.core.model.convert import node_from_k8s, pod_from_k8s
+from extender.core.model.convert_groups import group_from_k8s
+from extender.core.model.types import GROUP_LABEL
 
 
 async def run_case(n_nodes: int, n_pods: int, passes: int = 3, trace_memory: bool = True,

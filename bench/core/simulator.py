@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from extender.core.constraints import node_matches
-from extender.core.resources import fits
-from extender.core.types import NodeInfo, NodeSelectorTerm, PodInfo, Resources, Toleration
+from extender.core.model.constraints import node_matches
+from extender.core.model.resources import fits
+from extender.core.model.types import NodeInfo, NodeSelectorTerm, PodInfo, Resources, Toleration
 
 _ShapeKey = tuple[
     tuple[tuple[str, int], ...],

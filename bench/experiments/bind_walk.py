@@ -29,8 +29,8 @@ from typing import Any
 
 import extender
 from extender.core.manager import GangManager
-from extender.core.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo
-from extender.core.vocabulary import BindPod
+from extender.core.model.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo
+from extender.core.model.vocabulary import BindPod
 
 ROOT = str(Path(extender.__file__).resolve().parent) + "/"
 SKIP = {"<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>", "<lambda>"}

@@ -23,9 +23,9 @@ import argparse
 import statistics
 import time
 
-from extender.core.config import Config
 from extender.core.manager import Core, GangManager
-from extender.core.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo
+from extender.core.model.config import Config
+from extender.core.model.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo
 
 NODES = 500
 GANG = 8

@@ -53,8 +53,8 @@ from e2e.gang import scheduler_config
 from e2e.harness.cluster import ControlPlane, find_k8s_bin, http_ok
 from e2e.harness.fakekubelet import FakeNodes
 from e2e.harness.process import ManagedProcess, free_port
-from extender.core.phase import compute_status
-from extender.core.types import GROUP_LABEL, GroupInfo, PodInfo
+from extender.core.model.phase import compute_status
+from extender.core.model.types import GROUP_LABEL, GroupInfo, PodInfo
 from extender.kube.client import PODGROUP_PATH, Kube, make_kube
 
 NS = "history"

@@ -42,8 +42,8 @@ import orjson
 
 from bench.common import rss_mib
 from extender.core.manager import GangManager
-from extender.core.phase import compute_status
-from extender.core.types import GROUP_LABEL, GroupInfo, PodInfo
+from extender.core.model.phase import compute_status
+from extender.core.model.types import GROUP_LABEL, GroupInfo, PodInfo
 from extender.kube.informer import FREEZE_EVERY, Informer
 from extender.reporting.kinds import observed_kinds
 from extender.reporting.status import StatusWriter

@@ -19,9 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from extender.core.planner import Plan, plan_gang
-from extender.core.snapshot import Snapshot
-from extender.core.types import (
+from extender.core.cache.snapshot import Snapshot
+from extender.core.model.types import (
     LabelSelector,
     NodeInfo,
     PodAffinityTerm,
@@ -30,6 +29,7 @@ from extender.core.types import (
     Taint,
     Toleration,
 )
+from extender.core.planner import Plan, plan_gang
 
 GI = 1 << 30
 NODES = 5000

@@ -34,6 +34,7 @@ import cProfile
 import gc
 import importlib
 import pstats
+import re
 import subprocess
 import sys
 import tempfile
@@ -47,8 +48,8 @@ import orjson
 from bench.common import print_min_median
 from bench.core.inprocess import Plans, Timings, extender
 from bench.core.workload import node_json, pod_json
-from extender.core.convert import node_from_k8s, pod_from_k8s
-from extender.core.convert_groups import group_from_k8s
+from extender.core.model.convert import node_from_k8s, pod_from_k8s
+from extender.core.model.convert_groups import group_from_k8s
 from extender.kube.informer import Informer
 from extender.reporting.kinds import observed_kinds
 from extender.reporting.status import StatusWriter
@@ -118,14 +119,29 @@ def feed(lines: list[bytes]) -> None:
         changed()
 
 
+# The model's modules left the core's root (issue 29 item 2): a revision before that has
+# them there, importing each other from there; read either, importing from the model.
+_MOVED = ("types", "resources", "quantity", "constraints", "convert", "convert_groups",
+          "annotations", "sources", "vocabulary", "config", "phase", "fit")
+
+
+def _source_at(rev: str, name: str) -> str:
+    for path in (f"extender/core/model/{name}.py", f"extender/core/{name}.py"):
+        done = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=REPO,
+                              capture_output=True, text=True)
+        if done.returncode == 0:
+            return re.sub(r"\bextender\.core\.(" + "|".join(_MOVED) + r")\b",
+                          r"extender.core.model.\1", done.stdout)
+    raise SystemExit(f"{rev} has no {name}.py in extender/core/model/ or extender/core/")
+
+
 def old_pod_from_k8s(rev: str) -> Callable[[Any], Any]:
     """`pod_from_k8s` of git revision `rev`, its convert and resources modules loaded
     under other names from `git show`."""
     tmp = Path(tempfile.mkdtemp(prefix="pod-events-"))
     for name in ("convert", "resources"):
-        src = subprocess.run(["git", "show", f"{rev}:extender/core/{name}.py"], cwd=REPO,
-                             capture_output=True, text=True, check=True).stdout
-        src = src.replace("from extender.core.resources import", "from _old_resources import")
+        src = _source_at(rev, name)
+        src = src.replace("from extender.core.model.resources import", "from _old_resources import")
         (tmp / f"_old_{name}.py").write_text(src)
     sys.path.insert(0, str(tmp))
     fn: Callable[[Any], Any] = importlib.import_module("_old_convert").pod_from_k8s

@@ -20,10 +20,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from extender.core.config import Config
 from extender.core.manager import Core, GangManager
-from extender.core.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo
-from extender.core.vocabulary import Preempting
+from extender.core.model.config import Config
+from extender.core.model.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo
+from extender.core.model.vocabulary import Preempting
 
 RACK = "example.com/rack"
 HOSTNAME = "kubernetes.io/hostname"

@@ -12,7 +12,7 @@ Why: issue 27 found one PodGroup (`minResources: {cpu: "1e30000000"}`) freezing 
 extender's event loop for 33 s, the parser raising 10 to the exponent exactly. Each
 row is one quantity; the column is CPU seconds (`time.process_time`) for one parse,
 the best of `--reps` runs on distinct texts of the same shape (so no memo answers).
-With `--against`, `parse_quantity` of that revision's `extender/core/resources.py`
+With `--against`, `parse_quantity` of that revision's `resources.py`
 is timed too, once per row, in a child process killed after `--cap` seconds (then the
 cell reads "> cap"): the old parser can take minutes, or forever, on some of these.
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -29,7 +30,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from extender.core.resources import parse_quantity
+from extender.core.model.resources import parse_quantity
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -70,11 +71,27 @@ def cpu_now(make: Callable[[int], str], reps: int) -> float:
     return best
 
 
+# The model's modules left the core's root (issue 29 item 2): a revision before that has
+# them there, importing each other from there; read either, importing from the model.
+_MOVED = ("types", "resources", "quantity", "constraints", "convert", "convert_groups",
+          "annotations", "sources", "vocabulary", "config", "phase", "fit")
+
+
+def _source_at(rev: str, name: str) -> str:
+    for path in (f"extender/core/model/{name}.py", f"extender/core/{name}.py"):
+        done = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=REPO,
+                              capture_output=True, text=True)
+        if done.returncode == 0:
+            return re.sub(r"\bextender\.core\.(" + "|".join(_MOVED) + r")\b",
+                          r"extender.core.model.\1", done.stdout)
+    raise SystemExit(f"{rev} has no {name}.py in extender/core/model/ or extender/core/")
+
+
 def old_module(rev: str) -> Path:
-    """`extender/core/resources.py` of `rev` as `_old_resources` in a temporary dir."""
+    """`resources.py` of `rev` (in the model or, before it, the core's root) as
+    `_old_resources` in a temporary dir."""
     tmp = Path(tempfile.mkdtemp(prefix="quantities-"))
-    src = subprocess.run(["git", "show", f"{rev}:extender/core/resources.py"], cwd=REPO,
-                         capture_output=True, text=True, check=True).stdout
+    src = _source_at(rev, "resources")
     (tmp / "_old_resources.py").write_text(src)
     return tmp
 

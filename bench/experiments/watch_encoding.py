@@ -46,7 +46,7 @@ from bench.common import cpu_seconds
 from bench.e2e.apiserver_pprof import cum_seconds, profile
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.rawapi import RawApi
-from extender.core.convert import pod_from_k8s
+from extender.core.model.convert import pod_from_k8s
 from extender.kube import protobuf
 
 NAMESPACE = "watch-encoding"

@@ -394,7 +394,7 @@ def _read_node(name: str) -> dict[str, Any]:
 
 def _feed(rt: Any, ns: str, names: list[str], nodes: list[str]) -> None:
     """The framework's view as an informer would have built it, taken now."""
-    from extender.core.convert import node_from_k8s, pod_from_k8s
+    from extender.core.model.convert import node_from_k8s, pod_from_k8s
 
     for n in nodes:
         rt.manager.on_node(node_from_k8s(_read_node(n)))

@@ -200,7 +200,7 @@ def test_upstream_podgroup_is_a_gang(any_cluster: AnyCluster, namespace: str) ->
 def test_a_pod_with_keys_of_two_sources_is_counted_once(
         any_cluster: AnyCluster, namespace: str) -> None:
     """Labelled for a scheduler-plugins PodGroup of 2 and for a Kueue pod group of 3: the
-    scheduler-plugins label comes first (extender/core/sources.py), so the two pods are a
+    scheduler-plugins label comes first (extender/core/model/sources.py), so the two pods are a
     complete gang of 2; counted for Kueue's too, they would wait for a third forever."""
     ns, slots = namespace, any_cluster.nodes(2)
     create_podgroup(ns, "pair", 2)

@@ -5,7 +5,7 @@ ClusterQueue quota, we place what it admitted, whole or not at all. How Kueue ru
 A Kueue-managed Job forms a gang with us the way any Job does: the scheduler-plugins
 label on its pod template and a PodGroup of the Job's size. Kueue's own plain pod groups
 (pods labelled ``kueue.x-k8s.io/pod-group-name``) need nothing else: the extender reads
-those labels (core/sources.py). Nodes: 4 fake nodes of 4 CPUs; every member asks 3 CPUs,
+those labels (core/model/sources.py). Nodes: 4 fake nodes of 4 CPUs; every member asks 3 CPUs,
 so each node holds one member and 4 members fit at once. A job's pods form one
 fake-kubelet rendezvous, so a job missing a member hangs, as a distributed job does.
 """

@@ -13,7 +13,7 @@ import pytest
 
 from e2e.harness.cluster import Cluster
 from e2e.harness.fixtures import kube
-from extender.core.convert import pod_from_k8s
+from extender.core.model.convert import pod_from_k8s
 from extender.kube import protobuf
 from extender.kube.client import Kube, ProtoDecoder, make_kube
 from tests.test_protobuf import RICH_POD

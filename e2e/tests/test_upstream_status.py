@@ -1,6 +1,6 @@
 """Conditions on upstream PodGroups (scheduling.k8s.io v1beta1 on 1.37, v1alpha2 on 1.36)
 whose members name the gang scheduler, as kube-scheduler writes them on its own gangs
-(issue 28 item 3; extender/core/upstream_status.py): `Unschedulable` with our message
+(issue 28 item 3; extender/core/model/upstream_status.py): `Unschedulable` with our message
 while the gang does not fit, then True once it is placed; `DisruptionTarget` once our
 preemption evicts it; nothing on a group whose pods name another scheduler.
 

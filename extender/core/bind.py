@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from extender.core.cache import Cache
 from extender.core.ledger import Ledger
+from extender.core.model.resources import fits, format_resources
+from extender.core.model.types import PodInfo
+from extender.core.model.vocabulary import BindDecision, BindOutcome
 from extender.core.parked import Parked
 from extender.core.preemption.leaving import Leaving
-from extender.core.resources import fits, format_resources
-from extender.core.types import PodInfo
-from extender.core.vocabulary import BindDecision, BindOutcome
 
 # How long a bind request waits for a Binding already in flight: the API client gives
 # up on a request after 30 s (extender.kube.client), so its answer comes before this.

@@ -11,11 +11,11 @@ from collections.abc import Sequence
 
 from extender.core.cache import Cache
 from extender.core.ledger import Ledger
+from extender.core.model.order import queue_sort_key
+from extender.core.model.types import GroupInfo, PodInfo
+from extender.core.model.vocabulary import GangStatus, Reason, StatusChanged
 from extender.core.outbox import Outbox
 from extender.core.planner import Plan, Shortfall, plan_group
-from extender.core.queue.order import queue_sort_key
-from extender.core.types import GroupInfo, PodInfo
-from extender.core.vocabulary import GangStatus, Reason, StatusChanged
 
 
 class Explanations:

@@ -10,20 +10,17 @@ little.
 
 from __future__ import annotations
 
-from extender.core.cache import Cache
-from extender.core.config import Config
 from extender.core.explain import Explanations
 from extender.core.ledger import Ledger, Reservation
-from extender.core.parked import Parked
+from extender.core.model.resources import fits, format_resources
+from extender.core.model.sources import missing_group_message
+from extender.core.model.types import GroupInfo, PodInfo
+from extender.core.model.vocabulary import FilterResult, Reason
 from extender.core.planner import extra_nodes
 from extender.core.preemption.leaving import Leaving
-from extender.core.queue.arrivals import Arrivals
-from extender.core.queue.backoff import Backoffs
 from extender.core.queue.gang_queue import GangQueue
-from extender.core.resources import fits, format_resources
-from extender.core.sources import missing_group_message
-from extender.core.types import GroupInfo, PodInfo
-from extender.core.vocabulary import FilterResult, Reason
+from extender.core.queue.waiting import Waiting
+from extender.core.view import ClusterView
 
 
 def reject(node_names: list[str], message: str) -> FilterResult:
@@ -33,24 +30,21 @@ def reject(node_names: list[str], message: str) -> FilterResult:
 class Filter:
     def __init__(
         self,
-        config: Config,
-        cache: Cache,
+        view: ClusterView,
         ledger: Ledger,
         queue: GangQueue,
-        backoffs: Backoffs,
-        arrivals: Arrivals,
+        waiting: Waiting,
         explanations: Explanations,
-        parked: Parked,
         leaving: Leaving,
     ) -> None:
-        self._config = config
-        self._cache = cache
+        self._config = view.config
+        self._cache = view.cache
         self._ledger = ledger
         self._queue = queue
-        self._backoffs = backoffs
-        self._arrivals = arrivals
+        self._backoffs = waiting.backoffs
+        self._arrivals = waiting.arrivals
         self._explanations = explanations
-        self._parked = parked
+        self._parked = waiting.parked
         self._leaving = leaving
 
     def filter(

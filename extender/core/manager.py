@@ -17,11 +17,31 @@ from dataclasses import dataclass
 from extender.core.bind import Bind
 from extender.core.cache import Cache
 from extender.core.cache.tombstones import Tombstones
-from extender.core.config import Config
 from extender.core.explain import Explanations
 from extender.core.filter import Filter, reject
 from extender.core.ledger import Ledger
 from extender.core.ledger.timeouts import Timeouts
+from extender.core.model.config import Config
+from extender.core.model.sources import kueue_group
+from extender.core.model.types import (
+    KUEUE,
+    NOT_A_MEMBER,
+    SCHEDULER_PLUGINS,
+    BudgetInfo,
+    GroupInfo,
+    NodeInfo,
+    PodInfo,
+)
+from extender.core.model.vocabulary import (
+    Action,
+    BindDecision,
+    FilterResult,
+    GangStatus,
+    Gauges,
+    QueueRow,
+    ReservationView,
+    WaitingBindView,
+)
 from extender.core.outbox import Outbox
 from extender.core.parked import Parked
 from extender.core.planner import GangPlanner, plan_group
@@ -32,26 +52,8 @@ from extender.core.queue.arrivals import Arrivals
 from extender.core.queue.backoff import Backoff, Backoffs
 from extender.core.queue.gang_queue import GangQueue
 from extender.core.queue.starvation import Starvation
-from extender.core.sources import kueue_group
-from extender.core.types import (
-    KUEUE,
-    NOT_A_MEMBER,
-    SCHEDULER_PLUGINS,
-    BudgetInfo,
-    GroupInfo,
-    NodeInfo,
-    PodInfo,
-)
-from extender.core.vocabulary import (
-    Action,
-    BindDecision,
-    FilterResult,
-    GangStatus,
-    Gauges,
-    QueueRow,
-    ReservationView,
-    WaitingBindView,
-)
+from extender.core.queue.waiting import Waiting
+from extender.core.view import ClusterView
 
 # A pod first seen this long after its creationTimestamp (second resolution, the API
 # server's clock) was not just created: listed after a restart, not arriving.
@@ -94,21 +96,19 @@ class Core:
         cache, outbox, arrivals, budgets = Cache(), Outbox(), Arrivals(), Budgets()
         backoffs = Backoffs(config.backoff)
         parked = Parked(cache.pods)
+        view = ClusterView(config, cache, planner)
+        waiting = Waiting(backoffs, arrivals, parked)
         ledger = Ledger(cache, parked, outbox)
         explanations = Explanations(cache, ledger, outbox)
-        preemptions = Preemptions(config, cache, ledger, budgets, explanations, outbox,
-                                  planner)
-        starvation = Starvation(config, cache, ledger, planner)
-        queue = GangQueue(config, cache, ledger, backoffs, explanations, parked,
-                          outbox, planner, starvation, preemptions)
+        preemptions = Preemptions(view, ledger, budgets, explanations, outbox)
+        queue = GangQueue(view, ledger, waiting, explanations, outbox, preemptions)
         return cls(
             config, cache, Tombstones(), outbox, parked, ledger,
             explanations, backoffs, arrivals, queue,
-            Filter(config, cache, ledger, queue, backoffs, arrivals,
-                   explanations, parked, preemptions.leaving),
+            Filter(view, ledger, queue, waiting, explanations, preemptions.leaving),
             Bind(cache, ledger, parked, preemptions.leaving),
-            Timeouts(config, cache, ledger, backoffs, explanations, queue, outbox),
-            budgets, preemptions, starvation,
+            Timeouts(view, ledger, backoffs, explanations, queue, outbox),
+            budgets, preemptions, queue.starvation,
         )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from extender.core.vocabulary import Action
+from extender.core.model.vocabulary import Action
 
 
 class Outbox:

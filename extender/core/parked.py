@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping
 
-from extender.core.types import PodInfo
-from extender.core.vocabulary import PodRef, WakePods
+from extender.core.model.types import PodInfo
+from extender.core.model.vocabulary import PodRef, WakePods
 
 
 def ref(pod: PodInfo) -> PodRef:

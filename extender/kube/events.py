@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from extender.core.phase import rfc3339
+from extender.core.model.phase import rfc3339
 from extender.kube.client import ApiError
 
 log = logging.getLogger("gang-extender.events")

@@ -30,9 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from extender.core.convert import budget_from_k8s, node_from_k8s, pod_from_k8s
-from extender.core.convert_groups import group_from_k8s
 from extender.core.manager import GangManager
+from extender.core.model.convert import budget_from_k8s, node_from_k8s, pod_from_k8s
+from extender.core.model.convert_groups import group_from_k8s
 from extender.kube.client import PODGROUP_PATH, ApiError, Kube, ProtoDecoder, ResourceExpired
 
 log = logging.getLogger("gang-extender.informer")

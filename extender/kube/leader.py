@@ -33,7 +33,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from extender.core.convert import parse_time
+from extender.core.model.convert import parse_time
 from extender.kube.client import ResourceExpired
 
 log = logging.getLogger("gang-extender.leader")

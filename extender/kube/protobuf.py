@@ -12,7 +12,7 @@ checks it is current). Built at import through the `protobuf` runtime's message 
 the classes are exactly what `protoc --python_out` would give, without hundreds of lines
 of generated Python in the package.
 
-Only what `extender.core.convert` reads is turned into dicts (not the managed fields,
+Only what `extender.core.model.convert` reads is turned into dicts (not the managed fields,
 volumes, env, ...): walking the whole message in Python would cost more than `orjson`
 parsing all of it. Empty strings are left out as the JSON encoding's `omitempty` does.
 """

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from extender.core.convert_groups import volcano_group_from_k8s, workload_group_from_k8s
 from extender.core.manager import GangManager
-from extender.core.types import SCHEDULER_PLUGINS, VOLCANO, WORKLOAD_API, gang_key
+from extender.core.model.convert_groups import volcano_group_from_k8s, workload_group_from_k8s
+from extender.core.model.types import SCHEDULER_PLUGINS, VOLCANO, WORKLOAD_API, gang_key
 from extender.kube.client import PODGROUP_PATH
 from extender.kube.informer import Kind
 

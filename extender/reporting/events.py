@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from extender.core.phase import (
+from extender.core.model.phase import (
     FAILED_CONDITION,
     FAILED_PHASE,
     FINISHED,
@@ -34,8 +34,8 @@ from extender.core.phase import (
     GroupStatus,
     rfc3339,
 )
-from extender.core.types import GroupInfo, PodInfo
-from extender.core.vocabulary import (
+from extender.core.model.types import GroupInfo, PodInfo
+from extender.core.model.vocabulary import (
     GangBound,
     GangHeld,
     GangReserved,

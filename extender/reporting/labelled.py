@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from extender.core.types import (
+from extender.core.model.types import (
     GROUP_LABEL,
     NOT_A_MEMBER,
     SCHEDULER_PLUGINS,
@@ -29,7 +29,7 @@ from extender.core.types import (
 
 
 def _named(namespace: str, meta: Mapping[str, Any], spec: Any) -> str | None:
-    """The group a pod of another scheduler names, by `core/sources.PRECEDENCE`: the
+    """The group a pod of another scheduler names, by `core/model/sources.PRECEDENCE`: the
     scheduler-plugins label, else the upstream spec.schedulingGroup (the in-tree
     scheduler's gangs, whose status it writes itself)."""
     labels = meta.get("labels")

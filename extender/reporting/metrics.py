@@ -7,8 +7,8 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from extender.core.manager import GangManager
-from extender.core.types import SCHEDULER_PLUGINS
-from extender.core.vocabulary import (
+from extender.core.model.types import SCHEDULER_PLUGINS
+from extender.core.model.vocabulary import (
     GangBound,
     GangTimedOut,
     Preempting,

@@ -1,4 +1,4 @@
-"""Keeps PodGroup status current: a thin adapter around `extender.core.phase`.
+"""Keeps PodGroup status current: a thin adapter around `extender.core.model.phase`.
 
 A background task notices what changed (watch events for the group and its pods, the
 gang manager's reports), recomputes those groups' status and writes it with a merge
@@ -36,15 +36,15 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from extender.core.manager import GangManager
-from extender.core.phase import (
+from extender.core.model.phase import (
     PENDING,
     GroupStatus,
     Previous,
     compute_status,
 )
-from extender.core.types import SCHEDULER_PLUGINS, WORKLOAD_API, GroupInfo, PodInfo, gang_key
-from extender.core.upstream_status import Disruption, disruptions
-from extender.core.vocabulary import GangStatus, Preempting, Report, StatusChanged
+from extender.core.model.types import SCHEDULER_PLUGINS, WORKLOAD_API, GroupInfo, PodInfo, gang_key
+from extender.core.model.upstream_status import Disruption, disruptions
+from extender.core.model.vocabulary import GangStatus, Preempting, Report, StatusChanged
 from extender.kube.client import PODGROUP_PATH, ApiError
 from extender.reporting import upstream
 from extender.reporting.events import GangEvents, quiet

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from extender.core.phase import PENDING, SCHEDULING
+from extender.core.model.phase import PENDING, SCHEDULING
 
 if TYPE_CHECKING:
     from extender.reporting.status import StatusWriter

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from extender.core.phase import GroupStatus
+from extender.core.model.phase import GroupStatus
 
 
 @dataclass

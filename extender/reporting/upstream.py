@@ -1,6 +1,6 @@
 """The status writer's part for upstream PodGroups (`scheduling.k8s.io` v1beta1 on 1.37,
 v1alpha2 on 1.36) whose members name this scheduler: what the API shows of each, what
-to set (`core/upstream_status.py` decides), and the patch that sets it.
+to set (`core/model/upstream_status.py` decides), and the patch that sets it.
 
 Only conditions are written, with a strategic merge patch of the `status` subresource,
 as kube-scheduler writes its own: the API merges the list by `type`, so a condition of
@@ -17,9 +17,9 @@ from typing import Any, Protocol, runtime_checkable
 import orjson
 
 from extender.core.manager import GangManager
-from extender.core.phase import GroupStatus, Previous
-from extender.core.types import GroupInfo
-from extender.core.upstream_status import (
+from extender.core.model.phase import GroupStatus, Previous
+from extender.core.model.types import GroupInfo
+from extender.core.model.upstream_status import (
     Disruption,
     conditions_by_type,
     differs,

@@ -17,9 +17,9 @@ from fastapi import FastAPI
 from fastapi.responses import Response
 
 from extender.core.manager import GangManager
-from extender.core.phase import rfc3339
-from extender.core.types import split_gang_key
-from extender.core.vocabulary import QueueRow
+from extender.core.model.phase import rfc3339
+from extender.core.model.types import split_gang_key
+from extender.core.model.vocabulary import QueueRow
 from extender.kube.events import EventRecorder
 from extender.reporting.status import StatusWriter
 from extender.scheduler.dispatch import Dispatcher

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.core.manager import GangManager
-from extender.core.types import PodInfo
-from extender.core.vocabulary import (
+from extender.core.model.types import PodInfo
+from extender.core.model.vocabulary import (
     BindOutcome,
     BindPod,
     EvictPods,

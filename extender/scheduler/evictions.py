@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from extender.core.vocabulary import EvictPods, PodRef
+from extender.core.model.vocabulary import EvictPods, PodRef
 from extender.kube.client import ApiError
 
 log = logging.getLogger("gang-extender")

@@ -27,9 +27,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from extender.core.convert import pod_from_k8s
 from extender.core.manager import GangManager
-from extender.core.types import PodInfo
+from extender.core.model.convert import pod_from_k8s
+from extender.core.model.types import PodInfo
 from extender.reporting.metrics import Metrics
 from extender.scheduler.debug import install_gangs_route
 from extender.scheduler.dispatch import Dispatcher

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from extender.core.manager import GangManager
-from extender.core.vocabulary import PodRef, WakePods
+from extender.core.model.vocabulary import PodRef, WakePods
 from extender.kube.client import ApiError
 from extender.scheduler.supervise import LoopErrors
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import orjson
 
-from extender.core.convert_groups import group_from_k8s
-from extender.core.phase import GroupStatus
-from extender.core.types import GroupInfo
-from extender.core.vocabulary import StatusChanged
+from extender.core.model.convert_groups import group_from_k8s
+from extender.core.model.phase import GroupStatus
+from extender.core.model.types import GroupInfo
+from extender.core.model.vocabulary import StatusChanged
 from extender.reporting.status import StatusWriter
 from tests.core.sim import SimScheduler
 

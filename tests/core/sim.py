@@ -14,11 +14,11 @@ import itertools
 from typing import Any, cast
 
 from bench.core.simulator import KubeSchedulerView
-from extender.core.config import Config
 from extender.core.ledger import Ledger
 from extender.core.manager import Core, GangManager
-from extender.core.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo, Resources
-from extender.core.vocabulary import (
+from extender.core.model.config import Config
+from extender.core.model.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo, Resources
+from extender.core.model.vocabulary import (
     BindOutcome,
     BindPod,
     GangStatus,

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from extender.core.config import Config
-from extender.core.convert_groups import group_from_k8s
 from extender.core.manager import Core
-from extender.core.phase import rfc3339
-from extender.core.queue.backoff import BackoffPolicy, Backoffs
-from extender.core.vocabulary import GroupRef, Reason
+from extender.core.model.config import BackoffPolicy, Config
+from extender.core.model.convert_groups import group_from_k8s
+from extender.core.model.phase import rfc3339
+from extender.core.model.vocabulary import GroupRef, Reason
+from extender.core.queue.backoff import Backoffs
 from tests.core.restart import GANG, podgroup, recorded, written
 from tests.core.sim import SimScheduler, group, node, pod
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from extender.core.model.types import BudgetInfo, LabelSelector, PodInfo
 from extender.core.preemption.budgets import Budgets
-from extender.core.types import BudgetInfo, LabelSelector, PodInfo
 from tests.core.sim import pod
 
 

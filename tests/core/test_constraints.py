@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from extender.core.constraints import (
+from extender.core.model.constraints import (
     anti_affinity_conflict,
     label_selector_matches,
     node_matches,
     self_anti_affine,
     tolerates,
 )
-from extender.core.types import (
+from extender.core.model.types import (
     LabelSelector,
     NodeInfo,
     NodeSelectorTerm,

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extender.core.convert import node_from_k8s, parse_time, pod_from_k8s
-from extender.core.convert_groups import group_from_k8s
-from extender.core.types import (
+from extender.core.model.convert import node_from_k8s, parse_time, pod_from_k8s
+from extender.core.model.convert_groups import group_from_k8s
+from extender.core.model.types import (
     LabelSelector,
     NodeSelectorTerm,
     PodAffinityTerm,
@@ -591,7 +591,7 @@ def test_preemption_policy(pod_obj: dict[str, Any]) -> None:
 
 
 def test_budget() -> None:
-    from extender.core.convert import budget_from_k8s
+    from extender.core.model.convert import budget_from_k8s
 
     obj: dict[str, Any] = {"metadata": {"name": "pdb", "namespace": "ml"},
            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "a"}}},

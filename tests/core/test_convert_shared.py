@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from extender.core import convert
-from extender.core.convert import pod_from_k8s
-from extender.core.convert_groups import group_from_k8s
+from extender.core.model import fields as convert
+from extender.core.model.convert import pod_from_k8s
+from extender.core.model.convert_groups import group_from_k8s
 
 
 def _pod(i: int) -> dict[str, Any]:
@@ -34,6 +34,6 @@ def test_repeated_values_are_kept_once() -> None:
 
 def test_the_shared_values_stay_bounded() -> None:
     for i in range(convert._SHARED_MAX + 10):
-        convert._shared(f"value-{i}")
+        convert.shared(f"value-{i}")
     assert len(convert._SHARED) <= convert._SHARED_MAX
-    assert convert._shared("".join(["x", "y"])) == "xy"
+    assert convert.shared("".join(["x", "y"])) == "xy"

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from extender.core.manager import Core
-from extender.core.vocabulary import Reason
+from extender.core.model.vocabulary import Reason
 
 GANGS = ("ns/a", "ns/b", "ns/c")
 REASONS = (Reason.WAITING_FOR_MEMBERS, Reason.INSUFFICIENT_CAPACITY, Reason.BOUND,

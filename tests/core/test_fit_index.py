@@ -16,11 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from extender.core.cache import Cache
+from extender.core.cache.snapshot import Snapshot
 from extender.core.cache.topology import Domains, domain_of
-from extender.core.fit import fit_count
-from extender.core.planner import Plan, Shortfall, plan_gang, plan_group
-from extender.core.snapshot import Snapshot
-from extender.core.types import (
+from extender.core.model.fit import fit_count
+from extender.core.model.types import (
     GroupInfo,
     LabelSelector,
     NodeInfo,
@@ -30,6 +29,7 @@ from extender.core.types import (
     Taint,
     Toleration,
 )
+from extender.core.planner import Plan, Shortfall, plan_gang, plan_group
 
 GPU = "nvidia.com/gpu"
 HOST = "kubernetes.io/hostname"

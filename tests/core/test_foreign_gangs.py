@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from extender.core.sources import KUEUE_GROUP_LABEL
-from extender.core.types import KUEUE, SCHEDULER_PLUGINS, Membership
-from extender.core.vocabulary import StatusChanged
+from extender.core.model.sources import KUEUE_GROUP_LABEL
+from extender.core.model.types import KUEUE, SCHEDULER_PLUGINS, Membership
+from extender.core.model.vocabulary import StatusChanged
 from tests.core.sim import SimScheduler, group, node, pod
 
 

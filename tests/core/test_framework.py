@@ -7,13 +7,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from extender.core.config import Config
+from extender.core.cache.snapshot import Snapshot
 from extender.core.manager import Core
-from extender.core.planner import Plan, Shortfall, plan_group
-from extender.core.queue.backoff import BackoffPolicy
-from extender.core.snapshot import Snapshot
-from extender.core.types import GroupInfo, PodInfo
-from extender.core.vocabulary import (
+from extender.core.model.config import BackoffPolicy, Config
+from extender.core.model.types import GroupInfo, PodInfo
+from extender.core.model.vocabulary import (
     BindOutcome,
     BindPod,
     PodRef,
@@ -22,6 +20,7 @@ from extender.core.vocabulary import (
     Transition,
     WakePods,
 )
+from extender.core.planner import Plan, Shortfall, plan_group
 from tests.core.sim import SimScheduler, group, in_flight, node, pod
 
 

@@ -4,10 +4,10 @@ the gang is placed again whole (architecture.md §8)."""
 
 from __future__ import annotations
 
-from extender.core.config import Config
 from extender.core.ledger.timeouts import COMMIT_GRACE_SECONDS
 from extender.core.manager import Core
-from extender.core.vocabulary import BindPod, EvictPods, GangTimedOut, PodRef
+from extender.core.model.config import Config
+from extender.core.model.vocabulary import BindPod, EvictPods, GangTimedOut, PodRef
 from tests.core.sim import SimScheduler, group, node, pod
 
 

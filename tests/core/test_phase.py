@@ -1,10 +1,10 @@
-"""PodGroup status rules (extender/core/phase.py) on plain data, through a gang's life."""
+"""PodGroup status rules (extender/core/model/phase.py) on plain data, through a gang's life."""
 
 from __future__ import annotations
 
 import pytest
 
-from extender.core.phase import (
+from extender.core.model.phase import (
     FAILED_CONDITION,
     FAILED_PHASE,
     FINISHED,
@@ -18,8 +18,8 @@ from extender.core.phase import (
     occupied_by,
     rfc3339,
 )
-from extender.core.types import GROUP_LABEL, GroupInfo, PodInfo
-from extender.core.vocabulary import GangStatus, Reason
+from extender.core.model.types import GROUP_LABEL, GroupInfo, PodInfo
+from extender.core.model.vocabulary import GangStatus, Reason
 
 NOW = 1_800_000_000.0
 GROUP = GroupInfo("ml", "train", 3, uid="g1")

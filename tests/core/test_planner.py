@@ -9,10 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extender.core.constraints import anti_affinity_conflict, node_matches
-from extender.core.planner import Plan, Shortfall, min_resources_shortfall, plan_gang
-from extender.core.snapshot import Snapshot
-from extender.core.types import (
+from extender.core.cache.snapshot import Snapshot
+from extender.core.model.constraints import anti_affinity_conflict, node_matches
+from extender.core.model.types import (
     LabelSelector,
     NodeInfo,
     PodAffinityTerm,
@@ -21,6 +20,7 @@ from extender.core.types import (
     Taint,
     Toleration,
 )
+from extender.core.planner import Plan, Shortfall, min_resources_shortfall, plan_gang
 
 GPU = "nvidia.com/gpu"
 HOST = "kubernetes.io/hostname"

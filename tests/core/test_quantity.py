@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from extender.core.resources import (
+from extender.core.model.resources import (
     SATURATED,
     parse_quantity,
     parse_resource_list,

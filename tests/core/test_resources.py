@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from extender.core import resources as resources_mod
-from extender.core.resources import (
+from extender.core.model import resources as resources_mod
+from extender.core.model.resources import (
     add,
     fits,
     format_amount,

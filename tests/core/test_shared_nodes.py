@@ -14,8 +14,8 @@ import dataclasses
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extender.core.types import PodInfo, Taint
-from extender.core.vocabulary import BindPod, Transition
+from extender.core.model.types import PodInfo, Taint
+from extender.core.model.vocabulary import BindPod, Transition
 from tests.core.sim import SimScheduler, group, node, pod
 
 

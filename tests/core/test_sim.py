@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.core.simulator import KubeSchedulerView
-from extender.core.constraints import node_matches
-from extender.core.resources import fits
-from extender.core.types import NodeInfo, PodInfo, Resources, Taint, Toleration
+from extender.core.model.constraints import node_matches
+from extender.core.model.resources import fits
+from extender.core.model.types import NodeInfo, PodInfo, Resources, Taint, Toleration
 
 GPU = "nvidia.com/gpu"
 

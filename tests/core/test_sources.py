@@ -1,4 +1,4 @@
-"""Gang sources (core/sources.py): which gang a pod joins, each source's group object as
+"""Gang sources (core/model/sources.py): which gang a pod joins, each source's group object as
 `GroupInfo`, Kueue's object-less groups, and that two sources never share a gang."""
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from extender.core.convert import pod_from_k8s
-from extender.core.convert_groups import volcano_group_from_k8s, workload_group_from_k8s
-from extender.core.sources import (
+from extender.core.model.convert import pod_from_k8s
+from extender.core.model.convert_groups import volcano_group_from_k8s, workload_group_from_k8s
+from extender.core.model.sources import (
     KUEUE_GROUP_LABEL,
     KUEUE_TOTAL_ANNOTATION,
     PRECEDENCE,
     VOLCANO_GROUP_ANNOTATION,
     membership,
 )
-from extender.core.types import (
+from extender.core.model.types import (
     GROUP_LABEL,
     KUEUE,
     SCHEDULER_PLUGINS,
@@ -32,7 +32,7 @@ from extender.core.types import (
     gang_key,
     split_gang_key,
 )
-from extender.core.vocabulary import GroupRef
+from extender.core.model.vocabulary import GroupRef
 from tests.core.sim import SimScheduler, group, node, pod
 
 POD: dict[str, Any] = {

@@ -7,10 +7,9 @@ from __future__ import annotations
 import pytest
 
 from extender.cli import build_parser
-from extender.core.config import Config
 from extender.core.manager import Core
-from extender.core.queue.backoff import BackoffPolicy
-from extender.core.vocabulary import Reason
+from extender.core.model.config import BackoffPolicy, Config
+from extender.core.model.vocabulary import Reason
 from tests.core.sim import SimScheduler, group, node, pod
 
 

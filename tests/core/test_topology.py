@@ -10,11 +10,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from extender.core.cache.snapshot import Snapshot
 from extender.core.cache.topology import Domain
-from extender.core.constraints import node_matches
-from extender.core.planner import Plan, Shortfall, extra_nodes, plan_group
-from extender.core.snapshot import Snapshot
-from extender.core.types import (
+from extender.core.model.constraints import node_matches
+from extender.core.model.types import (
     GroupInfo,
     LabelSelector,
     NodeInfo,
@@ -22,6 +21,7 @@ from extender.core.types import (
     PodInfo,
     SpreadConstraint,
 )
+from extender.core.planner import Plan, Shortfall, extra_nodes, plan_group
 
 HOST = "kubernetes.io/hostname"
 RACK = "example.com/rack"

@@ -10,10 +10,10 @@ import itertools
 
 import pytest
 
-from extender.core.convert import pod_from_k8s
-from extender.core.convert_groups import workload_group_from_k8s
-from extender.core.types import LabelSelector, NodeInfo, PodInfo, SpreadConstraint
-from extender.core.vocabulary import BindOutcome, GangReserved, Reason
+from extender.core.model.convert import pod_from_k8s
+from extender.core.model.convert_groups import workload_group_from_k8s
+from extender.core.model.types import LabelSelector, NodeInfo, PodInfo, SpreadConstraint
+from extender.core.model.vocabulary import BindOutcome, GangReserved, Reason
 from tests.core.sim import SimScheduler, group, node, pod
 
 RACK = "example.com/rack"

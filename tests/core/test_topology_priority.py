@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extender.core.config import Config
+from extender.core.cache.snapshot import Snapshot
 from extender.core.manager import Core
+from extender.core.model.config import Config
+from extender.core.model.types import GroupInfo, NodeInfo, PodInfo
+from extender.core.model.vocabulary import EvictPods, GangHeld, GangReserved, Preempting, Reason
 from extender.core.planner import Plan, Shortfall, plan_group
-from extender.core.snapshot import Snapshot
-from extender.core.types import GroupInfo, NodeInfo, PodInfo
-from extender.core.vocabulary import EvictPods, GangHeld, GangReserved, Preempting, Reason
 from tests.core.sim import SimScheduler, group, pod
 from tests.core.workload import Driver, Job
 

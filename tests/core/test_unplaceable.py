@@ -12,12 +12,12 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from extender.core.config import Config
+from extender.core.cache.snapshot import Snapshot
 from extender.core.manager import Core
+from extender.core.model.config import Config
+from extender.core.model.types import GroupInfo, NodeInfo, PodInfo
+from extender.core.model.vocabulary import GangHeld, Reason
 from extender.core.planner import Plan, Shortfall, plan_group
-from extender.core.snapshot import Snapshot
-from extender.core.types import GroupInfo, NodeInfo, PodInfo
-from extender.core.vocabulary import GangHeld, Reason
 from tests.core.restart import recorded, written
 from tests.core.sim import SimScheduler, group, node, pod
 from tests.core.workload import Driver, Job

@@ -1,11 +1,11 @@
-"""The conditions of an upstream PodGroup of ours (`core/upstream_status.py`): the names
+"""The conditions of an upstream PodGroup of ours (`core/model/upstream_status.py`): the names
 each version defines, when each is set, and that the scheduling one never goes back."""
 
 from __future__ import annotations
 
-from extender.core.phase import SCHEDULED, Condition, GroupStatus, Previous, rfc3339
-from extender.core.types import WORKLOAD_API
-from extender.core.upstream_status import (
+from extender.core.model.phase import SCHEDULED, Condition, GroupStatus, Previous, rfc3339
+from extender.core.model.types import WORKLOAD_API
+from extender.core.model.upstream_status import (
     DISRUPTION_TARGET,
     INITIALLY_SCHEDULED,
     SCHEDULED_V1ALPHA2,
@@ -17,7 +17,7 @@ from extender.core.upstream_status import (
     scheduled_type,
     upstream_conditions,
 )
-from extender.core.vocabulary import GroupRef, PodRef, Preempting, Reason, Victim
+from extender.core.model.vocabulary import GroupRef, PodRef, Preempting, Reason, Victim
 
 T0 = 1_800_000_000.0
 BETA = "scheduling.k8s.io/v1beta1"

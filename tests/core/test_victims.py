@@ -8,16 +8,14 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from extender.core.model.types import BudgetInfo, LabelSelector
+from extender.core.model.vocabulary import GANG, POD, RESERVATION
 from extender.core.preemption.victims import (
-    GANG,
-    POD,
     PRUNE_LIMIT,
-    RESERVATION,
     Unit,
     candidates,
     select,
 )
-from extender.core.types import BudgetInfo, LabelSelector
 from tests.core.sim import SimScheduler, group, node, pod
 
 

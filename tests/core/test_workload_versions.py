@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from extender.core.convert import pod_from_k8s
-from extender.core.convert_groups import workload_group_from_k8s
-from extender.core.sources import missing_group_message
-from extender.core.types import WORKLOAD_API
-from extender.core.vocabulary import Reason
+from extender.core.model.convert import pod_from_k8s
+from extender.core.model.convert_groups import workload_group_from_k8s
+from extender.core.model.sources import missing_group_message
+from extender.core.model.types import WORKLOAD_API
+from extender.core.model.vocabulary import Reason
 from tests.core.sim import SimScheduler, node, pod
 
 META = {"name": "train", "namespace": "ml", "uid": "pg-1",

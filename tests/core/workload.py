@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from extender.core.types import PodInfo
-from extender.core.vocabulary import EvictPods
+from extender.core.model.types import PodInfo
+from extender.core.model.vocabulary import EvictPods
 from tests.core.sim import SimScheduler, group, pod
 
 

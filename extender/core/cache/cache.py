@@ -11,10 +11,17 @@ from __future__ import annotations
 from extender.core.cache.fitindex import FitIndex
 from extender.core.cache.pods_on_node import PodsOnNode
 from extender.core.cache.quorum import QuorumIndex
+from extender.core.cache.snapshot import Snapshot
 from extender.core.cache.topology import Domains
-from extender.core.constraints import repels_beyond_node
-from extender.core.snapshot import Snapshot
-from extender.core.types import SCHEDULER_PLUGINS, GroupInfo, NodeInfo, PodInfo, Resources, gang_key
+from extender.core.model.constraints import repels_beyond_node
+from extender.core.model.types import (
+    SCHEDULER_PLUGINS,
+    GroupInfo,
+    NodeInfo,
+    PodInfo,
+    Resources,
+    gang_key,
+)
 
 
 def _add_into(target: Resources, delta: Resources, sign: int) -> None:

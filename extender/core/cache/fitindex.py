@@ -7,9 +7,9 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from extender.core.cache.topology import Values, domain_of
-from extender.core.constraints import node_matches
-from extender.core.fit import BIG, fit_count, labels_have
-from extender.core.types import NodeInfo, NodeSelectorTerm, PodInfo, Resources, Toleration
+from extender.core.model.constraints import node_matches
+from extender.core.model.fit import BIG, fit_count, labels_have
+from extender.core.model.types import NodeInfo, NodeSelectorTerm, PodInfo, Resources, Toleration
 
 _ViewKey = tuple[
     tuple[tuple[str, int], ...],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from extender.core.types import PodInfo
+from extender.core.model.types import PodInfo
 
 
 class PodsOnNode(Mapping[str, list[PodInfo]]):

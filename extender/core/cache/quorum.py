@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sized
 
-from extender.core.types import GroupInfo
+from extender.core.model.types import GroupInfo
 
 # Changed groups beyond which each further change counts the waiting ones at once: a
 # list of 100,000 PodGroups left them all to the next pass, a single stretch of about

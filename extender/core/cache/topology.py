@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from extender.core.types import NodeInfo
+from extender.core.model.types import NodeInfo
 
 Values = tuple[str, ...]  # one label value per key: a domain
 

@@ -14,14 +14,14 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 
 from extender.core.cache import Cache
+from extender.core.cache.snapshot import FreeOverlay, Snapshot
 from extender.core.cache.topology import Domain
-from extender.core.constraints import node_matches
+from extender.core.model.constraints import node_matches
+from extender.core.model.resources import fits
+from extender.core.model.types import PodInfo, Resources
+from extender.core.model.vocabulary import ReservationView, SlotView
 from extender.core.parked import ref
 from extender.core.planner import Plan, interchangeable, plan_gang
-from extender.core.resources import fits
-from extender.core.snapshot import FreeOverlay, Snapshot
-from extender.core.types import PodInfo, Resources
-from extender.core.vocabulary import ReservationView, SlotView
 
 
 @dataclass(slots=True)

@@ -17,20 +17,20 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from extender.core.cache import Cache
+from extender.core.cache.snapshot import Snapshot
 from extender.core.ledger import _repair
 from extender.core.ledger._book import Book, Reservation, Slot, plain_key
-from extender.core.outbox import Outbox
-from extender.core.parked import Parked, ref
-from extender.core.planner import Plan
-from extender.core.resources import format_resources
-from extender.core.snapshot import Snapshot
-from extender.core.types import GroupInfo, PodInfo, Resources
-from extender.core.vocabulary import (
+from extender.core.model.resources import format_resources
+from extender.core.model.types import GroupInfo, PodInfo, Resources
+from extender.core.model.vocabulary import (
     BindPod,
     RejectWaitingBind,
     ReservationView,
     WaitingBindView,
 )
+from extender.core.outbox import Outbox
+from extender.core.parked import Parked, ref
+from extender.core.planner import Plan
 
 
 class Ledger:

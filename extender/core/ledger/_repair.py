@@ -22,10 +22,10 @@ from __future__ import annotations
 from collections.abc import Container, Iterable
 
 from extender.core.cache import Cache
-from extender.core.constraints import node_matches
 from extender.core.ledger._book import Reservation, Slot
-from extender.core.resources import format_resources
-from extender.core.types import PodInfo
+from extender.core.model.constraints import node_matches
+from extender.core.model.resources import format_resources
+from extender.core.model.types import PodInfo
 
 
 def lost(cache: Cache, node: str, pod: PodInfo, held: bool = False) -> str | None:

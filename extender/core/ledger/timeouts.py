@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from extender.core.cache import Cache
-from extender.core.config import Config
 from extender.core.ledger import Ledger, Reservation
+from extender.core.model.types import GroupInfo, split_gang_key
+from extender.core.model.vocabulary import EvictPods, GangBound, GangTimedOut, GroupRef, Reason
 from extender.core.outbox import Outbox
 from extender.core.parked import ref
 from extender.core.queue.backoff import Backoff, Backoffs
-from extender.core.types import GroupInfo, split_gang_key
-from extender.core.vocabulary import EvictPods, GangBound, GangTimedOut, GroupRef, Reason
+from extender.core.view import ClusterView
 
 if TYPE_CHECKING:  # both ask the ledger: imported at run time, they would be a cycle
     from extender.core.explain import Explanations
@@ -32,16 +31,15 @@ COMMIT_GRACE_SECONDS = 10.0
 class Timeouts:
     def __init__(
         self,
-        config: Config,
-        cache: Cache,
+        view: ClusterView,
         ledger: Ledger,
         backoffs: Backoffs,
         explanations: Explanations,
         queue: GangQueue,
         outbox: Outbox,
     ) -> None:
-        self._config = config
-        self._cache = cache
+        self._config = view.config
+        self._cache = view.cache
         self._ledger = ledger
         self._backoffs = backoffs
         self._explanations = explanations

@@ -7,11 +7,11 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from extender.core.cache.fitindex import FitIndex
-from extender.core.constraints import anti_affinity_conflict, node_matches
-from extender.core.fit import BIG, fit_count, labels_have
+from extender.core.model.constraints import anti_affinity_conflict, node_matches
+from extender.core.model.fit import BIG, fit_count, labels_have
+from extender.core.model.types import NodeInfo, PodInfo, Resources
 from extender.core.planner.relations import Relations
 from extender.core.planner.shapes import Shape
-from extender.core.types import NodeInfo, PodInfo, Resources
 
 
 @dataclass(slots=True)

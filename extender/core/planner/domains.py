@@ -29,16 +29,16 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from extender.core.cache.snapshot import Snapshot
 from extender.core.cache.topology import Domain, Values, domain_of, word
-from extender.core.constraints import term_matches
-from extender.core.fit import fit_count
+from extender.core.model.constraints import term_matches
+from extender.core.model.fit import fit_count
+from extender.core.model.resources import format_resources
+from extender.core.model.types import GroupInfo, NodeInfo, PodInfo
 from extender.core.planner.explain import TIMES
 from extender.core.planner.plan import Plan, Shortfall, plan_gang
 from extender.core.planner.relations import Term, Ties
 from extender.core.planner.shapes import Shape, shapes_of
-from extender.core.resources import format_resources
-from extender.core.snapshot import Snapshot
-from extender.core.types import GroupInfo, NodeInfo, PodInfo
 
 
 @dataclass(frozen=True, slots=True)

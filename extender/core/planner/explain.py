@@ -6,15 +6,15 @@ from collections import Counter
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from extender.core.constraints import (
+from extender.core.model.constraints import (
     HOSTNAME,
     NODE_SELECTOR_MISMATCH,
     NODE_UNSCHEDULABLE,
     node_matches,
 )
-from extender.core.fit import BIG, labels_have
-from extender.core.resources import format_resources, shortfall
-from extender.core.types import Resources
+from extender.core.model.fit import BIG, labels_have
+from extender.core.model.resources import format_resources, shortfall
+from extender.core.model.types import Resources
 
 if TYPE_CHECKING:
     from extender.core.planner.candidates import Outcome, PlanState

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from extender.core.cache.snapshot import Snapshot
 from extender.core.cache.topology import Domain
+from extender.core.model.types import PodInfo
 from extender.core.planner.candidates import (
     Candidates,
     IndexedCandidates,
@@ -16,8 +18,6 @@ from extender.core.planner.candidates import (
 from extender.core.planner.explain import explain_shortfall
 from extender.core.planner.relations import Ties, relations_for
 from extender.core.planner.shapes import Shape, pod_size_key, shapes_of
-from extender.core.snapshot import Snapshot
-from extender.core.types import PodInfo
 
 
 @dataclass(frozen=True, slots=True)

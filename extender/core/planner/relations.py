@@ -29,15 +29,15 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from extender.core.constraints import (
+from extender.core.cache.snapshot import Snapshot
+from extender.core.model.constraints import (
     HOSTNAME,
     label_selector_matches,
     node_matches,
     repels_beyond_node,
     term_matches,
 )
-from extender.core.snapshot import Snapshot
-from extender.core.types import (
+from extender.core.model.types import (
     NodeInfo,
     PodAffinityTerm,
     PodInfo,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from extender.core.constraints import self_anti_affine
-from extender.core.types import PodInfo
+from extender.core.model.constraints import self_anti_affine
+from extender.core.model.types import PodInfo
 
 STANDARD = ("cpu", "memory", "ephemeral-storage", "pods")
 

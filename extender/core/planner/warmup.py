@@ -13,10 +13,10 @@ and are alike: `Warmup` prepares for the first and compares the others with it.
 
 from __future__ import annotations
 
+from extender.core.cache.snapshot import Snapshot
+from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.planner.domains import topology_of
 from extender.core.planner.shapes import shapes_of
-from extender.core.snapshot import Snapshot
-from extender.core.types import GroupInfo, PodInfo
 
 
 class Warmup:

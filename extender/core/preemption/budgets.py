@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from extender.core.constraints import label_selector_matches
-from extender.core.types import BudgetInfo, PodInfo
+from extender.core.model.constraints import label_selector_matches
+from extender.core.model.types import BudgetInfo, PodInfo
 
 
 def _counts(pod: PodInfo) -> bool:

@@ -31,10 +31,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from extender.core.cache.snapshot import Snapshot
 from extender.core.cache.topology import Values
 from extender.core.planner import Plan, Shortfall
 from extender.core.preemption.victims import Unit, select, view_without
-from extender.core.snapshot import Snapshot
 
 Planner = Callable[[Snapshot], "Plan | Shortfall"]
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
+from extender.core.model.vocabulary import GANG, EvictPods
 from extender.core.outbox import Outbox
 from extender.core.parked import ref
-from extender.core.preemption.victims import GANG, Unit
-from extender.core.vocabulary import EvictPods
+from extender.core.preemption.victims import Unit
 
 REFUSED_SECONDS = 30.0
 _RETRY_FIRST, _RETRY_MAX = 1.0, 30.0

@@ -25,30 +25,27 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from extender.core.cache import Cache
+from extender.core.cache.snapshot import Snapshot
 from extender.core.cache.topology import Domain, word
-from extender.core.config import Config
 from extender.core.explain import Explanations
 from extender.core.ledger import Ledger, Reservation, plain_key
+from extender.core.model.types import GroupInfo, PodInfo
+from extender.core.model.vocabulary import GANG, RESERVATION, GroupRef, Preempting, Reason, Victim
 from extender.core.outbox import Outbox
 from extender.core.parked import ref
-from extender.core.planner import GangPlanner, Plan, Shortfall, plan_gang
+from extender.core.planner import Plan, Shortfall, plan_gang
 from extender.core.planner.domains import topology_of
 from extender.core.preemption.budgets import Budgets
 from extender.core.preemption.domains import select_in_domains
 from extender.core.preemption.leaving import Leaving
 from extender.core.preemption.victims import (
-    GANG,
-    RESERVATION,
     Unit,
     already_leaving,
     candidates,
     select,
     view_without,
 )
-from extender.core.snapshot import Snapshot
-from extender.core.types import GroupInfo, PodInfo
-from extender.core.vocabulary import GroupRef, Preempting, Reason, Victim
+from extender.core.view import ClusterView
 
 _Signature = tuple[int, int, int, int, int, int]
 _SHOWN = 5  # victims named in a message; the rest are counted
@@ -68,22 +65,20 @@ def _required(d: Domain) -> str:
 class Preemptions:
     def __init__(
         self,
-        config: Config,
-        cache: Cache,
+        view: ClusterView,
         ledger: Ledger,
         budgets: Budgets,
         explanations: Explanations,
         outbox: Outbox,
-        planner: GangPlanner,
     ) -> None:
-        self._on = config.preemption
-        self._scheduler = config.scheduler_name
-        self._cache = cache
+        self._on = view.config.preemption
+        self._scheduler = view.config.scheduler_name
+        self._cache = view.cache
         self._ledger = ledger
         self._budgets = budgets
         self._explanations = explanations
         self._outbox = outbox
-        self._plan = planner
+        self._plan = view.planner
         self.leaving = Leaving(outbox)
         # preemptor -> (what its last fruitless search depended on, what it said).
         self._searched: dict[str, tuple[_Signature, str]] = {}

@@ -30,17 +30,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from extender.core.cache import Cache
+from extender.core.cache.snapshot import FreeOverlay, Snapshot
 from extender.core.ledger import Ledger
+from extender.core.model.types import PodInfo, Resources
+from extender.core.model.vocabulary import GANG, POD, RESERVATION
 from extender.core.preemption.budgets import Budgets
-from extender.core.snapshot import FreeOverlay, Snapshot
-from extender.core.types import PodInfo, Resources
 
 # The prune plans once per victim it tries to give back; past this many (thousands of
 # small plain pods) the rest of the prefix is kept, to bound a pass.
 PRUNE_LIMIT = 32
-
-GANG, POD, RESERVATION = "gang", "pod", "reservation"
-
 
 @dataclass(frozen=True, slots=True)
 class Unit:

@@ -5,34 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from extender.core.types import GroupInfo
-from extender.core.vocabulary import GroupRef
-
-
-@dataclass(frozen=True, slots=True)
-class BackoffPolicy:
-    base_seconds: float = 10.0
-    cap_seconds: float = 300.0
-    # None: retry forever. N: after N timed-out attempts the group is marked Failed.
-    retry_limit: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.base_seconds < 0 or self.cap_seconds < self.base_seconds:
-            raise ValueError(
-                f"backoff base {self.base_seconds}s must be >= 0 and <= cap {self.cap_seconds}s"
-            )
-        if self.retry_limit is not None and self.retry_limit < 1:
-            raise ValueError(f"backoff retry limit must be >= 1, got {self.retry_limit}")
-
-    def delay(self, attempts: int) -> float:
-        """Wait after the `attempts`-th timeout (1-based): base * 2^(attempts-1), capped."""
-        if attempts <= 0:
-            return 0.0
-        exponent = min(attempts - 1, 62)
-        return float(min(self.base_seconds * (2**exponent), self.cap_seconds))
-
-    def exhausted(self, attempts: int) -> bool:
-        return self.retry_limit is not None and attempts >= self.retry_limit
+from extender.core.model.config import BackoffPolicy
+from extender.core.model.types import GroupInfo
+from extender.core.model.vocabulary import GroupRef
 
 
 @dataclass(slots=True)

@@ -12,20 +12,11 @@ last one.
 
 from __future__ import annotations
 
-from extender.core.cache import Cache
-from extender.core.config import Config
 from extender.core.explain import Explanations
 from extender.core.ledger import Ledger, Reservation
-from extender.core.outbox import Outbox
-from extender.core.parked import Parked, ref
-from extender.core.planner import GangPlanner, Plan
-from extender.core.preemption.preemptor import Preemptions
-from extender.core.queue.backoff import Backoffs
-from extender.core.queue.order import queue_sort_key
-from extender.core.queue.starvation import Starvation
-from extender.core.queue.unplaceable import Unplaceable, message
-from extender.core.types import GroupInfo, PodInfo
-from extender.core.vocabulary import (
+from extender.core.model.order import queue_sort_key
+from extender.core.model.types import GroupInfo, PodInfo
+from extender.core.model.vocabulary import (
     GangHeld,
     GangReserved,
     GroupRef,
@@ -33,6 +24,14 @@ from extender.core.vocabulary import (
     Reason,
     WakePods,
 )
+from extender.core.outbox import Outbox
+from extender.core.parked import ref
+from extender.core.planner import Plan
+from extender.core.preemption.preemptor import Preemptions
+from extender.core.queue.starvation import Starvation
+from extender.core.queue.unplaceable import Unplaceable, message
+from extender.core.queue.waiting import Waiting
+from extender.core.view import ClusterView
 
 _FailureSignature = tuple[int, int, int, int]
 
@@ -40,26 +39,24 @@ _FailureSignature = tuple[int, int, int, int]
 class GangQueue:
     def __init__(
         self,
-        config: Config,
-        cache: Cache,
+        view: ClusterView,
         ledger: Ledger,
-        backoffs: Backoffs,
+        waiting: Waiting,
         explanations: Explanations,
-        parked: Parked,
         outbox: Outbox,
-        planner: GangPlanner,
-        starvation: Starvation,
         preemptions: Preemptions,
     ) -> None:
-        self._config = config
-        self._cache = cache
+        self._config = config = view.config
+        self._cache = cache = view.cache
         self._ledger = ledger
-        self._backoffs = backoffs
+        self._backoffs = waiting.backoffs
         self._explanations = explanations
-        self._parked = parked
+        self._parked = waiting.parked
         self._outbox = outbox
-        self._plan = planner
-        self._starvation = starvation
+        self._plan = planner = view.planner
+        # The starvation guard and the set-aside gangs are the queue pass's own: nothing
+        # else decides with them (the gang manager restores and reads the guard).
+        self.starvation = Starvation(config, cache, ledger, planner)
         self._preemptions = preemptions
         self._unplaceable = Unplaceable(cache, planner)
         # A filter-path pass left a failed gang's preemption search to the tick's pass.
@@ -93,13 +90,13 @@ class GangQueue:
         """The gang was bound or timed out: its next attempt starts from nothing."""
         self._last_failure.pop(gang, None)
         self._told_complete.discard(gang)
-        self._starvation.placed(gang)
+        self.starvation.placed(gang)
         self._unplaceable.forget(gang)
 
     def forget(self, gang: str) -> None:
         self.start_over(gang)
         self._quorum_since.pop(gang, None)
-        self._starvation.forget(gang)
+        self.starvation.forget(gang)
         self._preemptions.forget(gang)
 
     # ----- the pass ------------------------------------------------------------------------
@@ -110,11 +107,11 @@ class GangQueue:
         version = (self._cache.capacity_epoch, self._members_version)
         tick = scheduling is None
         if (version == self._passed_at and not self._backoffs.any_ended(now)
-                and not self._starvation.due(now)
+                and not self.starvation.due(now)
                 and not (tick and (self._search_owed or self._preemptions.plain_due()))):
             return
         self._preemptions.released = False
-        self._starvation.new_pass()
+        self.starvation.new_pass()
         if tick:
             self._search_owed = False
         self._ledger.new_pass()
@@ -159,10 +156,10 @@ class GangQueue:
                 never = self._unplaceable.check(group, members)
                 if never is not None:
                     self._explanations.set(key, Reason.UNPLACEABLE, message(group, never), now)
-                    self._starvation.set_aside(key)
+                    self.starvation.set_aside(key)
                 else:
                     self._explanations.shortfall(group, members, result, granted, now)
-                    self._starvation.waiting(key, now)
+                    self.starvation.waiting(key, now)
                 self._last_failure[key] = self._failure_signature(group)
                 # 5. Complete but not placeable: wake its parked members once.
                 if key not in self._told_complete:
@@ -189,7 +186,7 @@ class GangQueue:
                 self._search_owed = True
             # 7. Starved: capacity held for it as it frees up, on nodes no older
             # holder holds.
-            held = self._starvation.guard(group, members, now, timeout)
+            held = self.starvation.guard(group, members, now, timeout)
             if held is not None:
                 self._held(group, held, now)
                 granted.append(key)
@@ -201,7 +198,7 @@ class GangQueue:
         self._ledger.new_pass()
         # A gang whose hold was taken over, or whose reservation was preempted, waits
         # again: the next pass plans it.
-        again = self._starvation.took_over or self._preemptions.released
+        again = self.starvation.took_over or self._preemptions.released
         self._passed_at = None if again else (self._cache.capacity_epoch,
                                               self._members_version)
 
@@ -240,13 +237,13 @@ class GangQueue:
 
     def _held(self, group: GroupInfo, res: Reservation, now: float) -> None:
         self._last_failure.pop(group.key, None)
-        for lost in self._starvation.taken_over:
+        for lost in self.starvation.taken_over:
             self._explanations.set(
                 lost, Reason.INSUFFICIENT_CAPACITY,
                 f"gang {lost}: the capacity held for it was taken over by gang {group.key}, "
                 f"ahead of it in the queue; it waits again", now)
         nodes = sorted({s.node for s in res.slots.values()})
-        waited = self._starvation.waited(group.key, now) or 0.0
+        waited = self.starvation.waited(group.key, now) or 0.0
         busy = [n for n in nodes if any(v < 0 for v in self._cache.free.get(n, {}).values())]
         where = f" in {res.domain.describe()}" if res.domain is not None else ""
         msg = (
@@ -265,7 +262,7 @@ class GangQueue:
                   scheduling: str | None) -> None:
         """A reservation is made (or a hold became one): say so, wake the members."""
         self._last_failure.pop(group.key, None)
-        self._starvation.placed(group.key)
+        self.starvation.placed(group.key)
         nodes = {s.node for s in res.slots.values()}
         where = f" in {res.domain.describe()}" if res.domain is not None else ""
         msg = (

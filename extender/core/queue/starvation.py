@@ -42,12 +42,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from extender.core.cache import Cache
-from extender.core.config import Config
+from extender.core.cache.snapshot import Snapshot
 from extender.core.ledger import Ledger, Reservation
+from extender.core.model.config import Config
+from extender.core.model.order import queue_sort_key
+from extender.core.model.types import GroupInfo, PodInfo, Resources
 from extender.core.planner import GangPlanner, Plan
-from extender.core.queue.order import queue_sort_key
-from extender.core.snapshot import Snapshot
-from extender.core.types import GroupInfo, PodInfo, Resources
 
 # What a failed forward plan depended on: capacity (and reserved slots, which it counts
 # as taken until they are bound), the gang, and the holders.

@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from extender.core.cache import Cache
+from extender.core.cache.snapshot import Snapshot
+from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.planner import GangPlanner, Shortfall
-from extender.core.snapshot import Snapshot
-from extender.core.types import GroupInfo, PodInfo
 
 # What the test depends on: the nodes, the gang's members and its PodGroup.
 _Signature = tuple[int, int, int]

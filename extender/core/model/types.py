@@ -21,7 +21,7 @@ TOPOLOGY_REQUIRED = "gang-extender.x-k8s.io/topology-required"
 TOPOLOGY_PREFERRED = "gang-extender.x-k8s.io/topology-preferred"
 
 # Where a gang comes from: the API or operator convention that marked it
-# (core/sources.py has each one's keys and objects; docs/install.md a section per source).
+# (core/model/sources.py has each one's keys and objects; docs/install.md a section per source).
 SCHEDULER_PLUGINS = "scheduler-plugins"  # PodGroup scheduling.x-k8s.io/v1alpha1 + label
 WORKLOAD_API = "workload-api"  # PodGroup scheduling.k8s.io/v1beta1|v1alpha2 + spec.schedulingGroup
 VOLCANO = "volcano"  # PodGroup scheduling.volcano.sh/v1beta1 + annotation
@@ -50,7 +50,7 @@ def split_gang_key(key: str) -> tuple[str, str, str]:
 
 @dataclass(frozen=True, slots=True)
 class Membership:
-    """The gang a pod joins, as `core/sources.membership` chose it from the pod's keys."""
+    """The gang a pod joins, as `core/model/sources.membership` chose it from the pod's keys."""
 
     source: str
     name: str  # the group's name in the pod's namespace
@@ -164,7 +164,7 @@ class PodInfo:
     # (architecture.md §3.8). Status only: it changes neither the pod's footprint nor its gang.
     unschedulable: bool = False
     # The gang this pod joins, set by `convert.pod_from_k8s` from every source's keys
-    # (core/sources.py). None: the scheduler-plugins label alone decides, which is what a
+    # (core/model/sources.py). None: the scheduler-plugins label alone decides, which is what a
     # PodInfo built by hand (tests, benchmarks) relies on.
     membership: Membership | None = None
     # spec.preemptionPolicy, set by admission from the pod's PriorityClass: "Never" means

@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from extender.core.types import GroupInfo, PodInfo
-from extender.core.vocabulary import GangStatus, Reason
+from extender.core.model.types import GroupInfo, PodInfo
+from extender.core.model.vocabulary import GangStatus, Reason
 
 PENDING = "Pending"
 SCHEDULING = "Scheduling"

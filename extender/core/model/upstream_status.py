@@ -44,9 +44,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from extender.core.phase import GroupStatus, Previous, rfc3339
-from extender.core.preemption.victims import GANG
-from extender.core.vocabulary import Preempting, Reason
+from extender.core.model.phase import GroupStatus, Previous, rfc3339
+from extender.core.model.vocabulary import GANG, Preempting, Reason
 
 INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"  # scheduling.k8s.io/v1beta1 (1.37)
 SCHEDULED_V1ALPHA2 = "PodGroupScheduled"  # scheduling.k8s.io/v1alpha2 (1.36)

@@ -4,7 +4,7 @@ grants capacity in the same order."""
 
 from __future__ import annotations
 
-from extender.core.types import GroupInfo, PodInfo
+from extender.core.model.types import GroupInfo, PodInfo
 
 
 def gang_priority(members: list[PodInfo]) -> int:

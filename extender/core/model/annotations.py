@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from extender.core.types import TOPOLOGY_PREFERRED, TOPOLOGY_REQUIRED
+from extender.core.model.types import TOPOLOGY_PREFERRED, TOPOLOGY_REQUIRED
 
 # Kubernetes' qualified name (validation.IsQualifiedName): an optional DNS-1123
 # subdomain prefix and "/", then a name of at most 63 characters.

@@ -1,6 +1,6 @@
 """Kubernetes quantities and resource lists, in kube-scheduler's integer units.
 
-Amounts are parsed exactly (as `Fraction`, `core/quantity.py`) and rounded up only once,
+Amounts are parsed exactly (as `Fraction`, `core/model/quantity.py`) and rounded up only once,
 at the end, the way kube-scheduler sums `resource.Quantity` values exactly and then takes
 `MilliValue()`/`Value()`: rounding each container separately could make a pod look
 bigger than kube-scheduler thinks it is, and the two would then disagree on fits.
@@ -18,8 +18,8 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
-from extender.core.quantity import INT64_MAX, SATURATED, parse_quantity, shorten
-from extender.core.types import Resources
+from extender.core.model.quantity import INT64_MAX, SATURATED, parse_quantity, shorten
+from extender.core.model.types import Resources
 
 __all__ = [
     "SATURATED",

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from extender.core.types import (
+from extender.core.model.types import (
     GROUP_LABEL,
     KUEUE,
     SCHEDULER_PLUGINS,

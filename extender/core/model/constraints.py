@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from extender.core.types import (
+from extender.core.model.types import (
     LabelSelector,
     NodeInfo,
     NodeSelectorTerm,

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from extender.core.cache.fitindex import FitIndex
 from extender.core.cache.topology import Domains
-from extender.core.constraints import repels_beyond_node
-from extender.core.types import NodeInfo, PodInfo, Resources
+from extender.core.model.constraints import repels_beyond_node
+from extender.core.model.types import NodeInfo, PodInfo, Resources
 
 
 @dataclass(frozen=True, slots=True)

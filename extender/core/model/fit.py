@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from extender.core.constraints import node_matches
-from extender.core.types import NodeInfo, PodInfo
+from extender.core.model.constraints import node_matches
+from extender.core.model.types import NodeInfo, PodInfo
 
 BIG = 1 << 62
 

@@ -8,47 +8,47 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from extender.core.annotations import label_key_problem, topology_of
-from extender.core.convert import (
-    _guarded,
-    _int,
-    _list,
-    _obj,
-    _shared,
-    _str,
-    _str_map,
+from extender.core.model.annotations import label_key_problem, topology_of
+from extender.core.model.fields import (
+    as_int,
+    as_list,
+    as_obj,
+    as_str,
+    as_str_map,
+    guarded,
     parse_time,
+    shared,
 )
-from extender.core.resources import parse_resource_list
-from extender.core.types import VOLCANO, WORKLOAD_API, GroupInfo
+from extender.core.model.resources import parse_resource_list
+from extender.core.model.types import VOLCANO, WORKLOAD_API, GroupInfo
 
 __all__ = ["group_from_k8s", "volcano_group_from_k8s", "workload_group_from_k8s"]
 
 
 def _build_group(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
-    meta = _obj(obj.get("metadata"), "metadata")
-    spec = _obj(obj.get("spec"), "spec")
-    name = _str(meta.get("name"), "metadata.name")
+    meta = as_obj(obj.get("metadata"), "metadata")
+    spec = as_obj(obj.get("spec"), "spec")
+    name = as_str(meta.get("name"), "metadata.name")
     if not name:
         raise ValueError("metadata.name is missing")
-    min_member = _int(spec.get("minMember"), "spec.minMember", 1)
+    min_member = as_int(spec.get("minMember"), "spec.minMember", 1)
     if min_member < 0:
         raise ValueError(f"spec.minMember must be >= 1, got {min_member}")
     timeout = spec.get("scheduleTimeoutSeconds")
     if timeout is not None:
-        timeout = _int(timeout, "spec.scheduleTimeoutSeconds", 0)
+        timeout = as_int(timeout, "spec.scheduleTimeoutSeconds", 0)
         if timeout < 0:
             raise ValueError(f"spec.scheduleTimeoutSeconds must be >= 0, got {timeout}")
-    min_resources = parse_resource_list(_obj(spec.get("minResources"), "spec.minResources"))
+    min_resources = parse_resource_list(as_obj(spec.get("minResources"), "spec.minResources"))
     required, preferred, error = topology_of(
-        _str_map(meta.get("annotations"), "metadata.annotations"))
+        as_str_map(meta.get("annotations"), "metadata.annotations"))
     requeue_count, requeue_at = _requeue_state(obj.get("status"))
     return GroupInfo(
-        namespace=_shared(_str(meta.get("namespace"), "metadata.namespace", "default")),
+        namespace=shared(as_str(meta.get("namespace"), "metadata.namespace", "default")),
         name=name,
         # 0 and 1 mean the same thing: a bound member is already a quorum of one.
         min_member=max(min_member, 1),
-        uid=_str(meta.get("uid"), "metadata.uid"),
+        uid=as_str(meta.get("uid"), "metadata.uid"),
         creation=parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         min_resources=min_resources or None,
         # 0 would expire every reservation at once; treat it as "not set".
@@ -102,30 +102,30 @@ def group_from_k8s(obj: Any) -> GroupInfo:
     `topology_error`, and reported on the PodGroup. status.requeueState, the backoff
     the extender recorded, is read back for a restart (`_requeue_state`).
     """
-    return _guarded("podgroup", obj, _build_group)
+    return guarded("podgroup", obj, _build_group)
 
 
 def _meta_fields(obj: Mapping[str, Any]) -> tuple[str, str, str, float]:
-    meta = _obj(obj.get("metadata"), "metadata")
-    name = _str(meta.get("name"), "metadata.name")
+    meta = as_obj(obj.get("metadata"), "metadata")
+    name = as_str(meta.get("name"), "metadata.name")
     if not name:
         raise ValueError("metadata.name is missing")
-    return (_str(meta.get("namespace"), "metadata.namespace", "default"), name,
-            _str(meta.get("uid"), "metadata.uid"),
+    return (as_str(meta.get("namespace"), "metadata.namespace", "default"), name,
+            as_str(meta.get("uid"), "metadata.uid"),
             parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"))
 
 
 def _build_volcano(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
     namespace, name, uid, creation = _meta_fields(obj)
-    spec = _obj(obj.get("spec"), "spec")
-    min_member = _int(spec.get("minMember"), "spec.minMember", 1)
+    spec = as_obj(obj.get("spec"), "spec")
+    min_member = as_int(spec.get("minMember"), "spec.minMember", 1)
     if min_member < 0:
         raise ValueError(f"spec.minMember must be >= 0, got {min_member}")
-    min_resources = parse_resource_list(_obj(spec.get("minResources"), "spec.minResources"))
+    min_resources = parse_resource_list(as_obj(spec.get("minResources"), "spec.minResources"))
     return GroupInfo(
         namespace=namespace, name=name, min_member=max(min_member, 1), uid=uid,
         creation=creation, min_resources=min_resources or None, source=VOLCANO,
-        priority_class_name=_str(spec.get("priorityClassName"),
+        priority_class_name=as_str(spec.get("priorityClassName"),
                                  "spec.priorityClassName") or None,
     )
 
@@ -134,33 +134,33 @@ def volcano_group_from_k8s(obj: Any) -> GroupInfo:
     """A Volcano PodGroup (scheduling.volcano.sh/v1beta1) to `GroupInfo`: minMember (0 or
     absent: 1), minResources, priorityClassName. queue and minTaskMember are Volcano's
     own and not read; Volcano has no schedule timeout, so the extender's default holds."""
-    return _guarded("volcano podgroup", obj, _build_volcano)
+    return guarded("volcano podgroup", obj, _build_volcano)
 
 
 def _build_workload(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
     namespace, name, uid, creation = _meta_fields(obj)
-    spec = _obj(obj.get("spec"), "spec")
-    policy = _obj(spec.get("schedulingPolicy"), "spec.schedulingPolicy")
+    spec = as_obj(obj.get("spec"), "spec")
+    policy = as_obj(spec.get("schedulingPolicy"), "spec.schedulingPolicy")
     gang = policy.get("gang")
     min_count = 1  # "basic" (or no policy): each pod is scheduled on its own
     if gang is not None:
         w = "spec.schedulingPolicy.gang.minCount"
-        min_count = _int(_obj(gang, "spec.schedulingPolicy.gang").get("minCount"), w, 1)
+        min_count = as_int(as_obj(gang, "spec.schedulingPolicy.gang").get("minCount"), w, 1)
         if min_count < 1:
             raise ValueError(f"{w} must be >= 1, got {min_count}")
     w = "spec.schedulingConstraints.topology"
-    topology = _list(_obj(spec.get("schedulingConstraints"),
+    topology = as_list(as_obj(spec.get("schedulingConstraints"),
                           "spec.schedulingConstraints").get("topology"), w)
-    keys = [_str(_obj(t, f"{w}[{i}]").get("key"), f"{w}[{i}].key")
+    keys = [as_str(as_obj(t, f"{w}[{i}]").get("key"), f"{w}[{i}].key")
             for i, t in enumerate(topology)]
     required, error = _workload_topology(keys)
-    parent = _str(spec.get("parentCompositePodGroupName"), "spec.parentCompositePodGroupName")
+    parent = as_str(spec.get("parentCompositePodGroupName"), "spec.parentCompositePodGroupName")
     if parent:
         required, error = "", _composite_refusal(parent)
     return GroupInfo(namespace=namespace, name=name, min_member=min_count, uid=uid,
                      creation=creation, source=WORKLOAD_API, topology_required=required,
                      topology_error=error,
-                     priority_class_name=_str(spec.get("priorityClassName"),
+                     priority_class_name=as_str(spec.get("priorityClassName"),
                                               "spec.priorityClassName") or None)
 
 
@@ -209,4 +209,4 @@ def workload_group_from_k8s(obj: Any) -> GroupInfo:
     read: the PodGroup already holds the policy copied from its template. A PodGroup
     with spec.parentCompositePodGroupName (1.37 alpha) is kept but not placed
     (`_composite_refusal`)."""
-    return _guarded("podgroup.scheduling.k8s.io", obj, _build_workload)
+    return guarded("podgroup.scheduling.k8s.io", obj, _build_workload)

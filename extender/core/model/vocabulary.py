@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import ClassVar
 
-from extender.core.types import SCHEDULER_PLUGINS, Resources, gang_key
+from extender.core.model.types import SCHEDULER_PLUGINS, Resources, gang_key
 
 
 class Reason(StrEnum):
@@ -188,12 +188,16 @@ class StatusChanged:
     status: GangStatus | None
 
 
+# What a preemption victim is (`Victim.kind`, `preemption/victims.Unit.kind`).
+GANG, POD, RESERVATION = "gang", "pod", "reservation"
+
+
 @dataclass(frozen=True, slots=True)
 class Victim:
     """One unit a preemption evicts whole, or a reservation it releases."""
 
     name: str  # "gang ns/x", "pod ns/p", "reservation of gang ns/y"
-    kind: str  # "gang", "pod" or "reservation"
+    kind: str  # GANG, POD or RESERVATION
     priority: int
     group: GroupRef | None  # the PodGroup of a victim gang or reservation
     pods: tuple[PodRef, ...]  # evicted (none for a reservation)

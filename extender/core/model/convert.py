@@ -1,0 +1,310 @@
+"""Kubernetes JSON (as the API or a watch returns it) to the core's plain types.
+
+Runs once per watch event, so the filter path never walks raw objects. Input is
+untrusted: anything malformed raises `ValueError` naming the object and the field
+("pod ml/trainer-0: invalid quantity 'abc' for cpu"), never another exception type,
+so an adapter can log and skip one bad object without a catch-all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+from extender.core.model.fields import (
+    as_int,
+    as_list,
+    as_obj,
+    as_str,
+    as_str_map,
+    guarded,
+    parse_time,
+    shared,
+)
+from extender.core.model.resources import parse_resource_list, pod_requests
+from extender.core.model.sources import membership
+from extender.core.model.types import (
+    BudgetInfo,
+    LabelSelector,
+    NodeInfo,
+    NodeSelectorTerm,
+    PodAffinityTerm,
+    PodInfo,
+    Requirement,
+    SpreadConstraint,
+    Taint,
+    Toleration,
+)
+
+__all__ = ["budget_from_k8s", "node_from_k8s", "parse_time", "pod_from_k8s"]
+
+_NODE_SELECTOR_OPS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+_LABEL_SELECTOR_OPS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+
+
+# ----- selectors ----------------------------------------------------------------------
+
+
+def _requirement(v: Any, where: str, ops: frozenset[str]) -> Requirement:
+    r = as_obj(v, where)
+    op = as_str(r.get("operator"), f"{where}.operator")
+    if op not in ops:
+        raise ValueError(f"{where}.operator: unknown operator {op!r}")
+    values = tuple(as_str(x, f"{where}.values")
+                   for x in as_list(r.get("values"), f"{where}.values"))
+    return Requirement(as_str(r.get("key"), f"{where}.key"), op, values)
+
+
+def _node_selector_terms(v: Any, where: str) -> tuple[NodeSelectorTerm, ...]:
+    terms = []
+    for i, raw in enumerate(as_list(as_obj(v, where).get("nodeSelectorTerms"), where)):
+        w = f"{where}.nodeSelectorTerms[{i}]"
+        t = as_obj(raw, w)
+        terms.append(
+            NodeSelectorTerm(
+                tuple(
+                    _requirement(x, f"{w}.matchExpressions[{j}]", _NODE_SELECTOR_OPS)
+                    for j, x in enumerate(as_list(t.get("matchExpressions"), w))
+                ),
+                tuple(
+                    _requirement(x, f"{w}.matchFields[{j}]", _NODE_SELECTOR_OPS)
+                    for j, x in enumerate(as_list(t.get("matchFields"), w))
+                ),
+            )
+        )
+    return tuple(terms)
+
+
+def _label_selector(v: Any, where: str) -> LabelSelector | None:
+    if v is None:
+        return None
+    s = as_obj(v, where)
+    return LabelSelector(
+        tuple(sorted(as_str_map(s.get("matchLabels"), f"{where}.matchLabels").items())),
+        tuple(
+            _requirement(x, f"{where}.matchExpressions[{j}]", _LABEL_SELECTOR_OPS)
+            for j, x in enumerate(as_list(s.get("matchExpressions"), where))
+        ),
+    )
+
+
+def _affinity_term(v: Any, where: str) -> PodAffinityTerm:
+    # matchLabelKeys/mismatchLabelKeys need no handling: the API server merges them
+    # into labelSelector when the pod is created.
+    t = as_obj(v, where)
+    return PodAffinityTerm(
+        selector=_label_selector(t.get("labelSelector"), f"{where}.labelSelector"),
+        topology_key=as_str(t.get("topologyKey"), f"{where}.topologyKey"),
+        namespaces=tuple(as_str(x, f"{where}.namespaces")
+                         for x in as_list(t.get("namespaces"), where)),
+        namespace_selector=_label_selector(
+            t.get("namespaceSelector"), f"{where}.namespaceSelector"
+        ),
+    )
+
+
+def _affinity_terms(affinity: Mapping[str, Any], kind: str) -> tuple[PodAffinityTerm, ...]:
+    """The required terms of `kind` (podAffinity or podAntiAffinity)."""
+    w = f"spec.affinity.{kind}.required"
+    required = as_obj(affinity.get(kind), f"spec.affinity.{kind}").get(
+        "requiredDuringSchedulingIgnoredDuringExecution")
+    return tuple(_affinity_term(x, f"{w}[{i}]") for i, x in enumerate(as_list(required, w)))
+
+
+def _spread(spec: Mapping[str, Any]) -> tuple[SpreadConstraint, ...]:
+    """DoNotSchedule constraints only: ScheduleAnyway ones never filter a node. As with
+    affinity terms, matchLabelKeys is merged into labelSelector by the API server."""
+    out = []
+    for i, raw in enumerate(as_list(spec.get("topologySpreadConstraints"),
+                                     "spec.topologySpreadConstraints")):
+        w = f"spec.topologySpreadConstraints[{i}]"
+        c = as_obj(raw, w)
+        if as_str(c.get("whenUnsatisfiable"), f"{w}.whenUnsatisfiable") != "DoNotSchedule":
+            continue
+        skew = as_int(c.get("maxSkew"), f"{w}.maxSkew", 1)
+        if skew < 1:
+            raise ValueError(f"{w}.maxSkew must be >= 1, got {skew}")
+        out.append(SpreadConstraint(
+            max_skew=skew,
+            topology_key=as_str(c.get("topologyKey"), f"{w}.topologyKey"),
+            selector=_label_selector(c.get("labelSelector"), f"{w}.labelSelector"),
+            min_domains=max(1, as_int(c.get("minDomains"), f"{w}.minDomains", 1)),
+            node_affinity_policy=as_str(c.get("nodeAffinityPolicy"),
+                                      f"{w}.nodeAffinityPolicy", "Honor") or "Honor",
+            node_taints_policy=as_str(c.get("nodeTaintsPolicy"),
+                                    f"{w}.nodeTaintsPolicy", "Ignore") or "Ignore",
+        ))
+    return tuple(out)
+
+
+def _toleration(v: Any, where: str) -> Toleration:
+    if type(v) is dict:
+        fields = (v.get("key"), v.get("operator"), v.get("value"), v.get("effect"))
+        if all(x is None or type(x) is str for x in fields):
+            return _toleration_of(*fields)
+    t = as_obj(v, where)
+    return Toleration(
+        key=as_str(t.get("key"), f"{where}.key"),
+        operator=as_str(t.get("operator"), f"{where}.operator") or "Equal",
+        value=as_str(t.get("value"), f"{where}.value"),
+        effect=as_str(t.get("effect"), f"{where}.effect"),
+    )
+
+
+@lru_cache(maxsize=1024)
+def _toleration_of(key: str | None, operator: str | None, value: str | None,
+                   effect: str | None) -> Toleration:
+    # Memoized: every pod carries the API server's two default tolerations, and a
+    # Toleration is immutable, so pods share them.
+    return Toleration(key or "", operator or "Equal", value or "", effect or "")
+
+
+# ----- pods ---------------------------------------------------------------------------
+
+
+def _unschedulable(status: Mapping[str, Any]) -> bool:
+    """Whether kube-scheduler wrote PodScheduled=False after a failed attempt (reason
+    Unschedulable, or SchedulerError when a plugin or extender call failed). The
+    extender's own record of whom it rejected is lost on restart; this condition is
+    what still tells it which pending members may be parked and need a wake-up.
+    SchedulingGated does not count: a gated pod was never in the scheduling queue,
+    and removing its gates queues it by itself."""
+    for i, raw in enumerate(as_list(status.get("conditions"), "status.conditions")):
+        w = f"status.conditions[{i}]"
+        cond = as_obj(raw, w)
+        if as_str(cond.get("type"), f"{w}.type") != "PodScheduled":
+            continue
+        return (
+            as_str(cond.get("status"), f"{w}.status") == "False"
+            and as_str(cond.get("reason"), f"{w}.reason") != "SchedulingGated"
+        )
+    return False
+
+
+def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
+    meta = as_obj(obj.get("metadata"), "metadata")
+    spec = as_obj(obj.get("spec"), "spec")
+    status = as_obj(obj.get("status"), "status")
+
+    name = as_str(meta.get("name"), "metadata.name")
+    if not name:
+        raise ValueError("metadata.name is missing")
+    uid = as_str(meta.get("uid"), "metadata.uid")
+    if not uid:
+        raise ValueError("metadata.uid is missing")
+
+    affinity = as_obj(spec.get("affinity"), "spec.affinity")
+    required_node_affinity: tuple[NodeSelectorTerm, ...] | None = None
+    node_aff = as_obj(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    req_node = node_aff.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if req_node is not None:
+        required_node_affinity = _node_selector_terms(
+            req_node, "spec.affinity.nodeAffinity.required"
+        )
+
+    labels = as_str_map(meta.get("labels"), "metadata.labels")
+    group = as_obj(spec.get("schedulingGroup"), "spec.schedulingGroup")
+    return PodInfo(
+        uid=uid,
+        namespace=shared(as_str(meta.get("namespace"), "metadata.namespace", "default")),
+        name=name,
+        requests=pod_requests(spec),
+        labels=labels,
+        priority=as_int(spec.get("priority"), "spec.priority", 0),
+        node_name=shared(as_str(spec.get("nodeName"), "spec.nodeName")),
+        phase=shared(as_str(status.get("phase"), "status.phase", "Pending") or "Pending"),
+        deleting=meta.get("deletionTimestamp") is not None,
+        gated=bool(as_list(spec.get("schedulingGates"), "spec.schedulingGates")),
+        scheduler_name=shared(as_str(spec.get("schedulerName"), "spec.schedulerName",
+                                    "default-scheduler") or "default-scheduler"),
+        creation=parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        node_selector=as_str_map(spec.get("nodeSelector"), "spec.nodeSelector"),
+        required_node_affinity=required_node_affinity,
+        tolerations=tuple(
+            _toleration(x, f"spec.tolerations[{i}]")
+            for i, x in enumerate(as_list(spec.get("tolerations"), "spec.tolerations"))
+        ),
+        # Most pods have none of these: not looked for then (this runs per filter call).
+        required_anti_affinity=_affinity_terms(affinity, "podAntiAffinity") if affinity else (),
+        required_affinity=_affinity_terms(affinity, "podAffinity") if affinity else (),
+        spread_constraints=_spread(spec) if "topologySpreadConstraints" in spec else (),
+        unschedulable=_unschedulable(status),
+        membership=membership(
+            labels, as_obj(meta.get("annotations"), "metadata.annotations"),
+            as_str(group.get("podGroupName"), "spec.schedulingGroup.podGroupName")),
+        preemption_policy=shared(as_str(spec.get("preemptionPolicy"), "spec.preemptionPolicy",
+                                       "PreemptLowerPriority") or "PreemptLowerPriority"),
+    )
+
+
+def pod_from_k8s(obj: Any) -> PodInfo:
+    """A Pod object to `PodInfo`, requests computed as kube-scheduler does."""
+    return guarded("pod", obj, _build_pod)
+
+
+# ----- nodes --------------------------------------------------------------------------
+
+
+def _build_node(obj: Mapping[str, Any], _ident: str) -> NodeInfo:
+    meta = as_obj(obj.get("metadata"), "metadata")
+    spec = as_obj(obj.get("spec"), "spec")
+    status = as_obj(obj.get("status"), "status")
+    name = as_str(meta.get("name"), "metadata.name")
+    if not name:
+        raise ValueError("metadata.name is missing")
+    # kube-scheduler uses allocatable; capacity only stands in for a node whose
+    # kubelet has not reported allocatable yet.
+    raw = status.get("allocatable") or status.get("capacity")
+    taints = []
+    for i, t in enumerate(as_list(spec.get("taints"), "spec.taints")):
+        w = f"spec.taints[{i}]"
+        tm = as_obj(t, w)
+        taints.append(
+            Taint(
+                as_str(tm.get("key"), f"{w}.key"),
+                as_str(tm.get("value"), f"{w}.value"),
+                as_str(tm.get("effect"), f"{w}.effect"),
+            )
+        )
+    unschedulable = spec.get("unschedulable")
+    if unschedulable is not None and not isinstance(unschedulable, bool):
+        raise ValueError(f"spec.unschedulable must be a boolean, got {unschedulable!r}")
+    return NodeInfo(
+        name=name,
+        allocatable=parse_resource_list(as_obj(raw, "status.allocatable"), capacity=True),
+        labels=as_str_map(meta.get("labels"), "metadata.labels"),
+        taints=tuple(taints),
+        unschedulable=bool(unschedulable),
+    )
+
+
+def node_from_k8s(obj: Any) -> NodeInfo:
+    """A Node object to `NodeInfo`."""
+    return guarded("node", obj, _build_node)
+
+
+# ----- PodDisruptionBudgets -----------------------------------------------------------
+
+
+def _build_budget(obj: Mapping[str, Any], _ident: str) -> BudgetInfo:
+    meta = as_obj(obj.get("metadata"), "metadata")
+    spec = as_obj(obj.get("spec"), "spec")
+    status = as_obj(obj.get("status"), "status")
+    name = as_str(meta.get("name"), "metadata.name")
+    if not name:
+        raise ValueError("metadata.name is missing")
+    return BudgetInfo(
+        namespace=as_str(meta.get("namespace"), "metadata.namespace", "default"),
+        name=name,
+        selector=_label_selector(spec.get("selector"), "spec.selector"),
+        disruptions_allowed=max(0, as_int(status.get("disruptionsAllowed"),
+                                        "status.disruptionsAllowed", 0)),
+    )
+
+
+def budget_from_k8s(obj: Any) -> BudgetInfo:
+    """A PodDisruptionBudget (policy/v1) to `BudgetInfo`. Without a status (the
+    disruption controller has not looked yet) it allows no disruption, as the Eviction
+    API would answer."""
+    return guarded("poddisruptionbudget", obj, _build_budget)
