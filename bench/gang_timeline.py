@@ -27,10 +27,8 @@ from typing import Any
 
 from bench.common import RESULTS, machine, md_table, write_results
 from bench.e2e_report import RunResult
-from bench.e2e_run import Bench
+from bench.e2e_run import Bench, bench_control_plane
 from bench.e2e_watch import hist_sum_count, scrape
-from bench.systems import UPSTREAM_GATES
-from e2e.harness.cluster import ControlPlane
 from e2e.harness.fakekubelet import FakeKubelet
 from e2e.harness.fixtures import use_cluster
 from e2e.harness.process import ManagedProcess
@@ -108,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stem", default="gang-timeline", help="results file name")
     args = ap.parse_args(argv)
     info = machine()
-    cp = ControlPlane(workload_api=True, apiserver_feature_gates=UPSTREAM_GATES).start()
+    cp = bench_control_plane().start()
     rows: list[dict[str, Any]] = []
     try:
         use_cluster(cp)

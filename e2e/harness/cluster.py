@@ -467,6 +467,12 @@ class ControlPlane(Cluster):
     def _bin(self, name: str) -> str:
         return str(self.bin_dir / name)
 
+    @property
+    def minor(self) -> tuple[int, int]:
+        """(1, 37) for a 1.37.x control plane (versions.py), for callers whose gates or
+        API versions depend on it."""
+        return k8s_minor(self.bin_dir)
+
     def _fg(self, extra: str = "") -> list[str]:
         gates = ",".join(g for g in (self.feature_gates, extra) if g)
         return [f"--feature-gates={gates}"] if gates else []

@@ -9,7 +9,9 @@ The harness runs the default version (e2e/k8sbuild/go.mod) or, with ``K8S=<minor
 * 1.37: ``scheduling.k8s.io/v1beta1`` (beta, still off by default, so it needs the
   runtime-config and the gate too); v1alpha2 is gone, and an API server asked to serve
   it refuses to start. ``GangScheduling`` and ``WorkloadAwarePreemption`` were folded
-  into ``GenericWorkload``, so the same gates serve both.
+  into ``GenericWorkload``, so the same gates serve the API on both; a component given
+  ``GangScheduling=true`` on 1.37 refuses to start (``unrecognized feature gate``), which
+  is why the in-tree gang scheduler's gates depend on the version (upstream_gang_gates).
 """
 
 from __future__ import annotations
@@ -40,3 +42,14 @@ def workload_api_version(minor: tuple[int, int]) -> str:
 
 def workload_runtime_config(minor: tuple[int, int]) -> str:
     return f"scheduling.k8s.io/{workload_api_version(minor)}=true"
+
+
+def upstream_gang_gates(minor: tuple[int, int]) -> str:
+    """Feature gates that make the stock kube-scheduler of that release a gang scheduler
+    (its default profile gains the GangScheduling plugin), for the peer the benchmarks
+    compare with. 1.36 needs GangScheduling beside GenericWorkload; 1.37 enables the
+    plugin with GenericWorkload alone (pkg/scheduler/apis/config/v1/default_plugins.go)
+    and rejects the old gate."""
+    if minor >= (1, 37):
+        return "GenericWorkload=true"
+    return "GenericWorkload=true,GangScheduling=true"
