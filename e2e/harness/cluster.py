@@ -38,7 +38,7 @@ import yaml
 from .k8s import ApiException, client, config
 from .pki import PKI, generate_pki, write_kubeconfig
 from .process import START_MARKER, ManagedProcess, free_port, stop_all
-from .versions import k8s_minor, workload_runtime_config
+from .versions import k8s_minor, pinned_version, workload_runtime_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 """The checkout root, found from this file so the harness works from any cwd."""
@@ -157,12 +157,14 @@ def find_k8s_bin(build: bool = True) -> Path:
     if not build:
         # Same cache rule as the script: any .built-* stamp with all binaries present.
         cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-        # K8S=1.37 (versions.py) asks for that minor version's binaries only.
-        minor = os.environ.get("K8S", "")
-        for d in sorted((cache / "gang-extender" / "k8s").glob(f"v{minor}*")):
-            if any(d.glob(".built-*")) and ok(d):
-                return d
-        raise HarnessError("no cached Kubernetes binaries (run e2e/setup-deps.sh)")
+        # The release the script would build: K8S=1.36's, or the default's (versions.py),
+        # never another one that happens to be cached beside it.
+        version = pinned_version(os.environ.get("K8S", ""))
+        d = cache / "gang-extender" / "k8s" / (version or "none")
+        if version and any(d.glob(".built-*")) and ok(d):
+            return d
+        raise HarnessError(f"no cached Kubernetes {version or os.environ.get('K8S', '')} "
+                           "binaries (run e2e/setup-deps.sh)")
     # Same lock as setup-deps.sh: never two compiles at once, a second caller waits.
     cache_root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
     lock_path = cache_root / "gang-extender" / "k8s" / ".build.lock"

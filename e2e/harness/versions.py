@@ -2,7 +2,7 @@
 Workload API needs to be served on it.
 
 The harness runs the default version (e2e/k8sbuild/go.mod) or, with ``K8S=<minor>``
-(``make e2e-k8s K8S=1.37``), the one pinned in ``e2e/k8sbuild-<minor>/go.mod``;
+(``make e2e-k8s K8S=1.36``), the one pinned in ``e2e/k8sbuild-<minor>/go.mod``;
 ``e2e/build-k8s.sh`` reads the same variable. The PodGroup API moved between the two:
 
 * 1.36: ``scheduling.k8s.io/v1alpha2`` (alpha), ``GenericWorkload`` alpha;
@@ -20,6 +20,25 @@ import re
 import subprocess
 from functools import cache
 from pathlib import Path
+
+E2E_DIR = Path(__file__).resolve().parents[1]
+
+
+def pinned_version(minor: str = "") -> str | None:
+    """The release e2e/build-k8s.sh builds for ``K8S=<minor>`` ("v1.36.3"): the one pinned
+    in e2e/k8sbuild-<minor>/go.mod, or the default's (e2e/k8sbuild/go.mod) when `minor`
+    is empty or is the default's own minor version; None when nothing pins it."""
+    moddir = E2E_DIR / f"k8sbuild-{minor}" if minor else E2E_DIR / "k8sbuild"
+    if not (moddir / "go.mod").is_file():
+        moddir = E2E_DIR / "k8sbuild"
+    try:
+        text = (moddir / "go.mod").read_text()
+    except OSError:
+        return None
+    m = re.search(r"^require k8s\.io/kubernetes (v(\d+\.\d+)\.\d+)$", text, re.M)
+    if m is None or (minor and m.group(2) != minor):
+        return None
+    return m.group(1)
 
 
 @cache
