@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from e2e.harness import cluster
-from e2e.harness.versions import E2E_DIR, pinned_version
+from e2e.harness.versions import E2E_DIR, pinned_version, podgroups_served
 
 BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
@@ -24,7 +24,7 @@ def test_the_default_is_1_37_and_1_36_stays_pinned_beside_it() -> None:
     assert pinned_version("1.99") is None
 
 
-@pytest.mark.parametrize("minor", ["", "1.36"])
+@pytest.mark.parametrize("minor", ["", "1.36", "1.35"])
 def test_the_build_script_and_the_harness_agree_on_the_release(
         minor: str, tmp_path: Path) -> None:
     """build-k8s.sh, given a cache whose stamp matches, prints that directory without
@@ -66,3 +66,11 @@ def test_a_warm_cache_answers_the_pinned_release_not_the_first_cached(
     monkeypatch.setenv("K8S", "1.34")
     with pytest.raises(cluster.HarnessError, match="no cached Kubernetes"):
         cluster.find_k8s_bin(build=False)
+
+
+def test_only_releases_with_a_podgroup_get_the_workload_api_flags() -> None:
+    """1.35's API server refuses TopologyAwareWorkloadScheduling and v1alpha2, so asking
+    for them there would keep the control plane from starting at all."""
+    assert podgroups_served((1, 36)) and podgroups_served((1, 37))
+    assert not podgroups_served((1, 35))
+    assert podgroups_served((0, 0))

@@ -38,7 +38,7 @@ import yaml
 from .k8s import ApiException, client, config
 from .pki import PKI, generate_pki, write_kubeconfig
 from .process import START_MARKER, ManagedProcess, free_port, stop_all
-from .versions import k8s_minor, pinned_version, workload_runtime_config
+from .versions import k8s_minor, pinned_version, podgroups_served, workload_runtime_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 """The checkout root, found from this file so the harness works from any cwd."""
@@ -451,8 +451,9 @@ class ControlPlane(Cluster):
         self.feature_gates = feature_gates
         self.extra_apiserver_args = list(extra_apiserver_args)
         self.verbosity = verbosity
-        # Serve the upstream Workload API (see WORKLOAD_API_* above).
-        self.workload_api = workload_api
+        # Serve the upstream Workload API (see WORKLOAD_API_* above), on releases that
+        # have its PodGroup (versions.py).
+        self.workload_api = workload_api and podgroups_served(k8s_minor(self.bin_dir))
         # Gates for the API server only, e.g. GangScheduling for a benchmark whose upstream
         # gang scheduler gets it too while the other schedulers do not.
         self.apiserver_feature_gates = apiserver_feature_gates

@@ -54,6 +54,16 @@ def k8s_minor(bin_dir: Path) -> tuple[int, int]:
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
+def podgroups_served(minor: tuple[int, int]) -> bool:
+    """Whether that release has a PodGroup object at all. 1.35 (GenericWorkload alpha)
+    has only scheduling.k8s.io/v1alpha1 Workloads with their pod groups inline and pods
+    joined by spec.workloadRef, which the extender does not read; its API server knows
+    neither TopologyAwareWorkloadScheduling nor v1alpha2, and its controller manager no
+    podgroup-protection-controller, so the harness asks for none of them there. An
+    unreadable version (0, 0) is taken as new."""
+    return minor >= (1, 36) or minor == (0, 0)
+
+
 def workload_api_version(minor: tuple[int, int]) -> str:
     """The scheduling.k8s.io version that serves PodGroups on that release."""
     return "v1beta1" if minor >= (1, 37) else "v1alpha2"
