@@ -13,6 +13,7 @@ import yaml
 from bench.e2e import systems
 from e2e.gang import scheduler_config as shipped_config
 from e2e.harness.fixtures import POD_GROUP_LABEL
+from e2e.harness.versions import upstream_gang_gates, workload_api_version
 
 # scheduler-plugins v0.34.7 manifests/coscheduling/scheduler-config.yaml, as parsed
 # (the benchmark reads the copy e2e/build-operator.sh caches).
@@ -60,9 +61,14 @@ def test_group_objects_per_system() -> None:
     assert body_b == body_d
     assert body_b["spec"] == {"minMember": 8}
     (api_c, body_c) = systems.group_manifest("C", "ns", "g", 1000) or ((), {})
-    assert api_c == ("scheduling.k8s.io", "v1alpha2", "podgroups")
-    assert body_c["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+    assert api_c == ("scheduling.k8s.io", "v1beta1", "podgroups")
+    assert body_c["apiVersion"] == "scheduling.k8s.io/v1beta1"
     assert body_c["spec"] == {"schedulingPolicy": {"gang": {"minCount": 1000}}}
+    # 1.36's version: the same spec (k8s.io/api v0.36.3 scheduling/v1alpha2).
+    (api_c, old) = systems.group_manifest("C", "ns", "g", 1000, "v1alpha2") or ((), {})
+    assert api_c == ("scheduling.k8s.io", "v1alpha2", "podgroups")
+    assert old["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+    assert old["spec"] == body_c["spec"]
     with pytest.raises(ValueError):
         systems.group_manifest("E", "ns", "g", 8)
 
@@ -112,3 +118,14 @@ def test_own_scoring_leaves_the_percentage_to_kube_scheduler_except_for_b() -> N
     b = systems.scheduler_config("B", "default", shipped_config(1), COSCHEDULING,
                                  own_scoring=True)
     assert b["profiles"][0]["percentageOfNodesToScore"] == 100
+
+
+def test_the_upstream_peer_gets_the_gates_and_version_of_its_release() -> None:
+    """1.37 folded GangScheduling into GenericWorkload and refuses to start with the old
+    gate named; 1.36 needs both for its GangScheduling plugin. A wrong pair fails C's
+    kube-scheduler at start-up or leaves it placing pods one by one."""
+    assert upstream_gang_gates((1, 37)) == "GenericWorkload=true"
+    assert upstream_gang_gates((1, 38)) == "GenericWorkload=true"
+    assert upstream_gang_gates((1, 36)) == "GenericWorkload=true,GangScheduling=true"
+    assert workload_api_version((1, 37)) == "v1beta1"
+    assert workload_api_version((1, 36)) == "v1alpha2"

@@ -34,9 +34,8 @@ from typing import Any
 
 from bench.common import RESULTS, machine, percentile, write_results
 from bench.e2e.report import RunResult, markdown, summarize
-from bench.e2e.run import CREATE_THREADS, Bench, find_scheduler_plugins
-from bench.e2e.systems import CLIENT_SETTINGS, SYSTEMS, UPSTREAM_GATES
-from e2e.harness.cluster import ControlPlane
+from bench.e2e.run import CREATE_THREADS, Bench, bench_control_plane, find_scheduler_plugins
+from bench.e2e.systems import CLIENT_SETTINGS, SYSTEMS
 from e2e.harness.fakekubelet import FakeKubelet
 from e2e.harness.fixtures import use_cluster
 
@@ -150,9 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.monotonic()
     info = machine()
     plugins_dir = find_scheduler_plugins() if "D" in systems else None
-    cp = ControlPlane(workload_api=True, apiserver_feature_gates=UPSTREAM_GATES,
-                      extra_apiserver_args=["--profiling=true"] if args.profile_apiserver
-                      else ()).start()
+    cp = bench_control_plane(["--profiling=true"] if args.profile_apiserver else ()).start()
     runs: list[RunResult] = []
     warmup: list[dict[str, Any]] = []
     notes: list[str] = []

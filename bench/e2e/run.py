@@ -11,7 +11,7 @@ import resource
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ import yaml
 from bench.common import REPO, cpu_seconds, percentile
 from bench.e2e.apiserver_pprof import profile
 from bench.e2e.report import RunResult
-from bench.e2e.systems import UPSTREAM_GATES, group_manifest, pod_manifest, scheduler_config
+from bench.e2e.systems import group_manifest, pod_manifest, scheduler_config
 from bench.e2e.watch import (
     BindWatch,
     apiserver_requests,
@@ -32,11 +32,18 @@ from bench.e2e.watch import (
 )
 from e2e.gang import scheduler_config as shipped_config
 from e2e.gang import start_extender
-from e2e.harness.cluster import DEFAULT_CRD_DIRS, ControlPlane, http_ok, install_crds
+from e2e.harness.cluster import (
+    DEFAULT_CRD_DIRS,
+    ControlPlane,
+    find_k8s_bin,
+    http_ok,
+    install_crds,
+)
 from e2e.harness.fixtures import kube, list_pods, wait_for
 from e2e.harness.k8s import ApiException
 from e2e.harness.process import ManagedProcess, free_port
 from e2e.harness.rawapi import RawApi
+from e2e.harness.versions import k8s_minor, upstream_gang_gates, workload_api_version
 
 CREATE_THREADS = 16
 
@@ -52,6 +59,16 @@ def find_scheduler_plugins() -> Path:
     from e2e.operators import find_operator  # imports pytest: only when D runs
 
     return find_operator("scheduler-plugins")
+
+
+def bench_control_plane(extra_apiserver_args: Sequence[str] = ()) -> ControlPlane:
+    """The one control plane every system's runs share (not started): the upstream
+    Workload API served, and the API server given system C's gates, which differ between
+    releases (versions.py), so they are read off the binaries about to run."""
+    bin_dir = find_k8s_bin()
+    return ControlPlane(bin_dir=bin_dir, workload_api=True,
+                        apiserver_feature_gates=upstream_gang_gates(k8s_minor(bin_dir)),
+                        extra_apiserver_args=extra_apiserver_args)
 
 
 class Bench:
@@ -108,7 +125,7 @@ class Bench:
                       if system == "D" and self.plugins_dir else None)
             procs["kube-scheduler"] = self.cp.start_scheduler(
                 cfg, f"bench-scheduler-{system}-{self.runs}", binary=binary,
-                feature_gates=UPSTREAM_GATES if system == "C" else "")
+                feature_gates=upstream_gang_gates(self.cp.minor) if system == "C" else "")
             yield procs
         finally:
             for p in procs.values():
@@ -148,7 +165,8 @@ class Bench:
             with self.stack(system, client) as procs:
                 k = kube()
                 for g, size in enumerate(sizes):
-                    obj = group_manifest(system, ns, f"job-{g}", size)
+                    obj = group_manifest(system, ns, f"job-{g}", size,
+                                         workload_api_version(self.cp.minor))
                     if obj is not None:
                         (grp, ver, plural), body = obj
                         k.custom.create_namespaced_custom_object(grp, ver, ns, plural, body,

@@ -5,11 +5,13 @@ configuration, and what each needs on the pods and group objects to form the sam
   as gangs).
 * **B**: gang-extender, with `deploy/scheduler-config.yaml` as shipped;
   `scheduling.x-k8s.io/v1alpha1` PodGroups and the `scheduling.x-k8s.io/pod-group` label.
-* **C**: upstream Kubernetes 1.36 gang scheduling: the same kube-scheduler binary with the
-  alpha gates `GenericWorkload` and `GangScheduling` (its default profile then enables the
-  `GangScheduling` plugin), `scheduling.k8s.io/v1alpha2` PodGroups with
+* **C**: upstream Kubernetes gang scheduling: the same kube-scheduler binary with the gates
+  that enable its `GangScheduling` plugin (`GenericWorkload` on 1.37, beta;
+  `GenericWorkload` and `GangScheduling` on 1.36, alpha: e2e/harness/versions.py),
+  `scheduling.k8s.io/v1beta1` PodGroups (`v1alpha2` on 1.36) with
   `spec.schedulingPolicy.gang.minCount`, pods joined by `spec.schedulingGroup.podGroupName`
-  (field names from k8s.io/api v0.36.3, `scheduling/v1alpha2/types.go`, `core/v1/types.go`).
+  (field names from k8s.io/api v0.37.2 and v0.36.3, `scheduling/v1beta1/types.go`,
+  `scheduling/v1alpha2/types.go`, `core/v1/types.go`: the same in both).
 * **D**: scheduler-plugins v0.34.7 with Coscheduling: its own kube-scheduler build
   (`e2e/build-operator.sh scheduler-plugins`), its PodGroup CRD and its Coscheduling
   profile from the same module; the same PodGroups and label as B.
@@ -37,9 +39,10 @@ from e2e.harness.fixtures import (
     pod_spec,
 )
 
-UPSTREAM_GATES = "GenericWorkload=true,GangScheduling=true"
-"""Feature gates of system C's kube-scheduler and (with the runtime config) its API server."""
-UPSTREAM_GROUP, UPSTREAM_VERSION, UPSTREAM_PLURAL = "scheduling.k8s.io", "v1alpha2", "podgroups"
+UPSTREAM_GROUP, UPSTREAM_PLURAL = "scheduling.k8s.io", "podgroups"
+# System C's feature gates (kube-scheduler and, with the runtime config, the API server)
+# and its PodGroups' version depend on the control plane's release: versions.py's
+# upstream_gang_gates and workload_api_version, given ControlPlane.minor.
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ class System:
 SYSTEMS: dict[str, System] = {
     "A": System("A", "stock kube-scheduler, no gangs", "bench-stock", False),
     "B": System("B", "gang-extender", GANG_SCHEDULER, True),
-    "C": System("C", "upstream 1.36 gang scheduling (alpha)", "bench-upstream", True),
+    "C": System("C", "upstream kube-scheduler gang scheduling", "bench-upstream", True),
     "D": System("D", "scheduler-plugins Coscheduling v0.34.7", "bench-coscheduling", True),
 }
 
@@ -112,9 +115,12 @@ def scheduler_config(system: str, client: str, shipped: Mapping[str, Any],
     return cfg
 
 
-def group_manifest(system: str, ns: str, name: str, size: int) -> tuple[
+def group_manifest(system: str, ns: str, name: str, size: int,
+                   upstream_version: str = "v1beta1") -> tuple[
         tuple[str, str, str], dict[str, Any]] | None:
-    """((group, version, plural), body) of the object declaring one gang, None for A."""
+    """((group, version, plural), body) of the object declaring one gang, None for A.
+    `upstream_version`: C's scheduling.k8s.io version, v1beta1 on 1.37, v1alpha2 on 1.36
+    (the spec is the same in both)."""
     if system in ("B", "D"):
         return (PG_GROUP, PG_VERSION, PG_PLURAL), {
             "apiVersion": f"{PG_GROUP}/{PG_VERSION}", "kind": "PodGroup",
@@ -122,8 +128,8 @@ def group_manifest(system: str, ns: str, name: str, size: int) -> tuple[
             "spec": {"minMember": size},
         }
     if system == "C":
-        return (UPSTREAM_GROUP, UPSTREAM_VERSION, UPSTREAM_PLURAL), {
-            "apiVersion": f"{UPSTREAM_GROUP}/{UPSTREAM_VERSION}", "kind": "PodGroup",
+        return (UPSTREAM_GROUP, upstream_version, UPSTREAM_PLURAL), {
+            "apiVersion": f"{UPSTREAM_GROUP}/{upstream_version}", "kind": "PodGroup",
             "metadata": {"name": name, "namespace": ns},
             "spec": {"schedulingPolicy": {"gang": {"minCount": size}}},
         }

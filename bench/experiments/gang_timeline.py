@@ -30,10 +30,8 @@ from typing import Any
 
 from bench.common import RESULTS, machine, md_table, write_results
 from bench.e2e.report import RunResult
-from bench.e2e.run import Bench
-from bench.e2e.systems import UPSTREAM_GATES
+from bench.e2e.run import Bench, bench_control_plane
 from bench.e2e.watch import hist_sum_count, scrape
-from e2e.harness.cluster import ControlPlane
 from e2e.harness.fakekubelet import FakeKubelet
 from e2e.harness.fixtures import use_cluster
 from e2e.harness.process import ManagedProcess
@@ -111,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stem", default="gang-timeline", help="results file name")
     args = ap.parse_args(argv)
     info = machine()
-    cp = ControlPlane(workload_api=True, apiserver_feature_gates=UPSTREAM_GATES).start()
+    cp = bench_control_plane().start()
     rows: list[dict[str, Any]] = []
     try:
         use_cluster(cp)

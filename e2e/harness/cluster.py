@@ -38,7 +38,7 @@ import yaml
 from .k8s import ApiException, client, config
 from .pki import PKI, generate_pki, write_kubeconfig
 from .process import START_MARKER, ManagedProcess, free_port, stop_all
-from .versions import k8s_minor, workload_runtime_config
+from .versions import k8s_minor, pinned_version, podgroups_served, workload_runtime_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 """The checkout root, found from this file so the harness works from any cwd."""
@@ -162,12 +162,14 @@ def find_k8s_bin(build: bool = True) -> Path:
     if not build:
         # Same cache rule as the script: any .built-* stamp with all binaries present.
         cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-        # K8S=1.37 (versions.py) asks for that minor version's binaries only.
-        minor = os.environ.get("K8S", "")
-        for d in sorted((cache / "gang-extender" / "k8s").glob(f"v{minor}*")):
-            if any(d.glob(".built-*")) and ok(d):
-                return d
-        raise HarnessError("no cached Kubernetes binaries (run e2e/setup-deps.sh)")
+        # The release the script would build: K8S=1.36's, or the default's (versions.py),
+        # never another one that happens to be cached beside it.
+        version = pinned_version(os.environ.get("K8S", ""))
+        d = cache / "gang-extender" / "k8s" / (version or "none")
+        if version and any(d.glob(".built-*")) and ok(d):
+            return d
+        raise HarnessError(f"no cached Kubernetes {version or os.environ.get('K8S', '')} "
+                           "binaries (run e2e/setup-deps.sh)")
     # Same lock as setup-deps.sh: never two compiles at once, a second caller waits.
     cache_root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
     lock_path = cache_root / "gang-extender" / "k8s" / ".build.lock"
@@ -455,8 +457,9 @@ class ControlPlane(Cluster):
         self.feature_gates = feature_gates
         self.extra_apiserver_args = list(extra_apiserver_args)
         self.verbosity = verbosity
-        # Serve the upstream Workload API (see WORKLOAD_API_* above).
-        self.workload_api = workload_api
+        # Serve the upstream Workload API (see WORKLOAD_API_* above), on releases that
+        # have its PodGroup (versions.py).
+        self.workload_api = workload_api and podgroups_served(k8s_minor(self.bin_dir))
         # Gates for the API server only, e.g. GangScheduling for a benchmark whose upstream
         # gang scheduler gets it too while the other schedulers do not.
         self.apiserver_feature_gates = apiserver_feature_gates
@@ -474,6 +477,12 @@ class ControlPlane(Cluster):
 
     def _bin(self, name: str) -> str:
         return str(self.bin_dir / name)
+
+    @property
+    def minor(self) -> tuple[int, int]:
+        """(1, 37) for a 1.37.x control plane (versions.py), for callers whose gates or
+        API versions depend on it."""
+        return k8s_minor(self.bin_dir)
 
     def _fg(self, extra: str = "") -> list[str]:
         gates = ",".join(g for g in (self.feature_gates, extra) if g)

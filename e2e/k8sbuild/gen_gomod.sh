@@ -2,11 +2,11 @@
 # Regenerates go.mod for a Kubernetes release: k8s.io/kubernetes cannot be required
 # without pinning each staging module it replaces with a local path upstream.
 #
-#   gen_gomod.sh v1.36.3              (rewrites e2e/k8sbuild, the default control plane)
-#   gen_gomod.sh v1.37.2 DIR          (writes DIR, e.g. e2e/k8sbuild-1.37, another minor
-#                                      version built side by side by build-k8s.sh K8S=1.37)
+#   gen_gomod.sh v1.37.2              (rewrites e2e/k8sbuild, the default control plane)
+#   gen_gomod.sh v1.36.3 DIR          (writes DIR, e.g. e2e/k8sbuild-1.36, another minor
+#                                      version built side by side by build-k8s.sh K8S=1.36)
 set -euo pipefail
-ver=${1:?usage: gen_gomod.sh v1.36.3 [DIR]}
+ver=${1:?usage: gen_gomod.sh v1.37.2 [DIR]}
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${2:-$here}
 staging=${ver/v1./v0.}

@@ -160,7 +160,7 @@ def test_volcano_podgroup_is_a_gang_and_its_crd_is_picked_up_while_running(
 
 def test_upstream_podgroup_is_a_gang(any_cluster: AnyCluster, namespace: str) -> None:
     """The same gang on the version of the upstream PodGroup the cluster serves: v1alpha2
-    on 1.36 (`make test`), v1beta1 on 1.37 (`make e2e-k8s K8S=1.37`). No release serves
+    on 1.36 (`make e2e-k8s K8S=1.36`), v1beta1 on 1.37 (`make test`). No release serves
     both, so the version is chosen here, not parametrized: a case that could never run
     would be a skip in every run (and external mode allows none)."""
     version = served_workload_version()

@@ -1,5 +1,6 @@
 """The peers `bench.e2e` compares with really schedule gangs as configured there
-(bench/e2e/systems.py): C, kube-scheduler 1.36 with the GangScheduling alpha, and D,
+(bench/e2e/systems.py): C, the stock kube-scheduler with its in-tree GangScheduling plugin
+(GenericWorkload on 1.37; GenericWorkload and GangScheduling on 1.36), and D,
 scheduler-plugins' Coscheduling. A benchmark whose peer silently placed the pods one by one
 (a misspelt field, a missing gate, a plugin not enabled) would still print numbers, only
 wrong ones: here two members of a gang of three must stay unbound while the third is
@@ -7,8 +8,9 @@ missing, and all three bind once it exists.
 
 About 10 s per system. D's binary is built once per machine by
 `e2e/build-operator.sh scheduler-plugins` (`make operators`). The session's control plane
-serves scheduling.k8s.io/v1alpha2 but without the API server's GangScheduling gate, which
-C turned out not to need here; D runs against our PodGroup CRD, whose spec is
+serves the release's scheduling.k8s.io PodGroups (v1beta1 on 1.37, v1alpha2 on 1.36) but
+without the API server's GangScheduling gate on 1.36, which C turned out not to need
+here; D runs against our PodGroup CRD, whose spec is
 scheduler-plugins' (the benchmark swaps in their own CRD).
 """
 
@@ -20,10 +22,11 @@ import time
 import pytest
 import yaml
 
-from bench.e2e.systems import UPSTREAM_GATES, group_manifest, pod_manifest, scheduler_config
+from bench.e2e.systems import group_manifest, pod_manifest, scheduler_config
 from e2e.gang import scheduler_config as shipped_config
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.fixtures import NodeSet, kube, wait_for
+from e2e.harness.versions import upstream_gang_gates, workload_api_version
 from e2e.operators import obtain_operator
 
 pytestmark = pytest.mark.e2e
@@ -51,10 +54,11 @@ def test_peer_waits_for_the_whole_gang(system: str, local_control_plane: Control
     fake_nodes.add_nodes(2)
     cfg = scheduler_config(system, "unthrottled", shipped_config(0), coscheduling)
     sched = cp.start_scheduler(cfg, f"peer-{system.lower()}", binary=binary,
-                               feature_gates=UPSTREAM_GATES if system == "C" else "")
+                               feature_gates=upstream_gang_gates(cp.minor)
+                               if system == "C" else "")
     try:
         k = kube()
-        obj = group_manifest(system, ns, "trio", 3)
+        obj = group_manifest(system, ns, "trio", 3, workload_api_version(cp.minor))
         assert obj is not None
         (grp, ver, plural), body = obj
         k.custom.create_namespaced_custom_object(grp, ver, ns, plural, body)
@@ -70,7 +74,8 @@ def test_peer_waits_for_the_whole_gang(system: str, local_control_plane: Control
         def whole() -> bool:
             return bound(ns) == set(members)
 
-        # Coscheduling retries a rejected gang after its backoff; 1.36 on the next event.
+        # Coscheduling retries a rejected gang after its backoff; kube-scheduler on the next
+        # event.
         wait_for(whole, 30, f"{system} binds the whole gang", logs=[sched.name])
     finally:
         sched.stop()
