@@ -52,3 +52,14 @@ def test_pooling_puts_every_gang_of_a_mode_in_one_sample() -> None:
     assert "pooled gang start to Scheduled Events p50: clean 0.500 s (2 gangs), " \
            "hostile 1.000 s (1), hostile/clean 2.00" in text
     assert "clean: longest /healthz 200 ms, the most extender CPU during one 30 ms" in text
+
+
+def test_the_bootstrap_interval_holds_the_ratio_it_resamples() -> None:
+    from e2e.soak.pool import bootstrap_ratio
+
+    clean = [0.01 * i for i in range(1, 101)]
+    low, high = bootstrap_ratio(clean, [2 * v for v in clean], 0.95, resamples=300)
+    assert 1.7 < low <= 2.0 <= high < 2.3
+    low, high = bootstrap_ratio(clean, clean, 0.95, resamples=300)
+    assert low < 1.0 < high
+    assert bootstrap_ratio([], clean, 0.95) == (0.0, 0.0)

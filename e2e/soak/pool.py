@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,25 @@ from .hostile import percentile
 
 def _mode(report: dict[str, Any]) -> str:
     return "hostile" if report.get("hostile") else "clean"
+
+
+def bootstrap_ratio(clean: list[float], hostile: list[float], q: float,
+                    resamples: int = 2000, seed: int = 1) -> tuple[float, float]:
+    """The 5th and 95th percentiles of the `q`-quantile ratio hostile/clean over
+    `resamples` resamplings of each sample's gangs (a fixed seed, so a report reprints
+    the same); (0, 0) when a sample is empty or its quantile is 0."""
+    if not clean or not hostile:
+        return 0.0, 0.0
+    rng = random.Random(seed)
+    ratios: list[float] = []
+    for _ in range(resamples):
+        c = percentile([rng.choice(clean) for _ in clean], q)
+        h = percentile([rng.choice(hostile) for _ in hostile], q)
+        if c <= 0:
+            return 0.0, 0.0
+        ratios.append(h / c)
+    ratios.sort()
+    return ratios[int(0.05 * resamples)], ratios[int(0.95 * resamples)]
 
 
 def _q(values: list[float], q: float) -> str:
@@ -58,6 +78,10 @@ def pool(reports: list[dict[str, Any]]) -> list[str]:
             lines.append(f"pooled {label} {name}: clean {c:.3f} s "
                          f"({len(sample['clean'])} gangs), hostile {h:.3f} s "
                          f"({len(sample['hostile'])}), hostile/clean {ratio}")
+    low, high = bootstrap_ratio(starts["clean"], starts["hostile"], 0.95)
+    if low > 0:
+        lines.append(f"gang start p95 hostile/clean, 90 % bootstrap interval over the gangs: "
+                     f"{low:.2f} to {high:.2f}")
     for mode in ("clean", "hostile"):
         own = "-" if cpu[mode] < 0 else f"{cpu[mode] * 1000:.0f} ms"
         lines.append(f"{mode}: longest /healthz {longest[mode] * 1000:.0f} ms, the most "
