@@ -447,10 +447,11 @@ REFUSED = [
     ("create", "scheduling.x-k8s.io", "podgroups", "", "default", ""),
     ("delete", "scheduling.x-k8s.io", "podgroups", "", "default", ""),
     ("create", "batch", "jobs", "", "default", ""),
-    # The other sources' PodGroups are read only, status included (their controllers').
+    # The other sources' PodGroups are read only, Volcano's status included (Volcano's);
+    # the upstream PodGroup's status is patched (conditions of our gangs, below).
     ("patch", "scheduling.volcano.sh", "podgroups", "status", "default", ""),
     ("update", "scheduling.k8s.io", "podgroups", "", "default", ""),
-    ("patch", "scheduling.k8s.io", "podgroups", "status", "default", ""),
+    ("update", "scheduling.k8s.io", "podgroups", "status", "default", ""),
     ("list", "scheduling.k8s.io", "priorityclasses", "", "", ""),
     ("create", "rbac.authorization.k8s.io", "clusterrolebindings", "", "", ""),
     ("list", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, ""),
@@ -464,6 +465,9 @@ EXTENDER_ONLY = [
     ("create", "", "pods", "eviction", "default", ""),
     ("patch", "", "pods", "", "default", ""),  # the wake-up annotation (and only it: VAP)
     ("patch", "scheduling.x-k8s.io", "podgroups", "status", "default", ""),
+    # The scheduling and DisruptionTarget conditions of upstream PodGroups whose pods name
+    # this scheduler (issue 28): a patch, never an update.
+    ("patch", "scheduling.k8s.io", "podgroups", "status", "default", ""),
     ("list", "scheduling.x-k8s.io", "podgroups", "", "", ""),
     ("watch", "scheduling.volcano.sh", "podgroups", "", "", ""),
     ("watch", "scheduling.k8s.io", "podgroups", "", "", ""),
