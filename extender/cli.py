@@ -209,7 +209,7 @@ async def _serve(args: argparse.Namespace) -> int:
     leader = Leadership(kube, args.leader_lease, args.leader_identity or socket.gethostname(),
                         on_lost=lambda why: lost.set())
     metrics.leader_active = lambda: leader.active
-    # Status, events and metrics (architecture.md §6): all off the request path. Switched off,
+    # Status, events and metrics (architecture.md §9): all off the request path. Switched off,
     # a writer still computes (for /debug/podgroups, the gauges and the log) but sends nothing.
     # On standby neither computes nor sends (extender/kube/leader.py).
     recorder = EventRecorder(kube if args.events == "on" else None,

@@ -1,4 +1,4 @@
-"""The bind verb: bind a pod now, let it wait at the permit barrier, or refuse (architecture.md §4).
+"""The bind verb: bind a pod now, let it wait at the permit barrier, or refuse (architecture.md §7).
 
 Every check of a bind request lives here, repeats included: a repeated request for the
 same pod and node waits for the same answer; for another node, or a uid that belongs to

@@ -2,7 +2,7 @@
 
 Every change is pushed to the adapters as a `StatusChanged` action, so the status writer
 and the metrics never poll the core. Messages name the gang, the members and the number
-that did not fit (architecture.md §3.7).
+that did not fit (architecture.md §5).
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class Explanations:
         now: float,
     ) -> None:
         """Tell apart "does not fit in this cluster now" from "would fit, but capacity is
-        reserved for a gang ahead of it" (architecture.md §3.7), and both from a PodGroup
+        reserved for a gang ahead of it" (architecture.md §5), and both from a PodGroup
         that asks for something malformed."""
         if shortfall.invalid:
             self.set(group.key, Reason.INVALID_TOPOLOGY, f"gang {group.key}: {shortfall.message}",

@@ -1,4 +1,4 @@
-"""The filter verb: which of kube-scheduler's feasible nodes may take a pod (architecture.md §4).
+"""The filter verb: which of kube-scheduler's feasible nodes may take a pod (architecture.md §7).
 
 From memory only: this runs on kube-scheduler's serial loop. A gang member goes to its
 reserved slot, or a pass of the gang queue is run to reserve one, or it is turned away

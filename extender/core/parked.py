@@ -1,7 +1,7 @@
 """Pods kube-scheduler may have parked because of this extender, and only those.
 
 kube-scheduler retries a pod the extender rejected only after a cluster event or its
-5-minute flush (architecture.md §3.8). When a gang becomes placeable for a reason the cluster does
+5-minute flush (architecture.md §6). When a gang becomes placeable for a reason the cluster does
 not announce (a reservation made or released, a backoff over), the pods that were turned
 away must be woken with a patch. Patching every pending member instead was one wasted
 API write each: members never turned away are still in kube-scheduler's queue.

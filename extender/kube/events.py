@@ -1,4 +1,4 @@
-"""Kubernetes Events, posted off the request path (architecture.md §6).
+"""Kubernetes Events, posted off the request path (architecture.md §9).
 
 `record()` only queues (never blocks, never raises); a background task posts core/v1
 Events at a bounded rate. Like client-go's event correlator it folds repeats: an event

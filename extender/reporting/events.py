@@ -1,4 +1,4 @@
-"""Which gang transition becomes which Kubernetes Event, on which object (architecture.md §6).
+"""Which gang transition becomes which Kubernetes Event, on which object (architecture.md §9).
 
 PodGroup: Reserved, CapacityHeld, Preempting, Preempted (Warning), Bound, TimedOut (Warning),
 Released, BackingOff (Warning),

@@ -1,4 +1,4 @@
-"""Prometheus metrics (architecture.md §6). One registry per server so tests can run several."""
+"""Prometheus metrics (architecture.md §9). One registry per server so tests can run several."""
 
 from __future__ import annotations
 

@@ -254,7 +254,7 @@ class StatusWriter:
                                                and rec.has_observed))):
                 # No member of ours, and pods of another scheduler labelled for it or a
                 # status someone else wrote: another scheduler's gang, whose status is
-                # its own (architecture.md §8; `reporting/labelled.py`).
+                # its own (architecture.md §11; `reporting/labelled.py`).
                 self._live.discard(key)
                 continue
             rec.current = st

@@ -194,7 +194,7 @@ class Dispatcher:
     async def filter(self, pod: PodInfo, node_names: list[str]) -> FilterResult:
         """Answer one /filter request. A member of a gang still being created may wait
         here for the rest, woken by each watch event, because a member turned away is
-        retried by kube-scheduler only after its 1-2 s pod backoff (architecture.md §3.8)."""
+        retried by kube-scheduler only after its 1-2 s pod backoff (architecture.md §6)."""
         start = self.clock()
         result = self.manager.filter(pod, node_names, start)
         waited = 0.0

@@ -1,5 +1,5 @@
 """Evictions through the Eviction API, off the request path: a partial gang's members
-(architecture.md §8) and the victims of a whole-gang preemption.
+(architecture.md §11) and the victims of a whole-gang preemption.
 
 A gang that ended below its quorum after its commit must not keep part of its members
 running: they would hold nodes and wait for peers that never come. They are evicted

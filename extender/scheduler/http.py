@@ -1,7 +1,7 @@
 """The HTTP adapter: kube-scheduler's extender verbs plus health, metrics and debug.
 
 Every verb answers 200 with a JSON body: kube-scheduler drops the body of any other
-status, so a readable error must travel in the `Error` field (architecture.md §2.1).
+status, so a readable error must travel in the `Error` field (architecture.md §13).
 Malformed input is answered with such an error and changes no state. So is every verb
 on standby: its kube-scheduler does not lead, so nothing should be calling it. And so is
 every verb before the informers have applied their first lists (`NOT_SYNCED`): answered

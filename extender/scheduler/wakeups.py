@@ -1,5 +1,5 @@
 """Wake-ups: a merge patch of an annotation on pods kube-scheduler parked, so it retries
-them now instead of after its 5-minute flush (architecture.md §3.8), rate-limited (field lesson:
+them now instead of after its 5-minute flush (architecture.md §6), rate-limited (field lesson:
 over-eager wake-ups flood the API and the logs)."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 another scheduler (Volcano's, scheduler-plugins' Coscheduling, the default scheduler
 under Kueue) are never this extender's members. They would otherwise be planned here,
 their capacity reserved for binds that never come to us, and their groups' status
-written by two schedulers at once (architecture.md §8)."""
+written by two schedulers at once (architecture.md §11)."""
 
 from __future__ import annotations
 

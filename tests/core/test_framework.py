@@ -1,4 +1,4 @@
-"""The gang state machine on plain data: one test per contract point of design.md 3-5."""
+"""The gang state machine on plain data: one test per contract point of architecture.md §1-§8."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A gang that ends below its quorum after its commit (a Binding that failed for good,
 a member gone) is partial: at its deadline, what its commit bound is evicted, so that
-the gang is placed again whole (architecture.md §8)."""
+the gang is placed again whole (architecture.md §11)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Shared nodes on plain data: pods bound by others never over-commit a node through a
-gang commit, and never leave a gang partly bound (architecture.md §8).
+gang commit, and never leave a gang partly bound (architecture.md §11).
 
 Two mechanisms, each tested on its own: a slot on a node that is lost (a foreign pod,
 a cordon, a taint, a deletion, a smaller allocatable) is re-planned the moment the

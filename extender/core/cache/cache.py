@@ -265,7 +265,7 @@ class Cache:
 
     def members(self, group: GroupInfo) -> list[PodInfo]:
         """Pods that count for the gang: labelled, not finished, not being deleted, not
-        gated (architecture.md §3.1)."""
+        gated (architecture.md §1)."""
         return list(self.summary(group)[0])
 
     # ----- groups ------------------------------------------------------------------

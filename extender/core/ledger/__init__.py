@@ -1,5 +1,5 @@
 """The reservation ledger: capacity held for gangs, and the bind requests that wait for
-their gang's quorum (architecture.md §3.4, §3.6, §4, §8).
+their gang's quorum (architecture.md §2, §4, §7, §11).
 
 `Ledger` is the one object the filter, the bind verb, the queue and preemption talk to;
 its parts (`_book`: slots charged to nodes; `_repair`: when a slot's node is lost) are

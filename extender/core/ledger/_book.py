@@ -1,6 +1,6 @@
 """The ledger's book of reservations: capacity held for a gang, one slot (node) per
 member, until its quorum is bound, its deadline passes, or it is released
-(architecture.md §3.4).
+(architecture.md §2).
 
 Reserve and Unreserve in kube-scheduler's sense: a slot is charged to its node in the
 cache, so every other pod and gang is planned and filtered around it. The book knows

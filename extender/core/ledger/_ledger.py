@@ -233,7 +233,7 @@ class Ledger:
 
     def bind_now(self, pod: PodInfo, node: str) -> None:
         """A plain pod or an elastic extra: no barrier. Charged at once so the next bind
-        and every plan see it (architecture.md §5: placements not yet bound count)."""
+        and every plan see it (architecture.md §8: placements not yet bound count)."""
         self._binding[pod.uid] = node
         self._parked.passed(pod.uid)
         self._assumed[pod.uid] = (node, pod)
@@ -260,7 +260,7 @@ class Ledger:
         """The moment a gang's quorum is assembled at the barrier and every waiting
         member is let through to be bound, all together. First every waiting member's
         node is checked against everything bound there since the plan, by anyone
-        (architecture.md §8): a member whose node no longer takes it is moved (its bind
+        (architecture.md §11): a member whose node no longer takes it is moved (its bind
         is rejected, kube-scheduler retries it onto the new slot), the others keep
         waiting, and the gang commits only when the whole quorum fits. Never a partial
         set."""

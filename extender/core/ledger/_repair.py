@@ -1,7 +1,7 @@
 """Reserved nodes that are lost: when a slot's node can no longer take its member.
 
 The extender shares its nodes with the default scheduler, DaemonSets, other schedulers
-and pods created with `spec.nodeName` (architecture.md §8). Any of them can take a node
+and pods created with `spec.nodeName` (architecture.md §11). Any of them can take a node
 a reservation counted on, and so can a cordon, a NoSchedule or NoExecute taint, a
 deletion or a smaller allocatable. The ledger moves a slot off such a node the moment
 the cache learns of it (not at the member's next filter call): a member bound there

@@ -1,5 +1,5 @@
 """How a reservation ends for its gang: its quorum is bound, or its deadline passes
-(architecture.md §3.6). The ledger keeps the reservation; this says what its end means
+(architecture.md §4). The ledger keeps the reservation; this says what its end means
 for the gang (backoff, status, the transition reported, a partial gang evicted).
 
 At the deadline the reservation is released as a whole, every waiting bind of the gang is

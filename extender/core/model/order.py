@@ -1,4 +1,4 @@
-"""Gang queue order (architecture.md §3.5): pod priority (higher first), PodGroup creation time
+"""Gang queue order (architecture.md §3): pod priority (higher first), PodGroup creation time
 (older first), then namespace/name, so every replica of the extender and every restart
 grants capacity in the same order."""
 

@@ -1,4 +1,4 @@
-"""PodGroup status from plain data: phase, counts and conditions (architecture.md §6).
+"""PodGroup status from plain data: phase, counts and conditions (architecture.md §9).
 
 Pure: the status writer (`extender/reporting/status.py`) feeds it the group, every pod labelled
 for it, the gang manager's latest word on the gang and the status written last, and

@@ -59,7 +59,7 @@ class Membership:
 
 
 # A pod that carries a gang's keys but names another scheduler: plain here, whatever its
-# keys say (architecture.md §8). Its own scheduler places and reports its gang.
+# keys say (architecture.md §11). Its own scheduler places and reports its gang.
 NOT_A_MEMBER = Membership("", "")
 
 
@@ -161,7 +161,7 @@ class PodInfo:
     spread_constraints: tuple[SpreadConstraint, ...] = ()
     # kube-scheduler recorded a failed attempt (condition PodScheduled=False): the pod
     # may sit in its unschedulable queue until an event or the 5-minute flush moves it
-    # (architecture.md §3.8). Status only: it changes neither the pod's footprint nor its gang.
+    # (architecture.md §6). Status only: it changes neither the pod's footprint nor its gang.
     unschedulable: bool = False
     # The gang this pod joins, set by `convert.pod_from_k8s` from every source's keys
     # (core/model/sources.py). None: the scheduler-plugins label alone decides, which is what a

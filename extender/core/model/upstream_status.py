@@ -1,5 +1,5 @@
 """The conditions of an upstream PodGroup (`scheduling.k8s.io`) whose members name this
-scheduler, as the in-tree scheduler writes them for its own gangs (architecture.md §6).
+scheduler, as the in-tree scheduler writes them for its own gangs (architecture.md §9).
 
 Pure: the status writer (`reporting/status.py`) feeds it what `phase.compute_status`
 made of the gang, the gang manager's latest word on it, the conditions the API shows (or

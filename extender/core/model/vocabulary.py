@@ -96,7 +96,7 @@ class RejectWaitingBind:
 
 @dataclass(frozen=True, slots=True)
 class WakePods:
-    """Touch these pending pods so kube-scheduler retries them at once (architecture.md §3.8)."""
+    """Touch these pending pods so kube-scheduler retries them at once (architecture.md §6)."""
 
     reason: str
     pods: tuple[PodRef, ...]

@@ -1,4 +1,4 @@
-"""Why a gang's plan fell short, in words a user can act on (architecture.md §3.7)."""
+"""Why a gang's plan fell short, in words a user can act on (architecture.md §5)."""
 
 from __future__ import annotations
 

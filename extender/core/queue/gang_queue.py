@@ -1,5 +1,5 @@
 """The gang queue's pass: grant reservations, in gang order, to every waiting gang that
-fits now (architecture.md §3.5).
+fits now (architecture.md §3).
 
 An older gang that does not fit does not block a younger one that does (no head-of-line
 blocking), but it is planned first, so the younger one can only take capacity the older

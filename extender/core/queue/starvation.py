@@ -1,7 +1,7 @@
 """The starvation guard: a bound on how long a gang that can be placed waits for capacity.
 
 Without it, an older gang that does not fit lets younger ones take whatever frees up,
-with no limit (architecture.md §3.5): a stream of small gangs can keep a big one waiting
+with no limit (architecture.md §3): a stream of small gangs can keep a big one waiting
 forever. Once a gang that waits for capacity has waited `starvation_after_seconds`, the
 capacity of its best plan is held for it as it frees up: a *forward reservation*, whose
 slots are charged to nodes still taken by running pods (`Reservation.held`). Nothing
@@ -12,7 +12,8 @@ the hold becomes a normal reservation (`GangQueue`), and its members are woken.
 The bound: a starving gang waits at most `starvation_after_seconds` plus the longest
 remaining run of the pods on its plan's nodes when the hold is made (plus a tick and
 kube-scheduler's retry of its members). It holds as long as those pods finish and
-nothing outside the extender binds onto those nodes (pods of other schedulers, §8).
+nothing outside the extender binds onto those nodes (pods of other schedulers,
+architecture.md §11).
 
 The best plan is made as if the pods the gang scheduler placed, and pods being deleted,
 were gone (they finish or leave); pods of other schedulers (DaemonSets, services) are

@@ -1,4 +1,4 @@
-"""Gangs that can never be placed as the cluster is, set aside (architecture.md §3.5).
+"""Gangs that can never be placed as the cluster is, set aside (architecture.md §3).
 
 A gang is *unplaceable* when its plan fails even on the cluster's nodes emptied of every
 pod: no set of nodes fits its members whatever finishes or leaves. A member asks for
