@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from extender.core.model.config import BackoffPolicy, Config
+from extender.deprecated import add_deprecated_flag, warn_deprecated
 from extender.kube.leader import LeaseRef
 
 # The lease of the shipped scheduler configuration (deploy/scheduler-config.yaml).
@@ -93,9 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--backoff-limit", type=int, default=None,
                        help="timeouts after which the PodGroup is marked Failed "
                             "(default: retry forever)")
-    serve.add_argument("--bind-hold-limit", type=_positive, default=240.0,
-                       help="longest a single bind request is held, in seconds; keep it below "
-                            "the bind extender entry's httpTimeout (default 240)")
+    serve.add_argument("--bind-wait-limit", type=_positive, default=240.0,
+                       help="longest a single bind request waits for its gang, in seconds; "
+                            "keep it below the bind extender entry's httpTimeout (default 240)")
+    add_deprecated_flag(serve, "--bind-hold-limit", type=_positive)
     serve.add_argument("--binding-concurrency", type=_count, default=16,
                        help="Binding POSTs in flight at once when a gang commits; the rest "
                             "queue in order (default 16; docs/performance.md measures it)")
@@ -235,7 +237,7 @@ async def _serve(args: argparse.Namespace) -> int:
                       loop_errors=LoopErrors("wake", loop_error))
     evictions = Evictions(kube, on_result=lambda r: metrics.evictions.labels(r).inc())
     dispatcher = Dispatcher(manager, kube, wakeups,
-                            DispatchConfig(bind_hold_limit=args.bind_hold_limit,
+                            DispatchConfig(bind_wait_limit=args.bind_wait_limit,
                                            binding_concurrency=args.binding_concurrency),
                             clock,
                             on_report=on_report, on_assembly_wait=metrics.on_assembly_wait,
@@ -354,6 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         _configure_logging(args.log_level)
+        warn_deprecated(args)
         loop = _new_event_loop(args.event_loop)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, lambda: [t.cancel() for t in asyncio.all_tasks(loop)])

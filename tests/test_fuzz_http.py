@@ -156,7 +156,7 @@ def make_env(reject: Callable[[str], ApiError | None] | None = None,
         gang_events.on_report(report)
         status.on_report(report)
 
-    dispatcher = Dispatcher(manager, kube, config=DispatchConfig(bind_hold_limit=hold_limit),
+    dispatcher = Dispatcher(manager, kube, config=DispatchConfig(bind_wait_limit=hold_limit),
                             on_report=on_report)
     app = create_app(dispatcher, metrics)
     install_podgroups_route(app, status, recorder, dispatcher.clock)

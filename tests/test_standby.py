@@ -63,7 +63,7 @@ def test_standby_answers_every_verb_with_the_standby_error_and_changes_nothing(
     async def go() -> None:
         leader = standby()
         metrics.leader_active = lambda: leader.active
-        dispatcher = Dispatcher(manager, kube, config=DispatchConfig(bind_hold_limit=5),
+        dispatcher = Dispatcher(manager, kube, config=DispatchConfig(bind_wait_limit=5),
                                 leader=leader)
         app = create_app(dispatcher, metrics)
         served = with_fast_verbs(app) if fast else app

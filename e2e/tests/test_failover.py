@@ -212,7 +212,7 @@ def bound(rec: Recorder, gang: str) -> int:
 
 
 def held_binds(r: Replica, gang: str, ns: str) -> list[str]:
-    return [b["pod"] for b in r.get("/debug/gangs")["heldBinds"]
+    return [b["pod"] for b in r.get("/debug/gangs")["waitingBinds"]
             if b["pod"].startswith(f"{ns}/{gang}-")]
 
 

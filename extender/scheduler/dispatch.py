@@ -56,7 +56,7 @@ TICK_STALE_INTERVALS = 3
 class DispatchConfig:
     # Stop waiting for a bind's answer after this long and let kube-scheduler retry;
     # keep it below the bind extender entry's httpTimeout so it never times out first.
-    bind_hold_limit: float = 240.0
+    bind_wait_limit: float = 240.0
     tick_interval: float = 0.1
     # Binding POSTs in flight at once; the rest queue in order. Measured in
     # docs/performance.md: more in flight made each Binding cost more CPU and took
@@ -267,7 +267,7 @@ class Dispatcher:
         if own is not None:
             await self._bind(own)
         limit = min(max(decision.deadline - self.clock(), 0.0) + _DEADLINE_GRACE_SECONDS,
-                    self.config.bind_hold_limit)
+                    self.config.bind_wait_limit)
         try:
             return await asyncio.wait_for(asyncio.shield(answer), timeout=limit)
         except TimeoutError:
