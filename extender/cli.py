@@ -173,9 +173,9 @@ async def _serve(args: argparse.Namespace) -> int:
     from extender.core.manager import Core, GangManager
     from extender.core.model.vocabulary import Report
     from extender.kube.client import make_kube
-    from extender.kube.events import EventRecorder
     from extender.kube.informer import BUDGETS, Informer
     from extender.kube.leader import Leadership
+    from extender.kube.recorder import EventRecorder
     from extender.reporting.events import GangEvents
     from extender.reporting.kinds import source_kinds
     from extender.reporting.metrics import Metrics

@@ -41,7 +41,7 @@ from extender.core.model.convert_groups import group_from_k8s
 from extender.core.model.types import Resources
 from extender.core.model.vocabulary import Report
 from extender.kube.client import ApiError
-from extender.kube.events import EventRecorder
+from extender.kube.recorder import EventRecorder
 from extender.reporting.events import GangEvents
 from extender.reporting.metrics import Metrics
 from extender.reporting.status import StatusWriter

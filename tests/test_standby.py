@@ -17,8 +17,8 @@ from extender.core.manager import Core, GangManager
 from extender.core.model.config import Config
 from extender.core.model.convert import pod_from_k8s
 from extender.core.model.types import GroupInfo
-from extender.kube.events import EventRecorder, ObjectRef
 from extender.kube.leader import Leadership
+from extender.kube.recorder import EventRecorder, ObjectRef
 from extender.reporting.metrics import Metrics
 from extender.reporting.status import StatusConfig, StatusWriter
 from extender.scheduler.dispatch import DispatchConfig, Dispatcher

@@ -29,7 +29,7 @@ from extender.core.model.vocabulary import (
     WakePods,
 )
 from extender.kube.client import ApiError
-from extender.kube.events import EventRecorder, ObjectRef
+from extender.kube.recorder import EventRecorder, ObjectRef
 from extender.reporting.events import GangEvents
 from extender.reporting.metrics import Metrics
 from extender.reporting.status import StatusConfig, StatusWriter, observed_kinds

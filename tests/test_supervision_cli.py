@@ -22,7 +22,7 @@ import httpx
 import pytest
 import yaml
 
-from extender.kube.sources import VOLCANO_PATH, WORKLOAD_PATH
+from extender.kube.source_kinds import VOLCANO_PATH, WORKLOAD_PATH
 from extender.scheduler.http import NOT_SYNCED
 from extender.scheduler.supervise import EXIT_TASK_ENDED, TICK_FAULTS_ENV
 from tests.test_security import _free_port

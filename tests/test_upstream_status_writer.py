@@ -15,8 +15,8 @@ from extender.core.model.config import BackoffPolicy, Config
 from extender.core.model.types import WORKLOAD_API, Membership
 from extender.core.model.vocabulary import GroupRef, PodRef, Preempting, Report, Victim
 from extender.kube.client import ApiError
-from extender.kube.events import EventRecorder
 from extender.kube.informer import Kind
+from extender.kube.recorder import EventRecorder
 from extender.reporting.events import GangEvents
 from extender.reporting.kinds import source_kinds
 from extender.reporting.metrics import Metrics
@@ -61,7 +61,7 @@ def make(nodes: int = 1) -> tuple[Env, Api]:
 
 
 # (env, kind, key) of every group added: deleted through its kind after the test, which
-# forgets the version it was read in (kube/sources.py keeps it for the process).
+# forgets the version it was read in (kube/source_kinds.py keeps it for the process).
 _added: list[tuple[Env, Kind, str]] = []
 
 

@@ -46,8 +46,8 @@ from extender.core.model.vocabulary import (
     Reason,
     Report,
 )
-from extender.kube.events import EventRecorder, ObjectRef
-from extender.kube.sources import group_api_version
+from extender.kube.recorder import EventRecorder, ObjectRef
+from extender.kube.source_kinds import group_api_version
 
 # Event reasons beyond the condition reasons (docs/observability.md lists them all).
 RELEASED = "Released"

@@ -21,7 +21,7 @@ from extender.core.model.phase import rfc3339
 from extender.core.model.types import split_gang_key
 from extender.core.model.vocabulary import QueueRow
 from extender.deprecated import with_old_keys
-from extender.kube.events import EventRecorder
+from extender.kube.recorder import EventRecorder
 from extender.reporting.status import StatusWriter
 from extender.scheduler.dispatch import Dispatcher
 

@@ -21,7 +21,7 @@ from extender.core.model.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo,
 from extender.core.model.vocabulary import (
     BindOutcome,
     BindPod,
-    GangStatus,
+    Decision,
     RejectWaitingBind,
     WakePods,
 )
@@ -87,7 +87,7 @@ class SimScheduler:
         self.view = KubeSchedulerView()
         self._charged: dict[str, tuple[str, Resources]] = {}  # uid -> what the view counts
 
-    def status(self, gang: str) -> GangStatus:
+    def status(self, gang: str) -> Decision:
         st = self.manager.status(gang)
         assert st is not None, f"no status for gang {gang}"
         return st

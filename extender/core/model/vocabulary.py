@@ -63,7 +63,7 @@ class GroupRef:
 
 
 @dataclass(frozen=True, slots=True)
-class GangStatus:
+class Decision:
     """The core's latest word on a gang: why it waits, or that it is bound."""
 
     reason: Reason
@@ -182,10 +182,10 @@ class GangTimedOut:
 
 @dataclass(frozen=True, slots=True)
 class StatusChanged:
-    """A gang's `GangStatus` changed; `status` None: the gang is gone."""
+    """A gang's `Decision` changed; `status` None: the gang is gone."""
 
     gang: str
-    status: GangStatus | None
+    status: Decision | None
 
 
 # What a preemption victim is (`Victim.kind`, `preemption/victims.Unit.kind`).
@@ -288,7 +288,7 @@ class QueueRow:
     min_member: int
     members: int
     bound: int
-    status: GangStatus | None
+    status: Decision | None
 
 
 @dataclass(frozen=True, slots=True)

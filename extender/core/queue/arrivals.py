@@ -59,7 +59,7 @@ class Arrivals:
         if entry is not None:
             entry.gave_up = True
 
-    def forget(self, gang: str) -> None:
+    def drop(self, gang: str) -> None:
         self._gangs.pop(gang, None)
 
     def prune(self, now: float) -> None:
