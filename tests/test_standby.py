@@ -282,8 +282,8 @@ def test_held_binds_are_answered_with_an_error_before_the_exit() -> None:
         held = [asyncio.create_task(dispatcher.bind("default", f"trio-{i}", f"uid-trio-{i}",
                                                     nodes[i])) for i in range(2)]
         await asyncio.sleep(0.05)
-        assert dispatcher.answer_held("lost leadership") == 2
+        assert dispatcher.answer_waiting("lost leadership") == 2
         assert await asyncio.gather(*held) == ["lost leadership", "lost leadership"]
-        assert kube.bindings == [] and dispatcher.answers_pending() == 0
+        assert kube.bindings == [] and dispatcher.answer_waiting("x") == 0
 
     asyncio.run(go())

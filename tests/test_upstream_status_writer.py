@@ -125,7 +125,7 @@ def test_unschedulable_with_our_message_then_true_once_placed(version: str, type
     assert list(st) == ["conditions"], "only conditions: the rest of the status is not ours"
     c = conds(st)[type_]
     assert (c["status"], c["reason"], c["observedGeneration"]) == ("False", "Unschedulable", 3)
-    assert c["message"] == env.manager.status("workload-api:ns/up").message  # type: ignore[union-attr]
+    assert c["message"] == env.sim.status("workload-api:ns/up").message
     assert c["message"].startswith("gang workload-api:ns/up: ") and "3" in c["message"]
     assert api.patches == [], "never a JSON merge patch: it would replace the whole list"
     # Nothing changed: nothing written, even on a resync.

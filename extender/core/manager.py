@@ -36,7 +36,6 @@ from extender.core.model.types import (
 from extender.core.model.vocabulary import (
     Action,
     BindDecision,
-    Decision,
     FilterResult,
     Gauges,
     QueueRow,
@@ -359,9 +358,6 @@ class GangManager:
                    source: str = SCHEDULER_PLUGINS) -> Sequence[PodInfo]:
         """Every pod that joins the group, finished ones included."""
         return self._cache.group_pods(namespace, name, source)
-
-    def status(self, gang: str) -> Decision | None:
-        return self._core.explanations.get(gang)
 
     def still_pending(self, uid: str) -> bool:
         """Known, unbound, and with no bind waiting: a wake-up may still help it."""

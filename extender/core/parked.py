@@ -73,7 +73,3 @@ class Parked:
         pods = tuple(self._plain.values())
         self._plain.clear()
         return WakePods(f"capacity held for gang {gang} released", pods)
-
-    @property
-    def turned_away_members(self) -> frozenset[str]:
-        return frozenset(self._members)

@@ -213,11 +213,6 @@ class Dispatcher:
             self.on_assembly_wait(bool(result.nodes), waited)
         return result
 
-    def answers_pending(self) -> int:
-        """Bind requests still waiting for their answer (0 once every request was
-        answered: a leftover would be a leak)."""
-        return sum(1 for fut in self._answers.values() if not fut.done())
-
     async def bindings_settled(self, timeout: float) -> int:
         """Wait (at most `timeout` seconds) until no Binding is in flight; returns how many
         still are. On leadership loss the process lets the Bindings of a commit already
@@ -230,8 +225,8 @@ class Dispatcher:
                 return left
             await asyncio.sleep(0.05)
 
-    def answer_held(self, message: str) -> int:
-        """Answer every bind request still held with `message`; returns how many. Used
+    def answer_waiting(self, message: str) -> int:
+        """Answer every bind request still waiting with `message`; returns how many. Used
         just before the exit on leadership loss: kube-scheduler gets an error it
         re-queues the pod on, and no request is cut off mid-answer."""
         held = [uid for uid, fut in self._answers.items() if not fut.done()]
