@@ -290,31 +290,31 @@ async def _serve(args: argparse.Namespace) -> int:
     try:
         await asyncio.wait((serving, losing, ended), return_when=asyncio.FIRST_COMPLETED)
         if ended.done():
-            # Logged with its cause by first_to_end. Held binds are answered so their
+            # Logged with its cause by first_to_end. Waiting binds are answered so their
             # pods are re-queued at once rather than at kube-scheduler's timeout.
-            held = dispatcher.answer_held("gang-extender is restarting: a long-running task "
-                                          "ended (see its log)")
+            held = dispatcher.answer_waiting("gang-extender is restarting: a long-running "
+                                             "task ended (see its log)")
             for server in servers:
                 server.should_exit = True
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(serving), _SHUTDOWN_SECONDS)
-            log.error("exiting (status %d): %d held bind(s) answered with an error",
+            log.error("exiting (status %d): %d waiting bind(s) answered with an error",
                       ended.result(), held)
             return ended.result()
         if not losing.done():
             serving.result()
             return 0
         # Lost while active: the verbs already answer the standby error. Bindings of a
-        # commit under way are let finish; held binds die with the process: answered with
+        # commit under way are let finish; waiting binds die with the process: answered with
         # the error, so kube-scheduler (if it still runs) re-queues their pods, and the new
         # leader, which starts with no reservation, places those gangs whole.
         left = await dispatcher.bindings_settled(_LOST_BINDINGS_GRACE_SECONDS)
-        held = dispatcher.answer_held(leader.standby_error())
+        held = dispatcher.answer_waiting(leader.standby_error())
         for server in servers:
             server.should_exit = True  # answers sent, connections closed
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(serving), _SHUTDOWN_SECONDS)
-        log.error("exiting (status %d) after losing leadership: %d held bind(s) answered "
+        log.error("exiting (status %d) after losing leadership: %d waiting bind(s) answered "
                   "with an error, %d Binding(s) still in flight; restarting makes it a "
                   "standby", EXIT_LOST_LEADERSHIP, held, left)
         return EXIT_LOST_LEADERSHIP
@@ -341,7 +341,7 @@ def _new_event_loop(kind: str) -> asyncio.AbstractEventLoop:
 
 
 def _finish_tasks(loop: asyncio.AbstractEventLoop) -> None:
-    """Cancel what is still running (held binds' requests, Bindings, wake-ups) and let it
+    """Cancel what is still running (waiting binds' requests, Bindings, wake-ups) and let it
     unwind, as asyncio.run does: a task destroyed while pending would be logged as an
     error on every exit."""
     pending = [t for t in asyncio.all_tasks(loop) if not t.done()]

@@ -40,11 +40,11 @@ class GangPods(NamedTuple):
 
 
 class QuorumCounts(NamedTuple):
-    """A gang's pods as its quorum counts them: `bound` and `present` include the
-    succeeded pods, which ran as part of a formed quorum (failed ones do not)."""
+    """A gang's pods as its quorum counts them: succeeded pods count as bound and as
+    present, since they ran as part of a formed quorum (failed ones do not)."""
     members: list[PodInfo]
-    bound: int
-    present: int
+    bound_or_succeeded: int
+    present_or_succeeded: int
 
 
 class Cache:

@@ -64,7 +64,8 @@ class GroupRef:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """The core's latest word on a gang: why it waits, or that it is bound."""
+    """The core's latest word on a gang: why it waits, or that it is bound. The
+    PodGroup's status (`phase.GroupStatus`) is computed from it and the pods."""
 
     reason: Reason
     message: str
