@@ -312,7 +312,7 @@ def test_only_the_leader_acts_and_a_failover_places_every_gang_whole(
         log = current_log(a.extender)
         assert a.extender.returncode() == 1, log[-3000:]
         assert "lost leadership of lease gang-scheduler-system/gang-scheduler" in log
-        assert "exiting (status 1) after losing leadership: 2 held bind(s) answered" in log
+        assert "exiting (status 1) after losing leadership: 2 waiting bind(s) answered" in log
         assert "Traceback" not in log, log[-3000:]
         wait_for(lambda: b.mode() == "active" or NotYet(b.get("/debug/gangs")["leader"]), 40,
                  "replica-b taking over", logs=logs, interval=0.05)
