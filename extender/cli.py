@@ -292,14 +292,14 @@ async def _serve(args: argparse.Namespace) -> int:
         if ended.done():
             # Logged with its cause by first_to_end. Waiting binds are answered so their
             # pods are re-queued at once rather than at kube-scheduler's timeout.
-            held = dispatcher.answer_waiting("gang-extender is restarting: a long-running "
+            answered = dispatcher.answer_waiting("gang-extender is restarting: a long-running "
                                              "task ended (see its log)")
             for server in servers:
                 server.should_exit = True
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(serving), _SHUTDOWN_SECONDS)
             log.error("exiting (status %d): %d waiting bind(s) answered with an error",
-                      ended.result(), held)
+                      ended.result(), answered)
             return ended.result()
         if not losing.done():
             serving.result()
@@ -309,14 +309,14 @@ async def _serve(args: argparse.Namespace) -> int:
         # the error, so kube-scheduler (if it still runs) re-queues their pods, and the new
         # leader, which starts with no reservation, places those gangs whole.
         left = await dispatcher.bindings_settled(_LOST_BINDINGS_GRACE_SECONDS)
-        held = dispatcher.answer_waiting(leader.standby_error())
+        answered = dispatcher.answer_waiting(leader.standby_error())
         for server in servers:
             server.should_exit = True  # answers sent, connections closed
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(serving), _SHUTDOWN_SECONDS)
         log.error("exiting (status %d) after losing leadership: %d waiting bind(s) answered "
                   "with an error, %d Binding(s) still in flight; restarting makes it a "
-                  "standby", EXIT_LOST_LEADERSHIP, held, left)
+                  "standby", EXIT_LOST_LEADERSHIP, answered, left)
         return EXIT_LOST_LEADERSHIP
     finally:
         running: list[asyncio.Future[Any]] = [serving, losing, ended, *tasks]

@@ -33,7 +33,7 @@ class Metrics:
         r = self.registry
         self.verb_latency = Histogram(
             "gang_extender_verb_duration_seconds",
-            "Time to answer a kube-scheduler extender call (bind includes the time held).",
+            "Time to answer a kube-scheduler extender call (bind includes the time it waited).",
             ["verb", "result"], buckets=_LATENCY_BUCKETS, registry=r)
         self.gangs = Gauge("gang_extender_gangs",
                            "Gangs by status phase, Scheduled condition reason and source "

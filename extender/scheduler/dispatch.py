@@ -1,5 +1,5 @@
-"""Between kube-scheduler's requests and the gang manager: answers held open, and the
-I/O the manager asks for carried out.
+"""Between kube-scheduler's requests and the gang manager: requests kept open (binds
+waiting for their gang), and the I/O the manager asks for carried out.
 
 A bind request that waits (at the permit barrier, or for its Binding) is an asyncio
 future keyed by pod uid, resolved when the Binding returns or the manager rejects it;
@@ -162,7 +162,7 @@ class Dispatcher:
         self.drain()
     def _refuse(self, action: BindPod) -> None:
         """A Binding asked for on standby (a watch event completing a gang whose binds
-        were held when leadership was lost) is not created: the new leader places the
+        were waiting when leadership was lost) is not created: the new leader places the
         gang whole."""
         error = self.leader.standby_error()
         log.warning("binding of pod=%s not created: %s", action.pod.key, error)
@@ -229,10 +229,10 @@ class Dispatcher:
         """Answer every bind request still waiting with `message`; returns how many. Used
         just before the exit on leadership loss: kube-scheduler gets an error it
         re-queues the pod on, and no request is cut off mid-answer."""
-        held = [uid for uid, fut in self._answers.items() if not fut.done()]
-        for uid in held:
+        waiting = [uid for uid, fut in self._answers.items() if not fut.done()]
+        for uid in waiting:
             self._resolve(uid, message)
-        return len(held)
+        return len(waiting)
 
     async def idle(self) -> None:
         """Wait until every Binding and wake-up this dispatcher started has finished
