@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from extender.core.model.config import BackoffPolicy, Config
+from extender.deprecated import add_deprecated_flag, warn_deprecated
 from extender.kube.leader import LeaseRef
 
 # The lease of the shipped scheduler configuration (deploy/scheduler-config.yaml).
@@ -93,9 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--backoff-limit", type=int, default=None,
                        help="timeouts after which the PodGroup is marked Failed "
                             "(default: retry forever)")
-    serve.add_argument("--bind-hold-limit", type=_positive, default=240.0,
-                       help="longest a single bind request is held, in seconds; keep it below "
-                            "the bind extender entry's httpTimeout (default 240)")
+    serve.add_argument("--bind-wait-limit", type=_positive, default=240.0,
+                       help="longest a single bind request waits for its gang, in seconds; "
+                            "keep it below the bind extender entry's httpTimeout (default 240)")
+    add_deprecated_flag(serve, "--bind-hold-limit", type=_positive)
     serve.add_argument("--binding-concurrency", type=_count, default=16,
                        help="Binding POSTs in flight at once when a gang commits; the rest "
                             "queue in order (default 16; docs/performance.md measures it)")
@@ -171,9 +173,9 @@ async def _serve(args: argparse.Namespace) -> int:
     from extender.core.manager import Core, GangManager
     from extender.core.model.vocabulary import Report
     from extender.kube.client import make_kube
-    from extender.kube.events import EventRecorder
     from extender.kube.informer import BUDGETS, Informer
     from extender.kube.leader import Leadership
+    from extender.kube.recorder import EventRecorder
     from extender.reporting.events import GangEvents
     from extender.reporting.kinds import source_kinds
     from extender.reporting.metrics import Metrics
@@ -235,7 +237,7 @@ async def _serve(args: argparse.Namespace) -> int:
                       loop_errors=LoopErrors("wake", loop_error))
     evictions = Evictions(kube, on_result=lambda r: metrics.evictions.labels(r).inc())
     dispatcher = Dispatcher(manager, kube, wakeups,
-                            DispatchConfig(bind_hold_limit=args.bind_hold_limit,
+                            DispatchConfig(bind_wait_limit=args.bind_wait_limit,
                                            binding_concurrency=args.binding_concurrency),
                             clock,
                             on_report=on_report, on_assembly_wait=metrics.on_assembly_wait,
@@ -288,33 +290,33 @@ async def _serve(args: argparse.Namespace) -> int:
     try:
         await asyncio.wait((serving, losing, ended), return_when=asyncio.FIRST_COMPLETED)
         if ended.done():
-            # Logged with its cause by first_to_end. Held binds are answered so their
+            # Logged with its cause by first_to_end. Waiting binds are answered so their
             # pods are re-queued at once rather than at kube-scheduler's timeout.
-            held = dispatcher.answer_held("gang-extender is restarting: a long-running task "
-                                          "ended (see its log)")
+            answered = dispatcher.answer_waiting("gang-extender is restarting: a long-running "
+                                             "task ended (see its log)")
             for server in servers:
                 server.should_exit = True
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(serving), _SHUTDOWN_SECONDS)
-            log.error("exiting (status %d): %d held bind(s) answered with an error",
-                      ended.result(), held)
+            log.error("exiting (status %d): %d waiting bind(s) answered with an error",
+                      ended.result(), answered)
             return ended.result()
         if not losing.done():
             serving.result()
             return 0
         # Lost while active: the verbs already answer the standby error. Bindings of a
-        # commit under way are let finish; held binds die with the process: answered with
+        # commit under way are let finish; waiting binds die with the process: answered with
         # the error, so kube-scheduler (if it still runs) re-queues their pods, and the new
         # leader, which starts with no reservation, places those gangs whole.
         left = await dispatcher.bindings_settled(_LOST_BINDINGS_GRACE_SECONDS)
-        held = dispatcher.answer_held(leader.standby_error())
+        answered = dispatcher.answer_waiting(leader.standby_error())
         for server in servers:
             server.should_exit = True  # answers sent, connections closed
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(serving), _SHUTDOWN_SECONDS)
-        log.error("exiting (status %d) after losing leadership: %d held bind(s) answered "
+        log.error("exiting (status %d) after losing leadership: %d waiting bind(s) answered "
                   "with an error, %d Binding(s) still in flight; restarting makes it a "
-                  "standby", EXIT_LOST_LEADERSHIP, held, left)
+                  "standby", EXIT_LOST_LEADERSHIP, answered, left)
         return EXIT_LOST_LEADERSHIP
     finally:
         running: list[asyncio.Future[Any]] = [serving, losing, ended, *tasks]
@@ -339,7 +341,7 @@ def _new_event_loop(kind: str) -> asyncio.AbstractEventLoop:
 
 
 def _finish_tasks(loop: asyncio.AbstractEventLoop) -> None:
-    """Cancel what is still running (held binds' requests, Bindings, wake-ups) and let it
+    """Cancel what is still running (waiting binds' requests, Bindings, wake-ups) and let it
     unwind, as asyncio.run does: a task destroyed while pending would be logged as an
     error on every exit."""
     pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
@@ -354,6 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         _configure_logging(args.log_level)
+        warn_deprecated(args)
         loop = _new_event_loop(args.event_loop)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, lambda: [t.cancel() for t in asyncio.all_tasks(loop)])

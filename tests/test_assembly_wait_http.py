@@ -39,7 +39,7 @@ def stack(fast: bool, **config: float) -> tuple[Core, GangManager, Dispatcher, M
     core = Core.wire(Config(**config))  # type: ignore[arg-type]
     manager = GangManager(core)
     metrics = Metrics()
-    dispatcher = Dispatcher(manager, RecordingKube(), config=DispatchConfig(bind_hold_limit=5),
+    dispatcher = Dispatcher(manager, RecordingKube(), config=DispatchConfig(bind_wait_limit=5),
                             on_assembly_wait=metrics.on_assembly_wait)
     app = create_app(dispatcher, metrics)
     served = with_fast_verbs(app) if fast else app

@@ -11,7 +11,7 @@ import pytest
 
 from extender.core.manager import GangManager
 from extender.core.model.types import NodeInfo, PodInfo
-from extender.core.model.vocabulary import EvictPods, PodRef
+from extender.core.model.vocabulary import EvictPods, PodRef, Report, StatusChanged
 from extender.kube.client import ApiError
 from extender.scheduler.dispatch import Dispatcher
 from extender.scheduler.evictions import EvictionConfig, Evictions
@@ -286,7 +286,9 @@ def test_the_dispatcher_feeds_a_victims_answer_to_the_manager() -> None:
     assert [r.held for r in manager.reservations()] == ["preemption"]
     kube = ScriptedKube([err(429), err(429)])
     evictions = Evictions(kube)
-    dispatcher = Dispatcher(manager, kube, clock=lambda: 1.0, evictions=evictions)
+    reports: list[Report] = []  # what the status writer and Events are told
+    dispatcher = Dispatcher(manager, kube, clock=lambda: 1.0, evictions=evictions,
+                            on_report=reports.append)
 
     async def run() -> None:
         dispatcher.drain()  # the EvictPods go to the evictions adapter
@@ -295,5 +297,6 @@ def test_the_dispatcher_feeds_a_victims_answer_to_the_manager() -> None:
     asyncio.run(run())
     assert [c for c in kube.calls if c[0] == "evict"]
     assert not manager.reservations()  # given up: it chooses others, or waits
-    st = manager.status("ns/high")
+    (st,) = [r.status for r in reports
+             if isinstance(r, StatusChanged) and r.gang == "ns/high"][-1:]
     assert st is not None and "refused" in st.message

@@ -41,7 +41,7 @@ from extender.core.model.convert_groups import group_from_k8s
 from extender.core.model.types import Resources
 from extender.core.model.vocabulary import Report
 from extender.kube.client import ApiError
-from extender.kube.events import EventRecorder
+from extender.kube.recorder import EventRecorder
 from extender.reporting.events import GangEvents
 from extender.reporting.metrics import Metrics
 from extender.reporting.status import StatusWriter
@@ -141,7 +141,7 @@ class Env:
 
 
 def make_env(reject: Callable[[str], ApiError | None] | None = None,
-             hold_limit: float = 0.05) -> Env:
+             wait_limit: float = 0.05) -> Env:
     core = Core.wire()
     manager = GangManager(core)
     kube = RecordingKube(reject)
@@ -156,7 +156,7 @@ def make_env(reject: Callable[[str], ApiError | None] | None = None,
         gang_events.on_report(report)
         status.on_report(report)
 
-    dispatcher = Dispatcher(manager, kube, config=DispatchConfig(bind_hold_limit=hold_limit),
+    dispatcher = Dispatcher(manager, kube, config=DispatchConfig(bind_wait_limit=wait_limit),
                             on_report=on_report)
     app = create_app(dispatcher, metrics)
     install_podgroups_route(app, status, recorder, dispatcher.clock)
@@ -227,7 +227,8 @@ def assert_consistent(env: Env, settled: bool = True) -> None:
         assert not permit.waiting, (
             f"held binds left after every request was answered: {dict(permit.waiting)}")
         assert not in_flight(permit), f"bindings left in flight: {in_flight(permit)}"
-        assert not env.dispatcher.answers_pending(), "an answer future was left pending"
+        # Answering whatever still waits finds nothing: no answer future was left pending.
+        assert not env.dispatcher.answer_waiting("x"), "an answer future was left pending"
 
 
 # ----- strategies ----------------------------------------------------------------------
@@ -577,7 +578,7 @@ def test_second_bind_of_a_held_pod_to_another_node_is_refused() -> None:
     """A duplicate bind for a pod whose bind is held must not be answered with the held
     bind's result when it names another node (it would report success for a node the
     pod is not bound to)."""
-    env = make_env(hold_limit=5)
+    env = make_env(wait_limit=5)
 
     async def go() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
         node = await _reserve_g2(env)
@@ -605,7 +606,7 @@ def test_second_bind_of_a_held_pod_to_another_node_is_refused() -> None:
 
 
 def test_bind_naming_another_pod_with_a_held_pods_uid_is_refused() -> None:
-    env = make_env(hold_limit=5)
+    env = make_env(wait_limit=5)
 
     async def go() -> dict[str, Any]:
         node = await _reserve_g2(env)
@@ -684,7 +685,7 @@ def test_late_filter_of_a_deleted_member_does_not_resurrect_it() -> None:
 
 
 def test_plain_pods_filtered_before_their_binds_do_not_overcommit_a_hold() -> None:
-    env = make_env(hold_limit=5)
+    env = make_env(wait_limit=5)
     manager, core = env.manager, env.core
     for n in NODES[1:]:
         manager.on_node_deleted(n)
@@ -720,7 +721,7 @@ def test_plain_pods_filtered_before_their_binds_do_not_overcommit_a_hold() -> No
 
 
 def test_refilter_of_a_held_member_does_not_release_the_node_it_binds_to() -> None:
-    env = make_env(hold_limit=5)
+    env = make_env(wait_limit=5)
     cache = env.core.cache
     plain = pod_by_name("plain-0")
 

@@ -64,7 +64,7 @@ def env(request: pytest.FixtureRequest) -> tuple[Core, GangManager, RecordingKub
     core = Core.wire()
     manager = GangManager(core)
     kube = RecordingKube()
-    dispatcher = Dispatcher(manager, kube, config=DispatchConfig(bind_hold_limit=5))
+    dispatcher = Dispatcher(manager, kube, config=DispatchConfig(bind_wait_limit=5))
     app = create_app(dispatcher)
     served = with_fast_verbs(app) if request.param == "fast-verbs" else app
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=served), base_url="http://t")
@@ -275,7 +275,7 @@ def test_health_ready_metrics_debug(env: Any) -> None:
     health, ready, metrics, debug = run(go())
     assert health.text == "ok" and ready.status_code == 200
     assert "gang_extender_verb_duration_seconds" in metrics.text
-    assert set(debug.json()) >= {"queue", "reservations", "heldBinds"}
+    assert set(debug.json()) >= {"queue", "reservations", "waitingBinds", "heldBinds"}
 
 
 def test_metrics_app_serves_no_verbs() -> None:

@@ -11,6 +11,8 @@
   talks to `Ledger`;
 * the model (`extender/core/model/`: plain data, quantities, predicates, conversion, the
   vocabulary) imports nothing of the core above it, only other model modules;
+* no module of `extender/` imports a private name (`from x import _helper`) of another:
+  a helper two modules share is public in one of them, or in a module of its own;
 * no class of the core takes more than 6 collaborators. A collaborator is a parameter of
   a class's own `__init__` other than `self` (positional, keyword-only, `*args` and
   `**kwargs` each count one). Dataclasses are not counted: their fields are the data
@@ -139,6 +141,32 @@ def model_violations(source: str, path: str) -> list[Violation]:
     return out
 
 
+def private_import_violations(source: str, path: str) -> list[Violation]:
+    """`from m import _name` of any module (relative imports too): a private name is
+    the business of the module that defines it. A private module of a package (the
+    ledger's `_book`) is imported by its package's own modules under its module name,
+    which is not a helper: `from extender.core.ledger import _repair` inside the ledger
+    passes, as `ledger_violations` already keeps everyone else out."""
+    out = []
+    here = path.removesuffix(".py").replace("/", ".")
+    package = here.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        module = node.module or ""
+        if node.level:
+            base = package.split(".")[:len(package.split(".")) - node.level + 1]
+            module = ".".join(base + ([module] if module else []))
+        for a in node.names:
+            if not a.name.startswith("_") or a.name.startswith("__"):
+                continue
+            if module == package and here.startswith(package + ".") and (
+                    ROOT.parent / module.replace(".", "/") / f"{a.name}.py").exists():
+                continue  # a private module of its own package
+            out.append(Violation(path, _line(node), f"imports private {module}.{a.name}"))
+    return out
+
+
 MAX_COLLABORATORS = 6
 
 
@@ -227,6 +255,36 @@ def test_the_model_check_passes_model_imports() -> None:
     source = ("from extender.core.model.types import PodInfo\n"
               "from extender.core.model import fields\nimport dataclasses\n")
     assert model_violations(source, "x.py") == []
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    files = sorted(ROOT.rglob("*.py"))
+    assert len(files) > 50
+    found = [v for src, path in _sources(files) for v in private_import_violations(src, path)]
+    assert not found, "\n".join(map(str, found))
+
+
+@pytest.mark.parametrize(("source", "what"), [
+    ("from extender.core.model.convert import _requests\n",
+     "imports private extender.core.model.convert._requests"),
+    ("from extender.core.model.convert import pod_info, _node\n",
+     "imports private extender.core.model.convert._node"),
+    ("from .convert import _requests\n", "imports private extender.core.model.convert._requests"),
+    ("from . import _helper\n", "imports private extender.core.model._helper"),
+    ("from extender.core.ledger import _ledger\n",
+     "imports private extender.core.ledger._ledger"),
+])
+def test_the_private_import_check_fails_on_a_private_name(source: str, what: str) -> None:
+    found = private_import_violations(source, "extender/core/model/x.py")
+    assert [v.what for v in found] == [what]
+
+
+def test_the_private_import_check_passes_public_names_and_own_private_modules() -> None:
+    source = ("from extender.core.model.convert import pod_info\n"
+              "from __future__ import annotations\n")
+    assert private_import_violations(source, "extender/core/model/x.py") == []
+    own = "from extender.core.ledger import _repair\n"
+    assert private_import_violations(own, "extender/core/ledger/_ledger.py") == []
 
 
 def test_no_core_constructor_takes_more_than_six_collaborators() -> None:

@@ -134,7 +134,7 @@ def test_losing_the_lease_while_active_exits_with_status_1(lease_api: str,
     assert code == 1, output
     assert "active: kube-scheduler me_1 holds lease ns/gang-scheduler" in output
     assert "lost leadership of lease ns/gang-scheduler (holder: other_2)" in output
-    assert "exiting (status 1) after losing leadership: 0 held bind(s)" in output
+    assert "exiting (status 1) after losing leadership: 0 waiting bind(s)" in output
     assert "Traceback" not in output, output
     lease_paths = [p for p in LeaseApi.paths if "/leases" in p]
     assert lease_paths and all("fieldSelector=metadata.name%3Dgang-scheduler" in p

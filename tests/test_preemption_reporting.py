@@ -10,7 +10,7 @@ from extender.core.model.vocabulary import (
     SlotView,
     Victim,
 )
-from extender.kube.events import EventRecorder, ObjectRef
+from extender.kube.recorder import EventRecorder, ObjectRef
 from extender.reporting.events import GangEvents
 from extender.reporting.metrics import Metrics
 

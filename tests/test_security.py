@@ -229,7 +229,7 @@ NEEDED = {
     ("scheduling.x-k8s.io", "podgroups", "list"),  # informer.GROUPS
     ("scheduling.x-k8s.io", "podgroups", "watch"),
     ("scheduling.x-k8s.io", "podgroups/status", "patch"),  # status.StatusWriter.write
-    # kube/sources.py: the other sources' PodGroups, listed and watched while served
+    # kube/source_kinds.py: the other sources' PodGroups, listed and watched while served
     ("scheduling.volcano.sh", "podgroups", "list"), ("scheduling.volcano.sh", "podgroups", "watch"),
     ("scheduling.k8s.io", "podgroups", "list"), ("scheduling.k8s.io", "podgroups", "watch"),
     ("scheduling.k8s.io", "podgroups/status", "patch"),  # upstream conditions (status.write)

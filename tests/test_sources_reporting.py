@@ -19,7 +19,7 @@ from extender.core.model.sources import KUEUE_GROUP_LABEL, KUEUE_TOTAL_ANNOTATIO
 from extender.core.model.types import KUEUE, VOLCANO, WORKLOAD_API, GroupInfo, Membership, gang_key
 from extender.kube.client import ApiError, Kube
 from extender.kube.informer import Informer
-from extender.kube.sources import VOLCANO_GROUPS, VOLCANO_PATH, WORKLOAD_GROUPS
+from extender.kube.source_kinds import VOLCANO_GROUPS, VOLCANO_PATH, WORKLOAD_GROUPS
 from extender.reporting.kinds import source_kinds
 from extender.reporting.status import StatusWriter, observed_kinds
 from extender.scheduler.debug import install_podgroups_route

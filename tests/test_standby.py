@@ -17,8 +17,8 @@ from extender.core.manager import Core, GangManager
 from extender.core.model.config import Config
 from extender.core.model.convert import pod_from_k8s
 from extender.core.model.types import GroupInfo
-from extender.kube.events import EventRecorder, ObjectRef
 from extender.kube.leader import Leadership
+from extender.kube.recorder import EventRecorder, ObjectRef
 from extender.reporting.metrics import Metrics
 from extender.reporting.status import StatusConfig, StatusWriter
 from extender.scheduler.dispatch import DispatchConfig, Dispatcher
@@ -63,7 +63,7 @@ def test_standby_answers_every_verb_with_the_standby_error_and_changes_nothing(
     async def go() -> None:
         leader = standby()
         metrics.leader_active = lambda: leader.active
-        dispatcher = Dispatcher(manager, kube, config=DispatchConfig(bind_hold_limit=5),
+        dispatcher = Dispatcher(manager, kube, config=DispatchConfig(bind_wait_limit=5),
                                 leader=leader)
         app = create_app(dispatcher, metrics)
         served = with_fast_verbs(app) if fast else app
@@ -282,8 +282,8 @@ def test_held_binds_are_answered_with_an_error_before_the_exit() -> None:
         held = [asyncio.create_task(dispatcher.bind("default", f"trio-{i}", f"uid-trio-{i}",
                                                     nodes[i])) for i in range(2)]
         await asyncio.sleep(0.05)
-        assert dispatcher.answer_held("lost leadership") == 2
+        assert dispatcher.answer_waiting("lost leadership") == 2
         assert await asyncio.gather(*held) == ["lost leadership", "lost leadership"]
-        assert kube.bindings == [] and dispatcher.answers_pending() == 0
+        assert kube.bindings == [] and dispatcher.answer_waiting("x") == 0
 
     asyncio.run(go())

@@ -29,7 +29,7 @@ from extender.core.model.vocabulary import (
     WakePods,
 )
 from extender.kube.client import ApiError
-from extender.kube.events import EventRecorder, ObjectRef
+from extender.kube.recorder import EventRecorder, ObjectRef
 from extender.reporting.events import GangEvents
 from extender.reporting.metrics import Metrics
 from extender.reporting.status import StatusConfig, StatusWriter, observed_kinds
@@ -624,5 +624,6 @@ def test_debug_route_shows_queue_reservations_and_held_binds(env: Env) -> None:
     (res,) = body["reservations"]
     assert res["gang"] == "ns/big" and len(res["slots"]) == 2 and res["secondsLeft"] == 30
     assert res["domain"] == ""  # no topology asked for
-    assert body["heldBinds"][0]["gang"] == "ns/big"
+    assert body["waitingBinds"][0]["gang"] == "ns/big"
+    assert body["heldBinds"] == body["waitingBinds"]  # the deprecated old key, one release
     assert body["events"]["created"] >= 1

@@ -22,7 +22,7 @@ import httpx
 import pytest
 import yaml
 
-from extender.kube.sources import VOLCANO_PATH, WORKLOAD_PATH
+from extender.kube.source_kinds import VOLCANO_PATH, WORKLOAD_PATH
 from extender.scheduler.http import NOT_SYNCED
 from extender.scheduler.supervise import EXIT_TASK_ENDED, TICK_FAULTS_ENV
 from tests.test_security import _free_port
@@ -217,4 +217,4 @@ def test_a_long_running_task_that_ends_makes_the_process_exit_non_zero(
     record = next(r for r in caplog.records if r.levelno == logging.CRITICAL)
     assert "task wake raised RuntimeError: wake loop broke" in record.getMessage()
     assert record.exc_info is not None
-    assert f"exiting (status {EXIT_TASK_ENDED}): 0 held bind(s)" in caplog.text
+    assert f"exiting (status {EXIT_TASK_ENDED}): 0 waiting bind(s)" in caplog.text

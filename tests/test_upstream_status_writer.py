@@ -15,8 +15,8 @@ from extender.core.model.config import BackoffPolicy, Config
 from extender.core.model.types import WORKLOAD_API, Membership
 from extender.core.model.vocabulary import GroupRef, PodRef, Preempting, Report, Victim
 from extender.kube.client import ApiError
-from extender.kube.events import EventRecorder
 from extender.kube.informer import Kind
+from extender.kube.recorder import EventRecorder
 from extender.reporting.events import GangEvents
 from extender.reporting.kinds import source_kinds
 from extender.reporting.metrics import Metrics
@@ -61,7 +61,7 @@ def make(nodes: int = 1) -> tuple[Env, Api]:
 
 
 # (env, kind, key) of every group added: deleted through its kind after the test, which
-# forgets the version it was read in (kube/sources.py keeps it for the process).
+# forgets the version it was read in (kube/source_kinds.py keeps it for the process).
 _added: list[tuple[Env, Kind, str]] = []
 
 
@@ -125,7 +125,7 @@ def test_unschedulable_with_our_message_then_true_once_placed(version: str, type
     assert list(st) == ["conditions"], "only conditions: the rest of the status is not ours"
     c = conds(st)[type_]
     assert (c["status"], c["reason"], c["observedGeneration"]) == ("False", "Unschedulable", 3)
-    assert c["message"] == env.manager.status("workload-api:ns/up").message  # type: ignore[union-attr]
+    assert c["message"] == env.sim.status("workload-api:ns/up").message
     assert c["message"].startswith("gang workload-api:ns/up: ") and "3" in c["message"]
     assert api.patches == [], "never a JSON merge patch: it would replace the whole list"
     # Nothing changed: nothing written, even on a resync.

@@ -14,7 +14,7 @@ import pytest
 from extender.core.manager import GangManager
 from extender.kube.client import Kube
 from extender.kube.informer import Informer
-from extender.kube.sources import (
+from extender.kube.source_kinds import (
     SOURCE_GROUP_KINDS,
     WORKLOAD_BETA_GROUPS,
     WORKLOAD_BETA_PATH,

@@ -11,7 +11,7 @@ kube-scheduler's counters sampled every 0.1 s during the run.
 
 Gang start (last member created -> last bound) splits into: kube-scheduler taking every
 member through its cycle (each member's filter and then its bind call, held by the extender
-until the whole gang has one: `gang_extender_held_binds`), and the extender's Bindings
+until the whole gang has one: `gang_extender_waiting_binds`), and the extender's Bindings
 (`gang_extender_bindings_total`). The samples say how long each took after the last member
 was created, how many members were turned away first and woken (`wakeups`), and how many
 scheduling attempts kube-scheduler made. Printed, and written to
@@ -58,7 +58,7 @@ class Sampled(Bench):
                     round(time.monotonic() - t0, 2),
                     hist_sum_count(em, "gang_extender_verb_duration_seconds",
                                    'verb="filter"')[1],
-                    int(em.get("gang_extender_held_binds", 0)),
+                    int(em.get("gang_extender_waiting_binds", 0)),
                     int(sum(v for k, v in em.items()
                             if k.startswith("gang_extender_bindings_total"))),
                     int(em.get("gang_extender_wakeups_total", 0)),

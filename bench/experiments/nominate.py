@@ -366,7 +366,7 @@ class NominateBench:
 
             def reserved() -> dict[str, str] | None:
                 d = self.debug()
-                held = {b["pod"] for b in d["heldBinds"]}
+                held = {b["pod"] for b in d["waitingBinds"]}
                 for r in d["reservations"]:
                     if r["gang"] == f"{ns}/{g}" and f"{ns}/{g}-a" in held:
                         return {s["pod"].split("/")[1]: s["node"] for s in r["slots"]}

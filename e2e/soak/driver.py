@@ -716,7 +716,7 @@ class Soak:
         except Exception:
             return set()
         held = {s.get("node") for r in d.get("reservations") or [] for s in r.get("slots") or []}
-        held |= {b.get("node") for b in d.get("heldBinds") or []}
+        held |= {b.get("node") for b in d.get("waitingBinds") or []}
         return {n for n in held if isinstance(n, str) and n in self.nodes}
 
     def _wait_held(self) -> list[str]:
@@ -1006,7 +1006,7 @@ class Soak:
                 out[pre + "error"] = repr(e)
                 continue
             for k, v in d.items():
-                if v and k in ("queue", "reservations", "heldBinds", "bindingsInFlight",
+                if v and k in ("queue", "reservations", "waitingBinds", "bindingsInFlight",
                                "backoff"):
                     out[pre + k] = v
             mine = [g["gang"] for g in groups

@@ -16,7 +16,7 @@ from extender.core.manager import Core, GangManager
 from extender.core.model.config import Config
 from extender.core.model.convert import pod_from_k8s
 from extender.core.model.vocabulary import Report
-from extender.kube.events import EventRecorder
+from extender.kube.recorder import EventRecorder
 from extender.reporting.events import GangEvents
 from extender.reporting.status import StatusConfig, StatusWriter, observed_kinds
 from extender.scheduler.dispatch import Dispatcher

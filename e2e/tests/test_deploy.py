@@ -83,7 +83,7 @@ def test_scheduler_config_follows_the_design(kustomize_docs: list[dk.Doc]) -> No
     flags = dict(a.removeprefix("--").split("=", 1) for a in args[1:])
     assert flags["listen"] == "127.0.0.1:8888"
     assert flags["scheduler-name"] == "gang-scheduler"
-    assert float(flags["bind-hold-limit"]) < _seconds(bind["httpTimeout"])
+    assert float(flags["bind-wait-limit"]) < _seconds(bind["httpTimeout"])
     assert 0 < float(flags["assembly-wait"]) < _seconds(fp["httpTimeout"])
     assert float(flags["assembly-gap"]) > 0
     assert (flags["podgroup-status"], flags["events"]) == ("on", "on")
@@ -157,7 +157,7 @@ def test_helm_values_reach_the_manifests() -> None:
         "scheduler.image.tag": "v1.36.0",
         "extender.filterTimeout": "3s",
         "extender.bindTimeout": "10m",
-        "extender.bindHoldLimit": "500",
+        "extender.bindWaitLimit": "500",
         "extender.assemblyWait": "0.25",
         "extender.assemblyGap": "0.1",
         "extender.podgroupStatus": "false",
@@ -174,7 +174,7 @@ def test_helm_values_reach_the_manifests() -> None:
     assert [e["httpTimeout"] for e in cfg["extenders"]] == ["3s", "10m"]
     ext = dk.container(docs, dk.EXTENDER_CONTAINER)
     assert ext["image"] == "registry.example.com/gang-extender:1.2.3"
-    for flag in ("--bind-hold-limit=500", "--default-timeout=120", "--max-schedule-timeout=900",
+    for flag in ("--bind-wait-limit=500", "--default-timeout=120", "--max-schedule-timeout=900",
                  "--backoff-base=30",
                  "--backoff-cap=600", "--backoff-limit=5", "--assembly-wait=0.25",
                  "--assembly-gap=0.1", "--podgroup-status=off", "--events=off"):
@@ -186,10 +186,21 @@ def test_helm_values_reach_the_manifests() -> None:
 
     with pytest.raises(AssertionError, match=r"must be below extender\.bindTimeout"):
         dk.helm_template(kube_version=dk.k8s_version(),
-                         values={"extender.bindHoldLimit": "300"})
+                         values={"extender.bindWaitLimit": "300"})
     with pytest.raises(AssertionError, match=r"must be below extender\.filterTimeout"):
         dk.helm_template(kube_version=dk.k8s_version(),
                          values={"extender.assemblyWait": "5"})
+
+
+def test_helm_reads_the_deprecated_bind_hold_limit_value_for_one_release() -> None:
+    """extender.bindHoldLimit was renamed bindWaitLimit (a bind request waits; capacity
+    is held): the old value still reaches the flag and is still checked."""
+    docs = dk.helm_template(kube_version=dk.k8s_version(),
+                            values={"extender.bindHoldLimit": "200"})
+    assert "--bind-wait-limit=200" in dk.container(docs, dk.EXTENDER_CONTAINER)["args"]
+    with pytest.raises(AssertionError, match=r"must be below extender\.bindTimeout"):
+        dk.helm_template(kube_version=dk.k8s_version(),
+                         values={"extender.bindHoldLimit": "300"})
 
 
 def test_helm_extender_follows_the_lease_its_scheduler_elects_with() -> None:

@@ -211,8 +211,8 @@ def bound(rec: Recorder, gang: str) -> int:
     return len(rec.bound(gang))
 
 
-def held_binds(r: Replica, gang: str, ns: str) -> list[str]:
-    return [b["pod"] for b in r.get("/debug/gangs")["heldBinds"]
+def waiting_binds(r: Replica, gang: str, ns: str) -> list[str]:
+    return [b["pod"] for b in r.get("/debug/gangs")["waitingBinds"]
             if b["pod"].startswith(f"{ns}/{gang}-")]
 
 
@@ -293,7 +293,7 @@ def test_only_the_leader_acts_and_a_failover_places_every_gang_whole(
         for i in range(2):
             member(ns, "held", i)
         member(ns, "held", 2, hostport=True)
-        wait_for(lambda: len(held_binds(a, "held", ns)) == 2 or NotYet(a.get("/debug/gangs")),
+        wait_for(lambda: len(waiting_binds(a, "held", ns)) == 2 or NotYet(a.get("/debug/gangs")),
                  30, "two binds of gang held waiting at replica-a", logs=logs)
         create_podgroup(ns, "slow", min_member=3)  # its last member comes after the failover
         for i in range(2):
@@ -312,7 +312,7 @@ def test_only_the_leader_acts_and_a_failover_places_every_gang_whole(
         log = current_log(a.extender)
         assert a.extender.returncode() == 1, log[-3000:]
         assert "lost leadership of lease gang-scheduler-system/gang-scheduler" in log
-        assert "exiting (status 1) after losing leadership: 2 held bind(s) answered" in log
+        assert "exiting (status 1) after losing leadership: 2 waiting bind(s) answered" in log
         assert "Traceback" not in log, log[-3000:]
         wait_for(lambda: b.mode() == "active" or NotYet(b.get("/debug/gangs")["leader"]), 40,
                  "replica-b taking over", logs=logs, interval=0.05)
@@ -322,7 +322,7 @@ def test_only_the_leader_acts_and_a_failover_places_every_gang_whole(
         wait_for(lambda: bound(rec, "during") == 2 or NotYet(bound(rec, "during")), 60,
                  "gang during placed by replica-b", logs=logs)
         first_bound = time.monotonic() - killed
-        wait_for(lambda: len(held_binds(b, "held", ns)) == 2 or NotYet(b.get("/debug/gangs")),
+        wait_for(lambda: len(waiting_binds(b, "held", ns)) == 2 or NotYet(b.get("/debug/gangs")),
                  60, "gang held's binds waiting again, at replica-b", logs=logs)
         assert bound(rec, "held") == 0 and bound(rec, "slow") == 0
         for name in blockers:

@@ -35,7 +35,7 @@ def member(ns: str, name: str, group: str, cpu: str) -> None:
 
 
 def held(gang: GangStack, prefix: str) -> int:
-    return sum(1 for h in gang.debug()["heldBinds"] if h["pod"].startswith(prefix))
+    return sum(1 for h in gang.debug()["waitingBinds"] if h["pod"].startswith(prefix))
 
 
 def message(ns: str, name: str) -> str:
@@ -224,5 +224,5 @@ def test_bad_input_on_every_route_keeps_server_and_state(
     assert gang.get("/healthz") == "ok"
     after = gang.debug()
     assert after["reservations"] == before["reservations"]
-    assert after["heldBinds"] == before["heldBinds"]
+    assert after["waitingBinds"] == before["waitingBinds"]
     assert (get_pod(ns, "placed") or {})["spec"]["nodeName"] == node

@@ -113,7 +113,7 @@ def test_two_big_gangs_never_interleave_older_first(
     for i in range(4):
         gang_pod(ns, f"holder-{i}", "holder", cpu="4")
     port_pod(ns, "holder-4", group="holder", cpu="0")  # never offered: holder assembles
-    wait_for(lambda: len(gang.debug()["heldBinds"]) == 4 or NotYet(gang.debug()), 20,
+    wait_for(lambda: len(gang.debug()["waitingBinds"]) == 4 or NotYet(gang.debug()), 20,
              "holder holds the whole cluster", logs=gang.logs())
     time.sleep(1.1)  # creationTimestamp has second resolution
     create_podgroup(ns, "first", 3)

@@ -89,7 +89,7 @@ def test_default_scheduler_ignores_a_reserved_gang_members_nomination(
 
     def slots() -> dict[str, str] | NotYet:
         d = gang.debug()
-        held = {h["pod"] for h in d["heldBinds"]}
+        held = {h["pod"] for h in d["waitingBinds"]}
         for r in d["reservations"]:
             if r["gang"] == f"{ns}/g" and f"{ns}/g-a" in held:
                 return {s["pod"].split("/")[1]: s["node"] for s in r["slots"]}

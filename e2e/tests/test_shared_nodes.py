@@ -38,7 +38,7 @@ def intruder(ns: str, name: str, node: str, cpu: str) -> None:
 
 
 def waiting_binds(gang: GangStack, ns: str) -> dict[str, str]:
-    return {h["pod"]: h["node"] for h in gang.debug()["heldBinds"]
+    return {h["pod"]: h["node"] for h in gang.debug()["waitingBinds"]
             if h["pod"].startswith(f"{ns}/")}
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from extender.core.cache import Cache
 from extender.core.ledger import Ledger
+from extender.core.model import messages
 from extender.core.model.resources import fits, format_resources
 from extender.core.model.types import PodInfo
 from extender.core.model.vocabulary import BindDecision, BindOutcome
@@ -59,7 +60,7 @@ class Bind:
         if node not in self._cache.nodes:
             return _error(f"node {node} is not known (pod {pod.key})")
         if pod.deleting or pod.terminal:
-            return _error(f"pod {pod.key} is finished or being deleted")
+            return _error(messages.pod_gone(pod.key))
         in_progress = self._ledger.node_of(uid)
         if in_progress is not None and in_progress != node:
             return _error(
@@ -77,7 +78,7 @@ class Bind:
             return _error(f"gang {gang}: PodGroup not found (pod {pod.key})")
         if self._leaving.gang_leaving(gang):
             return _error(f"gang {gang} is being preempted; pod {pod.key} is not bound")
-        if self._cache.counts(group)[1] >= group.min_member:
+        if self._cache.quorum_counts(group).bound_or_succeeded >= group.min_member:
             return self._bind_now(pod, node, now)
         res = self._ledger.get(gang)
         slot = res.slots.get(uid) if res else None
@@ -109,10 +110,8 @@ class Bind:
             self._ledger.bound(own.gang)  # a preemptor's own capacity: now its pod's
         free = self._cache.free.get(node, {})
         if node in self._cache.reserved_nodes and not fits(pod.requests, free):
-            return _error(
-                f"capacity on node {node} is held for gang(s) "
-                f"{', '.join(self._ledger.gangs_by_node().get(node, []))}; pod "
-                f"{pod.key} needs {format_resources(pod.requests)}; kube-scheduler will retry"
-            )
+            held_for = self._ledger.gangs_by_node().get(node, [])
+            return _error(messages.capacity_held(node, held_for, pod.key, pod.requests)
+                          + "; kube-scheduler will retry")
         self._ledger.bind_now(pod, node)
         return BindDecision(BindOutcome.WAIT, deadline=now + BINDING_ANSWER_SECONDS)

@@ -13,7 +13,7 @@ from extender.core.cache import Cache
 from extender.core.ledger import Ledger
 from extender.core.model.order import queue_sort_key
 from extender.core.model.types import GroupInfo, PodInfo
-from extender.core.model.vocabulary import GangStatus, Reason, StatusChanged
+from extender.core.model.vocabulary import Decision, Reason, StatusChanged
 from extender.core.outbox import Outbox
 from extender.core.planner import Plan, Shortfall, plan_group
 
@@ -23,12 +23,12 @@ class Explanations:
         self._cache = cache
         self._ledger = ledger
         self._outbox = outbox
-        self._status: dict[str, GangStatus] = {}
+        self._status: dict[str, Decision] = {}
         # reason -> gangs: kept as statuses change, so that the gauges a scrape reads
         # cost the number of reasons, not of every gang ever explained.
         self._reasons: dict[str, int] = {}
 
-    def get(self, gang: str) -> GangStatus | None:
+    def get(self, gang: str) -> Decision | None:
         return self._status.get(gang)
 
     def message(self, gang: str) -> str:
@@ -38,22 +38,22 @@ class Explanations:
     def set(self, gang: str, reason: Reason, message: str, now: float) -> None:
         cur = self._status.get(gang)
         if cur is None or cur.reason != reason or cur.message != message:
-            self._publish(gang, GangStatus(reason, message, now, reason == Reason.FAILED))
+            self._publish(gang, Decision(reason, message, now, reason == Reason.FAILED))
 
     def retry_limit_lifted(self, gang: str) -> None:
         """The group started over (recreated, re-specified, or bound): whatever it says
         now, it is no longer Failed for good."""
         cur = self._status.get(gang)
         if cur is not None and cur.retry_limit_reached:
-            self._publish(gang, GangStatus(cur.reason, cur.message, cur.since, False))
+            self._publish(gang, Decision(cur.reason, cur.message, cur.since, False))
 
-    def forget(self, gang: str) -> None:
+    def drop(self, gang: str) -> None:
         old = self._status.pop(gang, None)
         if old is not None:
             self._count(old.reason, -1)
             self._outbox.append(StatusChanged(gang, None))
 
-    def _publish(self, gang: str, status: GangStatus) -> None:
+    def _publish(self, gang: str, status: Decision) -> None:
         old = self._status.get(gang)
         if old is not None:
             self._count(old.reason, -1)

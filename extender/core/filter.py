@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from extender.core.explain import Explanations
 from extender.core.ledger import Ledger, Reservation
+from extender.core.model import messages
 from extender.core.model.resources import fits, format_resources
 from extender.core.model.sources import missing_group_message
 from extender.core.model.types import GroupInfo, PodInfo
@@ -72,7 +73,7 @@ class Filter:
         if self._leaving.gang_leaving(gang):
             return reject(node_names, f"gang {gang} is being preempted: its members are "
                                       f"evicted, and it is placed again whole later")
-        _, bound, present = self._cache.counts(group)
+        _, bound, present = self._cache.quorum_counts(group)
         if bound >= group.min_member:
             # Quorum is bound: elastic extras are placed one by one like plain pods, in
             # the domain of the gang's topology while it has room.
@@ -89,7 +90,7 @@ class Filter:
                         return FilterResult([], {}, wait=wait)
                     if waited > 0:
                         self._arrivals.give_up(gang)  # created too slowly: not again
-                msg = f"gang {gang}: {present} of {group.min_member} members exist"
+                msg = messages.members_exist(gang, present, group.min_member)
                 self._explanations.set(gang, Reason.WAITING_FOR_MEMBERS, msg, now)
                 return reject(node_names, msg)
             if backing_off:
@@ -200,11 +201,8 @@ class Filter:
             if not fits(pod.requests, free[name]):
                 if by_node is None:
                     by_node = self._ledger.gangs_by_node()
-                failed[name] = (
-                    f"capacity on node {name} is held for gang(s) "
-                    f"{', '.join(by_node.get(name, ()))}; pod {pod.key} needs "
-                    f"{format_resources(pod.requests)}"
-                )
+                failed[name] = messages.capacity_held(name, by_node.get(name, ()), pod.key,
+                                                      pod.requests)
         reserved_out = bool(failed)
         for name in [n for n in node_names if n not in nodes]:
             failed[name] = f"node {name} is not yet known to gang-extender"

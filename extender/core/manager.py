@@ -21,6 +21,7 @@ from extender.core.explain import Explanations
 from extender.core.filter import Filter, reject
 from extender.core.ledger import Ledger
 from extender.core.ledger.timeouts import Timeouts
+from extender.core.model import messages
 from extender.core.model.config import Config
 from extender.core.model.sources import kueue_group
 from extender.core.model.types import (
@@ -36,7 +37,6 @@ from extender.core.model.vocabulary import (
     Action,
     BindDecision,
     FilterResult,
-    GangStatus,
     Gauges,
     QueueRow,
     ReservationView,
@@ -175,7 +175,7 @@ class GangManager:
                 self._ledger.bound(res.gang)
         c.preemptions.pod_changed(pod)
         if gone:
-            self._ledger.reject(pod.uid, f"pod {pod.key} is finished or being deleted")
+            self._ledger.reject(pod.uid, messages.pod_gone(pod.key))
         if pod.node_name or gone or gang is None:
             c.parked.passed(pod.uid)  # nothing left to wake it for
         self._cache.upsert_pod(pod)
@@ -201,12 +201,12 @@ class GangManager:
             return
         res = self._ledger.of(pod)
         if res is not None and uid in res.slots:
-            self._ledger.unreserve(res, uid, f"pod {pod.key} was deleted")
+            self._ledger.unreserve(res, uid, messages.pod_deleted(pod.key))
             if pod.gang is None:
                 self._ledger.bound(res.gang)
         c.preemptions.pod_deleted(uid)
-        self._ledger.reject(uid, f"pod {pod.key} was deleted")
-        c.parked.forget(uid)
+        self._ledger.reject(uid, messages.pod_deleted(pod.key))
+        c.parked.drop(uid)
         self._cache.remove_pod(uid)
         c.queue.members_changed()
         self._derive_group(pod.gang, now if now is not None else 0.0)
@@ -249,10 +249,10 @@ class GangManager:
         res = self._ledger.get(key)
         if res is not None:
             self._ledger.release(res, f"PodGroup {key} was deleted")
-        c.backoffs.forget(key)
-        c.explanations.forget(key)
-        c.queue.forget(key)
-        c.arrivals.forget(key)
+        c.backoffs.drop(key)
+        c.explanations.drop(key)
+        c.queue.drop(key)
+        c.arrivals.drop(key)
         self._cache.remove_group(key)
         c.queue.members_changed()
 
@@ -358,9 +358,6 @@ class GangManager:
                    source: str = SCHEDULER_PLUGINS) -> Sequence[PodInfo]:
         """Every pod that joins the group, finished ones included."""
         return self._cache.group_pods(namespace, name, source)
-
-    def status(self, gang: str) -> GangStatus | None:
-        return self._core.explanations.get(gang)
 
     def still_pending(self, uid: str) -> bool:
         """Known, unbound, and with no bind waiting: a wake-up may still help it."""

@@ -24,7 +24,7 @@ class Parked:
         self._pods = pods  # the cache's pods: only uids found there are kept
         # Pending gang members turned away (filter with no node, a bind refused or
         # rejected) that have not passed filter, waited at the permit or been bound
-        # since. `forget` drops deleted pods, so this never outgrows the cache.
+        # since. `drop` drops deleted pods, so this never outgrows the cache.
         self._members: set[str] = set()
         # Plain pods turned away only because capacity was reserved for a gang: woken
         # when a reservation is released, which kube-scheduler is not told about.
@@ -45,7 +45,7 @@ class Parked:
     def plain_passed(self, uid: str) -> None:
         self._plain.pop(uid, None)
 
-    def forget(self, uid: str) -> None:
+    def drop(self, uid: str) -> None:
         self._members.discard(uid)
         self._plain.pop(uid, None)
 
@@ -73,7 +73,3 @@ class Parked:
         pods = tuple(self._plain.values())
         self._plain.clear()
         return WakePods(f"capacity held for gang {gang} released", pods)
-
-    @property
-    def turned_away_members(self) -> frozenset[str]:
-        return frozenset(self._members)

@@ -13,7 +13,7 @@ Standby means no tick (no deadline expires), no Binding, no wake-up, no status w
 and no Event. The watches keep running so the cache is warm, and the verbs answer with
 `standby_error()`. Becoming active needs no reset, because a standby never ran a verb or
 a tick. Losing leadership while active ends the process (`on_lost`), as kube-scheduler
-does (extender-protocol §4, "Leader loss"): its held binds die with it, and it comes
+does (extender-protocol §4, "Leader loss"): its waiting binds die with it, and it comes
 back as a standby.
 
 A lease that does not exist at all for more than two lease durations is a

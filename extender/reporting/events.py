@@ -46,8 +46,8 @@ from extender.core.model.vocabulary import (
     Reason,
     Report,
 )
-from extender.kube.events import EventRecorder, ObjectRef
-from extender.kube.sources import group_api_version
+from extender.kube.recorder import EventRecorder, ObjectRef
+from extender.kube.source_kinds import group_api_version
 
 # Event reasons beyond the condition reasons (docs/observability.md lists them all).
 RELEASED = "Released"
@@ -158,8 +158,8 @@ class GangEvents:
         self._group(ref, Reason.TIMED_OUT, ev.message, warning=True, pods_have_it=True)
         self._group(ref, RELEASED,
                     f"gang {ev.group.key}: released {ev.slots} slot(s) on {ev.nodes} node(s) "
-                    f"held since {rfc3339(ev.reserved_at)}; held binds were answered with "
-                    f"an error, so kube-scheduler retries those pods")
+                    f"reserved since {rfc3339(ev.reserved_at)}; waiting binds were answered "
+                    f"with an error, so kube-scheduler retries those pods")
         if ev.retry_at is None:
             self._group(ref, Reason.RETRY_LIMIT_REACHED, ev.message, warning=True)
         else:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from extender.core.manager import GangManager
 from extender.kube.informer import GROUPS, NODES, PODS, Kind
-from extender.kube.sources import SOURCE_GROUP_KINDS, WORKLOAD_BETA_GROUPS, WORKLOAD_GROUPS
+from extender.kube.source_kinds import SOURCE_GROUP_KINDS, WORKLOAD_BETA_GROUPS, WORKLOAD_GROUPS
 
 if TYPE_CHECKING:
     from extender.reporting.status import StatusWriter

@@ -16,11 +16,15 @@ from extender.core.model.vocabulary import (
     Report,
     StatusChanged,
 )
+from extender.deprecated import METRICS
 
 _LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1,
                     0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 _LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _STARTUP_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300, 600)
+
+# new metric name → its deprecated old name, exported beside it for one release.
+_OLD_NAME = {new: old for old, new in METRICS.items()}
 
 
 class Metrics:
@@ -29,7 +33,7 @@ class Metrics:
         r = self.registry
         self.verb_latency = Histogram(
             "gang_extender_verb_duration_seconds",
-            "Time to answer a kube-scheduler extender call (bind includes the time held).",
+            "Time to answer a kube-scheduler extender call (bind includes the time it waited).",
             ["verb", "result"], buckets=_LATENCY_BUCKETS, registry=r)
         self.gangs = Gauge("gang_extender_gangs",
                            "Gangs by status phase, Scheduled condition reason and source "
@@ -52,9 +56,12 @@ class Metrics:
                                  "Gangs that fit no set of the cluster's nodes even emptied "
                                  "(reason Unplaceable): set aside until nodes change.",
                                  registry=r)
-        self.held_binds = Gauge("gang_extender_held_binds",
-                                "Bind requests held open until their gang is complete.",
-                                registry=r)
+        self.waiting_binds = Gauge("gang_extender_waiting_binds",
+                                   "Bind requests waiting at the permit barrier until their "
+                                   "gang is complete.", registry=r)
+        # The same gauge under its deprecated name (extender/deprecated.py).
+        self.waiting_binds_old = Gauge(_OLD_NAME["gang_extender_waiting_binds"],
+                                       "Deprecated: gang_extender_waiting_binds.", registry=r)
         self.transitions = Counter("gang_extender_gang_transitions_total",
                                    "Gang transitions (Reserved, Bound, TimedOut, ...) by "
                                    "the gang's source.", ["reason", "source"], registry=r)
@@ -163,7 +170,8 @@ class Metrics:
             self.gangs.labels(phase, reason, source).set(n)
         self.reservations.set(gauges.reservations)
         self.reserved_slots.set(gauges.reserved_slots)
-        self.held_binds.set(gauges.waiting_binds)
+        self.waiting_binds.set(gauges.waiting_binds)
+        self.waiting_binds_old.set(gauges.waiting_binds)
         self.held_ahead.set(gauges.held)
         self.unplaceable.set(gauges.reasons.get(Reason.UNPLACEABLE, 0))
         self.held_idle.clear()

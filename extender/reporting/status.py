@@ -44,7 +44,7 @@ from extender.core.model.phase import (
 )
 from extender.core.model.types import SCHEDULER_PLUGINS, WORKLOAD_API, GroupInfo, PodInfo, gang_key
 from extender.core.model.upstream_status import Disruption, disruptions
-from extender.core.model.vocabulary import GangStatus, Preempting, Report, StatusChanged
+from extender.core.model.vocabulary import Decision, Preempting, Report, StatusChanged
 from extender.kube.client import PODGROUP_PATH, ApiError
 from extender.reporting import upstream
 from extender.reporting.events import GangEvents, quiet
@@ -99,7 +99,7 @@ class StatusWriter:
         self.dirty: set[str] = set()
         self.writes = 0
         self.write_errors = 0
-        self._decisions: dict[str, GangStatus] = {}  # the gang manager's, as reported
+        self._decisions: dict[str, Decision] = {}  # the gang manager's, as reported
         self._last_resync = float("-inf")
         self.errors = LoopErrors("podgroup-status")  # the wiring adds the metric
         # Groups the periodic pass revisits: their last computed status had members.
@@ -117,7 +117,7 @@ class StatusWriter:
         status = obj.get("status")
         rec = self.groups.get(key)
         if rec is None or rec.uid != uid:
-            self._forget(key)
+            self._drop(key)
             rec = self.groups[key] = GroupRecord(uid)
             observed = status if isinstance(status, dict) else {}
             rec.phase = str(observed.get("phase", ""))
@@ -126,7 +126,7 @@ class StatusWriter:
         self.dirty.add(key)
 
     def group_deleted(self, key: str) -> None:
-        self._forget(key)
+        self._drop(key)
         self.dirty.discard(key)
         self._decisions.pop(key, None)
         self._disrupted.pop(key, None)
@@ -142,7 +142,7 @@ class StatusWriter:
         uid = str(meta.get("uid", ""))
         rec = self.groups.get(key)
         if rec is None or rec.uid != uid:
-            self._forget(key)
+            self._drop(key)
             rec = self.groups[key] = GroupRecord(uid)
         upstream.observe(rec, obj)
         self.dirty.add(key)
@@ -180,7 +180,7 @@ class StatusWriter:
             self._last_resync = now
             self.dirty |= self._live
 
-    def _forget(self, key: str) -> None:
+    def _drop(self, key: str) -> None:
         rec = self.groups.pop(key, None)
         if rec is not None:
             self._counts.move(rec, None)
@@ -233,11 +233,11 @@ class StatusWriter:
         for key in keys:
             group = self.manager.group(key)
             if group is None:
-                self._forget(key)  # a Kueue group goes with its last pod
+                self._drop(key)  # a Kueue group goes with its last pod
                 continue
             rec = self.groups.get(key)
             if rec is None or rec.uid != group.uid:
-                self._forget(key)
+                self._drop(key)
                 rec = self.groups[key] = GroupRecord(group.uid)
             st = self.compute(group, now)
             disruption = self._disrupted.get(key)

@@ -25,7 +25,7 @@ from extender.core.model.upstream_status import (
     differs,
     upstream_conditions,
 )
-from extender.kube.sources import group_api_version
+from extender.kube.source_kinds import group_api_version
 from extender.reporting.status_records import GroupRecord
 
 

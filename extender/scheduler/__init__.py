@@ -1,1 +1,1 @@
-"""Adapters that talk to kube-scheduler: the extender verbs, held binds, wake-ups."""
+"""Adapters that talk to kube-scheduler: the extender verbs, waiting binds, wake-ups."""

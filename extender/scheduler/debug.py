@@ -20,7 +20,8 @@ from extender.core.manager import GangManager
 from extender.core.model.phase import rfc3339
 from extender.core.model.types import split_gang_key
 from extender.core.model.vocabulary import QueueRow
-from extender.kube.events import EventRecorder
+from extender.deprecated import with_old_keys
+from extender.kube.recorder import EventRecorder
 from extender.reporting.status import StatusWriter
 from extender.scheduler.dispatch import Dispatcher
 
@@ -37,7 +38,7 @@ def gangs_view(dispatcher: Dispatcher) -> dict[str, Any]:
     manager = dispatcher.manager
     now = dispatcher.clock()
     binds = manager.binds_in_progress()
-    return {
+    return with_old_keys({
         "queue": [_queue_row(r) for r in manager.queue()],
         "reservations": [
             {"gang": r.gang, "created": r.created,
@@ -48,12 +49,12 @@ def gangs_view(dispatcher: Dispatcher) -> dict[str, Any]:
                        for s in r.slots]}
             for r in manager.reservations()
         ],
-        "heldBinds": [{"pod": b.pod, "node": b.node} for b in binds if not b.in_flight],
+        "waitingBinds": [{"pod": b.pod, "node": b.node} for b in binds if not b.in_flight],
         "bindingsInFlight": [{"pod": b.pod, "node": b.node} for b in binds if b.in_flight],
         "backoff": manager.backoffs(now),
         "filterWaits": dispatcher.filter_waits(),
         "leader": dispatcher.leader.view(),
-    }
+    })
 
 
 def install_gangs_route(app: FastAPI, dispatcher: Dispatcher) -> None:
@@ -77,14 +78,14 @@ def podgroups_view(writer: StatusWriter, recorder: EventRecorder | None,
          "secondsLeft": None if r.held else round(r.deadline - now, 3), "held": r.held}
         for r in manager.reservations()
     ]
-    body["heldBinds"] = [
+    body["waitingBinds"] = [
         {"pod": b.pod, "gang": b.gang, "node": b.node,
          "deadline": rfc3339(b.deadline) if b.deadline is not None else None,
          "secondsLeft": round(b.deadline - now, 3) if b.deadline is not None else None}
         for b in manager.binds_in_progress() if not b.in_flight
     ]
     body["events"] = recorder.debug() if recorder is not None else None
-    return body
+    return with_old_keys(body)
 
 
 def install_podgroups_route(app: FastAPI, writer: StatusWriter, recorder: EventRecorder | None,

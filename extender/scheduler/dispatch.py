@@ -1,5 +1,5 @@
-"""Between kube-scheduler's requests and the gang manager: answers held open, and the
-I/O the manager asks for carried out.
+"""Between kube-scheduler's requests and the gang manager: requests kept open (binds
+waiting for their gang), and the I/O the manager asks for carried out.
 
 A bind request that waits (at the permit barrier, or for its Binding) is an asyncio
 future keyed by pod uid, resolved when the Binding returns or the manager rejects it;
@@ -56,7 +56,7 @@ TICK_STALE_INTERVALS = 3
 class DispatchConfig:
     # Stop waiting for a bind's answer after this long and let kube-scheduler retry;
     # keep it below the bind extender entry's httpTimeout so it never times out first.
-    bind_hold_limit: float = 240.0
+    bind_wait_limit: float = 240.0
     tick_interval: float = 0.1
     # Binding POSTs in flight at once; the rest queue in order. Measured in
     # docs/performance.md: more in flight made each Binding cost more CPU and took
@@ -162,7 +162,7 @@ class Dispatcher:
         self.drain()
     def _refuse(self, action: BindPod) -> None:
         """A Binding asked for on standby (a watch event completing a gang whose binds
-        were held when leadership was lost) is not created: the new leader places the
+        were waiting when leadership was lost) is not created: the new leader places the
         gang whole."""
         error = self.leader.standby_error()
         log.warning("binding of pod=%s not created: %s", action.pod.key, error)
@@ -213,11 +213,6 @@ class Dispatcher:
             self.on_assembly_wait(bool(result.nodes), waited)
         return result
 
-    def answers_pending(self) -> int:
-        """Bind requests still waiting for their answer (0 once every request was
-        answered: a leftover would be a leak)."""
-        return sum(1 for fut in self._answers.values() if not fut.done())
-
     async def bindings_settled(self, timeout: float) -> int:
         """Wait (at most `timeout` seconds) until no Binding is in flight; returns how many
         still are. On leadership loss the process lets the Bindings of a commit already
@@ -230,14 +225,14 @@ class Dispatcher:
                 return left
             await asyncio.sleep(0.05)
 
-    def answer_held(self, message: str) -> int:
-        """Answer every bind request still held with `message`; returns how many. Used
+    def answer_waiting(self, message: str) -> int:
+        """Answer every bind request still waiting with `message`; returns how many. Used
         just before the exit on leadership loss: kube-scheduler gets an error it
         re-queues the pod on, and no request is cut off mid-answer."""
-        held = [uid for uid, fut in self._answers.items() if not fut.done()]
-        for uid in held:
+        waiting = [uid for uid, fut in self._answers.items() if not fut.done()]
+        for uid in waiting:
             self._resolve(uid, message)
-        return len(held)
+        return len(waiting)
 
     async def idle(self) -> None:
         """Wait until every Binding and wake-up this dispatcher started has finished
@@ -267,7 +262,7 @@ class Dispatcher:
         if own is not None:
             await self._bind(own)
         limit = min(max(decision.deadline - self.clock(), 0.0) + _DEADLINE_GRACE_SECONDS,
-                    self.config.bind_hold_limit)
+                    self.config.bind_wait_limit)
         try:
             return await asyncio.wait_for(asyncio.shield(answer), timeout=limit)
         except TimeoutError:

@@ -39,6 +39,11 @@ log = logging.getLogger("gang-extender.http")
 
 MAX_BODY = 64 * 1024 * 1024
 
+
+def _too_large() -> ValueError:
+    """The one error for a body over `MAX_BODY`, however it was read."""
+    return ValueError(f"body of more than {MAX_BODY} bytes exceeds the byte limit")
+
 NOT_SYNCED = ("gang-extender is not synced yet: the first lists of nodes, pods and pod "
               "groups are still being applied; the pod is retried after its backoff")
 
@@ -69,7 +74,7 @@ async def _read(request: Request) -> bytes:
     async for chunk in request.stream():
         size += len(chunk)
         if size > MAX_BODY:
-            raise ValueError(f"body of more than {MAX_BODY} bytes exceeds the byte limit")
+            raise _too_large()
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -350,8 +355,7 @@ def with_fast_verbs(app: FastAPI) -> ASGIApp:
                 chunk = message.get("body", b"")
                 size += len(chunk)
                 if size > MAX_BODY:
-                    raise ValueError(
-                        f"body of more than {MAX_BODY} bytes exceeds the byte limit")
+                    raise _too_large()
                 chunks.append(chunk)
                 if not message.get("more_body", False):
                     return b"".join(chunks)

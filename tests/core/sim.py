@@ -19,10 +19,12 @@ from extender.core.manager import Core, GangManager
 from extender.core.model.config import Config
 from extender.core.model.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo, Resources
 from extender.core.model.vocabulary import (
+    Action,
     BindOutcome,
     BindPod,
-    GangStatus,
+    Decision,
     RejectWaitingBind,
+    StatusChanged,
     WakePods,
 )
 
@@ -74,6 +76,21 @@ class SimScheduler:
         self.core = core or Core.wire(Config(default_timeout_seconds=30))
         self.manager = GangManager(self.core)
         self.cache = self.core.cache
+        # Each gang's latest Decision, as the StatusChanged actions carry it to the
+        # adapters (the only way it leaves the core), read as each is left in the
+        # outbox, so a test sees it without taking the actions it has not run yet.
+        self.decisions: dict[str, Decision] = {}
+        append = self.core.outbox.append
+
+        def observe(action: Action) -> None:
+            if isinstance(action, StatusChanged):
+                if action.status is None:
+                    self.decisions.pop(action.gang, None)
+                else:
+                    self.decisions[action.gang] = action.status
+            append(action)
+
+        self.core.outbox.append = observe  # type: ignore[method-assign]
         self.now = 1000.0
         self.assumed: dict[str, str] = {}  # uid -> node (filter passed, bind pending)
         self.held: set[str] = set()
@@ -87,8 +104,11 @@ class SimScheduler:
         self.view = KubeSchedulerView()
         self._charged: dict[str, tuple[str, Resources]] = {}  # uid -> what the view counts
 
-    def status(self, gang: str) -> GangStatus:
-        st = self.manager.status(gang)
+    def decision(self, gang: str) -> Decision | None:
+        return self.decisions.get(gang)
+
+    def status(self, gang: str) -> Decision:
+        st = self.decisions.get(gang)
         assert st is not None, f"no status for gang {gang}"
         return st
 

@@ -35,7 +35,7 @@ def test_member_of_an_arriving_gang_waits_then_gets_its_slot_without_a_turn_away
     first = arrive(sim, "g-0", "g", t)
     res = sim.manager.filter(first, NODES, t + 0.01)
     assert res.wait > 0 and not res.nodes and not res.unresolvable
-    assert sim.manager.status("ns/g") is None  # no "1 of 4 members exist" recorded
+    assert sim.decision("ns/g") is None  # no "1 of 4 members exist" recorded
     for i in range(1, 4):
         arrive(sim, f"g-{i}", "g", t + 0.01 * (i + 1))
     res = sim.manager.filter(first, NODES, t + 0.05, waited=0.04)
@@ -43,7 +43,7 @@ def test_member_of_an_arriving_gang_waits_then_gets_its_slot_without_a_turn_away
     assert sim.status("ns/g").reason == Reason.RESERVED
     sim.drain()
     assert not sim.woken  # nobody was parked, so nobody needs a wake-up patch
-    assert first.uid not in sim.core.parked.turned_away_members
+    assert not sim.core.parked.members([first], (), None)  # no wake-up would patch it
 
 
 def test_the_wait_lasts_until_the_gap_after_the_newest_member() -> None:
@@ -64,7 +64,8 @@ def test_no_wait_once_the_gap_has_passed_and_the_rejection_is_as_before() -> Non
     assert res.wait == 0 and not res.nodes
     assert set(res.unresolvable.values()) == {"gang ns/g: 1 of 4 members exist"}
     assert sim.status("ns/g").reason == Reason.WAITING_FOR_MEMBERS
-    assert first.uid in sim.core.parked.turned_away_members  # woken when the gang completes
+    # woken when the gang completes: a wake-up would patch it
+    assert [r.uid for r in sim.core.parked.members([first], (), None)] == [first.uid]
 
 
 def test_a_gang_created_too_slowly_for_the_budget_is_turned_away_at_once() -> None:

@@ -32,7 +32,7 @@ def test_reasons_equal_a_count_over_every_gang(ops: list[tuple[str, str, Reason,
         if op == "set":
             ex.set(gang, reason, f"gang {gang}: {n}", 1.0)
         elif op == "forget":
-            ex.forget(gang)
+            ex.drop(gang)
         else:
             ex.retry_limit_lifted(gang)
         expected = Counter(s.reason for g in GANGS if (s := ex.get(g)) is not None)

@@ -575,32 +575,41 @@ def test_failed_held_bind_is_woken_when_the_gang_is_reserved_again() -> None:
     assert sim.woken == [("ns", "g-0", pods[0].uid)]
 
 
+def parked(sim: SimScheduler, *pods: PodInfo) -> set[str]:
+    """Which of `pods` (as given: unbound copies, even of pods since bound, relabelled or
+    deleted) a wake-up patch would go to: `Parked.members`, what the pass reads to wake
+    a gang's parked members. The sim's pods are never marked unschedulable, so this is
+    exactly the extender's own record of turned-away members."""
+    assert not any(p.unschedulable for p in pods)
+    return {r.uid for r in sim.core.parked.members(pods, (), None)}
+
+
 def test_rejection_record_is_cleared_on_pass_bind_and_delete() -> None:
     sim = cluster()
     sim.add_group(group("g", 2))
     a = sim.add_pod(pod("g-0", "g"))
     assert sim.schedule(a.uid) == "rejected"
-    assert sim.core.parked.turned_away_members == {a.uid}
+    assert parked(sim, a) == {a.uid}
     assert sim.manager.filter(a, ["n0"], sim.now).nodes == []  # still one member
-    assert sim.core.parked.turned_away_members == {a.uid}
+    assert parked(sim, a) == {a.uid}
     b = sim.add_pod(pod("g-1", "g"))
     assert sim.manager.filter(a, ["n0", "n1"], sim.now).nodes  # passes: no longer parked
-    assert sim.core.parked.turned_away_members == set()
+    assert parked(sim, a, b) == set()
     sim.schedule(b.uid)
     sim.schedule(a.uid)
-    assert len(sim.bound("g")) == 2 and sim.core.parked.turned_away_members == set()
+    assert len(sim.bound("g")) == 2 and parked(sim, a, b) == set()
 
     sim.add_group(group("h", 3))
     waiting = [sim.add_pod(pod(f"h-{i}", "h")) for i in range(2)]
     for p in waiting:
         assert sim.schedule(p.uid) == "rejected"
-    assert sim.core.parked.turned_away_members == {p.uid for p in waiting}
+    assert parked(sim, *waiting) == {p.uid for p in waiting}
     for p in waiting:
         sim.delete(p.uid)
-    assert sim.core.parked.turned_away_members == set()
+    assert parked(sim, *waiting) == set()
     # A late filter call of a deleted pod must not bring its record back.
     assert sim.manager.filter(waiting[0], ["n0"], sim.now).nodes == []
-    assert sim.core.parked.turned_away_members == set()
+    assert parked(sim, *waiting) == set()
 
 
 def test_rejection_record_is_dropped_when_a_member_is_bound_elsewhere_or_leaves() -> None:
@@ -611,7 +620,7 @@ def test_rejection_record_is_dropped_when_a_member_is_bound_elsewhere_or_leaves(
         assert sim.schedule(p.uid) == "rejected"
     sim.manager.on_pod(dataclasses.replace(a, node_name="n0"), sim.now)  # bound by someone
     sim.manager.on_pod(dataclasses.replace(b, labels={}), sim.now)  # relabelled out
-    assert sim.core.parked.turned_away_members == set()
+    assert parked(sim, a, b) == set()
 
 
 def test_status_only_update_does_not_replan_a_waiting_gang() -> None:

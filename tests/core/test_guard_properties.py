@@ -105,7 +105,7 @@ def test_every_starving_gang_that_can_be_placed_is_guarded(
         for key, job in by_key.items():
             if not job.uids or key not in sim.cache.groups:
                 continue
-            st_ = sim.manager.status(key)
+            st_ = sim.decision(key)
             if not fits_emptied(job, pools):
                 if st_ is not None and st_.reason not in (Reason.WAITING_FOR_MEMBERS,
                                                           Reason.QUEUED):

@@ -19,7 +19,7 @@ from extender.core.model.phase import (
     rfc3339,
 )
 from extender.core.model.types import GROUP_LABEL, GroupInfo, PodInfo
-from extender.core.model.vocabulary import GangStatus, Reason
+from extender.core.model.vocabulary import Decision, Reason
 
 NOW = 1_800_000_000.0
 GROUP = GroupInfo("ml", "train", 3, uid="g1")
@@ -31,11 +31,11 @@ def pod(i: int, phase: str = "Pending", node: str = "", **kw: object) -> PodInfo
                    **kw)  # type: ignore[arg-type]
 
 
-def decision(reason: str, message: str = "", since: float = NOW - 5) -> GangStatus:
-    return GangStatus(Reason(reason), message or f"gang ml/train: {reason}", since)
+def decision(reason: str, message: str = "", since: float = NOW - 5) -> Decision:
+    return Decision(Reason(reason), message or f"gang ml/train: {reason}", since)
 
 
-def status(pods: list[PodInfo], dec: GangStatus | None = None, group: GroupInfo = GROUP,
+def status(pods: list[PodInfo], dec: Decision | None = None, group: GroupInfo = GROUP,
            **kw: object) -> GroupStatus:
     st = compute_status(group, pods, dec, NOW, **kw)  # type: ignore[arg-type]
     assert st is not None
@@ -247,7 +247,7 @@ def test_waiting_for_capacity_since_is_kept_in_whole_seconds_rounded_down() -> N
 def test_life_of_a_gang() -> None:
     """Pending -> Scheduling -> Running -> Finished, with the reasons along the way."""
     seen = []
-    steps: list[tuple[list[PodInfo], GangStatus | None]] = [
+    steps: list[tuple[list[PodInfo], Decision | None]] = [
         ([pod(0)], None),
         ([pod(0), pod(1), pod(2)], decision(Reason.INSUFFICIENT_CAPACITY)),
         ([pod(0), pod(1), pod(2)], decision(Reason.RESERVED)),

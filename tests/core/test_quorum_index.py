@@ -34,7 +34,7 @@ _op = st.one_of(
 def _walk(cache: Cache) -> set[str]:
     """Groups with members whose quorum is not bound."""
     return {k for k, g in cache.groups.items()
-            if cache.counts(g)[0] and cache.counts(g)[1] < g.min_member}
+            if cache.quorum_counts(g)[0] and cache.quorum_counts(g)[1] < g.min_member}
 
 
 def _short(cache: Cache) -> set[str]:

@@ -62,11 +62,21 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- $total -}}
 {{- end }}
 
+{{/* extender.bindWaitLimit, or its deprecated old name extender.bindHoldLimit if set. */}}
+{{- define "gang-scheduler.bindWaitLimit" -}}
+{{- if hasKey .Values.extender "bindHoldLimit" -}}
+{{- .Values.extender.bindHoldLimit -}}
+{{- else -}}
+{{- .Values.extender.bindWaitLimit -}}
+{{- end -}}
+{{- end }}
+
 {{/* Values checks that would otherwise only fail at runtime. */}}
 {{- define "gang-scheduler.validate" -}}
 {{- $bind := include "gang-scheduler.durationSeconds" .Values.extender.bindTimeout | float64 -}}
-{{- if not (lt (float64 .Values.extender.bindHoldLimit) $bind) -}}
-{{- fail (printf "extender.bindHoldLimit (%v s) must be below extender.bindTimeout (%v)" .Values.extender.bindHoldLimit .Values.extender.bindTimeout) -}}
+{{- $wait := include "gang-scheduler.bindWaitLimit" . -}}
+{{- if not (lt (float64 $wait) $bind) -}}
+{{- fail (printf "extender.bindWaitLimit (%v s) must be below extender.bindTimeout (%v)" $wait .Values.extender.bindTimeout) -}}
 {{- end -}}
 {{- $filter := include "gang-scheduler.durationSeconds" .Values.extender.filterTimeout | float64 -}}
 {{- if not (lt (float64 .Values.extender.assemblyWait) $filter) -}}

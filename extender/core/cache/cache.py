@@ -8,6 +8,8 @@ reserved a slot must be kept off it.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from extender.core.cache.fitindex import FitIndex
 from extender.core.cache.pods_on_node import PodsOnNode
 from extender.core.cache.quorum import QuorumIndex
@@ -27,6 +29,22 @@ from extender.core.model.types import (
 def _add_into(target: Resources, delta: Resources, sign: int) -> None:
     for name, amount in delta.items():
         target[name] = target.get(name, 0) + sign * amount
+
+
+class GangPods(NamedTuple):
+    """A gang's pods as they are: `bound_members` are members with a node; succeeded
+    pods are not members (they finished) and are counted apart."""
+    members: tuple[PodInfo, ...]
+    bound_members: int
+    succeeded: int
+
+
+class QuorumCounts(NamedTuple):
+    """A gang's pods as its quorum counts them: succeeded pods count as bound and as
+    present, since they ran as part of a formed quorum (failed ones do not)."""
+    members: list[PodInfo]
+    bound_or_succeeded: int
+    present_or_succeeded: int
 
 
 class Cache:
@@ -75,7 +93,7 @@ class Cache:
         # when asked and dropped whenever a pod of the group changes: the gang queue
         # asks for every group on every pass, and walking every pending pod each time
         # would make a pass grow with every pod waiting (docs/performance.md).
-        self._summaries: dict[str, tuple[tuple[PodInfo, ...], int, int]] = {}
+        self._summaries: dict[str, GangPods] = {}
         # Told whenever a summary is dropped or a group changes (`short_of_quorum`).
         self._quorum = QuorumIndex(self.groups, self.summary)
         self.capacity_epoch = 0
@@ -230,20 +248,20 @@ class Cache:
         """Every pod that joins the gang with this key, including finished ones."""
         return list(self._group_pods.get(key, {}).values())
 
-    def summary(self, group: GroupInfo) -> tuple[tuple[PodInfo, ...], int, int]:
-        """(members, how many of them are bound, succeeded pods) of the gang; cached
-        until one of its pods changes."""
+    def summary(self, group: GroupInfo) -> GangPods:
+        """The gang's members, how many of them are bound, and its succeeded pods;
+        cached until one of its pods changes."""
         key = group.key
         cached = self._summaries.get(key)
         if cached is None:
             group_pods = self._group_pods.get(key)
             if group_pods is None:
-                return (), 0, 0  # not cached: nothing would ever drop the entry
+                return GangPods((), 0, 0)  # not cached: nothing would ever drop the entry
             pods = group_pods.values()
             members = tuple(p for p in pods if not p.terminal and not p.deleting and not p.gated)
             bound = sum(1 for m in members if m.node_name)
             succeeded = sum(1 for p in pods if p.phase == "Succeeded")
-            cached = self._summaries[key] = (members, bound, succeeded)
+            cached = self._summaries[key] = GangPods(members, bound, succeeded)
         return cached
 
     def short_of_quorum(self) -> list[tuple[str, GroupInfo]]:
@@ -255,18 +273,18 @@ class Cache:
         """Labelled pods that ran to success: they were bound as part of a quorum, so
         they keep counting toward it (a Job with more completions than parallelism must
         not hang once its first pods finish)."""
-        return self.summary(group)[2]
+        return self.summary(group).succeeded
 
-    def counts(self, group: GroupInfo) -> tuple[list[PodInfo], int, int]:
-        """(members, bound, present): succeeded pods count as bound and present, since
-        they ran as part of a formed quorum; failed ones do not."""
-        members, bound, done = self.summary(group)
-        return list(members), bound + done, len(members) + done
+    def quorum_counts(self, group: GroupInfo) -> QuorumCounts:
+        """Members, and bound and present as the quorum counts them: succeeded pods
+        count as both, since they ran as part of a formed quorum; failed ones do not."""
+        members, bound_members, done = self.summary(group)
+        return QuorumCounts(list(members), bound_members + done, len(members) + done)
 
     def members(self, group: GroupInfo) -> list[PodInfo]:
         """Pods that count for the gang: labelled, not finished, not being deleted, not
         gated (architecture.md §1)."""
-        return list(self.summary(group)[0])
+        return list(self.summary(group).members)
 
     # ----- groups ------------------------------------------------------------------
 

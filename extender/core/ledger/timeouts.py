@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from extender.core.ledger import Ledger, Reservation
+from extender.core.model import messages
 from extender.core.model.types import GroupInfo, split_gang_key
 from extender.core.model.vocabulary import EvictPods, GangBound, GangTimedOut, GroupRef, Reason
 from extender.core.outbox import Outbox
@@ -85,15 +86,16 @@ class Timeouts:
         # a third of the watch path's CPU, spent mostly on gangs with nothing to finish).
         if group is None or gang not in self._ledger:
             return
-        if self._cache.summary(group)[1] + self._cache.succeeded(group) < group.min_member:
+        pods = self._cache.summary(group)
+        if pods.bound_members + pods.succeeded < group.min_member:  # the quorum's count
             return
         if self._ledger.bound(gang) is None:
             return
-        if self._backoffs.forget(gang):
+        if self._backoffs.drop(gang):
             self._explanations.retry_limit_lifted(gang)
         self._queue.start_over(gang)
         seconds = self._queue.quorum_seconds(gang, now)
-        msg = f"gang {gang}: quorum of {group.min_member} bound"
+        msg = messages.quorum_bound(gang, group.min_member)
         self._explanations.set(gang, Reason.BOUND, msg, now)
         gref = GroupRef(group.namespace, group.name, group.uid, group.source)
         self._outbox.append(GangBound(gref, msg, seconds))

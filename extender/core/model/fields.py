@@ -21,13 +21,18 @@ _T = TypeVar("_T")
 
 
 # Exact types first: parsed JSON is dicts and lists, and isinstance(v, Mapping) is slow.
+def not_an_object(v: Any, where: str) -> ValueError:
+    """The one error for a field that must be a JSON object and is not."""
+    return ValueError(f"{where} must be an object, got {type(v).__name__}")
+
+
 def as_obj(v: Any, where: str) -> Mapping[str, Any]:
     if type(v) is dict:
         return v
     if v is None:
         return EMPTY
     if not isinstance(v, Mapping):
-        raise ValueError(f"{where} must be an object, got {type(v).__name__}")
+        raise not_an_object(v, where)
     return v
 
 

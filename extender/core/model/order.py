@@ -4,6 +4,8 @@ grants capacity in the same order."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from extender.core.model.types import GroupInfo, PodInfo
 
 
@@ -12,5 +14,19 @@ def gang_priority(members: list[PodInfo]) -> int:
     return max((p.priority for p in members), default=0)
 
 
-def queue_sort_key(group: GroupInfo, members: list[PodInfo]) -> tuple[int, float, str]:
-    return (-gang_priority(members), group.creation, group.key)
+class QueueKey(NamedTuple):
+    """A gang's place in the queue; compares as the tuple it is, smallest first. The
+    priority is stored negated so that the higher one sorts first: read it through
+    `priority`, never by decoding the tuple."""
+
+    negated_priority: int
+    creation: float
+    gang: str
+
+    @property
+    def priority(self) -> int:
+        return -self.negated_priority
+
+
+def queue_sort_key(group: GroupInfo, members: list[PodInfo]) -> QueueKey:
+    return QueueKey(-gang_priority(members), group.creation, group.key)

@@ -44,8 +44,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from extender.core.model import messages
 from extender.core.model.types import GroupInfo, PodInfo
-from extender.core.model.vocabulary import GangStatus, Reason
+from extender.core.model.vocabulary import Decision, Reason
 
 PENDING = "Pending"
 SCHEDULING = "Scheduling"
@@ -183,7 +184,7 @@ def occupied_by(namespace: str, owners: Iterable[Iterable[str]]) -> str:
 def compute_status(
     group: GroupInfo,
     pods: Sequence[PodInfo],
-    decision: GangStatus | None,
+    decision: Decision | None,
     now: float,
     *,
     retry_limit_reached: bool = False,
@@ -246,10 +247,10 @@ def compute_status(
     elif scheduled_true:
         reason = Reason.BOUND
         message = (decision.message if decision is not None and decision.reason == Reason.BOUND
-                   else f"gang {key}: quorum of {need} bound")
+                   else messages.quorum_bound(key, need))
     elif len(members) < need:
         reason = Reason.WAITING_FOR_MEMBERS
-        message = f"gang {key}: {len(members)} of {need} members exist"
+        message = messages.members_exist(key, len(members), need)
     elif decision is not None and decision.reason not in _NOT_TRIED:
         reason, message = decision.reason, decision.message
     else:

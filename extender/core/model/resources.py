@@ -18,6 +18,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
+from extender.core.model.fields import not_an_object
 from extender.core.model.quantity import INT64_MAX, SATURATED, parse_quantity, shorten
 from extender.core.model.types import Resources
 
@@ -70,7 +71,7 @@ def parse_resource_list(d: Mapping[str, Any] | None, capacity: bool = False) -> 
     for name, raw in d.items():
         units = to_units(name, _quantity_for(name, raw))
         if units < 0:
-            raise ValueError(f"negative quantity '{shorten(raw)}' for {shorten(name)}")
+            raise _negative(raw, name)
         out[name] = min(units, INT64_MAX) if capacity else units
     return out
 
@@ -86,16 +87,20 @@ def _quantity_for(name: str, raw: Any) -> Fraction:
         raise ValueError(f"invalid quantity '{shorten(raw)}' for {shorten(name)}") from None
 
 
+def _negative(raw: Any, name: str) -> ValueError:
+    return ValueError(f"negative quantity '{shorten(raw)}' for {shorten(name)}")
+
+
 def _exact_list(d: Any, where: str) -> dict[str, Fraction]:
     if d is None:
         return {}
     if not isinstance(d, Mapping):
-        raise ValueError(f"{where} must be an object, got {type(d).__name__}")
+        raise not_an_object(d, where)
     out: dict[str, Fraction] = {}
     for name, raw in d.items():
         q = _quantity_for(name, raw)
         if q < 0:
-            raise ValueError(f"negative quantity '{shorten(raw)}' for {shorten(name)}")
+            raise _negative(raw, name)
         out[name] = q
     return out
 
@@ -104,7 +109,7 @@ def _container_requests(c: Any, where: str) -> dict[str, Fraction]:
     """A container's requests, defaulted from its limits as the API server does
     (idempotent on objects read back from the API, needed for hand-built ones)."""
     if not isinstance(c, Mapping):
-        raise ValueError(f"{where} must be an object, got {type(c).__name__}")
+        raise not_an_object(c, where)
     res = c.get("resources")
     if res is None:
         return {}

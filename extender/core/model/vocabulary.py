@@ -63,8 +63,9 @@ class GroupRef:
 
 
 @dataclass(frozen=True, slots=True)
-class GangStatus:
-    """The core's latest word on a gang: why it waits, or that it is bound."""
+class Decision:
+    """The core's latest word on a gang: why it waits, or that it is bound. The
+    PodGroup's status (`phase.GroupStatus`) is computed from it and the pods."""
 
     reason: Reason
     message: str
@@ -182,10 +183,10 @@ class GangTimedOut:
 
 @dataclass(frozen=True, slots=True)
 class StatusChanged:
-    """A gang's `GangStatus` changed; `status` None: the gang is gone."""
+    """A gang's `Decision` changed; `status` None: the gang is gone."""
 
     gang: str
-    status: GangStatus | None
+    status: Decision | None
 
 
 # What a preemption victim is (`Victim.kind`, `preemption/victims.Unit.kind`).
@@ -288,7 +289,7 @@ class QueueRow:
     min_member: int
     members: int
     bound: int
-    status: GangStatus | None
+    status: Decision | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,8 @@ from typing import Protocol
 from extender.core.cache.snapshot import Snapshot
 from extender.core.model.types import GroupInfo, PodInfo, Resources
 from extender.core.planner.domains import plan_in_domains, topology_of
-from extender.core.planner.explain import min_resources_shortfall
 from extender.core.planner.plan import Plan, Shortfall, plan_gang
+from extender.core.planner.shortfall import min_resources_shortfall
 
 
 class GangPlanner(Protocol):

@@ -15,9 +15,9 @@ from extender.core.planner.candidates import (
     PlanState,
     node_source,
 )
-from extender.core.planner.explain import explain_shortfall
 from extender.core.planner.relations import Ties, relations_for
 from extender.core.planner.shapes import Shape, pod_size_key, shapes_of
+from extender.core.planner.shortfall import explain_shortfall
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,10 +49,6 @@ Term = tuple[str, PodAffinityTerm]  # (namespace of the pod that has it, term)
 _SpreadKey = tuple[object, ...]
 
 
-def _needs(pod: PodInfo) -> bool:
-    return bool(pod.spread_constraints) or repels_beyond_node(pod)
-
-
 @dataclass(slots=True)
 class _SpreadBase:
     """One pod kind's spread constraint: the domain of every node it counts (those with

@@ -11,7 +11,7 @@ change since it found nothing is not made again.
 Rules: a preemptor with `preemptionPolicy: Never` (a gang: any member) never evicts;
 only units of strictly lower priority are victims, chosen by `victims.select` (the
 rule is in its docstring and README "Priorities and preemption"). A gang that must stay
-in one topology domain evicts only inside one domain (`preemption/domains.py`).
+in one topology domain evicts only inside one domain (`preemption/domain_victims.py`).
 
 What it does: the preemptor's plan is reserved at once, held (`Reservation.held` is
 "preemption"): its slots are charged on the victims' nodes while they still run, so
@@ -36,7 +36,7 @@ from extender.core.parked import ref
 from extender.core.planner import Plan, Shortfall, plan_gang
 from extender.core.planner.domains import topology_of
 from extender.core.preemption.budgets import Budgets
-from extender.core.preemption.domains import select_in_domains
+from extender.core.preemption.domain_victims import select_in_domains
 from extender.core.preemption.leaving import Leaving
 from extender.core.preemption.victims import (
     Unit,
@@ -107,7 +107,7 @@ class Preemptions:
             self._searched.pop(plain_key(pod), None)
         self.leaving.gone(uid)
 
-    def forget(self, key: str) -> None:
+    def drop(self, key: str) -> None:
         """The gang is gone."""
         self._searched.pop(key, None)
 

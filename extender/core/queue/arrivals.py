@@ -3,7 +3,7 @@
 kube-scheduler takes a pod as soon as it is created, so it often reaches a gang's first
 member while an operator is still creating the others. Turned away ("3 of 32 members
 exist"), that member sits out kube-scheduler's pod backoff, 1-2 s (whole-second windows;
-`podInitialBackoffSeconds` is at least 1), and its gang's held binds wait for it. A filter
+`podInitialBackoffSeconds` is at least 1), and its gang's waiting binds wait for it. A filter
 call that waits a few tens of milliseconds for the rest avoids that, but it holds
 kube-scheduler's serial loop, so it is only worth it while the gang's own arrival rate
 says the rest will be there soon (`extender.core.filter`).
@@ -59,7 +59,7 @@ class Arrivals:
         if entry is not None:
             entry.gave_up = True
 
-    def forget(self, gang: str) -> None:
+    def drop(self, gang: str) -> None:
         self._gangs.pop(gang, None)
 
     def prune(self, now: float) -> None:

@@ -102,7 +102,7 @@ class Backoffs:
                                             failed, new.uid)
         return bo
 
-    def forget(self, gang: str) -> bool:
+    def drop(self, gang: str) -> bool:
         """Returns whether the gang had a backoff."""
         return self._gangs.pop(gang, None) is not None
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from extender.core.explain import Explanations
 from extender.core.ledger import Ledger, Reservation
-from extender.core.model.order import queue_sort_key
+from extender.core.model import messages
+from extender.core.model.order import QueueKey, queue_sort_key
 from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.model.vocabulary import (
     GangHeld,
@@ -91,13 +92,13 @@ class GangQueue:
         self._last_failure.pop(gang, None)
         self._told_complete.discard(gang)
         self.starvation.placed(gang)
-        self._unplaceable.forget(gang)
+        self._unplaceable.drop(gang)
 
-    def forget(self, gang: str) -> None:
+    def drop(self, gang: str) -> None:
         self.start_over(gang)
         self._quorum_since.pop(gang, None)
-        self.starvation.forget(gang)
-        self._preemptions.forget(gang)
+        self.starvation.drop(gang)
+        self._preemptions.drop(gang)
 
     # ----- the pass ------------------------------------------------------------------------
 
@@ -123,7 +124,7 @@ class GangQueue:
         for key in self._backoffs.ended(now):
             if key in self._cache.groups and key not in self._ledger:
                 self._backoffs.clear_ended(key, now)  # eligible again
-        waiting: list[tuple[tuple[int, float, str], GroupInfo, list[PodInfo]]] = []
+        waiting: list[tuple[QueueKey, GroupInfo, list[PodInfo]]] = []
         for key, group in self._cache.short_of_quorum():  # not every group ever created
             if key in self._ledger or self._backoffs.blocks(key, now):
                 continue
@@ -134,7 +135,7 @@ class GangQueue:
                 if pods:
                     self._explanations.set(
                         key, Reason.WAITING_FOR_MEMBERS,
-                        f"gang {key}: {present} of {group.min_member} members exist", now)
+                        messages.members_exist(key, present, group.min_member), now)
                 continue
             members = list(pods)
             waiting.append((queue_sort_key(group, members), group, members))
@@ -174,7 +175,7 @@ class GangQueue:
             timeout = self._config.timeout_for(group.schedule_timeout_seconds)
             # 6. Evict lower-priority work for it: on the tick only, never on
             # kube-scheduler's loop (a search plans it a handful of times).
-            priority = -sort_key[0]  # the gang's priority (`queue_sort_key`)
+            priority = sort_key.priority
             if not self._preemptions.could_preempt(priority):
                 pass  # nobody below it: nothing to search, now or on the tick
             elif tick:
@@ -285,7 +286,7 @@ class GangQueue:
         """Gangs not yet bound, in the order capacity is granted."""
         rows = []
         for key, group in self._cache.groups.items():
-            members, bound, present = self._cache.counts(group)
+            members, bound, present = self._cache.quorum_counts(group)
             if bound >= group.min_member or not members:
                 continue  # running or finished, or no pods yet
             rows.append((queue_sort_key(group, members),

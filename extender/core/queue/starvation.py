@@ -122,7 +122,7 @@ class Starvation:
         """When the gang began waiting for capacity, for the status that keeps it."""
         return self._since.get(gang)
 
-    def forget(self, gang: str) -> None:
+    def drop(self, gang: str) -> None:
         self.placed(gang)
 
     def waited(self, gang: str, now: float) -> float | None:

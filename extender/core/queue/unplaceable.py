@@ -65,7 +65,7 @@ class Unplaceable:
         return (known is not None and known[1] is not None and group is not None
                 and known[0] == self._signature(group))
 
-    def forget(self, gang: str) -> None:
+    def drop(self, gang: str) -> None:
         self._known.pop(gang, None)
 
     def _signature(self, group: GroupInfo) -> _Signature:
