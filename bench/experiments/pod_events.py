@@ -34,8 +34,6 @@ import cProfile
 import gc
 import importlib
 import pstats
-import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,7 +43,7 @@ from typing import Any
 
 import orjson
 
-from bench.common import print_min_median
+from bench.common import print_min_median, source_at
 from bench.core.inprocess import Plans, Timings, extender
 from bench.core.workload import node_json, pod_json
 from extender.core.model.convert import node_from_k8s, pod_from_k8s
@@ -56,7 +54,7 @@ from extender.reporting.status import StatusWriter
 
 GANG = 8
 NODES = 200
-REPO = Path(__file__).resolve().parents[2]
+
 
 
 def events(pods: int) -> list[bytes]:
@@ -119,20 +117,6 @@ def feed(lines: list[bytes]) -> None:
         changed()
 
 
-# The model's modules left the core's root (issue 29 item 2): a revision before that has
-# them there, importing each other from there; read either, importing from the model.
-_MOVED = ("types", "resources", "quantity", "constraints", "convert", "convert_groups",
-          "annotations", "sources", "vocabulary", "config", "phase", "fit")
-
-
-def _source_at(rev: str, name: str) -> str:
-    for path in (f"extender/core/model/{name}.py", f"extender/core/{name}.py"):
-        done = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=REPO,
-                              capture_output=True, text=True)
-        if done.returncode == 0:
-            return re.sub(r"\bextender\.core\.(" + "|".join(_MOVED) + r")\b",
-                          r"extender.core.model.\1", done.stdout)
-    raise SystemExit(f"{rev} has no {name}.py in extender/core/model/ or extender/core/")
 
 
 def old_pod_from_k8s(rev: str) -> Callable[[Any], Any]:
@@ -140,7 +124,7 @@ def old_pod_from_k8s(rev: str) -> Callable[[Any], Any]:
     under other names from `git show`."""
     tmp = Path(tempfile.mkdtemp(prefix="pod-events-"))
     for name in ("convert", "resources"):
-        src = _source_at(rev, name)
+        src = source_at(rev, name)
         src = src.replace("from extender.core.model.resources import", "from _old_resources import")
         (tmp / f"_old_{name}.py").write_text(src)
     sys.path.insert(0, str(tmp))

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -30,9 +29,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.common import REPO, source_at
 from extender.core.model.resources import parse_quantity
-
-REPO = Path(__file__).resolve().parents[2]
 
 # name -> the text, given a small varying digit k (distinct texts defeat memos).
 CASES: dict[str, Callable[[int], str]] = {
@@ -71,27 +69,13 @@ def cpu_now(make: Callable[[int], str], reps: int) -> float:
     return best
 
 
-# The model's modules left the core's root (issue 29 item 2): a revision before that has
-# them there, importing each other from there; read either, importing from the model.
-_MOVED = ("types", "resources", "quantity", "constraints", "convert", "convert_groups",
-          "annotations", "sources", "vocabulary", "config", "phase", "fit")
-
-
-def _source_at(rev: str, name: str) -> str:
-    for path in (f"extender/core/model/{name}.py", f"extender/core/{name}.py"):
-        done = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=REPO,
-                              capture_output=True, text=True)
-        if done.returncode == 0:
-            return re.sub(r"\bextender\.core\.(" + "|".join(_MOVED) + r")\b",
-                          r"extender.core.model.\1", done.stdout)
-    raise SystemExit(f"{rev} has no {name}.py in extender/core/model/ or extender/core/")
 
 
 def old_module(rev: str) -> Path:
     """`resources.py` of `rev` (in the model or, before it, the core's root) as
     `_old_resources` in a temporary dir."""
     tmp = Path(tempfile.mkdtemp(prefix="quantities-"))
-    src = _source_at(rev, "resources")
+    src = source_at(rev, "resources")
     (tmp / "_old_resources.py").write_text(src)
     return tmp
 
