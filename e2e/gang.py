@@ -20,7 +20,15 @@ import pytest
 import yaml
 
 from e2e.harness.cluster import Cluster, ControlPlane, http_ok
-from e2e.harness.fixtures import kube
+from e2e.harness.fixtures import (
+    GANG_SCHEDULER,
+    NotYet,
+    create_pod,
+    create_podgroup,
+    kube,
+    pod_nodes,
+    wait_for,
+)
 from e2e.harness.k8s import watch
 from e2e.harness.process import ManagedProcess, free_port
 from extender.core.model.sources import membership
@@ -225,6 +233,20 @@ class Recorder:
 # model ports), so a reservation that includes it stays assembling until its deadline.
 # Deleting the blockers lets it through.
 PORT = 9000
+
+
+def time_ordinary_gang(rec: Recorder, gang: GangStack, ns: str, **group: Any) -> float:
+    """Places the ordinary gang the hostile-input tests set beside what they test (PodGroup
+    `ordinary`, 2 members of 100m cpu; `group`: more of its PodGroup's fields) and returns
+    the seconds from creating it to both members bound."""
+    created = time.monotonic()
+    create_podgroup(ns, "ordinary", 2, timeout=30, **group)
+    for i in range(2):
+        create_pod(ns, f"ordinary-{i}", cpu="100m", scheduler_name=GANG_SCHEDULER,
+                   pod_group="ordinary")
+    wait_for(lambda: len(rec.bound("ordinary")) == 2 or NotYet(pod_nodes(ns)), 60,
+             "the ordinary gang bound", logs=gang.logs())
+    return max(rec.bind_times("ordinary")) - created
 
 
 def port_pod(ns: str, name: str, *, node: str | None = None, group: str | None = None,

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from e2e.gang import GangStack, Recorder
+from e2e.gang import GangStack, Recorder, time_ordinary_gang
 from e2e.harness.fixtures import (
     GANG_SCHEDULER,
     NodeSet,
@@ -34,7 +34,6 @@ from e2e.harness.fixtures import (
     create_pod,
     create_podgroup,
     kube,
-    pod_nodes,
     wait_for,
 )
 from e2e.harness.k8s import ApiException
@@ -142,14 +141,7 @@ def test_hostile_podgroup_stalls_nothing_and_the_ordinary_gang_is_placed(
     with Recorder(ns) as rec, HealthzProbe(gang.url) as probe:
         volcano_group(ns, "hostile", {"minMember": 1, "minResources": {"cpu": HOSTILE}})
         volcano_member(ns, "hostile-0", "hostile")
-        created = time.monotonic()
-        create_podgroup(ns, "ordinary", 2, timeout=30, min_resources={"cpu": "200m"})
-        for i in range(2):
-            create_pod(ns, f"ordinary-{i}", cpu="100m", scheduler_name=GANG_SCHEDULER,
-                       pod_group="ordinary")
-        wait_for(lambda: len(rec.bound("ordinary")) == 2 or NotYet(pod_nodes(ns)), 60,
-                 "the ordinary gang bound", logs=gang.logs())
-        latency = max(rec.bind_times("ordinary")) - created
+        latency = time_ordinary_gang(rec, gang, ns, min_resources={"cpu": "200m"})
         row = wait_for(lambda: queue_row(gang, f"volcano:{ns}/hostile") or NotYet(
             gang.debug()), 60, "the hostile gang read and explained", logs=gang.logs())
         time.sleep(1)

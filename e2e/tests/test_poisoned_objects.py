@@ -16,14 +16,13 @@ import time
 
 import pytest
 
-from e2e.gang import GangStack, Recorder
+from e2e.gang import GangStack, Recorder, time_ordinary_gang
 from e2e.harness.fixtures import (
     GANG_SCHEDULER,
     NodeSet,
     NotYet,
     create_pod,
     create_podgroup,
-    pod_nodes,
     wait_for,
 )
 
@@ -49,14 +48,7 @@ def test_a_poisoned_podgroup_is_skipped_counted_and_costs_the_others_nothing(
         create_podgroup(ns, "poisoned", 1, min_resources={POISON: "1"})
         create_pod(ns, "poisoned-0", cpu="100m", scheduler_name=GANG_SCHEDULER,
                    pod_group="poisoned")
-        created = time.monotonic()
-        create_podgroup(ns, "ordinary", 2, timeout=30)
-        for i in range(2):
-            create_pod(ns, f"ordinary-{i}", cpu="100m", scheduler_name=GANG_SCHEDULER,
-                       pod_group="ordinary")
-        wait_for(lambda: len(rec.bound("ordinary")) == 2 or NotYet(pod_nodes(ns)), 60,
-                 "the ordinary gang bound", logs=gang.logs())
-        latency = max(rec.bind_times("ordinary")) - created
+        latency = time_ordinary_gang(rec, gang, ns)
         wait_for(lambda: skipped(gang, "podgroups") > before or NotYet(
             gang.get("/metrics")), 20, "the poisoned PodGroup counted as skipped",
             logs=gang.logs())
