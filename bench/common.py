@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from e2e.harness.process import cpu_seconds as process_cpu_seconds
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 
@@ -93,13 +95,10 @@ def peak_rss_mib() -> float:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds a process has used, from /proc/<pid>/stat."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return math.nan
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+    """User + system CPU seconds a process has used (NaN when unreadable, so that a
+    difference with it is NaN too)."""
+    used = process_cpu_seconds(pid)
+    return math.nan if used is None else used
 
 
 def machine() -> dict[str, Any]:

@@ -11,7 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from e2e.soak.hostile import StallProbe, cpu_seconds
+from e2e.harness.process import cpu_seconds
+from e2e.soak.hostile import StallProbe
 
 
 def test_cpu_seconds_counts_this_process_work_and_not_its_sleep() -> None:

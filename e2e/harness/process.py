@@ -235,3 +235,16 @@ def stop_all() -> None:
     for p in live_processes():
         with contextlib.suppress(Exception):
             p.kill()
+
+
+def cpu_seconds(pid: int | None) -> float | None:
+    """User plus system CPU time of process `pid` so far (None: unreadable, e.g. gone)."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # After the command's closing parenthesis: state is field 3, utime 14, stime 15.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

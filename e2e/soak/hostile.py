@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
 import random
 import threading
 import time
@@ -45,6 +44,7 @@ import httpx
 
 from e2e.harness.fixtures import create_pod, kube
 from e2e.harness.k8s import ApiException
+from e2e.harness.process import cpu_seconds
 
 log = logging.getLogger("soak.hostile")
 
@@ -201,19 +201,6 @@ class HostileStream:
         return f"hostile objects: {made}; bound by mistake: {len(c.bound)}"
 
 
-def cpu_seconds(pid: int | None) -> float | None:
-    """User plus system CPU time of process `pid` so far (None: unreadable, e.g. gone)."""
-    if pid is None:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    # After the command's closing parenthesis: state is field 3, utime 14, stime 15.
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class StallProbe:
     """The longest `/healthz` answer of whichever extender `port()` names, and the CPU
     time that extender's process (`pid()`) used while each answer was awaited.
@@ -283,4 +270,4 @@ def percentile(values: list[float], q: float) -> float:
 
 
 __all__ = ["HOSTILE_LABEL", "KINDS", "HostileCounts", "HostileStream", "StallProbe",
-           "cpu_seconds", "percentile"]
+           "percentile"]
