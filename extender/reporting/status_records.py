@@ -32,12 +32,13 @@ class StatusConfig:
     max_lag: float = 2.0
 
 
-_EMPTY = b"{}"
+EMPTY_JSON = b"{}"
 
 
-def _compact(status: dict[str, Any]) -> bytes:
-    # orjson's result keeps its 4 KiB buffer however short the JSON: copied, it does not.
-    return bytes(memoryview(orjson.dumps(status)))
+def compact_json(value: Any) -> bytes:
+    """`value` as JSON bytes, kept per PodGroup: orjson's result keeps its 4 KiB buffer
+    however short the JSON; copied, it does not."""
+    return bytes(memoryview(orjson.dumps(value)))
 
 
 @dataclass(slots=True)
@@ -48,7 +49,7 @@ class GroupRecord:
     group is recomputed (100,000 PodGroups: docs/reliability.md, "History at scale")."""
 
     uid: str
-    observed_json: bytes = _EMPTY  # status as the API shows it
+    observed_json: bytes = EMPTY_JSON  # status as the API shows it
     written_json: bytes | None = None  # status this process wrote last
     written_at: float = float("-inf")
     unwritten: dict[str, Any] | None = None  # computed, differs from what was written
@@ -63,7 +64,7 @@ class GroupRecord:
     counted: tuple[str, str, str] | None = None  # its place in `StatusWriter.counts`
     # An upstream PodGroup's (`reporting/upstream.py`): its status as the API shows it,
     # the conditions this process set last, and its metadata.generation.
-    api_json: bytes = _EMPTY
+    api_json: bytes = EMPTY_JSON
     api_written_json: bytes | None = None
     generation: int = 0
 
@@ -74,11 +75,11 @@ class GroupRecord:
 
     @observed.setter
     def observed(self, status: dict[str, Any]) -> None:
-        self.observed_json = _compact(status) if status else _EMPTY
+        self.observed_json = compact_json(status) if status else EMPTY_JSON
 
     @property
     def has_observed(self) -> bool:
-        return self.observed_json != _EMPTY
+        return self.observed_json != EMPTY_JSON
 
     @property
     def written(self) -> dict[str, Any] | None:
@@ -89,7 +90,7 @@ class GroupRecord:
 
     @written.setter
     def written(self, status: dict[str, Any] | None) -> None:
-        self.written_json = None if status is None else _compact(status)
+        self.written_json = None if status is None else compact_json(status)
 
 
 class GangCounts:

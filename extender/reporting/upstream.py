@@ -26,7 +26,7 @@ from extender.core.model.upstream_status import (
     upstream_conditions,
 )
 from extender.kube.source_kinds import group_api_version
-from extender.reporting.status_records import GroupRecord
+from extender.reporting.status_records import EMPTY_JSON, GroupRecord, compact_json
 
 
 @runtime_checkable
@@ -37,16 +37,12 @@ class UpstreamStatusApi(Protocol):
     async def strategic_patch(self, path: str, patch: dict[str, Any]) -> None: ...
 
 
-def _compact(value: Any) -> bytes:
-    return bytes(memoryview(orjson.dumps(value)))
-
-
 def observe(rec: GroupRecord, obj: dict[str, Any]) -> None:
     """An upstream PodGroup as a watch event shows it."""
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, dict) else {}
     status = obj.get("status")
-    rec.api_json = _compact(status) if isinstance(status, dict) and status else b"{}"
+    rec.api_json = compact_json(status) if isinstance(status, dict) and status else EMPTY_JSON
     gen = meta.get("generation")
     rec.generation = gen if isinstance(gen, int) and not isinstance(gen, bool) else 0
 
@@ -85,7 +81,7 @@ def written(rec: GroupRecord, status: dict[str, Any]) -> None:
     """`status` was set: remember its conditions over those set before."""
     merged = conditions_by_type(orjson.loads(rec.api_written_json or b"{}"))
     merged.update(conditions_by_type(status))
-    rec.api_written_json = _compact({"conditions": list(merged.values())})
+    rec.api_written_json = compact_json({"conditions": list(merged.values())})
 
 
 def api_version(group: GroupInfo) -> str:
