@@ -21,6 +21,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from extender.core.model.provisioning import CLASS_ANNOTATION, CONSUME_ANNOTATION
 from extender.scheduler.wakeups import WAKE_ANNOTATION
 from tests.test_security import EXTENDER_SA, NS, REPO, SCHEDULER_SA
 
@@ -100,6 +101,9 @@ def test_the_pod_patch_policy_is_shipped_for_the_extenders_account() -> None:
     assert f"'system:serviceaccount:{NS}:{EXTENDER_SA}'" in condition["expression"]
     variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
     assert variables["wake"] == f"'{WAKE_ANNOTATION}'"
+    # The consume annotations of a gang's ProvisioningRequest (scheduler/provisioner.py)
+    # are the only others it may set.
+    assert yaml.safe_load(variables["provisioning"]) == [CONSUME_ANNOTATION, CLASS_ANNOTATION]
     assert binding["kind"] == "ValidatingAdmissionPolicyBinding"
     assert binding["spec"] == {"policyName": policy["metadata"]["name"],
                                "validationActions": ["Deny"]}

@@ -443,8 +443,13 @@ REFUSED = [
     ("list", "", "secrets", "", "", ""),
     ("get", "", "secrets", "", dk.INSTALL_NS, ""),
     ("get", "", "configmaps", "", "default", ""),
-    ("patch", "", "nodes", "", "", ""),
     ("delete", "", "nodes", "", "", ""),
+    # ProvisioningRequests and their PodTemplates: created and deleted, never changed;
+    # the autoscaler writes the status.
+    ("update", "autoscaling.x-k8s.io", "provisioningrequests", "", "default", ""),
+    ("patch", "autoscaling.x-k8s.io", "provisioningrequests", "status", "default", ""),
+    ("update", "", "podtemplates", "", "default", ""),
+    ("get", "", "podtemplates", "", "default", ""),
     # Budgets are read (a preemption never picks a victim one would refuse), never written.
     ("create", "policy", "poddisruptionbudgets", "", "default", ""),
     ("patch", "policy", "poddisruptionbudgets", "", "default", ""),
@@ -482,6 +487,14 @@ EXTENDER_ONLY = [
     ("list", "scheduling.x-k8s.io", "podgroups", "", "", ""),
     ("watch", "scheduling.volcano.sh", "podgroups", "", "", ""),
     ("watch", "scheduling.k8s.io", "podgroups", "", "", ""),
+    # Gangs on autoscaled pools: their ProvisioningRequests and PodTemplates, and the
+    # scale-down-disabled annotation on reserved nodes.
+    ("create", "autoscaling.x-k8s.io", "provisioningrequests", "", "default", ""),
+    ("delete", "autoscaling.x-k8s.io", "provisioningrequests", "", "default", ""),
+    ("watch", "autoscaling.x-k8s.io", "provisioningrequests", "", "", ""),
+    ("create", "", "podtemplates", "", "default", ""),
+    ("delete", "", "podtemplates", "", "default", ""),
+    ("patch", "", "nodes", "", "", ""),
     # It follows the lease by list and watch, by name.
     ("list", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, "gang-scheduler"),
     ("watch", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, "gang-scheduler"),
