@@ -38,16 +38,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from e2e.harness.cluster import ControlPlane, http_ok, install_crds
+from e2e.harness.cluster import ControlPlane, HarnessError, http_ok, install_crds
 from e2e.harness.fakekubelet import FAKE_NODE_SELECTOR, PROVIDER_NODE_ANNOTATION, node_manifest
 from e2e.harness.fixtures import kube
-from e2e.harness.k8s import ApiException
+from e2e.harness.k8s import ApiException, client
 from e2e.harness.process import ManagedProcess, free_port
 
 NAMESPACE = "gang-autoscaler"
@@ -96,6 +97,23 @@ class Autoscaler:
         install_crds(kube().api, [self.bin_dir / "crds"], timeout=60)
         with contextlib.suppress(ApiException):
             kube().core.create_namespace({"metadata": {"name": NAMESPACE}})
+
+    def uninstall(self, timeout: float = 60.0) -> None:
+        """Remove the CRD (and with it every request) and wait until it is gone: the rest
+        of a session runs without the API, as it did before."""
+        ext = client.ApiextensionsV1Api(kube().api)
+        with contextlib.suppress(ApiException):
+            ext.delete_custom_resource_definition(CRD_NAME)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                ext.read_custom_resource_definition(CRD_NAME)
+            except ApiException as e:
+                if e.status == 404:
+                    return
+                raise
+            time.sleep(0.2)
+        raise HarnessError(f"CRD {CRD_NAME} still there {timeout:g}s after its deletion")
 
     def _config_maps(self, pool: str, max_size: int, cpu: str, memory: str) -> None:
         nodes = {"apiVersion": "v1", "kind": "List",
