@@ -63,6 +63,8 @@ ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
 CONSUME_ANNOTATION = "autoscaling.x-k8s.io/consume-provisioning-request"
 CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
+SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+"""Node annotation (``"true"``): the autoscaler's scale-down leaves the node alone."""
 
 
 def provider_config() -> dict[str, Any]:
@@ -132,12 +134,12 @@ class Autoscaler:
     def start(self, pool: str, max_size: int, cpu: str = "4", memory: str = "16Gi",
               scale_down: float | None = None) -> ManagedProcess:
         """Run with one pool of at most ``max_size`` nodes of ``cpu``/``memory`` (a running
-        one with other settings is stopped first). ``scale_down``: seconds a node must be
-        unneeded before it is removed (default: scale-down off)."""
+        one with other settings is replaced; the nodes it made stay). ``scale_down``:
+        seconds a node must be unneeded before it is removed (default: scale-down off)."""
         wanted = (pool, max_size, cpu, memory, scale_down)
         if self.proc is not None and self.proc.running() and wanted == self.settings:
             return self.proc
-        self.stop()
+        self._stop_process()
         self.dir.mkdir(parents=True, exist_ok=True)
         self._config_maps(pool, max_size, cpu, memory)
         port = free_port()
@@ -162,13 +164,16 @@ class Autoscaler:
         self.settings = wanted
         return self.proc
 
-    def stop(self) -> None:
-        """Stop the process and delete the nodes it made (their pods go with them)."""
+    def _stop_process(self) -> None:
         if self.proc is not None:
             with contextlib.suppress(Exception):
                 self.proc.stop()
             self.proc = None
         self.settings = ()
+
+    def stop(self) -> None:
+        """Stop the process and delete the nodes it made (their pods go with them)."""
+        self._stop_process()
         for name in self.nodes():
             with contextlib.suppress(ApiException):
                 kube().core.delete_node(name, grace_period_seconds=0)
