@@ -33,8 +33,8 @@ from tests.core.sim import SimScheduler, group, node, pod
 
 
 def sim_with(nodes: int = 2, served: bool = True, **kw: Any) -> SimScheduler:
-    cfg: dict[str, Any] = dict(default_timeout_seconds=30, starvation_after_seconds=None, preemption=False,
-                               backoff=BackoffPolicy(10.0, 60.0))
+    cfg: dict[str, Any] = {"default_timeout_seconds": 30, "starvation_after_seconds": None,
+                           "preemption": False, "backoff": BackoffPolicy(10.0, 60.0)}
     cfg.update(kw)
     sim = SimScheduler(Core.wire(Config(**cfg)))
     sim.manager.provisioning_served(served)
@@ -187,9 +187,6 @@ def test_an_ended_request_backs_off_and_asks_again(ending: str) -> None:
     [delete] = of(sim, DeleteRequest)
     assert delete.name == "g-capacity"
     assert of(sim, ProvisioningReport)[-1].outcome != "requested"
-    sim.tick(5)
-    settle(sim)
-    assert len(of(sim, CreateRequest)) == 1  # backing off
     sim.tick(10)
     settle(sim)
     assert len(of(sim, CreateRequest)) == 1  # the old one is not gone yet: never two
@@ -198,6 +195,57 @@ def test_an_ended_request_backs_off_and_asks_again(ending: str) -> None:
     creates = of(sim, CreateRequest)
     assert len(creates) == 2 and creates[1].name == "g-capacity"
     assert sim.status("ns/g").reason == Reason.WAITING_FOR_PROVISIONING
+
+
+def test_no_new_request_before_the_backoff_ends() -> None:
+    sim = sim_with()
+    gang(sim)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    answer(sim, create, "Failed")
+    sim.manager.on_provisioning_request_deleted("ns/g-capacity")  # gone at once
+    sim.tick(5)
+    settle(sim)
+    assert len(of(sim, CreateRequest)) == 1  # backing off (10 s)
+    sim.tick(6)
+    assert len(of(sim, CreateRequest)) == 2
+
+
+def test_nothing_is_asked_once_the_api_is_no_longer_served() -> None:
+    sim = sim_with()
+    gang(sim)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    answer(sim, create, "Failed")
+    sim.manager.on_provisioning_request_deleted("ns/g-capacity")
+    sim.manager.provisioning_served(False)  # the autoscaler's CRD was removed
+    sim.tick(30)
+    settle(sim)
+    assert len(of(sim, CreateRequest)) == 1
+
+
+def test_without_the_api_another_controllers_request_is_not_mentioned() -> None:
+    sim = sim_with(served=False)
+    gang(sim, provisioning_request="kueue-wl-1a2b3")
+    settle(sim)
+    assert "ProvisioningRequest" not in sim.status("ns/g").message
+
+
+def test_a_gang_short_of_free_capacity_keeps_waiting_for_its_request() -> None:
+    """Not set aside: it fits the nodes emptied, but running pods take the room."""
+    sim = sim_with(nodes=4)
+    for i in range(2):
+        sim.add_pod(pod(f"busy-{i}", cpu=3000, node_name=f"n{i}", phase="Running"))
+    gang(sim)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    assert len(create.annotate) == 4
+    sim.add_node(node("small", cpu=1000))  # capacity changed: planned again, still short
+    settle(sim)
+    st = sim.status("ns/g")
+    assert st.reason == Reason.WAITING_FOR_PROVISIONING, st
+    assert "waiting for ProvisioningRequest ns/g-capacity" in st.message
+    assert len(of(sim, CreateRequest)) == 1
 
 
 def test_an_ended_request_of_a_reserved_gang_changes_nothing() -> None:
