@@ -205,7 +205,7 @@ def test_a_delete_takes_the_request_then_its_templates_and_gone_is_fine(
 def test_a_node_is_protected_and_released_with_both_annotations() -> None:
     kube = FakeKube()
     run(kube, ProtectNode("n1", True, "ns/train"))
-    run(kube, ProtectNode("n1", False))
+    run(kube, ProtectNode("n1", False, "ns/train"))  # off is off, whatever it names
     assert [c[2] for c in kube.calls] == [
         {"metadata": {"annotations": {SCALE_DOWN_DISABLED: "true", SCALE_DOWN_OURS: "ns/train"}}},
         {"metadata": {"annotations": {SCALE_DOWN_DISABLED: None, SCALE_DOWN_OURS: None}}},

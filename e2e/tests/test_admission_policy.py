@@ -238,6 +238,8 @@ def test_the_extender_may_change_only_the_scale_down_annotations_of_a_node(
         asyncio.run(protect(False))
         node = kube.core.read_node(name).to_dict()
         assert node["metadata"]["annotations"] == {"owner": "ops"}
-        assert node["metadata"]["labels"]["pool"] == "a" and not node["spec"].get("taints")
+        assert node["metadata"]["labels"]["pool"] == "a"
+        assert "k" not in {t["key"] for t in node["spec"].get("taints") or []}
+        assert not node["spec"].get("unschedulable")
     finally:
         kube.core.delete_node(name)
