@@ -12,6 +12,7 @@ import pytest
 
 from extender.core.manager import Core
 from extender.core.model.config import BackoffPolicy, Config
+from extender.core.model.convert import node_from_k8s, pod_from_k8s
 from extender.core.model.provisioning import (
     ATOMIC_CLASS,
     MAX_POD_SET_COUNT,
@@ -388,3 +389,24 @@ def test_a_malformed_request_is_a_clear_error() -> None:
     bad["spec"]["podSets"] = "x"
     with pytest.raises(ValueError, match=r"spec\.podSets"):
         request_from_k8s(bad)
+
+
+@pytest.mark.parametrize("key", ["autoscaling.x-k8s.io/consume-provisioning-request",
+                                 "cluster-autoscaler.kubernetes.io/consume-provisioning-request"])
+def test_a_pod_is_read_with_the_request_it_consumes(key: str) -> None:
+    obj: dict[str, Any] = {"metadata": {"name": "p", "uid": "u", "namespace": "ns",
+                                        "annotations": {key: "wl-check-1"}},
+           "spec": {"containers": [{"name": "c"}]}}
+    assert pod_from_k8s(obj).provisioning_request == "wl-check-1"
+    obj["metadata"]["annotations"] = {}
+    assert pod_from_k8s(obj).provisioning_request == ""
+
+
+def test_a_node_is_read_with_its_scale_down_annotations() -> None:
+    obj: dict[str, Any] = {"metadata": {"name": "n", "annotations": {
+        "cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"}}, "status": {}}
+    n = node_from_k8s(obj)
+    assert n.scale_down_disabled and not n.scale_down_ours
+    obj["metadata"]["annotations"]["gang-extender.x-k8s.io/scale-down-disabled-for"] = "ns/g"
+    assert node_from_k8s(obj).scale_down_ours
+    assert not node_from_k8s({"metadata": {"name": "n"}, "status": {}}).scale_down_disabled
