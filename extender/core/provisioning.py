@@ -103,6 +103,10 @@ class Provisioning:
         self._marking: dict[str, tuple[bool, float]] = {}  # node -> (on, asked at)
         self._protected_at = -math.inf
         self._fits: dict[str, tuple[int, bool]] = {}  # gang -> (node epoch, more would do)
+        # gang -> (its members' epoch, node epoch) when it last had nothing to ask for
+        # (members missing, another controller's request, too many shapes): a tick
+        # looks at it again only once one of them moved.
+        self._unasked: dict[str, tuple[int, int]] = {}
 
     @property
     def on(self) -> bool:
@@ -179,6 +183,7 @@ class Provisioning:
 
     def drop(self, gang: str) -> None:
         self._fits.pop(gang, None)
+        self._unasked.pop(gang, None)
         self._short.discard(gang)
         self._retry.discard(gang)
 
@@ -222,6 +227,14 @@ class Provisioning:
             return
         if self._backoffs.blocks(gang, now) or self.view(gang) is not None:
             return
+        name = request_name(group.name)
+        if f"{group.namespace}/{name}" in self._deleting:
+            return  # the last one is still going: never two of one name
+        # Members and nodes as when it last found nothing to ask: the same answer.
+        sig = (self._cache.members_epoch.get(gang, 0), self._cache.node_epoch)
+        if self._unasked.get(gang) == sig:
+            return
+        self._unasked[gang] = sig
         members, _, present = self._cache.quorum_counts(group)
         pending = [m for m in members if not m.node_name]
         if present < group.min_member or not pending or self._foreign(group, members):
@@ -229,9 +242,6 @@ class Provisioning:
         if st.reason == Reason.UNPLACEABLE and not self._more_nodes_would_do(group, pending):
             self.drop(gang)
             return
-        name = request_name(group.name)
-        if f"{group.namespace}/{name}" in self._deleting:
-            return  # the last one is still going: never two of one name
         sets = pod_sets(pending)
         if len(sets) > MAX_POD_SETS:
             self._explanations.set(gang, Reason.INSUFFICIENT_CAPACITY, (
@@ -239,6 +249,7 @@ class Provisioning:
                 f"have {len(sets)} different shapes: more than the {MAX_POD_SETS} pod sets "
                 f"a ProvisioningRequest may have, so none is asked for"), now)
             return
+        del self._unasked[gang]
         self._retry.discard(gang)
         self._asked[gang] = (name, now, len(sets))
         gref = GroupRef(group.namespace, group.name, group.uid, group.source)

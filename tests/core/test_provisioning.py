@@ -410,3 +410,24 @@ def test_a_node_is_read_with_its_scale_down_annotations() -> None:
     obj["metadata"]["annotations"]["gang-extender.x-k8s.io/scale-down-disabled-for"] = "ns/g"
     assert node_from_k8s(obj).scale_down_ours
     assert not node_from_k8s({"metadata": {"name": "n"}, "status": {}}).scale_down_disabled
+
+
+def test_a_gang_with_nothing_to_ask_costs_a_tick_nothing_until_its_members_change(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    sim = sim_with()
+    sim.add_group(group("g", 33))
+    members = [sim.add_pod(pod(f"g-{i}", "g", cpu=3000 + i)) for i in range(33)]
+    settle(sim)
+    looked: list[str] = []
+    counts = sim.cache.quorum_counts
+    monkeypatch.setattr(sim.cache, "quorum_counts",
+                        lambda g: looked.append(g.key) or counts(g))
+    for _ in range(20):
+        sim.tick(0.1)
+    assert looked.count("ns/g") <= 1, looked  # not once per tick
+    assert not of(sim, CreateRequest)
+    sim.manager.on_group(group("g", 32), sim.now)  # one shape fewer is enough now
+    sim.delete(members[-1].uid)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    assert len(create.pod_sets) == 32
