@@ -21,7 +21,7 @@ from extender.core.model.provisioning import (
     request_from_k8s,
     request_name,
 )
-from extender.core.model.types import PodInfo
+from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.model.vocabulary import (
     BindPod,
     CreateRequest,
@@ -420,8 +420,12 @@ def test_a_gang_with_nothing_to_ask_costs_a_tick_nothing_until_its_members_chang
     settle(sim)
     looked: list[str] = []
     counts = sim.cache.quorum_counts
-    monkeypatch.setattr(sim.cache, "quorum_counts",
-                        lambda g: looked.append(g.key) or counts(g))
+
+    def counting(g: GroupInfo) -> Any:
+        looked.append(g.key)
+        return counts(g)
+
+    monkeypatch.setattr(sim.cache, "quorum_counts", counting)
     for _ in range(20):
         sim.tick(0.1)
     assert looked.count("ns/g") <= 1, looked  # not once per tick
