@@ -70,6 +70,8 @@ _ASKING = (Reason.INSUFFICIENT_CAPACITY, Reason.WAITING_FOR_PROVISIONING, Reason
 # node patch may take to show in the watch before it is asked again.
 PROTECT_EVERY_SECONDS = 1.0
 PROTECT_RETRY_SECONDS = 30.0
+# A request asked for and not in the watch this long after: taken as not made.
+ASK_SEEN_SECONDS = 60.0
 _OUTCOMES = {PROVISIONED: "provisioned", FAILED: "failed",
              BOOKING_EXPIRED: "booking-expired", "CapacityRevoked": "capacity-revoked"}
 
@@ -209,10 +211,10 @@ class Provisioning:
         if not self._config.provisioning:
             return
         if self.served:
+            for gang in [*self._requests, *self._asked]:
+                self._sweep(gang, now)
             for gang in sorted(self._short | self._retry):
                 self._consider(gang, now)
-            for gang in [*self._requests, *self._asked]:
-                self._sweep(gang)
         if now - self._protected_at >= PROTECT_EVERY_SECONDS:
             self._protected_at = now
             self.protect(now)
@@ -262,15 +264,28 @@ class Provisioning:
                                                msg))
         self._explain(gang, now, retry=True)
 
-    def _sweep(self, gang: str) -> None:
-        """Delete the request of a gang that is bound or gone."""
+    def _sweep(self, gang: str, now: float) -> None:
+        """Delete the request of a gang that is bound or gone; end one that ended while
+        its gang was placed, or before its group was seen (a restart); give up on one
+        asked for that never showed in the watch."""
         group = self._cache.groups.get(gang)
+        req = self._requests.get(gang)
+        if (req is not None and req.state in ENDED and req.key not in self._deleting
+                and group is not None and gang not in self._ledger):
+            gref = GroupRef(group.namespace, group.name, group.uid, group.source)
+            self._ended(group, gref, req, now)
+            return
+        asked = self._asked.get(gang)
+        if asked is not None and now - asked[1] > ASK_SEEN_SECONDS and group is not None:
+            self.create_failed(gang, asked[0], (
+                f"not seen in the watch {ASK_SEEN_SECONDS:g}s after it was asked for (an "
+                f"object of that name the extender did not make?)"), now)
+            return
         if group is not None:
             _, bound, _ = self._cache.quorum_counts(group)
             if bound < group.min_member:
                 return
         why = f"gang {gang} is {'bound' if group is not None else 'gone'}"
-        req = self._requests.get(gang)
         asked = self._asked.pop(gang, None)
         if req is not None and req.key not in self._deleting:
             self._delete(req.namespace, req.name, req.templates, why)

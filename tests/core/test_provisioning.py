@@ -435,3 +435,50 @@ def test_a_gang_with_nothing_to_ask_costs_a_tick_nothing_until_its_members_chang
     settle(sim)
     [create] = of(sim, CreateRequest)
     assert len(create.pod_sets) == 32
+
+
+def test_a_request_seen_ended_before_its_group_is_ended_once_the_group_is_there() -> None:
+    """A restart: the watch of the requests may deliver a Failed one before the
+    PodGroups are listed."""
+    sim = sim_with()
+    req = RequestInfo("ns", "g-capacity", "r1", "ns/g", ATOMIC_CLASS, sim.now, "Failed",
+                      sim.now, "out of quota", ("g-capacity-0",))
+    sim.manager.on_provisioning_request(req, sim.now)
+    gang(sim)
+    settle(sim)
+    assert not of(sim, CreateRequest)  # not a second one of that name
+    [delete] = of(sim, DeleteRequest)
+    assert delete.templates == ("g-capacity-0",)
+    assert sim.status("ns/g").reason == Reason.BACKING_OFF
+
+
+def test_a_request_that_ended_while_its_gang_was_placed_is_ended_when_it_waits_again() -> None:
+    sim = sim_with()
+    gang(sim)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    sim.add_node(node("new-0", cpu=4000))
+    sim.add_node(node("new-1", cpu=4000))
+    members = sim.cache.gang_pods("ns/g")
+    sim.schedule(members[0].uid)  # reserved; its other binds never come
+    answer(sim, create, "BookingExpired")
+    assert not of(sim, DeleteRequest)
+    sim.tick(31)  # the reservation times out: the gang waits again
+    sim.tick(0.1)
+    [delete] = of(sim, DeleteRequest)
+    assert delete.name == "g-capacity"
+    assert len(of(sim, CreateRequest)) == 1
+
+
+def test_a_request_never_seen_in_the_watch_is_given_up_and_asked_again() -> None:
+    sim = sim_with()
+    gang(sim)
+    settle(sim)
+    assert len(of(sim, CreateRequest)) == 1
+    sim.tick(61)  # never showed (a foreign object of that name refused ours)
+    st = sim.status("ns/g")
+    assert st.reason == Reason.BACKING_OFF and "not seen in the watch 60s" in st.message, st
+    [delete] = of(sim, DeleteRequest)  # what may have been made is cleaned up
+    assert delete.templates == ("g-capacity-0",)
+    sim.tick(11)
+    assert len(of(sim, CreateRequest)) == 2
