@@ -235,8 +235,10 @@ def test_helm_exposure_values_reach_the_manifests() -> None:
         "priorityClassName": "gang-critical",
     })
     user = "'system:serviceaccount:sched:my-extender'"
-    policy = dk.find(docs, "ValidatingAdmissionPolicy")
-    assert user in policy["spec"]["matchConditions"][0]["expression"]
+    for which in ("pod", "node"):
+        policy = dk.find(docs, "ValidatingAdmissionPolicy",
+                         f"gang-scheduler-extender-{which}-patches")
+        assert user in policy["spec"]["matchConditions"][0]["expression"]
     secret = dk.find(docs, "Secret")
     assert secret["metadata"]["annotations"] == {
         "kubernetes.io/service-account.name": "my-extender"}

@@ -70,6 +70,8 @@ _ASKING = (Reason.INSUFFICIENT_CAPACITY, Reason.WAITING_FOR_PROVISIONING, Reason
 # node patch may take to show in the watch before it is asked again.
 PROTECT_EVERY_SECONDS = 1.0
 PROTECT_RETRY_SECONDS = 30.0
+# A request asked for and not in the watch this long after: taken as not made.
+ASK_SEEN_SECONDS = 60.0
 _OUTCOMES = {PROVISIONED: "provisioned", FAILED: "failed",
              BOOKING_EXPIRED: "booking-expired", "CapacityRevoked": "capacity-revoked"}
 
@@ -103,6 +105,10 @@ class Provisioning:
         self._marking: dict[str, tuple[bool, float]] = {}  # node -> (on, asked at)
         self._protected_at = -math.inf
         self._fits: dict[str, tuple[int, bool]] = {}  # gang -> (node epoch, more would do)
+        # gang -> (its members' epoch, node epoch) when it last had nothing to ask for
+        # (members missing, another controller's request, too many shapes): a tick
+        # looks at it again only once one of them moved.
+        self._unasked: dict[str, tuple[int, int]] = {}
 
     @property
     def on(self) -> bool:
@@ -179,6 +185,7 @@ class Provisioning:
 
     def drop(self, gang: str) -> None:
         self._fits.pop(gang, None)
+        self._unasked.pop(gang, None)
         self._short.discard(gang)
         self._retry.discard(gang)
 
@@ -204,10 +211,10 @@ class Provisioning:
         if not self._config.provisioning:
             return
         if self.served:
+            for gang in [*self._requests, *self._asked]:
+                self._sweep(gang, now)
             for gang in sorted(self._short | self._retry):
                 self._consider(gang, now)
-            for gang in [*self._requests, *self._asked]:
-                self._sweep(gang)
         if now - self._protected_at >= PROTECT_EVERY_SECONDS:
             self._protected_at = now
             self.protect(now)
@@ -222,6 +229,14 @@ class Provisioning:
             return
         if self._backoffs.blocks(gang, now) or self.view(gang) is not None:
             return
+        name = request_name(group.name)
+        if f"{group.namespace}/{name}" in self._deleting:
+            return  # the last one is still going: never two of one name
+        # Members and nodes as when it last found nothing to ask: the same answer.
+        sig = (self._cache.members_epoch.get(gang, 0), self._cache.node_epoch)
+        if self._unasked.get(gang) == sig:
+            return
+        self._unasked[gang] = sig
         members, _, present = self._cache.quorum_counts(group)
         pending = [m for m in members if not m.node_name]
         if present < group.min_member or not pending or self._foreign(group, members):
@@ -229,9 +244,6 @@ class Provisioning:
         if st.reason == Reason.UNPLACEABLE and not self._more_nodes_would_do(group, pending):
             self.drop(gang)
             return
-        name = request_name(group.name)
-        if f"{group.namespace}/{name}" in self._deleting:
-            return  # the last one is still going: never two of one name
         sets = pod_sets(pending)
         if len(sets) > MAX_POD_SETS:
             self._explanations.set(gang, Reason.INSUFFICIENT_CAPACITY, (
@@ -239,6 +251,7 @@ class Provisioning:
                 f"have {len(sets)} different shapes: more than the {MAX_POD_SETS} pod sets "
                 f"a ProvisioningRequest may have, so none is asked for"), now)
             return
+        del self._unasked[gang]
         self._retry.discard(gang)
         self._asked[gang] = (name, now, len(sets))
         gref = GroupRef(group.namespace, group.name, group.uid, group.source)
@@ -251,15 +264,28 @@ class Provisioning:
                                                msg))
         self._explain(gang, now, retry=True)
 
-    def _sweep(self, gang: str) -> None:
-        """Delete the request of a gang that is bound or gone."""
+    def _sweep(self, gang: str, now: float) -> None:
+        """Delete the request of a gang that is bound or gone; end one that ended while
+        its gang was placed, or before its group was seen (a restart); give up on one
+        asked for that never showed in the watch."""
         group = self._cache.groups.get(gang)
+        req = self._requests.get(gang)
+        if (req is not None and req.state in ENDED and req.key not in self._deleting
+                and group is not None and gang not in self._ledger):
+            gref = GroupRef(group.namespace, group.name, group.uid, group.source)
+            self._ended(group, gref, req, now)
+            return
+        asked = self._asked.get(gang)
+        if asked is not None and now - asked[1] > ASK_SEEN_SECONDS and group is not None:
+            self.create_failed(gang, asked[0], (
+                f"not seen in the watch {ASK_SEEN_SECONDS:g}s after it was asked for (an "
+                f"object of that name the extender did not make?)"), now)
+            return
         if group is not None:
             _, bound, _ = self._cache.quorum_counts(group)
             if bound < group.min_member:
                 return
         why = f"gang {gang} is {'bound' if group is not None else 'gone'}"
-        req = self._requests.get(gang)
         asked = self._asked.pop(gang, None)
         if req is not None and req.key not in self._deleting:
             self._delete(req.namespace, req.name, req.templates, why)

@@ -172,10 +172,10 @@ class Provisioner:
         elif isinstance(action, DeleteRequest):
             await self._delete(action)
         elif isinstance(action, ProtectNode):
-            value = "true" if action.on else None
+            on = action.on
             await self._quiet(self.kube.merge_patch(f"/api/v1/nodes/{action.node}", {
-                "metadata": {"annotations": {SCALE_DOWN_DISABLED: value,
-                                             SCALE_DOWN_OURS: action.gang or None}}}))
+                "metadata": {"annotations": {SCALE_DOWN_DISABLED: "true" if on else None,
+                                             SCALE_DOWN_OURS: action.gang if on else None}}}))
 
     async def _create(self, action: CreateRequest) -> str | None:
         assert self.kube is not None

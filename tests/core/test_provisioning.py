@@ -12,6 +12,7 @@ import pytest
 
 from extender.core.manager import Core
 from extender.core.model.config import BackoffPolicy, Config
+from extender.core.model.convert import node_from_k8s, pod_from_k8s
 from extender.core.model.provisioning import (
     ATOMIC_CLASS,
     MAX_POD_SET_COUNT,
@@ -20,7 +21,7 @@ from extender.core.model.provisioning import (
     request_from_k8s,
     request_name,
 )
-from extender.core.model.types import PodInfo
+from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.model.vocabulary import (
     BindPod,
     CreateRequest,
@@ -33,8 +34,8 @@ from tests.core.sim import SimScheduler, group, node, pod
 
 
 def sim_with(nodes: int = 2, served: bool = True, **kw: Any) -> SimScheduler:
-    cfg: dict[str, Any] = dict(default_timeout_seconds=30, starvation_after_seconds=None, preemption=False,
-                               backoff=BackoffPolicy(10.0, 60.0))
+    cfg: dict[str, Any] = {"default_timeout_seconds": 30, "starvation_after_seconds": None,
+                           "preemption": False, "backoff": BackoffPolicy(10.0, 60.0)}
     cfg.update(kw)
     sim = SimScheduler(Core.wire(Config(**cfg)))
     sim.manager.provisioning_served(served)
@@ -187,9 +188,6 @@ def test_an_ended_request_backs_off_and_asks_again(ending: str) -> None:
     [delete] = of(sim, DeleteRequest)
     assert delete.name == "g-capacity"
     assert of(sim, ProvisioningReport)[-1].outcome != "requested"
-    sim.tick(5)
-    settle(sim)
-    assert len(of(sim, CreateRequest)) == 1  # backing off
     sim.tick(10)
     settle(sim)
     assert len(of(sim, CreateRequest)) == 1  # the old one is not gone yet: never two
@@ -198,6 +196,57 @@ def test_an_ended_request_backs_off_and_asks_again(ending: str) -> None:
     creates = of(sim, CreateRequest)
     assert len(creates) == 2 and creates[1].name == "g-capacity"
     assert sim.status("ns/g").reason == Reason.WAITING_FOR_PROVISIONING
+
+
+def test_no_new_request_before_the_backoff_ends() -> None:
+    sim = sim_with()
+    gang(sim)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    answer(sim, create, "Failed")
+    sim.manager.on_provisioning_request_deleted("ns/g-capacity")  # gone at once
+    sim.tick(5)
+    settle(sim)
+    assert len(of(sim, CreateRequest)) == 1  # backing off (10 s)
+    sim.tick(6)
+    assert len(of(sim, CreateRequest)) == 2
+
+
+def test_nothing_is_asked_once_the_api_is_no_longer_served() -> None:
+    sim = sim_with()
+    gang(sim)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    answer(sim, create, "Failed")
+    sim.manager.on_provisioning_request_deleted("ns/g-capacity")
+    sim.manager.provisioning_served(False)  # the autoscaler's CRD was removed
+    sim.tick(30)
+    settle(sim)
+    assert len(of(sim, CreateRequest)) == 1
+
+
+def test_without_the_api_another_controllers_request_is_not_mentioned() -> None:
+    sim = sim_with(served=False)
+    gang(sim, provisioning_request="kueue-wl-1a2b3")
+    settle(sim)
+    assert "ProvisioningRequest" not in sim.status("ns/g").message
+
+
+def test_a_gang_short_of_free_capacity_keeps_waiting_for_its_request() -> None:
+    """Not set aside: it fits the nodes emptied, but running pods take the room."""
+    sim = sim_with(nodes=4)
+    for i in range(2):
+        sim.add_pod(pod(f"busy-{i}", cpu=3000, node_name=f"n{i}", phase="Running"))
+    gang(sim)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    assert len(create.annotate) == 4
+    sim.add_node(node("small", cpu=1000))  # capacity changed: planned again, still short
+    settle(sim)
+    st = sim.status("ns/g")
+    assert st.reason == Reason.WAITING_FOR_PROVISIONING, st
+    assert "waiting for ProvisioningRequest ns/g-capacity" in st.message
+    assert len(of(sim, CreateRequest)) == 1
 
 
 def test_an_ended_request_of_a_reserved_gang_changes_nothing() -> None:
@@ -340,3 +389,96 @@ def test_a_malformed_request_is_a_clear_error() -> None:
     bad["spec"]["podSets"] = "x"
     with pytest.raises(ValueError, match=r"spec\.podSets"):
         request_from_k8s(bad)
+
+
+@pytest.mark.parametrize("key", ["autoscaling.x-k8s.io/consume-provisioning-request",
+                                 "cluster-autoscaler.kubernetes.io/consume-provisioning-request"])
+def test_a_pod_is_read_with_the_request_it_consumes(key: str) -> None:
+    obj: dict[str, Any] = {"metadata": {"name": "p", "uid": "u", "namespace": "ns",
+                                        "annotations": {key: "wl-check-1"}},
+           "spec": {"containers": [{"name": "c"}]}}
+    assert pod_from_k8s(obj).provisioning_request == "wl-check-1"
+    obj["metadata"]["annotations"] = {}
+    assert pod_from_k8s(obj).provisioning_request == ""
+
+
+def test_a_node_is_read_with_its_scale_down_annotations() -> None:
+    obj: dict[str, Any] = {"metadata": {"name": "n", "annotations": {
+        "cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"}}, "status": {}}
+    n = node_from_k8s(obj)
+    assert n.scale_down_disabled and not n.scale_down_ours
+    obj["metadata"]["annotations"]["gang-extender.x-k8s.io/scale-down-disabled-for"] = "ns/g"
+    assert node_from_k8s(obj).scale_down_ours
+    assert not node_from_k8s({"metadata": {"name": "n"}, "status": {}}).scale_down_disabled
+
+
+def test_a_gang_with_nothing_to_ask_costs_a_tick_nothing_until_its_members_change(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    sim = sim_with()
+    sim.add_group(group("g", 33))
+    members = [sim.add_pod(pod(f"g-{i}", "g", cpu=3000 + i)) for i in range(33)]
+    settle(sim)
+    looked: list[str] = []
+    counts = sim.cache.quorum_counts
+
+    def counting(g: GroupInfo) -> Any:
+        looked.append(g.key)
+        return counts(g)
+
+    monkeypatch.setattr(sim.cache, "quorum_counts", counting)
+    for _ in range(20):
+        sim.tick(0.1)
+    assert looked.count("ns/g") <= 1, looked  # not once per tick
+    assert not of(sim, CreateRequest)
+    sim.manager.on_group(group("g", 32), sim.now)  # one shape fewer is enough now
+    sim.delete(members[-1].uid)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    assert len(create.pod_sets) == 32
+
+
+def test_a_request_seen_ended_before_its_group_is_ended_once_the_group_is_there() -> None:
+    """A restart: the watch of the requests may deliver a Failed one before the
+    PodGroups are listed."""
+    sim = sim_with()
+    req = RequestInfo("ns", "g-capacity", "r1", "ns/g", ATOMIC_CLASS, sim.now, "Failed",
+                      sim.now, "out of quota", ("g-capacity-0",))
+    sim.manager.on_provisioning_request(req, sim.now)
+    gang(sim)
+    settle(sim)
+    assert not of(sim, CreateRequest)  # not a second one of that name
+    [delete] = of(sim, DeleteRequest)
+    assert delete.templates == ("g-capacity-0",)
+    assert sim.status("ns/g").reason == Reason.BACKING_OFF
+
+
+def test_a_request_that_ended_while_its_gang_was_placed_is_ended_when_it_waits_again() -> None:
+    sim = sim_with()
+    gang(sim)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    sim.add_node(node("new-0", cpu=4000))
+    sim.add_node(node("new-1", cpu=4000))
+    members = sim.cache.gang_pods("ns/g")
+    sim.schedule(members[0].uid)  # reserved; its other binds never come
+    answer(sim, create, "BookingExpired")
+    assert not of(sim, DeleteRequest)
+    sim.tick(31)  # the reservation times out: the gang waits again
+    sim.tick(0.1)
+    [delete] = of(sim, DeleteRequest)
+    assert delete.name == "g-capacity"
+    assert len(of(sim, CreateRequest)) == 1
+
+
+def test_a_request_never_seen_in_the_watch_is_given_up_and_asked_again() -> None:
+    sim = sim_with()
+    gang(sim)
+    settle(sim)
+    assert len(of(sim, CreateRequest)) == 1
+    sim.tick(61)  # never showed (a foreign object of that name refused ours)
+    st = sim.status("ns/g")
+    assert st.reason == Reason.BACKING_OFF and "not seen in the watch 60s" in st.message, st
+    [delete] = of(sim, DeleteRequest)  # what may have been made is cleaned up
+    assert delete.templates == ("g-capacity-0",)
+    sim.tick(11)
+    assert len(of(sim, CreateRequest)) == 2

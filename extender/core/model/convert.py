@@ -24,6 +24,7 @@ from extender.core.model.fields import (
 )
 from extender.core.model.provisioning import (
     CONSUME_ANNOTATION,
+    DEPRECATED_CONSUME_ANNOTATION,
     SCALE_DOWN_DISABLED,
     SCALE_DOWN_OURS,
 )
@@ -187,6 +188,15 @@ def _unschedulable(status: Mapping[str, Any]) -> bool:
     return False
 
 
+def _consumes(annotations: Mapping[str, Any]) -> str:
+    """The ProvisioningRequest a pod consumes: the autoscaler reads either key."""
+    for key in (CONSUME_ANNOTATION, DEPRECATED_CONSUME_ANNOTATION):
+        value = as_str(annotations.get(key), f"metadata.annotations[{key}]")
+        if value:
+            return value
+    return ""
+
+
 def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
     meta = as_obj(obj.get("metadata"), "metadata")
     spec = as_obj(obj.get("spec"), "spec")
@@ -241,8 +251,7 @@ def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
             as_str(group.get("podGroupName"), "spec.schedulingGroup.podGroupName")),
         preemption_policy=shared(as_str(spec.get("preemptionPolicy"), "spec.preemptionPolicy",
                                        "PreemptLowerPriority") or "PreemptLowerPriority"),
-        provisioning_request=as_str(annotations.get(CONSUME_ANNOTATION),
-                                    f"metadata.annotations[{CONSUME_ANNOTATION}]"),
+        provisioning_request=_consumes(annotations),
     )
 
 

@@ -36,6 +36,8 @@ ATOMIC_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CHECK_CAPACITY_CLASS = "check-capacity.autoscaling.x-k8s.io"
 CONSUME_ANNOTATION = "autoscaling.x-k8s.io/consume-provisioning-request"
 CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
+# The key before the API review; the autoscaler and older Kueue releases still honour it.
+DEPRECATED_CONSUME_ANNOTATION = "cluster-autoscaler.kubernetes.io/consume-provisioning-request"
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 # Set beside SCALE_DOWN_DISABLED on the nodes the extender protects: only those it
 # un-protects (an operator's own annotation is never touched).
