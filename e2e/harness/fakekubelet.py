@@ -489,7 +489,7 @@ class KubeletLoop:
                 return
             ip = next((a["address"] for a in (obj.get("status") or {}).get("addresses") or []
                        if a.get("type") == "InternalIP"), "")
-            if _provider_node_to_untaint(obj):
+            if provider_node_to_untaint(obj):
                 self._submit(self._untaint, name, obj["metadata"]["resourceVersion"],
                              [t for t in (obj.get("spec") or {}).get("taints") or []
                               if t.get("key") != NOT_READY_TAINT])
@@ -757,7 +757,7 @@ class KubeletLoop:
                          body={"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
 
 
-def _provider_node_to_untaint(node: Mapping[str, Any]) -> bool:
+def provider_node_to_untaint(node: Mapping[str, Any]) -> bool:
     """A provisioner's node (:data:`PROVIDER_NODE_ANNOTATION`) that reports Ready but still
     has the ``not-ready`` taint admission gave it."""
     if (node["metadata"].get("annotations") or {}).get(PROVIDER_NODE_ANNOTATION) != "fake":
