@@ -4,26 +4,24 @@ provider, :mod:`e2e.autoscaler`) growing a pool of fake nodes for ProvisioningRe
 Shapes: static fake nodes of 4 CPUs, pool nodes of 4 CPUs; every member asks 3 CPUs, so a
 node holds one member. Each test shares the cluster with what does not concern it: pods
 of no gang bound on the static nodes (1 CPU each, which still leaves room for a member),
-and a gang set aside as unplaceable by its own rules (a member of 64 CPUs, more than any
-node has or the pool makes): it must ask for nothing.
+and a gang set aside as unplaceable by its own rules (members of 64 CPUs, more than any
+node has or the pool makes): it must ask for nothing. Requests are followed from their
+watch (:mod:`e2e.provisioning_objects`).
 
-Why the autoscaler starts only once the gang's request is there (``scaled_after_ask``):
-pending members not yet annotated to consume a request are the autoscaler's ordinary
-business, and its ordinary scale-up, racing the extender's first tick, would add nodes
-for them one by one (the partial scale-up the issue describes). Started after, it sees
-only pods that consume the request and the request itself: what is tested is what the
-extender asked for and what it did with the answer.
+Why the autoscaler starts only once the gang's request is there: pending members not yet
+annotated to consume a request are the autoscaler's ordinary business, and its ordinary
+scale-up, racing the extender's first tick, would add nodes for them one by one (the
+partial scale-up the issue describes). Started after, it sees only pods that consume the
+request and the request itself: what is tested is what the extender asked for and what
+it did with the answer. The scale-down test is the other way round: the autoscaler makes
+the nodes first, then scales down around a gang's reservation.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 
@@ -36,11 +34,9 @@ from e2e.autoscaler import (
     SCALE_DOWN_DISABLED,
     VERSION,
     Autoscaler,
-    conditions,
-    requests_in,
 )
 from e2e.gang import GangStack, Recorder
-from e2e.harness.cluster import Cluster, ControlPlane, log_contains
+from e2e.harness.cluster import Cluster, ControlPlane
 from e2e.harness.fakekubelet import FakeKubelet
 from e2e.harness.fixtures import (
     GANG_SCHEDULER,
@@ -53,9 +49,21 @@ from e2e.harness.fixtures import (
     list_pods,
     wait_for,
 )
-from e2e.harness.k8s import ApiException, watch
-from e2e.harness.process import ManagedProcess
+from e2e.harness.k8s import ApiException
 from e2e.operators import obtain_operator, scheduled_condition
+from e2e.provisioning_objects import (
+    Requests,
+    Seen,
+    create_request,
+    fail_request,
+    pg_events,
+    pod_template,
+    wait_annotated,
+    wait_provisioned,
+    wait_request,
+    wait_served,
+    wait_untainted,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -79,17 +87,6 @@ def autoscaler(control_plane: Cluster, fake_kubelet: FakeKubelet) -> Iterator[Au
     finally:
         a.stop()
         a.uninstall()
-
-
-SERVED_LINE = "provisioningrequests: autoscaling.x-k8s.io/v1/provisioningrequests is served"
-"""The extender's log once its discovery found the request API (asked every 10 s)."""
-
-
-def wait_served(ext: ManagedProcess) -> None:
-    """Until ``ext`` watches the requests: a gang explained before that would not ask
-    (the extender considers asking when it explains a gang, not when the API appears)."""
-    wait_for(lambda: log_contains(SERVED_LINE)(ext) or NotYet("not yet"), 30,
-             "the extender watching ProvisioningRequests", logs=[ext])
 
 
 @pytest.fixture
@@ -141,121 +138,6 @@ def reason(ns: str, group: str) -> str:
     return cond[0] if cond else ""
 
 
-@dataclass
-class Seen:
-    """One request as the watch showed it over its life."""
-
-    name: str
-    uid: str
-    created: float
-    owners: list[dict[str, Any]]
-    annotations: dict[str, str]
-    spec: dict[str, Any]
-    states: list[tuple[float, dict[str, str]]] = field(default_factory=list)
-    deleted: float | None = None
-
-    def first(self, condition: str) -> float | None:
-        return next((t for t, c in self.states if c.get(condition) == "True"), None)
-
-
-class Requests:
-    """Every ProvisioningRequest of one namespace from the watch's own event stream: a
-    request the extender deletes a moment after it failed is still seen, with its uid."""
-
-    def __init__(self, ns: str) -> None:
-        self.ns = ns
-        self.seen: dict[str, Seen] = {}  # uid -> its life
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._ready = threading.Event()
-
-    def __enter__(self) -> Requests:
-        self._thread.start()
-        self._ready.wait(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-
-    def _list(self) -> str:
-        """Observe what is there now (a request made before the watch starts, a relist
-        after an error); returns the list's resourceVersion to watch from."""
-        listed = kube().custom.list_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL)
-        for obj in listed["items"]:
-            self._observe("ADDED", obj)
-        return str(listed["metadata"]["resourceVersion"])
-
-    def _run(self) -> None:
-        custom = kube().custom
-        rv = ""
-        while not self._stop.is_set():
-            w = watch.Watch()
-            try:
-                rv = rv or self._list()
-                self._ready.set()
-                for ev in w.stream(custom.list_namespaced_custom_object, GROUP, VERSION,
-                                   self.ns, PLURAL, resource_version=rv, timeout_seconds=5):
-                    self._observe(ev["type"], ev["object"])
-                    rv = ev["object"]["metadata"]["resourceVersion"]
-                    if self._stop.is_set():
-                        break
-            except Exception:
-                rv = ""  # relist: what this missed is in the list it starts with
-                time.sleep(0.1)
-            finally:
-                w.stop()
-
-    def _observe(self, typ: str, obj: dict[str, Any]) -> None:
-        now = time.monotonic()
-        meta = obj["metadata"]
-        with self._lock:
-            s = self.seen.get(meta["uid"])
-            if s is None:
-                s = self.seen[meta["uid"]] = Seen(
-                    meta["name"], meta["uid"], now, list(meta.get("ownerReferences") or []),
-                    dict(meta.get("annotations") or {}), dict(obj.get("spec") or {}))
-            conds = conditions(obj)
-            if not s.states or s.states[-1][1] != conds:
-                s.states.append((now, conds))
-            if typ == "DELETED":
-                s.deleted = now
-
-    def all(self) -> list[Seen]:
-        with self._lock:
-            return sorted(self.seen.values(), key=lambda s: s.created)
-
-    def live(self) -> list[Seen]:
-        return [s for s in self.all() if s.deleted is None]
-
-
-def wait_request(reqs: Requests, gang: GangStack, what: str = "a ProvisioningRequest",
-                 timeout: float = 40) -> Seen:
-    """The first request seen (the extender discovers the API within 10 s of its
-    installation, then asks on its next tick)."""
-    def check() -> Seen | NotYet:
-        got = reqs.all()
-        return got[0] if got else NotYet(got)
-
-    out = wait_for(check, timeout, what, logs=gang.logs())
-    assert isinstance(out, Seen)
-    return out
-
-
-def wait_annotated(ns: str, group: str, request: str, gang: GangStack) -> None:
-    """Every member of ``group`` annotated to consume ``request``."""
-    def check() -> bool | NotYet:
-        pods = list_pods(ns, f"scheduling.x-k8s.io/pod-group={group}")
-        anns = {p["metadata"]["name"]: (p["metadata"].get("annotations") or {})
-                for p in pods}
-        ok = pods and all(a.get(CONSUME_ANNOTATION) == request and a.get(CLASS_ANNOTATION)
-                          for a in anns.values())
-        return True if ok else NotYet(anns)
-
-    wait_for(check, 20, f"members of {group} annotated to consume {request}",
-             logs=gang.logs())
-
-
 def wait_bound(rec: Recorder, group: str, n: int, timeout: float, gang: GangStack) -> None:
     wait_for(lambda: len(rec.bound(group)) == n or NotYet(rec.bound(group)), timeout,
              f"the {n} members of {group} bound", logs=[*LOGS, *gang.logs()])
@@ -272,22 +154,10 @@ def test_autoscaler_provisions_a_hand_made_request(autoscaler: Autoscaler, pool:
     autoscaler.start(pool, max_size=4, cpu=NODE_CPU)
     pod_template(namespace, "members", MEMBER_CPU)
     create_request(namespace, "by-hand", "members", 2)
-
-    def provisioned() -> object:
-        reqs = requests_in(namespace)
-        conds = conditions(reqs[0]) if reqs else {}
-        return conds.get("Provisioned") == "True" or NotYet(conds)
-
-    wait_for(provisioned, 60, "request Provisioned", logs=LOGS)
+    wait_provisioned(namespace, LOGS)
     nodes = autoscaler.nodes(pool)
     assert len(nodes) == 2, nodes
-
-    def untainted() -> object:
-        taints = {n: [t["key"] for t in (kube().core.read_node(n).to_dict()["spec"]
-                                          .get("taints") or [])] for n in nodes}
-        return all(not t for t in taints.values()) or NotYet(taints)
-
-    wait_for(untainted, 30, "the autoscaler's nodes untainted", logs=LOGS)
+    wait_untainted(nodes, LOGS)
 
 
 def test_gang_short_by_two_nodes_asks_binds_nothing_and_lands_whole_once_provisioned(
@@ -504,18 +374,11 @@ def test_nodes_reserved_for_a_gang_are_kept_from_scale_down(
     autoscaler.start(pool, max_size=2, cpu=NODE_CPU)  # scale-down off while it grows
     pod_template(ns, "two", MEMBER_CPU)
     create_request(ns, "two-nodes", "two", 2)
-
-    def provisioned() -> object:
-        reqs = requests_in(ns)
-        conds = conditions(reqs[0]) if reqs else {}
-        return conds.get("Provisioned") == "True" or NotYet(conds)
-
-    wait_for(provisioned, 60, "two pool nodes provisioned", logs=LOGS)
+    wait_provisioned(ns, LOGS)
     nodes = autoscaler.nodes(pool)
     assert len(nodes) == 2, nodes
     kube().custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "two-nodes")
-    wait_for(lambda: all(not (kube().core.read_node(n).spec.taints or []) for n in nodes)
-             or NotYet(nodes), 30, "the pool nodes usable", logs=LOGS)
+    wait_untainted(nodes, LOGS)
 
     unplaceable_gang(ns)
     create_podgroup(ns, "held", 2, timeout=300)
@@ -542,41 +405,3 @@ def test_nodes_reserved_for_a_gang_are_kept_from_scale_down(
     wait_for(lambda: autoscaler.nodes(pool) == [] or NotYet(
         (autoscaler.nodes(pool), marks() if autoscaler.nodes(pool) else {})), 60,
         "the emptied, unmarked nodes scaled down", logs=LOGS)
-
-
-# ----- objects as another controller makes them -------------------------------------------
-
-
-def fail_request(ns: str, name: str) -> None:
-    """Failed, as the autoscaler writes it on a request that expired unprovisioned."""
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    kube().custom.patch_namespaced_custom_object_status(GROUP, VERSION, ns, PLURAL, name, {
-        "status": {"conditions": [{
-            "type": "Failed", "status": "True", "reason": "Expired", "lastTransitionTime": now,
-            "message": "expired without capacity (written by the test)"}]}})
-
-
-def pg_events(ns: str, name: str) -> dict[str, dict[str, Any]]:
-    """reason -> the PodGroup's Event (type, message)."""
-    raw = kube().core.list_namespaced_event(
-        ns, field_selector=f"involvedObject.name={name},involvedObject.kind=PodGroup")
-    return {e.reason: {"type": e.type, "message": e.message} for e in raw.items}
-
-
-def pod_template(ns: str, name: str, cpu: str) -> None:
-    kube().core.create_namespaced_pod_template(ns, {
-        "metadata": {"name": name},
-        "template": {"spec": {"containers": [{
-            "name": "main", "image": "busybox:1.36",
-            "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}}})
-
-
-def create_request(ns: str, name: str, template: str, count: int,
-                   cls: str = ATOMIC) -> dict[str, Any]:
-    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ProvisioningRequest",
-            "metadata": {"name": name},
-            "spec": {"provisioningClassName": cls,
-                     "podSets": [{"podTemplateRef": {"name": template}, "count": count}]}}
-    out: dict[str, Any] = kube().custom.create_namespaced_custom_object(
-        GROUP, VERSION, ns, PLURAL, body)
-    return out
