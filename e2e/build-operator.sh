@@ -9,6 +9,7 @@
 #   e2e/build-operator.sh training-operator  # Kubeflow Training Operator (e2e/training_operator.py)
 #   e2e/build-operator.sh scheduler-plugins  # Coscheduling's kube-scheduler (bench/e2e/systems.py, system D)
 #   e2e/build-operator.sh kueue              # Kueue's manager (e2e/kueue.py)
+#   e2e/build-operator.sh cluster-autoscaler # Cluster Autoscaler, kwok provider (e2e/autoscaler.py)
 #
 # Why a copy of the module: the module cache is read-only, and building from the module's
 # own directory makes its go.mod (and any replace directive in it) decide the dependency
@@ -18,7 +19,9 @@
 set -euo pipefail
 
 edits=()   # go mod edit flags, for a module whose go.mod needs a change to build
-name=${1:?usage: build-operator.sh mpi-operator|training-operator|scheduler-plugins|kueue}
+tags=""    # go build -tags
+git_repo="" git_tag="" git_commit="" git_subdir=""   # source from git, not the proxy
+name=${1:?usage: build-operator.sh mpi-operator|training-operator|scheduler-plugins|kueue|cluster-autoscaler}
 case "$name" in
   mpi-operator)
     module=github.com/kubeflow/mpi-operator
@@ -79,6 +82,29 @@ case "$name" in
             "config/components/manager/controller_manager_config.yaml:controller_manager_config.yaml"
             "config/components/rbac:rbac")
     ;;
+  cluster-autoscaler)
+    # Capacity for whole gangs through ProvisioningRequests (issue 31). The module proxy
+    # serves no version of k8s.io/autoscaler/cluster-autoscaler (403 "not available" for
+    # every release tried, v1.30.0 to v1.36.0; the repository tags its releases
+    # cluster-autoscaler-X.Y.Z, not as Go module versions), so the source is the
+    # repository at the release tag, checked against its commit; its go.mod (with its
+    # replace of ./apis) still decides every dependency, fetched from the proxy.
+    # E2E_AUTOSCALER_GIT: a clone or mirror to read it from instead of GitHub.
+    module=k8s.io/autoscaler/cluster-autoscaler
+    version=v1.36.1
+    git_repo=${E2E_AUTOSCALER_GIT:-https://github.com/kubernetes/autoscaler}
+    git_tag=cluster-autoscaler-1.36.1
+    git_commit=35e8a280425c76a4040f57ae0fa232a952c02024
+    git_subdir=cluster-autoscaler
+    package=.
+    # Only the kwok cloud provider (cloudprovider/router/router_kwok.go): Node objects
+    # made from a template, which the fake kubelet runs. Upstream's Makefile ldflags are
+    # -s plus the version, which version/version.go of the tag already holds.
+    tags=kwok
+    xflags=""
+    # The ProvisioningRequest CRD of the same source.
+    copies=("apis/config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml:crds/autoscaling.x-k8s.io_provisioningrequests.yaml")
+    ;;
   *) echo "build-operator: unknown operator $name" >&2; exit 2 ;;
 esac
 
@@ -94,7 +120,7 @@ cache=$root/$version
 ldflags="-s -w${xflags:+ $xflags}"
 # The stamp names what decides the result (module version, flags), not this file's text, so
 # editing a comment here does not cost every machine a rebuild.
-recipe=$(echo "$module@$version CGO_ENABLED=0 -trimpath $ldflags${edits[*]:+ ${edits[*]}}" \
+recipe=$(echo "$module@$version${git_commit:+ $git_commit} CGO_ENABLED=0 -trimpath $ldflags${tags:+ -tags $tags}${edits[*]:+ ${edits[*]}}" \
   | sha256sum | cut -c1-12)
 stamp="$cache/.built-$recipe"
 if [[ -f "$stamp" ]]; then echo "$cache"; exit 0; fi
@@ -110,18 +136,27 @@ fi
 command -v go >/dev/null || { echo "build-operator: go not found" >&2; exit 1; }
 t0=$(date +%s)
 echo "build-operator: building $module@$version into $cache (first run only)" >&2
-# Fetched by exact version: the proxy refuses version listings, so never @latest.
-info=$(go mod download -json "$module@$version")
-read -r src sha < <(python3 -c '
+work=$(mktemp -d "${TMPDIR:-/tmp}/$name-build.XXXXXX")
+trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+if [[ -n "$git_repo" ]]; then
+  git clone --quiet --bare --depth 1 --branch "$git_tag" "$git_repo" "$work/git" >&2
+  sha=$(git --git-dir="$work/git" rev-parse "$git_tag^{commit}")
+  [[ "$sha" == "$git_commit" ]] || {
+    echo "build-operator: $git_repo tag $git_tag is $sha, expected $git_commit" >&2; exit 1; }
+  mkdir -p "$work/src"
+  git --git-dir="$work/git" archive "$sha" "$git_subdir" \
+    | tar -x -C "$work/src" --strip-components=1
+else
+  # Fetched by exact version: the proxy refuses version listings, so never @latest.
+  info=$(go mod download -json "$module@$version")
+  read -r src sha < <(python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 if d.get("Error"):
     sys.exit("go mod download: " + d["Error"])
 print(d["Dir"], (d.get("Origin") or {}).get("Hash", "unknown"))' <<<"$info")
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/$name-build.XXXXXX")
-trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
-cp -r "$src/." "$work/src"
+  cp -r "$src/." "$work/src"
+fi
 chmod -R u+w "$work/src"
 mkdir -p "$cache"
 rm -f "$cache"/.built-*
@@ -129,12 +164,13 @@ cd "$work/src"
 modflag=""
 if (( ${#edits[@]} )); then go mod edit "${edits[@]}"; modflag="-mod=mod"; fi
 # nice: the compile shares the machine with whatever else runs (the tests, other builds).
-CGO_ENABLED=0 nice -n 19 go build $modflag -trimpath -ldflags "${ldflags//@SHA@/$sha}" \
-  -o "$cache/$name.tmp" "$package" >&2
+CGO_ENABLED=0 nice -n 19 go build $modflag ${tags:+-tags "$tags"} -trimpath \
+  -ldflags "${ldflags//@SHA@/$sha}" -o "$cache/$name.tmp" "$package" >&2
 mv "$cache/$name.tmp" "$cache/$name"
 for c in "${copies[@]}"; do
   from=${c%%:*} to=${c#*:}
   rm -rf "${cache:?}/$to"
+  mkdir -p "$(dirname "$cache/$to")"
   cp -r "$from" "$cache/$to"
   chmod -R u+w,a+rX "$cache/$to"
 done

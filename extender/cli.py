@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from extender.core.model.config import BackoffPolicy, Config
+from extender.core.model.provisioning import ATOMIC_CLASS
 from extender.deprecated import add_deprecated_flag, warn_deprecated
 from extender.kube.leader import LeaseRef
 
@@ -128,6 +129,13 @@ def build_parser() -> argparse.ArgumentParser:
                             "scheduler that cannot be placed evicts whole lower-priority "
                             "gangs and pods through the Eviction API (README \"Priorities "
                             "and preemption\"; default on)")
+    serve.add_argument("--provisioning-requests", choices=("on", "off"), default="on",
+                       help="ask the cluster autoscaler for a gang's capacity with a "
+                            "ProvisioningRequest (autoscaling.x-k8s.io/v1) while that API is "
+                            "served, and keep reserved nodes from its scale-down "
+                            "(docs/install.md)")
+    serve.add_argument("--provisioning-class", default=ATOMIC_CLASS,
+                       help="provisioningClassName of the requests (default %(default)s)")
     serve.add_argument("--starvation-after", type=_non_negative, default=30.0,
                        help="seconds a gang waits for capacity "
                             "before the capacity of its best plan is held for it as it "
@@ -184,6 +192,7 @@ async def _serve(args: argparse.Namespace) -> int:
     from extender.scheduler.dispatch import DispatchConfig, Dispatcher
     from extender.scheduler.evictions import Evictions
     from extender.scheduler.http import create_app, create_metrics_app, with_fast_verbs
+    from extender.scheduler.provisioner import PROVISIONING_REQUESTS, Provisioner
     from extender.scheduler.supervise import (
         LagMonitor,
         LoopErrors,
@@ -204,7 +213,9 @@ async def _serve(args: argparse.Namespace) -> int:
         assembly_gap_seconds=args.assembly_gap, preemption=args.preemption == "on",
         starvation_after_seconds=args.starvation_after or None,
         scheduler_name=args.scheduler_name,
-        max_timeout_seconds=args.max_schedule_timeout or None)))
+        max_timeout_seconds=args.max_schedule_timeout or None,
+        provisioning=args.provisioning_requests == "on",
+        provisioning_class=args.provisioning_class)))
     kube = make_kube(args.kubeconfig)
     metrics = Metrics()
     lost = asyncio.Event()
@@ -244,9 +255,21 @@ async def _serve(args: argparse.Namespace) -> int:
                             evictions=evictions, leader=leader,
                             loop_errors=LoopErrors("tick", loop_error))
     dispatcher.tick_fault = tick_faults_from_env()
+    provisioner = Provisioner(manager, kube, recorder,
+                              on_result=lambda r: metrics.provisioning.labels(r).inc(),
+                              clock=clock)
+
+    def drained() -> None:
+        dispatcher.drain()
+
+    provisioner.changed = drained
+    dispatcher.provisioner = provisioner
     status.clock = clock
     informer = Informer(kube, manager, clock, dispatcher.cache_changed,
-                        kinds=(*observed_kinds(status), *source_kinds(status), BUDGETS),
+                        kinds=(*observed_kinds(status), *source_kinds(status), BUDGETS,
+                               *((PROVISIONING_REQUESTS,)
+                                 if args.provisioning_requests == "on" else ())),
+                        on_served=provisioner.served,
                         protobuf=args.pod_watch == "protobuf",
                         on_skip=lambda kind: metrics.skipped_objects.labels(kind).inc())
     # The one coupling to the informers' start: their first lists applied. Until then the
@@ -276,6 +299,7 @@ async def _serve(args: argparse.Namespace) -> int:
         asyncio.create_task(informer.run(), name="informer"),
         asyncio.create_task(dispatcher.tick_loop(), name="tick"),
         asyncio.create_task(wakeups.run(), name="wake"),
+        asyncio.create_task(provisioner.run(), name="provisioning"),
         asyncio.create_task(status.run(lambda: leader.active and synced.is_set()),
                             name="podgroup-status"),
         asyncio.create_task(recorder.run(), name="events"),

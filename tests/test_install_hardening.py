@@ -21,6 +21,12 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from extender.core.model.provisioning import (
+    CLASS_ANNOTATION,
+    CONSUME_ANNOTATION,
+    SCALE_DOWN_DISABLED,
+    SCALE_DOWN_OURS,
+)
 from extender.scheduler.wakeups import WAKE_ANNOTATION
 from tests.test_security import EXTENDER_SA, NS, REPO, SCHEDULER_SA
 
@@ -100,7 +106,29 @@ def test_the_pod_patch_policy_is_shipped_for_the_extenders_account() -> None:
     assert f"'system:serviceaccount:{NS}:{EXTENDER_SA}'" in condition["expression"]
     variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
     assert variables["wake"] == f"'{WAKE_ANNOTATION}'"
+    # The consume annotations of a gang's ProvisioningRequest (scheduler/provisioner.py)
+    # are the only others it may set.
+    assert yaml.safe_load(variables["provisioning"]) == [CONSUME_ANNOTATION, CLASS_ANNOTATION]
     assert binding["kind"] == "ValidatingAdmissionPolicyBinding"
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"],
+                               "validationActions": ["Deny"]}
+
+
+def test_the_node_patch_policy_is_shipped_for_the_extenders_account() -> None:
+    """"patch nodes" is for the autoscaler's scale-down-disabled annotation and the
+    extender's own beside it (scheduler/provisioner.py); its behaviour is e2e
+    test_admission_policy."""
+    kustomization = yaml.safe_load((REPO / "deploy" / "kustomization.yaml").read_text())
+    assert "admission/extender-node-patches.yaml" in kustomization["resources"]
+    policy, binding = _deploy_docs("admission/extender-node-patches.yaml")
+    assert policy["kind"] == "ValidatingAdmissionPolicy"
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    rule, = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["operations"] == ["UPDATE"] and "nodes" in rule["resources"]
+    condition, = policy["spec"]["matchConditions"]
+    assert f"'system:serviceaccount:{NS}:{EXTENDER_SA}'" in condition["expression"]
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    assert yaml.safe_load(variables["scaleDown"]) == [SCALE_DOWN_DISABLED, SCALE_DOWN_OURS]
     assert binding["spec"] == {"policyName": policy["metadata"]["name"],
                                "validationActions": ["Deny"]}
 

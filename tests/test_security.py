@@ -237,6 +237,14 @@ NEEDED = {
     # leader.Leadership: its kube-scheduler's lease, read only (list, then watch; a list
     # again to confirm an expiry), by name in a Role of its namespace
     ("coordination.k8s.io", "leases", "list"), ("coordination.k8s.io", "leases", "watch"),
+    # scheduler/provisioner.py: ProvisioningRequests (watched while served, created and
+    # deleted), their PodTemplates, and the scale-down-disabled annotation on nodes
+    ("autoscaling.x-k8s.io", "provisioningrequests", "list"),
+    ("autoscaling.x-k8s.io", "provisioningrequests", "watch"),
+    ("autoscaling.x-k8s.io", "provisioningrequests", "create"),
+    ("autoscaling.x-k8s.io", "provisioningrequests", "delete"),
+    ("", "podtemplates", "create"), ("", "podtemplates", "delete"),
+    ("", "nodes", "patch"),
 }
 # Granted but not called today: reads of what the extender already lists. Listed so
 # that any *new* grant fails this test.
@@ -350,7 +358,9 @@ def test_neither_account_holds_the_others_writes() -> None:
                      ("scheduling.x-k8s.io", "podgroups/status", "patch"),
                      ("scheduling.k8s.io", "podgroups/status", "patch"),
                      ("coordination.k8s.io", "leases", "list"),
-                     ("coordination.k8s.io", "leases", "watch")}
+                     ("coordination.k8s.io", "leases", "watch"),
+                     ("", "nodes", "patch"), ("", "podtemplates", "create"),
+                     ("autoscaling.x-k8s.io", "provisioningrequests", "create")}
     assert not scheduler & extender_only, sorted(scheduler & extender_only)
     writes = {"create", "update", "patch", "delete"}
     shared_writes = {g for g in scheduler & extender if g[2] in writes}
@@ -391,6 +401,13 @@ SCHEDULER_DRA = {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims
 # PodDisruptionBudget is respected): create on pods/eviction, in its own role, and nothing
 # more on that resource anywhere.
 EXTENDER_EVICTION = {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}
+# It deletes what it creates for a gang on an autoscaled pool: its ProvisioningRequests
+# and their PodTemplates, nothing else.
+EXTENDER_DELETES = (
+    {"apiGroups": ["autoscaling.x-k8s.io"], "resources": ["provisioningrequests"],
+     "verbs": ["list", "watch", "create", "delete"]},
+    {"apiGroups": [""], "resources": ["podtemplates"], "verbs": ["create", "delete"]},
+)
 
 
 def test_no_shipped_role_grants_dangerous_rights() -> None:
@@ -400,7 +417,8 @@ def test_no_shipped_role_grants_dangerous_rights() -> None:
         for rule in rules:
             if name == "gang-scheduler" and rule == SCHEDULER_DRA:
                 continue
-            if name == "gang-scheduler-extender" and rule == EXTENDER_EVICTION:
+            if name == "gang-scheduler-extender" and (rule == EXTENDER_EVICTION
+                                                      or rule in EXTENDER_DELETES):
                 continue
             assert not set(rule.get("verbs", [])) & NEVER_VERBS, (name, rule)
             resources = set(rule.get("resources", []))

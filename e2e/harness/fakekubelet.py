@@ -27,6 +27,13 @@ take the cheaper client: about 1.0 ms of CPU per pod against 2.0-2.1 ms through 
 generated client with every response read (and 10 ms with responses left unread, each call
 then opening a new TLS connection); ``python -m bench.experiments.kubelet_writes`` measures it.
 
+Nodes made by a node provisioner (a Cluster Autoscaler's ``kwok`` provider, which creates
+Node objects from a template carrying this label and a Ready status, marks them with
+:data:`PROVIDER_NODE_ANNOTATION`): the TaintNodesByCondition admission plugin gives every
+new node the ``not-ready`` taint, and the node-lifecycle controller that would lift it
+does not run here. :class:`FakeNodes` lifts it itself for the nodes it adds; for those the
+loop lifts it, once the node reports Ready, as that controller would.
+
 Run it as a process (preferred, survives test-runner oddities)::
 
     python -m e2e.harness.fakekubelet --kubeconfig admin.kubeconfig
@@ -81,6 +88,8 @@ ANN_RENDEZVOUS_SIZE = ANN_PREFIX + "rendezvous-size"
 FAKE_NODE_LABEL = "harness/fake-kubelet"
 FAKE_NODE_SELECTOR = f"{FAKE_NODE_LABEL}=true"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+PROVIDER_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+"""Value ``fake``: a node a provisioner made (the annotation kwok's controller manages)."""
 READY_LINE = "fake-kubelet: ready"
 """Logged once both initial LISTs are processed; the process starter waits for it."""
 
@@ -480,6 +489,10 @@ class KubeletLoop:
                 return
             ip = next((a["address"] for a in (obj.get("status") or {}).get("addresses") or []
                        if a.get("type") == "InternalIP"), "")
+            if provider_node_to_untaint(obj):
+                self._submit(self._untaint, name, obj["metadata"]["resourceVersion"],
+                             [t for t in (obj.get("spec") or {}).get("taints") or []
+                              if t.get("key") != NOT_READY_TAINT])
             with self.lock:
                 new = name not in self.nodes
                 self.nodes[name] = ip
@@ -729,11 +742,30 @@ class KubeletLoop:
         self.raw.request("PATCH", self._pod_path(ns, name) + "/status", body={"status": status},
                          content_type=STRATEGIC_MERGE_PATCH)
 
+    def _untaint(self, name: str, resource_version: str,
+                 taints: list[dict[str, Any]]) -> None:
+        """The node's taints without ``not-ready``, on the version seen (409 if it changed
+        since: a later event brings the node again)."""
+        self.raw.request("PATCH", f"/api/v1/nodes/{path_segment(name)}", body={
+            "metadata": {"resourceVersion": resource_version}, "spec": {"taints": taints}},
+            content_type=STRATEGIC_MERGE_PATCH)
+
     def _force_delete(self, ns: str, name: str, uid: str) -> None:
         """Delete now, but only the pod we saw: a new pod of the same name (a StatefulSet
         replacement, a test re-creating it) fails the uid precondition with 409."""
         self.raw.request("DELETE", self._pod_path(ns, name), {"gracePeriodSeconds": 0},
                          body={"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
+
+
+def provider_node_to_untaint(node: Mapping[str, Any]) -> bool:
+    """A provisioner's node (:data:`PROVIDER_NODE_ANNOTATION`) that reports Ready but still
+    has the ``not-ready`` taint admission gave it."""
+    if (node["metadata"].get("annotations") or {}).get(PROVIDER_NODE_ANNOTATION) != "fake":
+        return False
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (node.get("status") or {}).get("conditions") or [])
+    return ready and any(t.get("key") == NOT_READY_TAINT
+                         for t in (node.get("spec") or {}).get("taints") or [])
 
 
 class _Relist(Exception):

@@ -16,6 +16,7 @@ extender container mounts it) patch a pending pod:
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,17 @@ from e2e import deploy_kit as dk
 from e2e.harness.cluster import Cluster, ControlPlane
 from e2e.harness.fixtures import Kube, create_pod, get_pod, wait_for
 from e2e.harness.k8s import ApiException, client
+from extender.core.manager import GangManager
+from extender.core.model.provisioning import (
+    ATOMIC_CLASS,
+    CLASS_ANNOTATION,
+    CONSUME_ANNOTATION,
+    SCALE_DOWN_DISABLED,
+    SCALE_DOWN_OURS,
+)
+from extender.core.model.vocabulary import ProtectNode
 from extender.kube.client import ApiError, make_kube
+from extender.scheduler.provisioner import Provisioner
 from extender.scheduler.wakeups import WAKE_ANNOTATION
 
 pytestmark = pytest.mark.e2e
@@ -164,3 +175,71 @@ def test_a_wake_up_of_a_pod_that_is_gone_is_still_a_404(
     with pytest.raises(ApiError) as exc:
         _as_extender_code(kubeconfig, namespace, "never-created", 1.0)
     assert exc.value.status == 404
+
+
+def test_the_extender_may_set_the_provisioning_annotations_of_a_pod(
+    extender_api: tuple[Any, Path], namespace: str
+) -> None:
+    """scheduler/provisioner.py: a gang's members consume its ProvisioningRequest; the
+    same patch with anything else is refused."""
+    api, _ = extender_api
+    create_pod(namespace, "member", scheduler_name="nobody-schedules-this")
+    consume = {CONSUME_ANNOTATION: "train-capacity", CLASS_ANNOTATION: ATOMIC_CLASS}
+    tries = iter(range(1_000_000))
+    wait_for(lambda: _patch(api, namespace, "member",
+                            {"metadata": {"labels": {"try": str(next(tries))}}}) == 422 or None,
+             30, "the admission policy refusing the extender's label patch")
+    _refusal(api, namespace, "member",
+             {"metadata": {"annotations": {**consume, "other": "1"}}})
+    assert _patch(api, namespace, "member", {"metadata": {"annotations": consume}}) == 200
+    pod = get_pod(namespace, "member")
+    assert pod is not None and pod["metadata"]["annotations"] == consume
+
+
+def test_the_extender_may_change_only_the_scale_down_annotations_of_a_node(
+    extender_api: tuple[Any, Path], kube: Kube
+) -> None:
+    """deploy/admission/extender-node-patches.yaml: "patch nodes" is for the autoscaler's
+    scale-down-disabled annotation (and the extender's own beside it) on reserved nodes,
+    exactly as the adapter sends it; labels, taints, cordon and other annotations are
+    refused to the extender's account, not to the admin."""
+    api, kubeconfig = extender_api
+    name = f"vap-node-{int(time.time() * 1000) % 10**9}"
+    kube.core.create_node({"metadata": {"name": name, "labels": {"pool": "a"},
+                                        "annotations": {"owner": "ops"}}})
+    try:
+        def patch(body: dict[str, Any]) -> int:
+            try:
+                client.CoreV1Api(api).patch_node(name, body)
+            except ApiException as e:
+                return int(e.status)
+            return 200
+
+        tries = iter(range(1_000_000))
+        wait_for(lambda: patch({"metadata": {"labels": {"try": str(next(tries))}}}) == 422
+                 or None, 30, "the node policy refusing the extender's label patch")
+        for body in ({"metadata": {"labels": {"pool": "b"}}},
+                     {"metadata": {"annotations": {"owner": "me"}}},
+                     {"spec": {"unschedulable": True}},
+                     {"spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}}):
+            assert patch(body) == 422, body
+
+        async def protect(on: bool) -> None:
+            k = make_kube(str(kubeconfig))
+            try:
+                await Provisioner(GangManager(), k).do(ProtectNode(name, on, "ns/train"))
+            finally:
+                await k.http.aclose()
+
+        asyncio.run(protect(True))
+        node = kube.core.read_node(name).to_dict()
+        assert node["metadata"]["annotations"] == {
+            "owner": "ops", SCALE_DOWN_DISABLED: "true", SCALE_DOWN_OURS: "ns/train"}
+        asyncio.run(protect(False))
+        node = kube.core.read_node(name).to_dict()
+        assert node["metadata"]["annotations"] == {"owner": "ops"}
+        assert node["metadata"]["labels"]["pool"] == "a"
+        assert "k" not in {t["key"] for t in node["spec"].get("taints") or []}
+        assert not node["spec"].get("unschedulable")
+    finally:
+        kube.core.delete_node(name)

@@ -235,8 +235,10 @@ def test_helm_exposure_values_reach_the_manifests() -> None:
         "priorityClassName": "gang-critical",
     })
     user = "'system:serviceaccount:sched:my-extender'"
-    policy = dk.find(docs, "ValidatingAdmissionPolicy")
-    assert user in policy["spec"]["matchConditions"][0]["expression"]
+    for which in ("pod", "node"):
+        policy = dk.find(docs, "ValidatingAdmissionPolicy",
+                         f"gang-scheduler-extender-{which}-patches")
+        assert user in policy["spec"]["matchConditions"][0]["expression"]
     secret = dk.find(docs, "Secret")
     assert secret["metadata"]["annotations"] == {
         "kubernetes.io/service-account.name": "my-extender"}
@@ -443,8 +445,13 @@ REFUSED = [
     ("list", "", "secrets", "", "", ""),
     ("get", "", "secrets", "", dk.INSTALL_NS, ""),
     ("get", "", "configmaps", "", "default", ""),
-    ("patch", "", "nodes", "", "", ""),
     ("delete", "", "nodes", "", "", ""),
+    # ProvisioningRequests and their PodTemplates: created and deleted, never changed;
+    # the autoscaler writes the status.
+    ("update", "autoscaling.x-k8s.io", "provisioningrequests", "", "default", ""),
+    ("patch", "autoscaling.x-k8s.io", "provisioningrequests", "status", "default", ""),
+    ("update", "", "podtemplates", "", "default", ""),
+    ("get", "", "podtemplates", "", "default", ""),
     # Budgets are read (a preemption never picks a victim one would refuse), never written.
     ("create", "policy", "poddisruptionbudgets", "", "default", ""),
     ("patch", "policy", "poddisruptionbudgets", "", "default", ""),
@@ -482,6 +489,14 @@ EXTENDER_ONLY = [
     ("list", "scheduling.x-k8s.io", "podgroups", "", "", ""),
     ("watch", "scheduling.volcano.sh", "podgroups", "", "", ""),
     ("watch", "scheduling.k8s.io", "podgroups", "", "", ""),
+    # Gangs on autoscaled pools: their ProvisioningRequests and PodTemplates, and the
+    # scale-down-disabled annotation on reserved nodes.
+    ("create", "autoscaling.x-k8s.io", "provisioningrequests", "", "default", ""),
+    ("delete", "autoscaling.x-k8s.io", "provisioningrequests", "", "default", ""),
+    ("watch", "autoscaling.x-k8s.io", "provisioningrequests", "", "", ""),
+    ("create", "", "podtemplates", "", "default", ""),
+    ("delete", "", "podtemplates", "", "default", ""),
+    ("patch", "", "nodes", "", "", ""),
     # It follows the lease by list and watch, by name.
     ("list", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, "gang-scheduler"),
     ("watch", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, "gang-scheduler"),

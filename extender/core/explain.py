@@ -8,6 +8,7 @@ that did not fit (architecture.md §5).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from extender.core.cache import Cache
 from extender.core.ledger import Ledger
@@ -18,11 +19,21 @@ from extender.core.outbox import Outbox
 from extender.core.planner import Plan, Shortfall, plan_group
 
 
+class CapacityAsker(Protocol):
+    """`core/provisioning.Provisioning`, told of each gang short of capacity."""
+
+    def waiting(self, group: GroupInfo, members: list[PodInfo], shortfall: str,
+                now: float, unplaceable: bool = False) -> str | None: ...
+
+
 class Explanations:
     def __init__(self, cache: Cache, ledger: Ledger, outbox: Outbox) -> None:
         self._cache = cache
         self._ledger = ledger
         self._outbox = outbox
+        # Set by `Core.wire` (it is built from these explanations): what a gang short of
+        # capacity waits for instead, if it asked the autoscaler for capacity.
+        self.asker: CapacityAsker | None = None
         self._status: dict[str, Decision] = {}
         # reason -> gangs: kept as statuses change, so that the gauges a scrape reads
         # cost the number of reasons, not of every gang ever explained.
@@ -71,6 +82,17 @@ class Explanations:
     def reasons(self) -> dict[str, int]:
         return dict(self._reasons)
 
+    def unplaceable(self, group: GroupInfo, members: Sequence[PodInfo], message: str,
+                    now: float) -> None:
+        """Set aside (`queue/unplaceable.py`): unless more nodes of the shapes the cluster
+        has would place it and it asked the autoscaler for them."""
+        waits = (self.asker.waiting(group, list(members), message, now, unplaceable=True)
+                 if self.asker is not None else None)
+        if waits is not None:
+            self.set(group.key, Reason.WAITING_FOR_PROVISIONING, waits, now)
+        else:
+            self.set(group.key, Reason.UNPLACEABLE, message, now)
+
     def shortfall(
         self,
         group: GroupInfo,
@@ -107,5 +129,10 @@ class Explanations:
                 )
                 self.set(group.key, Reason.WAITING_BEHIND_OLDER_GANG, msg, now)
                 return
-        self.set(group.key, Reason.INSUFFICIENT_CAPACITY,
-                 f"gang {group.key}: {shortfall.message}", now)
+        msg = f"gang {group.key}: {shortfall.message}"
+        waits = (self.asker.waiting(group, list(members), msg, now)
+                 if self.asker is not None else None)
+        if waits is not None:
+            self.set(group.key, Reason.WAITING_FOR_PROVISIONING, waits, now)
+        else:
+            self.set(group.key, Reason.INSUFFICIENT_CAPACITY, msg, now)

@@ -23,6 +23,7 @@ from extender.core.ledger import Ledger
 from extender.core.ledger.timeouts import Timeouts
 from extender.core.model import messages
 from extender.core.model.config import Config
+from extender.core.model.provisioning import RequestInfo
 from extender.core.model.sources import kueue_group
 from extender.core.model.types import (
     KUEUE,
@@ -48,6 +49,7 @@ from extender.core.planner import GangPlanner, plan_group
 from extender.core.planner.warmup import Warmup
 from extender.core.preemption.budgets import Budgets
 from extender.core.preemption.preemptor import Preemptions
+from extender.core.provisioning import Provisioning, ProvisioningView
 from extender.core.queue.arrivals import Arrivals
 from extender.core.queue.backoff import Backoff, Backoffs
 from extender.core.queue.gang_queue import GangQueue
@@ -81,6 +83,7 @@ class Core:
     budgets: Budgets
     preemptions: Preemptions
     starvation: Starvation
+    provisioning: Provisioning
 
     @property
     def reservations(self) -> Ledger:  # the ledger by its former parts' names, which
@@ -102,13 +105,15 @@ class Core:
         explanations = Explanations(cache, ledger, outbox)
         preemptions = Preemptions(view, ledger, budgets, explanations, outbox)
         queue = GangQueue(view, ledger, waiting, explanations, outbox, preemptions)
+        explanations.asker = provisioning = Provisioning(view, ledger, backoffs, explanations,
+                                                         outbox)
         return cls(
             config, cache, Tombstones(), outbox, parked, ledger,
             explanations, backoffs, arrivals, queue,
             Filter(view, ledger, queue, waiting, explanations, preemptions.leaving),
             Bind(cache, ledger, parked, preemptions.leaving),
             Timeouts(view, ledger, backoffs, explanations, queue, outbox),
-            budgets, preemptions, queue.starvation,
+            budgets, preemptions, queue.starvation, provisioning,
         )
 
 
@@ -250,11 +255,27 @@ class GangManager:
         if res is not None:
             self._ledger.release(res, f"PodGroup {key} was deleted")
         c.backoffs.drop(key)
+        c.provisioning.drop(key)
         c.explanations.drop(key)
         c.queue.drop(key)
         c.arrivals.drop(key)
         self._cache.remove_group(key)
         c.queue.members_changed()
+
+    def on_provisioning_request(self, request: RequestInfo, now: float) -> None:
+        """A ProvisioningRequest (autoscaling.x-k8s.io/v1) was added or changed."""
+        self._core.provisioning.observed(request, now)
+
+    def on_provisioning_request_deleted(self, key: str) -> None:
+        self._core.provisioning.deleted(key)
+
+    def provisioning_failed(self, gang: str, name: str, error: str, now: float) -> None:
+        """The adapter could not create the gang's ProvisioningRequest `name`."""
+        self._core.provisioning.create_failed(gang, name, error, now)
+
+    def provisioning_served(self, served: bool) -> None:
+        """Whether the ProvisioningRequest API is served (the adapter's discovery)."""
+        self._core.provisioning.served = served
 
     def on_budget(self, budget: BudgetInfo) -> None:
         """A PodDisruptionBudget (policy/v1) was added or changed."""
@@ -338,6 +359,7 @@ class GangManager:
         self._core.arrivals.prune(now)
         self._core.preemptions.tick(now)
         self._core.queue.run(now)
+        self._core.provisioning.tick(now)
 
     def take_actions(self) -> list[Action]:
         """The I/O asked for since the last call, in order."""
@@ -388,6 +410,10 @@ class GangManager:
     def waiting_since(self, gang: str) -> float | None:
         """When the gang began waiting for capacity, for the status that keeps it."""
         return self._core.starvation.since(gang)
+
+    def provisioning(self, gang: str) -> ProvisioningView | None:
+        """The gang's live ProvisioningRequest, if it asked for capacity."""
+        return self._core.provisioning.view(gang)
 
     def backoffs(self, now: float) -> list[dict[str, object]]:
         return self._core.backoffs.view(now)

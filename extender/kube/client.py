@@ -333,6 +333,11 @@ class Kube:
         if status not in (200, 201):
             raise _error_from(status, content)
 
+    async def delete(self, path: str) -> None:
+        status, content = await self._write(b"DELETE", path, _JSON, b"")
+        if status not in (200, 202):
+            raise _error_from(status, content)
+
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         status, content = await self._write(b"POST", path, _JSON, orjson.dumps(body))
         if status not in (200, 201):

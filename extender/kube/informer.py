@@ -193,6 +193,7 @@ class Informer:
         yield_every: int = YIELD_EVERY,
         page_size: int = PAGE_SIZE,
         freeze_every: int = FREEZE_EVERY,
+        on_served: Callable[[str, bool], None] | None = None,
     ) -> None:
         self.protobuf = protobuf
         self.kube = kube
@@ -205,6 +206,7 @@ class Informer:
         self._known: dict[str, set[str]] = {k.name: set() for k in kinds}
         self.discovery_interval = discovery_interval
         self.served: dict[str, bool] = {}  # optional kinds: served at the last look
+        self.on_served = on_served  # told (kind name, served) when that changes
         self.on_skip = on_skip
         self.log_interval = log_interval
         self.yield_every = max(1, yield_every)
@@ -325,6 +327,8 @@ class Informer:
                 log.info("%s: %s/%s is %s", kind.name, group_version.removeprefix("/apis/"),
                          resource, "served; watching it" if served else "not served")
                 self.served[kind.name] = served
+                if self.on_served is not None:
+                    self.on_served(kind.name, served)
             if served:
                 return
             if self._known[kind.name] or kind.name not in self._listed:

@@ -61,6 +61,7 @@ _WAITING_EVENTS = {
     Reason.QUEUED: False,
     Reason.WAITING_BEHIND_OLDER_GANG: False,
     Reason.INSUFFICIENT_CAPACITY: True,
+    Reason.WAITING_FOR_PROVISIONING: False,
     Reason.UNPLACEABLE: True,
     Reason.INVALID_TOPOLOGY: True,
 }

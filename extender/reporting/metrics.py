@@ -100,6 +100,10 @@ class Metrics:
             buckets=_STARTUP_BUCKETS, registry=r)
         self.bindings = Counter("gang_extender_bindings_total", "Bindings created.",
                                 ["result"], registry=r)
+        self.provisioning = Counter(
+            "gang_extender_provisioning_requests_total",
+            "ProvisioningRequests of gangs, by outcome: requested, provisioned, failed, "
+            "booking-expired, capacity-revoked.", ["outcome"], registry=r)
         self.wakeups = Counter("gang_extender_wakeups_total",
                                "Pods touched so kube-scheduler retries them.", registry=r)
         self.assembly_waits = Histogram(

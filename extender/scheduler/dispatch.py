@@ -25,10 +25,14 @@ from extender.core.model.types import PodInfo
 from extender.core.model.vocabulary import (
     BindOutcome,
     BindPod,
+    CreateRequest,
+    DeleteRequest,
     EvictPods,
     FilterResult,
     GangTimedOut,
     Preempting,
+    ProtectNode,
+    ProvisioningReport,
     RejectWaitingBind,
     Report,
     StatusChanged,
@@ -37,6 +41,7 @@ from extender.core.model.vocabulary import (
 from extender.kube.leader import Leadership
 from extender.scheduler.binding import BindingApi, BindingPoster
 from extender.scheduler.evictions import Evictions
+from extender.scheduler.provisioner import Provisioner
 from extender.scheduler.supervise import LoopErrors
 from extender.scheduler.wakeups import Wakeups
 
@@ -89,6 +94,8 @@ class Dispatcher:
         self.kube = kube
         self.wakeups = wakeups
         self.evictions = evictions
+        # The ProvisioningRequest adapter (scheduler/provisioner.py), set by the wiring.
+        self.provisioner: Provisioner | None = None
         self.config = config or DispatchConfig()
         self.clock = clock
         self.on_report = on_report
@@ -134,6 +141,10 @@ class Dispatcher:
             elif isinstance(action, WakePods):
                 if self.wakeups is not None and active:
                     self.wakeups.add(action)
+            elif isinstance(action, CreateRequest | DeleteRequest | ProtectNode
+                            | ProvisioningReport):
+                if self.provisioner is not None and active:
+                    self.provisioner.add(action)
             elif isinstance(action, EvictPods):
                 what = (f"preempted for {action.preemptor}" if action.preemptor
                         else "partial")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from extender.core.model.provisioning import ATOMIC_CLASS
+
 
 @dataclass(frozen=True, slots=True)
 class BackoffPolicy:
@@ -63,6 +65,10 @@ class Config:
     # does not bind (`--max-schedule-timeout`): the CRD allows up to a day, and a gang
     # that never assembles would keep its nodes from everyone that long. None: no cap.
     max_timeout_seconds: float | None = 600.0
+    # ProvisioningRequests (`core/provisioning.py`): a gang short of capacity asks the
+    # cluster autoscaler for it, while the API is served; `--provisioning-requests=off`.
+    provisioning: bool = True
+    provisioning_class: str = ATOMIC_CLASS
 
     def timeout_for(self, requested: int | None) -> float:
         """The reservation timeout of a gang whose PodGroup asks for `requested` seconds

@@ -22,6 +22,12 @@ from extender.core.model.fields import (
     parse_time,
     shared,
 )
+from extender.core.model.provisioning import (
+    CONSUME_ANNOTATION,
+    DEPRECATED_CONSUME_ANNOTATION,
+    SCALE_DOWN_DISABLED,
+    SCALE_DOWN_OURS,
+)
 from extender.core.model.resources import parse_resource_list, pod_requests
 from extender.core.model.sources import membership
 from extender.core.model.types import (
@@ -182,6 +188,15 @@ def _unschedulable(status: Mapping[str, Any]) -> bool:
     return False
 
 
+def _consumes(annotations: Mapping[str, Any]) -> str:
+    """The ProvisioningRequest a pod consumes: the autoscaler reads either key."""
+    for key in (CONSUME_ANNOTATION, DEPRECATED_CONSUME_ANNOTATION):
+        value = as_str(annotations.get(key), f"metadata.annotations[{key}]")
+        if value:
+            return value
+    return ""
+
+
 def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
     meta = as_obj(obj.get("metadata"), "metadata")
     spec = as_obj(obj.get("spec"), "spec")
@@ -204,6 +219,7 @@ def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
         )
 
     labels = as_str_map(meta.get("labels"), "metadata.labels")
+    annotations = as_obj(meta.get("annotations"), "metadata.annotations")
     group = as_obj(spec.get("schedulingGroup"), "spec.schedulingGroup")
     return PodInfo(
         uid=uid,
@@ -231,10 +247,11 @@ def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
         spread_constraints=_spread(spec) if "topologySpreadConstraints" in spec else (),
         unschedulable=_unschedulable(status),
         membership=membership(
-            labels, as_obj(meta.get("annotations"), "metadata.annotations"),
+            labels, annotations,
             as_str(group.get("podGroupName"), "spec.schedulingGroup.podGroupName")),
         preemption_policy=shared(as_str(spec.get("preemptionPolicy"), "spec.preemptionPolicy",
                                        "PreemptLowerPriority") or "PreemptLowerPriority"),
+        provisioning_request=_consumes(annotations),
     )
 
 
@@ -270,12 +287,15 @@ def _build_node(obj: Mapping[str, Any], _ident: str) -> NodeInfo:
     unschedulable = spec.get("unschedulable")
     if unschedulable is not None and not isinstance(unschedulable, bool):
         raise ValueError(f"spec.unschedulable must be a boolean, got {unschedulable!r}")
+    annotations = as_str_map(meta.get("annotations"), "metadata.annotations")
     return NodeInfo(
         name=name,
         allocatable=parse_resource_list(as_obj(raw, "status.allocatable"), capacity=True),
         labels=as_str_map(meta.get("labels"), "metadata.labels"),
         taints=tuple(taints),
         unschedulable=bool(unschedulable),
+        scale_down_disabled=annotations.get(SCALE_DOWN_DISABLED) == "true",
+        scale_down_ours=SCALE_DOWN_OURS in annotations,
     )
 
 

@@ -134,6 +134,11 @@ class NodeInfo:
     labels: dict[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
+    # The Cluster Autoscaler's scale-down-disabled annotation is "true"; and whether the
+    # extender set it (its own annotation beside it). Nothing plans with these, so a
+    # change of them is no change of the node (`Cache.upsert_node` compares).
+    scale_down_disabled: bool = field(default=False, compare=False)
+    scale_down_ours: bool = field(default=False, compare=False)
 
 
 @dataclass(slots=True)
@@ -170,6 +175,9 @@ class PodInfo:
     # spec.preemptionPolicy, set by admission from the pod's PriorityClass: "Never" means
     # the pod (or a gang with such a member) never evicts anyone to be placed.
     preemption_policy: str = "PreemptLowerPriority"
+    # The ProvisioningRequest its `autoscaling.x-k8s.io/consume-provisioning-request`
+    # annotation names ("": none): the extender's own, or another controller's (Kueue's).
+    provisioning_request: str = ""
 
     @property
     def key(self) -> str:

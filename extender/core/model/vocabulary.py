@@ -37,6 +37,9 @@ class Reason(StrEnum):
     FAILED = "Failed"
     MEMBER_FAILED = "MemberFailed"
     RETRY_LIMIT_REACHED = "RetryLimitReached"
+    # Short of capacity, waiting for the ProvisioningRequest the extender made for it
+    # (`core/provisioning.py`), or for one another controller (Kueue) made for its pods.
+    WAITING_FOR_PROVISIONING = "WaitingForProvisioning"
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,10 +226,67 @@ class Preempting:
         return [g for g in (self.group, *(v.group for v in self.victims)) if g is not None]
 
 
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    template: PodRef  # the member whose spec the PodTemplate copies
+    count: int
+
+
+# ----- the provisioning adapter's actions (core/model/provisioning.py has the contract) ---
+
+
+@dataclass(frozen=True, slots=True)
+class CreateRequest:
+    """Create the PodTemplates (`<name>-<i>`, one per pod set, copied from a member) and
+    then the request, all owned by the gang's PodGroup (none for a Kueue pod group, which
+    has no object), then annotate `annotate` to consume it."""
+
+    group: GroupRef
+    gang: str
+    name: str
+    class_name: str
+    pod_sets: tuple[PodSet, ...]
+    annotate: tuple[PodRef, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRequest:
+    """Delete the request and its PodTemplates."""
+
+    namespace: str
+    name: str
+    templates: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProtectNode:
+    """Set (`on`) or remove the scale-down-disabled annotation, and ours beside it."""
+
+    node: str
+    on: bool
+    gang: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ProvisioningReport:
+    """A request of a gang changed state: for its Events and metrics. `outcome`:
+    "requested", "provisioned", "failed", "booking-expired", "capacity-revoked"."""
+
+    group: GroupRef
+    request: str
+    outcome: str
+    message: str
+
+
+ProvisioningAction = CreateRequest | DeleteRequest | ProtectNode | ProvisioningReport
+
+
+
 Transition = GangReserved | GangBound | GangTimedOut | GangHeld
 # For the reporting adapters: status, Events, metrics.
 Report = Transition | StatusChanged | Preempting
-Action = BindPod | RejectWaitingBind | WakePods | EvictPods | Report
+Action = BindPod | RejectWaitingBind | WakePods | EvictPods | Report | ProvisioningAction
 
 
 # ----- results of the verbs ----------------------------------------------------------------

@@ -156,7 +156,7 @@ class GangQueue:
                     continue
                 never = self._unplaceable.check(group, members)
                 if never is not None:
-                    self._explanations.set(key, Reason.UNPLACEABLE, message(group, never), now)
+                    self._explanations.unplaceable(group, members, message(group, never), now)
                     self.starvation.set_aside(key)
                 else:
                     self._explanations.shortfall(group, members, result, granted, now)

@@ -1,0 +1,176 @@
+"""The ProvisioningRequest contract (`autoscaling.x-k8s.io/v1`), as plain data and pure
+functions: what a request of ours is called, what its conditions mean, the pod sets it
+asks for, and the actions the provisioning adapter carries out.
+
+The contract, as the Cluster Autoscaler's API types, proposal and provisioning classes
+state it (facts, not its code):
+
+* a request names `podSets` (at most 32), each a PodTemplate of its namespace and a
+  `count` (at least 1, at most 16,384), and a `provisioningClassName`; its spec is
+  immutable: a changed request is a deleted one and a new one;
+* the autoscaler sets the conditions: `Accepted`, then `Provisioned` (the atomic class
+  scaled up for all of them) or `Failed`; a provisioned request books its capacity
+  against other requests' scale-ups for about 10 minutes, then gets `BookingExpired`;
+  `CapacityRevoked` means the provisioned capacity is gone;
+* pods that consume a request carry both annotations `CONSUME_ANNOTATION` (its name)
+  and `CLASS_ANNOTATION` (its class): the autoscaler leaves such pods out of its own
+  scale-up loop, so a gang's members never cause a second, partial scale-up;
+* the booking lives in the autoscaler's scale-up simulation only: its scale-down sees a
+  new node with no pod as empty and removes it after `--scale-down-unneeded-time`
+  (10 minutes by default) unless the node is annotated `SCALE_DOWN_DISABLED` = "true".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from extender.core.model.fields import as_list, as_obj, as_str, as_str_map, guarded, parse_time
+from extender.core.model.types import PodInfo
+from extender.core.model.vocabulary import PodRef, PodSet
+
+API_PATH = "/apis/autoscaling.x-k8s.io/v1"
+RESOURCE = "provisioningrequests"
+ATOMIC_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+CHECK_CAPACITY_CLASS = "check-capacity.autoscaling.x-k8s.io"
+CONSUME_ANNOTATION = "autoscaling.x-k8s.io/consume-provisioning-request"
+CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
+# The key before the API review; the autoscaler and older Kueue releases still honour it.
+DEPRECATED_CONSUME_ANNOTATION = "cluster-autoscaler.kubernetes.io/consume-provisioning-request"
+SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+# Set beside SCALE_DOWN_DISABLED on the nodes the extender protects: only those it
+# un-protects (an operator's own annotation is never touched).
+SCALE_DOWN_OURS = "gang-extender.x-k8s.io/scale-down-disabled-for"
+# On the requests and PodTemplates the extender creates: the gang they ask for.
+GANG_LABEL = "gang-extender.x-k8s.io/gang"
+GANG_ANNOTATION = "gang-extender.x-k8s.io/gang"
+MAX_POD_SETS = 32
+MAX_POD_SET_COUNT = 16384
+_MAX_NAME = 253
+
+# Request states, from its conditions (`state`); the last four end it.
+PENDING, ACCEPTED, PROVISIONED = "Pending", "Accepted", "Provisioned"
+FAILED, BOOKING_EXPIRED, CAPACITY_REVOKED = "Failed", "BookingExpired", "CapacityRevoked"
+ENDED = (FAILED, BOOKING_EXPIRED, CAPACITY_REVOKED)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestInfo:
+    """One ProvisioningRequest as the watch shows it."""
+
+    namespace: str
+    name: str
+    uid: str
+    gang: str  # GANG_ANNOTATION: "" for a request the extender did not make
+    class_name: str
+    created: float
+    state: str  # PENDING .. CAPACITY_REVOKED
+    since: float  # when it entered `state` (its condition's lastTransitionTime)
+    message: str = ""  # the autoscaler's message on that condition
+    templates: tuple[str, ...] = ()  # its pod sets' PodTemplates, deleted with it
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def state(conditions: Sequence[tuple[str, str, float, str]]) -> tuple[str, float, str]:
+    """(state, since, message) from (type, status, lastTransitionTime, message) tuples:
+    an ending condition wins over Provisioned, which wins over Accepted."""
+    true = {t: (at, msg) for t, s, at, msg in conditions if s == "True"}
+    for name in (*ENDED, PROVISIONED, ACCEPTED):
+        if name in true:
+            return name, *true[name]
+    return PENDING, 0.0, ""
+
+
+def _build(obj: Mapping[str, Any], _ident: str) -> RequestInfo:
+    meta = as_obj(obj.get("metadata"), "metadata")
+    spec = as_obj(obj.get("spec"), "spec")
+    status = as_obj(obj.get("status"), "status")
+    name = as_str(meta.get("name"), "metadata.name")
+    if not name:
+        raise ValueError("metadata.name is missing")
+    conds = []
+    for i, raw in enumerate(as_list(status.get("conditions"), "status.conditions")):
+        w = f"status.conditions[{i}]"
+        c = as_obj(raw, w)
+        conds.append((as_str(c.get("type"), f"{w}.type"), as_str(c.get("status"), f"{w}.status"),
+                      parse_time(c.get("lastTransitionTime"), f"{w}.lastTransitionTime"),
+                      as_str(c.get("message"), f"{w}.message")))
+    st, since, message = state(conds)
+    templates = []
+    for i, raw in enumerate(as_list(spec.get("podSets"), "spec.podSets")):
+        w = f"spec.podSets[{i}].podTemplateRef"
+        ref = as_obj(as_obj(raw, f"spec.podSets[{i}]").get("podTemplateRef"), w)
+        templates.append(as_str(ref.get("name"), f"{w}.name"))
+    created = parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp")
+    annotations = as_str_map(meta.get("annotations"), "metadata.annotations")
+    return RequestInfo(
+        namespace=as_str(meta.get("namespace"), "metadata.namespace", "default"),
+        name=name, uid=as_str(meta.get("uid"), "metadata.uid"),
+        gang=annotations.get(GANG_ANNOTATION, ""),
+        class_name=as_str(spec.get("provisioningClassName"), "spec.provisioningClassName"),
+        created=created, state=st, since=since or created, message=message,
+        templates=tuple(t for t in templates if t),
+    )
+
+
+def request_from_k8s(obj: Any) -> RequestInfo:
+    """A ProvisioningRequest object to `RequestInfo`; a wrong shape is a ValueError."""
+    return guarded("provisioningrequest", obj, _build)
+
+
+def request_name(group_name: str) -> str:
+    """The request of a PodGroup: one name, so a restarted extender finds it and never
+    makes a second (the API refuses a second object of that name). Its PodTemplates are
+    this name and "-<n>"; a long PodGroup name is cut and made unique with a hash."""
+    name = f"{group_name}-capacity"
+    if len(name) <= _MAX_NAME - 4:
+        return name
+    digest = f"{_fnv1a(group_name):016x}"[:10]
+    return f"{group_name[:_MAX_NAME - 4 - 11].rstrip('-.')}-{digest}"
+
+
+def _fnv1a(text: str) -> int:
+    """A stable 64-bit hash (FNV-1a): the same name on every run and every replica."""
+    h = 0xCBF29CE484222325
+    for byte in text.encode():
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def template_names(name: str, sets: int) -> tuple[str, ...]:
+    """The PodTemplates of request `name` with `sets` pod sets."""
+    return tuple(f"{name}-{i}" for i in range(sets))
+
+
+def _shape(pod: PodInfo) -> tuple[object, ...]:
+    """What the autoscaler's simulation of a pod depends on among what the core reads:
+    members alike in all of it share one PodTemplate."""
+    return (tuple(sorted(pod.requests.items())), tuple(sorted(pod.node_selector.items())),
+            pod.tolerations, pod.required_node_affinity, pod.required_anti_affinity,
+            pod.required_affinity, pod.spread_constraints)
+
+
+def pod_sets(members: Sequence[PodInfo]) -> tuple[PodSet, ...]:
+    """Members grouped by shape, a set split where it exceeds the per-set limit. The
+    caller checks the number of sets against MAX_POD_SETS."""
+    groups: dict[tuple[object, ...], list[PodInfo]] = {}
+    for m in sorted(members, key=lambda p: p.name):
+        groups.setdefault(_shape(m), []).append(m)
+    out: list[PodSet] = []
+    for pods in groups.values():
+        first = pods[0]
+        ref = PodRef(first.namespace, first.name, first.uid)
+        left = len(pods)
+        while left > 0:
+            out.append(PodSet(ref, min(left, MAX_POD_SET_COUNT)))
+            left -= MAX_POD_SET_COUNT
+    return tuple(out)
+
+
+def pods_consuming(members: Sequence[PodInfo]) -> set[str]:
+    """The requests that these members' consume annotations name."""
+    return {p.provisioning_request for p in members if p.provisioning_request}

@@ -1,0 +1,373 @@
+"""Gangs on autoscaled node pools: one ProvisioningRequest for a gang short of capacity.
+
+The Cluster Autoscaler simulates kube-scheduler without extenders: it sees a gang's
+pending members one by one, counts capacity reserved here as free, and so adds nodes
+for some members or none. A ProvisioningRequest asks it for capacity for a set of pods
+as a unit (`core/model/provisioning.py` has the contract). This part decides:
+
+* **who asks**: a complete gang whose plan failed for lack of capacity (the
+  `InsufficientCapacity` explanation: not set aside as `Unplaceable`, not waiting behind
+  another gang's reservation), that no preemption or hold is about to serve (those put
+  it in the ledger or change its reason before the tick looks), not backing off, and
+  whose members consume no request of another controller (Kueue's admission check
+  annotates the pods it made a request for: a second request would double the
+  scale-up);
+* **what it asks for**: the whole gang's pending members. Not only those without room:
+  the autoscaler's atomic class first places what fits on existing nodes and scales up
+  for the rest, and it sees the room the other members were planned on as free; asked
+  for the members without room only, it would place them on that room and add nothing;
+* **one at a time**: one name per PodGroup (`request_name`), created only when no
+  request of the gang is live or still being deleted, so never two; a restart rebuilds
+  all of it from the requests' watch (they carry the gang's key);
+* **what ends it**: the gang bound or gone (deleted); `Failed`, `BookingExpired` or
+  `CapacityRevoked` before it was placed: the gang backs off through the same backoff as
+  a timeout (status `requeueState`, Events, metrics), the request is deleted, and the
+  gang asks again after its backoff.
+
+Nothing is bound early: the gang is still planned whole, in gang order, and placed when
+its plan fits, which the provisioned nodes make it do. The capacity placed is kept from
+the autoscaler's scale-down: every node with a reserved slot carries the autoscaler's
+scale-down-disabled annotation while the reservation lasts (`protect`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from extender.core.explain import Explanations
+from extender.core.ledger import Ledger
+from extender.core.model.phase import rfc3339
+from extender.core.model.provisioning import (
+    BOOKING_EXPIRED,
+    ENDED,
+    FAILED,
+    MAX_POD_SETS,
+    PROVISIONED,
+    RequestInfo,
+    pod_sets,
+    request_name,
+    template_names,
+)
+from extender.core.model.types import GroupInfo, PodInfo, split_gang_key
+from extender.core.model.vocabulary import (
+    CreateRequest,
+    DeleteRequest,
+    GroupRef,
+    PodRef,
+    ProtectNode,
+    ProvisioningReport,
+    Reason,
+)
+from extender.core.outbox import Outbox
+from extender.core.queue.backoff import Backoffs
+from extender.core.view import ClusterView
+
+# Reasons under which a gang may ask: short of capacity, or already waiting for a request;
+# set aside as unplaceable only while `_more_nodes_would_do`.
+_ASKING = (Reason.INSUFFICIENT_CAPACITY, Reason.WAITING_FOR_PROVISIONING, Reason.UNPLACEABLE)
+# How often the scale-down protection is brought up to date, and how long an asked-for
+# node patch may take to show in the watch before it is asked again.
+PROTECT_EVERY_SECONDS = 1.0
+PROTECT_RETRY_SECONDS = 30.0
+# A request asked for and not in the watch this long after: taken as not made.
+ASK_SEEN_SECONDS = 60.0
+_OUTCOMES = {PROVISIONED: "provisioned", FAILED: "failed",
+             BOOKING_EXPIRED: "booking-expired", "CapacityRevoked": "capacity-revoked"}
+
+
+@dataclass(frozen=True, slots=True)
+class ProvisioningView:
+    """A gang's request as the status and /debug show it."""
+
+    namespace: str
+    name: str
+    state: str  # "Creating" until the watch shows it, then its conditions' state
+    since: float
+    asked: float
+
+
+class Provisioning:
+    def __init__(self, view: ClusterView, ledger: Ledger, backoffs: Backoffs,
+                 explanations: Explanations, outbox: Outbox) -> None:
+        self._config = view.config
+        self._cache = view.cache
+        self._ledger = ledger
+        self._backoffs = backoffs
+        self._explanations = explanations
+        self._outbox = outbox
+        self.served = False  # the API is served (the adapter's discovery says)
+        self._requests: dict[str, RequestInfo] = {}  # gang -> its request, as watched
+        self._asked: dict[str, tuple[str, float, int]] = {}  # gang -> (name, at, sets)
+        self._deleting: dict[str, int] = {}  # request key -> its templates: asked to go
+        self._short: set[str] = set()  # gangs last explained as short of capacity
+        self._retry: set[str] = set()  # gangs backing off because their request ended
+        self._marking: dict[str, tuple[bool, float]] = {}  # node -> (on, asked at)
+        self._protected_at = -math.inf
+        self._fits: dict[str, tuple[int, bool]] = {}  # gang -> (node epoch, more would do)
+        # gang -> (its members' epoch, node epoch) when it last had nothing to ask for
+        # (members missing, another controller's request, too many shapes): a tick
+        # looks at it again only once one of them moved.
+        self._unasked: dict[str, tuple[int, int]] = {}
+
+    @property
+    def on(self) -> bool:
+        return self._config.provisioning and self.served
+
+    # ----- told by the explanations and the gang manager -----------------------------------
+
+    def waiting(self, group: GroupInfo, members: list[PodInfo], shortfall: str,
+                now: float, unplaceable: bool = False) -> str | None:
+        """The gang's plan failed for lack of capacity (`Explanations.shortfall`), or
+        even on the nodes emptied (`unplaceable`): it may ask on the next tick. Returns
+        what it waits for instead, if anything."""
+        if not self.on or (unplaceable and not self._more_nodes_would_do(group, members)):
+            return None
+        self._short.add(group.key)
+        view = self.view(group.key)
+        if view is not None:
+            return self._waiting_message(group.key, view, shortfall)
+        foreign = self._foreign(group, members)
+        if foreign:
+            return (f"{shortfall}; its pods consume ProvisioningRequest {group.namespace}/"
+                    f"{foreign}, made by another controller (Kueue): the extender asks for "
+                    f"no second one")
+        return None
+
+    def observed(self, req: RequestInfo, now: float) -> None:
+        """A request appeared or changed in the watch."""
+        if not req.gang:
+            return  # not the extender's
+        old = self._requests.get(req.gang)
+        self._requests[req.gang] = req
+        asked = self._asked.get(req.gang)
+        if asked is not None and asked[0] == req.name:
+            del self._asked[req.gang]
+        if req.key in self._deleting or (old is not None and old.uid == req.uid
+                                         and old.state == req.state):
+            return
+        group = self._cache.groups.get(req.gang)
+        if group is None:
+            return
+        gref = GroupRef(group.namespace, group.name, group.uid, group.source)
+        outcome = _OUTCOMES.get(req.state)
+        if outcome is not None:
+            self._outbox.append(ProvisioningReport(
+                gref, req.key, outcome, f"gang {req.gang}: ProvisioningRequest {req.key} "
+                f"is {req.state}" + (f": {req.message}" if req.message else "")))
+        if req.state in ENDED:
+            if req.gang not in self._ledger:
+                self._ended(group, gref, req, now)
+        else:
+            self._explain(req.gang, now)
+
+    def create_failed(self, gang: str, name: str, error: str, now: float) -> None:
+        """The adapter could not make the request: the gang backs off and asks again."""
+        asked = self._asked.get(gang)
+        group = self._cache.groups.get(gang)
+        if asked is None or asked[0] != name or group is None:
+            return
+        del self._asked[gang]
+        namespace = group.namespace
+        req = RequestInfo(namespace, name, "", gang, "", now, "NotCreated", now, error,
+                          template_names(name, asked[2]))
+        self._ended(group, GroupRef(namespace, group.name, group.uid, group.source), req, now)
+        # Cleaned up in the adapter's order, before any next create; never seen in the
+        # watch, so nothing waits for it to leave.
+        self._deleting.pop(req.key, None)
+
+    def deleted(self, key: str) -> None:
+        """A request left the watch."""
+        self._deleting.pop(key, None)
+        for gang, req in list(self._requests.items()):
+            if req.key == key:
+                del self._requests[gang]
+
+    def drop(self, gang: str) -> None:
+        self._fits.pop(gang, None)
+        self._unasked.pop(gang, None)
+        self._short.discard(gang)
+        self._retry.discard(gang)
+
+    def _ended(self, group: GroupInfo, gref: GroupRef, req: RequestInfo, now: float) -> None:
+        bo = self._backoffs.timed_out(gref, now)
+        what = f"ProvisioningRequest {req.key} {req.state}" + (
+            f" ({req.message})" if req.message else "")
+        if bo.failed:
+            reason = Reason.FAILED
+            body = (f"{what} (attempt {bo.attempts}); retry limit "
+                    f"{self._config.backoff.retry_limit} reached, the group is Failed")
+        else:
+            reason = Reason.BACKING_OFF
+            body = (f"{what}; backing off {self._config.backoff.delay(bo.attempts):g}s, then "
+                    f"asks again (attempt {bo.attempts})")
+            self._retry.add(group.key)
+        self._explanations.set(group.key, reason, f"gang {group.key}: {body}", now)
+        self._delete(req.namespace, req.name, req.templates, f"gang {group.key}: {body}")
+
+    # ----- the tick ----------------------------------------------------------------------
+
+    def tick(self, now: float) -> None:
+        if not self._config.provisioning:
+            return
+        if self.served:
+            for gang in [*self._requests, *self._asked]:
+                self._sweep(gang, now)
+            for gang in sorted(self._short | self._retry):
+                self._consider(gang, now)
+        if now - self._protected_at >= PROTECT_EVERY_SECONDS:
+            self._protected_at = now
+            self.protect(now)
+
+    def _consider(self, gang: str, now: float) -> None:
+        group = self._cache.groups.get(gang)
+        st = self._explanations.get(gang)
+        retry = gang in self._retry
+        if (group is None or gang in self._ledger or st is None
+                or not (st.reason in _ASKING or (retry and st.reason == Reason.BACKING_OFF))):
+            self.drop(gang)  # placed, held, preempting, set aside, or gone
+            return
+        if self._backoffs.blocks(gang, now) or self.view(gang) is not None:
+            return
+        name = request_name(group.name)
+        if f"{group.namespace}/{name}" in self._deleting:
+            return  # the last one is still going: never two of one name
+        # Members and nodes as when it last found nothing to ask: the same answer.
+        sig = (self._cache.members_epoch.get(gang, 0), self._cache.node_epoch)
+        if self._unasked.get(gang) == sig:
+            return
+        self._unasked[gang] = sig
+        members, _, present = self._cache.quorum_counts(group)
+        pending = [m for m in members if not m.node_name]
+        if present < group.min_member or not pending or self._foreign(group, members):
+            return
+        if st.reason == Reason.UNPLACEABLE and not self._more_nodes_would_do(group, pending):
+            self.drop(gang)
+            return
+        sets = pod_sets(pending)
+        if len(sets) > MAX_POD_SETS:
+            self._explanations.set(gang, Reason.INSUFFICIENT_CAPACITY, (
+                f"gang {gang}: short of capacity, and its {len(pending)} pending members "
+                f"have {len(sets)} different shapes: more than the {MAX_POD_SETS} pod sets "
+                f"a ProvisioningRequest may have, so none is asked for"), now)
+            return
+        del self._unasked[gang]
+        self._retry.discard(gang)
+        self._asked[gang] = (name, now, len(sets))
+        gref = GroupRef(group.namespace, group.name, group.uid, group.source)
+        annotate = tuple(PodRef(m.namespace, m.name, m.uid) for m in pending)
+        self._outbox.append(CreateRequest(gref, gang, name, self._config.provisioning_class,
+                                          sets, annotate))
+        msg = (f"gang {gang}: asked the cluster autoscaler for {len(pending)} member(s) in "
+               f"{len(sets)} pod set(s): ProvisioningRequest {group.namespace}/{name}")
+        self._outbox.append(ProvisioningReport(gref, f"{group.namespace}/{name}", "requested",
+                                               msg))
+        self._explain(gang, now, retry=True)
+
+    def _sweep(self, gang: str, now: float) -> None:
+        """Delete the request of a gang that is bound or gone; end one that ended while
+        its gang was placed, or before its group was seen (a restart); give up on one
+        asked for that never showed in the watch."""
+        group = self._cache.groups.get(gang)
+        req = self._requests.get(gang)
+        if (req is not None and req.state in ENDED and req.key not in self._deleting
+                and group is not None and gang not in self._ledger):
+            gref = GroupRef(group.namespace, group.name, group.uid, group.source)
+            self._ended(group, gref, req, now)
+            return
+        asked = self._asked.get(gang)
+        if asked is not None and now - asked[1] > ASK_SEEN_SECONDS and group is not None:
+            self.create_failed(gang, asked[0], (
+                f"not seen in the watch {ASK_SEEN_SECONDS:g}s after it was asked for (an "
+                f"object of that name the extender did not make?)"), now)
+            return
+        if group is not None:
+            _, bound, _ = self._cache.quorum_counts(group)
+            if bound < group.min_member:
+                return
+        why = f"gang {gang} is {'bound' if group is not None else 'gone'}"
+        asked = self._asked.pop(gang, None)
+        if req is not None and req.key not in self._deleting:
+            self._delete(req.namespace, req.name, req.templates, why)
+        elif asked is not None:
+            namespace = split_gang_key(gang)[1]
+            self._delete(namespace, asked[0], template_names(asked[0], asked[2]), why)
+
+    def _delete(self, namespace: str, name: str, templates: tuple[str, ...],
+                reason: str) -> None:
+        key = f"{namespace}/{name}"
+        self._deleting[key] = len(templates)
+        self._outbox.append(DeleteRequest(namespace, name, templates, reason))
+
+    # ----- scale-down protection ---------------------------------------------------------------
+
+    def protect(self, now: float) -> None:
+        """Nodes with a reserved slot carry the scale-down-disabled annotation (with ours
+        beside it); nodes we marked that have none lose both. A node someone else marked
+        is left alone either way."""
+        want = self._ledger.gangs_by_node() if self.served else {}
+        for name, node in self._cache.nodes.items():
+            on = name in want
+            if node.scale_down_ours == on:
+                self._marking.pop(name, None)
+                continue
+            if on and node.scale_down_disabled:
+                continue  # an operator's own: nothing to add, nothing to remove later
+            asked = self._marking.get(name)
+            if asked is not None and asked[0] == on and now - asked[1] < PROTECT_RETRY_SECONDS:
+                continue
+            self._marking[name] = (on, now)
+            self._outbox.append(ProtectNode(name, on, want[name][0] if on else ""))
+
+    # ----- views -------------------------------------------------------------------------------
+
+    def view(self, gang: str) -> ProvisioningView | None:
+        """The gang's live request (created or asked for), None if it has none."""
+        req = self._requests.get(gang)
+        if req is not None and req.state not in ENDED and req.key not in self._deleting:
+            return ProvisioningView(req.namespace, req.name, req.state, req.since, req.created)
+        asked = self._asked.get(gang)
+        group = self._cache.groups.get(gang)
+        if asked is not None and group is not None:
+            return ProvisioningView(group.namespace, asked[0], "Creating", asked[1], asked[1])
+        return None
+
+    def _explain(self, gang: str, now: float, retry: bool = False) -> None:
+        view = self.view(gang)
+        st = self._explanations.get(gang)
+        if view is None or st is None or not (retry or st.reason in _ASKING):
+            return
+        short = (st.message.split("; waiting for ProvisioningRequest")[0]
+                 if st.reason in _ASKING else
+                 f"gang {gang}: still short of capacity after its backoff")
+        self._explanations.set(gang, Reason.WAITING_FOR_PROVISIONING,
+                               self._waiting_message(gang, view, short), now)
+
+    @staticmethod
+    def _waiting_message(gang: str, view: ProvisioningView, shortfall: str) -> str:
+        return (f"{shortfall}; waiting for ProvisioningRequest {view.namespace}/{view.name} "
+                f"({view.state} since {rfc3339(view.since)}, asked at "
+                f"{rfc3339(view.asked)})")
+
+    def _more_nodes_would_do(self, group: GroupInfo, members: list[PodInfo]) -> bool:
+        """A gang set aside as unplaceable asks only when each of its members alone fits
+        some node the cluster has (by its requests, emptied): then it is short of nodes,
+        not held back by its own rules (a member larger than any node, a PodGroup that
+        contradicts itself), and nodes like those may place it. Checked once per set of
+        nodes."""
+        known = self._fits.get(group.key)
+        if known is not None and known[0] == self._cache.node_epoch:
+            return known[1]
+        nodes = [n.allocatable for n in self._cache.nodes.values()]
+        fits = bool(members) and not group.topology_error and all(
+            any(all(a.get(r, 0) >= v for r, v in m.requests.items()) for a in nodes)
+            for m in members if not m.node_name)
+        self._fits[group.key] = (self._cache.node_epoch, fits)
+        return fits
+
+    def _foreign(self, group: GroupInfo, members: list[PodInfo]) -> str:
+        """The request another controller made for these pods, if their annotations name
+        one that is not the gang's own."""
+        mine = request_name(group.name)
+        return min((p.provisioning_request for p in members
+                    if p.provisioning_request and p.provisioning_request != mine), default="")

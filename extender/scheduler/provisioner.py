@@ -1,0 +1,240 @@
+"""The ProvisioningRequest adapter: carries out what `core/provisioning.py` decided,
+off the request path, one action at a time in the order asked (a request is created
+before it may be deleted).
+
+* `CreateRequest`: each pod set's PodTemplate copies a member's spec (its node name and
+  scheduling gates left out) with the consume annotations on its metadata; then the
+  request; all owned by the gang's PodGroup (ownerReferences, so they go with it; a
+  Kueue pod group has no object and gets none: the core deletes its request when the
+  gang is gone). Then every pending member is annotated to consume it, which keeps the
+  autoscaler from scaling up for them one by one. A request that already exists (a
+  restart) is taken as made. When the request cannot be made, the core hears it
+  (`GangManager.provisioning_failed`) and the gang backs off.
+* `DeleteRequest`: the request, then its PodTemplates; gone already is fine.
+* `ProtectNode`: the scale-down-disabled annotation and ours beside it, set or removed.
+* `ProvisioningReport`: an Event on the PodGroup and the metric.
+
+The watch of the requests (`PROVISIONING_REQUESTS`) is an optional kind: discovered,
+watched only while served, and the core is told whether it is (`served`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from extender.core.manager import GangManager
+from extender.core.model.provisioning import (
+    API_PATH,
+    CLASS_ANNOTATION,
+    CONSUME_ANNOTATION,
+    GANG_ANNOTATION,
+    RESOURCE,
+    SCALE_DOWN_DISABLED,
+    SCALE_DOWN_OURS,
+    request_from_k8s,
+)
+from extender.core.model.vocabulary import (
+    CreateRequest,
+    DeleteRequest,
+    GroupRef,
+    ProtectNode,
+    ProvisioningAction,
+    ProvisioningReport,
+)
+from extender.kube.client import ApiError
+from extender.kube.informer import Kind
+from extender.kube.recorder import ObjectRef
+from extender.kube.source_kinds import group_api_version
+
+log = logging.getLogger("gang-extender.provisioning")
+
+
+class ProvisioningApi(Protocol):
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    async def delete(self, path: str) -> None: ...
+    async def merge_patch(self, path: str, patch: dict[str, Any]) -> None: ...
+
+
+class EventSink(Protocol):
+    def record(self, ref: ObjectRef, reason: str, message: str,
+               warning: bool = False) -> None: ...
+
+
+def _apply(manager: GangManager, obj: dict[str, Any], now: float) -> None:
+    manager.on_provisioning_request(request_from_k8s(obj), now)
+
+
+def _key(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+PROVISIONING_REQUESTS = Kind(
+    "provisioningrequests", f"{API_PATH}/{RESOURCE}", _key, _apply,
+    lambda m, key, now: m.on_provisioning_request_deleted(key),
+    discover=(API_PATH, RESOURCE))
+
+_EVENT_REASONS = {"requested": "ProvisioningRequested", "provisioned": "Provisioned",
+                  "failed": "ProvisioningFailed", "booking-expired": "BookingExpired",
+                  "capacity-revoked": "CapacityRevoked"}
+
+
+def owner(group: GroupRef) -> list[dict[str, Any]]:
+    api_version = group_api_version(group.source, group.key)
+    if api_version is None or not group.uid:
+        return []
+    return [{"apiVersion": api_version, "kind": "PodGroup", "name": group.name,
+             "uid": group.uid}]
+
+
+def template_body(action: CreateRequest, index: int, pod: dict[str, Any]) -> dict[str, Any]:
+    """A PodTemplate of the member `pod`, for pod set `index` of the request."""
+    raw = pod.get("metadata")
+    meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    spec = dict(pod.get("spec") or {})
+    for field in ("nodeName", "schedulingGates"):
+        spec.pop(field, None)
+    return {
+        "apiVersion": "v1", "kind": "PodTemplate",
+        "metadata": {"name": f"{action.name}-{index}", "namespace": action.group.namespace,
+                     "annotations": {GANG_ANNOTATION: action.gang},
+                     "ownerReferences": owner(action.group)},
+        "template": {"metadata": {"labels": dict(meta.get("labels") or {}),
+                                  "annotations": {CONSUME_ANNOTATION: action.name,
+                                                  CLASS_ANNOTATION: action.class_name}},
+                     "spec": spec},
+    }
+
+
+def request_body(action: CreateRequest) -> dict[str, Any]:
+    return {
+        "apiVersion": API_PATH.removeprefix("/apis/"), "kind": "ProvisioningRequest",
+        "metadata": {"name": action.name, "namespace": action.group.namespace,
+                     "annotations": {GANG_ANNOTATION: action.gang},
+                     "ownerReferences": owner(action.group)},
+        "spec": {"provisioningClassName": action.class_name,
+                 "podSets": [{"podTemplateRef": {"name": f"{action.name}-{i}"},
+                              "count": s.count} for i, s in enumerate(action.pod_sets)]},
+    }
+
+
+class Provisioner:
+    def __init__(self, manager: GangManager, kube: ProvisioningApi | None,
+                 events: EventSink | None = None,
+                 on_result: Callable[[str], None] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.manager = manager
+        self.kube = kube
+        self.events = events
+        self.on_result = on_result  # the outcome of each report, for the metric
+        self.clock = clock
+        self._queue: asyncio.Queue[ProvisioningAction] = asyncio.Queue()
+        # Set by the wiring to drain the manager's actions after a failure was told.
+        self.changed: Callable[[], None] = lambda: None
+
+    def add(self, action: ProvisioningAction) -> None:
+        if isinstance(action, ProvisioningReport):
+            self._report(action)
+        else:
+            self._queue.put_nowait(action)
+
+    def served(self, kind: str, served: bool) -> None:
+        """The informer's discovery: whether the request API is served."""
+        if kind == PROVISIONING_REQUESTS.name:
+            self.manager.provisioning_served(served)
+
+    async def run(self) -> None:
+        while True:
+            action = await self._queue.get()
+            try:
+                await self.do(action)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # one action's bug must not stop the others
+                log.exception("provisioning action %s failed", action)
+
+    async def do(self, action: ProvisioningAction) -> None:
+        if self.kube is None:
+            return
+        if isinstance(action, CreateRequest):
+            error = await self._create(action)
+            if error is not None:
+                log.warning("gang=%s ProvisioningRequest %s not created: %s", action.gang,
+                            action.name, error)
+                self.manager.provisioning_failed(action.gang, action.name, error, self.clock())
+                self.changed()
+        elif isinstance(action, DeleteRequest):
+            await self._delete(action)
+        elif isinstance(action, ProtectNode):
+            on = action.on
+            await self._quiet(self.kube.merge_patch(f"/api/v1/nodes/{action.node}", {
+                "metadata": {"annotations": {SCALE_DOWN_DISABLED: "true" if on else None,
+                                             SCALE_DOWN_OURS: action.gang if on else None}}}))
+
+    async def _create(self, action: CreateRequest) -> str | None:
+        assert self.kube is not None
+        ns = action.group.namespace
+        try:
+            for i, pod_set in enumerate(action.pod_sets):
+                pod = await self.kube.get_pod(ns, pod_set.template.name)
+                if pod is None:
+                    return f"member {ns}/{pod_set.template.name} is gone"
+                await self._made(self.kube.create(f"/api/v1/namespaces/{ns}/podtemplates",
+                                                  template_body(action, i, pod)))
+            await self._made(self.kube.create(f"{API_PATH}/namespaces/{ns}/{RESOURCE}",
+                                              request_body(action)))
+        except ApiError as exc:
+            return str(exc)
+        for ref in action.annotate:
+            await self._quiet(self.kube.merge_patch(
+                f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}",
+                {"metadata": {"annotations": {CONSUME_ANNOTATION: action.name,
+                                              CLASS_ANNOTATION: action.class_name}}}))
+        log.info("gang=%s ProvisioningRequest %s/%s created (%d pod set(s))", action.gang,
+                 ns, action.name, len(action.pod_sets))
+        return None
+
+    async def _delete(self, action: DeleteRequest) -> None:
+        assert self.kube is not None
+        ns = action.namespace
+        await self._quiet(self.kube.delete(f"{API_PATH}/namespaces/{ns}/{RESOURCE}/"
+                                           f"{action.name}"))
+        for name in action.templates:
+            await self._quiet(self.kube.delete(f"/api/v1/namespaces/{ns}/podtemplates/{name}"))
+        log.info("ProvisioningRequest %s/%s deleted: %s", ns, action.name, action.reason)
+
+    @staticmethod
+    async def _made(call: Any) -> None:
+        try:
+            await call
+        except ApiError as exc:
+            if exc.status != 409:  # already there: made before a restart
+                raise
+
+    @staticmethod
+    async def _quiet(call: Any) -> None:
+        """A write whose failure is logged, not raised: gone already (404) is what was
+        wanted; anything else is asked again by the core later."""
+        try:
+            await call
+        except ApiError as exc:
+            if exc.status != 404:
+                log.warning("provisioning write failed: %s", exc)
+
+    def _report(self, report: ProvisioningReport) -> None:
+        if self.on_result is not None:
+            self.on_result(report.outcome)
+        g = report.group
+        api_version = group_api_version(g.source, g.key)
+        if self.events is None or api_version is None:
+            return
+        warning = report.outcome not in ("requested", "provisioned")
+        self.events.record(ObjectRef("PodGroup", api_version, g.namespace, g.name, g.uid),
+                           _EVENT_REASONS.get(report.outcome, report.outcome),
+                           report.message, warning=warning)

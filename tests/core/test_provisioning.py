@@ -1,0 +1,484 @@
+"""Gangs on autoscaled node pools (`core/provisioning.py`): who asks for a
+ProvisioningRequest, what for, once, and what ends it; and the scale-down protection of
+reserved nodes. The autoscaler is played by the test: it reads the actions and answers
+with the request's states and new nodes."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from extender.core.manager import Core
+from extender.core.model.config import BackoffPolicy, Config
+from extender.core.model.convert import node_from_k8s, pod_from_k8s
+from extender.core.model.provisioning import (
+    ATOMIC_CLASS,
+    MAX_POD_SET_COUNT,
+    RequestInfo,
+    pod_sets,
+    request_from_k8s,
+    request_name,
+)
+from extender.core.model.types import GroupInfo, PodInfo
+from extender.core.model.vocabulary import (
+    BindPod,
+    CreateRequest,
+    DeleteRequest,
+    ProtectNode,
+    ProvisioningReport,
+    Reason,
+)
+from tests.core.sim import SimScheduler, group, node, pod
+
+
+def sim_with(nodes: int = 2, served: bool = True, **kw: Any) -> SimScheduler:
+    cfg: dict[str, Any] = {"default_timeout_seconds": 30, "starvation_after_seconds": None,
+                           "preemption": False, "backoff": BackoffPolicy(10.0, 60.0)}
+    cfg.update(kw)
+    sim = SimScheduler(Core.wire(Config(**cfg)))
+    sim.manager.provisioning_served(served)
+    for i in range(nodes):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    return sim
+
+
+def gang(sim: SimScheduler, name: str = "g", size: int = 4, **kw: Any) -> list[PodInfo]:
+    sim.add_group(group(name, size))
+    return [sim.add_pod(pod(f"{name}-{i}", name, cpu=3000, **kw)) for i in range(size)]
+
+
+def settle(sim: SimScheduler) -> None:
+    sim.run_all()
+    sim.tick(0.1)
+    sim.run_all()
+    sim.tick(0.1)
+
+
+def of(sim: SimScheduler, kind: type) -> list[Any]:
+    return [a for a in sim.actions if isinstance(a, kind)]
+
+
+def answer(sim: SimScheduler, create: CreateRequest, state: str, uid: str = "r1",
+           message: str = "") -> RequestInfo:
+    req = RequestInfo(create.group.namespace, create.name, uid, create.gang, create.class_name,
+                      sim.now, state, sim.now, message,
+                      tuple(f"{create.name}-{i}" for i in range(len(create.pod_sets))))
+    sim.manager.on_provisioning_request(req, sim.now)
+    sim.drain()
+    return req
+
+
+def test_a_gang_short_of_capacity_asks_once_for_the_whole_gang() -> None:
+    sim = sim_with()
+    members = gang(sim)  # 4 × 3 CPU, two nodes of 4: two fit
+    settle(sim)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    assert create.name == "g-capacity" and create.gang == "ns/g"
+    assert create.class_name == ATOMIC_CLASS
+    assert create.group.uid == "g-g"  # the PodGroup owns it
+    assert sum(s.count for s in create.pod_sets) == 4  # the whole gang, one shape
+    assert {p.uid for p in create.annotate} == {m.uid for m in members}
+    assert not of(sim, BindPod)  # nothing bound before the capacity is there
+    st = sim.status("ns/g")
+    assert st.reason == Reason.WAITING_FOR_PROVISIONING, st
+    assert "waiting for ProvisioningRequest ns/g-capacity (Creating since" in st.message
+    assert "2 of 4" in st.message or "4 members" in st.message or "fit" in st.message
+    [report] = of(sim, ProvisioningReport)
+    assert report.outcome == "requested"
+    view = sim.manager.provisioning("ns/g")
+    assert view is not None and view.state == "Creating"
+
+
+def test_the_class_is_a_setting() -> None:
+    sim = sim_with(provisioning_class="check-capacity.autoscaling.x-k8s.io")
+    gang(sim)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    assert create.class_name == "check-capacity.autoscaling.x-k8s.io"
+
+
+@pytest.mark.parametrize("served,on", [(False, True), (True, False)])
+def test_nothing_is_asked_unless_served_and_on(served: bool, on: bool) -> None:
+    sim = sim_with(served=served, provisioning=on)
+    gang(sim)
+    settle(sim)
+    assert not of(sim, CreateRequest)
+    assert sim.status("ns/g").reason == Reason.UNPLACEABLE  # as before: short of nodes
+
+
+def test_a_gang_that_fits_asks_for_nothing() -> None:
+    sim = sim_with(nodes=4)
+    gang(sim)
+    settle(sim)
+    assert not of(sim, CreateRequest)
+    assert len(sim.bound("g")) == 4
+
+
+def test_an_unplaceable_gang_asks_for_nothing() -> None:
+    sim = sim_with()
+    sim.add_group(group("g", 2))
+    for i in range(2):
+        sim.add_pod(pod(f"g-{i}", "g", cpu=6000))  # no node has 6 CPUs
+    settle(sim)
+    assert not of(sim, CreateRequest)
+    assert sim.status("ns/g").reason == Reason.UNPLACEABLE
+
+
+def test_a_gang_waiting_behind_a_reservation_asks_for_nothing() -> None:
+    sim = sim_with(nodes=4)
+    gang(sim, "a", 4)
+    sim.schedule(sim.cache.gang_pods("ns/a")[0].uid)  # reserves all four nodes, waits
+    gang(sim, "b", 4)
+    sim.tick(0.1)
+    sim.tick(0.1)
+    assert sim.status("ns/b").reason == Reason.WAITING_BEHIND_OLDER_GANG
+    assert not of(sim, CreateRequest)
+
+
+def test_pods_that_consume_another_controllers_request_get_none_from_us() -> None:
+    sim = sim_with()
+    gang(sim, provisioning_request="kueue-wl-1a2b3")
+    settle(sim)
+    assert not of(sim, CreateRequest)
+    st = sim.status("ns/g")
+    assert "consume ProvisioningRequest ns/kueue-wl-1a2b3" in st.message, st
+    assert "no second one" in st.message
+
+
+def test_provisioned_capacity_places_the_gang_whole_and_the_request_goes() -> None:
+    sim = sim_with()
+    gang(sim)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    answer(sim, create, "Accepted")
+    assert "(Accepted since" in sim.status("ns/g").message
+    sim.add_node(node("new-0", cpu=4000))  # the first node: still short, nothing bound
+    sim.run_all()
+    assert not sim.bound("g")
+    sim.add_node(node("new-1", cpu=4000))
+    answer(sim, create, "Provisioned")
+    assert [r.outcome for r in of(sim, ProvisioningReport)] == ["requested", "provisioned"]
+    settle(sim)
+    assert len(sim.bound("g")) == 4
+    [delete] = of(sim, DeleteRequest)
+    assert (delete.namespace, delete.name, delete.templates) == ("ns", "g-capacity",
+                                                                 ("g-capacity-0",))
+    assert "bound" in delete.reason
+    settle(sim)
+    assert len(of(sim, DeleteRequest)) == 1 and len(of(sim, CreateRequest)) == 1
+
+
+@pytest.mark.parametrize("ending", ["Failed", "BookingExpired", "CapacityRevoked"])
+def test_an_ended_request_backs_off_and_asks_again(ending: str) -> None:
+    sim = sim_with()
+    gang(sim)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    answer(sim, create, "Accepted")
+    answer(sim, create, ending, message="out of quota")
+    st = sim.status("ns/g")
+    assert st.reason == Reason.BACKING_OFF, st
+    assert f"ProvisioningRequest ns/g-capacity {ending} (out of quota)" in st.message
+    assert "backing off 10s" in st.message
+    bo = sim.manager.backoff("ns/g")
+    assert bo is not None and bo.attempts == 1  # requeueState in the status keeps it
+    [delete] = of(sim, DeleteRequest)
+    assert delete.name == "g-capacity"
+    assert of(sim, ProvisioningReport)[-1].outcome != "requested"
+    sim.tick(10)
+    settle(sim)
+    assert len(of(sim, CreateRequest)) == 1  # the old one is not gone yet: never two
+    sim.manager.on_provisioning_request_deleted("ns/g-capacity")
+    sim.tick(0.1)
+    creates = of(sim, CreateRequest)
+    assert len(creates) == 2 and creates[1].name == "g-capacity"
+    assert sim.status("ns/g").reason == Reason.WAITING_FOR_PROVISIONING
+
+
+def test_no_new_request_before_the_backoff_ends() -> None:
+    sim = sim_with()
+    gang(sim)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    answer(sim, create, "Failed")
+    sim.manager.on_provisioning_request_deleted("ns/g-capacity")  # gone at once
+    sim.tick(5)
+    settle(sim)
+    assert len(of(sim, CreateRequest)) == 1  # backing off (10 s)
+    sim.tick(6)
+    assert len(of(sim, CreateRequest)) == 2
+
+
+def test_nothing_is_asked_once_the_api_is_no_longer_served() -> None:
+    sim = sim_with()
+    gang(sim)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    answer(sim, create, "Failed")
+    sim.manager.on_provisioning_request_deleted("ns/g-capacity")
+    sim.manager.provisioning_served(False)  # the autoscaler's CRD was removed
+    sim.tick(30)
+    settle(sim)
+    assert len(of(sim, CreateRequest)) == 1
+
+
+def test_without_the_api_another_controllers_request_is_not_mentioned() -> None:
+    sim = sim_with(served=False)
+    gang(sim, provisioning_request="kueue-wl-1a2b3")
+    settle(sim)
+    assert "ProvisioningRequest" not in sim.status("ns/g").message
+
+
+def test_a_gang_short_of_free_capacity_keeps_waiting_for_its_request() -> None:
+    """Not set aside: it fits the nodes emptied, but running pods take the room."""
+    sim = sim_with(nodes=4)
+    for i in range(2):
+        sim.add_pod(pod(f"busy-{i}", cpu=3000, node_name=f"n{i}", phase="Running"))
+    gang(sim)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    assert len(create.annotate) == 4
+    sim.add_node(node("small", cpu=1000))  # capacity changed: planned again, still short
+    settle(sim)
+    st = sim.status("ns/g")
+    assert st.reason == Reason.WAITING_FOR_PROVISIONING, st
+    assert "waiting for ProvisioningRequest ns/g-capacity" in st.message
+    assert len(of(sim, CreateRequest)) == 1
+
+
+def test_an_ended_request_of_a_reserved_gang_changes_nothing() -> None:
+    sim = sim_with()
+    gang(sim)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    sim.add_node(node("new-0", cpu=4000))
+    sim.add_node(node("new-1", cpu=4000))
+    sim.schedule(sim.cache.gang_pods("ns/g")[0].uid)  # reserved, waiting for its binds
+    answer(sim, create, "BookingExpired")
+    assert sim.manager.backoff("ns/g") is None
+
+
+def test_a_deleted_gang_leaves_no_request() -> None:
+    sim = sim_with()
+    gang(sim)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    answer(sim, create, "Accepted")
+    sim.manager.on_group_deleted("ns/g")
+    sim.tick(0.1)
+    [delete] = of(sim, DeleteRequest)
+    assert delete.name == "g-capacity" and "gone" in delete.reason
+
+
+def test_a_restart_finds_the_request_and_asks_no_second_one() -> None:
+    sim = sim_with()
+    gang(sim)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    again = sim_with()
+    again.manager.on_provisioning_request(dataclasses.replace(
+        answer(sim, create, "Accepted")), again.now)
+    gang(again)
+    settle(again)
+    assert not of(again, CreateRequest)
+    st = again.status("ns/g")
+    assert st.reason == Reason.WAITING_FOR_PROVISIONING and "(Accepted since" in st.message
+
+
+def test_too_many_shapes_for_one_request_are_said_not_asked() -> None:
+    sim = sim_with()
+    sim.add_group(group("g", 33))
+    for i in range(33):
+        sim.add_pod(pod(f"g-{i}", "g", cpu=3000 + i))
+    settle(sim)
+    assert not of(sim, CreateRequest)
+    assert "33 different shapes: more than the 32 pod sets" in sim.status("ns/g").message
+
+
+def test_a_pod_set_is_split_at_its_count_limit() -> None:
+    members = [pod(f"p{i}", "g") for i in range(MAX_POD_SET_COUNT + 3)]
+    sets = pod_sets(members)
+    assert [s.count for s in sets] == [MAX_POD_SET_COUNT, 3]
+
+
+def test_a_long_podgroup_name_still_makes_a_valid_unique_name() -> None:
+    a, b = request_name("x" * 300), request_name("x" * 299 + "y")
+    assert a != b and len(a) <= 249 and len(b) <= 249
+    assert request_name("train") == "train-capacity"
+
+
+def test_a_preemption_about_to_serve_the_gang_asks_for_nothing() -> None:
+    sim = sim_with(preemption=True)
+    sim.add_group(group("low", 2))
+    for i in range(2):
+        sim.add_pod(pod(f"low-{i}", "low", cpu=3000))
+    settle(sim)
+    assert len(sim.bound("low")) == 2
+    sim.add_group(group("high", 2))
+    for i in range(2):
+        sim.add_pod(pod(f"high-{i}", "high", cpu=3000, priority=100))
+    settle(sim)
+    assert not of(sim, CreateRequest)
+
+
+# ----- scale-down protection -----------------------------------------------------------------
+
+
+def test_reserved_nodes_are_protected_while_the_reservation_holds() -> None:
+    sim = sim_with(nodes=3)
+    sim.add_node(dataclasses.replace(node("theirs", cpu=4000), scale_down_disabled=True))
+    gang(sim, size=4)
+    sim.schedule(sim.cache.gang_pods("ns/g")[0].uid)  # reserved on all four, binds wait
+    sim.tick(1.0)
+    on = {a.node for a in of(sim, ProtectNode) if a.on}
+    assert on == {"n0", "n1", "n2"}  # not the operator's own
+    sim.tick(1.0)
+    assert len(of(sim, ProtectNode)) == 3  # asked once, not on every tick
+    for n in ("n0", "n1", "n2"):  # the watch shows our annotation
+        sim.add_node(dataclasses.replace(node(n, cpu=4000), scale_down_disabled=True,
+                                         scale_down_ours=True))
+    sim.run_all()  # the gang binds: its reservation ends
+    assert len(sim.bound("g")) == 3 or sim.manager.reservations() == ()
+    sim.manager.on_group_deleted("ns/g")
+    sim.tick(1.0)
+    off = {a.node for a in of(sim, ProtectNode) if not a.on}
+    assert off == {"n0", "n1", "n2"}
+
+
+def test_no_protection_while_the_api_is_not_served() -> None:
+    sim = sim_with(served=False)
+    gang(sim, size=2)
+    sim.schedule(sim.cache.gang_pods("ns/g")[0].uid)
+    sim.tick(1.0)
+    assert not of(sim, ProtectNode)
+
+
+# ----- reading the objects ---------------------------------------------------------------------
+
+
+def _req(conditions: list[dict[str, str]]) -> dict[str, Any]:
+    return {"metadata": {"name": "g-capacity", "namespace": "ns", "uid": "u",
+                         "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "annotations": {"gang-extender.x-k8s.io/gang": "ns/g"}},
+            "spec": {"provisioningClassName": ATOMIC_CLASS,
+                     "podSets": [{"podTemplateRef": {"name": "g-capacity-0"}, "count": 4}]},
+            "status": {"conditions": conditions}}
+
+
+def _cond(type_: str, status: str = "True", at: str = "2026-01-01T00:01:00Z") -> dict[str, str]:
+    return {"type": type_, "status": status, "lastTransitionTime": at, "message": type_}
+
+
+def test_a_request_is_read_with_its_state() -> None:
+    r = request_from_k8s(_req([]))
+    assert (r.state, r.gang, r.templates, r.key) == ("Pending", "ns/g", ("g-capacity-0",),
+                                                     "ns/g-capacity")
+    assert request_from_k8s(_req([_cond("Accepted")])).state == "Accepted"
+    r = request_from_k8s(_req([_cond("Accepted"), _cond("Provisioned")]))
+    assert r.state == "Provisioned" and r.since == r.created + 60
+    assert request_from_k8s(_req([_cond("Provisioned"), _cond("BookingExpired")])
+                            ).state == "BookingExpired"
+    assert request_from_k8s(_req([_cond("Provisioned", "False")])).state == "Pending"
+
+
+def test_a_malformed_request_is_a_clear_error() -> None:
+    bad = _req([])
+    bad["spec"]["podSets"] = "x"
+    with pytest.raises(ValueError, match=r"spec\.podSets"):
+        request_from_k8s(bad)
+
+
+@pytest.mark.parametrize("key", ["autoscaling.x-k8s.io/consume-provisioning-request",
+                                 "cluster-autoscaler.kubernetes.io/consume-provisioning-request"])
+def test_a_pod_is_read_with_the_request_it_consumes(key: str) -> None:
+    obj: dict[str, Any] = {"metadata": {"name": "p", "uid": "u", "namespace": "ns",
+                                        "annotations": {key: "wl-check-1"}},
+           "spec": {"containers": [{"name": "c"}]}}
+    assert pod_from_k8s(obj).provisioning_request == "wl-check-1"
+    obj["metadata"]["annotations"] = {}
+    assert pod_from_k8s(obj).provisioning_request == ""
+
+
+def test_a_node_is_read_with_its_scale_down_annotations() -> None:
+    obj: dict[str, Any] = {"metadata": {"name": "n", "annotations": {
+        "cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"}}, "status": {}}
+    n = node_from_k8s(obj)
+    assert n.scale_down_disabled and not n.scale_down_ours
+    obj["metadata"]["annotations"]["gang-extender.x-k8s.io/scale-down-disabled-for"] = "ns/g"
+    assert node_from_k8s(obj).scale_down_ours
+    assert not node_from_k8s({"metadata": {"name": "n"}, "status": {}}).scale_down_disabled
+
+
+def test_a_gang_with_nothing_to_ask_costs_a_tick_nothing_until_its_members_change(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    sim = sim_with()
+    sim.add_group(group("g", 33))
+    members = [sim.add_pod(pod(f"g-{i}", "g", cpu=3000 + i)) for i in range(33)]
+    settle(sim)
+    looked: list[str] = []
+    counts = sim.cache.quorum_counts
+
+    def counting(g: GroupInfo) -> Any:
+        looked.append(g.key)
+        return counts(g)
+
+    monkeypatch.setattr(sim.cache, "quorum_counts", counting)
+    for _ in range(20):
+        sim.tick(0.1)
+    assert looked.count("ns/g") <= 1, looked  # not once per tick
+    assert not of(sim, CreateRequest)
+    sim.manager.on_group(group("g", 32), sim.now)  # one shape fewer is enough now
+    sim.delete(members[-1].uid)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    assert len(create.pod_sets) == 32
+
+
+def test_a_request_seen_ended_before_its_group_is_ended_once_the_group_is_there() -> None:
+    """A restart: the watch of the requests may deliver a Failed one before the
+    PodGroups are listed."""
+    sim = sim_with()
+    req = RequestInfo("ns", "g-capacity", "r1", "ns/g", ATOMIC_CLASS, sim.now, "Failed",
+                      sim.now, "out of quota", ("g-capacity-0",))
+    sim.manager.on_provisioning_request(req, sim.now)
+    gang(sim)
+    settle(sim)
+    assert not of(sim, CreateRequest)  # not a second one of that name
+    [delete] = of(sim, DeleteRequest)
+    assert delete.templates == ("g-capacity-0",)
+    assert sim.status("ns/g").reason == Reason.BACKING_OFF
+
+
+def test_a_request_that_ended_while_its_gang_was_placed_is_ended_when_it_waits_again() -> None:
+    sim = sim_with()
+    gang(sim)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    sim.add_node(node("new-0", cpu=4000))
+    sim.add_node(node("new-1", cpu=4000))
+    members = sim.cache.gang_pods("ns/g")
+    sim.schedule(members[0].uid)  # reserved; its other binds never come
+    answer(sim, create, "BookingExpired")
+    assert not of(sim, DeleteRequest)
+    sim.tick(31)  # the reservation times out: the gang waits again
+    sim.tick(0.1)
+    [delete] = of(sim, DeleteRequest)
+    assert delete.name == "g-capacity"
+    assert len(of(sim, CreateRequest)) == 1
+
+
+def test_a_request_never_seen_in_the_watch_is_given_up_and_asked_again() -> None:
+    sim = sim_with()
+    gang(sim)
+    settle(sim)
+    assert len(of(sim, CreateRequest)) == 1
+    sim.tick(61)  # never showed (a foreign object of that name refused ours)
+    st = sim.status("ns/g")
+    assert st.reason == Reason.BACKING_OFF and "not seen in the watch 60s" in st.message, st
+    [delete] = of(sim, DeleteRequest)  # what may have been made is cleaned up
+    assert delete.templates == ("g-capacity-0",)
+    sim.tick(11)
+    assert len(of(sim, CreateRequest)) == 2

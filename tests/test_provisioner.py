@@ -1,0 +1,265 @@
+"""The ProvisioningRequest adapter (`scheduler/provisioner.py`): the objects it writes for
+a gang, in which order, what it tolerates, what it tells the core; its routing from the
+dispatcher and its discovery through the informer. The decisions are the core's
+(tests/core/test_provisioning.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from extender.core.manager import Core, GangManager
+from extender.core.model.config import Config
+from extender.core.model.provisioning import (
+    ATOMIC_CLASS,
+    CLASS_ANNOTATION,
+    CONSUME_ANNOTATION,
+    GANG_ANNOTATION,
+    SCALE_DOWN_DISABLED,
+    SCALE_DOWN_OURS,
+)
+from extender.core.model.types import KUEUE, GroupInfo, NodeInfo, PodInfo
+from extender.core.model.vocabulary import (
+    CreateRequest,
+    DeleteRequest,
+    GroupRef,
+    PodRef,
+    PodSet,
+    ProtectNode,
+    ProvisioningReport,
+)
+from extender.kube.client import ApiError
+from extender.kube.informer import Informer
+from extender.kube.recorder import ObjectRef
+from extender.scheduler.dispatch import Dispatcher
+from extender.scheduler.provisioner import PROVISIONING_REQUESTS, Provisioner
+
+GROUP = GroupRef("ns", "train", "uid-train")
+CREATE = CreateRequest(GROUP, "ns/train", "train-capacity", ATOMIC_CLASS,
+                       (PodSet(PodRef("ns", "train-0", "u0"), 3),
+                        PodSet(PodRef("ns", "train-3", "u3"), 1)),
+                       (PodRef("ns", "train-0", "u0"), PodRef("ns", "train-3", "u3")))
+
+
+class FakeKube:
+    def __init__(self, fail: dict[str, ApiError] | None = None,
+                 pods: dict[str, dict[str, Any]] | None = None) -> None:
+        self.calls: list[tuple[str, str, Any]] = []
+        self.fail = fail or {}
+        self.pods = pods if pods is not None else {
+            name: {"metadata": {"name": name, "labels": {"app": "train"}},
+                   "spec": {"nodeName": "", "schedulingGates": [{"name": "g"}],
+                            "containers": [{"name": "c", "image": "x"}]}}
+            for name in ("train-0", "train-3")}
+
+    def _call(self, verb: str, path: str, body: Any = None) -> None:
+        self.calls.append((verb, path, body))
+        for prefix, error in self.fail.items():
+            if f"{verb} {path}".startswith(prefix):
+                raise error
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._call("get", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        return self.pods.get(name)
+
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self._call("create", path, body)
+        return body
+
+    async def delete(self, path: str) -> None:
+        self._call("delete", path)
+
+    async def merge_patch(self, path: str, patch: dict[str, Any]) -> None:
+        self._call("patch", path, patch)
+
+
+class Events:
+    def __init__(self) -> None:
+        self.recorded: list[tuple[ObjectRef, str, str, bool]] = []
+
+    def record(self, ref: ObjectRef, reason: str, message: str, warning: bool = False) -> None:
+        self.recorded.append((ref, reason, message, warning))
+
+
+def run(kube: FakeKube, action: Any, manager: GangManager | None = None) -> Provisioner:
+    p = Provisioner(manager or GangManager(), kube, clock=lambda: 100.0)
+    asyncio.run(p.do(action))
+    return p
+
+
+def _error(status: int) -> ApiError:
+    return ApiError(status, "x", "y")
+
+
+def test_a_request_is_made_templates_first_then_its_members_consume_it() -> None:
+    kube = FakeKube()
+    run(kube, CREATE)
+    writes = [(v, p) for v, p, _ in kube.calls if v != "get"]
+    assert writes == [
+        ("create", "/api/v1/namespaces/ns/podtemplates"),
+        ("create", "/api/v1/namespaces/ns/podtemplates"),
+        ("create", "/apis/autoscaling.x-k8s.io/v1/namespaces/ns/provisioningrequests"),
+        ("patch", "/api/v1/namespaces/ns/pods/train-0"),
+        ("patch", "/api/v1/namespaces/ns/pods/train-3"),
+    ]
+    owner = [{"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+              "name": "train", "uid": "uid-train"}]
+    t0 = kube.calls[1][2]
+    assert t0["metadata"]["name"] == "train-capacity-0"
+    assert t0["metadata"]["ownerReferences"] == owner
+    assert t0["metadata"]["annotations"] == {GANG_ANNOTATION: "ns/train"}
+    spec = t0["template"]["spec"]
+    assert "nodeName" not in spec and "schedulingGates" not in spec  # not a scheduled pod
+    assert spec["containers"] == [{"name": "c", "image": "x"}]
+    assert t0["template"]["metadata"] == {
+        "labels": {"app": "train"},
+        "annotations": {CONSUME_ANNOTATION: "train-capacity", CLASS_ANNOTATION: ATOMIC_CLASS}}
+    req = kube.calls[4][2]
+    assert req["apiVersion"] == "autoscaling.x-k8s.io/v1"
+    assert req["kind"] == "ProvisioningRequest"
+    assert req["metadata"]["ownerReferences"] == owner
+    assert req["metadata"]["annotations"] == {GANG_ANNOTATION: "ns/train"}
+    assert req["spec"] == {"provisioningClassName": ATOMIC_CLASS, "podSets": [
+        {"podTemplateRef": {"name": "train-capacity-0"}, "count": 3},
+        {"podTemplateRef": {"name": "train-capacity-1"}, "count": 1}]}
+    assert kube.calls[-1][2] == {"metadata": {"annotations": {
+        CONSUME_ANNOTATION: "train-capacity", CLASS_ANNOTATION: ATOMIC_CLASS}}}
+
+
+def test_a_kueue_pod_group_has_no_owner_to_name() -> None:
+    kube = FakeKube()
+    kueue = CreateRequest(GroupRef("ns", "train", "", KUEUE), "kueue:ns/train",
+                          "train-capacity", ATOMIC_CLASS, CREATE.pod_sets, ())
+    run(kube, kueue)
+    assert all(c[2]["metadata"]["ownerReferences"] == []
+               for c in kube.calls if c[0] == "create")
+
+
+def test_objects_made_before_a_restart_are_taken_as_made() -> None:
+    kube = FakeKube(fail={"create /apis/autoscaling.x-k8s.io": _error(409),
+                          "create /api/v1/namespaces/ns/podtemplates": _error(409)})
+    manager = GangManager()
+    p = run(kube, CREATE, manager)
+    assert [v for v, _, _ in kube.calls].count("patch") == 2  # went on to the members
+    assert p.manager.backoff("ns/train") is None
+
+
+def _asked_manager() -> GangManager:
+    """A manager whose core asked for the request of gang ns/train."""
+    manager = GangManager(Core.wire(Config(preemption=False, starvation_after_seconds=None)))
+    manager.provisioning_served(True)
+    manager.on_node(NodeInfo("n0", {"cpu": 4000, "memory": 1 << 34, "pods": 10}))
+    manager.on_group(GroupInfo("ns", "train", 2, uid="uid-train"), 0.0)
+    for i in range(2):
+        manager.on_pod(PodInfo(f"u{i}", "ns", f"train-{i}",
+                               {"cpu": 3000, "memory": 1 << 30, "pods": 1},
+                               labels={"scheduling.x-k8s.io/pod-group": "train"},
+                               scheduler_name="gang-scheduler"), 0.0)
+    manager.tick(1.0)
+    manager.tick(1.1)
+    assert any(isinstance(a, CreateRequest) for a in manager.take_actions())
+    return manager
+
+
+@pytest.mark.parametrize("fail", [
+    {"create /apis/autoscaling.x-k8s.io": _error(403)},
+    {"create /api/v1/namespaces/ns/podtemplates": _error(422)},
+])
+def test_a_request_that_cannot_be_made_backs_the_gang_off(fail: dict[str, ApiError]) -> None:
+    manager = _asked_manager()
+    run(FakeKube(fail=fail), CREATE, manager)
+    bo = manager.backoff("ns/train")
+    assert bo is not None and bo.attempts == 1
+    deletes = [a for a in manager.take_actions() if isinstance(a, DeleteRequest)]
+    assert [d.templates for d in deletes] == [("train-capacity-0",)]  # cleaned up
+
+
+def test_a_member_gone_before_its_template_was_copied_backs_off() -> None:
+    manager = _asked_manager()
+    kube = FakeKube(pods={})
+    run(kube, CREATE, manager)
+    assert not [c for c in kube.calls if c[0] == "create"]
+    bo = manager.backoff("ns/train")
+    assert bo is not None and bo.attempts == 1
+
+
+def test_a_delete_takes_the_request_then_its_templates_and_gone_is_fine(
+        caplog: pytest.LogCaptureFixture) -> None:
+    kube = FakeKube(fail={"delete /api/v1/namespaces/ns/podtemplates/train-capacity-0":
+                          _error(404)})
+    run(kube, DeleteRequest("ns", "train-capacity", ("train-capacity-0", "train-capacity-1"),
+                            "gang ns/train is bound"))
+    assert [(v, p) for v, p, _ in kube.calls] == [
+        ("delete", "/apis/autoscaling.x-k8s.io/v1/namespaces/ns/provisioningrequests/"
+                   "train-capacity"),
+        ("delete", "/api/v1/namespaces/ns/podtemplates/train-capacity-0"),
+        ("delete", "/api/v1/namespaces/ns/podtemplates/train-capacity-1"),
+    ]
+    assert "write failed" not in caplog.text  # gone already is what was wanted
+    run(FakeKube(fail={"delete": _error(500)}), DeleteRequest("ns", "r", (), "x"))
+    assert "provisioning write failed: 500" in caplog.text
+
+
+def test_a_node_is_protected_and_released_with_both_annotations() -> None:
+    kube = FakeKube()
+    run(kube, ProtectNode("n1", True, "ns/train"))
+    run(kube, ProtectNode("n1", False, "ns/train"))  # off is off, whatever it names
+    assert [c[2] for c in kube.calls] == [
+        {"metadata": {"annotations": {SCALE_DOWN_DISABLED: "true", SCALE_DOWN_OURS: "ns/train"}}},
+        {"metadata": {"annotations": {SCALE_DOWN_DISABLED: None, SCALE_DOWN_OURS: None}}},
+    ]
+    assert kube.calls[0][1] == "/api/v1/nodes/n1"
+
+
+def test_a_report_is_an_event_on_the_podgroup_and_a_metric() -> None:
+    events, outcomes = Events(), list[str]()
+    p = Provisioner(GangManager(), FakeKube(), events, on_result=outcomes.append)
+    p.add(ProvisioningReport(GROUP, "ns/train-capacity", "failed", "gang ns/train: ... Failed"))
+    p.add(ProvisioningReport(GROUP, "ns/train-capacity", "requested", "gang ns/train: asked"))
+    assert outcomes == ["failed", "requested"]
+    (ref, reason, _, warning), (_, reason2, _, warning2) = events.recorded
+    assert (ref.kind, ref.name, ref.uid) == ("PodGroup", "train", "uid-train")
+    assert (reason, warning, reason2, warning2) == ("ProvisioningFailed", True,
+                                                    "ProvisioningRequested", False)
+
+
+def test_the_dispatcher_hands_provisioning_actions_to_the_adapter() -> None:
+    manager = _asked_manager()
+    manager.on_group_deleted("ns/train")
+    manager.tick(2.0)
+    dispatcher = Dispatcher(manager, None, clock=lambda: 2.0)
+    seen: list[object] = []
+
+    class Recording(Provisioner):
+        def add(self, action: Any) -> None:
+            seen.append(action)
+
+    dispatcher.provisioner = Recording(manager, None)
+    dispatcher.drain()
+    assert [type(a) for a in seen] == [DeleteRequest]
+
+
+def test_discovery_tells_the_core_whether_the_api_is_served() -> None:
+    manager = GangManager()
+
+    class Discovery:
+        async def discover(self, group_version: str) -> set[str] | None:
+            assert group_version == "/apis/autoscaling.x-k8s.io/v1"
+            return {"provisioningrequests"}
+
+        async def list_pages(self, *a: Any, **kw: Any) -> Any:
+            if False:
+                yield
+            raise asyncio.CancelledError
+
+    p = Provisioner(manager, None)
+    inf = Informer(Discovery(), manager, lambda: 0.0, lambda: None,  # type: ignore[arg-type]
+                   kinds=(PROVISIONING_REQUESTS,), on_served=p.served)
+
+    async def go() -> None:
+        await asyncio.wait_for(inf._wait_until_served(PROVISIONING_REQUESTS), 5)
+
+    asyncio.run(go())
+    assert manager._core.provisioning.served
