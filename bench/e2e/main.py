@@ -120,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
                          "fresh control plane's first runs were 25 %% slower")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds per run to bind all")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--stem", default=None, metavar="NAME",
+                    help="results file names, NAME.{json,md,png} (default e2e[-MODE])")
     ap.add_argument("--extender-args", default="", metavar="ARGS",
                     help="what-if: extra `gang-extender serve` flags for B")
     ap.add_argument("--no-plot", action="store_true", help="skip the PNG")
@@ -158,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     for s in systems:
         if s not in SYSTEMS:
             ap.error(f"unknown system {s}")
+    if args.stem is not None and (not args.stem or "/" in args.stem):
+        ap.error(f"--stem is a file name without a directory, got {args.stem!r}")
     if args.floor_threads < 1:
         ap.error(f"--floor-threads must be at least 1, got {args.floor_threads}")
     if args.shared_scoring and args.own_scoring:
@@ -210,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                               file=sys.stderr, flush=True)
     finally:
         cp.stop()
-    stem = "e2e" if name == "full" else f"e2e-{name}"
+    stem = args.stem or ("e2e" if name == "full" else f"e2e-{name}")
     data: dict[str, Any] = {
         "benchmark": "e2e", "mode": name, "machine": info, "repetitions": reps,
         "systems": systems, "clients": clients, "extender_args": args.extender_args,
