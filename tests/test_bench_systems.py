@@ -114,20 +114,27 @@ def test_the_shared_profile_settings_are_b_s_as_shipped() -> None:
         assert "percentageOfNodesToScore" not in config(s)["profiles"][0]
 
 
-def _deploy_copy(root: Path, edit: Callable[[str], str]) -> None:
-    src = (REPO / "deploy" / "scheduler-config.yaml").read_text()
-    (root / "deploy").mkdir()
-    (root / "deploy" / "scheduler-config.yaml").write_text(edit(src))
+def _deploy_copy(root: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    """deploy/scheduler-config.yaml as it is in this checkout, edited, under `root`."""
+    cfg = yaml.safe_load((REPO / "deploy" / "scheduler-config.yaml").read_text())
+    edit(cfg)
+    (root / "deploy").mkdir(parents=True)
+    (root / "deploy" / "scheduler-config.yaml").write_text(yaml.safe_dump(cfg))
 
 
 def test_a_change_in_deploy_flows_through_to_every_run(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """The runs read deploy/ at every start (`run.system_config`), never a copy: a profile
     that drops `percentageOfNodesToScore` (issue 30) or changes the backoff is what runs."""
-    monkeypatch.setattr(e2e.gang, "REPO", tmp_path)
-    _deploy_copy(tmp_path, lambda t: "\n".join(
-        line.replace("podInitialBackoffSeconds: 1", "podInitialBackoffSeconds: 3")
-        for line in t.splitlines() if "percentageOfNodesToScore" not in line))
+    def without_percentage(cfg: dict[str, Any]) -> None:
+        cfg["profiles"][0].pop("percentageOfNodesToScore", None)
+        cfg["podInitialBackoffSeconds"] = 3
+
+    def with_percentage(cfg: dict[str, Any]) -> None:
+        cfg["profiles"][0]["percentageOfNodesToScore"] = 30
+
+    monkeypatch.setattr(e2e.gang, "REPO", tmp_path / "one")
+    _deploy_copy(tmp_path / "one", without_percentage)
     for s in "ABCD":
         cfg = system_config(s, "default", 7, COSCHEDULING)
         assert cfg["podInitialBackoffSeconds"] == 3, s
@@ -135,11 +142,8 @@ def test_a_change_in_deploy_flows_through_to_every_run(tmp_path: Path,
     b = system_config("B", "default", 7, COSCHEDULING)
     assert {e["urlPrefix"] for e in b["extenders"]} == {"http://127.0.0.1:7"}
     # A value deploy/ sets reaches B (and only B, unless the what-if shares it).
-    tmp = tmp_path / "other"
-    tmp.mkdir()
-    monkeypatch.setattr(e2e.gang, "REPO", tmp)
-    _deploy_copy(tmp, lambda t: t.replace("percentageOfNodesToScore: 100",
-                                          "percentageOfNodesToScore: 30"))
+    monkeypatch.setattr(e2e.gang, "REPO", tmp_path / "two")
+    _deploy_copy(tmp_path / "two", with_percentage)
     assert system_config("B", "default", 7, COSCHEDULING)["profiles"][0][
         "percentageOfNodesToScore"] == 30
     assert "percentageOfNodesToScore" not in system_config(
@@ -158,11 +162,12 @@ def test_client_settings() -> None:
 
 def test_shared_scoring_gives_a_c_and_d_b_s_percentage() -> None:
     """The what-if that runs the layout before issue 30: every system at B's setting."""
-    pct = shipped_config(1)["profiles"][0].get("percentageOfNodesToScore")
+    shipped = shipped_config(1)
+    shipped["profiles"][0]["percentageOfNodesToScore"] = 100  # as deploy/ had it
     for s in "ABCD":
-        prof = systems.scheduler_config(s, "default", shipped_config(1), COSCHEDULING,
+        prof = systems.scheduler_config(s, "default", shipped, COSCHEDULING,
                                         shared_scoring=True)["profiles"][0]
-        assert prof.get("percentageOfNodesToScore") == pct
+        assert prof["percentageOfNodesToScore"] == 100
 
 
 def test_the_floor_runs_no_scheduler_and_the_same_pods_as_a() -> None:
