@@ -153,3 +153,52 @@ def test_report_pools_the_repetitions_of_several_files(
     # Pairs 0.8 (first file), 1.2 and 0.9 (second): rep 0 of each file stays its own pair.
     assert "0.90 (0.80-1.20) [1/3 >= 1]" in out
     assert "test + test (pooled)" in out and not (tmp_path / "r0.png").exists()
+
+
+def test_each_system_against_the_floor_in_the_same_repetition() -> None:
+    """Issue 30: "bound within 1.5x the floor after its last member" is a number: each
+    system's last-created-to-last-bound time over F's in the same repetition."""
+    runs = [run("F", 200, 0, tail_seconds=4.0), run("B", 80, 0, tail_seconds=5.0),
+            run("D", 90, 0, tail_seconds=8.0),
+            run("F", 200, 1, tail_seconds=5.0), run("B", 80, 1, tail_seconds=7.0),
+            run("D", 90, 1, tail_seconds=10.0),
+            # A failed floor run drops its pair: nothing to compare with.
+            run("F", 200, 2, error="only 3 of 56 pods bound"), run("B", 80, 2, tail_seconds=1.0)]
+    point = e2e_report.summarize(runs)[0]
+    floor = point["floor"]
+    assert floor["B"]["per_pair"] == [1.25, 1.4]
+    assert floor["B"]["median"] == 1.325
+    assert floor["B"]["target"] == 1.5 and floor["B"]["at_or_below_target"] == 2
+    assert floor["D"]["per_pair"] == [2.0, 2.0] and math.isnan(floor["D"]["target"])
+    assert set(floor) == {"B", "D"}  # not F over itself
+    assert point["systems"]["F"]["tail_seconds"] == 4.5  # median of its completed runs
+    md = e2e_report.markdown({**data_for(runs), "floor_threads": 16})
+    assert "## Against the floor" in md and "16 in flight" in md
+    # 56 pods in 4.5 s: the floor's pace, 12 Bindings per second.
+    assert "| unthrottled | F: floor | 4.5 | 12 Bindings/s |" in md
+    assert "| unthrottled | B | 5 | 1.32 (1.25-1.40) [2/2 <= 1.5] |" in md  # median of 5, 7, 1
+    assert "| unthrottled | D | 9 | 2.00 (2.00-2.00) |" in md
+    # Without a floor run the section is left out, and an old run record (no tail) loads.
+    plain = [run("A", 100), run("B", 80)]
+    assert e2e_report.summarize(plain)[0]["floor"] == {}
+    assert "Against the floor" not in e2e_report.markdown(data_for(plain))
+    old = {k: v for k, v in run("B", 80).__dict__.items() if k != "tail_seconds"}
+    assert math.isnan(RunResult(**old).tail_seconds)
+
+
+def test_gang_start_p95_of_b_over_each_peer() -> None:
+    """Issue 30: "gang-start p95 <= 1/3 of upstream's": per repetition and pooled."""
+    runs = [run("B", 80, 0, starts=(0.5, 0.7, 0.9)), run("C", 50, 0, starts=(2.0, 2.7, 3.0)),
+            run("B", 80, 1, starts=(0.5, 0.7, 1.8)), run("C", 50, 1, starts=(2.0, 2.7, 3.0)),
+            run("D", 90, 0, starts=(0.3, 0.4, 0.45))]
+    p95 = e2e_report.summarize(runs)[0]["p95"]
+    assert p95["B/C"]["per_pair"] == [0.3, 0.6]
+    assert p95["B/C"]["target"] == pytest.approx(1 / 3)
+    assert p95["B/C"]["at_or_below_target"] == 1
+    # Pooled: B's p95 over all six gangs (1.8) over C's (3.0).
+    assert p95["B/C"]["pooled"] == 0.6
+    assert p95["B/D"]["per_pair"] == [2.0] and math.isnan(p95["B/D"]["target"])
+    assert "B/A" not in p95
+    md = e2e_report.markdown(data_for(runs))
+    assert "## B's gang-start p95 against each system" in md
+    assert "| - | 0.45 (0.30-0.60) [1/2 <= 0.333]; pooled 0.60 | 2.00; pooled 4.00 |" in md

@@ -1,19 +1,26 @@
 """bench/e2e/systems.py: each system's pods, group objects and KubeSchedulerConfiguration form
-the gangs its scheduler expects, and nothing else differs between the systems. A wrong
+the gangs its scheduler expects, and nothing else differs between the systems but node
+sampling, which is B's as deploy/ ships it and stock for the others. A wrong
 field name would not fail a benchmark run loudly (an upstream gang scheduler that does not
 recognise a pod schedules it as a plain pod), so the manifests are pinned here."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+import e2e.gang
 from bench.e2e import systems
+from bench.e2e.run import system_config
 from e2e.gang import scheduler_config as shipped_config
 from e2e.harness.fixtures import POD_GROUP_LABEL
 from e2e.harness.versions import upstream_gang_gates, workload_api_version
+
+REPO = Path(__file__).resolve().parents[1]
 
 # scheduler-plugins v0.34.7 manifests/coscheduling/scheduler-config.yaml, as parsed
 # (the benchmark reads the copy e2e/build-operator.sh caches).
@@ -92,14 +99,57 @@ def test_only_b_has_the_extender_and_only_d_coscheduling() -> None:
 
 def test_the_shared_profile_settings_are_b_s_as_shipped() -> None:
     shipped = shipped_config(1)
-    for s, sysdef in systems.SYSTEMS.items():
+    for s in systems.SCHEDULED:
         cfg = config(s)
         prof = cfg["profiles"][0]
-        assert prof["schedulerName"] == sysdef.scheduler_name
-        assert prof["percentageOfNodesToScore"] == shipped["profiles"][0][
-            "percentageOfNodesToScore"]
+        assert prof["schedulerName"] == systems.SYSTEMS[s].scheduler_name
         assert cfg["podInitialBackoffSeconds"] == shipped["podInitialBackoffSeconds"]
+        assert cfg["podMaxBackoffSeconds"] == shipped["podMaxBackoffSeconds"]
+        assert {"name": "DefaultPreemption"} in prof["plugins"]["postFilter"]["disabled"]
         assert "leaderElection" not in cfg
+    # Node sampling is B's alone: B as deploy/ ships it (set or not), the others stock.
+    assert (config("B")["profiles"][0].get("percentageOfNodesToScore")
+            == shipped["profiles"][0].get("percentageOfNodesToScore"))
+    for s in "ACD":
+        assert "percentageOfNodesToScore" not in config(s)["profiles"][0]
+
+
+def _deploy_copy(root: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    """deploy/scheduler-config.yaml as it is in this checkout, edited, under `root`."""
+    cfg = yaml.safe_load((REPO / "deploy" / "scheduler-config.yaml").read_text())
+    edit(cfg)
+    (root / "deploy").mkdir(parents=True)
+    (root / "deploy" / "scheduler-config.yaml").write_text(yaml.safe_dump(cfg))
+
+
+def test_a_change_in_deploy_flows_through_to_every_run(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runs read deploy/ at every start (`run.system_config`), never a copy: a profile
+    that drops `percentageOfNodesToScore` (issue 30) or changes the backoff is what runs."""
+    def without_percentage(cfg: dict[str, Any]) -> None:
+        cfg["profiles"][0].pop("percentageOfNodesToScore", None)
+        cfg["podInitialBackoffSeconds"] = 3
+
+    def with_percentage(cfg: dict[str, Any]) -> None:
+        cfg["profiles"][0]["percentageOfNodesToScore"] = 30
+
+    monkeypatch.setattr(e2e.gang, "REPO", tmp_path / "one")
+    _deploy_copy(tmp_path / "one", without_percentage)
+    for s in "ABCD":
+        cfg = system_config(s, "default", 7, COSCHEDULING)
+        assert cfg["podInitialBackoffSeconds"] == 3, s
+        assert "percentageOfNodesToScore" not in cfg["profiles"][0], s
+    b = system_config("B", "default", 7, COSCHEDULING)
+    assert {e["urlPrefix"] for e in b["extenders"]} == {"http://127.0.0.1:7"}
+    # A value deploy/ sets reaches B (and only B, unless the what-if shares it).
+    monkeypatch.setattr(e2e.gang, "REPO", tmp_path / "two")
+    _deploy_copy(tmp_path / "two", with_percentage)
+    assert system_config("B", "default", 7, COSCHEDULING)["profiles"][0][
+        "percentageOfNodesToScore"] == 30
+    assert "percentageOfNodesToScore" not in system_config(
+        "A", "default", 7, COSCHEDULING)["profiles"][0]
+    assert system_config("A", "default", 7, COSCHEDULING, shared_scoring=True)["profiles"][0][
+        "percentageOfNodesToScore"] == 30
 
 
 def test_client_settings() -> None:
@@ -110,14 +160,26 @@ def test_client_settings() -> None:
         config("A", "fast")
 
 
-def test_own_scoring_leaves_the_percentage_to_kube_scheduler_except_for_b() -> None:
-    for s in "ACD":
-        prof = systems.scheduler_config(s, "default", shipped_config(1), COSCHEDULING,
-                                        own_scoring=True)["profiles"][0]
-        assert "percentageOfNodesToScore" not in prof
-    b = systems.scheduler_config("B", "default", shipped_config(1), COSCHEDULING,
-                                 own_scoring=True)
-    assert b["profiles"][0]["percentageOfNodesToScore"] == 100
+def test_shared_scoring_gives_a_c_and_d_b_s_percentage() -> None:
+    """The what-if that runs the layout before issue 30: every system at B's setting."""
+    shipped = shipped_config(1)
+    shipped["profiles"][0]["percentageOfNodesToScore"] = 100  # as deploy/ had it
+    for s in "ABCD":
+        prof = systems.scheduler_config(s, "default", shipped, COSCHEDULING,
+                                        shared_scoring=True)["profiles"][0]
+        assert prof["percentageOfNodesToScore"] == 100
+
+
+def test_the_floor_runs_no_scheduler_and_the_same_pods_as_a() -> None:
+    with pytest.raises(ValueError, match="runs no kube-scheduler"):
+        systems.scheduler_config("F", "default", shipped_config(1), COSCHEDULING)
+    assert systems.group_manifest("F", "ns", "g", 8) is None
+    a, f = (systems.pod_manifest(s, "ns", "job-0-1", "job-0") for s in "AF")
+    assert f["spec"]["schedulerName"] == "bench-floor"  # served by no scheduler
+    assert f["spec"]["schedulerName"] not in {
+        systems.SYSTEMS[s].scheduler_name for s in systems.SCHEDULED}
+    assert f["metadata"] == a["metadata"]
+    assert {**f["spec"], "schedulerName": "x"} == {**a["spec"], "schedulerName": "x"}
 
 
 def test_the_upstream_peer_gets_the_gates_and_version_of_its_release() -> None:

@@ -3,12 +3,13 @@ kube-scheduler and the other gang schedulers, on the same pods and nodes, in one
 
     .venv/bin/python -m bench.e2e --quick   # 50 nodes, 40 gangs of 8, one repetition
     .venv/bin/python -m bench.e2e --full    # 50 nodes x 40 gangs of 8, 100 x 45 of 16
-    .venv/bin/python -m bench.e2e --big     # 1,000 nodes, gangs of 64, 256 and 1,000
+    .venv/bin/python -m bench.e2e --big     # 1,000 nodes, gangs of 64, 256 and 1,000, floor
     .venv/bin/python -m bench.e2e --scale   # 2,000 and 5,000 nodes
 
 Results: bench/results/e2e[-quick|-big|-scale].{json,md,png}; docs/performance.md explains
-them. The systems (A stock, B gang-extender, C upstream 1.36 gang scheduling, D
-scheduler-plugins Coscheduling) are defined in bench/e2e/systems.py, the report in
+them. The systems (A stock, B gang-extender, C upstream gang scheduling, D
+scheduler-plugins Coscheduling, and F, the floor: a bare client's Bindings, no scheduler,
+bench/e2e/floor.py) are defined in bench/e2e/systems.py, the report in
 bench/e2e/report.py, the plot in bench/e2e/plot.py.
 
 One control plane (etcd, kube-apiserver serving the upstream Workload API with the gates C
@@ -33,8 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS, machine, percentile, write_results
+from bench.e2e.floor import FLOOR_THREADS
 from bench.e2e.report import RunResult, markdown, summarize
-from bench.e2e.run import CREATE_THREADS, Bench, bench_control_plane, find_scheduler_plugins
+from bench.e2e.run import (
+    CREATE_THREADS,
+    Bench,
+    bench_control_plane,
+    find_scheduler_plugins,
+    node_name,
+)
 from bench.e2e.systems import CLIENT_SETTINGS, SYSTEMS
 from e2e.harness.fakekubelet import FakeKubelet
 from e2e.harness.fixtures import use_cluster
@@ -67,7 +75,7 @@ def add_nodes(fk: FakeKubelet, have: int, want: int) -> float:
     """Fake nodes node-<have>..node-<want-1>; returns the seconds it took."""
     t = time.monotonic()
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda i: fk.add_node(f"node-{i:05d}"), range(have, want)))
+        list(pool.map(lambda i: fk.add_node(node_name(i)), range(have, want)))
     return round(time.monotonic() - t, 1)
 
 
@@ -102,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     preset.add_argument("--scale", action="store_true", help=f"many nodes: {SCALE}")
     preset.add_argument("--sweep", default=None,
                         help="NODESxPODS[:GANGSIZE],... e.g. 100x480,1000x1000:1000")
-    ap.add_argument("--systems", default=None, help="which of ABCD (default: all; --scale AB)")
+    ap.add_argument("--systems", default=None,
+                    help="which of ABCDF (default: ABCD; --big ABCDF; --scale AB)")
     ap.add_argument("--clients", default=None,
                     help="default,unthrottled (default: both; --big and --scale unthrottled)")
     ap.add_argument("--reps", type=int, default=None, help="repetitions per point")
@@ -111,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
                          "fresh control plane's first runs were 25 %% slower")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds per run to bind all")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--stem", default=None, metavar="NAME",
+                    help="results file names, NAME.{json,md,png} (default e2e[-MODE])")
     ap.add_argument("--extender-args", default="", metavar="ARGS",
                     help="what-if: extra `gang-extender serve` flags for B")
     ap.add_argument("--no-plot", action="store_true", help="skip the PNG")
@@ -122,9 +133,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="what-if: B's scheduler configuration without the prioritize verb")
     ap.add_argument("--profile-extender", type=Path, metavar="DIR",
                     help="run the extender under cProfile, one .prof per run in DIR")
-    ap.add_argument("--own-scoring", action="store_true",
-                    help="what-if: A, C and D with kube-scheduler's adaptive "
-                         "percentageOfNodesToScore instead of B's 100")
+    ap.add_argument("--shared-scoring", action="store_true",
+                    help="what-if (the layout before issue 30): A, C and D with B's "
+                         "percentageOfNodesToScore instead of kube-scheduler's default")
+    # The default since issue 30; accepted so that earlier commands still run.
+    ap.add_argument("--own-scoring", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--floor-threads", type=int, default=FLOOR_THREADS, metavar="N",
+                    help=f"F's Bindings in flight (default {FLOOR_THREADS})")
     ap.add_argument("--profile-apiserver", type=Path, metavar="DIR",
                     help="kube-apiserver's CPU profile of each measured run in DIR "
                          "(`go tool pprof -top -cum DIR/B-*.pb.gz`)")
@@ -138,13 +153,19 @@ def main(argv: list[str] | None = None) -> int:
     specs = {"quick": QUICK, "full": FULL, "big": BIG, "scale": SCALE}.get(
         name, tuple((args.sweep or "").split(",")))
     points = [parse_point(s) for s in specs]
-    systems = list(args.systems or ("AB" if args.scale else "ABCD"))
+    systems = list(args.systems or ("AB" if args.scale else "ABCDF" if args.big else "ABCD"))
     clients = (args.clients.split(",") if args.clients else
                ["unthrottled"] if name in ("big", "scale") else list(CLIENT_SETTINGS))
     reps = args.reps or {"quick": 1, "full": 4}.get(name, 2)
     for s in systems:
         if s not in SYSTEMS:
             ap.error(f"unknown system {s}")
+    if args.stem is not None and (not args.stem or "/" in args.stem):
+        ap.error(f"--stem is a file name without a directory, got {args.stem!r}")
+    if args.floor_threads < 1:
+        ap.error(f"--floor-threads must be at least 1, got {args.floor_threads}")
+    if args.shared_scoring and args.own_scoring:
+        ap.error("--own-scoring (the default) and --shared-scoring contradict each other")
 
     t_start = time.monotonic()
     info = machine()
@@ -160,8 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.kubelet_nice and kubelet is not None and kubelet.pid is not None:
             os.setpriority(os.PRIO_PROCESS, kubelet.pid, args.kubelet_nice)
         bench = Bench(cp, args.timeout, shlex.split(args.extender_args), plugins_dir,
-                      args.profile_extender, args.no_prioritize, args.own_scoring,
-                      args.profile_apiserver)
+                      args.profile_extender, args.no_prioritize, args.shared_scoring,
+                      args.profile_apiserver, args.floor_threads)
         have = 0
         for nodes, pods, pattern in points:
             if nodes > have:
@@ -187,16 +208,18 @@ def main(argv: list[str] | None = None) -> int:
                         starts = [x for x in r.gang_start if x == x]
                         p95 = f", gang start p95 {percentile(starts, 95):.2f} s" if starts else ""
                         print(f"{s} {client} {nodes}x{pods}:{r.gangs} rep {rep} load "
-                              f"{r.load1}: {r.pods_per_second} pods/s{p95}"
+                              f"{r.load1}: {r.pods_per_second} pods/s{p95}, last bound "
+                              f"{r.tail_seconds} s after the last created"
                               + (f" ERROR {r.error}" if r.error else ""),
                               file=sys.stderr, flush=True)
     finally:
         cp.stop()
-    stem = "e2e" if name == "full" else f"e2e-{name}"
+    stem = args.stem or ("e2e" if name == "full" else f"e2e-{name}")
     data: dict[str, Any] = {
         "benchmark": "e2e", "mode": name, "machine": info, "repetitions": reps,
         "systems": systems, "clients": clients, "extender_args": args.extender_args,
-        "no_prioritize": args.no_prioritize, "own_scoring": args.own_scoring,
+        "no_prioritize": args.no_prioritize, "shared_scoring": args.shared_scoring,
+        "floor_threads": args.floor_threads,
         "kubernetes": cp.bin_dir.name, "client_settings": CLIENT_SETTINGS,
         "create_threads": CREATE_THREADS, "seconds": round(time.monotonic() - t_start, 1),
         "warmup": warmup, "notes": notes,

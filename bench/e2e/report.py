@@ -1,5 +1,6 @@
 """`bench.e2e`'s numbers from its runs: per point and system the throughput, gang start and
-CPU per pod, and B's ratios to the other systems with bootstrap intervals; then markdown.
+CPU per pod, B's ratios to the other systems and every system's to the floor with bootstrap
+intervals (bench/e2e/ratios.py); then markdown.
 
 A *point* is one workload (nodes, pods, gang sizes) under one kube-scheduler client
 setting. Within a point every system runs once per repetition, back to back, so a
@@ -13,12 +14,23 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.common import md_table, median_ci, percentile
+from bench.common import md_table, percentile
+from bench.e2e.ratios import (
+    ci,
+    floor_ratios,
+    floor_table,
+    p95_ratios,
+    p95_table,
+    pair_ratios,
+    ratio_spread,
+)
 from bench.e2e.systems import SYSTEMS
+
+__all__ = ["RunResult", "markdown", "pair_ratios", "ratio_spread", "summarize"]
 
 # Issue 6's throughput target for B/A; issue 20's for B/C (unthrottled / default client)
 # and B/D (ahead on every measure).
@@ -51,33 +63,15 @@ class RunResult:
     gang_size: list[int] = field(default_factory=list)
     gang_start: list[float] = field(default_factory=list)
     gang_turned_away: list[bool] = field(default_factory=list)
+    # Last pod created -> last pod bound, over all the run's pods (NaN unless all bound):
+    # for a point of one gang, its gang start; what the floor (F) is compared on.
+    tail_seconds: float = math.nan
     bound_to_running_p95: float = 0.0
     cpu: dict[str, float] = field(default_factory=dict)  # component -> CPU seconds
     scheduler: dict[str, float] = field(default_factory=dict)
     api_requests: dict[str, int] = field(default_factory=dict)
     extender_peak_rss_mib: float = math.nan
     error: str = ""
-
-
-def ratio_spread(ratios: Sequence[float], target: float) -> dict[str, Any]:
-    """Median of per-pair ratios, its bootstrap 95 % interval, and how many pairs reached
-    `target`: on a machine whose run-to-run spread is wider than the margin, a median
-    alone cannot say whether a target is met."""
-    lo, hi = median_ci(list(ratios))
-    return {
-        "pairs": len(ratios),
-        "median": round(statistics.median(ratios), 3) if ratios else math.nan,
-        "ci95": [round(lo, 3), round(hi, 3)],
-        "target": target,
-        "at_or_above_target": sum(1 for x in ratios if x >= target),
-    }
-
-
-def pair_ratios(runs: Iterable[RunResult], num: str, den: str) -> list[float]:
-    """pods/s of `num` over `den`, one per repetition both completed."""
-    by = {(r.system, r.rep): r for r in runs if not r.error and r.pods_per_second > 0}
-    return [by[(num, rep)].pods_per_second / by[(den, rep)].pods_per_second
-            for (s, rep) in sorted(by) if s == num and (den, rep) in by]
 
 
 def _dist(values: Sequence[float]) -> dict[str, Any]:
@@ -117,6 +111,7 @@ def system_summary(runs: Sequence[RunResult]) -> dict[str, Any]:
         "gang_start_not_turned_away": _dist([x for x, t in pairs if not t]),
         "gang_start_turned_away": _dist([x for x, t in pairs if t]),
         "pods_per_second": _median([r.pods_per_second for r in ok]),
+        "tail_seconds": _median([r.tail_seconds for r in ok]),
         "gang_start_seconds": _dist(starts),
         "gang_start_by_size": {str(k): _dist(v) for k, v in sorted(by_size.items())},
         "turned_away_gangs": sum(sum(r.gang_turned_away) for r in ok),
@@ -145,7 +140,8 @@ def summarize(runs: Sequence[RunResult]) -> list[dict[str, Any]]:
                 ratios[f"B/{other}"] = {"per_pair": [round(x, 3) for x in per],
                                         **ratio_spread(per, target)}
         points.append({"nodes": nodes, "pods": pods, "gangs": gangs, "client": client,
-                       "systems": systems, "ratios": ratios})
+                       "systems": systems, "ratios": ratios, "floor": floor_ratios(rs),
+                       "p95": p95_ratios(rs, systems)})
     return points
 
 
@@ -157,14 +153,6 @@ def pooled(points: Sequence[Mapping[str, Any]], name: str, client: str) -> dict[
 
 
 # ----- markdown ----------------------------------------------------------------------------
-
-
-def _ci(r: Mapping[str, Any]) -> str:
-    if not r["pairs"]:
-        return "-"
-    lo, hi = r["ci95"]
-    inner = "" if any(math.isnan(x) for x in (lo, hi)) else f" ({lo:.2f}-{hi:.2f})"
-    return f"{r['median']:.2f}{inner}"
 
 
 def _point_name(p: Mapping[str, Any]) -> str:
@@ -219,7 +207,7 @@ def ratio_table(points: Sequence[Mapping[str, Any]]) -> str:
         cells: list[object] = [_point_name(p), p["client"]]
         for name in ("B/A", "B/C", "B/D"):
             r = p["ratios"].get(name)
-            cells.append(_ci(r) + f" [{r['at_or_above_target']}/{r['pairs']} >= "
+            cells.append(ci(r) + f" [{r['at_or_above_target']}/{r['pairs']} >= "
                          f"{r['target']:g}]" if r and r["pairs"] else "-")
         rows.append(cells)
     for client in ("default", "unthrottled"):
@@ -227,7 +215,7 @@ def ratio_table(points: Sequence[Mapping[str, Any]]) -> str:
             cells = ["all points", client]
             for name in ("B/A", "B/C", "B/D"):
                 r = pooled(points, name, client)
-                cells.append(_ci(r) + f" [{r['at_or_above_target']}/{r['pairs']} >= "
+                cells.append(ci(r) + f" [{r['at_or_above_target']}/{r['pairs']} >= "
                              f"{r['target']:g}]" if r["pairs"] else "-")
             rows.append(cells)
     return md_table(["workload", "client", "B/A", "B/C", "B/D"], rows)
@@ -308,6 +296,19 @@ def markdown(data: Mapping[str, Any]) -> str:
         "Median of the per-repetition ratios (95 % bootstrap interval) [repetitions at or "
         "above the target / repetitions]. A target is met with confidence only where the "
         "whole interval is at or above it.", "", ratio_table(data["points"]), "",
+        "## B's gang-start p95 against each system", "",
+        "B's p95 over the other's in the same repetition: median of the repetitions "
+        "(interval) [repetitions at or below the target / repetitions]; then the ratio of "
+        "the p95s of all the point's gangs pooled.", "", p95_table(data["points"]), "",
+        *([
+            "## Against the floor", "",
+            "F, the floor: the same pods, no scheduler; once the last exists a bare client "
+            f"posts one Binding per pod, {data.get('floor_threads', '?')} in flight. Each "
+            "system's time from its last pod created to its last pod bound (for a point of "
+            "one gang, its gang start), the median of its runs, and its ratio to the floor's "
+            "in the same repetition [repetitions at or below the target / repetitions].",
+            "", floor_table(data["points"]), ""]
+          if any("F" in p["systems"] for p in data["points"]) else []),
         "## Gang start by gang size", "", size_table(data["points"]), "",
         "## Gang start and turned-away members", "",
         "A member kube-scheduler tries before its gang is complete is held (C; B while the "
@@ -322,6 +323,9 @@ def markdown(data: Mapping[str, Any]) -> str:
     if data.get("plot"):
         lines[lines.index("## Summary"):lines.index("## Summary")] = [
             f"![gang start distributions]({data['plot']})", ""]
+    if data.get("shared_scoring"):
+        lines += ["A, C and D ran with B's `percentageOfNodesToScore` (`--shared-scoring`, "
+                  "a what-if: the layout before issue 30).", ""]
     if data.get("own_scoring"):
         lines += ["A, C and D ran with kube-scheduler's adaptive `percentageOfNodesToScore` "
                   "(`--own-scoring`, a what-if); B with 100 as shipped.", ""]

@@ -11,7 +11,7 @@ import resource
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -20,8 +20,9 @@ import yaml
 
 from bench.common import REPO, cpu_seconds, percentile
 from bench.e2e.apiserver_pprof import profile
+from bench.e2e.floor import FLOOR_THREADS, FloorBinder, assign
 from bench.e2e.report import RunResult
-from bench.e2e.systems import group_manifest, pod_manifest, scheduler_config
+from bench.e2e.systems import SCHEDULED, group_manifest, pod_manifest, scheduler_config
 from bench.e2e.watch import (
     BindWatch,
     apiserver_requests,
@@ -46,6 +47,26 @@ from e2e.harness.rawapi import RawApi
 from e2e.harness.versions import k8s_minor, upstream_gang_gates, workload_api_version
 
 CREATE_THREADS = 16
+
+
+def node_name(i: int) -> str:
+    """The fake nodes' names, node-00000 on (the floor binds to them by name)."""
+    return f"node-{i:05d}"
+
+
+def system_config(system: str, client: str, port: int,
+                  coscheduling: Mapping[str, Any] | None, shared_scoring: bool = False,
+                  no_prioritize: bool = False) -> dict[str, Any]:
+    """`system`'s KubeSchedulerConfiguration for one run, from deploy/ as it is on disk
+    now (read at every run: what the systems share follows deploy/, never a copy)."""
+    cfg = scheduler_config(system, client, shipped_config(port), coscheduling,
+                           shared_scoring)
+    if system == "B" and no_prioritize:
+        # What-if: a member's filter answer is its one reserved node, so the prioritize
+        # call cannot change the outcome.
+        del cfg["extenders"][0]["prioritizeVerb"]
+        del cfg["extenders"][0]["weight"]
+    return cfg
 
 
 def _self_cpu() -> float:
@@ -74,11 +95,13 @@ def bench_control_plane(extra_apiserver_args: Sequence[str] = ()) -> ControlPlan
 class Bench:
     def __init__(self, cp: ControlPlane, timeout: float, extender_args: list[str],
                  plugins_dir: Path | None, profile_dir: Path | None = None,
-                 no_prioritize: bool = False, own_scoring: bool = False,
-                 apiserver_profile_dir: Path | None = None) -> None:
+                 no_prioritize: bool = False, shared_scoring: bool = False,
+                 apiserver_profile_dir: Path | None = None,
+                 floor_threads: int = FLOOR_THREADS) -> None:
         self.cp = cp
         self.apiserver_profile_dir = apiserver_profile_dir
-        self.own_scoring = own_scoring
+        self.shared_scoring = shared_scoring
+        self.floor_threads = floor_threads
         self.profile_dir = profile_dir
         self.no_prioritize = no_prioritize
         self.timeout = timeout
@@ -106,21 +129,20 @@ class Bench:
 
     @contextlib.contextmanager
     def stack(self, system: str, client: str) -> Iterator[dict[str, ManagedProcess]]:
-        """The scheduler for this run (and the extender for B), stopped afterwards."""
+        """The scheduler for this run (and the extender for B), stopped afterwards; none
+        for the floor."""
         self.runs += 1
         procs: dict[str, ManagedProcess] = {}
+        if system not in SCHEDULED:
+            yield procs
+            return
         try:
             port = 0
             if system == "B":
                 port = free_port()
                 procs["extender"] = self._start_extender(port)
-            cfg = scheduler_config(system, client, shipped_config(port), self.coscheduling,
-                                   self.own_scoring)
-            if system == "B" and self.no_prioritize:
-                # What-if: a member's filter answer is its one reserved node, so the
-                # prioritize call cannot change the outcome.
-                del cfg["extenders"][0]["prioritizeVerb"]
-                del cfg["extenders"][0]["weight"]
+            cfg = system_config(system, client, port, self.coscheduling,
+                                self.shared_scoring, self.no_prioritize)
             binary = (self.plugins_dir / "scheduler-plugins"
                       if system == "D" and self.plugins_dir else None)
             procs["kube-scheduler"] = self.cp.start_scheduler(
@@ -208,6 +230,8 @@ class Bench:
                             "fake-kubelet", "kube-scheduler", "extender")
                 and p.pid is not None and p.running()}
         core = kube().core
+        floor = (FloorBinder(RawApi(self.cp.api_client()), ns, self.floor_threads)
+                 if res.system not in SCHEDULED else None)
         with BindWatch(ns) as watch:
             req0 = apiserver_requests()
             cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
@@ -222,6 +246,12 @@ class Bench:
                 for f in [pool.submit(create, b) for b in bodies]:
                     f.result()
             res.create_seconds = round(time.monotonic() - t0, 2)
+            if floor is not None:
+                try:
+                    floor.bind(assign([n for n, _ in names],
+                                      [node_name(i) for i in range(res.nodes)]))
+                finally:
+                    floor.api.close()
             deadline = t0 + self.timeout
             while watch.count() < len(names) and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -244,6 +274,8 @@ class Bench:
             res.pods_per_second = round(len(bound) / res.seconds, 1)
         if len(bound) < len(names):
             res.error = f"only {len(bound)} of {len(names)} pods bound in {self.timeout:.0f} s"
+        else:
+            res.tail_seconds = round(max(bound.values()) - max(created.values()), 3)
         lags = [running[n] - bound[n] for n in running if n in bound]
         res.bound_to_running_p95 = round(percentile(lags, 95), 3) if lags else float("nan")
         members: dict[int, list[str]] = {}
@@ -264,7 +296,9 @@ class Bench:
 
     @staticmethod
     def _scheduler_view(res: RunResult, procs: dict[str, ManagedProcess]) -> None:
-        sched = procs["kube-scheduler"]
+        sched = procs.get("kube-scheduler")
+        if sched is None:  # the floor
+            return
         sm = scrape(f"https://127.0.0.1:{sched.port}/metrics")
         mean, attempts = hist_mean_ms(sm, "scheduler_scheduling_algorithm_duration_seconds")
         res.scheduler["algorithm_mean_ms"] = mean

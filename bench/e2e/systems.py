@@ -1,5 +1,6 @@
-"""The four systems `bench.e2e` compares, as data: which kube-scheduler, with which
-configuration, and what each needs on the pods and group objects to form the same gangs.
+"""The four systems `bench.e2e` compares, and its floor, as data: which kube-scheduler,
+with which configuration, and what each needs on the pods and group objects to form the
+same gangs.
 
 * **A**: stock kube-scheduler, no gangs (the ceiling: what the same pods cost unscheduled
   as gangs).
@@ -15,12 +16,30 @@ configuration, and what each needs on the pods and group objects to form the sam
 * **D**: scheduler-plugins v0.34.7 with Coscheduling: its own kube-scheduler build
   (`e2e/build-operator.sh scheduler-plugins`), its PodGroup CRD and its Coscheduling
   profile from the same module; the same PodGroups and label as B.
+* **F**: the floor, no scheduler: the same pods as A's, named to a scheduler nobody
+  serves, and once the last one exists a bare client posts one Binding per pod
+  (bench/e2e/floor.py). What any scheduler's commit of the same pods can at best match
+  on this control plane.
 
-Everything else is the same for all four, so that only the gang machinery differs: the
-profile settings B ships (`podInitialBackoffSeconds` 1, `podMaxBackoffSeconds` 2,
-`percentageOfNodesToScore` 100, `DefaultPreemption` off: nothing here preempts), the pods
-(one container, 100m / 64Mi), and the client setting under test. Pure functions, so the
-manifests are unit-tested (tests/test_bench_systems.py) without a cluster.
+Everything else is the same for A-D, so that only the gang machinery differs: the
+pods (one container, 100m / 64Mi), the client setting under test, and from B's profile as
+deploy/ ships it (read at every run, so a change there flows through) the settings that
+decide how fast a pod comes back: `podInitialBackoffSeconds`, `podMaxBackoffSeconds` and
+the disabled `DefaultPreemption` (nothing here preempts). D turns members away until their
+gang is complete and C parks them, so with kube-scheduler's defaults (1 s doubling to 10 s)
+they would be measured against a B that retries within 1-2 s.
+
+Node sampling is the one profile setting not shared: `percentageOfNodesToScore` is B's
+only where B runs, whatever deploy/ ships (100 until issue 30: the extender then had to
+see every feasible node). A is stock kube-scheduler, and C and D run as their users run
+them: scheduler-plugins' Coscheduling manifest sets no percentage, and neither
+Coscheduling's Permit nor upstream's gang plugin needs every node filtered. All three keep
+kube-scheduler's adaptive default, which on thousands of nodes stops filtering after a few
+hundred feasible ones (every node up to 100 nodes, 42 % of 1,000, 10 % of 5,000).
+Sharing B's 100 made "5,000 nodes: B/A" compare B against a stock scheduler slowed to B's
+setting; `shared_scoring` (`bench.e2e --shared-scoring`) still runs that layout. Pure
+functions, so the manifests are unit-tested (tests/test_bench_systems.py) without a
+cluster.
 """
 
 from __future__ import annotations
@@ -58,7 +77,10 @@ SYSTEMS: dict[str, System] = {
     "B": System("B", "gang-extender", GANG_SCHEDULER, True),
     "C": System("C", "upstream kube-scheduler gang scheduling", "bench-upstream", True),
     "D": System("D", "scheduler-plugins Coscheduling v0.34.7", "bench-coscheduling", True),
+    "F": System("F", "floor: a bare client's Bindings, no scheduler", "bench-floor", False),
 }
+# Systems that run a kube-scheduler (F has none: scheduler_config refuses it).
+SCHEDULED = ("A", "B", "C", "D")
 
 # kube-scheduler's client to the API server. "default": what users run, the component
 # config's defaults (QPS 50, burst 100), left unset so each binary applies its own.
@@ -72,18 +94,19 @@ CLIENT_SETTINGS: dict[str, dict[str, Any] | None] = {
 
 def scheduler_config(system: str, client: str, shipped: Mapping[str, Any],
                      coscheduling: Mapping[str, Any] | None = None,
-                     own_scoring: bool = False) -> dict[str, Any]:
+                     shared_scoring: bool = False) -> dict[str, Any]:
     """KubeSchedulerConfiguration of `system` under the client setting `client`.
 
     `shipped` is B's configuration as `e2e.gang.scheduler_config` reads it from deploy/
     (extender entries already pointed at the running extender); A, C and D take its
-    profile settings without the extenders. `coscheduling` is scheduler-plugins'
+    profile settings without the extenders and without its `percentageOfNodesToScore`
+    (module docstring). `coscheduling` is scheduler-plugins'
     `manifests/coscheduling/scheduler-config.yaml` (D only): its profile's plugins and
-    pluginConfig are used as they are. `own_scoring` (a what-if for A, C and D): leave
-    `percentageOfNodesToScore` to kube-scheduler's adaptive default, which on thousands of
-    nodes stops filtering once it has found a few hundred feasible ones; B needs 100 (the
-    extender plans from every feasible node).
+    pluginConfig are used as they are. `shared_scoring` (a what-if, the layout of the runs
+    before issue 30): A, C and D take B's `percentageOfNodesToScore` as well.
     """
+    if system not in SCHEDULED:
+        raise ValueError(f"system {system!r} runs no kube-scheduler")
     sysdef = SYSTEMS[system]
     cfg: dict[str, Any] = copy.deepcopy(dict(shipped))
     cfg.pop("clientConnection", None)
@@ -92,7 +115,7 @@ def scheduler_config(system: str, client: str, shipped: Mapping[str, Any],
     profile["schedulerName"] = sysdef.scheduler_name
     if system != "B":
         cfg.pop("extenders", None)
-        if own_scoring:
+        if not shared_scoring:
             profile.pop("percentageOfNodesToScore", None)
     if system == "D":
         if coscheduling is None:
@@ -133,14 +156,15 @@ def group_manifest(system: str, ns: str, name: str, size: int,
             "metadata": {"name": name, "namespace": ns},
             "spec": {"schedulingPolicy": {"gang": {"minCount": size}}},
         }
-    if system == "A":
+    if system in ("A", "F"):
         return None
     raise ValueError(f"unknown system {system!r}")
 
 
 def pod_manifest(system: str, ns: str, name: str, gang: str) -> dict[str, Any]:
-    """One pod of gang `gang`. A's pods carry the same `app` label and nothing else that
-    joins them; B and D share the PodGroup label; C names its PodGroup in the spec."""
+    """One pod of gang `gang`. A's pods (and F's, the same but for the scheduler's name)
+    carry the same `app` label and nothing else that joins them; B and D share the
+    PodGroup label; C names its PodGroup in the spec."""
     sysdef = SYSTEMS[system]
     pod_group = gang if system in ("B", "D") else None
     extra = {"schedulingGroup": {"podGroupName": gang}} if system == "C" else None
