@@ -12,29 +12,37 @@ as a unit (`core/model/provisioning.py` has the contract). This part decides:
   whose members consume no request of another controller (Kueue's admission check
   annotates the pods it made a request for: a second request would double the
   scale-up);
-* **what it asks for**: the whole gang's pending members. Not only those without room:
-  the autoscaler's atomic class first places what fits on existing nodes and scales up
-  for the rest, and it sees the room the other members were planned on as free; asked
-  for the members without room only, it would place them on that room and add nothing;
+* **what it asks for**: only the members without room, shape by shape: the gang's
+  needed members less those its own plan places on the free capacity it counts (room
+  reserved or held for other gangs counted as taken; `planner.without_room`). The
+  autoscaler books every pending pod that fits its nodes first (its filter-out-
+  schedulable step, before the request's pods are even injected), seeing room held here
+  for others as free, and only then fits the request's template pods on what is left;
+  asked for the whole gang, it adds nodes for members that already have room. Asked for
+  the rest, the templates find their room taken by the members and need exactly that
+  many new nodes. All pending members consume it: the annotation only drops pods still
+  left unbooked after that step, which ones the autoscaler decides;
+* **when the count moves** while the request is live (a member found room, more lost
+  it): kept unless it asks for too little, then deleted and asked again once gone;
 * **one at a time**: one name per PodGroup (`request_name`), created only when no
   request of the gang is live or still being deleted, so never two; a restart rebuilds
   all of it from the requests' watch (they carry the gang's key);
 * **what ends it**: the gang bound or gone (deleted); `Failed`, `BookingExpired` or
   `CapacityRevoked` before it was placed: the gang backs off through the same backoff as
   a timeout (status `requeueState`, Events, metrics), the request is deleted, and the
-  gang asks again after its backoff.
+  gang asks again after its backoff. The atomic class sets `Failed` only after about
+  7 days; until then it keeps the request at `Provisioned=False` with a reason and
+  retries, which the gang's status repeats ("waiting for the autoscaler: ...").
 
 Nothing is bound early: the gang is still planned whole, in gang order, and placed when
-its plan fits, which the provisioned nodes make it do. The capacity placed is kept from
-the autoscaler's scale-down: every node with a reserved slot carries the autoscaler's
-scale-down-disabled annotation while the reservation lasts (`protect`).
+its plan fits, which the provisioned nodes make it do (`scale_down.py` keeps them).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from extender.core.asking import Asking, foreign
 from extender.core.explain import Explanations
 from extender.core.ledger import Ledger
 from extender.core.model.phase import rfc3339
@@ -55,21 +63,17 @@ from extender.core.model.vocabulary import (
     DeleteRequest,
     GroupRef,
     PodRef,
-    ProtectNode,
     ProvisioningReport,
     Reason,
 )
 from extender.core.outbox import Outbox
 from extender.core.queue.backoff import Backoffs
+from extender.core.scale_down import ScaleDownGuard
 from extender.core.view import ClusterView
 
 # Reasons under which a gang may ask: short of capacity, or already waiting for a request;
-# set aside as unplaceable only while `_more_nodes_would_do`.
+# set aside as unplaceable only while `Asking.more_nodes_would_do`.
 _ASKING = (Reason.INSUFFICIENT_CAPACITY, Reason.WAITING_FOR_PROVISIONING, Reason.UNPLACEABLE)
-# How often the scale-down protection is brought up to date, and how long an asked-for
-# node patch may take to show in the watch before it is asked again.
-PROTECT_EVERY_SECONDS = 1.0
-PROTECT_RETRY_SECONDS = 30.0
 # A request asked for and not in the watch this long after: taken as not made.
 ASK_SEEN_SECONDS = 60.0
 _OUTCOMES = {PROVISIONED: "provisioned", FAILED: "failed",
@@ -85,6 +89,7 @@ class ProvisioningView:
     state: str  # "Creating" until the watch shows it, then its conditions' state
     since: float
     asked: float
+    waiting: str = ""  # the autoscaler's Provisioned=False "reason: message", if any
 
 
 class Provisioning:
@@ -96,15 +101,14 @@ class Provisioning:
         self._backoffs = backoffs
         self._explanations = explanations
         self._outbox = outbox
-        self.served = False  # the API is served (the adapter's discovery says)
+        self._served = False  # the API is served (the adapter's discovery says)
+        self._asking = Asking(view.cache)
         self._requests: dict[str, RequestInfo] = {}  # gang -> its request, as watched
         self._asked: dict[str, tuple[str, float, int]] = {}  # gang -> (name, at, sets)
         self._deleting: dict[str, int] = {}  # request key -> its templates: asked to go
         self._short: set[str] = set()  # gangs last explained as short of capacity
         self._retry: set[str] = set()  # gangs backing off because their request ended
-        self._marking: dict[str, tuple[bool, float]] = {}  # node -> (on, asked at)
-        self._protected_at = -math.inf
-        self._fits: dict[str, tuple[int, bool]] = {}  # gang -> (node epoch, more would do)
+        self._guard = ScaleDownGuard(view.cache, ledger, outbox)
         # gang -> (its members' epoch, node epoch) when it last had nothing to ask for
         # (members missing, another controller's request, too many shapes): a tick
         # looks at it again only once one of them moved.
@@ -114,6 +118,23 @@ class Provisioning:
     def on(self) -> bool:
         return self._config.provisioning and self.served
 
+    @property
+    def served(self) -> bool:
+        return self._served
+
+    @served.setter
+    def served(self, served: bool) -> None:
+        """The API became served: gangs explained as short of capacity (or set aside
+        while it was not) did not ask then, and their plan is not made again until their
+        members or the nodes change; they are looked at on the next tick instead."""
+        if served and not self._served:
+            for gang in self._cache.groups:
+                st = self._explanations.get(gang)
+                if st is not None and st.reason in (Reason.INSUFFICIENT_CAPACITY,
+                                                    Reason.UNPLACEABLE):
+                    self._short.add(gang)
+        self._served = served
+
     # ----- told by the explanations and the gang manager -----------------------------------
 
     def waiting(self, group: GroupInfo, members: list[PodInfo], shortfall: str,
@@ -121,16 +142,16 @@ class Provisioning:
         """The gang's plan failed for lack of capacity (`Explanations.shortfall`), or
         even on the nodes emptied (`unplaceable`): it may ask on the next tick. Returns
         what it waits for instead, if anything."""
-        if not self.on or (unplaceable and not self._more_nodes_would_do(group, members)):
+        if not self.on or (unplaceable and not self._asking.more_nodes_would_do(group, members)):
             return None
         self._short.add(group.key)
         view = self.view(group.key)
         if view is not None:
             return self._waiting_message(group.key, view, shortfall)
-        foreign = self._foreign(group, members)
-        if foreign:
+        theirs = foreign(group, members)
+        if theirs:
             return (f"{shortfall}; its pods consume ProvisioningRequest {group.namespace}/"
-                    f"{foreign}, made by another controller (Kueue): the extender asks for "
+                    f"{theirs}, made by another controller (Kueue): the extender asks for "
                     f"no second one")
         return None
 
@@ -144,7 +165,8 @@ class Provisioning:
         if asked is not None and asked[0] == req.name:
             del self._asked[req.gang]
         if req.key in self._deleting or (old is not None and old.uid == req.uid
-                                         and old.state == req.state):
+                                         and old.state == req.state
+                                         and old.waiting == req.waiting):
             return
         group = self._cache.groups.get(req.gang)
         if group is None:
@@ -184,8 +206,8 @@ class Provisioning:
                 del self._requests[gang]
 
     def drop(self, gang: str) -> None:
-        self._fits.pop(gang, None)
         self._unasked.pop(gang, None)
+        self._asking.drop(gang)
         self._short.discard(gang)
         self._retry.discard(gang)
 
@@ -215,9 +237,7 @@ class Provisioning:
                 self._sweep(gang, now)
             for gang in sorted(self._short | self._retry):
                 self._consider(gang, now)
-        if now - self._protected_at >= PROTECT_EVERY_SECONDS:
-            self._protected_at = now
-            self.protect(now)
+        self._guard.tick(now, self.served)
 
     def _consider(self, gang: str, now: float) -> None:
         group = self._cache.groups.get(gang)
@@ -227,7 +247,10 @@ class Provisioning:
                 or not (st.reason in _ASKING or (retry and st.reason == Reason.BACKING_OFF))):
             self.drop(gang)  # placed, held, preempting, set aside, or gone
             return
-        if self._backoffs.blocks(gang, now) or self.view(gang) is not None:
+        if self._backoffs.blocks(gang, now):
+            return
+        if self.view(gang) is not None:
+            self._recheck(gang, group, now)
             return
         name = request_name(group.name)
         if f"{group.namespace}/{name}" in self._deleting:
@@ -239,30 +262,50 @@ class Provisioning:
         self._unasked[gang] = sig
         members, _, present = self._cache.quorum_counts(group)
         pending = [m for m in members if not m.node_name]
-        if present < group.min_member or not pending or self._foreign(group, members):
+        if present < group.min_member or not pending or foreign(group, members):
             return
-        if st.reason == Reason.UNPLACEABLE and not self._more_nodes_would_do(group, pending):
+        if st.reason == Reason.UNPLACEABLE and not self._asking.more_nodes_would_do(group, pending):
             self.drop(gang)
             return
-        sets = pod_sets(pending)
+        missing = self._asking.without_room(group, members)
+        if not missing:
+            return  # it fits now: the next pass places it
+        sets = pod_sets(missing)
         if len(sets) > MAX_POD_SETS:
             self._explanations.set(gang, Reason.INSUFFICIENT_CAPACITY, (
-                f"gang {gang}: short of capacity, and its {len(pending)} pending members "
-                f"have {len(sets)} different shapes: more than the {MAX_POD_SETS} pod sets "
-                f"a ProvisioningRequest may have, so none is asked for"), now)
+                f"gang {gang}: short of capacity, and its {len(missing)} members without "
+                f"room have {len(sets)} different shapes: more than the {MAX_POD_SETS} pod "
+                f"sets a ProvisioningRequest may have, so none is asked for"), now)
             return
         del self._unasked[gang]
         self._retry.discard(gang)
         self._asked[gang] = (name, now, len(sets))
+        self._asking.asked(gang, missing)
         gref = GroupRef(group.namespace, group.name, group.uid, group.source)
+        # Every pending member consumes it, not only the ones counted: the autoscaler
+        # packs pending pods onto the room it sees in an order of its own, and any member
+        # left over without the annotations would get a scale-up of its own besides.
         annotate = tuple(PodRef(m.namespace, m.name, m.uid) for m in pending)
         self._outbox.append(CreateRequest(gref, gang, name, self._config.provisioning_class,
                                           sets, annotate))
-        msg = (f"gang {gang}: asked the cluster autoscaler for {len(pending)} member(s) in "
+        msg = (f"gang {gang}: asked the cluster autoscaler for {len(missing)} of its "
+               f"{len(pending)} pending member(s), the ones without room, in "
                f"{len(sets)} pod set(s): ProvisioningRequest {group.namespace}/{name}")
         self._outbox.append(ProvisioningReport(gref, f"{group.namespace}/{name}", "requested",
                                                msg))
         self._explain(gang, now, retry=True)
+
+    def _recheck(self, gang: str, group: GroupInfo, now: float) -> None:
+        """Members or nodes moved while the gang's request is live: deleted if it asks for
+        too little now (`Asking.too_little`), and asked again once it is gone (never two
+        live requests)."""
+        req = self._requests.get(gang)
+        if req is None or req.state in ENDED or req.key in self._deleting:
+            return  # still being created, or ending: looked at once it is watched
+        why = self._asking.too_little(group, req)
+        if why is not None:
+            self._delete(req.namespace, req.name, req.templates, why)
+            self._explanations.set(gang, Reason.INSUFFICIENT_CAPACITY, why, now)
 
     def _sweep(self, gang: str, now: float) -> None:
         """Delete the request of a gang that is bound or gone; end one that ended while
@@ -299,33 +342,14 @@ class Provisioning:
         self._deleting[key] = len(templates)
         self._outbox.append(DeleteRequest(namespace, name, templates, reason))
 
-    # ----- scale-down protection ---------------------------------------------------------------
-
-    def protect(self, now: float) -> None:
-        """Nodes with a reserved slot carry the scale-down-disabled annotation (with ours
-        beside it); nodes we marked that have none lose both. A node someone else marked
-        is left alone either way."""
-        want = self._ledger.gangs_by_node() if self.served else {}
-        for name, node in self._cache.nodes.items():
-            on = name in want
-            if node.scale_down_ours == on:
-                self._marking.pop(name, None)
-                continue
-            if on and node.scale_down_disabled:
-                continue  # an operator's own: nothing to add, nothing to remove later
-            asked = self._marking.get(name)
-            if asked is not None and asked[0] == on and now - asked[1] < PROTECT_RETRY_SECONDS:
-                continue
-            self._marking[name] = (on, now)
-            self._outbox.append(ProtectNode(name, on, want[name][0] if on else ""))
-
     # ----- views -------------------------------------------------------------------------------
 
     def view(self, gang: str) -> ProvisioningView | None:
         """The gang's live request (created or asked for), None if it has none."""
         req = self._requests.get(gang)
         if req is not None and req.state not in ENDED and req.key not in self._deleting:
-            return ProvisioningView(req.namespace, req.name, req.state, req.since, req.created)
+            return ProvisioningView(req.namespace, req.name, req.state, req.since, req.created,
+                                    req.waiting)
         asked = self._asked.get(gang)
         group = self._cache.groups.get(gang)
         if asked is not None and group is not None:
@@ -347,27 +371,5 @@ class Provisioning:
     def _waiting_message(gang: str, view: ProvisioningView, shortfall: str) -> str:
         return (f"{shortfall}; waiting for ProvisioningRequest {view.namespace}/{view.name} "
                 f"({view.state} since {rfc3339(view.since)}, asked at "
-                f"{rfc3339(view.asked)})")
-
-    def _more_nodes_would_do(self, group: GroupInfo, members: list[PodInfo]) -> bool:
-        """A gang set aside as unplaceable asks only when each of its members alone fits
-        some node the cluster has (by its requests, emptied): then it is short of nodes,
-        not held back by its own rules (a member larger than any node, a PodGroup that
-        contradicts itself), and nodes like those may place it. Checked once per set of
-        nodes."""
-        known = self._fits.get(group.key)
-        if known is not None and known[0] == self._cache.node_epoch:
-            return known[1]
-        nodes = [n.allocatable for n in self._cache.nodes.values()]
-        fits = bool(members) and not group.topology_error and all(
-            any(all(a.get(r, 0) >= v for r, v in m.requests.items()) for a in nodes)
-            for m in members if not m.node_name)
-        self._fits[group.key] = (self._cache.node_epoch, fits)
-        return fits
-
-    def _foreign(self, group: GroupInfo, members: list[PodInfo]) -> str:
-        """The request another controller made for these pods, if their annotations name
-        one that is not the gang's own."""
-        mine = request_name(group.name)
-        return min((p.provisioning_request for p in members
-                    if p.provisioning_request and p.provisioning_request != mine), default="")
+                f"{rfc3339(view.asked)})" + (f"; waiting for the autoscaler: {view.waiting}"
+                                              if view.waiting else ""))

@@ -70,7 +70,7 @@ def answer(sim: SimScheduler, create: CreateRequest, state: str, uid: str = "r1"
     return req
 
 
-def test_a_gang_short_of_capacity_asks_once_for_the_whole_gang() -> None:
+def test_a_gang_short_of_capacity_asks_once_for_the_members_without_room() -> None:
     sim = sim_with()
     members = gang(sim)  # 4 × 3 CPU, two nodes of 4: two fit
     settle(sim)
@@ -79,7 +79,8 @@ def test_a_gang_short_of_capacity_asks_once_for_the_whole_gang() -> None:
     assert create.name == "g-capacity" and create.gang == "ns/g"
     assert create.class_name == ATOMIC_CLASS
     assert create.group.uid == "g-g"  # the PodGroup owns it
-    assert sum(s.count for s in create.pod_sets) == 4  # the whole gang, one shape
+    # Two fit the free nodes: the two without room, in one shape; all four consume it.
+    assert [s.count for s in create.pod_sets] == [2]
     assert {p.uid for p in create.annotate} == {m.uid for m in members}
     assert not of(sim, BindPod)  # nothing bound before the capacity is there
     st = sim.status("ns/g")
@@ -290,8 +291,8 @@ def test_a_restart_finds_the_request_and_asks_no_second_one() -> None:
 
 def test_too_many_shapes_for_one_request_are_said_not_asked() -> None:
     sim = sim_with()
-    sim.add_group(group("g", 33))
-    for i in range(33):
+    sim.add_group(group("g", 35))  # two fit the two nodes: 33 without room
+    for i in range(35):
         sim.add_pod(pod(f"g-{i}", "g", cpu=3000 + i))
     settle(sim)
     assert not of(sim, CreateRequest)
@@ -415,8 +416,8 @@ def test_a_node_is_read_with_its_scale_down_annotations() -> None:
 def test_a_gang_with_nothing_to_ask_costs_a_tick_nothing_until_its_members_change(
         monkeypatch: pytest.MonkeyPatch) -> None:
     sim = sim_with()
-    sim.add_group(group("g", 33))
-    members = [sim.add_pod(pod(f"g-{i}", "g", cpu=3000 + i)) for i in range(33)]
+    sim.add_group(group("g", 35))  # two fit the two nodes: 33 without room
+    members = [sim.add_pod(pod(f"g-{i}", "g", cpu=3000 + i)) for i in range(35)]
     settle(sim)
     looked: list[str] = []
     counts = sim.cache.quorum_counts
@@ -430,7 +431,7 @@ def test_a_gang_with_nothing_to_ask_costs_a_tick_nothing_until_its_members_chang
         sim.tick(0.1)
     assert looked.count("ns/g") <= 1, looked  # not once per tick
     assert not of(sim, CreateRequest)
-    sim.manager.on_group(group("g", 32), sim.now)  # one shape fewer is enough now
+    sim.manager.on_group(group("g", 34), sim.now)  # one shape fewer is enough now
     sim.delete(members[-1].uid)
     settle(sim)
     [create] = of(sim, CreateRequest)

@@ -69,6 +69,10 @@ class RequestInfo:
     since: float  # when it entered `state` (its condition's lastTransitionTime)
     message: str = ""  # the autoscaler's message on that condition
     templates: tuple[str, ...] = ()  # its pod sets' PodTemplates, deleted with it
+    count: int = 0  # the pods its pod sets ask for, all sets together
+    # While it is neither provisioned nor ended: the autoscaler's `Provisioned=False`
+    # reason and message ("CapacityIsNotFound: ..."), which it keeps retrying under.
+    waiting: str = ""
 
     @property
     def key(self) -> str:
@@ -93,18 +97,30 @@ def _build(obj: Mapping[str, Any], _ident: str) -> RequestInfo:
     if not name:
         raise ValueError("metadata.name is missing")
     conds = []
+    not_yet: tuple[str, str] | None = None  # Provisioned=False: (reason, message)
     for i, raw in enumerate(as_list(status.get("conditions"), "status.conditions")):
         w = f"status.conditions[{i}]"
         c = as_obj(raw, w)
         conds.append((as_str(c.get("type"), f"{w}.type"), as_str(c.get("status"), f"{w}.status"),
                       parse_time(c.get("lastTransitionTime"), f"{w}.lastTransitionTime"),
                       as_str(c.get("message"), f"{w}.message")))
+        if conds[-1][:2] == (PROVISIONED, "False"):
+            not_yet = (as_str(c.get("reason"), f"{w}.reason"), conds[-1][3])
     st, since, message = state(conds)
     templates = []
+    count = 0
     for i, raw in enumerate(as_list(spec.get("podSets"), "spec.podSets")):
         w = f"spec.podSets[{i}].podTemplateRef"
-        ref = as_obj(as_obj(raw, f"spec.podSets[{i}]").get("podTemplateRef"), w)
+        pod_set = as_obj(raw, f"spec.podSets[{i}]")
+        ref = as_obj(pod_set.get("podTemplateRef"), w)
         templates.append(as_str(ref.get("name"), f"{w}.name"))
+        n = pod_set.get("count", 0)
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"spec.podSets[{i}].count is not a count: {n!r}")
+        count += n
+    waiting = ""
+    if st in (PENDING, ACCEPTED) and not_yet:
+        waiting = ": ".join(x for x in not_yet if x) or "Provisioned=False"
     created = parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp")
     annotations = as_str_map(meta.get("annotations"), "metadata.annotations")
     return RequestInfo(
@@ -113,7 +129,7 @@ def _build(obj: Mapping[str, Any], _ident: str) -> RequestInfo:
         gang=annotations.get(GANG_ANNOTATION, ""),
         class_name=as_str(spec.get("provisioningClassName"), "spec.provisioningClassName"),
         created=created, state=st, since=since or created, message=message,
-        templates=tuple(t for t in templates if t),
+        templates=tuple(t for t in templates if t), count=count, waiting=waiting,
     )
 
 
@@ -169,6 +185,15 @@ def pod_sets(members: Sequence[PodInfo]) -> tuple[PodSet, ...]:
             out.append(PodSet(ref, min(left, MAX_POD_SET_COUNT)))
             left -= MAX_POD_SET_COUNT
     return tuple(out)
+
+
+def tally(members: Sequence[PodInfo]) -> dict[tuple[object, ...], int]:
+    """How many of `members` there are of each shape `pod_sets` groups by."""
+    out: dict[tuple[object, ...], int] = {}
+    for m in members:
+        key = _shape(m)
+        out[key] = out.get(key, 0) + 1
+    return out
 
 
 def pods_consuming(members: Sequence[PodInfo]) -> set[str]:

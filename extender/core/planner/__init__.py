@@ -51,10 +51,10 @@ plan is found iff the counts add up to `need`):
 from __future__ import annotations
 
 from extender.core.planner.domains import extra_nodes
-from extender.core.planner.gang import GangPlanner, plan_group
+from extender.core.planner.gang import GangPlanner, plan_group, without_room
 from extender.core.planner.plan import Plan, Shortfall, plan_gang
 from extender.core.planner.relations import interchangeable
 from extender.core.planner.shortfall import min_resources_shortfall
 
 __all__ = ["GangPlanner", "Plan", "Shortfall", "extra_nodes", "interchangeable",
-           "min_resources_shortfall", "plan_gang", "plan_group"]
+           "min_resources_shortfall", "plan_gang", "plan_group", "without_room"]

@@ -9,7 +9,7 @@ from typing import Protocol
 from extender.core.cache.snapshot import Snapshot
 from extender.core.model.types import GroupInfo, PodInfo, Resources
 from extender.core.planner.domains import plan_in_domains, topology_of
-from extender.core.planner.plan import Plan, Shortfall, plan_gang
+from extender.core.planner.plan import Plan, Shortfall, plan_gang, unplaced
 from extender.core.planner.shortfall import min_resources_shortfall
 
 
@@ -52,3 +52,18 @@ def plan_group(
         return plan_gang(unbound, need, snapshot, explain=explain)
     bound = [m for m in members if m.node_name]
     return plan_in_domains(unbound, need, bound, snapshot, topo, explain)
+
+
+def without_room(group: GroupInfo, members: Sequence[PodInfo], succeeded: int,
+                 snapshot: Snapshot) -> list[PodInfo]:
+    """The members `plan_group` finds no room for on `snapshot`'s free capacity
+    (capacity reserved or held for other gangs counted as taken), in its order. A gang
+    that must share a topology domain gets all the members it needs: the room it has
+    is in no one domain, and the autoscaler's pod templates name none."""
+    unbound = [m for m in members if not m.node_name]
+    unbound.sort(key=lambda p: (p.creation, p.name))
+    need = group.min_member - (len(members) - len(unbound)) - succeeded
+    topo = topology_of(group, unbound)
+    if topo is not None and topo.required:
+        return unbound[:max(need, 0)]
+    return unplaced(unbound, need, snapshot)

@@ -150,6 +150,20 @@ def plan_gang(
     return Shortfall(need=need, fit=best_fit, message=message, pod=first, detail=detail)
 
 
+def unplaced(pods: Sequence[PodInfo], need: int, snapshot: Snapshot) -> list[PodInfo]:
+    """Of the first `need` of `pods`, the ones the plan leaves without a node (as many as
+    it falls short by: later pods that stood in for some are not counted twice). What a
+    gang short of capacity asks the autoscaler for (`core/provisioning.py`)."""
+    if need <= 0:
+        return []
+    if len({p.uid for p in pods}) != len(pods):
+        pods = _first_occurrences(pods)
+    ties = Ties(pods, snapshot) if Ties.needed(pods, snapshot) else None
+    pl, _ = _attempt(pods, min(need, len(pods)), snapshot, None, None, ties)
+    missing = need - len(pl.assignments)
+    return [p for p in pods[:need] if p.uid not in pl.assignments][:max(missing, 0)]
+
+
 Failure = tuple[list[Shape], Shape, Outcome]
 
 
