@@ -128,6 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
                             "scheduler that cannot be placed evicts whole lower-priority "
                             "gangs and pods through the Eviction API (README \"Priorities "
                             "and preemption\"; default on)")
+    serve.add_argument("--direct-commit", choices=("on", "off"), default="on",
+                       help="bind a planned gang's members as soon as it is reserved, "
+                            "without waiting for kube-scheduler's cycle of each; members "
+                            "with claim volumes, resource claims or host ports still come "
+                            "through kube-scheduler. off: every member waits at the bind "
+                            "barrier (docs/performance.md; default on)")
     serve.add_argument("--starvation-after", type=_non_negative, default=30.0,
                        help="seconds a gang waits for capacity "
                             "before the capacity of its best plan is held for it as it "
@@ -204,7 +210,8 @@ async def _serve(args: argparse.Namespace) -> int:
         assembly_gap_seconds=args.assembly_gap, preemption=args.preemption == "on",
         starvation_after_seconds=args.starvation_after or None,
         scheduler_name=args.scheduler_name,
-        max_timeout_seconds=args.max_schedule_timeout or None)))
+        max_timeout_seconds=args.max_schedule_timeout or None,
+        direct_commit=args.direct_commit == "on")))
     kube = make_kube(args.kubeconfig)
     metrics = Metrics()
     lost = asyncio.Event()

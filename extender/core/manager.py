@@ -98,7 +98,7 @@ class Core:
         parked = Parked(cache.pods)
         view = ClusterView(config, cache, planner)
         waiting = Waiting(backoffs, arrivals, parked)
-        ledger = Ledger(cache, parked, outbox)
+        ledger = Ledger(cache, parked, outbox, config.direct_commit)
         explanations = Explanations(cache, ledger, outbox)
         preemptions = Preemptions(view, ledger, budgets, explanations, outbox)
         queue = GangQueue(view, ledger, waiting, explanations, outbox, preemptions)

@@ -63,6 +63,11 @@ class Config:
     # does not bind (`--max-schedule-timeout`): the CRD allows up to a day, and a gang
     # that never assembles would keep its nodes from everyone that long. None: no cap.
     max_timeout_seconds: float | None = 600.0
+    # The commit binds a planned gang's members itself, without a bind request each
+    # (`Ledger.direct`, architecture.md §7). The process turns it on (`--direct-commit`,
+    # default on); off here so that a core built by hand keeps every member at the bind
+    # barrier, the path members with volumes or claims always take.
+    direct_commit: bool = False
 
     def timeout_for(self, requested: int | None) -> float:
         """The reservation timeout of a gang whose PodGroup asks for `requested` seconds

@@ -170,6 +170,12 @@ class PodInfo:
     # spec.preemptionPolicy, set by admission from the pod's PriorityClass: "Never" means
     # the pod (or a gang with such a member) never evicts anyone to be placed.
     preemption_policy: str = "PreemptLowerPriority"
+    # kube-scheduler's own plugins must place it: a PersistentVolumeClaim (or a generic
+    # ephemeral volume) that may need binding, resource claims (DRA) to allocate, or a
+    # host port the planner does not check. Such a member goes through kube-scheduler's
+    # cycle and waits at the barrier; the others of a planned gang are committed by the
+    # extender directly (`Ledger.commit`, architecture.md §7).
+    binds_via_scheduler: bool = False
 
     @property
     def key(self) -> str:
