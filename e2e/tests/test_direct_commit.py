@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from e2e.gang import GANG_SCHEDULER, GangStack, Recorder
-from e2e.harness.fixtures import NodeSet as Nodes
+from e2e.gang import GangStack, Recorder
 from e2e.harness.fixtures import (
+    GANG_SCHEDULER,
     NotYet,
     create_pod,
     create_podgroup,
@@ -26,6 +26,7 @@ from e2e.harness.fixtures import (
     pod_nodes,
     wait_for,
 )
+from e2e.harness.fixtures import NodeSet as Nodes
 
 pytestmark = pytest.mark.e2e
 
