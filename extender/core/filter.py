@@ -176,7 +176,7 @@ class Filter:
                     f"{pod.key} ({format_resources(pod.requests)}); reservation expires at "
                     f"its deadline",
                 )
-        self._ledger.commit(group, now)
+        self._ledger.commit_with(pod, group, now)
         committed = self._ledger.node_of(pod.uid)
         if committed is not None:
             return committed

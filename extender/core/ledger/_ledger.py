@@ -282,6 +282,13 @@ class Ledger:
             and not pod.node_name and not pod.deleting and not pod.terminal
         ]
 
+    def commit_with(self, pod: PodInfo, group: GroupInfo, now: float) -> None:
+        """The commit, when `pod` (a member whose filter call found it a slot) may be
+        the one that completes its gang directly: only a member the commit binds itself
+        can be, so any other filter call costs nothing here."""
+        if self._direct_commit and not pod.binds_via_scheduler:
+            self.commit(group, now)
+
     def commit(self, group: GroupInfo, now: float) -> None:
         """The moment a gang's quorum is ready and its members are bound, all together:
         the members waiting at the barrier and those the extender binds directly
