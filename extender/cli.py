@@ -251,6 +251,7 @@ async def _serve(args: argparse.Namespace) -> int:
                             evictions=evictions, leader=leader,
                             loop_errors=LoopErrors("tick", loop_error))
     dispatcher.tick_fault = tick_faults_from_env()
+    dispatcher.on_binding = metrics.on_binding
     status.clock = clock
     informer = Informer(kube, manager, clock, dispatcher.cache_changed,
                         kinds=(*observed_kinds(status), *source_kinds(status), BUDGETS),
