@@ -129,6 +129,11 @@ def test_a_bind_or_filter_call_for_a_member_being_committed_is_answered_from_the
     assert f"committing pod ns/{p.name} to node {target}, not {other}" in refused.message
     assert not binds(taken(sim))  # no second Binding for either request
     sim.manager.binding_finished(p.uid, target, None, sim.now)
+    # Bound, before kube-scheduler's informer knows: its node passes (the bind that
+    # follows succeeds); without it in the list, the pod is turned away as bound.
+    assert sim.manager.filter(p, [other, target], sim.now).nodes == [target]
+    bound = sim.manager.filter(p, [other], sim.now)
+    assert not bound.nodes and f"already bound to node {target}" in bound.unresolvable[other]
     assert sim.manager.bind("ns", p.name, p.uid, target, sim.now).outcome is (
         BindOutcome.BOUND)
     assert sim.manager.bind("ns", p.name, p.uid, other, sim.now).outcome is (
