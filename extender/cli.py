@@ -136,6 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
                             "(docs/install.md)")
     serve.add_argument("--provisioning-class", default=ATOMIC_CLASS,
                        help="provisioningClassName of the requests (default %(default)s)")
+    serve.add_argument("--direct-commit", choices=("on", "off"), default="on",
+                       help="bind a planned gang's members as soon as it is reserved, "
+                            "without waiting for kube-scheduler's cycle of each; members "
+                            "with claim volumes, resource claims or host ports still come "
+                            "through kube-scheduler. off: every member waits at the bind "
+                            "barrier (docs/performance.md; default on)")
     serve.add_argument("--starvation-after", type=_non_negative, default=30.0,
                        help="seconds a gang waits for capacity "
                             "before the capacity of its best plan is held for it as it "
@@ -215,7 +221,8 @@ async def _serve(args: argparse.Namespace) -> int:
         scheduler_name=args.scheduler_name,
         max_timeout_seconds=args.max_schedule_timeout or None,
         provisioning=args.provisioning_requests == "on",
-        provisioning_class=args.provisioning_class)))
+        provisioning_class=args.provisioning_class,
+        direct_commit=args.direct_commit == "on")))
     kube = make_kube(args.kubeconfig)
     metrics = Metrics()
     lost = asyncio.Event()
@@ -264,6 +271,7 @@ async def _serve(args: argparse.Namespace) -> int:
 
     provisioner.changed = drained
     dispatcher.provisioner = provisioner
+    dispatcher.on_binding = metrics.on_binding
     status.clock = clock
     informer = Informer(kube, manager, clock, dispatcher.cache_changed,
                         kinds=(*observed_kinds(status), *source_kinds(status), BUDGETS,

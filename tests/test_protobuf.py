@@ -187,3 +187,62 @@ def test_descriptors_are_what_the_pinned_modules_compile_to(tmp_path: Path) -> N
     shipped = descriptor_pb2.FileDescriptorSet.FromString(
         (REPO / "extender/kube/k8s_core_v1.binpb").read_bytes())
     assert fresh == shipped, "run e2e/k8sbuild/gen-proto.sh and commit the result"
+
+
+def _spec_pod(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": "p", "namespace": "d", "uid": "u"},
+            "spec": {"containers": [{"name": "c", "image": "i"}], **spec}}
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ({"volumes": [{"name": "cfg", "configMap": {"name": "x"}},
+                  {"name": "data", "persistentVolumeClaim": {"claimName": "c"}}]}, True),
+    ({"volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]},
+     True),
+    ({"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}]}, True),
+    ({"containers": [{"name": "c", "image": "i", "ports": [{"containerPort": 80},
+                                                          {"containerPort": 81,
+                                                           "hostPort": 8081}]}]}, True),
+    ({"volumes": [{"name": "cfg", "configMap": {"name": "x"}}, {"name": "e", "emptyDir": {}}],
+      "containers": [{"name": "c", "image": "i", "ports": [{"containerPort": 80}]}]}, False),
+])
+def test_what_kube_scheduler_must_place_is_read_from_either_encoding(
+    spec: dict[str, Any], expected: bool
+) -> None:
+    """A claim-backed volume, a resource claim or a host port sends a member through
+    kube-scheduler's own plugins (`PodInfo.binds_via_scheduler`): the protobuf watch,
+    which reads only what conversion needs, must carry each of them."""
+    obj = _spec_pod(spec)
+    msg: Any = protobuf.Pod()
+    msg.metadata.name, msg.metadata.namespace, msg.metadata.uid = "p", "d", "u"
+    for c in obj["spec"]["containers"]:
+        pc = msg.spec.containers.add()
+        pc.name, pc.image = c["name"], c["image"]
+        for port in c.get("ports", []):
+            pp = pc.ports.add()
+            pp.containerPort = port["containerPort"]
+            if "hostPort" in port:
+                pp.hostPort = port["hostPort"]
+    for v in obj["spec"].get("volumes", []):
+        pv = msg.spec.volumes.add()
+        pv.name = v["name"]
+        if "persistentVolumeClaim" in v:
+            pv.volumeSource.persistentVolumeClaim.claimName = "c"
+        elif "ephemeral" in v:
+            pv.volumeSource.ephemeral.volumeClaimTemplate.SetInParent()
+        elif "configMap" in v:
+            pv.volumeSource.configMap.SetInParent()
+        else:
+            pv.volumeSource.emptyDir.SetInParent()
+    for claim in obj["spec"].get("resourceClaims", []):
+        msg.spec.resourceClaims.add().name = claim["name"]
+    decoded = protobuf.Pod.FromString(msg.SerializeToString())
+    from_json = pod_from_k8s(obj)
+    assert from_json.binds_via_scheduler is expected
+    assert pod_from_k8s(protobuf.pod_dict(decoded)) == from_json
+
+
+def test_a_malformed_host_port_is_a_clear_error() -> None:
+    obj = _spec_pod({"containers": [{"name": "c", "ports": [{"hostPort": "x"}]}]})
+    with pytest.raises(ValueError, match=r"spec.containers\[0\].ports\[0\].hostPort"):
+        pod_from_k8s(obj)

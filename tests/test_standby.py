@@ -287,3 +287,46 @@ def test_held_binds_are_answered_with_an_error_before_the_exit() -> None:
         assert kube.bindings == [] and dispatcher.answer_waiting("x") == 0
 
     asyncio.run(go())
+
+
+def test_a_standby_never_commits_a_gang_directly() -> None:
+    """The direct commit binds without a bind request, so only the holding back of the
+    tick and of every Binding keeps a standby from committing: a complete gang is never
+    reserved there (no tick, no pass), and a commit a watch event sets off after the
+    loss posts nothing."""
+    base = sample("nodecachecapable-true.filter.request.json")
+    manager = GangManager(Core.wire(Config(direct_commit=True)))
+    fake_nodes(manager, base["NodeNames"])
+    now = time.time()
+    manager.on_group(GroupInfo("default", "mixed", 3, uid="g2"), now)
+    mixed = [member(base, "mixed", i) for i in range(3)]
+    mixed[2]["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "c"}}]
+    for p in mixed:
+        manager.on_pod(pod_from_k8s(p), now)
+    kube = RecordingKube()
+
+    async def go() -> None:
+        leader = Leadership(None, REF, "me")
+        leader.observe(lease("me_1", time.time()))
+        dispatcher = Dispatcher(manager, kube, config=DispatchConfig(tick_interval=0.02),
+                                leader=leader)
+        # Active: a filter call reserves "mixed", which waits for its PVC member.
+        await dispatcher.filter(pod_from_k8s(mixed[0]), base["NodeNames"])
+        assert [r.gang for r in manager.reservations()] == ["default/mixed"]
+        assert kube.bindings == []
+        leader.observe(lease("other_1", time.time()))  # lost
+        # A complete gang arrives: with no pass on standby, it is never reserved.
+        manager.on_group(GroupInfo("default", "idle", 2, uid="g1"), time.time())
+        for p in [member(base, "idle", i) for i in range(2)]:
+            manager.on_pod(pod_from_k8s(p), time.time())
+        ticking = asyncio.create_task(dispatcher.tick_loop())
+        await asyncio.sleep(0.2)
+        assert [r.gang for r in manager.reservations()] == ["default/mixed"]
+        # minMember lowered to 2: its two direct members are ready, and nothing is posted.
+        manager.on_group(GroupInfo("default", "mixed", 2, uid="g2"), time.time())
+        dispatcher.cache_changed()
+        await dispatcher.idle()
+        assert kube.bindings == []
+        ticking.cancel()
+
+    asyncio.run(go())

@@ -81,13 +81,6 @@ def wait_reason(ns: str, name: str, reason: str, gang: GangStack) -> dict[str, A
     return out
 
 
-def failed_scheduling(ns: str) -> list[str]:
-    raw = kube().core.list_namespaced_event(ns, field_selector="reason=FailedScheduling",
-                                            _preload_content=False)
-    return sorted(f"{e['involvedObject']['name']}: {e['message']}"
-                  for e in json.loads(raw.data)["items"])
-
-
 def pg_events(ns: str, name: str) -> dict[str, dict[str, Any]]:
     raw = kube().core.list_namespaced_event(
         ns, field_selector=f"involvedObject.name={name},involvedObject.kind=PodGroup",
@@ -242,9 +235,15 @@ def test_a_spread_among_members_is_bound_whole_whatever_order_kube_scheduler_tak
         placed = bound_whole(rec, "spread", 4, gang)
     zones = [rack_of(n) for n in placed.values()]
     assert sorted(zones) == ["z1", "z1", "z2", "z2"], placed
-    # Not one member was turned away for its zone (without the swap, spread-2 is, and
-    # waits for a retry).
-    assert failed_scheduling(ns) == []
+    # On the barrier path not one member was turned away for its zone (without the swap,
+    # spread-2 is, and waits for a retry; tests/core/test_topology_gangs.py keeps that).
+    # With the direct commit the plan's nodes are bound as planned (the plan keeps the
+    # spread as a whole), and kube-scheduler may take a member through a cycle while its
+    # Binding flies: its own spread filter, counting the members it assumed, may rule out
+    # the planned zone (the extender says it is committing the member), or the member
+    # may be bound between kube-scheduler's pop and its snapshot ("Insufficient cpu"),
+    # or before its informer saw it ("already bound"). Such a turn-away is recorded
+    # (a FailedScheduling Event) but changes nothing: the zones above are the test.
 
 
 def test_anti_affinity_on_a_zone_puts_one_member_in_each(

@@ -62,6 +62,13 @@ class Bind:
         if pod.deleting or pod.terminal:
             return _error(messages.pod_gone(pod.key))
         in_progress = self._ledger.node_of(uid)
+        if in_progress is not None and in_progress != node and self._ledger.binding(uid):
+            return _error(
+                f"gang {pod.gang}: the extender is committing pod {pod.key} to node "
+                f"{in_progress}, not {node}" if pod.gang else
+                f"pod {pod.key}: a bind to node {in_progress} is already in flight, "
+                f"not to {node}"
+            )
         if in_progress is not None and in_progress != node:
             return _error(
                 f"pod {pod.key}: a bind to node {in_progress} is already in progress, "

@@ -105,7 +105,7 @@ class Filter:
             # node kube-scheduler finds feasible now would give up the hold), and the
             # members are woken when the hold becomes a reservation.
             return reject(node_names, self._explanations.message(gang))
-        return self._reserved(res, group, pod, node_names)
+        return self._reserved(res, group, pod, node_names, now)
 
     def _assembly_wait(self, gang: str, missing: int, waited: float, now: float) -> float:
         """Seconds the filter call of an incomplete gang's member may wait for the next
@@ -125,19 +125,39 @@ class Filter:
         return min(left, budget)
 
     def _reserved(
-        self, res: Reservation, group: GroupInfo, pod: PodInfo, node_names: list[str]
+        self, res: Reservation, group: GroupInfo, pod: PodInfo, node_names: list[str],
+        now: float,
     ) -> FilterResult:
         bind_node = self._ledger.node_of(pod.uid)
-        if bind_node is not None:
-            # Its bind is already in progress (e.g. a restarted kube-scheduler asks
-            # again): that bind decides the node, so the slot must not move away from it.
-            if bind_node in node_names:
-                return FilterResult([bind_node], {})
+        if bind_node is None:
+            result = self._slot(res, group, pod, node_names, now)
+            if isinstance(result, FilterResult):
+                return result
+            bind_node = result
+        # Its bind is in progress (the commit binds it, or kube-scheduler asks again,
+        # e.g. after a restart): that bind decides the node, so the slot must not move.
+        if bind_node in node_names:
+            return FilterResult([bind_node], {})
+        if self._ledger.binding(pod.uid):
             return reject(
                 node_names,
-                f"gang {res.gang}: the bind of pod {pod.key} to node {bind_node} is held "
-                f"until the gang is complete",
+                f"gang {res.gang}: the extender is committing the gang; pod {pod.key} is "
+                f"being bound to node {bind_node} (not among the {len(node_names)} node(s) "
+                f"kube-scheduler passed), and kube-scheduler drops the pod once it is bound",
             )
+        return reject(
+            node_names,
+            f"gang {res.gang}: the bind of pod {pod.key} to node {bind_node} is held "
+            f"until the gang is complete",
+        )
+
+    def _slot(
+        self, res: Reservation, group: GroupInfo, pod: PodInfo, node_names: list[str],
+        now: float,
+    ) -> FilterResult | str:
+        """The answer for a member with no bind in progress; or the node the gang's
+        commit, run here because this member may complete it (a replacement's new slot,
+        a retry after a failed Binding), has just started binding it to."""
         slot = res.slots.get(pod.uid)
         if slot is None:
             if self._ledger.assembled(group) + self._ledger.open_slots(res.slots) >= (
@@ -156,6 +176,10 @@ class Filter:
                     f"{pod.key} ({format_resources(pod.requests)}); reservation expires at "
                     f"its deadline",
                 )
+        self._ledger.commit_with(pod, group, now)
+        committed = self._ledger.node_of(pod.uid)
+        if committed is not None:
+            return committed
         # Nodes left out of the reply are filtered out too; naming each of thousands
         # of them would only cost time on the scheduler's serial loop.
         if slot.node in node_names:

@@ -101,7 +101,7 @@ class Core:
         parked = Parked(cache.pods)
         view = ClusterView(config, cache, planner)
         waiting = Waiting(backoffs, arrivals, parked)
-        ledger = Ledger(cache, parked, outbox)
+        ledger = Ledger(cache, parked, outbox, config.direct_commit)
         explanations = Explanations(cache, ledger, outbox)
         preemptions = Preemptions(view, ledger, budgets, explanations, outbox)
         queue = GangQueue(view, ledger, waiting, explanations, outbox, preemptions)
@@ -302,6 +302,12 @@ class GangManager:
         else:
             pod = known
         if pod.node_name:
+            if pod.node_name in node_names:
+                # Bound a moment ago (the direct commit's Binding, which kube-scheduler's
+                # informer has not delivered yet): its own node, so the cycle ends in a
+                # bind answered with success, not in a failure kube-scheduler would
+                # record on a bound pod (a FailedScheduling Event, PodScheduled=False).
+                return FilterResult([pod.node_name], {})
             return reject(node_names, f"pod {pod.key} is already bound to node {pod.node_name}")
         return self._core.filter.filter(pod, node_names, now, waited)
 

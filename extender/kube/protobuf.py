@@ -154,6 +154,21 @@ def _container(c: Any) -> dict[str, Any]:
         out["resources"] = _resources(c.resources)
     if c.restartPolicy:
         out["restartPolicy"] = c.restartPolicy
+    host_ports = [{"hostPort": p.hostPort} for p in c.ports if p.hostPort]
+    if host_ports:
+        out["ports"] = host_ports
+    return out
+
+
+def _claim_volumes(spec: Any) -> list[dict[str, Any]]:
+    """Only the volumes kube-scheduler may have to bind a claim for, and only their
+    kind: all `convert` asks of a volume (`PodInfo.binds_via_scheduler`)."""
+    out: list[dict[str, Any]] = []
+    for v in spec.volumes:
+        src = v.volumeSource
+        for kind in ("persistentVolumeClaim", "ephemeral"):
+            if src.HasField(kind):
+                out.append({"name": v.name, kind: {}})
     return out
 
 
@@ -192,6 +207,12 @@ def pod_dict(pod: Any) -> dict[str, Any]:
         sp["schedulingGates"] = [{"name": g.name} for g in spec.schedulingGates]
     if spec.tolerations:
         sp["tolerations"] = [to_dict(t) for t in spec.tolerations]
+    if spec.volumes:
+        volumes = _claim_volumes(spec)
+        if volumes:
+            sp["volumes"] = volumes
+    if spec.resourceClaims:
+        sp["resourceClaims"] = [{"name": c.name} for c in spec.resourceClaims]
     for name in ("affinity", "resources", "schedulingGroup"):  # rare: every field
         if spec.HasField(name):
             sp[name] = to_dict(getattr(spec, name))

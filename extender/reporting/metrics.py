@@ -98,7 +98,8 @@ class Metrics:
             "gang_extender_quorum_to_bound_seconds",
             "From the gang's quorum being present to the quorum being bound.",
             buckets=_STARTUP_BUCKETS, registry=r)
-        self.bindings = Counter("gang_extender_bindings_total", "Bindings created.",
+        self.bindings = Counter("gang_extender_bindings_total",
+                                "Binding POSTs made, by outcome.",
                                 ["result"], registry=r)
         self.provisioning = Counter(
             "gang_extender_provisioning_requests_total",
@@ -158,6 +159,11 @@ class Metrics:
                 self.partial_gangs.inc()
         elif isinstance(report, GangBound) and report.seconds is not None:
             self.quorum_to_bound.observe(report.seconds)
+
+    def on_binding(self, error: str | None) -> None:
+        """A Binding POST ended: one a bind request asked for, or one the direct commit
+        made without a request (so this counts Bindings, not bind calls)."""
+        self.bindings.labels("ok" if error is None else "error").inc()
 
     def on_assembly_wait(self, placed: bool, seconds: float) -> None:
         self.assembly_waits.labels("placed" if placed else "turned_away").observe(seconds)

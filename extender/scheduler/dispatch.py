@@ -113,6 +113,9 @@ class Dispatcher:
         # `Informer.synced.is_set`): until then the cache is partial and the tick waits.
         self.synced: Callable[[], bool] = lambda: True
         self.tick_errors = loop_errors or LoopErrors("tick")
+        # Told the outcome of every Binding POST (None: bound), whether a bind request
+        # asked for it or the direct commit made it (`Metrics.on_binding`).
+        self.on_binding: Callable[[str | None], None] | None = None
         # Test-only fault injection (supervise.TICK_FAULTS_ENV): called in each tick.
         self.tick_fault: Callable[[], None] | None = None
         # When the tick loop last completed an iteration (time.monotonic), on standby
@@ -323,6 +326,8 @@ class Dispatcher:
                             action.gang or "-", error)
             self.manager.binding_finished(pod.uid, action.node, error, self.clock())
             self._resolve(pod.uid, error)
+            if self.on_binding is not None:
+                self.on_binding(error)
             if not cancelled:
                 self.drain()
 

@@ -199,7 +199,6 @@ class Verbs:
         error = await self.dispatcher.bind(args.PodNamespace, args.PodName, args.PodUID,
                                           args.Node)
         self._observe("bind", start, "ok" if error is None else "error")
-        self.m.bindings.labels("ok" if error is None else "error").inc()
         return 200, orjson.dumps({"Error": error or ""})
 
 

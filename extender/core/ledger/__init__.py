@@ -42,7 +42,11 @@ A bind request, keyed by its pod's uid:
     |  |  |             | or bound (RejectWaitingBind);             |     |
     |  +--|-------------+ wait_expired: the adapter gave up         |     |
     |     +------------ bind_now: a plain pod, an extra, -----------+     |
-    |                   or a member once its quorum is bound              |
+    |                   or a member once its quorum is bound        ^     |
+    |                                                               |     |
+    |   (no request) --- commit, direct: a reserved member with ----+     |
+    |                    nothing for kube-scheduler's plugins to do       |
+    |                    (`direct`), once the rest of the quorum is ready |
     +---------- finished: bound, or refused (kube-scheduler retries) -----+
 """
 

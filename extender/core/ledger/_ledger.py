@@ -34,8 +34,10 @@ from extender.core.planner import Plan
 
 
 class Ledger:
-    def __init__(self, cache: Cache, parked: Parked, outbox: Outbox) -> None:
+    def __init__(self, cache: Cache, parked: Parked, outbox: Outbox,
+                 direct_commit: bool = False) -> None:
         self._cache = cache
+        self._direct_commit = direct_commit
         self._parked = parked
         self._outbox = outbox
         self._book = Book(cache)
@@ -174,6 +176,10 @@ class Ledger:
     def binding(self, uid: str) -> bool:
         return uid in self._binding
 
+    def in_progress(self) -> set[str]:
+        """Uids of every bind in progress: waiting at the barrier, or in flight."""
+        return self._waiting.keys() | self._binding.keys()
+
     def assembled(self, group: GroupInfo) -> int:
         """Members bound (or succeeded), being bound, or waiting at the barrier."""
         count = self._cache.succeeded(group)
@@ -241,8 +247,13 @@ class Ledger:
         self._outbox.append(BindPod(ref(pod), node, pod.gang))
 
     def finished(self, uid: str, error: str | None) -> None:
-        """The Binding POST for `uid` returned."""
+        """The Binding POST for `uid` returned. A gang member's that failed keeps its
+        slot and is not bound again until something asks (kube-scheduler's retry of the
+        pod at the barrier, or the gang's next commit), never in a loop; it may have been
+        parked, so it is remembered for a wake-up."""
         self._binding.pop(uid, None)
+        if error is not None:
+            self._parked.turned_away(uid)
         assumed = self._assumed.pop(uid, None)
         if assumed is not None:
             self._cache.forget(assumed[0], assumed[1], freed=error is not None)
@@ -256,29 +267,61 @@ class Ledger:
 
     # ----- the commit ------------------------------------------------------------------
 
+    def direct(self, res: Reservation) -> list[str]:
+        """Members the commit binds without a bind request (architecture.md §7): a slot
+        of an unheld reservation, no bind in progress, and nothing kube-scheduler's own
+        plugins must do for it (`PodInfo.binds_via_scheduler`). Any other member comes
+        through kube-scheduler's cycle and waits at the barrier."""
+        if res.held is not None or not self._direct_commit:
+            return []
+        pods = self._cache.pods
+        return [
+            uid for uid in res.slots
+            if uid not in self._waiting and uid not in self._binding
+            and (pod := pods.get(uid)) is not None and not pod.binds_via_scheduler
+            and not pod.node_name and not pod.deleting and not pod.terminal
+        ]
+
+    def commit_with(self, pod: PodInfo, group: GroupInfo, now: float) -> None:
+        """The commit, when `pod` (a member whose filter call found it a slot) may be
+        the one that completes its gang directly: only a member the commit binds itself
+        can be, so any other filter call costs nothing here."""
+        if self._direct_commit and not pod.binds_via_scheduler:
+            self.commit(group, now)
+
     def commit(self, group: GroupInfo, now: float) -> None:
-        """The moment a gang's quorum is assembled at the barrier and every waiting
-        member is let through to be bound, all together. First every waiting member's
-        node is checked against everything bound there since the plan, by anyone
-        (architecture.md §11): a member whose node no longer takes it is moved (its bind
-        is rejected, kube-scheduler retries it onto the new slot), the others keep
-        waiting, and the gang commits only when the whole quorum fits. Never a partial
-        set."""
+        """The moment a gang's quorum is ready and its members are bound, all together:
+        the members waiting at the barrier and those the extender binds directly
+        (`direct`), which need no scheduling cycle of their own; so a planned gang with
+        no volume or claim to bind commits as soon as it is reserved. First every such
+        member's node is checked against everything bound there since the plan, by
+        anyone (architecture.md §11): a member whose node no longer takes it is moved (a
+        waiting bind is rejected, kube-scheduler retries it onto the new slot), and the
+        gang commits only when the whole quorum still fits. Never a partial set."""
         res = self._by_gang.get(group.key)
-        if res is None or self.assembled(group) < group.min_member:
+        if res is None:
             return
-        waiting = [(u, n) for u, n in self._waiting.items() if u in res.slots]
-        for uid, node in waiting:
+        if self.assembled(group) + len(self.direct(res)) < group.min_member:
+            return
+        ready = [(u, n) for u, n in self._waiting.items() if u in res.slots]
+        ready += [(u, res.slots[u].node) for u in self.direct(res)]
+        for uid, node in ready:
             pod = self._cache.pods.get(uid)
             if pod is not None and _repair.lost(self._cache, node, pod) is not None:
                 self.repair(node)
-        if self.assembled(group) < group.min_member:
+        direct = self.direct(res)
+        if self.assembled(group) + len(direct) < group.min_member:
             return  # a member fell out: the rest keep waiting for it
         through = [u for u in self._waiting if u in res.slots]
         for uid in through:
             node = self._waiting.pop(uid)
             self._binding[uid] = node
             self._outbox.append(BindPod(ref(self._cache.pods[uid]), node, group.key))
+        for uid in direct:
+            node = self._binding[uid] = res.slots[uid].node
+            self._parked.passed(uid)
+            self._outbox.append(BindPod(ref(self._cache.pods[uid]), node, group.key))
+        through += direct
         if through:
             res.committed.update(through)
             if res.committed_at is None:

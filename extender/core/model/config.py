@@ -69,6 +69,11 @@ class Config:
     # cluster autoscaler for it, while the API is served; `--provisioning-requests=off`.
     provisioning: bool = True
     provisioning_class: str = ATOMIC_CLASS
+    # The commit binds a planned gang's members itself, without a bind request each
+    # (`Ledger.direct`, architecture.md §7). The process turns it on (`--direct-commit`,
+    # default on); off here so that a core built by hand keeps every member at the bind
+    # barrier, the path members with volumes or claims always take.
+    direct_commit: bool = False
 
     def timeout_for(self, requested: int | None) -> float:
         """The reservation timeout of a gang whose PodGroup asks for `requested` seconds

@@ -252,7 +252,31 @@ def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
         preemption_policy=shared(as_str(spec.get("preemptionPolicy"), "spec.preemptionPolicy",
                                        "PreemptLowerPriority") or "PreemptLowerPriority"),
         provisioning_request=_consumes(annotations),
+        binds_via_scheduler=_binds_via_scheduler(spec),
     )
+
+
+# Volume sources whose claim kube-scheduler's VolumeBinding plugin may have to bind.
+_CLAIM_VOLUMES = ("persistentVolumeClaim", "ephemeral")
+
+
+def _binds_via_scheduler(spec: Mapping[str, Any]) -> bool:
+    """Whether kube-scheduler's own plugins must place the pod (`PodInfo.binds_via_scheduler`):
+    a claim-backed volume, a resource claim, or a host port."""
+    if as_list(spec.get("resourceClaims"), "spec.resourceClaims"):
+        return True
+    for i, v in enumerate(as_list(spec.get("volumes"), "spec.volumes")):
+        vol = as_obj(v, f"spec.volumes[{i}]")
+        if any(k in vol for k in _CLAIM_VOLUMES):
+            return True
+    for kind in ("containers", "initContainers"):
+        for i, c in enumerate(as_list(spec.get(kind), f"spec.{kind}")):
+            ports = as_list(as_obj(c, f"spec.{kind}[{i}]").get("ports"), f"spec.{kind}[{i}].ports")
+            for j, port in enumerate(ports):
+                w = f"spec.{kind}[{i}].ports[{j}]"
+                if as_int(as_obj(port, w).get("hostPort"), f"{w}.hostPort", 0) > 0:
+                    return True
+    return False
 
 
 def pod_from_k8s(obj: Any) -> PodInfo:

@@ -178,6 +178,12 @@ class PodInfo:
     # The ProvisioningRequest its `autoscaling.x-k8s.io/consume-provisioning-request`
     # annotation names ("": none): the extender's own, or another controller's (Kueue's).
     provisioning_request: str = ""
+    # kube-scheduler's own plugins must place it: a PersistentVolumeClaim (or a generic
+    # ephemeral volume) that may need binding, resource claims (DRA) to allocate, or a
+    # host port the planner does not check. Such a member goes through kube-scheduler's
+    # cycle and waits at the barrier; the others of a planned gang are committed by the
+    # extender directly (`Ledger.commit`, architecture.md §7).
+    binds_via_scheduler: bool = False
 
     @property
     def key(self) -> str:

@@ -275,7 +275,10 @@ class GangQueue:
         gref = GroupRef(group.namespace, group.name, group.uid, group.source)
         self._outbox.append(GangReserved(gref, msg, res.slot_views(), res.created,
                                          res.deadline))
-        parked = self._parked.members(self._cache.members(group), self._ledger.waiting,
+        # Members the commit binds now need no wake-up patch: only those kube-scheduler
+        # must still place (volumes, claims) do (architecture.md §7).
+        self._ledger.commit(group, now)
+        parked = self._parked.members(self._cache.members(group), self._ledger.in_progress(),
                                       scheduling)
         if parked:
             self._outbox.append(WakePods(f"gang {group.key} reserved", parked, group.key))

@@ -1,0 +1,136 @@
+"""The direct commit on the real control plane (issue 30, architecture.md §7): a planned
+gang is bound by the extender itself, all its Bindings in flight at once, without a
+kube-scheduler cycle per member; a member kube-scheduler's own plugins must place (here
+a PersistentVolumeClaim whose volume is pinned to one node) still goes through
+kube-scheduler's cycle and the bind barrier, and its gang lands whole."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from e2e.gang import GangStack, Recorder
+from e2e.harness.fixtures import (
+    GANG_SCHEDULER,
+    NotYet,
+    create_pod,
+    create_podgroup,
+    kube,
+    pod_nodes,
+    wait_for,
+)
+from e2e.harness.fixtures import NodeSet as Nodes
+
+pytestmark = pytest.mark.e2e
+
+
+def bind_requests(gang: GangStack) -> float:
+    """Bind requests kube-scheduler has sent the extender so far (every outcome)."""
+    text = str(gang.get("/metrics"))
+    count = r'^gang_extender_verb_duration_seconds_count\{[^}]*verb="bind"[^}]*\} ([0-9.e+]+)$'
+    return sum(float(m.group(1)) for m in re.finditer(count, text, re.M))
+
+
+@contextmanager
+def kube_scheduler_paused(gang: GangStack) -> Iterator[None]:
+    """kube-scheduler stopped (SIGSTOP) for the block: it runs no cycle and sends no
+    filter or bind request, so whatever is bound meanwhile the extender bound alone."""
+    pid = gang.scheduler.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_a_200_pod_gang_is_committed_without_a_kube_scheduler_cycle_per_member(
+    gang: GangStack, fake_nodes: Nodes, namespace: str
+) -> None:
+    """Created while kube-scheduler runs no cycle at all: the extender's tick plans the
+    complete gang and the commit binds all 200 members. On the barrier path nothing
+    would bind: every member needs its own bind request."""
+    ns = namespace
+    fake_nodes.add_nodes(20, prefix="big", cpu="16", memory="64Gi")
+    create_podgroup(ns, "big", 200, timeout=120)
+    requests_before = bind_requests(gang)
+    with Recorder(ns) as rec, kube_scheduler_paused(gang):
+        for i in range(200):
+            create_pod(ns, f"big-{i}", cpu="100m", memory="64Mi",
+                       scheduler_name=GANG_SCHEDULER, pod_group="big")
+        last_created = time.monotonic()
+        wait_for(lambda: len(rec.bound("big")) == 200 or NotYet(len(rec.bound("big"))),
+                 60, "the 200-pod gang bound while kube-scheduler is stopped",
+                 logs=gang.logs())
+        took = max(rec.bind_times("big")) - last_created
+        spread = max(rec.bind_times("big")) - min(rec.bind_times("big"))
+        print(f"MEASURED direct commit: 200-pod gang bound {took:.2f}s after its last "
+              f"member, its Bindings over {spread:.2f}s, no kube-scheduler cycle")
+        assert bind_requests(gang) == requests_before  # not one bind request
+        rec.assert_never_partial("big", 200, window=30.0)
+    assert took <= 30.0, f"the commit took {took:.1f}s after the last member"
+
+
+def _pv_and_claim(ns: str, name: str, node: str) -> None:
+    """A PersistentVolume usable only on `node` and a claim already bound to it (the
+    control plane runs no volume controller, so the binding is written here as the PV
+    controller writes it): kube-scheduler's VolumeBinding filter offers `node` alone."""
+    core = kube().core
+    pv: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": f"{ns}-{name}"},
+        "spec": {
+            "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "", "hostPath": {"path": f"/tmp/{ns}-{name}"},
+            "claimRef": {"namespace": ns, "name": name},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}},
+        },
+    }
+    core.create_persistent_volume(pv, _preload_content=False)
+    claim: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": ns,
+                     "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                 "volumeName": f"{ns}-{name}", "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    core.create_namespaced_persistent_volume_claim(ns, claim, _preload_content=False)
+
+
+def test_a_gang_with_a_pvc_member_lands_whole_through_kube_scheduler(
+    gang: GangStack, fake_nodes: Nodes, namespace: str
+) -> None:
+    """The fallback: the member with a claim goes through kube-scheduler's cycle (its
+    VolumeBinding filter keeps it on its volume's node, which the extender's plan knows
+    nothing of) and waits at the barrier; the other members commit with it. Committed
+    directly, it would land where the plan put it, away from its volume."""
+    ns = namespace
+    # Best fit leaves the big node to last: the plan puts nobody on the volume's node.
+    small = fake_nodes.add_nodes(3, prefix="pvs", cpu="2", memory="8Gi")
+    big = fake_nodes.add_node("pvs-big", cpu="16", memory="64Gi")
+    _pv_and_claim(ns, "data", big)
+    create_podgroup(ns, "pvg", 3, timeout=60)
+    with Recorder(ns) as rec:
+        try:
+            for i in range(2):
+                create_pod(ns, f"pvg-{i}", cpu="1", scheduler_name=GANG_SCHEDULER,
+                           pod_group="pvg")
+            create_pod(ns, "pvg-vol", cpu="1", scheduler_name=GANG_SCHEDULER,
+                       pod_group="pvg", spec_extra={"volumes": [
+                           {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]})
+            wait_for(lambda: len(rec.bound("pvg")) == 3 or NotYet(pod_nodes(ns)), 60,
+                     "the gang with a PVC member bound whole", logs=gang.logs())
+            nodes = pod_nodes(ns)
+            assert nodes["pvg-vol"] == big, nodes  # where its volume is
+            assert {nodes["pvg-0"], nodes["pvg-1"]} <= {*small, big}
+            rec.assert_never_partial("pvg", 3)
+        finally:
+            kube().core.delete_persistent_volume(f"{ns}-data")

@@ -1,0 +1,260 @@
+"""The direct commit (architecture.md §7): once a gang's members all exist and it is
+reserved, the extender binds them itself, all at once, without waiting for a bind
+request (a kube-scheduler cycle) of each; members kube-scheduler's own plugins must
+place (claim volumes, resource claims, host ports) still wait at the barrier, and the
+rest of their gang commits with them. A bind or filter call for a member being committed
+is answered from that commit."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from extender.core.manager import Core
+from extender.core.model.config import Config
+from extender.core.model.types import PodInfo
+from extender.core.model.vocabulary import BindOutcome, BindPod, EvictPods, WakePods
+from tests.core.sim import SimScheduler, group, node, pod
+
+
+def direct_sim(**config: object) -> SimScheduler:
+    return SimScheduler(Core.wire(Config(default_timeout_seconds=30, direct_commit=True,
+                                         **config)))  # type: ignore[arg-type]
+
+
+def cluster(sim: SimScheduler, nodes: int = 4, members: int = 3,
+            min_member: int | None = None, **kw: object) -> list[PodInfo]:
+    for i in range(nodes):
+        sim.add_node(node(f"n{i}"))
+    sim.add_group(group("g", min_member or members))
+    return [pod(f"g-{i}", "g", **kw) for i in range(members)]  # type: ignore[arg-type]
+
+
+def taken(sim: SimScheduler) -> Sequence[object]:
+    """The actions asked for since the last call, not carried out (Bindings in flight)."""
+    out = sim.manager.take_actions()
+    sim.actions.extend(out)
+    return out
+
+
+def run_pass(sim: SimScheduler, seconds: float = 1.0) -> None:
+    """A tick (the queue's pass), its actions left for `taken`."""
+    sim.now += seconds
+    sim.manager.tick(sim.now)
+
+
+def binds(actions: Sequence[object]) -> dict[str, str]:
+    return {a.pod.uid: a.node for a in actions if isinstance(a, BindPod)}
+
+
+def test_a_complete_reserved_gang_is_bound_without_a_bind_request_of_any_member() -> None:
+    sim = direct_sim()
+    pods = cluster(sim)
+    for p in pods[:2]:
+        sim.add_pod(p)
+    run_pass(sim)
+    assert not binds(taken(sim))  # two of three: not reserved, nothing bound
+    sim.add_pod(pods[2])
+    assert not binds(taken(sim))  # all exist, not yet planned: the pass decides
+    run_pass(sim)
+    out = taken(sim)
+    assert set(binds(out)) == {p.uid for p in pods}  # one batch, all three in flight
+    assert not sim.held  # no member asked to be bound
+    res = sim.manager.reservations()[0]
+    assert {s.pod.uid: s.node for s in res.slots} == binds(out)  # the reserved nodes
+    for uid, n in binds(out).items():
+        sim.manager.binding_finished(uid, n, None, sim.now)
+    sim.drain()
+    assert len(sim.bound("g")) == 3 and not sim.manager.reservations()
+
+
+def test_the_first_members_filter_call_commits_the_whole_gang_and_gets_its_node() -> None:
+    sim = direct_sim()
+    pods = cluster(sim)
+    for p in pods:
+        sim.add_pod(p)
+    first = pods[0]
+    result = sim.manager.filter(first, sim.feasible(first), sim.now)
+    out = binds(taken(sim))
+    assert set(out) == {p.uid for p in pods}
+    assert result.nodes == [out[first.uid]]
+
+
+def test_off_every_member_waits_at_the_barrier_as_before() -> None:
+    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30)))
+    pods = cluster(sim)
+    for p in pods:
+        sim.add_pod(p)
+    run_pass(sim)
+    assert sim.manager.reservations() and not binds(taken(sim))
+
+
+def test_members_with_volumes_or_claims_wait_at_the_barrier_and_the_rest_commit_with_them(
+) -> None:
+    sim = direct_sim()
+    pods = cluster(sim)
+    pods[1] = dataclasses.replace(pods[1], binds_via_scheduler=True)  # a PVC, a claim
+    for p in pods:
+        sim.add_pod(p)
+    run_pass(sim)
+    assert sim.manager.reservations() and not binds(taken(sim))  # waits for pods[1]
+    # kube-scheduler's cycle for the PVC member: filter, then bind, which commits all.
+    target = sim.manager.filter(pods[1], sim.feasible(pods[1]), sim.now).nodes[0]
+    assert sim.manager.bind("ns", "g-1", pods[1].uid, target, sim.now).outcome is (
+        BindOutcome.WAIT)
+    assert set(binds(taken(sim))) == {p.uid for p in pods}
+
+
+def test_a_bind_or_filter_call_for_a_member_being_committed_is_answered_from_the_commit(
+) -> None:
+    sim = direct_sim()
+    pods = cluster(sim)
+    for p in pods:
+        sim.add_pod(p)
+    run_pass(sim)
+    out = binds(taken(sim))
+    p = pods[0]
+    target = out[p.uid]
+    other = next(n for n in ("n0", "n1", "n2", "n3") if n != target)
+    # The filter: its node if kube-scheduler's sample has it, else a clear rejection.
+    assert sim.manager.filter(p, [other, target], sim.now).nodes == [target]
+    rejected = sim.manager.filter(p, [other], sim.now)
+    assert not rejected.nodes
+    assert "the extender is committing the gang" in rejected.unresolvable[other]
+    assert f"node {target}" in rejected.unresolvable[other]
+    # The bind: waits for the Binding in flight; another node is refused, clearly.
+    assert sim.manager.bind("ns", p.name, p.uid, target, sim.now).outcome is BindOutcome.WAIT
+    refused = sim.manager.bind("ns", p.name, p.uid, other, sim.now)
+    assert refused.outcome is BindOutcome.ERROR
+    assert f"committing pod ns/{p.name} to node {target}, not {other}" in refused.message
+    assert not binds(taken(sim))  # no second Binding for either request
+    sim.manager.binding_finished(p.uid, target, None, sim.now)
+    # Bound, before kube-scheduler's informer knows: its node passes (the bind that
+    # follows succeeds); without it in the list, the pod is turned away as bound.
+    assert sim.manager.filter(p, [other, target], sim.now).nodes == [target]
+    bound = sim.manager.filter(p, [other], sim.now)
+    assert not bound.nodes and f"already bound to node {target}" in bound.unresolvable[other]
+    assert sim.manager.bind("ns", p.name, p.uid, target, sim.now).outcome is (
+        BindOutcome.BOUND)
+    assert sim.manager.bind("ns", p.name, p.uid, other, sim.now).outcome is (
+        BindOutcome.ERROR)
+
+
+def test_members_being_committed_are_not_woken() -> None:
+    """A wake-up patch for a member the commit binds would be one API write competing
+    with its Binding, for nothing."""
+    sim = direct_sim()
+    pods = cluster(sim)
+    sim.add_pod(pods[0])
+    assert sim.schedule(pods[0].uid) == "rejected"  # 1 of 3 exist: parked
+    # kube-scheduler's PodScheduled=False, which a restarted extender would go by.
+    sim.add_pod(dataclasses.replace(pods[0], unschedulable=True))
+    for p in pods[1:]:
+        sim.add_pod(p)
+    run_pass(sim)
+    out = taken(sim)
+    assert len(binds(out)) == 3
+    assert not [a for a in out if isinstance(a, WakePods)]
+
+
+def test_a_failed_direct_binding_is_not_retried_in_a_loop_but_by_the_members_retry() -> None:
+    sim = direct_sim()
+    pods = cluster(sim)
+    for p in pods:
+        sim.add_pod(p)
+    run_pass(sim)
+    out = binds(taken(sim))
+    bad = pods[2].uid
+    for uid, n in out.items():
+        sim.manager.binding_finished(uid, n, None if uid != bad else "etcd timeout", sim.now)
+    run_pass(sim)
+    assert not binds(taken(sim))  # the failure itself sets nothing off
+    assert len(sim.bound("g")) == 2
+    # kube-scheduler retries the pod: its filter call commits it again, to its slot.
+    result = sim.manager.filter(pods[2], sim.feasible(pods[2]), sim.now)
+    again = binds(taken(sim))
+    assert again == {bad: out[bad]} and result.nodes == [out[bad]]
+
+
+def test_a_gang_whose_direct_binding_fails_for_good_is_partial_and_evicted() -> None:
+    sim = direct_sim()
+    pods = cluster(sim)
+    for p in pods:
+        sim.add_pod(p)
+    run_pass(sim)
+    out = binds(taken(sim))
+    for uid, n in out.items():
+        sim.manager.binding_finished(uid, n, None if uid != pods[2].uid else "gone", sim.now)
+    sim.delete(pods[2].uid)
+    sim.tick(31)
+    evict = [a for a in sim.actions if isinstance(a, EvictPods)]
+    assert evict and {p.uid for p in evict[0].pods} == {pods[0].uid, pods[1].uid}
+
+
+def test_a_held_reservation_is_never_committed() -> None:
+    """Capacity held ahead of its victims' exit (here a preemption) is not free:
+    nothing is bound until the hold becomes a reservation."""
+    sim = direct_sim()
+    sim.add_node(node("n0", cpu=2000))
+    victim = sim.bind_foreign(pod("victim", cpu=2000, priority=0), "n0")
+    sim.add_group(group("g", 2))
+    pods = [pod(f"g-{i}", "g", priority=100) for i in range(2)]
+    for p in pods:
+        sim.add_pod(p)
+    run_pass(sim)
+    out = taken(sim)
+    assert [a for a in out if isinstance(a, EvictPods)]  # the victim is asked to leave
+    [res] = sim.manager.reservations()
+    assert res.held and not binds(out)
+    sim.add_group(group("g", 2))  # its status write coming back: the group is looked at
+    sim.manager.eviction_done(victim.uid, sim.now)
+    run_pass(sim)
+    assert not binds(taken(sim))  # still held: the victim's capacity is still taken
+    sim.manager.on_pod_deleted(victim.uid, sim.now)
+    run_pass(sim)
+    assert set(binds(taken(sim))) == {p.uid for p in pods}
+
+
+def test_a_lost_node_moves_the_slot_before_the_commit_binds_anything() -> None:
+    """Mixed gang: its direct members wait for the PVC member; a foreign pod squeezes a
+    direct member's node meanwhile, and the commit binds that member elsewhere."""
+    sim = direct_sim()
+    for i in range(4):
+        sim.add_node(node(f"n{i}", cpu=1000))
+    sim.add_group(group("g", 3))
+    pods = [pod(f"g-{i}", "g") for i in range(3)]
+    pods[0] = dataclasses.replace(pods[0], binds_via_scheduler=True)
+    for p in pods:
+        sim.add_pod(p)
+    sim.tick(1)
+    [res] = sim.manager.reservations()
+    slots = {s.pod.uid: s.node for s in res.slots}
+    squeezed = slots[pods[1].uid]
+    sim.bind_foreign(pod("intruder", cpu=1000, scheduler_name="default-scheduler"), squeezed)
+    assert sim.schedule(pods[0].uid) == "bound"  # the PVC member's bind commits the gang
+    placed = {p.uid: p.node_name for p in sim.bound("g")}
+    assert len(placed) == 3 and placed[pods[1].uid] != squeezed
+    assert not sim.overcommits
+
+
+def test_a_restarted_extender_commits_only_the_members_not_yet_bound() -> None:
+    """What a restart finds: some members bound by the commit before it, the rest
+    pending. The new process rebuilds from that alone, and binds only the rest."""
+    sim = direct_sim()
+    pods = cluster(sim, nodes=4, members=4)
+    for p in pods:
+        sim.add_pod(p)
+    run_pass(sim)
+    out = binds(taken(sim))
+    done = [p for p in pods[:2]]
+    after = direct_sim()  # the new process lists the API's state
+    for i in range(4):
+        after.add_node(node(f"n{i}"))
+    after.add_group(group("g", 4))
+    for p in pods:
+        after.add_pod(dataclasses.replace(p, node_name=out[p.uid]) if p in done else p)
+    assert not binds(taken(after))  # nothing before its first pass
+    run_pass(after)
+    again = binds(taken(after))
+    assert set(again) == {p.uid for p in pods[2:]}
+    assert not after.overcommits
