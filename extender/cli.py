@@ -184,8 +184,9 @@ async def _serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from extender.core.manager import Core, GangManager
+    from extender.core.manager import GangManager
     from extender.core.model.vocabulary import Report
+    from extender.core.wiring import Core
     from extender.kube.client import make_kube
     from extender.kube.informer import BUDGETS, Informer
     from extender.kube.leader import Leadership

@@ -12,10 +12,11 @@ from typing import Any
 import httpx
 import pytest
 
-from extender.core.manager import Core, GangManager
+from extender.core.manager import GangManager
 from extender.core.model.config import Config
 from extender.core.model.convert import pod_from_k8s
 from extender.core.model.types import GroupInfo
+from extender.core.wiring import Core
 from extender.reporting.metrics import Metrics
 from extender.scheduler.dispatch import DispatchConfig, Dispatcher
 from extender.scheduler.http import create_app, with_fast_verbs

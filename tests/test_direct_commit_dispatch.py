@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from extender.core.manager import Core, GangManager
+from extender.core.manager import GangManager
 from extender.core.model.config import Config
 from extender.core.model.convert import pod_from_k8s
 from extender.core.model.types import GroupInfo
+from extender.core.wiring import Core
 from extender.kube.client import ApiError
 from extender.reporting.metrics import Metrics
 from extender.scheduler.dispatch import Dispatcher

@@ -35,11 +35,12 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from extender.core.manager import Core, GangManager
+from extender.core.manager import GangManager
 from extender.core.model.convert import node_from_k8s, pod_from_k8s
 from extender.core.model.convert_groups import group_from_k8s
 from extender.core.model.types import Resources
 from extender.core.model.vocabulary import Report
+from extender.core.wiring import Core
 from extender.kube.client import ApiError
 from extender.kube.recorder import EventRecorder
 from extender.reporting.events import GangEvents

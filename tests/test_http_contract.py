@@ -14,9 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
-from extender.core.manager import Core, GangManager
+from extender.core.manager import GangManager
 from extender.core.model.convert import node_from_k8s, pod_from_k8s
 from extender.core.model.types import GroupInfo, NodeInfo
+from extender.core.wiring import Core
 from extender.kube.client import ApiError
 from extender.scheduler.dispatch import DispatchConfig, Dispatcher
 from extender.scheduler.http import create_app, with_fast_verbs

@@ -158,7 +158,8 @@ class _RecordingKube:
 
 @pytest.mark.parametrize("on", [False, True])
 def test_the_informer_watches_pods_in_protobuf_only_when_asked(on: bool) -> None:
-    from extender.core.manager import Core, GangManager
+    from extender.core.manager import GangManager
+    from extender.core.wiring import Core
     from extender.kube.informer import NODES, PODS, Informer
 
     kube = _RecordingKube()

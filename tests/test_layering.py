@@ -17,7 +17,7 @@
   a class's own `__init__` other than `self` (positional, keyword-only, `*args` and
   `**kwargs` each count one). Dataclasses are not counted: their fields are the data
   they carry (`PodInfo`), or parts grouped as one concept (`ClusterView`, `Waiting`),
-  or the gang manager's wiring record (`manager.Core`, built by `Core.wire`, which is
+  or the gang manager's wiring record (`wiring.Core`, built by `Core.wire`, which is
   where the parts meet, as `cli.py` is for the adapters).
 
 A small AST walk rather than import-linter: import-linter checks which modules import

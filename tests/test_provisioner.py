@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from extender.core.manager import Core, GangManager
+from extender.core.manager import GangManager
 from extender.core.model.config import Config
 from extender.core.model.provisioning import (
     ATOMIC_CLASS,
@@ -30,6 +30,7 @@ from extender.core.model.vocabulary import (
     ProtectNode,
     ProvisioningReport,
 )
+from extender.core.wiring import Core
 from extender.kube.client import ApiError
 from extender.kube.informer import Informer
 from extender.kube.recorder import ObjectRef

@@ -13,10 +13,11 @@ from typing import Any
 import httpx
 import pytest
 
-from extender.core.manager import Core, GangManager
+from extender.core.manager import GangManager
 from extender.core.model.config import Config
 from extender.core.model.convert import pod_from_k8s
 from extender.core.model.types import GroupInfo
+from extender.core.wiring import Core
 from extender.kube.leader import Leadership
 from extender.kube.recorder import EventRecorder, ObjectRef
 from extender.reporting.metrics import Metrics

@@ -13,7 +13,7 @@ import pytest
 from fastapi import FastAPI
 from prometheus_client import generate_latest
 
-from extender.core.manager import Core, GangManager
+from extender.core.manager import GangManager
 from extender.core.model.config import BackoffPolicy, Config
 from extender.core.model.convert_groups import workload_group_from_k8s
 from extender.core.model.phase import rfc3339
@@ -28,6 +28,7 @@ from extender.core.model.vocabulary import (
     StatusChanged,
     WakePods,
 )
+from extender.core.wiring import Core
 from extender.kube.client import ApiError
 from extender.kube.recorder import EventRecorder, ObjectRef
 from extender.reporting.events import GangEvents

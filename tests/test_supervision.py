@@ -12,10 +12,11 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from extender.core.manager import Core, GangManager
+from extender.core.manager import GangManager
 from extender.core.model.config import Config
 from extender.core.model.types import GroupInfo, NodeInfo, PodInfo
 from extender.core.model.vocabulary import PodRef, WakePods
+from extender.core.wiring import Core
 from extender.kube.leader import Leadership
 from extender.reporting.metrics import Metrics
 from extender.reporting.status import StatusWriter

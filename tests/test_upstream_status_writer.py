@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from extender.core.manager import Core, GangManager
+from extender.core.manager import GangManager
 from extender.core.model.config import BackoffPolicy, Config
 from extender.core.model.types import WORKLOAD_API, Membership
 from extender.core.model.vocabulary import GroupRef, PodRef, Preempting, Report, Victim
+from extender.core.wiring import Core
 from extender.kube.client import ApiError
 from extender.kube.informer import Kind
 from extender.kube.recorder import EventRecorder

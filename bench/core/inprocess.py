@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender.core.cache.snapshot import Snapshot
-from extender.core.manager import Core, GangManager
+from extender.core.manager import GangManager
 from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.model.vocabulary import BindDecision
 from extender.core.planner import Plan, Shortfall, plan_group
+from extender.core.wiring import Core
 from extender.scheduler.dispatch import DispatchConfig, Dispatcher
 from extender.scheduler.http import create_app, with_fast_verbs
 from extender.scheduler.wakeups import Wakeups

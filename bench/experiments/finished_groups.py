@@ -23,9 +23,10 @@ import argparse
 import statistics
 import time
 
-from extender.core.manager import Core, GangManager
+from extender.core.manager import GangManager
 from extender.core.model.config import Config
 from extender.core.model.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo
+from extender.core.wiring import Core
 
 NODES = 500
 GANG = 8

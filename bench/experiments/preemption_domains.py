@@ -20,10 +20,11 @@ from __future__ import annotations
 import argparse
 import time
 
-from extender.core.manager import Core, GangManager
+from extender.core.manager import GangManager
 from extender.core.model.config import Config
 from extender.core.model.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo
 from extender.core.model.vocabulary import Preempting
+from extender.core.wiring import Core
 
 RACK = "example.com/rack"
 HOSTNAME = "kubernetes.io/hostname"

@@ -12,10 +12,11 @@ import dataclasses
 import functools
 from typing import Any
 
-from extender.core.manager import Core, GangManager
+from extender.core.manager import GangManager
 from extender.core.model.config import Config
 from extender.core.model.convert import pod_from_k8s
 from extender.core.model.vocabulary import Report
+from extender.core.wiring import Core
 from extender.kube.recorder import EventRecorder
 from extender.reporting.events import GangEvents
 from extender.reporting.status import StatusConfig, StatusWriter, observed_kinds

@@ -378,7 +378,8 @@ def test_node_deleted_under_a_reservation(
 
 
 def _runtime(cp: ControlPlane) -> Any:
-    from extender.core.manager import Core, GangManager
+    from extender.core.manager import GangManager
+    from extender.core.wiring import Core
     from extender.kube.client import make_kube
     from extender.scheduler.dispatch import Dispatcher
 

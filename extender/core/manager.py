@@ -12,17 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from extender.core.bind import Bind
-from extender.core.cache import Cache
-from extender.core.cache.tombstones import Tombstones
-from extender.core.explain import Explanations
-from extender.core.filter import Filter, reject
-from extender.core.ledger import Ledger
-from extender.core.ledger.timeouts import Timeouts
+from extender.core.filter import reject
 from extender.core.model import messages
-from extender.core.model.config import Config
 from extender.core.model.provisioning import RequestInfo
 from extender.core.model.sources import kueue_group
 from extender.core.model.types import (
@@ -43,78 +35,15 @@ from extender.core.model.vocabulary import (
     ReservationView,
     WaitingBindView,
 )
-from extender.core.outbox import Outbox
-from extender.core.parked import Parked
-from extender.core.planner import GangPlanner, plan_group
 from extender.core.planner.warmup import Warmup
-from extender.core.preemption.budgets import Budgets
-from extender.core.preemption.preemptor import Preemptions
-from extender.core.provisioning import Provisioning, ProvisioningView
-from extender.core.queue.arrivals import Arrivals
-from extender.core.queue.backoff import Backoff, Backoffs
-from extender.core.queue.gang_queue import GangQueue
-from extender.core.queue.starvation import Starvation
-from extender.core.queue.waiting import Waiting
-from extender.core.view import ClusterView
+from extender.core.provisioning import ProvisioningView
+from extender.core.queue.backoff import Backoff
+from extender.core.wiring import Core
 
 # A pod first seen this long after its creationTimestamp (second resolution, the API
 # server's clock) was not just created: listed after a restart, not arriving.
 _ARRIVAL_MAX_AGE_SECONDS = 10.0
 KUEUE_PREFIX = KUEUE + ":"  # of a Kueue pod group's gang key (types.gang_key)
-
-
-@dataclass(frozen=True, slots=True)
-class Core:
-    """The manager's parts, wired to each other through their constructors."""
-
-    config: Config
-    cache: Cache
-    tombstones: Tombstones
-    outbox: Outbox
-    parked: Parked
-    ledger: Ledger
-    explanations: Explanations
-    backoffs: Backoffs
-    arrivals: Arrivals
-    queue: GangQueue
-    filter: Filter
-    bind: Bind
-    timeouts: Timeouts
-    budgets: Budgets
-    preemptions: Preemptions
-    starvation: Starvation
-    provisioning: Provisioning
-
-    @property
-    def reservations(self) -> Ledger:  # the ledger by its former parts' names, which
-        return self.ledger  # tests and benchmarks read
-
-    @property
-    def permit(self) -> Ledger:
-        return self.ledger
-
-    @classmethod
-    def wire(cls, config: Config | None = None, planner: GangPlanner = plan_group) -> Core:
-        config = config or Config()
-        cache, outbox, arrivals, budgets = Cache(), Outbox(), Arrivals(), Budgets()
-        backoffs = Backoffs(config.backoff)
-        parked = Parked(cache.pods)
-        view = ClusterView(config, cache, planner)
-        waiting = Waiting(backoffs, arrivals, parked)
-        ledger = Ledger(cache, parked, outbox, config.direct_commit)
-        explanations = Explanations(cache, ledger, outbox)
-        preemptions = Preemptions(view, ledger, budgets, explanations, outbox)
-        queue = GangQueue(view, ledger, waiting, explanations, outbox, preemptions)
-        explanations.asker = provisioning = Provisioning(view, ledger, backoffs, explanations,
-                                                         outbox)
-        return cls(
-            config, cache, Tombstones(), outbox, parked, ledger,
-            explanations, backoffs, arrivals, queue,
-            Filter(view, ledger, queue, waiting, explanations, preemptions.leaving),
-            Bind(cache, ledger, parked, preemptions.leaving),
-            Timeouts(view, ledger, backoffs, explanations, queue, outbox),
-            budgets, preemptions, queue.starvation, provisioning,
-        )
 
 
 class GangManager:

@@ -15,7 +15,7 @@ from typing import Any, cast
 
 from bench.core.simulator import KubeSchedulerView
 from extender.core.ledger import Ledger
-from extender.core.manager import Core, GangManager
+from extender.core.manager import GangManager
 from extender.core.model.config import Config
 from extender.core.model.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo, Resources
 from extender.core.model.vocabulary import (
@@ -27,6 +27,7 @@ from extender.core.model.vocabulary import (
     StatusChanged,
     WakePods,
 )
+from extender.core.wiring import Core
 
 _uid = itertools.count()
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from extender.core.manager import Core
 from extender.core.model.config import BackoffPolicy, Config
 from extender.core.model.types import PodInfo
 from extender.core.model.vocabulary import GroupRef, Reason, WakePods
+from extender.core.wiring import Core
 from tests.core.sim import SimScheduler, group, node, pod
 
 NODES = ["n0", "n1", "n2", "n3"]

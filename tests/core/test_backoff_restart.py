@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from extender.core.manager import Core
 from extender.core.model.config import BackoffPolicy, Config
 from extender.core.model.convert_groups import group_from_k8s
 from extender.core.model.phase import rfc3339
 from extender.core.model.vocabulary import GroupRef, Reason
 from extender.core.queue.backoff import Backoffs
+from extender.core.wiring import Core
 from tests.core.restart import GANG, podgroup, recorded, written
 from tests.core.sim import SimScheduler, group, node, pod
 

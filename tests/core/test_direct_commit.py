@@ -10,10 +10,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from extender.core.manager import Core
 from extender.core.model.config import Config
 from extender.core.model.types import PodInfo
 from extender.core.model.vocabulary import BindOutcome, BindPod, EvictPods, WakePods
+from extender.core.wiring import Core
 from tests.core.sim import SimScheduler, group, node, pod
 
 

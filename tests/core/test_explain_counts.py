@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extender.core.manager import Core
 from extender.core.model.vocabulary import Reason
+from extender.core.wiring import Core
 
 GANGS = ("ns/a", "ns/b", "ns/c")
 REASONS = (Reason.WAITING_FOR_MEMBERS, Reason.INSUFFICIENT_CAPACITY, Reason.BOUND,

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 import pytest
 
 from extender.core.cache.snapshot import Snapshot
-from extender.core.manager import Core
 from extender.core.model.config import BackoffPolicy, Config
 from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.model.vocabulary import (
@@ -21,6 +20,7 @@ from extender.core.model.vocabulary import (
     WakePods,
 )
 from extender.core.planner import Plan, Shortfall, plan_group
+from extender.core.wiring import Core
 from tests.core.sim import SimScheduler, group, in_flight, node, pod
 
 

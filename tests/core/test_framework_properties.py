@@ -13,11 +13,11 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extender.core.manager import Core
 from extender.core.model.config import BackoffPolicy, Config
 from extender.core.model.order import queue_sort_key
 from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.planner import Plan, plan_gang
+from extender.core.wiring import Core
 from tests.core.sim import SimScheduler, group, node, pod
 
 CPUS = (500, 1000, 2000, 4000)

@@ -21,9 +21,9 @@ import dataclasses
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extender.core.manager import Core
 from extender.core.model.config import Config
 from extender.core.model.vocabulary import GangHeld, GangReserved, Reason
+from extender.core.wiring import Core
 from tests.core.sim import SimScheduler, node
 from tests.core.workload import Driver, Job
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from extender.core.manager import Core
 from extender.core.model.config import Config
 from extender.core.model.types import BudgetInfo, LabelSelector
 from extender.core.model.vocabulary import EvictPods, Preempting, Reason
+from extender.core.wiring import Core
 from tests.core.sim import SimScheduler, group, node, pod
 from tests.core.workload import Driver, Job
 

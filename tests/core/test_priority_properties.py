@@ -18,9 +18,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extender.core.manager import Core
 from extender.core.model.config import Config
 from extender.core.model.vocabulary import EvictPods, GangHeld, GangReserved, Preempting
+from extender.core.wiring import Core
 from tests.core.sim import SimScheduler, node
 from tests.core.workload import Driver, Job
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from extender.core.manager import Core
 from extender.core.model.config import BackoffPolicy, Config
 from extender.core.model.convert import node_from_k8s, pod_from_k8s
 from extender.core.model.provisioning import (
@@ -30,6 +29,7 @@ from extender.core.model.vocabulary import (
     ProvisioningReport,
     Reason,
 )
+from extender.core.wiring import Core
 from tests.core.sim import SimScheduler, group, node, pod
 
 

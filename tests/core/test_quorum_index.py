@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 from extender.core.cache import quorum
 from extender.core.cache.cache import Cache
-from extender.core.manager import Core, GangManager
+from extender.core.manager import GangManager
 from extender.core.model.config import Config
 from extender.core.model.types import GroupInfo, PodInfo
+from extender.core.wiring import Core
 from tests.core.sim import group, node, pod
 
 GROUPS = ("a", "b", "c")

@@ -6,12 +6,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from extender.core.manager import Core
 from extender.core.model.config import Config
 from extender.core.model.convert import node_from_k8s
 from extender.core.model.convert_groups import group_from_k8s
 from extender.core.model.resources import SATURATED, fits, format_resources, shortfall
 from extender.core.model.vocabulary import EvictPods
+from extender.core.wiring import Core
 from tests.core.sim import SimScheduler, node, pod
 from tests.core.workload import Driver, Job
 

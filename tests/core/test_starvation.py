@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from extender.core.manager import Core
 from extender.core.model.config import Config
 from extender.core.model.vocabulary import GangHeld, GangReserved, Reason
+from extender.core.wiring import Core
 from tests.core.sim import SimScheduler, node, pod
 from tests.core.workload import Driver, Job
 

@@ -10,13 +10,13 @@ import dataclasses
 import math
 from typing import Any
 
-from extender.core.manager import Core
 from extender.core.model.config import Config
 from extender.core.model.convert_groups import group_from_k8s
 from extender.core.model.phase import rfc3339
 from extender.core.model.types import GroupInfo
 from extender.core.model.vocabulary import GangHeld, Reason
 from extender.core.planner import plan_group
+from extender.core.wiring import Core
 from tests.core.restart import GANG, podgroup, recorded, written
 from tests.core.sim import SimScheduler, group, node, pod
 

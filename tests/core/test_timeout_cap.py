@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from extender.cli import build_parser
-from extender.core.manager import Core
 from extender.core.model.config import BackoffPolicy, Config
 from extender.core.model.vocabulary import Reason
+from extender.core.wiring import Core
 from tests.core.sim import SimScheduler, group, node, pod
 
 

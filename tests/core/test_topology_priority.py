@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from extender.core.cache.snapshot import Snapshot
-from extender.core.manager import Core
 from extender.core.model.config import Config
 from extender.core.model.types import GroupInfo, NodeInfo, PodInfo
 from extender.core.model.vocabulary import EvictPods, GangHeld, GangReserved, Preempting, Reason
 from extender.core.planner import Plan, Shortfall, plan_group
+from extender.core.wiring import Core
 from tests.core.sim import SimScheduler, group, pod
 from tests.core.workload import Driver, Job
 

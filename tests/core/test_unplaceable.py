@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from extender.core.cache.snapshot import Snapshot
-from extender.core.manager import Core
 from extender.core.model.config import Config
 from extender.core.model.types import GroupInfo, NodeInfo, PodInfo
 from extender.core.model.vocabulary import GangHeld, Reason
 from extender.core.planner import Plan, Shortfall, plan_group
+from extender.core.wiring import Core
 from tests.core.restart import recorded, written
 from tests.core.sim import SimScheduler, group, node, pod
 from tests.core.workload import Driver, Job
