@@ -9,7 +9,8 @@ implements it; the pure decisions are :mod:`e2e.provisioner_plan`):
 
 * Serves the ``best-effort-atomic-scale-up`` and ``check-capacity`` classes, one request
   per loop, every second: sets ``Accepted``; counts the nodes the request's PodTemplates x
-  counts need beyond the free room of the existing Ready, untainted nodes (after pending
+  counts need beyond the free room of the existing Ready, untainted nodes, its own
+  new nodes included before the fake kubelet lifts their ``not-ready`` taint (after pending
   unschedulable pods that fit took their part, and after the room Provisioned requests
   still book); atomic class: all of them added if the pool's max allows
   (``Provisioned=True``), none otherwise (``Provisioned=False``, retried after 2 s, then
@@ -78,6 +79,8 @@ from e2e.provisioner_plan import (
     quantities,
     retry_due,
     served,
+    unschedulable,
+    usable_node,
 )
 
 CRD_DIR = Path(__file__).resolve().parent / "crds" / "autoscaler"
@@ -102,21 +105,6 @@ def _list(call: Any, *args: Any, **kw: Any) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = json.loads(call(*args, _preload_content=False, **kw).data)[
         "items"]
     return items
-
-
-def _ready_untainted(node: Mapping[str, Any]) -> bool:
-    spec, status = node.get("spec") or {}, node.get("status") or {}
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                for c in status.get("conditions") or [])
-    blocking = [t for t in spec.get("taints") or []
-                if t.get("effect") in ("NoSchedule", "NoExecute")]
-    return ready and not spec.get("unschedulable") and not blocking
-
-
-def _unschedulable(pod: Mapping[str, Any]) -> bool:
-    conds = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "PodScheduled" and c.get("status") == "False"
-               and c.get("reason") == "Unschedulable" for c in conds)
 
 
 class StandinAutoscaler(Autoscaler):
@@ -234,7 +222,7 @@ class StandinAutoscaler(Autoscaler):
                 by_node.setdefault(p["spec"]["nodeName"], []).append(pod_requests(p["spec"]))
         room = [free_room(quantities(n["status"].get("allocatable") or {}),
                           by_node.get(n["metadata"]["name"], []))
-                for n in nodes if _ready_untainted(n)]
+                for n in nodes if usable_node(n)]
         for r in reqs:
             conds = conditions(r)
             if conds.get("Provisioned") != "True" or conds.get("BookingExpired") == "True" \
@@ -259,7 +247,7 @@ class StandinAutoscaler(Autoscaler):
             self._write(r, (Condition("Failed", "True", "FailedToCreatePods", wanted),))
             return
         pending = [pod_requests(p["spec"]) for p in pods
-                   if not (p.get("spec") or {}).get("nodeName") and _unschedulable(p)]
+                   if not (p.get("spec") or {}).get("nodeName") and unschedulable(p)]
         needed = nodes_needed(self._room(nodes, pods, reqs), pending, wanted, self.shape)
         headroom = self.max_size - len(self.nodes(self.pool))
         d = decide(cls, conds, needed, headroom, (r.get("spec") or {}).get("parameters"))

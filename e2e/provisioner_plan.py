@@ -26,6 +26,9 @@ CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
 SERVED_CLASSES = frozenset({ATOMIC, CHECK_CAPACITY})
 NO_RETRY = "noRetry"
 """``spec.parameters`` key of the check-capacity class: fail at once rather than retry."""
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+UPCOMING = ("kwok.x-k8s.io/node", "fake")
+"""The annotation (and value) of the nodes the provisioner made."""
 DONE = ("Provisioned", "Failed", "BookingExpired")
 """A request with one of these True is not looked at again (booking aside)."""
 
@@ -44,6 +47,31 @@ def pod_requests(spec: Mapping[str, Any]) -> Resources:
 def quantities(raw: Mapping[str, Any]) -> Resources:
     """A node's ``allocatable`` (or any name -> quantity map) as numbers."""
     return {k: parse_quantity(v) for k, v in raw.items()}
+
+
+def usable_node(node: Mapping[str, Any]) -> bool:
+    """A node whose free room the simulation counts: Ready, not cordoned, no taint that
+    keeps pods off (the PodTemplates here tolerate none). A node the provisioner made that
+    still carries the ``not-ready`` taint admission gives every new node counts too: it is
+    coming, as the autoscaler counts its upcoming nodes, so a second request in the same
+    second does not pay for it again."""
+    meta, spec = node.get("metadata") or {}, node.get("spec") or {}
+    made = (meta.get("annotations") or {}).get(UPCOMING[0]) == UPCOMING[1]
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (node.get("status") or {}).get("conditions") or [])
+    blocking = [t for t in spec.get("taints") or []
+                if t.get("effect") in ("NoSchedule", "NoExecute")
+                and not (made and t.get("key") == NOT_READY_TAINT)]
+    return ready and not spec.get("unschedulable") and not blocking
+
+
+def unschedulable(pod: Mapping[str, Any]) -> bool:
+    """A pending pod the scheduler gave up on for now: the pods the autoscaler simulates."""
+    if (pod.get("spec") or {}).get("nodeName"):
+        return False
+    conds = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+               and c.get("reason") == "Unschedulable" for c in conds)
 
 
 def fits(free: Mapping[str, Fraction], want: Mapping[str, Fraction]) -> bool:

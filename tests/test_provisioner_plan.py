@@ -18,6 +18,8 @@ from e2e.provisioner_plan import (
     quantities,
     retry_due,
     served,
+    unschedulable,
+    usable_node,
 )
 
 NODE = quantities({"cpu": "4", "memory": "16Gi", "pods": "110"})
@@ -123,3 +125,35 @@ def test_booking_and_what_it_holds() -> None:
     assert not booking_expired(100.0, 699.0, 600.0)
     assert booking_expired(100.0, 700.0, 600.0)
     assert booked(4, 1) == 3 and booked(2, 5) == 0
+
+
+def node(ready: str = "True", taints: tuple[str, ...] = (), made: bool = False,
+         cordoned: bool = False) -> dict[str, object]:
+    return {"metadata": {"annotations": {"kwok.x-k8s.io/node": "fake"} if made else {}},
+            "spec": {"unschedulable": cordoned,
+                     "taints": [{"key": k, "effect": "NoSchedule"} for k in taints]},
+            "status": {"conditions": [{"type": "Ready", "status": ready}]}}
+
+
+def test_which_nodes_count_as_room() -> None:
+    assert usable_node(node())
+    assert not usable_node(node(ready="False"))
+    assert not usable_node(node(cordoned=True))
+    assert not usable_node(node(taints=("dedicated",)))
+    # a static node not yet untainted is not room; a node the provisioner just made is
+    assert not usable_node(node(taints=("node.kubernetes.io/not-ready",)))
+    assert usable_node(node(taints=("node.kubernetes.io/not-ready",), made=True))
+    assert not usable_node(node(taints=("node.kubernetes.io/not-ready", "dedicated"),
+                                made=True))
+    assert not usable_node({})  # no status: not Ready, no crash
+
+
+def test_only_pods_the_scheduler_gave_up_on_are_pending_for_the_simulation() -> None:
+    def p(node_name: str, status: str, why: str) -> dict[str, object]:
+        return {"spec": {"nodeName": node_name}, "status": {"conditions": [
+            {"type": "PodScheduled", "status": status, "reason": why}]}}
+
+    assert unschedulable(p("", "False", "Unschedulable"))
+    assert not unschedulable(p("n1", "False", "Unschedulable"))
+    assert not unschedulable(p("", "False", "SchedulerError"))
+    assert not unschedulable({"spec": {}})  # not looked at yet
