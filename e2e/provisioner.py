@@ -73,6 +73,7 @@ from e2e.provisioner_plan import (
     booking_expired,
     decide,
     free_room,
+    merge_conditions,
     nodes_needed,
     place,
     pod_requests,
@@ -271,19 +272,13 @@ class StandinAutoscaler(Autoscaler):
     def _write(self, r: dict[str, Any], conds: tuple[Condition, ...]) -> None:
         if not conds:
             return
-        now = _now_rfc3339()
-        current = {c["type"]: c for c in (r.get("status") or {}).get("conditions") or []}
-        for c in conds:
-            old = current.get(c.type)
-            since = now if old is None or old.get("status") != c.status else \
-                old.get("lastTransitionTime", now)
-            current[c.type] = {"type": c.type, "status": c.status, "reason": c.reason,
-                               "message": c.message, "lastTransitionTime": since}
+        merged = merge_conditions((r.get("status") or {}).get("conditions") or [], conds,
+                                  _now_rfc3339())
         with contextlib.suppress(ApiException):  # deleted meanwhile: nothing to write
             kube().custom.patch_namespaced_custom_object_status(
                 GROUP, VERSION, r["metadata"]["namespace"], PLURAL, r["metadata"]["name"],
-                {"status": {"conditions": list(current.values())}})
-        r.setdefault("status", {})["conditions"] = list(current.values())
+                {"status": {"conditions": merged}})
+        r.setdefault("status", {})["conditions"] = merged
 
     def _scale_down(self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
                     now: float) -> None:

@@ -136,6 +136,21 @@ class Decision:
     scale_up: int = 0
 
 
+def merge_conditions(current: Sequence[Mapping[str, Any]], new: Iterable[Condition],
+                     now: str) -> list[dict[str, Any]]:
+    """The request's conditions with ``new`` set: one per type, in first-set order; a
+    condition's ``lastTransitionTime`` moves only when its status changes (what the
+    extender's "since when" reads)."""
+    out = {str(c["type"]): dict(c) for c in current}
+    for c in new:
+        old = out.get(c.type)
+        since = now if old is None or old.get("status") != c.status else \
+            old.get("lastTransitionTime", now)
+        out[c.type] = {"type": c.type, "status": c.status, "reason": c.reason,
+                       "message": c.message, "lastTransitionTime": since}
+    return list(out.values())
+
+
 def served(cls: str, conds: Mapping[str, str]) -> bool:
     """A request this loop still decides on: a class it serves, not done."""
     return cls in SERVED_CLASSES and not any(conds.get(t) == "True" for t in DONE)

@@ -13,6 +13,7 @@ from e2e.provisioner_plan import (
     booking_expired,
     decide,
     free_room,
+    merge_conditions,
     nodes_needed,
     pod_requests,
     quantities,
@@ -157,3 +158,21 @@ def test_only_pods_the_scheduler_gave_up_on_are_pending_for_the_simulation() -> 
     assert not unschedulable(p("n1", "False", "Unschedulable"))
     assert not unschedulable(p("", "False", "SchedulerError"))
     assert not unschedulable({"spec": {}})  # not looked at yet
+
+
+def test_conditions_keep_their_transition_time_while_their_status_stays() -> None:
+    first = merge_conditions([], decide(ATOMIC, {}, needed=2, headroom=1).conditions, "t1")
+    assert [(c["type"], c["status"], c["lastTransitionTime"]) for c in first] == [
+        ("Accepted", "True", "t1"), ("Provisioned", "False", "t1")]
+    again = merge_conditions(first, decide(ATOMIC, {"Accepted": "True"}, needed=2,
+                                           headroom=1).conditions, "t2")
+    assert [c["lastTransitionTime"] for c in again] == ["t1", "t1"]
+    done = merge_conditions(again, decide(ATOMIC, {"Accepted": "True"}, needed=2,
+                                          headroom=2).conditions, "t3")
+    assert [(c["type"], c["status"], c["reason"], c["lastTransitionTime"]) for c in done] == [
+        ("Accepted", "True", "Accepted", "t1"),
+        ("Provisioned", "True", "CapacityIsProvisioned", "t3")]
+    # a condition another writer set (the test's Failed) is kept
+    kept = merge_conditions([{"type": "Failed", "status": "True", "reason": "Expired"}],
+                            [], "t4")
+    assert kept == [{"type": "Failed", "status": "True", "reason": "Expired"}]
