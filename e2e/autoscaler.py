@@ -87,6 +87,8 @@ def template(pool: str, max_size: int, cpu: str, memory: str) -> dict[str, Any]:
 class Autoscaler:
     """The autoscaler process and its provider ConfigMaps for one pool of fake nodes."""
 
+    name = "real"
+
     def __init__(self, cp: ControlPlane, bin_dir: Path) -> None:
         self.cp = cp
         self.bin_dir = bin_dir
@@ -132,13 +134,13 @@ class Autoscaler:
                 kube().core.replace_namespaced_config_map(name, NAMESPACE, body)
 
     def start(self, pool: str, max_size: int, cpu: str = "4", memory: str = "16Gi",
-              scale_down: float | None = None) -> ManagedProcess:
+              scale_down: float | None = None) -> None:
         """Run with one pool of at most ``max_size`` nodes of ``cpu``/``memory`` (a running
         one with other settings is replaced; the nodes it made stay). ``scale_down``:
         seconds a node must be unneeded before it is removed (default: scale-down off)."""
         wanted = (pool, max_size, cpu, memory, scale_down)
         if self.proc is not None and self.proc.running() and wanted == self.settings:
-            return self.proc
+            return
         self._stop_process()
         self.dir.mkdir(parents=True, exist_ok=True)
         self._config_maps(pool, max_size, cpu, memory)
@@ -162,7 +164,6 @@ class Autoscaler:
                                           ready=http_ok(f"http://127.0.0.1:{port}/health-check"),
                                           ready_timeout=90)
         self.settings = wanted
-        return self.proc
 
     def _stop_process(self) -> None:
         if self.proc is not None:

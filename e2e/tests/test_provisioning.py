@@ -51,6 +51,7 @@ from e2e.harness.fixtures import (
 )
 from e2e.harness.k8s import ApiException
 from e2e.operators import obtain_operator, scheduled_condition
+from e2e.provisioner import StandinAutoscaler, choose
 from e2e.provisioning_objects import (
     Requests,
     Seen,
@@ -80,7 +81,10 @@ def autoscaler(control_plane: Cluster, fake_kubelet: FakeKubelet) -> Iterator[Au
     removed, so the rest of the session runs as before)."""
     if not isinstance(control_plane, ControlPlane):
         pytest.skip("runs the Cluster Autoscaler as a local process on the local control plane")
-    a = Autoscaler(control_plane, obtain_operator("cluster-autoscaler"))
+    kind, why = choose()
+    print(f"PROVISIONER {kind} ({why})")
+    a = (StandinAutoscaler(control_plane) if kind == "standin"
+         else Autoscaler(control_plane, obtain_operator("cluster-autoscaler")))
     a.install()
     try:
         yield a
