@@ -99,9 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="longest a single bind request waits for its gang, in seconds; "
                             "keep it below the bind extender entry's httpTimeout (default 240)")
     add_deprecated_flag(serve, "--bind-hold-limit", type=_positive)
-    serve.add_argument("--binding-concurrency", type=_count, default=16,
+    serve.add_argument("--binding-concurrency", type=_count, default=64,
                        help="Binding POSTs in flight at once when a gang commits; the rest "
-                            "queue in order (default 16; docs/performance.md measures it)")
+                            "queue in order (default 64; docs/performance.md measures it)")
     serve.add_argument("--assembly-wait", type=_non_negative, default=1.5,
                        help="longest a gang member's filter call waits for the rest of a "
                             "gang that is still being created, in seconds, instead of "
