@@ -1,6 +1,7 @@
 """The direct commit through the dispatcher: the Bindings of a planned gang go out with
 no bind request, each counted in `gang_extender_bindings_total`; a bind request for a
-member being committed is answered with that Binding's outcome, and makes no second one."""
+member being committed is answered with that Binding's outcome, and makes no second one;
+a pod bound with no bind request is reported for its Scheduled Event."""
 
 from __future__ import annotations
 
@@ -50,6 +51,8 @@ def test_a_committed_gang_is_bound_without_bind_requests_and_its_bindings_counte
     async def go() -> None:
         dispatcher = Dispatcher(manager, kube)
         dispatcher.on_binding = metrics.on_binding
+        directly: list[str] = []
+        dispatcher.on_bound_directly = lambda pod, node: directly.append(pod.name)
         first = await dispatcher.filter(pod_from_k8s(pods[0]), base["NodeNames"])
         flying = {b.pod: b.node for b in manager.binds_in_progress() if b.in_flight}
         assert len(flying) == 3 and flying["default/trio-0"] == first.nodes[0]
@@ -62,5 +65,8 @@ def test_a_committed_gang_is_bound_without_bind_requests_and_its_bindings_counte
         assert answers[1] is not None and "node name is invalid" in answers[1]
         assert sorted(b[1] for b in kube.bindings) == ["trio-0", "trio-1"]  # one each
         assert (count("ok"), count("error")) == (2.0, 1.0)
+        # Only the member no bind request asked for gets the extender's Scheduled Event:
+        # kube-scheduler posts trio-0's itself, and trio-2 was not bound.
+        assert directly == ["trio-1"]
 
     asyncio.run(go())

@@ -30,6 +30,7 @@ from extender.core.model.vocabulary import (
     EvictPods,
     FilterResult,
     GangTimedOut,
+    PodRef,
     Preempting,
     ProtectNode,
     ProvisioningReport,
@@ -63,13 +64,11 @@ class DispatchConfig:
     # keep it below the bind extender entry's httpTimeout so it never times out first.
     bind_wait_limit: float = 240.0
     tick_interval: float = 0.1
-    # Binding POSTs in flight at once; the rest queue in order. 16 while Bindings
-    # followed kube-scheduler's cycles one by one (more did not shorten a run then);
-    # with the direct commit a 1,000-pod gang's Bindings all go out at once, and 64 took
-    # its commit from 2.08 to 1.76 times the floor's (docs/performance.md, "Issue 30").
-    # Not 128 (1.64, within the noise of 64): the API server's 200 mutating requests
-    # in flight are shared with everyone else's writes.
-    binding_concurrency: int = 64
+    # Binding POSTs in flight at once; the rest queue in order. At the barrier more did
+    # not shorten a run; with --direct-commit on, a 1,000-pod gang's Bindings all go out
+    # at once and 64 took its commit from 2.08 to 1.76 times the floor's
+    # (docs/performance.md, "Issue 30"): `--binding-concurrency 64` with it.
+    binding_concurrency: int = 16
     tick_stale_margin: float = 5.0
 
     @property
@@ -119,6 +118,12 @@ class Dispatcher:
         # Told the outcome of every Binding POST (None: bound), whether a bind request
         # asked for it or the direct commit made it (`Metrics.on_binding`).
         self.on_binding: Callable[[str | None], None] | None = None
+        # Told of each pod the direct commit bound with no bind request of
+        # kube-scheduler's waiting for it (pod, node): kube-scheduler posts the pod's
+        # Scheduled Event only for pods it bound through the bind verb, so the wiring
+        # posts one for these.
+        self.on_bound_directly: Callable[[PodRef, str], None] | None = None
+        self._requested: set[str] = set()  # uids with a bind request being answered
         # Test-only fault injection (supervise.TICK_FAULTS_ENV): called in each tick.
         self.tick_fault: Callable[[], None] | None = None
         # When the tick loop last completed an iteration (time.monotonic), on standby
@@ -267,6 +272,14 @@ class Dispatcher:
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> str | None:
         """Answer one /bind request: None for success or the error text. A repeat of a
         bind in progress waits for the same answer (the manager says whether it may)."""
+        self._requested.add(uid)
+        try:
+            return await self._bind_request(namespace, name, uid, node)
+        finally:
+            self._requested.discard(uid)
+
+    async def _bind_request(self, namespace: str, name: str, uid: str, node: str
+                            ) -> str | None:
         decision = self.manager.bind(namespace, name, uid, node, self.clock())
         if decision.outcome is BindOutcome.BOUND:
             return None
@@ -331,6 +344,9 @@ class Dispatcher:
             self._resolve(pod.uid, error)
             if self.on_binding is not None:
                 self.on_binding(error)
+            if (error is None and pod.uid not in self._requested
+                    and self.on_bound_directly is not None):
+                self.on_bound_directly(pod, action.node)
             if not cancelled:
                 self.drain()
 
