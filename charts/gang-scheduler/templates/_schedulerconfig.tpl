@@ -14,6 +14,7 @@ podInitialBackoffSeconds: {{ .Values.scheduler.podInitialBackoffSeconds }}
 podMaxBackoffSeconds: {{ .Values.scheduler.podMaxBackoffSeconds }}
 profiles:
 - schedulerName: {{ .Values.schedulerName }}
+  percentageOfNodesToScore: 100
   plugins:
     postFilter:
       disabled:
