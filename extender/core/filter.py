@@ -54,7 +54,7 @@ class Filter:
         """`pod` as the cache knows it, unbound."""
         gang = pod.gang
         if gang is None:
-            return self._single(pod, node_names)
+            return self._single(pod, node_names, now)
         result = self._member(pod, gang, node_names, now, waited)
         if result.wait:
             return result
@@ -77,7 +77,7 @@ class Filter:
         if bound >= group.min_member:
             # Quorum is bound: elastic extras are placed one by one like plain pods, in
             # the domain of the gang's topology while it has room.
-            return self._extra(pod, group, node_names)
+            return self._extra(pod, group, node_names, now)
         if self._backoffs.failed(gang):
             return reject(node_names, self._explanations.message(gang))
         res = self._ledger.get(gang)
@@ -194,17 +194,19 @@ class Filter:
             )
         return FilterResult([moved], {})
 
-    def _extra(self, pod: PodInfo, group: GroupInfo, node_names: list[str]) -> FilterResult:
-        result = self._single(pod, node_names)
+    def _extra(self, pod: PodInfo, group: GroupInfo, node_names: list[str], now: float
+               ) -> FilterResult:
+        result = self._single(pod, node_names, now)
         nodes, why = extra_nodes(group, self._cache.members(group), result.nodes,
                                  self._cache.nodes)
         if why:
             return reject(node_names, why)
         return FilterResult(nodes, result.unresolvable) if nodes != result.nodes else result
 
-    def _single(self, pod: PodInfo, node_names: list[str]) -> FilterResult:
+    def _single(self, pod: PodInfo, node_names: list[str], now: float) -> FilterResult:
         """Plain pods and elastic extras: any node kube-scheduler found feasible, except
-        where reserved capacity leaves too little. Only nodes with reservations can
+        where reserved capacity leaves too little. Only nodes with reservations, and
+        nodes a direct commit bound pods on a moment ago (`Ledger.fresh_nodes`), can
         disagree with kube-scheduler's own fit check, so only those are examined."""
         own = self._ledger.of(pod) if pod.gang is None else None
         if own is not None:
@@ -221,12 +223,21 @@ class Filter:
         # Set operations and comprehensions keep this linear pass in C: at thousands of
         # nodes a Python loop over every name would dominate the scheduler's cycle.
         by_node: dict[str, list[str]] | None = None
-        for name in self._cache.reserved_nodes.keys() & set(node_names):
+        names = set(node_names)
+        examined = self._cache.reserved_nodes.keys() & names
+        fresh = self._ledger.fresh_nodes(now)  # empty unless --direct-commit is on
+        if fresh:
+            examined |= fresh & names
+        for name in examined:
             if not fits(pod.requests, free[name]):
                 if by_node is None:
                     by_node = self._ledger.gangs_by_node()
-                failed[name] = messages.capacity_held(name, by_node.get(name, ()), pod.key,
-                                                      pod.requests)
+                held_by = by_node.get(name, ())
+                failed[name] = (
+                    messages.capacity_held(name, held_by, pod.key, pod.requests) if held_by
+                    else f"node {name} is full: gang members bound there a moment ago "
+                         f"leave too little for pod {pod.key}, which needs "
+                         f"{format_resources(pod.requests)}")
         reserved_out = bool(failed)
         for name in [n for n in node_names if n not in nodes]:
             failed[name] = f"node {name} is not yet known to gang-extender"

@@ -258,3 +258,23 @@ def test_a_restarted_extender_commits_only_the_members_not_yet_bound() -> None:
     again = binds(taken(after))
     assert set(again) == {p.uid for p in pods[2:]}
     assert not after.overcommits
+
+
+def test_a_node_the_commit_just_filled_is_checked_for_plain_pods_and_extras() -> None:
+    """kube-scheduler hears of the pods a direct commit bound only through its watch,
+    so for a moment its own fit check passes a node they filled. The extender's filter
+    then checks that node itself, as it does nodes with reservations (the hostile soak's
+    over-commit: an elastic extra bound onto a node the commit had just filled)."""
+    sim = direct_sim()
+    pods = cluster(sim, nodes=1, members=4, cpu=2000)
+    for p in pods:
+        sim.add_pod(p)
+    run_pass(sim)
+    for uid, where in binds(taken(sim)).items():  # all four land on n0, 8000m of 8000m
+        sim.manager.binding_finished(uid, where, None, sim.now)
+    assert not sim.manager.reservations()  # the quorum is bound: n0 holds no slot
+    plain = sim.add_pod(pod("plain", cpu=1000))
+    result = sim.manager.filter(plain, ["n0"], sim.now)
+    assert result.nodes == [] and "n0 is full" in result.unresolvable["n0"]
+    sim.now += 11  # kube-scheduler has long seen them: its own check decides again
+    assert sim.manager.filter(plain, ["n0"], sim.now).nodes == ["n0"]

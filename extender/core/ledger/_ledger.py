@@ -32,12 +32,19 @@ from extender.core.outbox import Outbox
 from extender.core.parked import Parked, ref
 from extender.core.planner import Plan
 
+FRESH_SECONDS = 10.0
+"""How long a node a direct commit bound pods on is checked by the filter for every pod
+(`Ledger.fresh_nodes`): kube-scheduler's watch delivers within a second here; ten leaves
+room for a loaded API server."""
+
 
 class Ledger:
     def __init__(self, cache: Cache, parked: Parked, outbox: Outbox,
                  direct_commit: bool = False) -> None:
         self._cache = cache
         self._direct_commit = direct_commit
+        # node -> when a direct commit last bound a pod there (`fresh_nodes`).
+        self._direct_at: dict[str, float] = {}
         self._parked = parked
         self._outbox = outbox
         self._book = Book(cache)
@@ -282,6 +289,20 @@ class Ledger:
             and not pod.node_name and not pod.deleting and not pod.terminal
         ]
 
+    def fresh_nodes(self, now: float) -> set[str]:
+        """Nodes where a direct commit bound pods in the last `FRESH_SECONDS`. kube-
+        scheduler learns of those pods only through its watch, so until then its own fit
+        check of the node is stale, and a plain pod or elastic extra it finds feasible
+        there may not fit: the filter checks these nodes against the extender's cache
+        too, as it does nodes with reservations. (On the barrier path kube-scheduler
+        assumed every pod it bound, so its check was never behind.)"""
+        if not self._direct_at:
+            return set()
+        stale = [n for n, at in self._direct_at.items() if now - at > FRESH_SECONDS]
+        for n in stale:
+            del self._direct_at[n]
+        return set(self._direct_at)
+
     def commit_with(self, pod: PodInfo, group: GroupInfo, now: float) -> None:
         """The commit, when `pod` (a member whose filter call found it a slot) may be
         the one that completes its gang directly: only a member the commit binds itself
@@ -319,6 +340,7 @@ class Ledger:
             self._outbox.append(BindPod(ref(self._cache.pods[uid]), node, group.key))
         for uid in direct:
             node = self._binding[uid] = res.slots[uid].node
+            self._direct_at[node] = now
             self._parked.passed(uid)
             self._outbox.append(BindPod(ref(self._cache.pods[uid]), node, group.key))
         through += direct
