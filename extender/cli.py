@@ -142,8 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "without waiting for kube-scheduler's cycle of each; members "
                             "with claim volumes, resource claims or host ports still come "
                             "through kube-scheduler. off: every member waits at the bind "
-                            "barrier (docs/performance.md; default off until an "
-                            "over-commit the hostile soak once found is explained)")
+                            "barrier (docs/performance.md; default off until the whole "
+                            "suite has run with it on)")
     serve.add_argument("--starvation-after", type=_non_negative, default=30.0,
                        help="seconds a gang waits for capacity "
                             "before the capacity of its best plan is held for it as it "
