@@ -99,10 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="longest a single bind request waits for its gang, in seconds; "
                             "keep it below the bind extender entry's httpTimeout (default 240)")
     add_deprecated_flag(serve, "--bind-hold-limit", type=_positive)
-    serve.add_argument("--binding-concurrency", type=_count, default=16,
+    serve.add_argument("--binding-concurrency", type=_count, default=64,
                        help="Binding POSTs in flight at once when a gang commits; the rest "
-                            "queue in order (default 16; 64 measured faster with "
-                            "--direct-commit on: docs/performance.md)")
+                            "queue in order (default 64; docs/performance.md measures it)")
     serve.add_argument("--assembly-wait", type=_non_negative, default=1.5,
                        help="longest a gang member's filter call waits for the rest of a "
                             "gang that is still being created, in seconds, instead of "
@@ -137,13 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
                             "(docs/install.md)")
     serve.add_argument("--provisioning-class", default=ATOMIC_CLASS,
                        help="provisioningClassName of the requests (default %(default)s)")
-    serve.add_argument("--direct-commit", choices=("on", "off"), default="off",
+    serve.add_argument("--direct-commit", choices=("on", "off"), default="on",
                        help="bind a planned gang's members as soon as it is reserved, "
                             "without waiting for kube-scheduler's cycle of each; members "
                             "with claim volumes, resource claims or host ports still come "
                             "through kube-scheduler. off: every member waits at the bind "
-                            "barrier (docs/performance.md; default off until the whole "
-                            "suite has run with it on)")
+                            "barrier (docs/performance.md; default on)")
     serve.add_argument("--starvation-after", type=_non_negative, default=30.0,
                        help="seconds a gang waits for capacity "
                             "before the capacity of its best plan is held for it as it "
@@ -193,7 +191,7 @@ async def _serve(args: argparse.Namespace) -> int:
     from extender.kube.informer import BUDGETS, Informer
     from extender.kube.leader import Leadership
     from extender.kube.recorder import EventRecorder
-    from extender.reporting.events import GangEvents, pod_ref
+    from extender.reporting.events import GangEvents
     from extender.reporting.kinds import source_kinds
     from extender.reporting.metrics import Metrics
     from extender.reporting.status import StatusWriter, observed_kinds
@@ -275,8 +273,6 @@ async def _serve(args: argparse.Namespace) -> int:
     provisioner.changed = drained
     dispatcher.provisioner = provisioner
     dispatcher.on_binding = metrics.on_binding
-    dispatcher.on_bound_directly = lambda pod, node: recorder.record(
-        pod_ref(pod), "Scheduled", f"Successfully assigned {pod.key} to {node}")
     status.clock = clock
     informer = Informer(kube, manager, clock, dispatcher.cache_changed,
                         kinds=(*observed_kinds(status), *source_kinds(status), BUDGETS,

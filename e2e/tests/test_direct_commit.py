@@ -2,11 +2,7 @@
 gang is bound by the extender itself, all its Bindings in flight at once, without a
 kube-scheduler cycle per member; a member kube-scheduler's own plugins must place (here
 a PersistentVolumeClaim whose volume is pinned to one node) still goes through
-kube-scheduler's cycle and the bind barrier, and its gang lands whole.
-
-The direct commit is off by default (README's flags), so this module runs the session's
-extender with `--direct-commit on` in its place, on the same port, and puts the session's
-back afterwards."""
+kube-scheduler's cycle and the bind barrier, and its gang lands whole."""
 
 from __future__ import annotations
 
@@ -20,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from e2e.gang import GangStack, Recorder, start_extender
+from e2e.gang import GangStack, Recorder
 from e2e.harness.fixtures import (
     GANG_SCHEDULER,
     NotYet,
@@ -33,29 +29,6 @@ from e2e.harness.fixtures import (
 from e2e.harness.fixtures import NodeSet as Nodes
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def direct_stack(gang_stack: GangStack) -> Iterator[GangStack]:
-    session = gang_stack.extender
-    session.stop()
-    args = [*gang_stack.extra_args, "--direct-commit", "on"]
-    ext = start_extender(gang_stack.cluster, gang_stack.port, args, "gang-extender-direct")
-    try:
-        yield GangStack(gang_stack.cluster, gang_stack.port, ext, gang_stack.scheduler, args)
-    finally:
-        ext.stop()
-        session.restart()
-        session.wait_ready(30)
-
-
-@pytest.fixture
-def gang(direct_stack: GangStack) -> Iterator[GangStack]:
-    """The module's stack, made sure to be up."""
-    if not direct_stack.scheduler.running():
-        direct_stack.scheduler.restart()
-        direct_stack.scheduler.wait_ready(60)
-    yield direct_stack
 
 
 def bind_requests(gang: GangStack) -> float:

@@ -64,11 +64,10 @@ class DispatchConfig:
     # keep it below the bind extender entry's httpTimeout so it never times out first.
     bind_wait_limit: float = 240.0
     tick_interval: float = 0.1
-    # Binding POSTs in flight at once; the rest queue in order. At the barrier more did
-    # not shorten a run; with --direct-commit on, a 1,000-pod gang's Bindings all go out
-    # at once and 64 took its commit from 2.08 to 1.76 times the floor's
-    # (docs/performance.md, "Issue 30"): `--binding-concurrency 64` with it.
-    binding_concurrency: int = 16
+    # Binding POSTs in flight at once; the rest queue in order. The direct commit sends a
+    # 1,000-pod gang's Bindings at once, and 64 took its commit from 2.08 to 1.76 times
+    # the floor's (docs/performance.md, "Issue 30"); at the barrier more did not matter.
+    binding_concurrency: int = 64
     tick_stale_margin: float = 5.0
 
     @property

@@ -14,7 +14,6 @@ podInitialBackoffSeconds: {{ .Values.scheduler.podInitialBackoffSeconds }}
 podMaxBackoffSeconds: {{ .Values.scheduler.podMaxBackoffSeconds }}
 profiles:
 - schedulerName: {{ .Values.schedulerName }}
-  percentageOfNodesToScore: 100
   plugins:
     postFilter:
       disabled:
