@@ -240,3 +240,36 @@ def test_a_bound_pod_seen_before_its_binding_reply_is_not_counted_twice() -> Non
     sim.manager.binding_finished(plain.uid, "n0", None, sim.now)  # then the reply
     assert sim.cache.free["n0"]["cpu"] == 0
     assert {u: s.node for u, s in sim.core.reservations["ns/g"].slots.items()} == slots_before
+
+
+def test_a_slot_whose_binding_is_in_flight_is_not_the_one_moved() -> None:
+    """Gang x's member is committed to n0 (its Binding in flight), gang y's member waits
+    on n0 too, and a spec.nodeName pod takes what n0 had left for both. The in-flight
+    pod lands on n0 whatever the book says, so the member that gives way is y's: its
+    waiting bind is rejected and its slot moves, and y's commit never binds onto n0.
+    (Moving x's slot instead hid x's charge on n0: n0 looked fitting, y's commit bound
+    its member there, and n0 ended with 6 cpu on 4.)"""
+    sim = SimScheduler()
+    sim.add_node(node("n0", cpu=4000))
+    sim.add_group(group("x", 1))
+    x0 = sim.add_pod(pod("x-0", "x", cpu=2000))
+    assert sim.manager.filter(x0, ["n0"], sim.now).nodes == ["n0"]
+    sim.manager.bind("ns", "x-0", x0.uid, "n0", sim.now)
+    flying = [a for a in sim.manager.take_actions() if isinstance(a, BindPod)]
+    assert [(a.pod.uid, a.node) for a in flying] == [(x0.uid, "n0")]  # not answered yet
+    for n in ("n1", "n2"):
+        sim.add_node(node(n, cpu=4000))
+    sim.add_group(group("y", 2))
+    y0, _ = (sim.add_pod(pod(f"y-{i}", "y", cpu=2000)) for i in range(2))
+    assert sim.schedule(y0.uid) == "held"
+    assert slot_node(sim, "ns/y", y0) == "n0"  # beside x's member, the best fit
+    sim.bind_foreign(pod("intruder", cpu=2000), "n0")
+    assert slot_node(sim, "ns/x", x0) == "n0"
+    assert slot_node(sim, "ns/y", y0) != "n0"
+    assert "node n0 is short of {cpu: 2}" in dict(sim.failed_binds)[y0.uid]
+    sim.run_all()  # y's members bind, y-0 on its new slot
+    for a in flying:  # x's Binding lands where it was sent
+        sim._do_bind(a.pod.uid, a.node)
+    assert len(sim.bound("y")) == 2 and "n0" not in {p.node_name for p in sim.bound("y")}
+    assert sim.overcommits == []
+    assert sim.cache.free["n0"]["cpu"] == 0

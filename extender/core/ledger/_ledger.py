@@ -362,10 +362,12 @@ class Ledger:
     def repair(self, name: str) -> None:
         """Move every slot off `name` that no longer fits there. Slots whose member has
         no bind waiting go first; the check is made again after each move, so no more
-        slots move than the node's shortfall needs."""
+        slots move than the node's shortfall needs. A slot whose Binding is in flight
+        stays: its pod is landing there (`_repair.slots_on`)."""
         if name not in self._cache.reserved_nodes:
             return
-        for res, slot in _repair.slots_on(name, self._by_gang.values(), self._waiting):
+        for res, slot in _repair.slots_on(name, self._by_gang.values(), self._waiting,
+                                          self._binding):
             if self._by_gang.get(res.gang) is not res or slot.pod.uid not in res.slots:
                 continue  # released with a held reservation a moment ago
             why = _repair.lost(self._cache, name, slot.pod, held=res.held is not None)

@@ -59,12 +59,16 @@ def squeezed(cache: Cache, name: str) -> bool:
         v < 0 for v in cache.free.get(name, {}).values())
 
 
-def slots_on(name: str, reservations: Iterable[Reservation],
-             waiting: Container[str]) -> list[tuple[Reservation, Slot]]:
-    """The slots on `name`, in the order they give way: those whose member has no bind
-    waiting first (moving them rejects nothing), then the youngest reservation's."""
+def slots_on(name: str, reservations: Iterable[Reservation], waiting: Container[str],
+             in_flight: Container[str]) -> list[tuple[Reservation, Slot]]:
+    """The slots on `name` that can give way, in the order they do: those whose member
+    has no bind waiting first (moving them rejects nothing), then the youngest
+    reservation's. A slot whose member's Binding is `in_flight` cannot: that pod lands
+    on `name` whatever the book says, so moving its slot would only hide its charge
+    there, and a member still waiting on the node would be let through onto it."""
     slots = [(res, slot) for res in reservations
-             for slot in res.slots.values() if slot.node == name]
+             for slot in res.slots.values()
+             if slot.node == name and slot.pod.uid not in in_flight]
     slots.sort(key=lambda rs: (rs[1].pod.uid in waiting, -rs[0].created, rs[0].gang,
                                rs[1].pod.name))
     return slots
