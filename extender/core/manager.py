@@ -191,6 +191,20 @@ class GangManager:
         self._cache.remove_group(key)
         c.queue.members_changed()
 
+    def watch_broken(self, kind: str) -> None:
+        """The list+watch of `kind` ("pods", "nodes") broke: no gang commits until it is
+        listed again (`Ledger.behind`)."""
+        self._ledger.behind(kind)
+
+    def watch_listed(self, kind: str, now: float) -> None:
+        """`kind` was listed (again): once no watch is behind, the commits held
+        meanwhile are made, each checked against the cache as the lists left it."""
+        if self._ledger.caught_up(kind):
+            for key in self._ledger.gangs():
+                group = self._cache.groups.get(key)
+                if group is not None:
+                    self._ledger.commit(group, now)
+
     def on_provisioning_request(self, request: RequestInfo, now: float) -> None:
         """A ProvisioningRequest (autoscaling.x-k8s.io/v1) was added or changed."""
         self._core.provisioning.observed(request, now)

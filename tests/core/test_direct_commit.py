@@ -278,3 +278,19 @@ def test_a_node_the_commit_just_filled_is_checked_for_plain_pods_and_extras() ->
     assert result.nodes == [] and "n0 is full" in result.unresolvable["n0"]
     sim.now += 11  # kube-scheduler has long seen them: its own check decides again
     assert sim.manager.filter(plain, ["n0"], sim.now).nodes == ["n0"]
+
+
+def test_no_direct_commit_while_the_pod_watch_is_broken() -> None:
+    """The direct commit checks each member's node against the cache as well: while the
+    pod watch is broken (kube-apiserver restarting) a reserved gang is not bound; once
+    pods are listed again it is, at once, on nodes as the list left them."""
+    sim = direct_sim()
+    pods = cluster(sim)
+    sim.manager.watch_broken("pods")
+    for p in pods:
+        sim.add_pod(p)
+    run_pass(sim)
+    assert not binds(taken(sim))
+    assert sim.manager.reservations()  # planned and reserved, only the commit waits
+    sim.manager.watch_listed("pods", sim.now)
+    assert set(binds(taken(sim))) == {p.uid for p in pods}

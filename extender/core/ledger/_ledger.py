@@ -54,6 +54,8 @@ class Ledger:
         # Plain pods and extras whose Binding is in flight, charged to their node from
         # the moment the bind is accepted (kube-scheduler's assumed pods).
         self._assumed: dict[str, tuple[str, PodInfo]] = {}
+        # Watches broken and not listed again yet: no commit meanwhile (`behind`).
+        self._behind: set[str] = set()
 
     # ----- reservations: reading ------------------------------------------------------
 
@@ -303,6 +305,21 @@ class Ledger:
             del self._direct_at[n]
         return set(self._direct_at)
 
+    def behind(self, kind: str) -> None:
+        """The watch of `kind` (pods, nodes) broke: until it is listed again, the cache
+        may miss what others bound or changed meanwhile (a spec.nodeName pod made while
+        kube-apiserver came back), and the commit's check of each member's node could
+        not see it. So no gang commits until then: binds wait at the barrier, direct
+        members stay unbound (architecture.md §11)."""
+        self._behind.add(kind)
+
+    def caught_up(self, kind: str) -> bool:
+        """`kind` is listed again; whether the cache is caught up on every kind now (the
+        commits held meanwhile are due)."""
+        was = kind in self._behind
+        self._behind.discard(kind)
+        return was and not self._behind
+
     def commit_with(self, pod: PodInfo, group: GroupInfo, now: float) -> None:
         """The commit, when `pod` (a member whose filter call found it a slot) may be
         the one that completes its gang directly: only a member the commit binds itself
@@ -318,9 +335,10 @@ class Ledger:
         member's node is checked against everything bound there since the plan, by
         anyone (architecture.md §11): a member whose node no longer takes it is moved (a
         waiting bind is rejected, kube-scheduler retries it onto the new slot), and the
-        gang commits only when the whole quorum still fits. Never a partial set."""
+        gang commits only when the whole quorum still fits. Never a partial set. Nor
+        while a watch is broken (`behind`): the check would read a cache behind the API."""
         res = self._by_gang.get(group.key)
-        if res is None:
+        if res is None or self._behind:
             return
         if self.assembled(group) + len(self.direct(res)) < group.min_member:
             return
