@@ -50,6 +50,9 @@ class Kind:
     discover: tuple[str, str] | None = None
     # How to read its watch in protobuf (`Informer(protobuf=True)`); None: JSON only.
     proto: Callable[[], ProtoDecoder] | None = None
+    # What others bind or change in it decides whether a node fits: while its watch is
+    # broken, no gang commits (`GangManager.watch_broken`), until it is listed again.
+    holds_commits: bool = False
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
@@ -87,11 +90,11 @@ def _ns_name(obj: dict[str, Any]) -> str:
 
 NODES = Kind(
     "nodes", "/api/v1/nodes", lambda o: str(_meta(o).get("name", "")), _apply_node,
-    lambda m, key, now: m.on_node_deleted(key),
+    lambda m, key, now: m.on_node_deleted(key), holds_commits=True,
 )
 PODS = Kind(
     "pods", "/api/v1/pods", lambda o: str(_meta(o).get("uid", "")), _apply_pod,
-    lambda m, key, now: m.on_pod_deleted(key, now), proto=_pod_proto,
+    lambda m, key, now: m.on_pod_deleted(key, now), proto=_pod_proto, holds_commits=True,
 )
 GROUPS = Kind(
     "podgroups", f"{PODGROUP_PATH}/podgroups", _ns_name, _apply_group,
@@ -213,6 +216,7 @@ class Informer:
         self.page_size = page_size
         self._skips: dict[str, _Skips] = {k.name: _Skips() for k in kinds}
         self._freezer = _Freezer(freeze_every)
+        self._broken_at: dict[str, float] = {}  # kinds whose watch broke: since when
 
     @property
     def skipped(self) -> dict[str, int]:
@@ -304,6 +308,23 @@ class Informer:
         self._freezer.reset()
         _keep_out_of_collections()
 
+    def _broke(self, kind: Kind) -> None:
+        """Its watch (or list) failed: the cache may fall behind what others do from now
+        until the kind is listed again, and gangs must not commit on it meanwhile."""
+        if kind.holds_commits and kind.name not in self._broken_at:
+            self._broken_at[kind.name] = self.clock()
+            self.manager.watch_broken(kind.name)
+
+    def _caught_up(self, kind: Kind) -> None:
+        """Listed again: the commits held since the watch broke may go ahead."""
+        since = self._broken_at.pop(kind.name, None)
+        if since is None:
+            return
+        log.info("%s listed again %.1fs after the watch broke; gang commits resume",
+                 kind.name, self.clock() - since)
+        self.manager.watch_listed(kind.name, self.clock())
+        self.on_change()
+
     async def _wait_until_served(self, kind: Kind) -> None:
         """Return once the optional API of `kind` is served; until then it has no
         objects (those of an API that went away are deleted) and counts as listed."""
@@ -342,6 +363,7 @@ class Informer:
                 if kind.discover is not None:
                     await self._wait_until_served(kind)
                 rv = await self._relist(kind)
+                self._caught_up(kind)
                 delay = 0.5
                 while True:
                     proto = kind.proto() if self.protobuf and kind.proto else None
@@ -365,9 +387,11 @@ class Informer:
                         self.on_change()
             except ResourceExpired:
                 log.info("%s watch expired; relisting", kind.name)
+                self._broke(kind)
             except asyncio.CancelledError:
                 raise
             except (ApiError, OSError, ValueError, Exception) as exc:
+                self._broke(kind)
                 if kind.discover is not None and isinstance(exc, ApiError) and exc.status == 404:
                     # The API went away (its CRD deleted): back to discovery, which
                     # deletes its objects once the API server says so too.
