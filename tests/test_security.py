@@ -103,6 +103,7 @@ class FakeApi(BaseHTTPRequestHandler):
     that logs an API answer runs. It records the Authorization headers it was sent."""
 
     seen_tokens: ClassVar[list[str]] = []
+    stop: ClassVar[threading.Event] = threading.Event()  # ends the open watches
 
     def log_message(self, format: str, *args: Any) -> None:
         return None
@@ -123,7 +124,15 @@ class FakeApi(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.seen_tokens.append(self.headers.get("Authorization", ""))
-        if "watch=1" in self.path:
+        if "watch=1" in self.path and self.path.startswith(("/api/v1/pods", "/api/v1/nodes")):
+            # Open and silent: with the pod or node watch broken the extender binds
+            # nothing (its cache could be behind), and the Binding's failure path must run.
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.flush()
+            self.stop.wait(60)
+        elif "watch=1" in self.path:
             self._reply(403, b"forbidden: the request was not allowed", "text/plain")
         elif self.path.startswith("/api/v1/nodes"):
             self._reply(200, _item_list("NodeList", [NODE]))
@@ -146,12 +155,14 @@ class FakeApi(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def fake_api() -> Iterator[str]:
+    FakeApi.stop.clear()
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakeApi)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
+        FakeApi.stop.set()
         server.shutdown()
         server.server_close()
 

@@ -12,7 +12,7 @@ from extender.core.cache import Cache
 from extender.core.ledger import Ledger
 from extender.core.model import messages
 from extender.core.model.resources import fits, format_resources
-from extender.core.model.types import PodInfo
+from extender.core.model.types import PodInfo, Resources
 from extender.core.model.vocabulary import BindDecision, BindOutcome
 from extender.core.parked import Parked
 from extender.core.preemption.leaving import Leaving
@@ -24,6 +24,11 @@ BINDING_ANSWER_SECONDS = 60.0
 
 def _error(message: str) -> BindDecision:
     return BindDecision(BindOutcome.ERROR, message)
+
+
+def _free_of(pod: PodInfo, free: Resources) -> Resources:
+    """What `free` has of the resources `pod` asks for, none below zero: for messages."""
+    return {r: max(free.get(r, 0), 0) for r, q in pod.requests.items() if q > 0}
 
 
 class Bind:
@@ -110,15 +115,27 @@ class Bind:
     def _bind_now(self, pod: PodInfo, node: str, now: float) -> BindDecision:
         """Plain pods and elastic extras. Their filter could not know which node
         kube-scheduler would pick, and several may pass a node before the first binds,
-        so reservations are checked again here."""
+        so reservations are checked again here; and the node itself, whatever is
+        reserved there: kube-scheduler's own fit check is only as current as its watch,
+        which lags seconds behind after kube-apiserver restarts (a spec.nodeName pod
+        made meanwhile is unknown to it), and while the extender's own watch is broken
+        (`Ledger.is_behind`) nothing is bound this way at all."""
+        if self._ledger.is_behind():
+            return _error(f"pod {pod.key} is not bound to node {node} yet: gang-extender "
+                          f"is listing pods and nodes again after its watch broke; "
+                          f"kube-scheduler will retry")
         own = self._ledger.of(pod) if pod.gang is None else None
         slot = own.slots.get(pod.uid) if own is not None and own.held is None else None
         if own is not None and slot is not None and slot.node == node:
             self._ledger.bound(own.gang)  # a preemptor's own capacity: now its pod's
         free = self._cache.free.get(node, {})
-        if node in self._cache.reserved_nodes and not fits(pod.requests, free):
+        if not fits(pod.requests, free):
             held_for = self._ledger.gangs_by_node().get(node, [])
-            return _error(messages.capacity_held(node, held_for, pod.key, pod.requests)
-                          + "; kube-scheduler will retry")
+            gang = f"gang {pod.gang}: " if pod.gang else ""
+            why = (messages.capacity_held(node, held_for, pod.key, pod.requests) if held_for
+                   else f"{gang}node {node} has {format_resources(_free_of(pod, free))} free "
+                        f"and pod {pod.key} needs {format_resources(pod.requests)} (pods "
+                        f"bound there lately that kube-scheduler has not seen yet)")
+            return _error(why + "; kube-scheduler will retry")
         self._ledger.bind_now(pod, node)
         return BindDecision(BindOutcome.WAIT, deadline=now + BINDING_ANSWER_SECONDS)

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from extender.core.model.types import PodInfo, Taint
-from extender.core.model.vocabulary import BindPod, Transition
+from extender.core.model.vocabulary import BindOutcome, BindPod, Transition
 from tests.core.sim import SimScheduler, group, node, pod
 
 
@@ -332,3 +332,48 @@ def test_commits_held_while_a_watch_was_broken_are_made_once_every_list_is_in() 
     sim.manager.watch_listed("nodes", sim.now)
     sim.drain()
     assert len(sim.bound("g")) == 2 and sim.overcommits == []
+
+
+def test_an_extra_is_not_bound_onto_a_node_kube_scheduler_has_not_seen_filled() -> None:
+    """An elastic gang's quorum is bound, no reservation is left anywhere, and a
+    spec.nodeName pod fills n0. kube-scheduler's view lags (its watch is re-listing
+    after a kube-apiserver restart) and sends two extras to n0: the extender's cache
+    knows the node is full and refuses them, naming the node, what is free and what
+    the pod needs; kube-scheduler retries them elsewhere. (Found by the chaos soak,
+    seed 9: two extras bound onto a node a spec.nodeName pod had filled 1.3 s before.)"""
+    sim = SimScheduler()
+    for n in ("n0", "n1"):
+        sim.add_node(node(n, cpu=8000))
+    sim.add_group(group("g", 1))
+    first, *extras = (sim.add_pod(pod(f"g-{i}", "g", cpu=2000)) for i in range(3))
+    assert sim.schedule(first.uid) == "bound"
+    assert not sim.core.reservations
+    full = "n1" if sim.cache.pods[first.uid].node_name == "n0" else "n0"
+    sim.bind_foreign(pod("nb", cpu=6500), full)
+    for p in extras:  # what a kube-scheduler that has not seen "nb" would ask
+        d = sim.manager.bind("ns", p.name, p.uid, full, sim.now)
+        assert d.outcome is BindOutcome.ERROR, d
+        assert (f"gang ns/g: node {full} has {{cpu: 1500m, memory: 31Gi}} free and "
+                f"pod {p.key} needs {{cpu: 2, memory: 1Gi}}") in d.message, d.message
+    sim.drain()
+    assert not [a for a in sim.actions if isinstance(a, BindPod) and a.node == full]
+    sim.run_all()  # a kube-scheduler that has caught up places them where they fit
+    assert len(sim.bound("g")) == 3 and sim.overcommits == []
+    assert _over_committed(sim) == []
+
+
+def test_no_plain_pod_or_extra_is_bound_while_the_pod_watch_is_broken() -> None:
+    sim = cluster()
+    sim.add_group(group("g", 1))
+    first, extra = (sim.add_pod(pod(f"g-{i}", "g", cpu=1000)) for i in range(2))
+    plain = sim.add_pod(pod("plain", cpu=1000))
+    assert sim.schedule(first.uid) == "bound"
+    sim.manager.watch_broken("pods")
+    for p in (extra, plain):
+        d = sim.manager.bind("ns", p.name, p.uid, "n3", sim.now)
+        assert d.outcome is BindOutcome.ERROR
+        assert (f"pod {p.key} is not bound to node n3 yet: gang-extender is listing pods "
+                f"and nodes again after its watch broke") in d.message, d.message
+    sim.manager.watch_listed("pods", sim.now)
+    sim.run_all()
+    assert extra.uid in {p.uid for p in sim.bound("g")} and sim.cache.pods[plain.uid].node_name

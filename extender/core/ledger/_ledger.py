@@ -313,6 +313,9 @@ class Ledger:
         members stay unbound (architecture.md §11)."""
         self._behind.add(kind)
 
+    def is_behind(self) -> bool:
+        return bool(self._behind)
+
     def caught_up(self, kind: str) -> bool:
         """`kind` is listed again; whether the cache is caught up on every kind now (the
         commits held meanwhile are due)."""
