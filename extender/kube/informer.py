@@ -320,8 +320,8 @@ class Informer:
         since = self._broken_at.pop(kind.name, None)
         if since is None:
             return
-        log.info("%s listed again %.1fs after the watch broke; gang commits resume",
-                 kind.name, self.clock() - since)
+        log.info("%s listed again %.1fs after its watch broke (gang commits wait until "
+                 "every watch that broke is listed again)", kind.name, self.clock() - since)
         self.manager.watch_listed(kind.name, self.clock())
         self.on_change()
 
