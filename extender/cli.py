@@ -191,7 +191,7 @@ async def _serve(args: argparse.Namespace) -> int:
     from extender.kube.informer import BUDGETS, Informer
     from extender.kube.leader import Leadership
     from extender.kube.recorder import EventRecorder
-    from extender.reporting.events import GangEvents
+    from extender.reporting.events import GangEvents, pod_ref
     from extender.reporting.kinds import source_kinds
     from extender.reporting.metrics import Metrics
     from extender.reporting.status import StatusWriter, observed_kinds
@@ -273,6 +273,8 @@ async def _serve(args: argparse.Namespace) -> int:
     provisioner.changed = drained
     dispatcher.provisioner = provisioner
     dispatcher.on_binding = metrics.on_binding
+    dispatcher.on_bound_directly = lambda pod, node: recorder.record(
+        pod_ref(pod), "Scheduled", f"Successfully assigned {pod.key} to {node}")
     status.clock = clock
     informer = Informer(kube, manager, clock, dispatcher.cache_changed,
                         kinds=(*observed_kinds(status), *source_kinds(status), BUDGETS,
