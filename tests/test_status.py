@@ -172,7 +172,7 @@ def make_env() -> Env:
     clock = Clock()
     metrics = Metrics()
     recorder = EventRecorder(api, clock, on_result=lambda r: metrics.events.labels(r).inc())
-    events = GangEvents(recorder, manager)  # as extender/cli.py wires it
+    events = GangEvents(recorder, manager)  # as extender/serve.py wires it
     # settle=0: these tests follow every status a gang goes through; the settling has its
     # own tests below.
     writer = StatusWriter(manager, api, clock, StatusConfig(min_interval=1.0, settle=0.0),
@@ -180,7 +180,7 @@ def make_env() -> Env:
                           on_write=lambda r: metrics.status_writes.labels(r).inc())
     metrics.status_counts = writer.counts
 
-    def forward(report: Report) -> None:  # as extender/cli.py's on_report
+    def forward(report: Report) -> None:  # as extender/serve.py's on_report
         metrics.on_report(report)
         events.on_report(report)
         writer.on_report(report)
