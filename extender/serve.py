@@ -109,7 +109,8 @@ def _dispatcher(args: argparse.Namespace, manager: GangManager, kube: Kube, metr
     dispatcher.on_binding = metrics.on_binding
     # kube-scheduler posts a pod's Scheduled Event only when it binds the pod itself.
     dispatcher.on_bound_directly = lambda pod, node: reporting.recorder.record(
-        pod_ref(pod), "Scheduled", f"Successfully assigned {pod.key} to {node}")
+        pod_ref(pod), "Scheduled", f"Successfully assigned {pod.key} to {node}",
+        background=True)
     return dispatcher, wakeups
 
 
