@@ -1,29 +1,29 @@
-"""Command line: `gang-extender serve` runs the extender (the demo is `make demo`)."""
+"""Command line: `gang-extender serve` runs the extender (the demo is `make demo`).
+
+The flags, their checks, the settings they make, the event loop and the exit status:
+what an operator types. Which part feeds which once the flags are read is
+`extender/serve.py`, imported only to serve, so that `--help` and a usage error load
+neither uvicorn nor the adapters.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import signal
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from extender.core.model.config import BackoffPolicy, Config
 from extender.core.model.provisioning import ATOMIC_CLASS
 from extender.deprecated import add_deprecated_flag, warn_deprecated
 from extender.kube.leader import LeaseRef
 
+# What `--help` says above the commands.
+DESCRIPTION = "Command line: `gang-extender serve` runs the extender (the demo is `make demo`)."
 # The lease of the shipped scheduler configuration (deploy/scheduler-config.yaml).
 DEFAULT_LEASE = LeaseRef("gang-scheduler-system", "gang-scheduler")
-# On leadership loss, how long Bindings already posted may take before the process exits.
-_LOST_BINDINGS_GRACE_SECONDS = 5.0
-# Then how long the servers may take to send the last answers and close.
-_SHUTDOWN_SECONDS = 3.0
-# Exit status after leadership was lost (kube-scheduler exits 1 then, too).
-EXIT_LOST_LEADERSHIP = 1
 
 
 def _host_port(value: str) -> tuple[str, int]:
@@ -70,7 +70,7 @@ def _lease(value: str) -> LeaseRef | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gang-extender", description=__doc__)
+    parser = argparse.ArgumentParser(prog="gang-extender", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the extender for kube-scheduler")
     serve.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube)")
@@ -167,6 +167,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def core_config(args: argparse.Namespace) -> Config:
+    """The gang manager's settings from the `serve` flags; flags that contradict each
+    other are a usage error, named by flag, before anything starts."""
+    if args.backoff_limit is not None and args.backoff_limit < 1:
+        raise SystemExit("--backoff-limit must be at least 1")
+    if args.max_schedule_timeout and args.default_timeout > args.max_schedule_timeout:
+        raise SystemExit(f"--default-timeout {args.default_timeout:g} exceeds "
+                         f"--max-schedule-timeout {args.max_schedule_timeout:g}")
+    policy = BackoffPolicy(args.backoff_base, max(args.backoff_cap, args.backoff_base),
+                           args.backoff_limit)
+    return Config(
+        args.default_timeout, policy, assembly_wait_seconds=args.assembly_wait,
+        assembly_gap_seconds=args.assembly_gap, preemption=args.preemption == "on",
+        starvation_after_seconds=args.starvation_after or None,
+        scheduler_name=args.scheduler_name,
+        max_timeout_seconds=args.max_schedule_timeout or None,
+        provisioning=args.provisioning_requests == "on",
+        provisioning_class=args.provisioning_class,
+        direct_commit=args.direct_commit == "on")
+
+
 def _configure_logging(level: str) -> None:
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
@@ -176,187 +197,6 @@ def _configure_logging(level: str) -> None:
     # httpx logs every request at INFO: one line per binding and watch reconnect drowns
     # the extender's own decision lines.
     logging.getLogger("httpx").setLevel(logging.WARNING)
-
-
-async def _serve(args: argparse.Namespace) -> int:
-    """Run until cancelled (SIGTERM: 0) or until leadership is lost (1)."""
-    import socket
-
-    import uvicorn
-
-    from extender.core.manager import GangManager
-    from extender.core.model.vocabulary import Report
-    from extender.core.wiring import Core
-    from extender.kube.client import make_kube
-    from extender.kube.informer import BUDGETS, Informer
-    from extender.kube.leader import Leadership
-    from extender.kube.recorder import EventRecorder
-    from extender.reporting.events import GangEvents
-    from extender.reporting.kinds import source_kinds
-    from extender.reporting.metrics import Metrics
-    from extender.reporting.status import StatusWriter, observed_kinds
-    from extender.scheduler.debug import install_podgroups_route
-    from extender.scheduler.dispatch import DispatchConfig, Dispatcher
-    from extender.scheduler.evictions import Evictions
-    from extender.scheduler.http import create_app, create_metrics_app, with_fast_verbs
-    from extender.scheduler.provisioner import PROVISIONING_REQUESTS, Provisioner
-    from extender.scheduler.supervise import (
-        LagMonitor,
-        LoopErrors,
-        first_to_end,
-        tick_faults_from_env,
-    )
-    from extender.scheduler.wakeups import Wakeups
-
-    if args.backoff_limit is not None and args.backoff_limit < 1:
-        raise SystemExit("--backoff-limit must be at least 1")
-    if args.max_schedule_timeout and args.default_timeout > args.max_schedule_timeout:
-        raise SystemExit(f"--default-timeout {args.default_timeout:g} exceeds "
-                         f"--max-schedule-timeout {args.max_schedule_timeout:g}")
-    policy = BackoffPolicy(args.backoff_base, max(args.backoff_cap, args.backoff_base),
-                           args.backoff_limit)
-    manager = GangManager(Core.wire(Config(
-        args.default_timeout, policy, assembly_wait_seconds=args.assembly_wait,
-        assembly_gap_seconds=args.assembly_gap, preemption=args.preemption == "on",
-        starvation_after_seconds=args.starvation_after or None,
-        scheduler_name=args.scheduler_name,
-        max_timeout_seconds=args.max_schedule_timeout or None,
-        provisioning=args.provisioning_requests == "on",
-        provisioning_class=args.provisioning_class,
-        direct_commit=args.direct_commit == "on")))
-    kube = make_kube(args.kubeconfig)
-    metrics = Metrics()
-    lost = asyncio.Event()
-    leader = Leadership(kube, args.leader_lease, args.leader_identity or socket.gethostname(),
-                        on_lost=lambda why: lost.set())
-    metrics.leader_active = lambda: leader.active
-    # Status, events and metrics (architecture.md §9): all off the request path. Switched off,
-    # a writer still computes (for /debug/podgroups, the gauges and the log) but sends nothing.
-    # On standby neither computes nor sends (extender/kube/leader.py).
-    recorder = EventRecorder(kube if args.events == "on" else None,
-                             on_result=lambda r: metrics.events.labels(r).inc(),
-                             instance=args.leader_identity, active=lambda: leader.active)
-    gang_events = GangEvents(recorder, manager)
-    status = StatusWriter(manager, kube if args.podgroup_status == "on" else None,
-                          events=gang_events,
-                          on_write=lambda r: metrics.status_writes.labels(r).inc())
-    metrics.status_counts = status.counts
-
-    def on_report(report: Report) -> None:
-        metrics.on_report(report)
-        gang_events.on_report(report)
-        status.on_report(report)
-
-    def loop_error(loop: str) -> None:
-        metrics.loop_errors.labels(loop).inc()
-
-    status.errors.on_error = loop_error
-    clock = recorder.clock
-    wakeups = Wakeups(manager, kube, clock, on_wake=metrics.wakeups.inc,
-                      loop_errors=LoopErrors("wake", loop_error))
-    evictions = Evictions(kube, on_result=lambda r: metrics.evictions.labels(r).inc())
-    dispatcher = Dispatcher(manager, kube, wakeups,
-                            DispatchConfig(bind_wait_limit=args.bind_wait_limit,
-                                           binding_concurrency=args.binding_concurrency),
-                            clock,
-                            on_report=on_report, on_assembly_wait=metrics.on_assembly_wait,
-                            evictions=evictions, leader=leader,
-                            loop_errors=LoopErrors("tick", loop_error))
-    dispatcher.tick_fault = tick_faults_from_env()
-    provisioner = Provisioner(manager, kube, recorder,
-                              on_result=lambda r: metrics.provisioning.labels(r).inc(),
-                              clock=clock)
-
-    def drained() -> None:
-        dispatcher.drain()
-
-    provisioner.changed = drained
-    dispatcher.provisioner = provisioner
-    dispatcher.on_binding = metrics.on_binding
-    status.clock = clock
-    informer = Informer(kube, manager, clock, dispatcher.cache_changed,
-                        kinds=(*observed_kinds(status), *source_kinds(status), BUDGETS,
-                               *((PROVISIONING_REQUESTS,)
-                                 if args.provisioning_requests == "on" else ())),
-                        on_served=provisioner.served,
-                        protobuf=args.pod_watch == "protobuf",
-                        on_skip=lambda kind: metrics.skipped_objects.labels(kind).inc())
-    # The one coupling to the informers' start: their first lists applied. Until then the
-    # verbs answer "not synced", and the tick and the status writer wait.
-    synced = informer.synced
-    dispatcher.synced = synced.is_set
-    app = create_app(dispatcher, metrics, ready=synced, health=dispatcher.tick_health)
-    install_podgroups_route(app, status, recorder, clock)
-    host, port = args.listen
-    servers = [uvicorn.Server(uvicorn.Config(
-        with_fast_verbs(app), host=host, port=port, log_level="warning", timeout_keep_alive=120,
-        access_log=False, lifespan="off"))]
-    if args.metrics_listen:
-        mhost, mport = args.metrics_listen
-        metrics_app = create_metrics_app(manager, metrics, ready=synced,
-                                         health=dispatcher.tick_health)
-        servers.append(uvicorn.Server(uvicorn.Config(
-            metrics_app, host=mhost, port=mport, log_level="warning", access_log=False,
-            lifespan="off")))
-    log = logging.getLogger("gang-extender")
-    log.info("serving on %s:%d (scheduler %s, default timeout %gs, backoff %gs..%gs, limit %s, "
-             "identity %s, leader lease %s)", host, port, args.scheduler_name,
-             args.default_timeout, policy.base_seconds, policy.cap_seconds, policy.retry_limit,
-             leader.identity, leader.lease or "off")
-    # Each runs for the life of the process; one that ends is fatal (supervise.py).
-    tasks = [
-        asyncio.create_task(informer.run(), name="informer"),
-        asyncio.create_task(dispatcher.tick_loop(), name="tick"),
-        asyncio.create_task(wakeups.run(), name="wake"),
-        asyncio.create_task(provisioner.run(), name="provisioning"),
-        asyncio.create_task(status.run(lambda: leader.active and synced.is_set()),
-                            name="podgroup-status"),
-        asyncio.create_task(recorder.run(), name="events"),
-        asyncio.create_task(LagMonitor(metrics.event_loop_lag.observe).run(),
-                            name="event-loop-lag"),
-    ]
-    if leader.lease is not None:  # without a lease to follow there is nothing to watch
-        tasks.append(asyncio.create_task(leader.run(), name="leader"))
-    serving = asyncio.ensure_future(asyncio.gather(*(s.serve() for s in servers)))
-    losing = asyncio.ensure_future(lost.wait())
-    ended = asyncio.ensure_future(first_to_end(tasks))
-    try:
-        await asyncio.wait((serving, losing, ended), return_when=asyncio.FIRST_COMPLETED)
-        if ended.done():
-            # Logged with its cause by first_to_end. Waiting binds are answered so their
-            # pods are re-queued at once rather than at kube-scheduler's timeout.
-            answered = dispatcher.answer_waiting("gang-extender is restarting: a long-running "
-                                             "task ended (see its log)")
-            for server in servers:
-                server.should_exit = True
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(serving), _SHUTDOWN_SECONDS)
-            log.error("exiting (status %d): %d waiting bind(s) answered with an error",
-                      ended.result(), answered)
-            return ended.result()
-        if not losing.done():
-            serving.result()
-            return 0
-        # Lost while active: the verbs already answer the standby error. Bindings of a
-        # commit under way are let finish; waiting binds die with the process: answered with
-        # the error, so kube-scheduler (if it still runs) re-queues their pods, and the new
-        # leader, which starts with no reservation, places those gangs whole.
-        left = await dispatcher.bindings_settled(_LOST_BINDINGS_GRACE_SECONDS)
-        answered = dispatcher.answer_waiting(leader.standby_error())
-        for server in servers:
-            server.should_exit = True  # answers sent, connections closed
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(serving), _SHUTDOWN_SECONDS)
-        log.error("exiting (status %d) after losing leadership: %d waiting bind(s) answered "
-                  "with an error, %d Binding(s) still in flight; restarting makes it a "
-                  "standby", EXIT_LOST_LEADERSHIP, answered, left)
-        return EXIT_LOST_LEADERSHIP
-    finally:
-        running: list[asyncio.Future[Any]] = [serving, losing, ended, *tasks]
-        for t in running:
-            t.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
-        await kube.http.aclose()
 
 
 def _new_event_loop(kind: str) -> asyncio.AbstractEventLoop:
@@ -390,12 +230,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         _configure_logging(args.log_level)
         warn_deprecated(args)
+        config = core_config(args)
+        from extender.serve import serve  # uvicorn and the adapters: only to serve
+
         loop = _new_event_loop(args.event_loop)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, lambda: [t.cancel() for t in asyncio.all_tasks(loop)])
         code = 0
         try:
-            code = loop.run_until_complete(_serve(args))
+            code = loop.run_until_complete(serve(args, config))
         except asyncio.CancelledError:
             pass
         finally:

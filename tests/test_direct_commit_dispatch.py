@@ -6,18 +6,14 @@ a pod bound with no bind request is reported for its Scheduled Event."""
 from __future__ import annotations
 
 import asyncio
-import time
 
-from extender.core.manager import GangManager
 from extender.core.model.config import Config
 from extender.core.model.convert import pod_from_k8s
-from extender.core.model.types import GroupInfo
-from extender.core.wiring import Core
 from extender.kube.client import ApiError
 from extender.reporting.metrics import Metrics
 from extender.scheduler.dispatch import Dispatcher
-from tests.test_http_contract import RecordingKube, fake_nodes, sample
-from tests.test_standby import member
+from tests.test_http_contract import RecordingKube
+from tests.test_standby import add_gang, sampled
 
 
 class SlowKube(RecordingKube):
@@ -35,13 +31,8 @@ class SlowKube(RecordingKube):
 
 
 def test_a_committed_gang_is_bound_without_bind_requests_and_its_bindings_counted() -> None:
-    base = sample("nodecachecapable-true.filter.request.json")
-    manager = GangManager(Core.wire(Config(direct_commit=True)))
-    fake_nodes(manager, base["NodeNames"])
-    manager.on_group(GroupInfo("default", "trio", 3, uid="g1"), time.time())
-    pods = [member(base, "trio", i) for i in range(3)]
-    for p in pods:
-        manager.on_pod(pod_from_k8s(p), time.time())
+    base, manager = sampled(Config(direct_commit=True))
+    pods = add_gang(manager, base, "trio", 3)
     kube = SlowKube(refuse="trio-2")
     metrics = Metrics()
 

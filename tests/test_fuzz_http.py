@@ -152,7 +152,7 @@ def make_env(reject: Callable[[str], ApiError | None] | None = None,
     status = StatusWriter(manager, kube, events=gang_events)
     metrics.status_counts = status.counts
 
-    def on_report(report: Report) -> None:  # as extender/cli.py wires them
+    def on_report(report: Report) -> None:  # as extender/serve.py wires them
         metrics.on_report(report)
         gang_events.on_report(report)
         status.on_report(report)

@@ -90,47 +90,43 @@ def test_each_container_reads_only_its_own_accounts_token() -> None:
 # ----- the extender's pod patches: its wake-up annotation only ------------------------
 
 
-def test_the_pod_patch_policy_is_shipped_for_the_extenders_account() -> None:
-    """Which requests it judges (the extender's updates of pods) and the annotation it
-    lets through are the ones the code uses; its behaviour is e2e
-    test_admission_policy."""
+def _extender_patch_policy(name: str, resource: str) -> dict[str, str]:
+    """deploy/admission/`name`: shipped, a ValidatingAdmissionPolicy that fails closed on
+    the extender's account's UPDATEs of `resource`, bound to deny; its variables (what
+    it lets through) for the caller to check against the code."""
     kustomization = yaml.safe_load((REPO / "deploy" / "kustomization.yaml").read_text())
-    assert "admission/extender-pod-patches.yaml" in kustomization["resources"]
-    policy, binding = _deploy_docs("admission/extender-pod-patches.yaml")
+    assert f"admission/{name}" in kustomization["resources"]
+    policy, binding = _deploy_docs(f"admission/{name}")
     assert policy["kind"] == "ValidatingAdmissionPolicy"
     assert policy["apiVersion"] == "admissionregistration.k8s.io/v1"
     assert policy["spec"]["failurePolicy"] == "Fail"
     rule, = policy["spec"]["matchConstraints"]["resourceRules"]
-    assert rule["operations"] == ["UPDATE"] and "pods" in rule["resources"]
+    assert rule["operations"] == ["UPDATE"] and resource in rule["resources"]
     condition, = policy["spec"]["matchConditions"]
     assert f"'system:serviceaccount:{NS}:{EXTENDER_SA}'" in condition["expression"]
-    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    assert binding["kind"] == "ValidatingAdmissionPolicyBinding"
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"],
+                               "validationActions": ["Deny"]}
+    return {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+
+
+def test_the_pod_patch_policy_is_shipped_for_the_extenders_account() -> None:
+    """Which requests it judges (the extender's updates of pods) and the annotation it
+    lets through are the ones the code uses; its behaviour is e2e
+    test_admission_policy."""
+    variables = _extender_patch_policy("extender-pod-patches.yaml", "pods")
     assert variables["wake"] == f"'{WAKE_ANNOTATION}'"
     # The consume annotations of a gang's ProvisioningRequest (scheduler/provisioner.py)
     # are the only others it may set.
     assert yaml.safe_load(variables["provisioning"]) == [CONSUME_ANNOTATION, CLASS_ANNOTATION]
-    assert binding["kind"] == "ValidatingAdmissionPolicyBinding"
-    assert binding["spec"] == {"policyName": policy["metadata"]["name"],
-                               "validationActions": ["Deny"]}
 
 
 def test_the_node_patch_policy_is_shipped_for_the_extenders_account() -> None:
     """"patch nodes" is for the autoscaler's scale-down-disabled annotation and the
     extender's own beside it (scheduler/provisioner.py); its behaviour is e2e
     test_admission_policy."""
-    kustomization = yaml.safe_load((REPO / "deploy" / "kustomization.yaml").read_text())
-    assert "admission/extender-node-patches.yaml" in kustomization["resources"]
-    policy, binding = _deploy_docs("admission/extender-node-patches.yaml")
-    assert policy["kind"] == "ValidatingAdmissionPolicy"
-    assert policy["spec"]["failurePolicy"] == "Fail"
-    rule, = policy["spec"]["matchConstraints"]["resourceRules"]
-    assert rule["operations"] == ["UPDATE"] and "nodes" in rule["resources"]
-    condition, = policy["spec"]["matchConditions"]
-    assert f"'system:serviceaccount:{NS}:{EXTENDER_SA}'" in condition["expression"]
-    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    variables = _extender_patch_policy("extender-node-patches.yaml", "nodes")
     assert yaml.safe_load(variables["scaleDown"]) == [SCALE_DOWN_DISABLED, SCALE_DOWN_OURS]
-    assert binding["spec"] == {"policyName": policy["metadata"]["name"],
-                               "validationActions": ["Deny"]}
 
 
 # ----- availability: disruption budget, priority --------------------------------------

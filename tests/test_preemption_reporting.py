@@ -20,7 +20,8 @@ class Captured(EventRecorder):
         super().__init__(None)
         self.seen: list[tuple[str, str, str, bool]] = []
 
-    def record(self, ref: ObjectRef, reason: str, message: str, warning: bool = False) -> None:
+    def record(self, ref: ObjectRef, reason: str, message: str, warning: bool = False,
+               background: bool = False) -> None:
         self.seen.append((f"{ref.kind} {ref.namespace}/{ref.name}", reason, message, warning))
 
 

@@ -29,7 +29,7 @@ from tests.test_status import T0, Env, make_env
 
 @pytest.fixture(name="env")
 def env_fixture() -> Env:
-    """test_status's stand-in API, gang manager and reporting, wired as extender/cli.py."""
+    """test_status's stand-in API, gang manager and reporting, wired as extender/serve.py."""
     return make_env()
 
 

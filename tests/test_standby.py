@@ -30,11 +30,37 @@ from tests.test_leader import REF, lease
 
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 
-def standby(holder: str = "other_1") -> Leadership:
-    """A Leadership that has seen `holder` hold the lease (call inside a running loop)."""
+
+def leadership(holder: str) -> Leadership:
+    """A Leadership of "me" that has seen `holder` hold the lease (call inside a running
+    loop): active when `holder` is "me_1", its own kube-scheduler, standby otherwise."""
     leader = Leadership(None, REF, "me")
     leader.observe(lease(holder, time.time()))
     return leader
+
+
+def standby() -> Leadership:
+    return leadership("other_1")
+
+
+def sampled(config: Config | None = None) -> tuple[dict[str, Any], GangManager]:
+    """The filter request sample (its pod, its node names) and a gang manager that
+    knows those nodes."""
+    base = sample("nodecachecapable-true.filter.request.json")
+    manager = GangManager(Core.wire(config))
+    fake_nodes(manager, base["NodeNames"])
+    return base, manager
+
+
+def add_gang(manager: GangManager, base: dict[str, Any], gang: str, size: int
+             ) -> list[dict[str, Any]]:
+    """PodGroup `gang` of `size` and every member (the sample's pod renamed), as the
+    watch delivers them."""
+    manager.on_group(GroupInfo("default", gang, size, uid="g1"), time.time())
+    pods = [member(base, gang, i) for i in range(size)]
+    for p in pods:
+        manager.on_pod(pod_from_k8s(p), time.time())
+    return pods
 
 
 def member(base: dict[str, Any], gang: str, i: int, unschedulable: bool = False
@@ -51,13 +77,8 @@ def member(base: dict[str, Any], gang: str, i: int, unschedulable: bool = False
 @pytest.mark.parametrize("fast", [True, False], ids=["fast-verbs", "fastapi-routes"])
 def test_standby_answers_every_verb_with_the_standby_error_and_changes_nothing(
         fast: bool) -> None:
-    base = sample("nodecachecapable-true.filter.request.json")
-    manager = GangManager(Core.wire())
-    fake_nodes(manager, base["NodeNames"])
-    manager.on_group(GroupInfo("default", "pair", 2, uid="g1"), time.time())
-    pods = [member(base, "pair", i) for i in range(2)]
-    for p in pods:
-        manager.on_pod(pod_from_k8s(p), time.time())
+    base, manager = sampled()
+    pods = add_gang(manager, base, "pair", 2)
     kube = RecordingKube()
     metrics = Metrics()
 
@@ -110,19 +131,12 @@ def test_after_losing_leadership_no_deadline_expires_no_binding_or_wakeup_goes_o
     """Between the loss and the exit: the tick loop stops, a commit a watch event sets off
     creates no Binding (the held binds are answered with the standby error), and
     wake-ups are dropped."""
-    base = sample("nodecachecapable-true.filter.request.json")
-    manager = GangManager(Core.wire(Config(default_timeout_seconds=0.3)))
-    fake_nodes(manager, base["NodeNames"])
-    now = time.time()
-    manager.on_group(GroupInfo("default", "trio", 3, uid="g1"), now)
-    pods = [member(base, "trio", i) for i in range(3)]
-    for p in pods:
-        manager.on_pod(pod_from_k8s(p), now)
+    base, manager = sampled(Config(default_timeout_seconds=0.3))
+    pods = add_gang(manager, base, "trio", 3)
     kube = RecordingKube()
 
     async def go() -> None:
-        leader = Leadership(None, REF, "me")
-        leader.observe(lease("me_1", time.time()))
+        leader = leadership("me_1")
         wakeups = Wakeups(manager, kube, time.time)
         dispatcher = Dispatcher(manager, kube, wakeups, DispatchConfig(tick_interval=0.02),
                                 leader=leader)
@@ -161,19 +175,12 @@ def test_after_losing_leadership_no_deadline_expires_no_binding_or_wakeup_goes_o
 
 def test_an_active_replica_does_expire_deadlines_and_wake_pods() -> None:
     """The control for the test above: the same steps while active."""
-    base = sample("nodecachecapable-true.filter.request.json")
-    manager = GangManager(Core.wire(Config(default_timeout_seconds=0.3)))
-    fake_nodes(manager, base["NodeNames"])
-    now = time.time()
-    manager.on_group(GroupInfo("default", "trio", 3, uid="g1"), now)
-    pods = [member(base, "trio", i) for i in range(3)]
-    for p in pods:
-        manager.on_pod(pod_from_k8s(p), now)
+    base, manager = sampled(Config(default_timeout_seconds=0.3))
+    pods = add_gang(manager, base, "trio", 3)
     kube = RecordingKube()
 
     async def go() -> None:
-        leader = Leadership(None, REF, "me")
-        leader.observe(lease("me_1", time.time()))
+        leader = leadership("me_1")
         wakeups = Wakeups(manager, kube, time.time)
         dispatcher = Dispatcher(manager, kube, wakeups, DispatchConfig(tick_interval=0.02),
                                 leader=leader)
@@ -239,9 +246,7 @@ def test_standby_writes_no_status_and_posts_no_event() -> None:
 
 
 def test_bindings_in_flight_are_let_finish_before_the_exit() -> None:
-    base = sample("nodecachecapable-true.filter.request.json")
-    manager = GangManager(Core.wire())
-    fake_nodes(manager, base["NodeNames"])
+    base, manager = sampled()
     release = asyncio.Event()
 
     class SlowKube(RecordingKube):
@@ -267,13 +272,8 @@ def test_bindings_in_flight_are_let_finish_before_the_exit() -> None:
 
 
 def test_held_binds_are_answered_with_an_error_before_the_exit() -> None:
-    base = sample("nodecachecapable-true.filter.request.json")
-    manager = GangManager(Core.wire())
-    fake_nodes(manager, base["NodeNames"])
-    manager.on_group(GroupInfo("default", "trio", 3, uid="g1"), time.time())
-    pods = [member(base, "trio", i) for i in range(3)]
-    for p in pods:
-        manager.on_pod(pod_from_k8s(p), time.time())
+    base, manager = sampled()
+    pods = add_gang(manager, base, "trio", 3)
 
     async def go() -> None:
         kube = RecordingKube()
@@ -295,9 +295,7 @@ def test_a_standby_never_commits_a_gang_directly() -> None:
     tick and of every Binding keeps a standby from committing: a complete gang is never
     reserved there (no tick, no pass), and a commit a watch event sets off after the
     loss posts nothing."""
-    base = sample("nodecachecapable-true.filter.request.json")
-    manager = GangManager(Core.wire(Config(direct_commit=True)))
-    fake_nodes(manager, base["NodeNames"])
+    base, manager = sampled(Config(direct_commit=True))
     now = time.time()
     manager.on_group(GroupInfo("default", "mixed", 3, uid="g2"), now)
     mixed = [member(base, "mixed", i) for i in range(3)]
@@ -307,8 +305,7 @@ def test_a_standby_never_commits_a_gang_directly() -> None:
     kube = RecordingKube()
 
     async def go() -> None:
-        leader = Leadership(None, REF, "me")
-        leader.observe(lease("me_1", time.time()))
+        leader = leadership("me_1")
         dispatcher = Dispatcher(manager, kube, config=DispatchConfig(tick_interval=0.02),
                                 leader=leader)
         # Active: a filter call reserves "mixed", which waits for its PVC member.
@@ -317,9 +314,7 @@ def test_a_standby_never_commits_a_gang_directly() -> None:
         assert kube.bindings == []
         leader.observe(lease("other_1", time.time()))  # lost
         # A complete gang arrives: with no pass on standby, it is never reserved.
-        manager.on_group(GroupInfo("default", "idle", 2, uid="g1"), time.time())
-        for p in [member(base, "idle", i) for i in range(2)]:
-            manager.on_pod(pod_from_k8s(p), time.time())
+        add_gang(manager, base, "idle", 2)
         ticking = asyncio.create_task(dispatcher.tick_loop())
         await asyncio.sleep(0.2)
         assert [r.gang for r in manager.reservations()] == ["default/mixed"]

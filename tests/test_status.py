@@ -172,7 +172,7 @@ def make_env() -> Env:
     clock = Clock()
     metrics = Metrics()
     recorder = EventRecorder(api, clock, on_result=lambda r: metrics.events.labels(r).inc())
-    events = GangEvents(recorder, manager)  # as extender/cli.py wires it
+    events = GangEvents(recorder, manager)  # as extender/serve.py wires it
     # settle=0: these tests follow every status a gang goes through; the settling has its
     # own tests below.
     writer = StatusWriter(manager, api, clock, StatusConfig(min_interval=1.0, settle=0.0),
@@ -180,7 +180,7 @@ def make_env() -> Env:
                           on_write=lambda r: metrics.status_writes.labels(r).inc())
     metrics.status_counts = writer.counts
 
-    def forward(report: Report) -> None:  # as extender/cli.py's on_report
+    def forward(report: Report) -> None:  # as extender/serve.py's on_report
         metrics.on_report(report)
         events.on_report(report)
         writer.on_report(report)
@@ -628,3 +628,25 @@ def test_debug_route_shows_queue_reservations_and_held_binds(env: Env) -> None:
     assert body["waitingBinds"][0]["gang"] == "ns/big"
     assert body["heldBinds"] == body["waitingBinds"]  # the deprecated old key, one release
     assert body["events"]["created"] >= 1
+
+
+def test_background_events_wait_behind_the_rest_and_never_crowd_them_out() -> None:
+    """A big gang's commit queues a `Scheduled` Event per pod; a warning recorded after
+    them is sent first, and neither lane's bound drops the other's events."""
+    api = FakeApi()
+    rec = EventRecorder(api, Clock(), max_pending=2, max_background=3)
+    for i in range(5):
+        rec.record(ObjectRef("Pod", "v1", "ns", f"p{i}", f"u{i}"), "Scheduled", "m",
+                   background=True)
+    assert rec.stats.dropped == 2  # the background lane's own bound
+    group = ObjectRef("PodGroup", "scheduling.x-k8s.io/v1alpha1", "ns", "g", "uid-g")
+    rec.record(group, "Unschedulable", "needs 3; 2 fit", warning=True)
+    rec.record(ObjectRef("PodGroup", "scheduling.x-k8s.io/v1alpha1", "ns", "h", "uid-h"),
+               "Unschedulable", "needs 2; 1 fit", warning=True)
+    assert rec.stats.dropped == 2  # not crowded out by the full background lane
+    asyncio.run(rec._send_one())
+    (first,) = api.events.values()
+    assert first["involvedObject"]["name"] == "g"
+    asyncio.run(rec.flush())
+    assert [e["reason"] for e in api.events.values()] == [
+        "Unschedulable", "Unschedulable", "Scheduled", "Scheduled", "Scheduled"]

@@ -12,7 +12,7 @@ cycle, ASGI messages, one task per request, keep-alive timer) rather than the ve
 Each server runs in a child process and answers a filter-sized request (a captured
 kube-scheduler pod with 200 node names) with a fixed reply, doing no verb work:
 
-* ``uvicorn``: `uvicorn.Server` with uvloop and httptools, as `cli.py` configures it,
+* ``uvicorn``: `uvicorn.Server` with uvloop and httptools, as `serve.py` configures it,
   around an ASGI app that reads the body and sends the reply as `with_fast_verbs` does;
 * ``uvicorn-lean``: the same without the proxy-headers middleware and the Server and
   Date headers;

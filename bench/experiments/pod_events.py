@@ -11,7 +11,7 @@ CPU per pod watch event through the extender's informer path, in this process.
 Why: a watch event is the extender's most frequent piece of work (about three per pod:
 created, bound, Running; two more when it is deleted), and on a shared 2-core machine
 an end-to-end run cannot resolve a few microseconds of it. Here the same recorded-like
-events go through what the informer runs for them, wired as `cli.py` wires it: the
+events go through what the informer runs for them, wired as `serve.py` wires it: the
 JSON line parsed (`orjson`), the pods kind of `reporting.kinds.observed_kinds` (the
 conversion, `GangManager.on_pod`, the status writer's bookkeeping), then the
 dispatcher's `cache_changed`. Nodes and PodGroups are applied first, as after the

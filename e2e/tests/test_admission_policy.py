@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,13 +66,28 @@ def extender_api(
     api.close()
 
 
-def _patch(api: Any, ns: str, name: str, body: dict[str, Any]) -> int:
-    """Merge-patch the pod as the extender; the HTTP status (200, or the refusal's)."""
+def _status(patch: Callable[[], object]) -> int:
+    """The HTTP status of a patch made as the extender: 200, or the refusal's."""
     try:
-        client.CoreV1Api(api).patch_namespaced_pod(name, ns, body)
+        patch()
     except ApiException as e:
         return int(e.status)
     return 200
+
+
+def _patch(api: Any, ns: str, name: str, body: dict[str, Any]) -> int:
+    """Merge-patch the pod as the extender; the HTTP status (200, or the refusal's)."""
+    return _status(lambda: client.CoreV1Api(api).patch_namespaced_pod(name, ns, body))
+
+
+def _wait_until_refused(patch: Callable[[dict[str, Any]], int], what: str) -> None:
+    """A policy takes effect a moment after it is created: wait until it refuses. The
+    probe is an object of its own, and each try changes a label to a new value: a try
+    the policy let through would otherwise leave the next identical patch nothing to
+    change (which the policy rightly admits) and the wait would never end."""
+    tries = iter(range(1_000_000))
+    wait_for(lambda: patch({"metadata": {"labels": {"try": str(next(tries))}}}) == 422 or None,
+             30, what)
 
 
 def _refusal(api: Any, ns: str, name: str, body: dict[str, Any]) -> str:
@@ -110,15 +125,9 @@ def test_the_extender_may_patch_only_its_wake_up_annotation(
     before = get_pod(namespace, "pending")
     assert before is not None
 
-    # A policy takes effect a moment after it is created: wait until it refuses. The
-    # probe is a pod of its own, and each try changes a label to a new value: a try the
-    # policy let through would otherwise leave the next identical patch nothing to change
-    # (which the policy rightly admits) and the wait would never end.
     create_pod(namespace, "probe", scheduler_name="nobody-schedules-this")
-    tries = iter(range(1_000_000))
-    wait_for(lambda: _patch(api, namespace, "probe",
-                            {"metadata": {"labels": {"try": str(next(tries))}}}) == 422 or None,
-             30, "the admission policy refusing the extender's label patch")
+    _wait_until_refused(lambda body: _patch(api, namespace, "probe", body),
+                        "the admission policy refusing the extender's label patch")
 
     refused: dict[str, dict[str, Any]] = {
         "add a label": {"metadata": {"labels": {"extra": "1"}}},
@@ -185,10 +194,8 @@ def test_the_extender_may_set_the_provisioning_annotations_of_a_pod(
     api, _ = extender_api
     create_pod(namespace, "member", scheduler_name="nobody-schedules-this")
     consume = {CONSUME_ANNOTATION: "train-capacity", CLASS_ANNOTATION: ATOMIC_CLASS}
-    tries = iter(range(1_000_000))
-    wait_for(lambda: _patch(api, namespace, "member",
-                            {"metadata": {"labels": {"try": str(next(tries))}}}) == 422 or None,
-             30, "the admission policy refusing the extender's label patch")
+    _wait_until_refused(lambda body: _patch(api, namespace, "member", body),
+                        "the admission policy refusing the extender's label patch")
     _refusal(api, namespace, "member",
              {"metadata": {"annotations": {**consume, "other": "1"}}})
     assert _patch(api, namespace, "member", {"metadata": {"annotations": consume}}) == 200
@@ -209,15 +216,9 @@ def test_the_extender_may_change_only_the_scale_down_annotations_of_a_node(
                                         "annotations": {"owner": "ops"}}})
     try:
         def patch(body: dict[str, Any]) -> int:
-            try:
-                client.CoreV1Api(api).patch_node(name, body)
-            except ApiException as e:
-                return int(e.status)
-            return 200
+            return _status(lambda: client.CoreV1Api(api).patch_node(name, body))
 
-        tries = iter(range(1_000_000))
-        wait_for(lambda: patch({"metadata": {"labels": {"try": str(next(tries))}}}) == 422
-                 or None, 30, "the node policy refusing the extender's label patch")
+        _wait_until_refused(patch, "the node policy refusing the extender's label patch")
         for body in ({"metadata": {"labels": {"pool": "b"}}},
                      {"metadata": {"annotations": {"owner": "me"}}},
                      {"spec": {"unschedulable": True}},

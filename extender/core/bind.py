@@ -90,7 +90,7 @@ class Bind:
             return _error(f"gang {gang}: PodGroup not found (pod {pod.key})")
         if self._leaving.gang_leaving(gang):
             return _error(f"gang {gang} is being preempted; pod {pod.key} is not bound")
-        if self._cache.quorum_counts(group).bound_or_succeeded >= group.min_member:
+        if self._cache.tally(group).bound_or_succeeded >= group.min_member:
             return self._bind_now(pod, node, now)
         res = self._ledger.get(gang)
         slot = res.slots.get(uid) if res else None

@@ -86,12 +86,7 @@ class Explanations:
                     now: float) -> None:
         """Set aside (`queue/unplaceable.py`): unless more nodes of the shapes the cluster
         has would place it and it asked the autoscaler for them."""
-        waits = (self.asker.waiting(group, list(members), message, now, unplaceable=True)
-                 if self.asker is not None else None)
-        if waits is not None:
-            self.set(group.key, Reason.WAITING_FOR_PROVISIONING, waits, now)
-        else:
-            self.set(group.key, Reason.UNPLACEABLE, message, now)
+        self._unless_asked(group, members, Reason.UNPLACEABLE, message, now, unplaceable=True)
 
     def shortfall(
         self,
@@ -129,10 +124,16 @@ class Explanations:
                 )
                 self.set(group.key, Reason.WAITING_BEHIND_OLDER_GANG, msg, now)
                 return
-        msg = f"gang {group.key}: {shortfall.message}"
-        waits = (self.asker.waiting(group, list(members), msg, now)
+        self._unless_asked(group, members, Reason.INSUFFICIENT_CAPACITY,
+                           f"gang {group.key}: {shortfall.message}", now)
+
+    def _unless_asked(self, group: GroupInfo, members: Sequence[PodInfo], reason: Reason,
+                      message: str, now: float, unplaceable: bool = False) -> None:
+        """`reason` and `message`, unless the gang asks the autoscaler for what it
+        lacks: then what it waits for (`CapacityAsker.waiting`) is its status."""
+        waits = (self.asker.waiting(group, list(members), message, now, unplaceable)
                  if self.asker is not None else None)
         if waits is not None:
             self.set(group.key, Reason.WAITING_FOR_PROVISIONING, waits, now)
         else:
-            self.set(group.key, Reason.INSUFFICIENT_CAPACITY, msg, now)
+            self.set(group.key, reason, message, now)

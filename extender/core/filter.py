@@ -73,7 +73,8 @@ class Filter:
         if self._leaving.gang_leaving(gang):
             return reject(node_names, f"gang {gang} is being preempted: its members are "
                                       f"evicted, and it is placed again whole later")
-        _, bound, present = self._cache.quorum_counts(group)
+        tally = self._cache.tally(group)
+        bound, present = tally.bound_or_succeeded, tally.present_or_succeeded
         if bound >= group.min_member:
             # Quorum is bound: elastic extras are placed one by one like plain pods, in
             # the domain of the gang's topology while it has room.

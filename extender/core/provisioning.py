@@ -325,7 +325,7 @@ class Provisioning:
                 f"object of that name the extender did not make?)"), now)
             return
         if group is not None:
-            _, bound, _ = self._cache.quorum_counts(group)
+            bound = self._cache.tally(group).bound_or_succeeded
             if bound < group.min_member:
                 return
         why = f"gang {gang} is {'bound' if group is not None else 'gone'}"

@@ -7,6 +7,11 @@ for the same object and reason within `window` seconds updates the existing Even
 waits or times out again and again shows one line "x7 over 3m" in `kubectl describe`,
 not a flood. Which transition becomes which Event is `extender.reporting.events`.
 On standby (`active` false) nothing is queued, so nothing is posted later either.
+
+Events recorded as `background` (one `Scheduled` per pod the direct commit binds) wait in
+a lane of their own, sent only while nothing else is queued: a 1,000-pod gang's commit
+queues 1,000 of them, 50 s at the sending rate, and a warning about another gang must
+not wait behind them or be dropped for them.
 """
 
 from __future__ import annotations
@@ -85,6 +90,7 @@ class EventRecorder:
         window: float = 600.0,
         rate: float = 20.0,
         max_pending: int = 2000,
+        max_background: int = 20000,
         on_result: Callable[[str], None] | None = None,
         instance: str | None = None,
         active: Callable[[], bool] | None = None,
@@ -95,22 +101,27 @@ class EventRecorder:
         self.window = window
         self.rate = rate
         self.max_pending = max_pending
+        self.max_background = max_background
         self.on_result = on_result
         self.instance = instance or os.environ.get("POD_NAME") or socket.gethostname()
         self.stats = RecorderStats()
         self._pending: dict[tuple[str, str], _Pending] = {}
+        self._background: dict[tuple[str, str], _Pending] = {}
         self._sent: dict[tuple[str, str], _Sent] = {}
         self._signal = asyncio.Event()
 
     # ----- producer side: cheap, synchronous, never raises ---------------------------------
 
-    def record(self, ref: ObjectRef, reason: str, message: str, warning: bool = False) -> None:
+    def record(self, ref: ObjectRef, reason: str, message: str, warning: bool = False,
+               background: bool = False) -> None:
         if not ref.uid or (self.active is not None and not self.active()):
             return
         now = self.clock()
         key = (ref.uid, reason)
         message = message[:MAX_MESSAGE]
-        pending = self._pending.get(key)
+        lane, limit = ((self._background, self.max_background) if background
+                       else (self._pending, self.max_pending))
+        pending = lane.get(key)
         if pending is not None:
             pending.count += 1
             pending.message = message
@@ -118,12 +129,12 @@ class EventRecorder:
             pending.type = "Warning" if warning else pending.type
             self.stats.folded += 1
             return
-        if len(self._pending) >= self.max_pending:
+        if len(lane) >= limit:
             self.stats.dropped += 1
             self._result("dropped")
             return
-        self._pending[key] = _Pending(ref, "Warning" if warning else "Normal", reason, message,
-                                      1, now, now)
+        lane[key] = _Pending(ref, "Warning" if warning else "Normal", reason, message, 1, now,
+                             now)
         self._signal.set()
 
     def _result(self, result: str) -> None:
@@ -137,18 +148,19 @@ class EventRecorder:
         while True:
             await self._signal.wait()
             self._signal.clear()
-            while self._pending:
+            while self._pending or self._background:
                 await self._send_one()
                 await asyncio.sleep(interval)
 
     async def flush(self) -> None:
         """Send everything queued now (tests, shutdown)."""
-        while self._pending:
+        while self._pending or self._background:
             await self._send_one()
 
     async def _send_one(self) -> None:
-        key = next(iter(self._pending))
-        ev = self._pending.pop(key)
+        lane = self._pending or self._background
+        key = next(iter(lane))
+        ev = lane.pop(key)
         try:
             await self._send(key, ev)
         except asyncio.CancelledError:
@@ -212,7 +224,8 @@ class EventRecorder:
             del self._sent[k]
 
     def debug(self) -> dict[str, Any]:
-        return {"pending": len(self._pending), "tracked": len(self._sent),
+        return {"pending": len(self._pending), "background": len(self._background),
+                "tracked": len(self._sent),
                 "created": self.stats.created, "updated": self.stats.updated,
                 "folded": self.stats.folded, "dropped": self.stats.dropped,
                 "errors": self.stats.errors}

@@ -30,6 +30,15 @@ def cluster(sim: SimScheduler, nodes: int = 4, members: int = 3,
     return [pod(f"g-{i}", "g", **kw) for i in range(members)]  # type: ignore[arg-type]
 
 
+def arrived(sim: SimScheduler, nodes: int = 4, members: int = 3,
+            min_member: int | None = None, **kw: object) -> list[PodInfo]:
+    """`cluster` with every member created."""
+    pods = cluster(sim, nodes, members, min_member, **kw)
+    for p in pods:
+        sim.add_pod(p)
+    return pods
+
+
 def taken(sim: SimScheduler) -> Sequence[object]:
     """The actions asked for since the last call, not carried out (Bindings in flight)."""
     out = sim.manager.take_actions()
@@ -45,6 +54,16 @@ def run_pass(sim: SimScheduler, seconds: float = 1.0) -> None:
 
 def binds(actions: Sequence[object]) -> dict[str, str]:
     return {a.pod.uid: a.node for a in actions if isinstance(a, BindPod)}
+
+
+def committed(nodes: int = 4, members: int = 3, **kw: object
+              ) -> tuple[SimScheduler, list[PodInfo], dict[str, str]]:
+    """A complete gang the first pass reserved and committed: its Bindings in flight
+    (pod uid -> node), none answered yet."""
+    sim = direct_sim()
+    pods = arrived(sim, nodes, members, None, **kw)
+    run_pass(sim)
+    return sim, pods, binds(taken(sim))
 
 
 def test_a_complete_reserved_gang_is_bound_without_a_bind_request_of_any_member() -> None:
@@ -70,9 +89,7 @@ def test_a_complete_reserved_gang_is_bound_without_a_bind_request_of_any_member(
 
 def test_the_first_members_filter_call_commits_the_whole_gang_and_gets_its_node() -> None:
     sim = direct_sim()
-    pods = cluster(sim)
-    for p in pods:
-        sim.add_pod(p)
+    pods = arrived(sim)
     first = pods[0]
     result = sim.manager.filter(first, sim.feasible(first), sim.now)
     out = binds(taken(sim))
@@ -82,9 +99,7 @@ def test_the_first_members_filter_call_commits_the_whole_gang_and_gets_its_node(
 
 def test_off_every_member_waits_at_the_barrier_as_before() -> None:
     sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30)))
-    pods = cluster(sim)
-    for p in pods:
-        sim.add_pod(p)
+    arrived(sim)
     run_pass(sim)
     assert sim.manager.reservations() and not binds(taken(sim))
 
@@ -107,12 +122,7 @@ def test_members_with_volumes_or_claims_wait_at_the_barrier_and_the_rest_commit_
 
 def test_a_bind_or_filter_call_for_a_member_being_committed_is_answered_from_the_commit(
 ) -> None:
-    sim = direct_sim()
-    pods = cluster(sim)
-    for p in pods:
-        sim.add_pod(p)
-    run_pass(sim)
-    out = binds(taken(sim))
+    sim, pods, out = committed()
     p = pods[0]
     target = out[p.uid]
     other = next(n for n in ("n0", "n1", "n2", "n3") if n != target)
@@ -158,12 +168,7 @@ def test_members_being_committed_are_not_woken() -> None:
 
 
 def test_a_failed_direct_binding_is_not_retried_in_a_loop_but_by_the_members_retry() -> None:
-    sim = direct_sim()
-    pods = cluster(sim)
-    for p in pods:
-        sim.add_pod(p)
-    run_pass(sim)
-    out = binds(taken(sim))
+    sim, pods, out = committed()
     bad = pods[2].uid
     for uid, n in out.items():
         sim.manager.binding_finished(uid, n, None if uid != bad else "etcd timeout", sim.now)
@@ -177,12 +182,7 @@ def test_a_failed_direct_binding_is_not_retried_in_a_loop_but_by_the_members_ret
 
 
 def test_a_gang_whose_direct_binding_fails_for_good_is_partial_and_evicted() -> None:
-    sim = direct_sim()
-    pods = cluster(sim)
-    for p in pods:
-        sim.add_pod(p)
-    run_pass(sim)
-    out = binds(taken(sim))
+    sim, pods, out = committed()
     for uid, n in out.items():
         sim.manager.binding_finished(uid, n, None if uid != pods[2].uid else "gone", sim.now)
     sim.delete(pods[2].uid)
@@ -240,17 +240,10 @@ def test_a_lost_node_moves_the_slot_before_the_commit_binds_anything() -> None:
 def test_a_restarted_extender_commits_only_the_members_not_yet_bound() -> None:
     """What a restart finds: some members bound by the commit before it, the rest
     pending. The new process rebuilds from that alone, and binds only the rest."""
-    sim = direct_sim()
-    pods = cluster(sim, nodes=4, members=4)
-    for p in pods:
-        sim.add_pod(p)
-    run_pass(sim)
-    out = binds(taken(sim))
+    _, pods, out = committed(members=4)
     done = [p for p in pods[:2]]
     after = direct_sim()  # the new process lists the API's state
-    for i in range(4):
-        after.add_node(node(f"n{i}"))
-    after.add_group(group("g", 4))
+    cluster(after, members=4)
     for p in pods:
         after.add_pod(dataclasses.replace(p, node_name=out[p.uid]) if p in done else p)
     assert not binds(taken(after))  # nothing before its first pass
@@ -265,12 +258,8 @@ def test_a_node_the_commit_just_filled_is_checked_for_plain_pods_and_extras() ->
     so for a moment its own fit check passes a node they filled. The extender's filter
     then checks that node itself, as it does nodes with reservations (the hostile soak's
     over-commit: an elastic extra bound onto a node the commit had just filled)."""
-    sim = direct_sim()
-    pods = cluster(sim, nodes=1, members=4, cpu=2000)
-    for p in pods:
-        sim.add_pod(p)
-    run_pass(sim)
-    for uid, where in binds(taken(sim)).items():  # all four land on n0, 8000m of 8000m
+    sim, _, out = committed(nodes=1, members=4, cpu=2000)
+    for uid, where in out.items():  # all four land on n0, 8000m of 8000m
         sim.manager.binding_finished(uid, where, None, sim.now)
     assert not sim.manager.reservations()  # the quorum is bound: n0 holds no slot
     plain = sim.add_pod(pod("plain", cpu=1000))

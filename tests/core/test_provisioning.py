@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from extender.core.model.config import BackoffPolicy, Config
 from extender.core.model.convert import node_from_k8s, pod_from_k8s
 from extender.core.model.provisioning import (
     ATOMIC_CLASS,
@@ -20,7 +19,7 @@ from extender.core.model.provisioning import (
     request_from_k8s,
     request_name,
 )
-from extender.core.model.types import GroupInfo, PodInfo
+from extender.core.model.types import GroupInfo
 from extender.core.model.vocabulary import (
     BindPod,
     CreateRequest,
@@ -29,45 +28,19 @@ from extender.core.model.vocabulary import (
     ProvisioningReport,
     Reason,
 )
-from extender.core.wiring import Core
-from tests.core.sim import SimScheduler, group, node, pod
-
-
-def sim_with(nodes: int = 2, served: bool = True, **kw: Any) -> SimScheduler:
-    cfg: dict[str, Any] = {"default_timeout_seconds": 30, "starvation_after_seconds": None,
-                           "preemption": False, "backoff": BackoffPolicy(10.0, 60.0)}
-    cfg.update(kw)
-    sim = SimScheduler(Core.wire(Config(**cfg)))
-    sim.manager.provisioning_served(served)
-    for i in range(nodes):
-        sim.add_node(node(f"n{i}", cpu=4000))
-    return sim
-
-
-def gang(sim: SimScheduler, name: str = "g", size: int = 4, **kw: Any) -> list[PodInfo]:
-    sim.add_group(group(name, size))
-    return [sim.add_pod(pod(f"{name}-{i}", name, cpu=3000, **kw)) for i in range(size)]
-
-
-def settle(sim: SimScheduler) -> None:
-    sim.run_all()
-    sim.tick(0.1)
-    sim.run_all()
-    sim.tick(0.1)
-
-
-def of(sim: SimScheduler, kind: type) -> list[Any]:
-    return [a for a in sim.actions if isinstance(a, kind)]
-
-
-def answer(sim: SimScheduler, create: CreateRequest, state: str, uid: str = "r1",
-           message: str = "") -> RequestInfo:
-    req = RequestInfo(create.group.namespace, create.name, uid, create.gang, create.class_name,
-                      sim.now, state, sim.now, message,
-                      tuple(f"{create.name}-{i}" for i in range(len(create.pod_sets))))
-    sim.manager.on_provisioning_request(req, sim.now)
-    sim.drain()
-    return req
+from tests.core.autoscaled import (
+    answer,
+    asked,
+    condition,
+    gang,
+    of,
+    request_json,
+    settle,
+    settled,
+    shapes,
+    sim_with,
+)
+from tests.core.sim import group, node, pod
 
 
 def test_a_gang_short_of_capacity_asks_once_for_the_members_without_room() -> None:
@@ -94,26 +67,19 @@ def test_a_gang_short_of_capacity_asks_once_for_the_members_without_room() -> No
 
 
 def test_the_class_is_a_setting() -> None:
-    sim = sim_with(provisioning_class="check-capacity.autoscaling.x-k8s.io")
-    gang(sim)
-    settle(sim)
-    [create] = of(sim, CreateRequest)
+    _, create = asked(provisioning_class="check-capacity.autoscaling.x-k8s.io")
     assert create.class_name == "check-capacity.autoscaling.x-k8s.io"
 
 
 @pytest.mark.parametrize("served,on", [(False, True), (True, False)])
 def test_nothing_is_asked_unless_served_and_on(served: bool, on: bool) -> None:
-    sim = sim_with(served=served, provisioning=on)
-    gang(sim)
-    settle(sim)
+    sim = settled(served=served, provisioning=on)
     assert not of(sim, CreateRequest)
     assert sim.status("ns/g").reason == Reason.UNPLACEABLE  # as before: short of nodes
 
 
 def test_a_gang_that_fits_asks_for_nothing() -> None:
-    sim = sim_with(nodes=4)
-    gang(sim)
-    settle(sim)
+    sim = settled(nodes=4)
     assert not of(sim, CreateRequest)
     assert len(sim.bound("g")) == 4
 
@@ -150,10 +116,7 @@ def test_pods_that_consume_another_controllers_request_get_none_from_us() -> Non
 
 
 def test_provisioned_capacity_places_the_gang_whole_and_the_request_goes() -> None:
-    sim = sim_with()
-    gang(sim)
-    settle(sim)
-    [create] = of(sim, CreateRequest)
+    sim, create = asked()
     answer(sim, create, "Accepted")
     assert "(Accepted since" in sim.status("ns/g").message
     sim.add_node(node("new-0", cpu=4000))  # the first node: still short, nothing bound
@@ -174,10 +137,7 @@ def test_provisioned_capacity_places_the_gang_whole_and_the_request_goes() -> No
 
 @pytest.mark.parametrize("ending", ["Failed", "BookingExpired", "CapacityRevoked"])
 def test_an_ended_request_backs_off_and_asks_again(ending: str) -> None:
-    sim = sim_with()
-    gang(sim)
-    settle(sim)
-    [create] = of(sim, CreateRequest)
+    sim, create = asked()
     answer(sim, create, "Accepted")
     answer(sim, create, ending, message="out of quota")
     st = sim.status("ns/g")
@@ -200,10 +160,7 @@ def test_an_ended_request_backs_off_and_asks_again(ending: str) -> None:
 
 
 def test_no_new_request_before_the_backoff_ends() -> None:
-    sim = sim_with()
-    gang(sim)
-    settle(sim)
-    [create] = of(sim, CreateRequest)
+    sim, create = asked()
     answer(sim, create, "Failed")
     sim.manager.on_provisioning_request_deleted("ns/g-capacity")  # gone at once
     sim.tick(5)
@@ -214,10 +171,7 @@ def test_no_new_request_before_the_backoff_ends() -> None:
 
 
 def test_nothing_is_asked_once_the_api_is_no_longer_served() -> None:
-    sim = sim_with()
-    gang(sim)
-    settle(sim)
-    [create] = of(sim, CreateRequest)
+    sim, create = asked()
     answer(sim, create, "Failed")
     sim.manager.on_provisioning_request_deleted("ns/g-capacity")
     sim.manager.provisioning_served(False)  # the autoscaler's CRD was removed
@@ -251,10 +205,7 @@ def test_a_gang_short_of_free_capacity_keeps_waiting_for_its_request() -> None:
 
 
 def test_an_ended_request_of_a_reserved_gang_changes_nothing() -> None:
-    sim = sim_with()
-    gang(sim)
-    settle(sim)
-    [create] = of(sim, CreateRequest)
+    sim, create = asked()
     sim.add_node(node("new-0", cpu=4000))
     sim.add_node(node("new-1", cpu=4000))
     sim.schedule(sim.cache.gang_pods("ns/g")[0].uid)  # reserved, waiting for its binds
@@ -263,10 +214,7 @@ def test_an_ended_request_of_a_reserved_gang_changes_nothing() -> None:
 
 
 def test_a_deleted_gang_leaves_no_request() -> None:
-    sim = sim_with()
-    gang(sim)
-    settle(sim)
-    [create] = of(sim, CreateRequest)
+    sim, create = asked()
     answer(sim, create, "Accepted")
     sim.manager.on_group_deleted("ns/g")
     sim.tick(0.1)
@@ -275,10 +223,7 @@ def test_a_deleted_gang_leaves_no_request() -> None:
 
 
 def test_a_restart_finds_the_request_and_asks_no_second_one() -> None:
-    sim = sim_with()
-    gang(sim)
-    settle(sim)
-    [create] = of(sim, CreateRequest)
+    sim, create = asked()
     again = sim_with()
     again.manager.on_provisioning_request(dataclasses.replace(
         answer(sim, create, "Accepted")), again.now)
@@ -291,9 +236,7 @@ def test_a_restart_finds_the_request_and_asks_no_second_one() -> None:
 
 def test_too_many_shapes_for_one_request_are_said_not_asked() -> None:
     sim = sim_with()
-    sim.add_group(group("g", 35))  # two fit the two nodes: 33 without room
-    for i in range(35):
-        sim.add_pod(pod(f"g-{i}", "g", cpu=3000 + i))
+    shapes(sim)  # two fit the two nodes: 33 without room
     settle(sim)
     assert not of(sim, CreateRequest)
     assert "33 different shapes: more than the 32 pod sets" in sim.status("ns/g").message
@@ -360,33 +303,20 @@ def test_no_protection_while_the_api_is_not_served() -> None:
 # ----- reading the objects ---------------------------------------------------------------------
 
 
-def _req(conditions: list[dict[str, str]]) -> dict[str, Any]:
-    return {"metadata": {"name": "g-capacity", "namespace": "ns", "uid": "u",
-                         "creationTimestamp": "2026-01-01T00:00:00Z",
-                         "annotations": {"gang-extender.x-k8s.io/gang": "ns/g"}},
-            "spec": {"provisioningClassName": ATOMIC_CLASS,
-                     "podSets": [{"podTemplateRef": {"name": "g-capacity-0"}, "count": 4}]},
-            "status": {"conditions": conditions}}
-
-
-def _cond(type_: str, status: str = "True", at: str = "2026-01-01T00:01:00Z") -> dict[str, str]:
-    return {"type": type_, "status": status, "lastTransitionTime": at, "message": type_}
-
-
 def test_a_request_is_read_with_its_state() -> None:
-    r = request_from_k8s(_req([]))
+    r = request_from_k8s(request_json([]))
     assert (r.state, r.gang, r.templates, r.key) == ("Pending", "ns/g", ("g-capacity-0",),
                                                      "ns/g-capacity")
-    assert request_from_k8s(_req([_cond("Accepted")])).state == "Accepted"
-    r = request_from_k8s(_req([_cond("Accepted"), _cond("Provisioned")]))
+    assert request_from_k8s(request_json([condition("Accepted")])).state == "Accepted"
+    r = request_from_k8s(request_json([condition("Accepted"), condition("Provisioned")]))
     assert r.state == "Provisioned" and r.since == r.created + 60
-    assert request_from_k8s(_req([_cond("Provisioned"), _cond("BookingExpired")])
+    assert request_from_k8s(request_json([condition("Provisioned"), condition("BookingExpired")])
                             ).state == "BookingExpired"
-    assert request_from_k8s(_req([_cond("Provisioned", "False")])).state == "Pending"
+    assert request_from_k8s(request_json([condition("Provisioned", "False")])).state == "Pending"
 
 
 def test_a_malformed_request_is_a_clear_error() -> None:
-    bad = _req([])
+    bad = request_json([])
     bad["spec"]["podSets"] = "x"
     with pytest.raises(ValueError, match=r"spec\.podSets"):
         request_from_k8s(bad)
@@ -416,8 +346,7 @@ def test_a_node_is_read_with_its_scale_down_annotations() -> None:
 def test_a_gang_with_nothing_to_ask_costs_a_tick_nothing_until_its_members_change(
         monkeypatch: pytest.MonkeyPatch) -> None:
     sim = sim_with()
-    sim.add_group(group("g", 35))  # two fit the two nodes: 33 without room
-    members = [sim.add_pod(pod(f"g-{i}", "g", cpu=3000 + i)) for i in range(35)]
+    members = shapes(sim)  # two fit the two nodes: 33 without room
     settle(sim)
     looked: list[str] = []
     counts = sim.cache.quorum_counts
@@ -454,10 +383,7 @@ def test_a_request_seen_ended_before_its_group_is_ended_once_the_group_is_there(
 
 
 def test_a_request_that_ended_while_its_gang_was_placed_is_ended_when_it_waits_again() -> None:
-    sim = sim_with()
-    gang(sim)
-    settle(sim)
-    [create] = of(sim, CreateRequest)
+    sim, create = asked()
     sim.add_node(node("new-0", cpu=4000))
     sim.add_node(node("new-1", cpu=4000))
     members = sim.cache.gang_pods("ns/g")
@@ -472,9 +398,7 @@ def test_a_request_that_ended_while_its_gang_was_placed_is_ended_when_it_waits_a
 
 
 def test_a_request_never_seen_in_the_watch_is_given_up_and_asked_again() -> None:
-    sim = sim_with()
-    gang(sim)
-    settle(sim)
+    sim = settled()
     assert len(of(sim, CreateRequest)) == 1
     sim.tick(61)  # never showed (a foreign object of that name refused ours)
     st = sim.status("ns/g")

@@ -9,8 +9,18 @@ import dataclasses
 
 from extender.core.model.provisioning import RequestInfo, request_from_k8s
 from extender.core.model.vocabulary import CreateRequest, DeleteRequest, Reason
+from tests.core.autoscaled import (
+    answer,
+    asked,
+    condition,
+    gang,
+    of,
+    request_json,
+    settle,
+    settled,
+    sim_with,
+)
 from tests.core.sim import group, node, pod
-from tests.core.test_provisioning import _cond, _req, answer, gang, of, settle, sim_with
 
 
 def test_room_reserved_for_another_gang_counts_as_taken() -> None:
@@ -40,10 +50,7 @@ def test_only_the_shapes_without_room_are_asked_for() -> None:
 
 
 def test_a_live_request_that_asks_for_too_little_is_replaced_once_gone() -> None:
-    sim = sim_with(nodes=3)  # 4 × 3 CPU: one lacks room
-    gang(sim)
-    settle(sim)
-    [create] = of(sim, CreateRequest)
+    sim, create = asked(nodes=3)  # 4 × 3 CPU: one lacks room
     assert [s.count for s in create.pod_sets] == [1]
     answer(sim, create, "Accepted")
     sim.manager.on_node_deleted("n2")  # now two lack room
@@ -63,10 +70,7 @@ def test_a_live_request_that_asks_for_too_little_is_replaced_once_gone() -> None
 
 
 def test_a_live_request_that_asks_for_more_than_is_missing_is_kept() -> None:
-    sim = sim_with()  # two lack room
-    gang(sim)
-    settle(sim)
-    [create] = of(sim, CreateRequest)
+    sim, create = asked()  # two lack room
     answer(sim, create, "Accepted")
     sim.add_node(node("other", cpu=4000))  # one found room: one lacks it now
     settle(sim)
@@ -90,9 +94,7 @@ def test_after_a_restart_the_size_of_the_request_decides() -> None:
 
 
 def test_the_api_becoming_served_makes_waiting_gangs_ask() -> None:
-    sim = sim_with(served=False)
-    gang(sim)
-    settle(sim)
+    sim = settled(served=False)
     assert not of(sim, CreateRequest)
     for _ in range(5):
         sim.tick(0.1)
@@ -105,10 +107,7 @@ def test_the_api_becoming_served_makes_waiting_gangs_ask() -> None:
 
 
 def test_the_autoscalers_provisioned_false_shows_in_the_status() -> None:
-    sim = sim_with()
-    gang(sim)
-    settle(sim)
-    [create] = of(sim, CreateRequest)
+    sim, create = asked()
     req = answer(sim, create, "Accepted")
     assert "waiting for the autoscaler" not in sim.status("ns/g").message
     note = "CapacityIsNotFound: Capacity is not found, CA will try to find it later."
@@ -121,11 +120,11 @@ def test_the_autoscalers_provisioned_false_shows_in_the_status() -> None:
 
 
 def test_provisioned_false_is_read_with_its_reason_and_message() -> None:
-    no = {**_cond("Provisioned", "False"), "reason": "CapacityIsNotFound",
+    no = {**condition("Provisioned", "False"), "reason": "CapacityIsNotFound",
           "message": "Capacity is not found, CA will try to find it later."}
-    r = request_from_k8s(_req([_cond("Accepted"), no]))
+    r = request_from_k8s(request_json([condition("Accepted"), no]))
     assert r.state == "Accepted" and r.count == 4
     assert r.waiting == ("CapacityIsNotFound: Capacity is not found, CA will try to find it "
                          "later.")
-    assert request_from_k8s(_req([_cond("Accepted")])).waiting == ""
-    assert request_from_k8s(_req([_cond("Failed"), no])).waiting == ""  # ended: said so
+    assert request_from_k8s(request_json([condition("Accepted")])).waiting == ""
+    assert request_from_k8s(request_json([condition("Failed"), no])).waiting == ""  # ended: said so

@@ -80,6 +80,9 @@ def _check(ops: list[tuple[str, object, object]]) -> None:
                 cache.remove_pod(old.uid)
         # After every change: a later change to the same group would hide a missed one.
         assert _short(cache) == _walk(cache)
+        for g in cache.groups.values():  # the kept counts are what a walk counts
+            members, bound, succeeded = cache.summary(g)
+            assert cache.tally(g) == (len(members), bound, succeeded), g.key
 
 
 def test_a_pass_does_not_visit_groups_whose_quorum_is_bound(

@@ -8,12 +8,11 @@ reserved a slot must be kept off it.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from extender.core.cache.fitindex import FitIndex
 from extender.core.cache.pods_on_node import PodsOnNode
 from extender.core.cache.quorum import QuorumIndex
 from extender.core.cache.snapshot import Snapshot
+from extender.core.cache.tally import GangPods, QuorumCounts, Tallies, Tally, is_member
 from extender.core.cache.topology import Domains
 from extender.core.model.constraints import repels_beyond_node
 from extender.core.model.types import (
@@ -29,22 +28,6 @@ from extender.core.model.types import (
 def _add_into(target: Resources, delta: Resources, sign: int) -> None:
     for name, amount in delta.items():
         target[name] = target.get(name, 0) + sign * amount
-
-
-class GangPods(NamedTuple):
-    """A gang's pods as they are: `bound_members` are members with a node; succeeded
-    pods are not members (they finished) and are counted apart."""
-    members: tuple[PodInfo, ...]
-    bound_members: int
-    succeeded: int
-
-
-class QuorumCounts(NamedTuple):
-    """A gang's pods as its quorum counts them: succeeded pods count as bound and as
-    present, since they ran as part of a formed quorum (failed ones do not)."""
-    members: list[PodInfo]
-    bound_or_succeeded: int
-    present_or_succeeded: int
 
 
 class Cache:
@@ -94,8 +77,10 @@ class Cache:
         # asks for every group on every pass, and walking every pending pod each time
         # would make a pass grow with every pod waiting (docs/performance.md).
         self._summaries: dict[str, GangPods] = {}
+        # The same counts without the members, kept as pods change (`tally`).
+        self._tallies = Tallies()
         # Told whenever a summary is dropped or a group changes (`short_of_quorum`).
-        self._quorum = QuorumIndex(self.groups, self.summary)
+        self._quorum = QuorumIndex(self.groups, self.tally)
         self.capacity_epoch = 0
         self.charge_epoch = 0  # grows whenever a pod is charged to a node or leaves it
         self.unreserve_epoch = 0  # grows whenever a reservation slot is released
@@ -165,6 +150,10 @@ class Cache:
                 self._charge(pod)
         old_group = old.gang if old is not None else None
         new_group = pod.gang
+        if old is not None and old_group is not None:
+            self._tallies.remove(old_group, old)
+        if new_group is not None:
+            self._tallies.add(new_group, pod)
         if old_group is not None and old_group != new_group:
             self._group_pods.get(old_group, {}).pop(pod.uid, None)
             self._summaries.pop(old_group, None)
@@ -184,6 +173,7 @@ class Cache:
         self._uncharge(uid)
         key = pod.gang
         if key is not None:
+            self._tallies.remove(key, pod)
             self._summaries.pop(key, None)
             self._quorum.changed(key)
             members = self._group_pods.get(key)
@@ -258,11 +248,16 @@ class Cache:
             if group_pods is None:
                 return GangPods((), 0, 0)  # not cached: nothing would ever drop the entry
             pods = group_pods.values()
-            members = tuple(p for p in pods if not p.terminal and not p.deleting and not p.gated)
+            members = tuple(p for p in pods if is_member(p))
             bound = sum(1 for m in members if m.node_name)
             succeeded = sum(1 for p in pods if p.phase == "Succeeded")
             cached = self._summaries[key] = GangPods(members, bound, succeeded)
         return cached
+
+    def tally(self, group: GroupInfo) -> Tally:
+        """`summary` without the members, in O(1): for the checks every pod event and
+        every verb call of a member makes."""
+        return self._tallies.get(group.key)
 
     def short_of_quorum(self) -> list[tuple[str, GroupInfo]]:
         """(key, group) of the groups whose quorum is not bound, succeeded pods counted

@@ -14,7 +14,7 @@ arriving changes it, and it is counted again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sized
+from collections.abc import Callable, Mapping
 
 from extender.core.model.types import GroupInfo
 
@@ -23,14 +23,14 @@ from extender.core.model.types import GroupInfo
 # 5 µs per group on the event loop.
 _CATCH_UP_AT = 256
 
-# (members, bound members, succeeded pods) of a group: `Cache.summary`.
-Summary = Callable[[GroupInfo], tuple[Sized, int, int]]
+# How many members, bound members and succeeded pods a group has: `Cache.tally`.
+Counts = Callable[[GroupInfo], tuple[int, int, int]]
 
 
 class QuorumIndex:
-    def __init__(self, groups: Mapping[str, GroupInfo], summary: Summary) -> None:
+    def __init__(self, groups: Mapping[str, GroupInfo], counts: Counts) -> None:
         self._groups = groups
-        self._summary = summary
+        self._counts = counts
         # An ordered set (dict keys): a set's order would vary with the hash seed, and
         # with it the order of the pass's actions; sorting on every pass cost 60 µs at
         # 400 waiting gangs (bench.experiments.finished_groups).
@@ -57,7 +57,7 @@ class QuorumIndex:
             if group is None:
                 self._short.pop(key, None)
                 continue
-            members, bound, succeeded = self._summary(group)
+            members, bound, succeeded = self._counts(group)
             if bound + succeeded >= group.min_member or not members:
                 self._short.pop(key, None)
             else:

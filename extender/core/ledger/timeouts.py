@@ -81,13 +81,11 @@ class Timeouts:
 
     def check_quorum_bound(self, gang: str, now: float) -> None:
         group = self._cache.groups.get(gang)
-        # Reservation first: this runs on every pod event, and counting a gang's members
-        # rebuilds its summary, which that event has just invalidated (bench.core:
-        # a third of the watch path's CPU, spent mostly on gangs with nothing to finish).
+        # This runs on every event of every member: the count is kept, not walked
+        # (cache/tally.py), and only gangs with a reservation have anything to finish.
         if group is None or gang not in self._ledger:
             return
-        pods = self._cache.summary(group)
-        if pods.bound_members + pods.succeeded < group.min_member:  # the quorum's count
+        if self._cache.tally(group).bound_or_succeeded < group.min_member:
             return
         if self._ledger.bound(gang) is None:
             return

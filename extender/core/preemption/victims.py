@@ -109,7 +109,7 @@ def candidates(
     for res in reservations.values():
         group = cache.groups.get(res.gang)
         if (group is None or res.gang in exclude or res.committed or not res.slots
-                or cache.quorum_counts(group).bound_or_succeeded):
+                or cache.tally(group).bound_or_succeeded):
             continue  # committed, or members already bound: releasing it would not do
         priority = max((p.priority for p in cache.members(group)), default=0)
         if priority < below:

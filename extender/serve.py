@@ -1,0 +1,255 @@
+"""`gang-extender serve` once its flags are read: every adapter wired around one
+GangManager, by concept, and the life of the process until its exit status.
+
+Why it is apart from `cli.py`: the command line turns flags into settings and owns the
+event loop; this module says which part feeds which (architecture.md, "Layers"), so that
+a part is wired here without wading through the flags' help, and how the process ends:
+SIGTERM 0, leadership lost 1 (`EXIT_LOST_LEADERSHIP`), a long-running task that ended 3
+(`scheduler/supervise.py`). `cli.py` imports it only to serve, so `--help` and the
+parser's tests load neither uvicorn nor the adapters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+
+from extender.core.manager import GangManager
+from extender.core.model.config import Config
+from extender.core.model.vocabulary import Report
+from extender.core.wiring import Core
+from extender.kube.client import Kube, make_kube
+from extender.kube.informer import BUDGETS, Informer
+from extender.kube.leader import Leadership
+from extender.kube.recorder import EventRecorder
+from extender.reporting.events import GangEvents, pod_ref
+from extender.reporting.kinds import source_kinds
+from extender.reporting.metrics import Metrics
+from extender.reporting.status import StatusWriter, observed_kinds
+from extender.scheduler.debug import install_podgroups_route
+from extender.scheduler.dispatch import DispatchConfig, Dispatcher
+from extender.scheduler.evictions import Evictions
+from extender.scheduler.http import create_app, create_metrics_app, with_fast_verbs
+from extender.scheduler.provisioner import PROVISIONING_REQUESTS, Provisioner
+from extender.scheduler.supervise import LagMonitor, LoopErrors, first_to_end, tick_faults_from_env
+from extender.scheduler.wakeups import Wakeups
+
+# On leadership loss, how long Bindings already posted may take before the process exits.
+LOST_BINDINGS_GRACE_SECONDS = 5.0
+# Then how long the servers may take to send the last answers and close.
+SHUTDOWN_SECONDS = 3.0
+# Exit status after leadership was lost (kube-scheduler exits 1 then, too).
+EXIT_LOST_LEADERSHIP = 1
+
+log = logging.getLogger("gang-extender")
+
+
+@dataclass
+class Reporting:
+    """What users see (architecture.md §9), all off the request path: the Events, the
+    PodGroup status and the metrics, fed by one `on_report`."""
+
+    recorder: EventRecorder
+    status: StatusWriter
+    on_report: Callable[[Report], None]
+    loop_error: Callable[[str], None]  # a loop's failed iteration, counted by loop name
+
+
+def _reporting(args: argparse.Namespace, manager: GangManager, kube: Kube, metrics: Metrics,
+               leader: Leadership) -> Reporting:
+    # Switched off, a writer still computes (for /debug/podgroups, the gauges and the log)
+    # but sends nothing. On standby neither computes nor sends (extender/kube/leader.py).
+    recorder = EventRecorder(kube if args.events == "on" else None,
+                             on_result=lambda r: metrics.events.labels(r).inc(),
+                             instance=args.leader_identity, active=lambda: leader.active)
+    gang_events = GangEvents(recorder, manager)
+    status = StatusWriter(manager, kube if args.podgroup_status == "on" else None,
+                          events=gang_events,
+                          on_write=lambda r: metrics.status_writes.labels(r).inc())
+    metrics.status_counts = status.counts
+
+    def on_report(report: Report) -> None:
+        metrics.on_report(report)
+        gang_events.on_report(report)
+        status.on_report(report)
+
+    def loop_error(loop: str) -> None:
+        metrics.loop_errors.labels(loop).inc()
+
+    status.errors.on_error = loop_error
+    status.clock = recorder.clock
+    return Reporting(recorder, status, on_report, loop_error)
+
+
+def _dispatcher(args: argparse.Namespace, manager: GangManager, kube: Kube, metrics: Metrics,
+                leader: Leadership, reporting: Reporting) -> tuple[Dispatcher, Wakeups]:
+    """The core's actions carried out: Bindings (the direct commit's among them, counted
+    by `on_binding`), waiting binds answered, wake-ups and evictions."""
+    clock = reporting.recorder.clock
+    wakeups = Wakeups(manager, kube, clock, on_wake=metrics.wakeups.inc,
+                      loop_errors=LoopErrors("wake", reporting.loop_error))
+    evictions = Evictions(kube, on_result=lambda r: metrics.evictions.labels(r).inc())
+    dispatcher = Dispatcher(manager, kube, wakeups,
+                            DispatchConfig(bind_wait_limit=args.bind_wait_limit,
+                                           binding_concurrency=args.binding_concurrency),
+                            clock,
+                            on_report=reporting.on_report,
+                            on_assembly_wait=metrics.on_assembly_wait,
+                            evictions=evictions, leader=leader,
+                            loop_errors=LoopErrors("tick", reporting.loop_error))
+    dispatcher.tick_fault = tick_faults_from_env()
+    dispatcher.on_binding = metrics.on_binding
+    # kube-scheduler posts a pod's Scheduled Event only when it binds the pod itself.
+    dispatcher.on_bound_directly = lambda pod, node: reporting.recorder.record(
+        pod_ref(pod), "Scheduled", f"Successfully assigned {pod.key} to {node}",
+        background=True)
+    return dispatcher, wakeups
+
+
+def _provisioner(manager: GangManager, kube: Kube, recorder: EventRecorder, metrics: Metrics,
+                 dispatcher: Dispatcher) -> Provisioner:
+    """The ProvisioningRequest adapter: the dispatcher hands it the core's provisioning
+    actions, and what it learns (a request made or refused) goes back to the core, whose
+    new actions the dispatcher drains."""
+    provisioner = Provisioner(manager, kube, recorder,
+                              on_result=lambda r: metrics.provisioning.labels(r).inc(),
+                              clock=recorder.clock)
+
+    def drained() -> None:
+        dispatcher.drain()
+
+    provisioner.changed = drained
+    dispatcher.provisioner = provisioner
+    return provisioner
+
+
+def _informer(args: argparse.Namespace, manager: GangManager, kube: Kube, metrics: Metrics,
+              dispatcher: Dispatcher, status: StatusWriter, provisioner: Provisioner
+              ) -> Informer:
+    """The watches: what the status writer observes, the gangs' sources, the budgets, and
+    the ProvisioningRequests while they are asked for and served."""
+    return Informer(kube, manager, status.clock, dispatcher.cache_changed,
+                    kinds=(*observed_kinds(status), *source_kinds(status), BUDGETS,
+                           *((PROVISIONING_REQUESTS,)
+                             if args.provisioning_requests == "on" else ())),
+                    on_served=provisioner.served,
+                    protobuf=args.pod_watch == "protobuf",
+                    on_skip=lambda kind: metrics.skipped_objects.labels(kind).inc())
+
+
+def _servers(args: argparse.Namespace, manager: GangManager, metrics: Metrics,
+             dispatcher: Dispatcher, reporting: Reporting, synced: asyncio.Event
+             ) -> list[uvicorn.Server]:
+    """The verbs' server on --listen, and the probes' and metrics' on --metrics-listen."""
+    app = create_app(dispatcher, metrics, ready=synced, health=dispatcher.tick_health)
+    install_podgroups_route(app, reporting.status, reporting.recorder, reporting.recorder.clock)
+    host, port = args.listen
+    servers = [uvicorn.Server(uvicorn.Config(
+        with_fast_verbs(app), host=host, port=port, log_level="warning", timeout_keep_alive=120,
+        access_log=False, lifespan="off"))]
+    if args.metrics_listen:
+        mhost, mport = args.metrics_listen
+        metrics_app = create_metrics_app(manager, metrics, ready=synced,
+                                         health=dispatcher.tick_health)
+        servers.append(uvicorn.Server(uvicorn.Config(
+            metrics_app, host=mhost, port=mport, log_level="warning", access_log=False,
+            lifespan="off")))
+    return servers
+
+
+async def serve(args: argparse.Namespace, config: Config) -> int:
+    """Run until cancelled (SIGTERM: 0) or until leadership is lost (1)."""
+    manager = GangManager(Core.wire(config))
+    kube = make_kube(args.kubeconfig)
+    metrics = Metrics()
+    lost = asyncio.Event()
+    leader = Leadership(kube, args.leader_lease, args.leader_identity or socket.gethostname(),
+                        on_lost=lambda why: lost.set())
+    metrics.leader_active = lambda: leader.active
+    reporting = _reporting(args, manager, kube, metrics, leader)
+    dispatcher, wakeups = _dispatcher(args, manager, kube, metrics, leader, reporting)
+    provisioner = _provisioner(manager, kube, reporting.recorder, metrics, dispatcher)
+    informer = _informer(args, manager, kube, metrics, dispatcher, reporting.status,
+                         provisioner)
+    # The one coupling to the informers' start: their first lists applied. Until then the
+    # verbs answer "not synced", and the tick and the status writer wait.
+    synced = informer.synced
+    dispatcher.synced = synced.is_set
+    servers = _servers(args, manager, metrics, dispatcher, reporting, synced)
+    policy = config.backoff
+    log.info("serving on %s:%d (scheduler %s, default timeout %gs, backoff %gs..%gs, limit %s, "
+             "identity %s, leader lease %s)", *args.listen, args.scheduler_name,
+             args.default_timeout, policy.base_seconds, policy.cap_seconds, policy.retry_limit,
+             leader.identity, leader.lease or "off")
+    # Each runs for the life of the process; one that ends is fatal (supervise.py).
+    tasks = [
+        asyncio.create_task(informer.run(), name="informer"),
+        asyncio.create_task(dispatcher.tick_loop(), name="tick"),
+        asyncio.create_task(wakeups.run(), name="wake"),
+        asyncio.create_task(provisioner.run(), name="provisioning"),
+        asyncio.create_task(reporting.status.run(lambda: leader.active and synced.is_set()),
+                            name="podgroup-status"),
+        asyncio.create_task(reporting.recorder.run(), name="events"),
+        asyncio.create_task(LagMonitor(metrics.event_loop_lag.observe).run(),
+                            name="event-loop-lag"),
+    ]
+    if leader.lease is not None:  # without a lease to follow there is nothing to watch
+        tasks.append(asyncio.create_task(leader.run(), name="leader"))
+    try:
+        return await _until_exit(servers, lost, tasks, dispatcher, leader)
+    finally:
+        await kube.http.aclose()
+
+
+async def _until_exit(servers: list[uvicorn.Server], lost: asyncio.Event,
+                      tasks: list[asyncio.Task[None]], dispatcher: Dispatcher,
+                      leader: Leadership) -> int:
+    """Serve until the servers stop, leadership is lost or a long-running task ends;
+    answer the waiting binds of the last two before the servers close."""
+    serving = asyncio.ensure_future(asyncio.gather(*(s.serve() for s in servers)))
+    losing = asyncio.ensure_future(lost.wait())
+    ended = asyncio.ensure_future(first_to_end(tasks))
+    try:
+        await asyncio.wait((serving, losing, ended), return_when=asyncio.FIRST_COMPLETED)
+        if ended.done():
+            # Logged with its cause by first_to_end. Waiting binds are answered so their
+            # pods are re-queued at once rather than at kube-scheduler's timeout.
+            answered = dispatcher.answer_waiting("gang-extender is restarting: a long-running "
+                                             "task ended (see its log)")
+            for server in servers:
+                server.should_exit = True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(serving), SHUTDOWN_SECONDS)
+            log.error("exiting (status %d): %d waiting bind(s) answered with an error",
+                      ended.result(), answered)
+            return ended.result()
+        if not losing.done():
+            serving.result()
+            return 0
+        # Lost while active: the verbs already answer the standby error. Bindings of a
+        # commit under way are let finish; waiting binds die with the process: answered with
+        # the error, so kube-scheduler (if it still runs) re-queues their pods, and the new
+        # leader, which starts with no reservation, places those gangs whole.
+        left = await dispatcher.bindings_settled(LOST_BINDINGS_GRACE_SECONDS)
+        answered = dispatcher.answer_waiting(leader.standby_error())
+        for server in servers:
+            server.should_exit = True  # answers sent, connections closed
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(serving), SHUTDOWN_SECONDS)
+        log.error("exiting (status %d) after losing leadership: %d waiting bind(s) answered "
+                  "with an error, %d Binding(s) still in flight; restarting makes it a "
+                  "standby", EXIT_LOST_LEADERSHIP, answered, left)
+        return EXIT_LOST_LEADERSHIP
+    finally:
+        running: list[asyncio.Future[Any]] = [serving, losing, ended, *tasks]
+        for t in running:
+            t.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
