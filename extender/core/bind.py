@@ -119,8 +119,8 @@ class Bind:
         reserved there: kube-scheduler's own fit check is only as current as its watch,
         which lags seconds behind after kube-apiserver restarts (a spec.nodeName pod
         made meanwhile is unknown to it), and while the extender's own watch is broken
-        (`Ledger.is_behind`) nothing is bound this way at all."""
-        if self._ledger.is_behind():
+        (`Staleness.is_behind`) nothing is bound this way at all."""
+        if self._ledger.staleness.is_behind():
             return _error(f"pod {pod.key} is not bound to node {node} yet: gang-extender "
                           f"is listing pods and nodes again after its watch broke; "
                           f"kube-scheduler will retry")

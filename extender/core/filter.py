@@ -207,7 +207,7 @@ class Filter:
     def _single(self, pod: PodInfo, node_names: list[str], now: float) -> FilterResult:
         """Plain pods and elastic extras: any node kube-scheduler found feasible, except
         where reserved capacity leaves too little. Only nodes with reservations, and
-        nodes a direct commit bound pods on a moment ago (`Ledger.fresh_nodes`), can
+        nodes a direct commit bound pods on a moment ago (`Staleness.fresh_nodes`), can
         disagree with kube-scheduler's own fit check, so only those are examined."""
         own = self._ledger.of(pod) if pod.gang is None else None
         if own is not None:
@@ -226,7 +226,7 @@ class Filter:
         by_node: dict[str, list[str]] | None = None
         names = set(node_names)
         examined = self._cache.reserved_nodes.keys() & names
-        fresh = self._ledger.fresh_nodes(now)  # empty unless --direct-commit is on
+        fresh = self._ledger.staleness.fresh_nodes(now)  # empty unless --direct-commit is on
         if fresh:
             examined |= fresh & names
         for name in examined:

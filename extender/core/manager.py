@@ -193,13 +193,13 @@ class GangManager:
 
     def watch_broken(self, kind: str) -> None:
         """The list+watch of `kind` ("pods", "nodes") broke: no gang commits until it is
-        listed again (`Ledger.behind`)."""
-        self._ledger.behind(kind)
+        listed again (`Staleness.behind`)."""
+        self._ledger.staleness.behind(kind)
 
     def watch_listed(self, kind: str, now: float) -> None:
         """`kind` was listed (again): once no watch is behind, the commits held
         meanwhile are made, each checked against the cache as the lists left it."""
-        if self._ledger.caught_up(kind):
+        if self._ledger.staleness.caught_up(kind):
             for key in self._ledger.gangs():
                 group = self._cache.groups.get(key)
                 if group is not None:

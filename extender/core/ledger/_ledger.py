@@ -20,6 +20,7 @@ from extender.core.cache import Cache
 from extender.core.cache.snapshot import Snapshot
 from extender.core.ledger import _repair
 from extender.core.ledger._book import Book, Reservation, Slot, plain_key
+from extender.core.ledger._staleness import Staleness
 from extender.core.model.resources import format_resources
 from extender.core.model.types import GroupInfo, PodInfo, Resources
 from extender.core.model.vocabulary import (
@@ -32,19 +33,14 @@ from extender.core.outbox import Outbox
 from extender.core.parked import Parked, ref
 from extender.core.planner import Plan
 
-FRESH_SECONDS = 10.0
-"""How long a node a direct commit bound pods on is checked by the filter for every pod
-(`Ledger.fresh_nodes`): kube-scheduler's watch delivers within a second here; ten leaves
-room for a loaded API server."""
-
 
 class Ledger:
     def __init__(self, cache: Cache, parked: Parked, outbox: Outbox,
                  direct_commit: bool = False) -> None:
         self._cache = cache
         self._direct_commit = direct_commit
-        # node -> when a direct commit last bound a pod there (`fresh_nodes`).
-        self._direct_at: dict[str, float] = {}
+        # What the commit, the filter and bind ask before trusting a node's free capacity.
+        self.staleness = Staleness()
         self._parked = parked
         self._outbox = outbox
         self._book = Book(cache)
@@ -54,8 +50,6 @@ class Ledger:
         # Plain pods and extras whose Binding is in flight, charged to their node from
         # the moment the bind is accepted (kube-scheduler's assumed pods).
         self._assumed: dict[str, tuple[str, PodInfo]] = {}
-        # Watches broken and not listed again yet: no commit meanwhile (`behind`).
-        self._behind: set[str] = set()
 
     # ----- reservations: reading ------------------------------------------------------
 
@@ -291,38 +285,6 @@ class Ledger:
             and not pod.node_name and not pod.deleting and not pod.terminal
         ]
 
-    def fresh_nodes(self, now: float) -> set[str]:
-        """Nodes where a direct commit bound pods in the last `FRESH_SECONDS`. kube-
-        scheduler learns of those pods only through its watch, so until then its own fit
-        check of the node is stale, and a plain pod or elastic extra it finds feasible
-        there may not fit: the filter checks these nodes against the extender's cache
-        too, as it does nodes with reservations. (On the barrier path kube-scheduler
-        assumed every pod it bound, so its check was never behind.)"""
-        if not self._direct_at:
-            return set()
-        stale = [n for n, at in self._direct_at.items() if now - at > FRESH_SECONDS]
-        for n in stale:
-            del self._direct_at[n]
-        return set(self._direct_at)
-
-    def behind(self, kind: str) -> None:
-        """The watch of `kind` (pods, nodes) broke: until it is listed again, the cache
-        may miss what others bound or changed meanwhile (a spec.nodeName pod made while
-        kube-apiserver came back), and the commit's check of each member's node could
-        not see it. So no gang commits until then: binds wait at the barrier, direct
-        members stay unbound (architecture.md §11)."""
-        self._behind.add(kind)
-
-    def is_behind(self) -> bool:
-        return bool(self._behind)
-
-    def caught_up(self, kind: str) -> bool:
-        """`kind` is listed again; whether the cache is caught up on every kind now (the
-        commits held meanwhile are due)."""
-        was = kind in self._behind
-        self._behind.discard(kind)
-        return was and not self._behind
-
     def commit_with(self, pod: PodInfo, group: GroupInfo, now: float) -> None:
         """The commit, when `pod` (a member whose filter call found it a slot) may be
         the one that completes its gang directly: only a member the commit binds itself
@@ -339,9 +301,10 @@ class Ledger:
         anyone (architecture.md §11): a member whose node no longer takes it is moved (a
         waiting bind is rejected, kube-scheduler retries it onto the new slot), and the
         gang commits only when the whole quorum still fits. Never a partial set. Nor
-        while a watch is broken (`behind`): the check would read a cache behind the API."""
+        while a watch is broken (`Staleness.behind`): the check would read a cache
+        behind the API."""
         res = self._by_gang.get(group.key)
-        if res is None or self._behind:
+        if res is None or self.staleness.is_behind():
             return
         if self.assembled(group) + len(self.direct(res)) < group.min_member:
             return
@@ -361,7 +324,7 @@ class Ledger:
             self._outbox.append(BindPod(ref(self._cache.pods[uid]), node, group.key))
         for uid in direct:
             node = self._binding[uid] = res.slots[uid].node
-            self._direct_at[node] = now
+            self.staleness.bound_directly(node, now)
             self._parked.passed(uid)
             self._outbox.append(BindPod(ref(self._cache.pods[uid]), node, group.key))
         through += direct
