@@ -231,17 +231,7 @@ def test_a_delete_that_raises_is_skipped_and_the_watch_goes_on() -> None:
     kind = dataclasses.replace(kind, delete=bad_delete)
     kube = FakeKube([[[_obj("a")]]], [[("DELETED", _obj("a")), ("ADDED", _obj("b"))]])
 
-    async def go() -> Informer:
-        inf = Informer(kube, GangManager(), lambda: 0.0, lambda: None,  # type: ignore[arg-type]
-                       kinds=(kind,))
-        task = asyncio.create_task(inf.run())
-        await asyncio.wait_for(kube.done.wait(), 5)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        return inf
-
-    inf = asyncio.run(go())
+    inf = asyncio.run(_run_with(kube, GangManager(), kind))
     assert kube.listed == 1
     assert "b" in store.objects and inf.skipped == {"things": 1}
 
@@ -363,7 +353,9 @@ class WatchRecorder(GangManager):
         self.told.append(("listed", kind, list(self.store.applied)))
 
 
-async def _run_with(kube: FakeKube, manager: GangManager, kind: Kind) -> None:
+async def _run_with(kube: FakeKube, manager: GangManager, kind: Kind) -> Informer:
+    """An informer of `kind` alone, run until the fake API has served every list and
+    watch it was given."""
     inf = Informer(kube, manager, lambda: 0.0, lambda: None,  # type: ignore[arg-type]
                    kinds=(kind,))
     task = asyncio.create_task(inf.run())
@@ -371,6 +363,7 @@ async def _run_with(kube: FakeKube, manager: GangManager, kind: Kind) -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+    return inf
 
 
 @pytest.mark.parametrize("end", [OSError("connection reset"), ResourceExpired("/things")])
