@@ -81,8 +81,12 @@ def _check(ops: list[tuple[str, object, object]]) -> None:
         # After every change: a later change to the same group would hide a missed one.
         assert _short(cache) == _walk(cache)
         for g in cache.groups.values():  # the kept counts are what a walk counts
-            members, bound, succeeded = cache.summary(g)
-            assert cache.tally(g) == (len(members), bound, succeeded), g.key
+            pods = cache.gang_pods(g.key)
+            members = [p for p in pods if not (p.terminal or p.deleting or p.gated)]
+            walked = (len(members), sum(1 for m in members if m.node_name),
+                      sum(1 for p in pods if p.phase == "Succeeded"))
+            assert cache.tally(g) == walked, g.key
+            assert cache.summary(g) == (tuple(members), *walked[1:]), g.key
 
 
 def test_a_pass_does_not_visit_groups_whose_quorum_is_bound(

@@ -240,18 +240,18 @@ class Cache:
 
     def summary(self, group: GroupInfo) -> GangPods:
         """The gang's members, how many of them are bound, and its succeeded pods;
-        cached until one of its pods changes."""
+        the members listed once until one of its pods changes, the counts the kept
+        `tally`."""
         key = group.key
         cached = self._summaries.get(key)
         if cached is None:
             group_pods = self._group_pods.get(key)
             if group_pods is None:
                 return GangPods((), 0, 0)  # not cached: nothing would ever drop the entry
-            pods = group_pods.values()
-            members = tuple(p for p in pods if is_member(p))
-            bound = sum(1 for m in members if m.node_name)
-            succeeded = sum(1 for p in pods if p.phase == "Succeeded")
-            cached = self._summaries[key] = GangPods(members, bound, succeeded)
+            members = tuple(p for p in group_pods.values() if is_member(p))
+            tally = self._tallies.get(key)
+            cached = self._summaries[key] = GangPods(members, tally.bound_members,
+                                                     tally.succeeded)
         return cached
 
     def tally(self, group: GroupInfo) -> Tally:
