@@ -24,7 +24,6 @@ listed for readiness: an API that does not exist must not keep the extender unre
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from extender.core.manager import GangManager
 from extender.core.model.convert import budget_from_k8s, node_from_k8s, pod_from_k8s
 from extender.core.model.convert_groups import group_from_k8s
 from extender.kube.client import PODGROUP_PATH, ApiError, Kube, ProtoDecoder, ResourceExpired
+from extender.kube.gc_freeze import FREEZE_EVERY, Freezer, keep_out_of_collections
 
 log = logging.getLogger("gang-extender.informer")
 
@@ -114,53 +114,6 @@ YIELD_EVERY = 100
 # Objects per page asked of the API server: a page is parsed in one piece, on the loop
 # (250 pods: about 7 ms).
 PAGE_SIZE = 250
-# Objects added by watch events between two freezes (below). A freeze first collects
-# what is not yet frozen, about this many objects' worth: a few ms.
-FREEZE_EVERY = 2000
-
-
-def _keep_out_of_collections() -> None:
-    """The objects a list applies mostly live as long as the process. Python's full
-    collection runs each time the tracked objects grow by a quarter and walks all of
-    them: during a list of 20,000 PodGroups and 40,000 pods that was 0.9 s of event
-    loop, several times, and growing with the history. After each page, what is left
-    of it is frozen: moved out of every later collection. The page's own garbage is
-    collected first, as frozen garbage is never freed, and an HTTP response sits in
-    reference cycles with its body; that collection walks only what was made since the
-    last freeze, about one page."""
-    gc.collect()
-    gc.freeze()
-
-
-class _Freezer:
-    """Freezes once every `every` objects added by watch events, as a list does per page.
-    Objects that arrive one by one (a history created while the extender runs) would
-    otherwise pile up outside the frozen set, and each full collection would walk all
-    of them: 75 ms of CPU after 20,000 PodGroups and 40,000 pods, growing with them.
-
-    Why per added object and not per event or per second: a freeze also keeps whatever
-    cyclic garbage is alive at that moment (a request in flight) from ever being freed,
-    so freezes are spent only where the tracked heap grows. A cluster whose pods come
-    and go at 10 a second freezes every few minutes; one modification or deletion never
-    counts."""
-
-    __slots__ = ("added", "every")
-
-    def __init__(self, every: int) -> None:
-        self.every = max(1, every)
-        self.added = 0
-
-    def count(self) -> None:
-        self.added += 1
-        if self.added >= self.every:
-            self.reset()
-            _keep_out_of_collections()
-
-    def reset(self) -> None:
-        """Called on every freeze, whatever made it."""
-        self.added = 0
-
-
 class _Skips:
     """Objects of one kind that could not be converted: at most one log line every
     `interval` seconds, so a flood of bad objects cannot flood the log."""
@@ -215,7 +168,7 @@ class Informer:
         self.yield_every = max(1, yield_every)
         self.page_size = page_size
         self._skips: dict[str, _Skips] = {k.name: _Skips() for k in kinds}
-        self._freezer = _Freezer(freeze_every)
+        self._freezer = Freezer(freeze_every)
         self._broken_at: dict[str, float] = {}  # kinds whose watch broke: since when
 
     @property
@@ -306,7 +259,7 @@ class Informer:
 
     def _freeze(self) -> None:
         self._freezer.reset()
-        _keep_out_of_collections()
+        keep_out_of_collections()
 
     def _broke(self, kind: Kind) -> None:
         """Its watch (or list) failed: the cache may fall behind what others do from now
