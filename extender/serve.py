@@ -209,6 +209,15 @@ async def serve(args: argparse.Namespace, config: Config) -> int:
         await kube.http.aclose()
 
 
+async def _close(servers: list[uvicorn.Server], serving: asyncio.Future[Any]) -> None:
+    """Stop the servers once the waiting binds are answered: those answers are sent and
+    the connections closed, within `SHUTDOWN_SECONDS`."""
+    for server in servers:
+        server.should_exit = True
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(serving), SHUTDOWN_SECONDS)
+
+
 async def _until_exit(servers: list[uvicorn.Server], lost: asyncio.Event,
                       tasks: list[asyncio.Task[None]], dispatcher: Dispatcher,
                       leader: Leadership) -> int:
@@ -224,10 +233,7 @@ async def _until_exit(servers: list[uvicorn.Server], lost: asyncio.Event,
             # pods are re-queued at once rather than at kube-scheduler's timeout.
             answered = dispatcher.answer_waiting("gang-extender is restarting: a long-running "
                                              "task ended (see its log)")
-            for server in servers:
-                server.should_exit = True
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(serving), SHUTDOWN_SECONDS)
+            await _close(servers, serving)
             log.error("exiting (status %d): %d waiting bind(s) answered with an error",
                       ended.result(), answered)
             return ended.result()
@@ -240,10 +246,7 @@ async def _until_exit(servers: list[uvicorn.Server], lost: asyncio.Event,
         # leader, which starts with no reservation, places those gangs whole.
         left = await dispatcher.bindings_settled(LOST_BINDINGS_GRACE_SECONDS)
         answered = dispatcher.answer_waiting(leader.standby_error())
-        for server in servers:
-            server.should_exit = True  # answers sent, connections closed
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(serving), SHUTDOWN_SECONDS)
+        await _close(servers, serving)
         log.error("exiting (status %d) after losing leadership: %d waiting bind(s) answered "
                   "with an error, %d Binding(s) still in flight; restarting makes it a "
                   "standby", EXIT_LOST_LEADERSHIP, answered, left)
