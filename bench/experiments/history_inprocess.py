@@ -44,7 +44,8 @@ from bench.common import rss_mib
 from extender.core.manager import GangManager
 from extender.core.model.phase import compute_status
 from extender.core.model.types import GROUP_LABEL, GroupInfo, PodInfo
-from extender.kube.informer import FREEZE_EVERY, Informer
+from extender.kube.gc_freeze import FREEZE_EVERY
+from extender.kube.informer import Informer
 from extender.reporting.kinds import observed_kinds
 from extender.reporting.status import StatusWriter
 
