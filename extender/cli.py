@@ -102,6 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--binding-concurrency", type=_count, default=64,
                        help="Binding POSTs in flight at once when a gang commits; the rest "
                             "queue in order (default 64; docs/performance.md measures it)")
+    serve.add_argument("--warm-connections", choices=("on", "off"), default="on",
+                       help="while a gang's members are being created, open the "
+                            "connections its commit's Bindings will use (up to the Binding "
+                            "concurrency), each with one GET /version, instead of at the "
+                            "commit (default on)")
     serve.add_argument("--assembly-wait", type=_non_negative, default=1.5,
                        help="longest a gang member's filter call waits for the rest of a "
                             "gang that is still being created, in seconds, instead of "

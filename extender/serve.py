@@ -41,6 +41,7 @@ from extender.scheduler.http import create_app, create_metrics_app, with_fast_ve
 from extender.scheduler.provisioner import PROVISIONING_REQUESTS, Provisioner
 from extender.scheduler.supervise import LagMonitor, LoopErrors, first_to_end, tick_faults_from_env
 from extender.scheduler.wakeups import Wakeups
+from extender.scheduler.warm import ConnectionWarmer
 
 # On leadership loss, how long Bindings already posted may take before the process exits.
 LOST_BINDINGS_GRACE_SECONDS = 5.0
@@ -165,15 +166,27 @@ def _servers(args: argparse.Namespace, manager: GangManager, metrics: Metrics,
     return servers
 
 
+def _warmer(args: argparse.Namespace, kube: Kube,
+            manager: GangManager) -> ConnectionWarmer | None:
+    """Connections for a gang's Bindings opened while its members are created, as many
+    as the Binding concurrency lets be in flight; none with `--warm-connections off`."""
+    if args.warm_connections == "off":
+        return None
+    return ConnectionWarmer(kube.warm, manager.bindings_ahead, args.binding_concurrency)
+
+
 async def serve(args: argparse.Namespace, config: Config) -> int:
     """Run until cancelled (SIGTERM: 0) or until leadership is lost (1)."""
     manager = GangManager(Core.wire(config))
-    kube = make_kube(args.kubeconfig)
+    # Idle connections kept: one for each Binding in flight, and a few for the other
+    # writes (status, Events, wake-ups), so that a commit finds them open (warm.py).
+    kube = make_kube(args.kubeconfig, max_idle=args.binding_concurrency + 8)
     metrics = Metrics()
     lost = asyncio.Event()
     leader = Leadership(kube, args.leader_lease, args.leader_identity or socket.gethostname(),
                         on_lost=lambda why: lost.set())
     metrics.leader_active = lambda: leader.active
+    metrics.connections_opened = kube.connections_opened
     reporting = _reporting(args, manager, kube, metrics, leader)
     dispatcher, wakeups = _dispatcher(args, manager, kube, metrics, leader, reporting)
     provisioner = _provisioner(manager, kube, reporting.recorder, metrics, dispatcher)
@@ -201,6 +214,10 @@ async def serve(args: argparse.Namespace, config: Config) -> int:
         asyncio.create_task(LagMonitor(metrics.event_loop_lag.observe).run(),
                             name="event-loop-lag"),
     ]
+    warmer = _warmer(args, kube, manager)
+    if warmer is not None:
+        tasks.append(asyncio.create_task(
+            warmer.run(lambda: leader.active and synced.is_set()), name="connections"))
     if leader.lease is not None:  # without a lease to follow there is nothing to watch
         tasks.append(asyncio.create_task(leader.run(), name="leader"))
     try:

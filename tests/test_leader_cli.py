@@ -152,3 +152,19 @@ def test_binding_concurrency_flag() -> None:
     for bad in ("0", "-3", "1.5"):
         with pytest.raises(SystemExit):
             parse(["serve", "--binding-concurrency", bad])
+
+
+def test_warm_connections_flag_decides_whether_the_warmer_runs() -> None:
+    """On by default, sized to the Binding concurrency; off: no warmer at all, and each
+    Binding opens its own connection as before (scheduler/warm.py)."""
+    from extender.core.manager import GangManager
+    from extender.kube.client import Kube
+    from extender.serve import _warmer
+
+    parse = build_parser().parse_args
+    kube = Kube(httpx.AsyncClient(base_url="https://127.0.0.1:1"))
+    warmer = _warmer(parse(["serve", "--binding-concurrency", "32"]), kube, GangManager())
+    assert warmer is not None and warmer.limit == 32
+    assert _warmer(parse(["serve", "--warm-connections", "off"]), kube, GangManager()) is None
+    with pytest.raises(SystemExit):
+        parse(["serve", "--warm-connections", "maybe"])

@@ -43,6 +43,8 @@ from extender.core.wiring import Core
 # A pod first seen this long after its creationTimestamp (second resolution, the API
 # server's clock) was not just created: listed after a restart, not arriving.
 _ARRIVAL_MAX_AGE_SECONDS = 10.0
+# `bindings_ahead` counts the gangs a member of which arrived this recently.
+_ARRIVING_SECONDS = 5.0
 KUEUE_PREFIX = KUEUE + ":"  # of a Kueue pod group's gang key (types.gang_key)
 
 
@@ -351,6 +353,20 @@ class GangManager:
         return Gauges(len(self._ledger), self._ledger.slot_count(),
                       len(self._ledger.waiting), self._core.explanations.reasons(),
                       len(self._ledger.held()), self._ledger.held_idle())
+
+    def bindings_ahead(self, now: float) -> int:
+        """Members not yet bound of the gangs whose members are being created now and
+        that hold no reservation yet: about how many Bindings their commits will ask for
+        at once, so that the adapter can open the connections for them before
+        (scheduler/warm.py). A gang with a reservation is committing or waiting; its
+        Bindings in flight hold connections already."""
+        total = 0
+        for gang in self._core.arrivals.recent(now, _ARRIVING_SECONDS):
+            group = self._cache.groups.get(gang)
+            if group is not None and self._ledger.get(gang) is None:
+                tally = self._cache.tally(group)
+                total += tally.members - tally.bound_members
+        return total
 
     def backoff(self, gang: str) -> Backoff | None:
         """The gang's backoff, for the status that keeps it over a restart."""

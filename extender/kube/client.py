@@ -65,11 +65,14 @@ def _load(kubeconfig: str | None) -> k8s_client.Configuration:
     return cfg
 
 
-def make_kube(kubeconfig: str | None, timeout: float = 30.0) -> Kube:
+def make_kube(kubeconfig: str | None, timeout: float = 30.0, max_idle: int = 24) -> Kube:
     """The extender's API access: httpx for lists and watches, and the same connection
-    pool without httpx's models for the writes (Bindings, patches, Events)."""
+    pool without httpx's models for the writes (Bindings, patches, Events). `max_idle`:
+    connections kept open between requests; the wiring makes it the Binding concurrency
+    and a few, so that the connections a commit opened (or `Kube.warm` opened ahead of
+    it) are there for the next one."""
     cfg = _load(kubeconfig)
-    transport = AsyncioTransport(_ssl_context(cfg), max_idle=24)
+    transport = AsyncioTransport(_ssl_context(cfg), max_idle=max_idle)
     http = _make_client(cfg, timeout, transport)
     return Kube(http, _Writer.for_client(http, transport, timeout))
 
@@ -133,6 +136,13 @@ class _Writer:
                 lines.append(name + b": " + value)
         return cls(transport, (url.scheme, url.host, port), url.path.rstrip("/"),
                    b"\r\n".join(lines) + b"\r\n", timeout, connect_timeout)
+
+    async def warm(self, want: int) -> tuple[int, list[BaseException]]:
+        """`AsyncioTransport.warm` with a `GET /version` (readable by every authenticated
+        client through the default `system:public-info-viewer` role) as the probe."""
+        target = quote(self.prefix + "/version", safe=_PATH_SAFE).encode("ascii")
+        probe = b"GET " + target + b" HTTP/1.1\r\n" + self.headers + b"\r\n"
+        return await self.transport.warm(self.key, want, probe, self.connect_timeout)
 
     async def send(self, method: bytes, path: str, content_type: bytes,
                    body: bytes) -> tuple[int, bytes]:
@@ -204,6 +214,19 @@ class Kube:
         resp = await self.http.request(method.decode(), path, content=body,
                                        headers={"Content-Type": content_type.decode()})
         return resp.status_code, resp.content
+
+    def connections_opened(self) -> tuple[int, int]:
+        """Connections opened so far (lists, watches and writes), and of them how many
+        `warm` opened ahead of need (the metrics)."""
+        if self.writer is None:
+            return 0, 0
+        stats = self.writer.transport.stats
+        return stats.connects, stats.warmed
+
+    async def warm(self, want: int) -> tuple[int, list[BaseException]]:
+        """Open connections until `want` are idle for the writes (`_Writer.warm`): how
+        many were opened, and why the others were not."""
+        return (0, []) if self.writer is None else await self.writer.warm(want)
 
     async def list_pages(self, path: str, limit: int = 2000,
                          params: Mapping[str, str] | None = None

@@ -47,6 +47,7 @@ class TransportStats:
     """Counters for tests and the benchmark: how often connections were opened and reused."""
 
     connects: int = 0
+    warmed: int = 0  # of `connects`: opened ahead of need by `warm`
     requests: int = 0
     retries: int = 0
     by_key: dict[Key, int] = field(default_factory=dict)
@@ -160,6 +161,44 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
             timeout, timeout, None)
         chunks = [c async for c in Body(self._release, key, conn, head, timeout, None)]
         return head.status, chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    async def warm(self, key: Key, want: int, probe: bytes,
+                   timeout: float | None) -> tuple[int, list[BaseException]]:
+        """Open connections until `want` (at most the idle limit) are idle for `key`, each
+        sending `probe` (a whole, safe request) once and reading its answer. A connection
+        that fails to open is left out: warming is best effort.
+
+        Why: a direct commit sends up to its Binding concurrency at once, and every one
+        of them without an idle connection paid a TLS handshake (and the API server's
+        authentication) at that moment, on the commit's critical path. The probe makes
+        the connection count as used: the API server closes a connection that never
+        carried a request after its ReadHeaderTimeout (32 s), a used one after its
+        IdleTimeout (90 s). Returns how many were opened and why the others were not."""
+        idle = [c for c in self._idle.get(key, ()) if c.reusable()]
+        missing = min(want, self._max_idle) - len(idle)
+        if missing <= 0 or self._closed:
+            return 0, []
+        outcomes = await asyncio.gather(*(self._open_idle(key, probe, timeout)
+                                          for _ in range(missing)), return_exceptions=True)
+        errors = [o for o in outcomes if isinstance(o, BaseException)]
+        return sum(1 for o in outcomes if o is True), errors
+
+    async def _open_idle(self, key: Key, probe: bytes, timeout: float | None) -> bool:
+        conn = await self._connect(key, timeout, None)
+        try:
+            conn.writer.write(probe)
+            async with asyncio.timeout(timeout):
+                await conn.writer.drain()
+                raw = await conn.reader.readuntil(b"\r\n\r\n")
+            head = parse_head(raw, b"GET")
+        except BaseException:
+            conn.close()
+            raise
+        async for _ in Body(self._release, key, conn, head, timeout, None):
+            pass  # read to its end, which returns the connection to the idle pool
+        if head.keep_alive:
+            self.stats.warmed += 1
+        return head.keep_alive  # kept: whatever the status, the connection is open and idle
 
     async def _exchange(
         self, key: Key, method: bytes, wire: bytes, connect_timeout: float | None,

@@ -127,6 +127,14 @@ class Metrics:
             "Watched objects skipped because they could not be read (a malformed or hostile "
             "object: its error is logged), by kind.", ["kind"], registry=r)
 
+        self.connections = Counter(
+            "gang_extender_api_connections_total",
+            "Connections opened to the API server: ahead, for the Bindings of a gang whose "
+            "members are being created (scheduler/warm.py), or on_demand, by a request "
+            "(a Binding, a write, a list, a watch) that found none idle.", ["opened"],
+            registry=r)
+        self._connections_seen = (0, 0)
+
         self.leader = Gauge("gang_extender_leader",
                             "1 while this replica acts (its kube-scheduler holds the leader "
                             "lease, or election is off), 0 on standby.", registry=r)
@@ -135,6 +143,8 @@ class Metrics:
         # gangs gauge, and whether this replica is active.
         self.status_counts: Callable[[], dict[tuple[str, str, str], int]] | None = None
         self.leader_active: Callable[[], bool] | None = None
+        # Set by the wiring: connections the API client opened so far (all, ahead).
+        self.connections_opened: Callable[[], tuple[int, int]] | None = None
 
     def on_report(self, report: Report) -> None:
         if isinstance(report, StatusChanged):
@@ -188,3 +198,9 @@ class Metrics:
         for resource, amount in (gauges.held_idle or {}).items():
             self.held_idle.labels(resource).set(amount / 1000 if resource == "cpu" else amount)
         self.leader.set(1 if self.leader_active is None or self.leader_active() else 0)
+        if self.connections_opened is not None:  # counted by the transport, told here
+            opened, ahead = self.connections_opened()
+            seen_opened, seen_ahead = self._connections_seen
+            self.connections.labels("ahead").inc(ahead - seen_ahead)
+            self.connections.labels("on_demand").inc(opened - ahead - (seen_opened - seen_ahead))
+            self._connections_seen = (opened, ahead)

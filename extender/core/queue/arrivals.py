@@ -54,6 +54,10 @@ class Arrivals:
         entry = self._gangs.get(gang)
         return None if entry is None or entry.gave_up else entry
 
+    def recent(self, now: float, within: float) -> list[str]:
+        """The gangs a member of which arrived in the last `within` seconds."""
+        return [g for g, e in self._gangs.items() if now - e.last <= within]
+
     def give_up(self, gang: str) -> None:
         entry = self._gangs.get(gang)
         if entry is not None:
