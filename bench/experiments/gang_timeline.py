@@ -39,9 +39,10 @@ from e2e.harness.process import ManagedProcess
 
 class Sampled(Bench):
     """A Bench whose runs of B are sampled: [(t, filter calls, held binds, bindings,
-    wake-ups, scheduler attempts)], t from just before the first pod is created."""
+    wake-ups, scheduler attempts, API connections opened on demand, opened ahead)], t
+    from just before the first pod is created."""
 
-    samples: list[tuple[float, int, int, int, int, int]]
+    samples: list[tuple[float, int, int, int, int, int, int, int]]
 
     def _measure(self, res: RunResult, ns: str, sizes: list[int],
                  procs: dict[str, ManagedProcess]) -> None:
@@ -63,7 +64,8 @@ class Sampled(Bench):
                             if k.startswith("gang_extender_bindings_total"))),
                     int(em.get("gang_extender_wakeups_total", 0)),
                     int(sum(v for k, v in sm.items()
-                            if k.startswith("scheduler_schedule_attempts_total")))))
+                            if k.startswith("scheduler_schedule_attempts_total"))),
+                    _connections(em, "on_demand"), _connections(em, "ahead")))
                 stop.wait(0.1)
 
         thread = threading.Thread(target=sample, daemon=True)
@@ -75,10 +77,18 @@ class Sampled(Bench):
             thread.join(5)
 
 
-def phases(samples: list[tuple[float, int, int, int, int, int]], created: float,
+def _connections(metrics: dict[str, float], opened: str) -> int:
+    return int(sum(v for k, v in metrics.items()
+                   if k.startswith("gang_extender_api_connections_total")
+                   and f'opened="{opened}"' in k))
+
+
+def phases(samples: list[tuple[float, int, int, int, int, int, int, int]], created: float,
            gang: int) -> dict[str, Any]:
     """Seconds after the last member was created (`created`, from the samples' clock)
-    until every member's bind call was held and until every Binding was made."""
+    until every member's bind call was held and until every Binding was made, and the
+    connections the extender opened from then on (on demand: on the commit's path) and
+    ahead of it in all."""
     def first(pred: Any) -> float:
         return next((round(s[0] - created, 2) for s in samples if pred(s)), float("nan"))
 
@@ -92,6 +102,8 @@ def phases(samples: list[tuple[float, int, int, int, int, int]], created: float,
         "filter_calls": samples[-1][1],
         "wakeups": samples[-1][4],
         "scheduler_attempts": samples[-1][5],
+        "connections_on_demand_from_last_created": samples[-1][6] - at_created[6],
+        "connections_ahead": samples[-1][7],
     }
 
 
