@@ -111,6 +111,9 @@ class Bench:
                                             .read_text()) if plugins_dir else None)
         self.crds = "ours"
         self.runs = 0
+        # When the last run's last create returned, by the wall clock: for experiments that
+        # line a run up with the components' logs (bench.experiments.commit_phases).
+        self.last_created_wall = math.nan
 
     def _crds(self, which: str) -> None:
         """D runs against scheduler-plugins' own PodGroup CRD; the others against ours (a
@@ -246,6 +249,7 @@ class Bench:
                 for f in [pool.submit(create, b) for b in bodies]:
                     f.result()
             res.create_seconds = round(time.monotonic() - t0, 2)
+            self.last_created_wall = time.time()
             if floor is not None:
                 try:
                     floor.bind(assign([n for n, _ in names],
