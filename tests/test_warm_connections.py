@@ -18,7 +18,7 @@ from extender.kube.transport import AsyncioTransport
 from extender.reporting.metrics import Metrics
 from extender.scheduler import warm as warm_mod
 from extender.scheduler.warm import ConnectionWarmer
-from tests.test_transport import answer_all, client_for, ok_json, run, serve
+from tests.test_transport import answer_all, client_for, ok_json, response, run, serve
 
 PROBE = b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n"
 
@@ -34,6 +34,7 @@ def test_warm_opens_the_missing_connections_and_requests_then_reuse_them() -> No
                 opened, errors = await t.warm(key, 5, PROBE, 2.0)
                 assert (opened, errors) == (4, [])
                 assert t.stats.connects == 5 and t.stats.warmed == 4
+                assert t.stats.on_demand == 1
                 assert [r.target for r in server.requests[1:]] == [b"/version"] * 4
                 assert len(t._idle[key]) == 5
                 # Nothing more to open; then five requests at once use them all.
@@ -58,6 +59,22 @@ def test_a_failed_connect_is_reported_and_nothing_is_kept() -> None:
         assert opened == 0 and len(errors) == 3
         assert all(isinstance(e, httpx.ConnectError) for e in errors)
         assert not t._idle.get(key)
+
+    run(go())
+
+
+def test_a_server_that_closes_after_each_answer_is_not_warmed() -> None:
+    """Nothing could be kept open: reported as failures (so the loop backs off), not as
+    connections opened, and none left in the pool."""
+    async def go() -> None:
+        async with serve(answer_all(lambda req: response(b"{}", headers=[
+                b"Connection: close"]))) as (server, _):
+            t = AsyncioTransport(None)
+            key = ("http", "127.0.0.1", server.port)
+            opened, errors = await t.warm(key, 3, PROBE, 2.0)
+            assert opened == 0 and len(errors) == 3 and t.stats.warmed == 0
+            assert all(isinstance(e, httpx.RemoteProtocolError) for e in errors)
+            assert not t._idle.get(key)
 
     run(go())
 
@@ -159,6 +176,6 @@ def test_the_metric_counts_connections_opened_ahead_and_on_demand() -> None:
 
     metrics.refresh(manager)
     assert (value("on_demand"), value("ahead")) == (3, 0)
-    opened[0] = (70, 60)  # a gang's commit: 60 opened ahead, 7 more by requests
+    opened[0] = (10, 60)  # a gang's commit: 60 opened ahead, 7 more by requests
     metrics.refresh(manager)
     assert (value("on_demand"), value("ahead")) == (10, 60)

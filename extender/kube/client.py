@@ -216,12 +216,12 @@ class Kube:
         return resp.status_code, resp.content
 
     def connections_opened(self) -> tuple[int, int]:
-        """Connections opened so far (lists, watches and writes), and of them how many
-        `warm` opened ahead of need (the metrics)."""
+        """Connections opened so far on demand (by lists, watches and writes that found
+        none idle) and ahead of need by `warm` (the metrics): each only grows."""
         if self.writer is None:
             return 0, 0
         stats = self.writer.transport.stats
-        return stats.connects, stats.warmed
+        return stats.on_demand, stats.warmed
 
     async def warm(self, want: int) -> tuple[int, list[BaseException]]:
         """Open connections until `want` are idle for the writes (`_Writer.warm`): how

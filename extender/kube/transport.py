@@ -47,7 +47,8 @@ class TransportStats:
     """Counters for tests and the benchmark: how often connections were opened and reused."""
 
     connects: int = 0
-    warmed: int = 0  # of `connects`: opened ahead of need by `warm`
+    on_demand: int = 0  # of `connects`: opened by a request that found none idle
+    warmed: int = 0  # of `connects`: opened ahead of need by `warm`, and kept
     requests: int = 0
     retries: int = 0
     by_key: dict[Key, int] = field(default_factory=dict)
@@ -196,9 +197,13 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
             raise
         async for _ in Body(self._release, key, conn, head, timeout, None):
             pass  # read to its end, which returns the connection to the idle pool
-        if head.keep_alive:
-            self.stats.warmed += 1
-        return head.keep_alive  # kept: whatever the status, the connection is open and idle
+        if not head.keep_alive:
+            # A server (or proxy) that closes after each answer: warming it is a waste of
+            # connections, and a failure makes the caller back off.
+            raise httpx.RemoteProtocolError("the server closed the connection after the "
+                                            "probe's answer: nothing to keep open")
+        self.stats.warmed += 1
+        return True  # kept: whatever the status, the connection is open and idle
 
     async def _exchange(
         self, key: Key, method: bytes, wire: bytes, connect_timeout: float | None,
@@ -223,6 +228,7 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
             resend = safe and conn is not None and attempt == 0
             if conn is None:
                 conn = await self._connect(key, connect_timeout, request)
+                self.stats.on_demand += 1
             sending = True
             try:
                 conn.writer.write(wire)

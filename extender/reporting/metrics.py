@@ -143,7 +143,7 @@ class Metrics:
         # gangs gauge, and whether this replica is active.
         self.status_counts: Callable[[], dict[tuple[str, str, str], int]] | None = None
         self.leader_active: Callable[[], bool] | None = None
-        # Set by the wiring: connections the API client opened so far (all, ahead).
+        # Set by the wiring: connections the API client opened so far (on demand, ahead).
         self.connections_opened: Callable[[], tuple[int, int]] | None = None
 
     def on_report(self, report: Report) -> None:
@@ -199,8 +199,8 @@ class Metrics:
             self.held_idle.labels(resource).set(amount / 1000 if resource == "cpu" else amount)
         self.leader.set(1 if self.leader_active is None or self.leader_active() else 0)
         if self.connections_opened is not None:  # counted by the transport, told here
-            opened, ahead = self.connections_opened()
-            seen_opened, seen_ahead = self._connections_seen
-            self.connections.labels("ahead").inc(ahead - seen_ahead)
-            self.connections.labels("on_demand").inc(opened - ahead - (seen_opened - seen_ahead))
-            self._connections_seen = (opened, ahead)
+            on_demand, ahead = self.connections_opened()
+            seen_on_demand, seen_ahead = self._connections_seen
+            self.connections.labels("on_demand").inc(max(0, on_demand - seen_on_demand))
+            self.connections.labels("ahead").inc(max(0, ahead - seen_ahead))
+            self._connections_seen = (max(on_demand, seen_on_demand), max(ahead, seen_ahead))

@@ -4,12 +4,13 @@ The direct commit posts a planned gang's Bindings up to the Binding concurrency 
 Each one that found no idle keep-alive connection opened one at that moment: a 1,000-pod
 gang's commit began with some 60 TLS handshakes in the extender and as many client
 authentications in the API server, about a tenth of the extender's time in that commit
-(docs/performance.md, "Issue 30: connections opened ahead of the commit"). While a gang's
-members are being created, this loop opens as many connections as its Bindings will use,
-up to the concurrency, so that they wait idle when its commit starts. Connections that
-are idle already are not touched, nothing is opened on standby (no Binding is made
-there), and after a failure to connect it waits before trying again, so an API server
-that is down is not met with a connection storm.
+(docs/performance.md, "Issue 30: the commit's first connections and its last second").
+While a gang's members are being created, this loop opens as many connections as its
+Bindings will use, up to the concurrency, so that they wait idle when its commit starts.
+Connections that are idle already are not touched, nothing is opened on standby (no
+Binding is made there), and after a failure to connect (or to keep a connection open) it
+waits before trying again, so an API server that is down is not met with a connection
+storm.
 """
 
 from __future__ import annotations
