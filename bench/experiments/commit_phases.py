@@ -31,11 +31,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS, machine, md_table, write_results
+from bench.common import RESULTS, machine
 from bench.e2e.report import RunResult
-from bench.e2e.run import Bench, bench_control_plane
-from e2e.harness.fakekubelet import FakeKubelet
-from e2e.harness.fixtures import use_cluster
+from bench.e2e.run import Bench
+from bench.experiments.plane import add_variant_args, in_turns, plane_with_nodes, write_runs
 from e2e.harness.process import ManagedProcess
 
 FIRST_ROUND = 64  # the default Binding concurrency
@@ -113,45 +112,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gang", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--out", type=Path, default=RESULTS)
-    ap.add_argument("--extender-args", action="append", default=[], metavar="ARGS",
-                    help="B's extender flags; given more than once, the variants alternate "
-                         "run by run, the order reversed every repetition")
+    add_variant_args(ap)
     ap.add_argument("--stem", default="commit-phases", help="results file name")
     args = ap.parse_args(argv)
     info = machine()
-    cp = bench_control_plane().start()
     rows: list[dict[str, Any]] = []
-    try:
-        use_cluster(cp)
-        fk = FakeKubelet(cp).start()
-        from bench.e2e.main import add_nodes
-
-        add_nodes(fk, 0, args.nodes)
+    with plane_with_nodes(args.nodes) as cp:
         bench = Logged(cp, 180.0, [], None)
-        variants = args.extender_args or [""]
-        run = 0
-        for rep in range(args.reps):
-            for variant in variants if rep % 2 == 0 else variants[::-1]:
-                bench.extender_args = shlex.split(variant)
-                for system in "BF":
-                    row = {"rep": rep, "extender_args": variant if system == "B" else "",
-                           **one_run(bench, system, args.nodes, args.gang, run)}
-                    run += 1
-                    rows.append(row)
-                    print(row, file=sys.stderr, flush=True)
-    finally:
-        cp.stop()
+        for run, (rep, variant) in enumerate(in_turns(args.extender_args or [""], args.reps)):
+            bench.extender_args = shlex.split(variant)
+            for system in "BF":
+                row = {"rep": rep, "extender_args": variant if system == "B" else "",
+                       **one_run(bench, system, args.nodes, args.gang, 2 * run + (system == "F"))}
+                rows.append(row)
+                print(row, file=sys.stderr, flush=True)
     cols = ["rep", "system", "extender_args", "load1", "reserved", "first_round",
             "last_binding", "seen", "forced_closes", "error"]
-    text = "\n".join([
-        f"# Where a gang of {args.gang} on {args.nodes} nodes starts: B against the floor",
-        "", f"{info['cpus']} CPUs, load {info['loadavg_1m']} at the start, commit "
-        f"{info['commit']}, {info['date']}. Seconds from the last member's create "
-        "returning; forced_closes: watches the API server closed as unresponsive in "
-        "that time.", "",
-        md_table(cols, [[row.get(c, "") for c in cols] for row in rows]), ""])
-    write_results(args.out, args.stem, {"machine": info, "nodes": args.nodes,
-                                        "gang": args.gang, "runs": rows}, text)
+    text = write_runs(
+        args.out, args.stem,
+        f"Where a gang of {args.gang} on {args.nodes} nodes starts: B against the floor",
+        "Seconds from the last member's create returning; forced_closes: watches the API "
+        "server closed as unresponsive in that time.", cols, rows, info,
+        nodes=args.nodes, gang=args.gang)
     print(text)
     return 0
 

@@ -25,10 +25,8 @@ import time
 from typing import Any
 
 from bench.common import RESULTS, machine, md_table, write_results
-from bench.e2e.main import add_nodes
-from bench.e2e.run import Bench, bench_control_plane
-from e2e.harness.fakekubelet import FakeKubelet
-from e2e.harness.fixtures import use_cluster
+from bench.e2e.run import Bench
+from bench.experiments.plane import plane_with_nodes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,13 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     if any(c < 1 for c in counts) or args.nodes < 1 or args.pods < 1:
         ap.error("threads, nodes and pods must be at least 1")
     info = machine()
-    cp = bench_control_plane().start()
     rows: list[dict[str, Any]] = []
-    try:
-        use_cluster(cp)
-        fk = FakeKubelet(cp).start()
-        secs = add_nodes(fk, 0, args.nodes)
-        print(f"{args.nodes} nodes ready ({secs} s)", file=sys.stderr, flush=True)
+    with plane_with_nodes(args.nodes) as cp:
         bench = Bench(cp, 180.0, [], None)
         for rep in range(-1, args.reps):
             order = counts[rep % len(counts):] + counts[:rep % len(counts)]
@@ -63,8 +56,6 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{n} in flight, rep {rep}, load {r.load1}: last bound "
                       f"{r.tail_seconds} s after the last created {r.error}",
                       file=sys.stderr, flush=True)
-    finally:
-        cp.stop()
     measured = [r for r in rows if r["rep"] >= 0 and not r["error"]]
     table = []
     for n in counts:

@@ -28,12 +28,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS, machine, md_table, write_results
+from bench.common import RESULTS, machine
 from bench.e2e.report import RunResult
-from bench.e2e.run import Bench, bench_control_plane
+from bench.e2e.run import Bench
 from bench.e2e.watch import hist_sum_count, scrape
-from e2e.harness.fakekubelet import FakeKubelet
-from e2e.harness.fixtures import use_cluster
+from bench.experiments.plane import add_variant_args, in_turns, plane_with_nodes, write_runs
 from e2e.harness.process import ManagedProcess
 
 
@@ -114,46 +113,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--client", default="unthrottled")
     ap.add_argument("--out", type=Path, default=RESULTS)
-    ap.add_argument("--extender-args", action="append", default=[], metavar="ARGS",
-                    help="B's extender flags for a what-if, e.g. '--binding-concurrency 64'; "
-                         "given more than once, the variants alternate run by run, in an "
-                         "order reversed every repetition")
+    add_variant_args(ap)
     ap.add_argument("--stem", default="gang-timeline", help="results file name")
     args = ap.parse_args(argv)
     info = machine()
-    cp = bench_control_plane().start()
     rows: list[dict[str, Any]] = []
-    try:
-        use_cluster(cp)
-        fk = FakeKubelet(cp).start()
-        from bench.e2e.main import add_nodes
-
-        add_nodes(fk, 0, args.nodes)
-        variants = args.extender_args or [""]
+    variants = args.extender_args or [""]
+    with plane_with_nodes(args.nodes) as cp:
         bench = Sampled(cp, 180.0, [], None)
-        for rep in range(args.reps):
-            # Alternated, so drift in machine load does not favour one variant.
-            for variant in variants if rep % 2 == 0 else variants[::-1]:
-                bench.extender_args = shlex.split(variant)
-                run = rep * len(variants) + variants.index(variant)  # its own namespace
-                r = bench.run("B", args.client, args.nodes, [args.gang], str(args.gang), run)
-                row = {"rep": rep, "extender_args": variant, "load1": r.load1,
-                       "gang_start_s": r.gang_start[0],
-                       "create_s": r.create_seconds, "error": r.error[:200],
-                       **phases(bench.samples, r.create_seconds, args.gang)}
-                rows.append(row)
-                print(row, file=sys.stderr, flush=True)
-    finally:
-        cp.stop()
+        for rep, variant in in_turns(variants, args.reps):
+            bench.extender_args = shlex.split(variant)
+            run = rep * len(variants) + variants.index(variant)  # its own namespace
+            r = bench.run("B", args.client, args.nodes, [args.gang], str(args.gang), run)
+            row = {"rep": rep, "extender_args": variant, "load1": r.load1,
+                   "gang_start_s": r.gang_start[0],
+                   "create_s": r.create_seconds, "error": r.error[:200],
+                   **phases(bench.samples, r.create_seconds, args.gang)}
+            rows.append(row)
+            print(row, file=sys.stderr, flush=True)
     cols = list(rows[0]) if rows else []
-    text = "\n".join([
-        f"# One gang of {args.gang} on {args.nodes} nodes, system B, client {args.client}",
-        "", f"{info['cpus']} CPUs, load {info['loadavg_1m']} at the start, commit "
-        f"{info['commit']}, {info['date']}. Seconds are counted from the last member's "
-        "creation (the end of the creating client's batch).", "",
-        md_table(cols, [[row[c] for c in cols] for row in rows]), ""])
-    write_results(args.out, args.stem, {"machine": info, "nodes": args.nodes,
-                                              "gang": args.gang, "runs": rows}, text)
+    text = write_runs(
+        args.out, args.stem,
+        f"One gang of {args.gang} on {args.nodes} nodes, system B, client {args.client}",
+        "Seconds are counted from the last member's creation (the end of the creating "
+        "client's batch).", cols, rows, info, nodes=args.nodes, gang=args.gang)
     print(text)
     return 0
 
