@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS, machine
+from bench.e2e.plane import add_variant_args, in_turns, plane_with_nodes, write_runs
 from bench.e2e.report import RunResult
 from bench.e2e.run import Bench
-from bench.experiments.plane import add_variant_args, in_turns, plane_with_nodes, write_runs
 from e2e.harness.process import ManagedProcess
 
 FIRST_ROUND = 64  # the default Binding concurrency

@@ -25,8 +25,8 @@ import time
 from typing import Any
 
 from bench.common import RESULTS, machine, md_table, write_results
+from bench.e2e.plane import plane_with_nodes
 from bench.e2e.run import Bench
-from bench.experiments.plane import plane_with_nodes
 
 
 def main(argv: list[str] | None = None) -> int:

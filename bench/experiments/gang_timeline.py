@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS, machine
+from bench.e2e.plane import add_variant_args, in_turns, plane_with_nodes, write_runs
 from bench.e2e.report import RunResult
 from bench.e2e.run import Bench
 from bench.e2e.watch import hist_sum_count, scrape
-from bench.experiments.plane import add_variant_args, in_turns, plane_with_nodes, write_runs
 from e2e.harness.process import ManagedProcess
 
 

@@ -1,5 +1,5 @@
-"""What the experiments that run whole systems share: bench.e2e's control plane with its
-fake nodes, and what-if variants taken in turns."""
+"""What the experiments (bench/experiments) that run whole systems share: bench.e2e's
+control plane with its fake nodes, what-if variants taken in turns, and their tables."""
 
 from __future__ import annotations
 
