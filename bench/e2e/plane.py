@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.common import md_table, write_results
+from bench.common import RESULTS, md_table, write_results
 from bench.e2e.main import add_nodes
 from bench.e2e.run import bench_control_plane
 from e2e.harness.cluster import ControlPlane
@@ -41,8 +41,13 @@ def in_turns(variants: Sequence[str], reps: int) -> Iterator[tuple[int, str]]:
             yield rep, variant
 
 
-def add_variant_args(ap: argparse.ArgumentParser) -> None:
-    """`--extender-args`, repeatable: B's extender flags for a what-if."""
+def add_gang_args(ap: argparse.ArgumentParser, reps: int) -> None:
+    """The arguments of an experiment on one gang: `--nodes`, `--gang`, `--reps`,
+    `--out`, and `--extender-args`, repeatable: B's extender flags for a what-if."""
+    ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--gang", type=int, default=1000)
+    ap.add_argument("--reps", type=int, default=reps)
+    ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--extender-args", action="append", default=[], metavar="ARGS",
                     help="B's extender flags for a what-if, e.g. '--binding-concurrency 64'; "
                          "given more than once, the variants alternate run by run, in an "

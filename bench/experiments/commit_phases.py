@@ -31,8 +31,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS, machine
-from bench.e2e.plane import add_variant_args, in_turns, plane_with_nodes, write_runs
+from bench.common import machine
+from bench.e2e.plane import add_gang_args, in_turns, plane_with_nodes, write_runs
 from bench.e2e.report import RunResult
 from bench.e2e.run import Bench
 from e2e.harness.process import ManagedProcess
@@ -108,11 +108,7 @@ def one_run(bench: Logged, system: str, nodes: int, gang: int, run: int) -> dict
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    ap.add_argument("--nodes", type=int, default=1000)
-    ap.add_argument("--gang", type=int, default=1000)
-    ap.add_argument("--reps", type=int, default=2)
-    ap.add_argument("--out", type=Path, default=RESULTS)
-    add_variant_args(ap)
+    add_gang_args(ap, reps=2)
     ap.add_argument("--stem", default="commit-phases", help="results file name")
     args = ap.parse_args(argv)
     info = machine()

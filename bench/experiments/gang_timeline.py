@@ -25,11 +25,10 @@ import shlex
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS, machine
-from bench.e2e.plane import add_variant_args, in_turns, plane_with_nodes, write_runs
+from bench.common import machine
+from bench.e2e.plane import add_gang_args, in_turns, plane_with_nodes, write_runs
 from bench.e2e.report import RunResult
 from bench.e2e.run import Bench
 from bench.e2e.watch import hist_sum_count, scrape
@@ -108,22 +107,17 @@ def phases(samples: list[tuple[float, int, int, int, int, int, int, int]], creat
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    ap.add_argument("--nodes", type=int, default=1000)
-    ap.add_argument("--gang", type=int, default=1000)
-    ap.add_argument("--reps", type=int, default=1)
+    add_gang_args(ap, reps=1)
     ap.add_argument("--client", default="unthrottled")
-    ap.add_argument("--out", type=Path, default=RESULTS)
-    add_variant_args(ap)
     ap.add_argument("--stem", default="gang-timeline", help="results file name")
     args = ap.parse_args(argv)
     info = machine()
     rows: list[dict[str, Any]] = []
-    variants = args.extender_args or [""]
     with plane_with_nodes(args.nodes) as cp:
         bench = Sampled(cp, 180.0, [], None)
-        for rep, variant in in_turns(variants, args.reps):
+        # `run`: each run its own namespace.
+        for run, (rep, variant) in enumerate(in_turns(args.extender_args or [""], args.reps)):
             bench.extender_args = shlex.split(variant)
-            run = rep * len(variants) + variants.index(variant)  # its own namespace
             r = bench.run("B", args.client, args.nodes, [args.gang], str(args.gang), run)
             row = {"rep": rep, "extender_args": variant, "load1": r.load1,
                    "gang_start_s": r.gang_start[0],
