@@ -114,6 +114,14 @@ def build_parser() -> argparse.ArgumentParser:
                             "while the members arrive fast enough to be complete within it. "
                             "It holds kube-scheduler's loop: keep it well below the filter "
                             "entry's httpTimeout. 0 turns it off (default 1.5)")
+    serve.add_argument("--commit-wait", type=_non_negative, default=1.0,
+                       help="longest a gang member's filter call, answered with its node, "
+                            "waits until the Bindings its gang's commit made are seen by "
+                            "the watch, in seconds, so that kube-scheduler's queue drops "
+                            "those members instead of running a scheduling cycle for each. "
+                            "It holds kube-scheduler's loop: the assembly wait plus this "
+                            "must stay well below the filter entry's httpTimeout. 0 turns "
+                            "it off (default 1)")
     serve.add_argument("--assembly-gap", type=_positive, default=0.5,
                        help="the wait goes on only while the gang's newest member arrived "
                             "less than this many seconds ago (default 0.5)")

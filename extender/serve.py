@@ -100,10 +100,12 @@ def _dispatcher(args: argparse.Namespace, manager: GangManager, kube: Kube, metr
     evictions = Evictions(kube, on_result=lambda r: metrics.evictions.labels(r).inc())
     dispatcher = Dispatcher(manager, kube, wakeups,
                             DispatchConfig(bind_wait_limit=args.bind_wait_limit,
+                                           commit_wait=args.commit_wait,
                                            binding_concurrency=args.binding_concurrency),
                             clock,
                             on_report=reporting.on_report,
                             on_assembly_wait=metrics.on_assembly_wait,
+                            on_commit_wait=metrics.on_commit_wait,
                             evictions=evictions, leader=leader,
                             loop_errors=LoopErrors("tick", reporting.loop_error))
     dispatcher.tick_fault = tick_faults_from_env()

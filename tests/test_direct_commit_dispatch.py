@@ -11,7 +11,7 @@ from extender.core.model.config import Config
 from extender.core.model.convert import pod_from_k8s
 from extender.kube.client import ApiError
 from extender.reporting.metrics import Metrics
-from extender.scheduler.dispatch import Dispatcher
+from extender.scheduler.dispatch import DispatchConfig, Dispatcher
 from tests.test_http_contract import RecordingKube
 from tests.test_standby import add_gang, sampled
 
@@ -40,7 +40,9 @@ def test_a_committed_gang_is_bound_without_bind_requests_and_its_bindings_counte
         return metrics.bindings.labels(result)._value.get()  # type: ignore[no-any-return]
 
     async def go() -> None:
-        dispatcher = Dispatcher(manager, kube)
+        # No commit wait: the filter answers while the Bindings fly, as it does when
+        # they take longer than the wait (tests/test_commit_wait.py has the wait).
+        dispatcher = Dispatcher(manager, kube, config=DispatchConfig(commit_wait=0))
         dispatcher.on_binding = metrics.on_binding
         directly: list[str] = []
         dispatcher.on_bound_directly = lambda pod, node: directly.append(pod.name)

@@ -157,7 +157,10 @@ def make_env(reject: Callable[[str], ApiError | None] | None = None,
         gang_events.on_report(report)
         status.on_report(report)
 
-    dispatcher = Dispatcher(manager, kube, config=DispatchConfig(bind_wait_limit=wait_limit),
+    # No watch feeds the Bindings back here, so a commit wait would last its whole
+    # limit on every filter call that finds its gang committing: off.
+    dispatcher = Dispatcher(manager, kube,
+                            config=DispatchConfig(bind_wait_limit=wait_limit, commit_wait=0),
                             on_report=on_report)
     app = create_app(dispatcher, metrics)
     install_podgroups_route(app, status, recorder, dispatcher.clock)

@@ -72,6 +72,8 @@ class GangManager:
             # Another scheduler's gang (Volcano's, Coscheduling's, the default scheduler's
             # under Kueue): its capacity once bound, never a member planned or reported here.
             pod = dataclasses.replace(pod, membership=NOT_A_MEMBER)
+        if pod.node_name or pod.terminal or pod.deleting:
+            self._ledger.staleness.landed(pod.uid)
         old = self._cache.pods.get(pod.uid)
         if old is not None and old.node_name and not pod.node_name:
             # A stale copy (e.g. the filter request's informer copy) must never undo a
@@ -132,6 +134,7 @@ class GangManager:
     def on_pod_deleted(self, uid: str, now: float | None = None) -> None:
         c = self._core
         c.tombstones.add(uid, now)
+        self._ledger.staleness.landed(uid)
         pod = self._cache.pods.get(uid)
         if pod is None:
             return
@@ -339,6 +342,11 @@ class GangManager:
 
     def bind_in_flight(self, uid: str) -> bool:
         return self._ledger.binding(uid)
+
+    def landing(self, gang: str) -> bool:
+        """Members `gang`'s commit let through are not yet seen bound by the watch (the
+        filter verb's commit wait)."""
+        return self._ledger.staleness.landing(gang)
 
     def queue(self) -> list[QueueRow]:
         return self._core.queue.rows()

@@ -112,6 +112,11 @@ class Metrics:
             "Time a member's filter call waited for the rest of its gang to be created; "
             "outcome placed (the gang was complete and got its reservation) or "
             "turned_away.", ["outcome"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.commit_waits = Histogram(
+            "gang_extender_commit_wait_seconds",
+            "Time a member's filter call, answered with its node, waited for the Bindings "
+            "of its gang's commit to be seen by the watch; outcome landed or timed_out.",
+            ["outcome"], buckets=_LATENCY_BUCKETS, registry=r)
 
         # Supervised work (extender/scheduler/supervise.py).
         self.loop_errors = Counter("gang_extender_loop_errors_total",
@@ -177,6 +182,9 @@ class Metrics:
 
     def on_assembly_wait(self, placed: bool, seconds: float) -> None:
         self.assembly_waits.labels("placed" if placed else "turned_away").observe(seconds)
+
+    def on_commit_wait(self, landed: bool, seconds: float) -> None:
+        self.commit_waits.labels("landed" if landed else "timed_out").observe(seconds)
 
     def refresh(self, manager: GangManager) -> None:
         """Gauges are read at scrape time, never kept in step by hand."""

@@ -42,6 +42,7 @@ from extender.core.model.vocabulary import (
 from extender.kube.leader import Leadership
 from extender.scheduler.binding import BindingApi, BindingPoster
 from extender.scheduler.evictions import Evictions
+from extender.scheduler.filter_verb import FilterVerb
 from extender.scheduler.provisioner import Provisioner
 from extender.scheduler.supervise import LoopErrors
 from extender.scheduler.wakeups import Wakeups
@@ -69,6 +70,10 @@ class DispatchConfig:
     # the floor's (docs/performance.md, "Issue 30"); at the barrier more did not matter.
     binding_concurrency: int = 64
     tick_stale_margin: float = 5.0
+    # Longest a filter call answered with its node waits while its gang's commit lands
+    # (`Dispatcher._commit_wait`); 0 answers at once. It holds kube-scheduler's serial
+    # loop: with the assembly wait it must stay below the filter entry's httpTimeout.
+    commit_wait: float = 1.0
 
     @property
     def tick_stale_after(self) -> float:
@@ -85,6 +90,7 @@ class Dispatcher:
         clock: Callable[[], float] = time.time,
         on_report: Callable[[Report], None] | None = None,
         on_assembly_wait: Callable[[bool, float], None] | None = None,
+        on_commit_wait: Callable[[bool, float], None] | None = None,
         evictions: Evictions | None = None,
         leader: Leadership | None = None,
         loop_errors: LoopErrors | None = None,
@@ -100,11 +106,8 @@ class Dispatcher:
         self.config = config or DispatchConfig()
         self.clock = clock
         self.on_report = on_report
-        # (placed, seconds) after each filter call that waited for its gang's members.
-        self.on_assembly_wait = on_assembly_wait
-        self._change_waiters: list[asyncio.Future[None]] = []
-        # Filter calls waiting for their gang's members: pod uid -> (pod key, since).
-        self._assembling: dict[str, tuple[str, float]] = {}
+        self._filter = FilterVerb(manager, clock, self.drain, self.config.commit_wait,
+                                  on_assembly_wait, on_commit_wait)
         self._answers: dict[str, asyncio.Future[str | None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._bindings = BindingPoster(kube, self.config.binding_concurrency)
@@ -191,48 +194,17 @@ class Dispatcher:
         self._resolve(action.pod.uid, error)
 
     def cache_changed(self) -> None:
-        """A watch event was applied: run what it set off, and let a filter call that is
-        waiting for its gang's members look again."""
+        """A watch event was applied, or a Binding returned: run what it set off, and let
+        a waiting filter call look again."""
         self.drain()
-        waiters, self._change_waiters = self._change_waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
-
-    async def _next_change(self, timeout: float) -> None:
-        fut = asyncio.get_running_loop().create_future()
-        self._change_waiters.append(fut)
-        try:
-            await asyncio.wait_for(fut, timeout)
-        except TimeoutError:
-            pass
-        finally:
-            if fut in self._change_waiters:
-                self._change_waiters.remove(fut)
+        self._filter.changed()
 
     # ----- the filter verb ---------------------------------------------------------------
 
     async def filter(self, pod: PodInfo, node_names: list[str]) -> FilterResult:
-        """Answer one /filter request. A member of a gang still being created may wait
-        here for the rest, woken by each watch event, because a member turned away is
-        retried by kube-scheduler only after its 1-2 s pod backoff (architecture.md §6)."""
-        start = self.clock()
-        result = self.manager.filter(pod, node_names, start)
-        waited = 0.0
-        if result.wait > 0:
-            self._assembling[pod.uid] = (pod.key, start)
-            try:
-                while result.wait > 0:
-                    await self._next_change(result.wait)
-                    now = self.clock()
-                    waited = max(now - start, 1e-6)
-                    result = self.manager.filter(pod, node_names, now, waited)
-            finally:
-                self._assembling.pop(pod.uid, None)
-        self.drain()
-        if waited and self.on_assembly_wait is not None:
-            self.on_assembly_wait(bool(result.nodes), waited)
-        return result
+        """Answer one /filter request (`FilterVerb`: it may wait for the gang's members,
+        or for its commit to land)."""
+        return await self._filter.filter(pod, node_names)
 
     async def bindings_settled(self, timeout: float) -> int:
         """Wait (at most `timeout` seconds) until no Binding is in flight; returns how many
@@ -262,9 +234,7 @@ class Dispatcher:
             await asyncio.gather(*self._tasks)
 
     def filter_waits(self) -> list[dict[str, object]]:
-        now = self.clock()
-        return [{"pod": key, "waitedSeconds": round(now - since, 3)}
-                for key, since in self._assembling.values()]
+        return self._filter.waits()
 
     # ----- the bind verb ---------------------------------------------------------------
 
@@ -347,7 +317,7 @@ class Dispatcher:
                     and self.on_bound_directly is not None):
                 self.on_bound_directly(pod, action.node)
             if not cancelled:
-                self.drain()
+                self.cache_changed()
 
     # ----- time ------------------------------------------------------------------------
 

@@ -283,3 +283,21 @@ def test_no_direct_commit_while_the_pod_watch_is_broken() -> None:
     assert sim.manager.reservations()  # planned and reserved, only the commit waits
     sim.manager.watch_listed("pods", sim.now)
     assert set(binds(taken(sim))) == {p.uid for p in pods}
+
+
+def test_committed_members_are_landing_until_the_watch_delivers_them_bound() -> None:
+    """What the filter verb's commit wait asks (`GangManager.landing`): a Binding's own
+    answer is not enough, since kube-scheduler learns of the pod only from its watch;
+    a failed Binding or a deleted pod never comes back bound, so it ends too."""
+    sim, pods, flying = committed(members=4)
+    assert sim.manager.landing("ns/g")
+    for p in pods[:3]:  # every Binding answered: three bound, one refused
+        sim.manager.binding_finished(p.uid, flying[p.uid], None, sim.now)
+    sim.manager.binding_finished(pods[3].uid, flying[pods[3].uid], "refused", sim.now)
+    assert sim.manager.landing("ns/g")  # bound, but the watch has not said so
+    sim.add_pod(dataclasses.replace(pods[0], node_name=flying[pods[0].uid]))
+    sim.add_pod(dataclasses.replace(pods[1], node_name=flying[pods[1].uid]))
+    assert sim.manager.landing("ns/g")
+    sim.delete(pods[2].uid)  # deleted before its bound copy arrived
+    assert not sim.manager.landing("ns/g")
+    assert not sim.manager.landing("ns/other")

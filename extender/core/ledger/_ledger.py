@@ -256,6 +256,7 @@ class Ledger:
         parked, so it is remembered for a wake-up."""
         self._binding.pop(uid, None)
         if error is not None:
+            self.staleness.landed(uid)
             self._parked.turned_away(uid)
         assumed = self._assumed.pop(uid, None)
         if assumed is not None:
@@ -328,6 +329,8 @@ class Ledger:
             self._parked.passed(uid)
             self._outbox.append(BindPod(ref(self._cache.pods[uid]), node, group.key))
         through += direct
+        for uid in through:
+            self.staleness.committed(uid, group.key)
         if through:
             res.committed.update(through)
             if res.committed_at is None:

@@ -1,8 +1,10 @@
 """Where the extender's cache and kube-scheduler's, or the extender's and the API's, may
-disagree for a moment: the two cases in which a fit check must not be trusted as is.
+disagree for a moment: the cases in which a fit check, or kube-scheduler's queue, must not
+be trusted as is.
 
-Apart from the ledger because neither is about reservations: both are what the commit,
-the filter and the bind verb ask before they trust a node's free capacity.
+Apart from the ledger because none is about reservations: they are what the commit, the
+filter and the bind verb ask before they trust a node's free capacity, and what the
+filter verb asks before it lets kube-scheduler's serial loop go on (`landing`).
 """
 
 from __future__ import annotations
@@ -19,9 +21,36 @@ class Staleness:
         self._direct_at: dict[str, float] = {}
         # Watches broken and not listed again yet: no commit meanwhile (`behind`).
         self._behind: set[str] = set()
+        # Members a commit let through, until the watch delivers them bound (`landing`):
+        # gang -> uids, and uid -> gang to drop one.
+        self._landing: dict[str, set[str]] = {}
+        self._landing_gang: dict[str, str] = {}
 
     def bound_directly(self, node: str, now: float) -> None:
         self._direct_at[node] = now
+
+    def committed(self, uid: str, gang: str) -> None:
+        """A commit let `uid` through: its Binding is posted now (directly, or for its
+        waiting bind request)."""
+        self._landing.setdefault(gang, set()).add(uid)
+        self._landing_gang[uid] = gang
+
+    def landed(self, uid: str) -> None:
+        """The watch delivered `uid` bound, or its Binding failed, or it is gone."""
+        gang = self._landing_gang.pop(uid, None)
+        if gang is None:
+            return
+        uids = self._landing[gang]
+        uids.discard(uid)
+        if not uids:
+            del self._landing[gang]
+
+    def landing(self, gang: str) -> bool:
+        """Whether members `gang`'s commit let through are not yet seen bound by the
+        watch. kube-scheduler's own watch delivers them at about the same moment; until
+        then each one still in its queue costs a whole scheduling cycle (the filter
+        verb's commit wait, architecture.md §7)."""
+        return gang in self._landing
 
     def fresh_nodes(self, now: float) -> set[str]:
         """Nodes where a direct commit bound pods in the last `FRESH_SECONDS`. kube-

@@ -1,0 +1,138 @@
+"""The commit wait: a member's filter call, answered with its node, is held until the
+Bindings its gang's commit made come back through the watch (so kube-scheduler's queue,
+fed by its own watch, drops those members instead of running a cycle for each), and no
+longer than `DispatchConfig.commit_wait`; a Binding that fails ends the wait for its pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from extender.core.manager import GangManager
+from extender.core.model.config import Config
+from extender.core.model.convert import pod_from_k8s
+from extender.kube.client import ApiError
+from extender.reporting.metrics import Metrics
+from extender.scheduler.dispatch import DispatchConfig, Dispatcher
+from tests.test_http_contract import RecordingKube
+from tests.test_standby import add_gang, sampled
+
+
+class RefusingKube(RecordingKube):
+    """Answers every Binding at once, except the one pod it refuses."""
+
+    def __init__(self, refuse: str = "") -> None:
+        super().__init__()
+        self.refuse = refuse
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        if name == self.refuse:
+            raise ApiError(422, "Unprocessable", "node name is invalid")
+        await super().bind(namespace, name, uid, node)
+
+
+def setup(commit_wait: float, refuse: str = "") -> tuple[
+        dict[str, Any], GangManager, list[dict[str, Any]], RefusingKube, Dispatcher, Metrics]:
+    base, manager = sampled(Config(direct_commit=True))
+    pods = add_gang(manager, base, "trio", 3)
+    kube = RefusingKube(refuse)
+    metrics = Metrics()
+    dispatcher = Dispatcher(manager, kube, config=DispatchConfig(commit_wait=commit_wait),
+                            on_commit_wait=metrics.on_commit_wait)
+    return base, manager, pods, kube, dispatcher, metrics
+
+
+def waits(metrics: Metrics, outcome: str) -> float:
+    value = metrics.registry.get_sample_value(
+        "gang_extender_commit_wait_seconds_count", {"outcome": outcome})
+    return value or 0.0
+
+
+def watch_delivers_bound(manager: GangManager, dispatcher: Dispatcher, pod: dict[str, Any],
+                         node: str) -> None:
+    """The watch event of `pod` bound to `node`, applied as the informer applies it."""
+    bound = json.loads(json.dumps(pod))
+    bound["spec"]["nodeName"] = node
+    manager.on_pod(pod_from_k8s(bound), time.time())
+    dispatcher.cache_changed()
+
+
+def test_the_filter_answers_once_the_watch_has_delivered_every_committed_member() -> None:
+    base, manager, pods, kube, dispatcher, metrics = setup(commit_wait=30)
+
+    async def go() -> None:
+        call = asyncio.create_task(dispatcher.filter(pod_from_k8s(pods[0]), base["NodeNames"]))
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if len(kube.bindings) == 3:
+                break
+        # Every Binding has returned, but the watch has not delivered them: still held.
+        assert len(kube.bindings) == 3 and not call.done()
+        assert [(w["pod"], w["for"]) for w in dispatcher.filter_waits()] == [
+            ("default/trio-0", "commit")]
+        nodes = {name: node for _, name, _, node in kube.bindings}
+        for p in pods[:2]:
+            watch_delivers_bound(manager, dispatcher, p, nodes[p["metadata"]["name"]])
+            await asyncio.sleep(0.02)
+            assert not call.done()  # one member is still unseen
+        watch_delivers_bound(manager, dispatcher, pods[2], nodes["trio-2"])
+        result = await asyncio.wait_for(call, 5)
+        assert result.nodes == [nodes["trio-0"]]
+        assert dispatcher.filter_waits() == []
+
+    started = time.monotonic()
+    asyncio.run(go())
+    assert time.monotonic() - started < 5  # ended by the watch, not by the 30 s limit
+    assert (waits(metrics, "landed"), waits(metrics, "timed_out")) == (1, 0)
+
+
+def test_the_wait_ends_at_its_limit_when_the_watch_does_not_deliver() -> None:
+    base, _, pods, kube, dispatcher, metrics = setup(commit_wait=0.3)
+
+    async def go() -> list[str]:
+        result = await dispatcher.filter(pod_from_k8s(pods[0]), base["NodeNames"])
+        return result.nodes
+
+    started = time.monotonic()
+    nodes = asyncio.run(go())
+    waited = time.monotonic() - started
+    assert 0.25 <= waited < 3
+    assert len(nodes) == 1 and len(kube.bindings) == 3
+    assert (waits(metrics, "landed"), waits(metrics, "timed_out")) == (0, 1)
+
+
+def test_a_failed_binding_ends_the_wait_for_its_pod() -> None:
+    base, manager, pods, kube, dispatcher, metrics = setup(commit_wait=30, refuse="trio-2")
+
+    async def go() -> None:
+        call = asyncio.create_task(dispatcher.filter(pod_from_k8s(pods[0]), base["NodeNames"]))
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if len(kube.bindings) == 2 and not manager.bind_in_flight("uid-trio-2"):
+                break
+        assert not call.done()
+        nodes = {name: node for _, name, _, node in kube.bindings}
+        for p in pods[:2]:  # the refused trio-2 never comes back bound
+            watch_delivers_bound(manager, dispatcher, p, nodes[p["metadata"]["name"]])
+        await asyncio.wait_for(call, 5)
+
+    started = time.monotonic()
+    asyncio.run(go())
+    assert time.monotonic() - started < 5
+    assert waits(metrics, "landed") == 1
+
+
+def test_no_wait_when_turned_off() -> None:
+    base, manager, pods, _, dispatcher, metrics = setup(commit_wait=0)
+
+    async def go() -> None:
+        result = await dispatcher.filter(pod_from_k8s(pods[0]), base["NodeNames"])
+        assert len(result.nodes) == 1
+        await dispatcher.idle()
+
+    asyncio.run(go())
+    assert manager.landing("default/trio")  # committed and unseen, but the wait is off
+    assert (waits(metrics, "landed"), waits(metrics, "timed_out")) == (0, 0)
