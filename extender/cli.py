@@ -99,9 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="longest a single bind request waits for its gang, in seconds; "
                             "keep it below the bind extender entry's httpTimeout (default 240)")
     add_deprecated_flag(serve, "--bind-hold-limit", type=_positive)
-    serve.add_argument("--binding-concurrency", type=_count, default=64,
+    serve.add_argument("--binding-concurrency", type=_count, default=128,
                        help="Binding POSTs in flight at once when a gang commits; the rest "
-                            "queue in order (default 64; docs/performance.md measures it)")
+                            "queue in order (default 128; docs/performance.md measures it)")
     serve.add_argument("--warm-connections", choices=("on", "off"), default="on",
                        help="while a gang's members are being created, open the "
                             "connections its commit's Bindings will use (up to the Binding "

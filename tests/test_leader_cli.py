@@ -143,11 +143,11 @@ def test_losing_the_lease_while_active_exits_with_status_1(lease_api: str,
 
 def test_binding_concurrency_flag() -> None:
     """`--binding-concurrency` (a what-if for big gangs' Binding phase) defaults to the
-    dispatcher's 64 and refuses anything below one."""
+    dispatcher's 128 and refuses anything below one."""
     from extender.scheduler.dispatch import DispatchConfig
 
     parse = build_parser().parse_args
-    assert parse(["serve"]).binding_concurrency == DispatchConfig().binding_concurrency == 64
+    assert parse(["serve"]).binding_concurrency == DispatchConfig().binding_concurrency == 128
     assert parse(["serve", "--binding-concurrency", "16"]).binding_concurrency == 16
     for bad in ("0", "-3", "1.5"):
         with pytest.raises(SystemExit):
