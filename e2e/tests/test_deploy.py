@@ -86,6 +86,9 @@ def test_scheduler_config_follows_the_design(kustomize_docs: list[dk.Doc]) -> No
     assert flags["scheduler-name"] == "gang-scheduler"
     assert float(flags["bind-wait-limit"]) < _seconds(bind["httpTimeout"])
     assert 0 < float(flags["assembly-wait"]) < _seconds(fp["httpTimeout"])
+    # One filter call may wait for its gang's members, then for its commit to land.
+    assert 0 < float(flags["assembly-wait"]) + float(flags["commit-wait"]) < _seconds(
+        fp["httpTimeout"])
     assert float(flags["assembly-gap"]) > 0
     assert (flags["podgroup-status"], flags["events"]) == ("on", "on")
     image = dk.container(kustomize_docs, dk.SCHEDULER_CONTAINER)["image"]
@@ -161,6 +164,7 @@ def test_helm_values_reach_the_manifests() -> None:
         "extender.bindWaitLimit": "500",
         "extender.assemblyWait": "0.25",
         "extender.assemblyGap": "0.1",
+        "extender.commitWait": "0.5",
         "extender.podgroupStatus": "false",
         "extender.events": "false",
         "extender.defaultScheduleTimeoutSeconds": "120",
@@ -178,7 +182,8 @@ def test_helm_values_reach_the_manifests() -> None:
     for flag in ("--bind-wait-limit=500", "--default-timeout=120", "--max-schedule-timeout=900",
                  "--backoff-base=30",
                  "--backoff-cap=600", "--backoff-limit=5", "--assembly-wait=0.25",
-                 "--assembly-gap=0.1", "--podgroup-status=off", "--events=off"):
+                 "--assembly-gap=0.1", "--commit-wait=0.5", "--podgroup-status=off",
+                 "--events=off"):
         assert flag in ext["args"]
     assert ext["resources"]["limits"]["memory"] == "1Gi"
     sched = dk.container(docs, dk.SCHEDULER_CONTAINER)
@@ -191,6 +196,9 @@ def test_helm_values_reach_the_manifests() -> None:
     with pytest.raises(AssertionError, match=r"must be below extender\.filterTimeout"):
         dk.helm_template(kube_version=dk.k8s_version(),
                          values={"extender.assemblyWait": "5"})
+    with pytest.raises(AssertionError, match=r"commitWait \(1\.5 \+ 4 s\) must be below"):
+        dk.helm_template(kube_version=dk.k8s_version(),
+                         values={"extender.commitWait": "4"})
 
 
 def test_helm_reads_the_deprecated_bind_hold_limit_value_for_one_release() -> None:

@@ -82,6 +82,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if not (lt (float64 .Values.extender.assemblyWait) $filter) -}}
 {{- fail (printf "extender.assemblyWait (%v s) must be below extender.filterTimeout (%v)" .Values.extender.assemblyWait .Values.extender.filterTimeout) -}}
 {{- end -}}
+{{- if not (lt (addf (float64 .Values.extender.assemblyWait) (float64 .Values.extender.commitWait)) $filter) -}}
+{{- fail (printf "extender.assemblyWait + extender.commitWait (%v + %v s) must be below extender.filterTimeout (%v): one filter call may wait for both" .Values.extender.assemblyWait .Values.extender.commitWait .Values.extender.filterTimeout) -}}
+{{- end -}}
 {{- if eq .Values.scheduler.leaderElection.leaseName "kube-scheduler" -}}
 {{- fail "scheduler.leaderElection.leaseName must differ from the main scheduler's lease (kube-scheduler)" -}}
 {{- end -}}
