@@ -68,7 +68,7 @@ def test_filter_answers_with_the_slot_as_soon_as_the_gang_is_complete(fast: bool
         await asyncio.sleep(0.1)
         assert not call.done()  # held: 1 of 3 members exist, and more are arriving
         waiting = (await client.get("/debug/gangs")).json()["filterWaits"]
-        assert [w["pod"] for w in waiting] == ["default/trainer-0"]
+        assert [(w["pod"], w["for"]) for w in waiting] == [("default/trainer-0", "members")]
         for name in ("trainer-1", "trainer-2"):
             manager.on_pod(pod_from_k8s(member(name)["Pod"]), time.time())
             dispatcher.cache_changed()

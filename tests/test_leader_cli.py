@@ -154,6 +154,19 @@ def test_binding_concurrency_flag() -> None:
             parse(["serve", "--binding-concurrency", bad])
 
 
+def test_commit_wait_flag() -> None:
+    """`--commit-wait` defaults to the dispatcher's second, takes 0 (off), and refuses
+    a negative or a word."""
+    from extender.scheduler.dispatch import DispatchConfig
+
+    parse = build_parser().parse_args
+    assert parse(["serve"]).commit_wait == DispatchConfig().commit_wait == 1.0
+    assert parse(["serve", "--commit-wait", "0"]).commit_wait == 0.0
+    for bad in ("-1", "soon"):
+        with pytest.raises(SystemExit):
+            parse(["serve", "--commit-wait", bad])
+
+
 def test_warm_connections_flag_decides_whether_the_warmer_runs() -> None:
     """On by default, sized to the Binding concurrency; off: no warmer at all, and each
     Binding opens its own connection as before (scheduler/warm.py)."""

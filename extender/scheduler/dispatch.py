@@ -72,7 +72,7 @@ class DispatchConfig:
     binding_concurrency: int = 128
     tick_stale_margin: float = 5.0
     # Longest a filter call answered with its node waits while its gang's commit lands
-    # (`Dispatcher._commit_wait`); 0 answers at once. It holds kube-scheduler's serial
+    # (`FilterVerb._commit`); 0 answers at once. It holds kube-scheduler's serial
     # loop: with the assembly wait it must stay below the filter entry's httpTimeout.
     commit_wait: float = 1.0
 
