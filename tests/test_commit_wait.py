@@ -2,6 +2,8 @@
 Bindings its gang's commit made come back through the watch (so kube-scheduler's queue,
 fed by its own watch, drops those members instead of running a cycle for each), and no
 longer than `DispatchConfig.commit_wait`; a Binding that fails ends the wait for its pod.
+The member whose call set the commit off is bound only when kube-scheduler asks (its bind
+request), or a second later: bound before kube-scheduler assumed it, its cycle would fail.
 """
 
 from __future__ import annotations
@@ -67,21 +69,25 @@ def test_the_filter_answers_once_the_watch_has_delivered_every_committed_member(
         call = asyncio.create_task(dispatcher.filter(pod_from_k8s(pods[0]), base["NodeNames"]))
         for _ in range(100):
             await asyncio.sleep(0.01)
-            if len(kube.bindings) == 3:
+            if len(kube.bindings) == 2:
                 break
-        # Every Binding has returned, but the watch has not delivered them: still held.
-        assert len(kube.bindings) == 3 and not call.done()
+        # The other two Bindings have returned, but the watch has not delivered them.
+        assert sorted(b[1] for b in kube.bindings) == ["trio-1", "trio-2"]
+        assert not call.done()
         assert [(w["pod"], w["for"]) for w in dispatcher.filter_waits()] == [
             ("default/trio-0", "commit")]
         nodes = {name: node for _, name, _, node in kube.bindings}
-        for p in pods[:2]:
-            watch_delivers_bound(manager, dispatcher, p, nodes[p["metadata"]["name"]])
-            await asyncio.sleep(0.02)
-            assert not call.done()  # one member is still unseen
+        watch_delivers_bound(manager, dispatcher, pods[1], nodes["trio-1"])
+        await asyncio.sleep(0.02)
+        assert not call.done()  # trio-2 is still unseen
         watch_delivers_bound(manager, dispatcher, pods[2], nodes["trio-2"])
         result = await asyncio.wait_for(call, 5)
-        assert result.nodes == [nodes["trio-0"]]
-        assert dispatcher.filter_waits() == []
+        assert len(result.nodes) == 1 and dispatcher.filter_waits() == []
+        # trio-0 itself is bound when kube-scheduler, having assumed it, asks.
+        assert "trio-0" not in [b[1] for b in kube.bindings]
+        answer = await dispatcher.bind("default", "trio-0", "uid-trio-0", result.nodes[0])
+        assert answer is None and ("default", "trio-0", "uid-trio-0", result.nodes[0]) in (
+            kube.bindings)
 
     started = time.monotonic()
     asyncio.run(go())
@@ -92,15 +98,23 @@ def test_the_filter_answers_once_the_watch_has_delivered_every_committed_member(
 def test_the_wait_ends_at_its_limit_when_the_watch_does_not_deliver() -> None:
     base, _, pods, kube, dispatcher, metrics = setup(commit_wait=0.3)
 
-    async def go() -> list[str]:
+    async def go() -> tuple[float, list[str]]:
         result = await dispatcher.filter(pod_from_k8s(pods[0]), base["NodeNames"])
-        return result.nodes
+        waited = time.monotonic() - started
+        assert len(kube.bindings) == 2  # trio-0's waits for kube-scheduler's bind request
+        # No bind request comes (its cycle failed): bound a second later all the same.
+        for _ in range(300):
+            await asyncio.sleep(0.01)
+            if len(kube.bindings) == 3:
+                break
+        await dispatcher.idle()
+        return waited, result.nodes
 
     started = time.monotonic()
-    nodes = asyncio.run(go())
-    waited = time.monotonic() - started
+    waited, nodes = asyncio.run(go())
     assert 0.25 <= waited < 3
-    assert len(nodes) == 1 and len(kube.bindings) == 3
+    assert len(nodes) == 1 and sorted(b[1] for b in kube.bindings) == [
+        "trio-0", "trio-1", "trio-2"]
     assert (waits(metrics, "landed"), waits(metrics, "timed_out")) == (0, 1)
 
 
@@ -111,13 +125,14 @@ def test_a_failed_binding_ends_the_wait_for_its_pod() -> None:
         call = asyncio.create_task(dispatcher.filter(pod_from_k8s(pods[0]), base["NodeNames"]))
         for _ in range(100):
             await asyncio.sleep(0.01)
-            if len(kube.bindings) == 2 and not manager.bind_in_flight("uid-trio-2"):
+            if len(kube.bindings) == 1 and not manager.bind_in_flight("uid-trio-2"):
                 break
         assert not call.done()
         nodes = {name: node for _, name, _, node in kube.bindings}
-        for p in pods[:2]:  # the refused trio-2 never comes back bound
-            watch_delivers_bound(manager, dispatcher, p, nodes[p["metadata"]["name"]])
+        # trio-1 comes back bound; the refused trio-2 never does.
+        watch_delivers_bound(manager, dispatcher, pods[1], nodes["trio-1"])
         await asyncio.wait_for(call, 5)
+        await dispatcher.idle()
 
     started = time.monotonic()
     asyncio.run(go())

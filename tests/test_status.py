@@ -569,6 +569,23 @@ def test_recorder_never_raises_and_bounds_its_queue() -> None:
     assert rec.stats.errors == 2
 
 
+def test_an_event_whose_namespace_is_gone_is_dropped_not_an_error() -> None:
+    """Events wait in a queue (a big commit's Scheduled Events for seconds); a namespace
+    deleted meanwhile is not a fault of the extender's, and its metric must not say so."""
+    api = FakeApi()
+    results: list[str] = []
+    rec = EventRecorder(api, Clock(), on_result=results.append)
+    for i, fail in enumerate((
+            ApiError(403, "Forbidden", 'events "p0.1" is forbidden: unable to create new '
+                                       "content in namespace ns because it is being "
+                                       "terminated"),
+            ApiError(404, "NotFound", 'namespaces "ns" not found'))):
+        api.fail = fail
+        rec.record(ObjectRef("Pod", "v1", "ns", f"p{i}", f"u{i}"), "Scheduled", "m")
+        asyncio.run(rec.flush())
+    assert results == ["dropped", "dropped"] and rec.stats.errors == 0
+
+
 def test_observed_kinds_feed_owners_and_group_status() -> None:
     manager = GangManager()
     writer = StatusWriter(manager, None)

@@ -93,7 +93,10 @@ def test_metrics_move_with_a_bound_gang_and_a_timed_out_gang(
     assert delta("gang_extender_quorum_to_bound_seconds_count") >= 1
     assert delta("gang_extender_quorum_to_bound_seconds_bucket", le="5.0") >= 1, \
         "the ok gang was bound within seconds of its quorum being present"
-    assert delta("gang_extender_verb_duration_seconds_count", verb="filter") >= 3
+    # One filter call for the ok gang (its first member's sets off the commit, whose
+    # commit wait lets kube-scheduler drop the other member unseen), one or more for
+    # stuck-0.
+    assert delta("gang_extender_verb_duration_seconds_count", verb="filter") >= 2
     assert delta("gang_extender_verb_duration_seconds_count", verb="bind") >= 2
     assert delta("gang_extender_verb_duration_seconds_count", verb="bind", result="error") >= 1, \
         "the stuck gang's held bind was answered with an error at its deadline"

@@ -343,10 +343,13 @@ class GangManager:
     def bind_in_flight(self, uid: str) -> bool:
         return self._ledger.binding(uid)
 
-    def landing(self, gang: str) -> bool:
-        """Members `gang`'s commit let through are not yet seen bound by the watch (the
-        filter verb's commit wait)."""
-        return self._ledger.staleness.landing(gang)
+    def landing(self, gang: str, but: str | None = None) -> bool:
+        """Members `gang`'s commit let through (`but` aside) are not yet seen bound by
+        the watch (the filter verb's commit wait)."""
+        return self._ledger.staleness.landing(gang, but)
+
+    def pod_landing(self, uid: str) -> bool:
+        return self._ledger.staleness.is_landing(uid)
 
     def queue(self) -> list[QueueRow]:
         return self._core.queue.rows()

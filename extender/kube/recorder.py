@@ -34,6 +34,12 @@ COMPONENT = "gang-extender"
 MAX_MESSAGE = 1024
 
 
+def _namespace_gone(exc: ApiError) -> bool:
+    """An Event refused because its namespace is being deleted (403, "... because it is
+    being terminated") or already is (404 on create)."""
+    return exc.status == 404 or (exc.status == 403 and "being terminated" in exc.message)
+
+
 class EventApi(Protocol):
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -166,6 +172,15 @@ class EventRecorder:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # events are best effort: log, count, move on
+            if isinstance(exc, ApiError) and _namespace_gone(exc):
+                # The pod or group's namespace was deleted while its Event waited in the
+                # queue (the Scheduled Events of a big commit take a while): nothing to
+                # record it on, and nothing wrong with this process.
+                self.stats.dropped += 1
+                self._result("dropped")
+                log.info("event %s on %s %s/%s not recorded: its namespace is gone (%s)",
+                         ev.reason, ev.ref.kind, ev.ref.namespace, ev.ref.name, exc)
+                return
             self.stats.errors += 1
             self._result("error")
             log.warning("event %s on %s %s/%s not recorded: %s", ev.reason, ev.ref.kind,

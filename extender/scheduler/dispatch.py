@@ -53,6 +53,11 @@ log = logging.getLogger("gang-extender")
 # reason; the adapter's limit runs this much past the deadline only against a missed tick.
 _DEADLINE_GRACE_SECONDS = 2.0
 
+# How long the Binding of the member whose filter call set off its gang's commit waits for
+# kube-scheduler's bind request (`Dispatcher._hold`) before it is posted anyway: that
+# request follows the filter answer within milliseconds unless the cycle failed.
+_HELD_BINDING_SECONDS = 1.0
+
 # /healthz fails when the tick loop has not completed an iteration for this many tick
 # intervals plus `DispatchConfig.tick_stale_margin` seconds (the margin absorbs a busy
 # event loop: the liveness probe is for a tick that stopped, not for a slow one).
@@ -107,8 +112,10 @@ class Dispatcher:
         self.config = config or DispatchConfig()
         self.clock = clock
         self.on_report = on_report
-        self._filter = FilterVerb(manager, clock, self.drain, self.config.commit_wait,
-                                  on_assembly_wait, on_commit_wait)
+        self._filter = FilterVerb(manager, clock, self.drain, self._hold,
+                                  self.config.commit_wait, on_assembly_wait, on_commit_wait)
+        # Bindings held for kube-scheduler's bind request (`_hold`), by pod uid.
+        self._held: dict[str, BindPod] = {}
         self._answers: dict[str, asyncio.Future[str | None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._bindings = BindingPoster(kube, self.config.binding_concurrency)
@@ -178,6 +185,22 @@ class Dispatcher:
                     self.on_report(action)
         return own
 
+    def _hold(self, action: BindPod) -> None:
+        """Post the Binding of the member whose filter call set off its gang's commit
+        only when kube-scheduler's bind request for it comes (`bind`), that is once
+        kube-scheduler has assumed the pod, or after `_HELD_BINDING_SECONDS` if it never
+        comes (its cycle failed): the gang is committed, and is bound whole either way."""
+        uid = action.pod.uid
+        self._held[uid] = action
+        asyncio.get_running_loop().call_later(_HELD_BINDING_SECONDS, self._release, uid)
+
+    def _release(self, uid: str) -> None:
+        """A held Binding is posted: it belongs to a commit already under way, so like
+        the Bindings in flight it is not cut off by a lost lease (`bindings_settled`)."""
+        action = self._held.pop(uid, None)
+        if action is not None:
+            self._spawn(self._bind(action))
+
     def _eviction_answer(self, uid: str, error: str | None) -> None:
         """What the Eviction API said about a preemption's victim, told to the manager."""
         if error is None:
@@ -213,6 +236,8 @@ class Dispatcher:
         under way finish before it exits: cut halfway, the gang would stay partly bound
         until the new leader completed it."""
         deadline = time.monotonic() + timeout
+        for uid in list(self._held):
+            self._release(uid)
         while True:
             left = sum(1 for b in self.manager.binds_in_progress() if b.in_flight)
             if not left or time.monotonic() >= deadline:
@@ -243,6 +268,7 @@ class Dispatcher:
         """Answer one /bind request: None for success or the error text. A repeat of a
         bind in progress waits for the same answer (the manager says whether it may)."""
         self._requested.add(uid)
+        self._release(uid)  # its Binding, held until kube-scheduler assumed the pod
         try:
             return await self._bind_request(namespace, name, uid, node)
         finally:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from extender.core.model.types import PodInfo
-from extender.core.model.vocabulary import FilterResult
+from extender.core.model.vocabulary import BindPod, FilterResult
 
 
 class FilterManager(Protocol):
@@ -22,7 +22,9 @@ class FilterManager(Protocol):
     def filter(self, pod: PodInfo, node_names: list[str], now: float,
                waited: float = 0.0) -> FilterResult: ...
 
-    def landing(self, gang: str) -> bool: ...
+    def landing(self, gang: str, but: str | None = None) -> bool: ...
+
+    def pod_landing(self, uid: str) -> bool: ...
 
 
 class FilterVerb:
@@ -30,14 +32,18 @@ class FilterVerb:
         self,
         manager: FilterManager,
         clock: Callable[[], float],
-        drain: Callable[[], object],
+        drain: Callable[[str | None], BindPod | None],
+        hold: Callable[[BindPod], None],
         commit_wait: float,
         on_assembly_wait: Callable[[bool, float], None] | None = None,
         on_commit_wait: Callable[[bool, float], None] | None = None,
     ) -> None:
         self.manager = manager
         self.clock = clock
-        self.drain = drain  # carry out what the manager asked for
+        # Carry out what the manager asked for, the Binding of the pod named returned
+        # instead of posted; `hold` posts such a Binding once kube-scheduler assumed it.
+        self.drain = drain
+        self.hold = hold
         self.commit_wait = commit_wait
         # (placed, seconds) after each call that waited for its gang's members.
         self.on_assembly_wait = on_assembly_wait
@@ -83,14 +89,26 @@ class FilterVerb:
                     result = self.manager.filter(pod, node_names, now, waited)
             finally:
                 self._waits.pop(pod.uid, None)
-        self.drain()
+        waiting = self.commit_wait > 0 and pod.gang is not None
+        own = self.drain(pod.uid if waiting else None)
         if waited and self.on_assembly_wait is not None:
             self.on_assembly_wait(bool(result.nodes), waited)
-        if result.nodes and pod.gang is not None and self.commit_wait > 0:
-            await self._commit(pod, pod.gang)
+        if own is not None:
+            # This call set off its gang's commit, which binds this member too. Posted
+            # now, its Binding would reach kube-scheduler's informer before kube-scheduler
+            # assumes the pod at the end of this cycle, and the cycle would fail there,
+            # recording FailedScheduling and PodScheduled=False on a bound pod. So it is
+            # held until kube-scheduler's bind request for it (`Dispatcher._hold`).
+            if result.nodes and pod.gang is not None:
+                await self._commit(pod, pod.gang, but=pod.uid)
+            self.hold(own)
+        elif waiting and result.nodes and not self.manager.pod_landing(pod.uid):
+            # (A member whose own Binding is in flight is answered at once, for the same
+            # reason: kube-scheduler must assume it before its informer sees it bound.)
+            await self._commit(pod, pod.gang or "")
         return result
 
-    async def _commit(self, pod: PodInfo, gang: str) -> None:
+    async def _commit(self, pod: PodInfo, gang: str, but: str | None = None) -> None:
         """Answer a member's filter call only once the members its gang's commit let
         through are seen bound by the watch, or after `commit_wait` seconds.
 
@@ -101,13 +119,13 @@ class FilterVerb:
         Held until kube-scheduler's watch has delivered the Bindings (the extender's own
         watch stands in for it), its queue drops those members unseen: about one cycle
         per gang (docs/performance.md, "The commit wait")."""
-        if not self.manager.landing(gang):
+        if not self.manager.landing(gang, but):
             return
         start = self.clock()
         deadline = start + self.commit_wait
         self._waits[pod.uid] = (pod.key, start, "commit")
         try:
-            while (landing := self.manager.landing(gang)) and (
+            while (landing := self.manager.landing(gang, but)) and (
                     left := deadline - self.clock()) > 0:
                 await self._next_change(left)
         finally:

@@ -45,12 +45,18 @@ class Staleness:
         if not uids:
             del self._landing[gang]
 
-    def landing(self, gang: str) -> bool:
-        """Whether members `gang`'s commit let through are not yet seen bound by the
-        watch. kube-scheduler's own watch delivers them at about the same moment; until
-        then each one still in its queue costs a whole scheduling cycle (the filter
-        verb's commit wait, architecture.md §7)."""
-        return gang in self._landing
+    def landing(self, gang: str, but: str | None = None) -> bool:
+        """Whether members `gang`'s commit let through (`but` aside) are not yet seen
+        bound by the watch. kube-scheduler's own watch delivers them at about the same
+        moment; until then each one still in its queue costs a whole scheduling cycle
+        (the filter verb's commit wait, architecture.md §7)."""
+        uids = self._landing.get(gang)
+        if not uids:
+            return False
+        return but is None or len(uids) > 1 or but not in uids
+
+    def is_landing(self, uid: str) -> bool:
+        return uid in self._landing_gang
 
     def fresh_nodes(self, now: float) -> set[str]:
         """Nodes where a direct commit bound pods in the last `FRESH_SECONDS`. kube-
