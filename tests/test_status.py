@@ -586,6 +586,33 @@ def test_an_event_whose_namespace_is_gone_is_dropped_not_an_error() -> None:
     assert results == ["dropped", "dropped"] and rec.stats.errors == 0
 
 
+def test_the_events_queued_for_a_namespace_found_gone_are_dropped_without_a_call() -> None:
+    api, clock = FakeApi(), Clock()
+    rec = EventRecorder(api, clock)
+    for i in range(3):
+        rec.record(ObjectRef("Pod", "v1", "gone", f"p{i}", f"u{i}"), "Scheduled", "m",
+                   background=True)
+    rec.record(ObjectRef("Pod", "v1", "kept", "q", "uq"), "Scheduled", "m", background=True)
+    calls = 0
+    real_create = api.create
+
+    async def create(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        nonlocal calls
+        calls += 1
+        if "/namespaces/gone/" in path:
+            raise ApiError(404, "NotFound", 'namespaces "gone" not found')
+        return await real_create(path, body)
+
+    api.create = create  # type: ignore[method-assign]
+    asyncio.run(rec.flush())
+    assert calls == 2  # one refusal for "gone", then its other two dropped; one for "kept"
+    assert rec.stats.dropped == 3 and rec.stats.created == 1 and rec.stats.errors == 0
+    clock.now += 61  # later, a namespace of that name may exist again
+    rec.record(ObjectRef("Pod", "v1", "gone", "p9", "u9"), "Scheduled", "m")
+    asyncio.run(rec.flush())
+    assert calls == 3
+
+
 def test_observed_kinds_feed_owners_and_group_status() -> None:
     manager = GangManager()
     writer = StatusWriter(manager, None)

@@ -53,10 +53,10 @@ log = logging.getLogger("gang-extender")
 # reason; the adapter's limit runs this much past the deadline only against a missed tick.
 _DEADLINE_GRACE_SECONDS = 2.0
 
-# How long the Binding of the member whose filter call set off its gang's commit waits for
+# How long past the commit wait a Binding held for a member in a filter call waits for
 # kube-scheduler's bind request (`Dispatcher._hold`) before it is posted anyway: that
 # request follows the filter answer within milliseconds unless the cycle failed.
-_HELD_BINDING_SECONDS = 1.0
+_HELD_BINDING_GRACE_SECONDS = 1.0
 
 # /healthz fails when the tick loop has not completed an iteration for this many tick
 # intervals plus `DispatchConfig.tick_stale_margin` seconds (the margin absorbs a busy
@@ -111,11 +111,12 @@ class Dispatcher:
         self.provisioner: Provisioner | None = None
         self.config = config or DispatchConfig()
         self.clock = clock
-        self.on_report = on_report
-        self._filter = FilterVerb(manager, clock, self.drain, self._hold,
-                                  self.config.commit_wait, on_assembly_wait, on_commit_wait)
         # Bindings held for kube-scheduler's bind request (`_hold`), by pod uid.
         self._held: dict[str, BindPod] = {}
+        self.on_report = on_report
+        self._filter = FilterVerb(manager, clock, self.drain, self._held.__contains__,
+                                  self.config.commit_wait, on_assembly_wait, on_commit_wait)
+
         self._answers: dict[str, asyncio.Future[str | None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._bindings = BindingPoster(kube, self.config.binding_concurrency)
@@ -155,6 +156,8 @@ class Dispatcher:
                     self._refuse(action)
                 elif action.pod.uid == caller:
                     own = action
+                elif self._filter.in_call(action.pod.uid):
+                    self._hold(action)
                 else:
                     self._spawn(self._bind(action))
             elif isinstance(action, RejectWaitingBind):
@@ -186,13 +189,16 @@ class Dispatcher:
         return own
 
     def _hold(self, action: BindPod) -> None:
-        """Post the Binding of the member whose filter call set off its gang's commit
-        only when kube-scheduler's bind request for it comes (`bind`), that is once
-        kube-scheduler has assumed the pod, or after `_HELD_BINDING_SECONDS` if it never
-        comes (its cycle failed): the gang is committed, and is bound whole either way."""
+        """Post the Binding of a member whose filter call is in progress (`FilterVerb.
+        in_call`: the call that set off its gang's commit, or one waiting for the gang's
+        members when the tick committed it) only when kube-scheduler's bind request for
+        it comes (`bind`), that is once kube-scheduler has assumed the pod; or, if it
+        never comes (the cycle failed), `_HELD_BINDING_GRACE_SECONDS` after the longest
+        commit wait: the gang is committed, and is bound whole either way."""
         uid = action.pod.uid
         self._held[uid] = action
-        asyncio.get_running_loop().call_later(_HELD_BINDING_SECONDS, self._release, uid)
+        delay = self.config.commit_wait + _HELD_BINDING_GRACE_SECONDS
+        asyncio.get_running_loop().call_later(delay, self._release, uid)
 
     def _release(self, uid: str) -> None:
         """A held Binding is posted: it belongs to a commit already under way, so like

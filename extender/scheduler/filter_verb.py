@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from extender.core.model.types import PodInfo
-from extender.core.model.vocabulary import BindPod, FilterResult
+from extender.core.model.vocabulary import FilterResult
 
 
 class FilterManager(Protocol):
@@ -32,18 +32,20 @@ class FilterVerb:
         self,
         manager: FilterManager,
         clock: Callable[[], float],
-        drain: Callable[[str | None], BindPod | None],
-        hold: Callable[[BindPod], None],
+        drain: Callable[[], object],
+        held: Callable[[str], bool],
         commit_wait: float,
         on_assembly_wait: Callable[[bool, float], None] | None = None,
         on_commit_wait: Callable[[bool, float], None] | None = None,
     ) -> None:
         self.manager = manager
         self.clock = clock
-        # Carry out what the manager asked for, the Binding of the pod named returned
-        # instead of posted; `hold` posts such a Binding once kube-scheduler assumed it.
+        # Carry out what the manager asked for. A Binding of a pod whose filter call is
+        # in progress here (`in_call`) is held by the dispatcher until kube-scheduler's
+        # bind request for it (`held` says whether it is).
         self.drain = drain
-        self.hold = hold
+        self.held = held
+        self._in_call: set[str] = set()
         self.commit_wait = commit_wait
         # (placed, seconds) after each call that waited for its gang's members.
         self.on_assembly_wait = on_assembly_wait
@@ -53,6 +55,13 @@ class FilterVerb:
         # Calls waiting: pod uid -> (pod key, since, for what: "members" of a gang being
         # created, or its "commit" to land).
         self._waits: dict[str, tuple[str, float, str]] = {}
+
+    def in_call(self, uid: str) -> bool:
+        """A filter call for `uid` is in progress and the commit wait is on: a Binding
+        for it posted now would reach kube-scheduler's informer before kube-scheduler
+        assumes the pod at the end of this cycle, and the cycle would fail there,
+        recording FailedScheduling and PodScheduled=False on a bound pod."""
+        return uid in self._in_call
 
     def changed(self) -> None:
         """Something a waiting call may be waiting for happened: let each look again."""
@@ -76,6 +85,16 @@ class FilterVerb:
         """Answer one /filter request. A member of a gang still being created may wait
         here for the rest, woken by each watch event, because a member turned away is
         retried by kube-scheduler only after its 1-2 s pod backoff (architecture.md §6)."""
+        waiting = self.commit_wait > 0 and pod.gang is not None
+        if waiting:
+            self._in_call.add(pod.uid)
+        try:
+            return await self._filter(pod, node_names, waiting)
+        finally:
+            self._in_call.discard(pod.uid)
+
+    async def _filter(self, pod: PodInfo, node_names: list[str], waiting: bool
+                      ) -> FilterResult:
         start = self.clock()
         result = self.manager.filter(pod, node_names, start)
         waited = 0.0
@@ -89,23 +108,18 @@ class FilterVerb:
                     result = self.manager.filter(pod, node_names, now, waited)
             finally:
                 self._waits.pop(pod.uid, None)
-        waiting = self.commit_wait > 0 and pod.gang is not None
-        own = self.drain(pod.uid if waiting else None)
+        self.drain()
         if waited and self.on_assembly_wait is not None:
             self.on_assembly_wait(bool(result.nodes), waited)
-        if own is not None:
-            # This call set off its gang's commit, which binds this member too. Posted
-            # now, its Binding would reach kube-scheduler's informer before kube-scheduler
-            # assumes the pod at the end of this cycle, and the cycle would fail there,
-            # recording FailedScheduling and PodScheduled=False on a bound pod. So it is
-            # held until kube-scheduler's bind request for it (`Dispatcher._hold`).
-            if result.nodes and pod.gang is not None:
+        if waiting and result.nodes and pod.gang is not None:
+            if self.held(pod.uid):
+                # Its gang's commit (set off by this call or by the tick meanwhile) binds
+                # this member too, once kube-scheduler asks (`Dispatcher._hold`).
                 await self._commit(pod, pod.gang, but=pod.uid)
-            self.hold(own)
-        elif waiting and result.nodes and not self.manager.pod_landing(pod.uid):
-            # (A member whose own Binding is in flight is answered at once, for the same
-            # reason: kube-scheduler must assume it before its informer sees it bound.)
-            await self._commit(pod, pod.gang or "")
+            elif not self.manager.pod_landing(pod.uid):
+                await self._commit(pod, pod.gang)
+            # (A member whose own Binding is already landing is answered at once:
+            # kube-scheduler must assume it before its informer sees it bound.)
         return result
 
     async def _commit(self, pod: PodInfo, gang: str, but: str | None = None) -> None:
