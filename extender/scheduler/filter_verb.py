@@ -131,8 +131,8 @@ class FilterVerb:
         Binding is still in flight, and spends a whole scheduling cycle (and a bind
         call) on a pod the extender is binding anyway: 550-600 of 720 pods at 100 nodes.
         Held until kube-scheduler's watch has delivered the Bindings (the extender's own
-        watch stands in for it), its queue drops those members unseen: about one cycle
-        per gang (docs/performance.md, "The commit wait")."""
+        watch stands in for it), its queue drops those members unseen: a few cycles per
+        gang (docs/performance.md, "The commit wait")."""
         if not self.manager.landing(gang, but):
             return
         start = self.clock()
