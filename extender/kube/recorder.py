@@ -91,7 +91,7 @@ class RecorderStats:
     created: int = 0
     updated: int = 0
     folded: int = 0  # repeats merged before they were sent
-    dropped: int = 0  # queue full
+    dropped: int = 0  # queue full, or the namespace is gone
     errors: int = 0
 
 
@@ -146,8 +146,7 @@ class EventRecorder:
             self.stats.folded += 1
             return
         if len(lane) >= limit:
-            self.stats.dropped += 1
-            self._result("dropped")
+            self._drop()
             return
         lane[key] = _Pending(ref, "Warning" if warning else "Normal", reason, message, 1, now,
                              now)
@@ -168,6 +167,10 @@ class EventRecorder:
                 await self._send_one()
                 await asyncio.sleep(interval)
 
+    def _drop(self) -> None:
+        self.stats.dropped += 1
+        self._result("dropped")
+
     async def flush(self) -> None:
         """Send everything queued now (tests, shutdown)."""
         while self._pending or self._background:
@@ -180,8 +183,7 @@ class EventRecorder:
         gone_at = self._gone.get(ev.ref.namespace)
         if gone_at is not None:
             if self.clock() - gone_at < _GONE_SECONDS:
-                self.stats.dropped += 1
-                self._result("dropped")
+                self._drop()
                 return
             del self._gone[ev.ref.namespace]
         try:
@@ -193,8 +195,7 @@ class EventRecorder:
                 # The pod or group's namespace was deleted while its Event waited in the
                 # queue (the Scheduled Events of a big commit take a while): nothing to
                 # record it on, and nothing wrong with this process.
-                self.stats.dropped += 1
-                self._result("dropped")
+                self._drop()
                 self._gone[ev.ref.namespace] = self.clock()
                 log.info("event %s on %s %s/%s not recorded: its namespace is gone (%s); "
                          "its other queued Events are dropped too", ev.reason, ev.ref.kind,
