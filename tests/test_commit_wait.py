@@ -151,3 +151,68 @@ def test_no_wait_when_turned_off() -> None:
     asyncio.run(go())
     assert manager.landing("default/trio")  # committed and unseen, but the wait is off
     assert (waits(metrics, "landed"), waits(metrics, "timed_out")) == (0, 0)
+
+
+class GatedKube(RecordingKube):
+    """Holds every Binding until `gate` is set, as an API server busy with a big
+    commit's others would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.sent: list[str] = []
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        self.sent.append(name)
+        await self.gate.wait()
+        await super().bind(namespace, name, uid, node)
+
+
+def test_a_member_whose_binding_is_still_queued_is_held_like_the_one_that_set_the_commit_off(
+        ) -> None:
+    """kube-scheduler takes a member through a cycle while the commit's Bindings queue
+    for a slot (one in flight here; 128 behind a 1,000-pod gang's). Its Binding is taken
+    back and posted at its bind request, and its call holds kube-scheduler's loop while
+    the rest land: answered at once with its Binding still queued, the loop would take
+    the next member, and a Binding landing before the cycle assumed the pod fails it."""
+    base, manager = sampled(Config(direct_commit=True))
+    pods = add_gang(manager, base, "trio", 3)
+    kube = GatedKube()
+    dispatcher = Dispatcher(manager, kube, config=DispatchConfig(
+        commit_wait=30, binding_concurrency=1))
+
+    async def go() -> None:
+        manager.tick(time.time())  # the tick commits the gang: no filter call is open
+        dispatcher.drain()
+        await asyncio.sleep(0.05)
+        first = kube.sent[0]
+        assert kube.sent == [first]  # one Binding sent, two queued behind it
+        queued = next(p for p in pods if p["metadata"]["name"] != first)
+        sent = next(p for p in pods if p["metadata"]["name"] == first)
+        call = asyncio.create_task(dispatcher.filter(pod_from_k8s(queued), base["NodeNames"]))
+        await asyncio.sleep(0.05)
+        assert not call.done() and dispatcher.held(queued["metadata"]["uid"])
+        # A member whose Binding is already sent is answered at once, as before.
+        answer = await asyncio.wait_for(
+            dispatcher.filter(pod_from_k8s(sent), base["NodeNames"]), 1)
+        assert answer.nodes
+        kube.gate.set()
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if len(kube.bindings) == 2:
+                break
+        nodes = {name: node for _, name, _, node in kube.bindings}
+        assert queued["metadata"]["name"] not in nodes  # taken back, not sent
+        for p in pods:
+            if p["metadata"]["name"] in nodes:
+                assert not call.done()
+                watch_delivers_bound(manager, dispatcher, p, nodes[p["metadata"]["name"]])
+        result = await asyncio.wait_for(call, 5)
+        assert queued["metadata"]["name"] not in [b[1] for b in kube.bindings]
+        assert await dispatcher.bind("default", queued["metadata"]["name"],
+                                     queued["metadata"]["uid"], result.nodes[0]) is None
+        assert sorted(b[1] for b in kube.bindings) == ["trio-0", "trio-1", "trio-2"]
+        await dispatcher.idle()
+
+    asyncio.run(go())
+

@@ -10,6 +10,7 @@ not now, is tried again; only an answer that says no is final.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from typing import Any, Protocol
 
@@ -44,34 +45,69 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else repr(exc)
 
 
+class Withdrawn(Exception):
+    """The post was taken back (`BindingPoster.withdraw`) before it was sent."""
+
+
 class BindingPoster:
     def __init__(self, kube: BindingApi | None, concurrency: int) -> None:
         self.kube = kube
         self._slots = asyncio.Semaphore(concurrency)
+        # Posts waiting for their first slot, by pod uid -> post number; and the numbers
+        # of those withdrawn (a later post for the same pod is another number).
+        self._queued: dict[str, int] = {}
+        self._withdrawn: set[int] = set()
+        self._numbers = itertools.count()
+
+    def withdraw(self, uid: str) -> bool:
+        """Take back the post for `uid` if it is still waiting for a slot: it then raises
+        `Withdrawn` instead of being sent. False once it is sent (or there is none)."""
+        number = self._queued.pop(uid, None)
+        if number is None:
+            return False
+        self._withdrawn.add(number)
+        return True
 
     async def post(self, namespace: str, name: str, uid: str, node: str) -> str | None:
-        """None once the pod is bound to `node`, else the error for kube-scheduler."""
+        """None once the pod is bound to `node`, else the error for kube-scheduler.
+        Raises `Withdrawn` if taken back before it was sent."""
         if self.kube is None:
             return "no Kubernetes client configured"
-        delay = _BINDING_RETRY_DELAY
-        for attempt in range(1, _BINDING_ATTEMPTS + 1):
-            error, transient = await self._once(self.kube, namespace, name, uid, node)
-            if error is None or not transient or attempt == _BINDING_ATTEMPTS:
-                return error
-            log.info("binding pod %s/%s to %s: %s; trying again (attempt %d)", namespace,
-                     name, node, error, attempt + 1)
-            await asyncio.sleep(delay)
-            delay *= 2.5
-        return None  # not reached
+        number = next(self._numbers)
+        self._queued[uid] = number
+        try:
+            delay = _BINDING_RETRY_DELAY
+            for attempt in range(1, _BINDING_ATTEMPTS + 1):
+                error, transient = await self._once(self.kube, namespace, name, uid, node,
+                                                    number if attempt == 1 else None)
+                if error is None or not transient or attempt == _BINDING_ATTEMPTS:
+                    return error
+                log.info("binding pod %s/%s to %s: %s; trying again (attempt %d)",
+                         namespace, name, node, error, attempt + 1)
+                await asyncio.sleep(delay)
+                delay *= 2.5
+            return None  # not reached
+        finally:
+            if self._queued.get(uid) == number:
+                del self._queued[uid]
 
-    async def _once(self, kube: BindingApi, namespace: str, name: str, uid: str, node: str
-                    ) -> tuple[str | None, bool]:
-        """(error or None, whether another try may help)."""
+    async def _once(self, kube: BindingApi, namespace: str, name: str, uid: str, node: str,
+                    number: int | None = None) -> tuple[str | None, bool]:
+        """(error or None, whether another try may help). `number`: the post's, on its
+        first attempt, which may still be withdrawn while it waits for a slot."""
         failed = f"binding pod {namespace}/{name} to node {node} failed"
         try:
             async with self._slots:
+                if number is not None:
+                    if number in self._withdrawn:
+                        self._withdrawn.discard(number)
+                        raise Withdrawn(uid)
+                    if self._queued.get(uid) == number:
+                        del self._queued[uid]
                 await kube.bind(namespace, name, uid, node)
             return None, False
+        except Withdrawn:
+            raise
         except ApiError as exc:
             if exc.status != 409:
                 return f"{failed}: {exc}", exc.status in _TRANSIENT

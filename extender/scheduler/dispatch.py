@@ -40,7 +40,7 @@ from extender.core.model.vocabulary import (
     WakePods,
 )
 from extender.kube.leader import Leadership
-from extender.scheduler.binding import BindingApi, BindingPoster
+from extender.scheduler.binding import BindingApi, BindingPoster, Withdrawn
 from extender.scheduler.evictions import Evictions
 from extender.scheduler.filter_verb import FilterVerb
 from extender.scheduler.provisioner import Provisioner
@@ -111,10 +111,12 @@ class Dispatcher:
         self.provisioner: Provisioner | None = None
         self.config = config or DispatchConfig()
         self.clock = clock
-        # Bindings held for kube-scheduler's bind request (`_hold`), by pod uid.
+        # Bindings held for kube-scheduler's bind request (`_hold`), by pod uid; and
+        # those spawned and not yet answered, which `take_back` may still hold.
         self._held: dict[str, BindPod] = {}
+        self._posting: dict[str, tuple[BindPod, object]] = {}
         self.on_report = on_report
-        self._filter = FilterVerb(manager, clock, self.drain, self._held.__contains__,
+        self._filter = FilterVerb(manager, clock, self.drain, self,
                                   self.config.commit_wait, on_assembly_wait, on_commit_wait)
 
         self._answers: dict[str, asyncio.Future[str | None]] = {}
@@ -200,6 +202,20 @@ class Dispatcher:
         delay = self.config.commit_wait + _HELD_BINDING_GRACE_SECONDS
         asyncio.get_running_loop().call_later(delay, self._release, uid)
 
+    def held(self, uid: str) -> bool:
+        return uid in self._held
+
+    def take_back(self, uid: str) -> bool:
+        """Hold the Binding of `uid` (`_hold`) if it still waits for a free slot behind
+        the others of a big commit: kube-scheduler has taken the member through a cycle
+        meanwhile, and the cycle would fail at assume if the Binding landed first.
+        False once it is sent (or there is none)."""
+        posting = self._posting.get(uid)
+        if posting is None or not self._bindings.withdraw(uid):
+            return False
+        self._hold(posting[0])
+        return True
+
     def _release(self, uid: str) -> None:
         """A held Binding is posted: it belongs to a commit already under way, so like
         the Bindings in flight it is not cut off by a lost lease (`bindings_settled`)."""
@@ -214,6 +230,7 @@ class Dispatcher:
         else:
             self.manager.eviction_refused(uid, error, self.clock())
         self.drain()
+
     def _refuse(self, action: BindPod) -> None:
         """A Binding asked for on standby (a watch event completing a gang whose binds
         were waiting when leadership was lost) is not created: the new leader places the
@@ -323,10 +340,14 @@ class Dispatcher:
     async def _bind(self, action: BindPod) -> None:
         pod = action.pod
         self._answer(pod.uid)
+        token = object()
+        self._posting[pod.uid] = (action, token)
         error: str | None = f"binding pod {pod.key} to node {action.node} was cut off"
-        cancelled = False
+        withdrawn = cancelled = False
         try:
             error = await self._bindings.post(pod.namespace, pod.name, pod.uid, action.node)
+        except Withdrawn:
+            withdrawn = True  # held now (`take_back`); posted at kube-scheduler's request
         except asyncio.CancelledError:
             cancelled = True
             raise
@@ -334,23 +355,30 @@ class Dispatcher:
             log.exception("binding pod %s to node %s", pod.key, action.node)
             error = f"binding pod {pod.key} to node {action.node} failed: {exc!r}"
         finally:
-            # Whatever happened, the gang manager hears the end of this Binding: a pod
-            # left "in flight" would hold its gang's reservation for good.
-            if error is None:
-                log.info("bound pod=%s node=%s gang=%s", pod.key, action.node,
-                         action.gang or "-")
-            else:
-                log.warning("bind failed pod=%s node=%s gang=%s: %s", pod.key, action.node,
-                            action.gang or "-", error)
-            self.manager.binding_finished(pod.uid, action.node, error, self.clock())
-            self._resolve(pod.uid, error)
-            if self.on_binding is not None:
-                self.on_binding(error)
-            if (error is None and pod.uid not in self._requested
-                    and self.on_bound_directly is not None):
-                self.on_bound_directly(pod, action.node)
-            if not cancelled:
-                self.cache_changed()
+            if self._posting.get(pod.uid, (None, None))[1] is token:
+                del self._posting[pod.uid]
+            if not withdrawn:
+                self._bound(action, error, cancelled)
+
+    def _bound(self, action: BindPod, error: str | None, cancelled: bool) -> None:
+        """Whatever happened, the gang manager hears the end of a Binding: a pod left
+        "in flight" would hold its gang's reservation for good."""
+        pod = action.pod
+        if error is None:
+            log.info("bound pod=%s node=%s gang=%s", pod.key, action.node,
+                     action.gang or "-")
+        else:
+            log.warning("bind failed pod=%s node=%s gang=%s: %s", pod.key, action.node,
+                        action.gang or "-", error)
+        self.manager.binding_finished(pod.uid, action.node, error, self.clock())
+        self._resolve(pod.uid, error)
+        if self.on_binding is not None:
+            self.on_binding(error)
+        if (error is None and pod.uid not in self._requested
+                and self.on_bound_directly is not None):
+            self.on_bound_directly(pod, action.node)
+        if not cancelled:
+            self.cache_changed()
 
     # ----- time ------------------------------------------------------------------------
 
@@ -378,10 +406,6 @@ class Dispatcher:
         limit = self.config.tick_stale_after
         if age <= limit:
             return None
-        errors = self.tick_errors
-        why = (f"; the last {errors.consecutive} iteration(s) raised, the last: "
-               f"{errors.last}" if errors.consecutive else "")
         return (f"the tick loop has not completed an iteration for {age:.1f}s (limit "
                 f"{limit:g}s: {TICK_STALE_INTERVALS} tick intervals plus "
-                f"{self.config.tick_stale_margin:g}s){why}")
-
+                f"{self.config.tick_stale_margin:g}s){self.tick_errors.why()}")

@@ -27,13 +27,21 @@ class FilterManager(Protocol):
     def pod_landing(self, uid: str) -> bool: ...
 
 
+class HeldBindings(Protocol):
+    """The dispatcher's Bindings held for kube-scheduler's bind request."""
+
+    def held(self, uid: str) -> bool: ...
+
+    def take_back(self, uid: str) -> bool: ...
+
+
 class FilterVerb:
     def __init__(
         self,
         manager: FilterManager,
         clock: Callable[[], float],
         drain: Callable[[], object],
-        held: Callable[[str], bool],
+        bindings: HeldBindings,
         commit_wait: float,
         on_assembly_wait: Callable[[bool, float], None] | None = None,
         on_commit_wait: Callable[[bool, float], None] | None = None,
@@ -42,9 +50,9 @@ class FilterVerb:
         self.clock = clock
         # Carry out what the manager asked for. A Binding of a pod whose filter call is
         # in progress here (`in_call`) is held by the dispatcher until kube-scheduler's
-        # bind request for it (`held` says whether it is).
+        # bind request for it (`bindings` says whether it is, and takes one back).
         self.drain = drain
-        self.held = held
+        self.bindings = bindings
         self._in_call: set[str] = set()
         self.commit_wait = commit_wait
         # (placed, seconds) after each call that waited for its gang's members.
@@ -112,13 +120,14 @@ class FilterVerb:
         if waited and self.on_assembly_wait is not None:
             self.on_assembly_wait(bool(result.nodes), waited)
         if waiting and result.nodes and pod.gang is not None:
-            if self.held(pod.uid):
-                # Its gang's commit (set off by this call or by the tick meanwhile) binds
-                # this member too, once kube-scheduler asks (`Dispatcher._hold`).
+            if self.bindings.held(pod.uid) or self.bindings.take_back(pod.uid):
+                # Its gang's commit (set off by this call, by the tick meanwhile, or
+                # earlier with its Binding still queued) binds this member too, once
+                # kube-scheduler asks (`Dispatcher._hold`).
                 await self._commit(pod, pod.gang, but=pod.uid)
             elif not self.manager.pod_landing(pod.uid):
                 await self._commit(pod, pod.gang)
-            # (A member whose own Binding is already landing is answered at once:
+            # (A member whose own Binding is already sent is answered at once:
             # kube-scheduler must assume it before its informer sees it bound.)
         return result
 

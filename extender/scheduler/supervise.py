@@ -73,6 +73,12 @@ class LoopErrors:
     def ok(self) -> None:
         self.consecutive = 0
 
+    def why(self) -> str:
+        """What the failed iterations since the last completed one said, for /healthz."""
+        if not self.consecutive:
+            return ""
+        return f"; the last {self.consecutive} iteration(s) raised, the last: {self.last}"
+
 
 @dataclass
 class LagMonitor:
