@@ -343,9 +343,9 @@ class GangManager:
     def bind_in_flight(self, uid: str) -> bool:
         return self._ledger.binding(uid)
 
-    def landing(self, gang: str, but: str | None = None) -> bool:
-        """Members `gang`'s commit let through (`but` aside) are not yet seen bound by
-        the watch (the filter verb's commit wait)."""
+    def landing(self, gang: str | None, but: str | None = None) -> bool:
+        """Members `gang`'s commit let through (any gang's if None; `but` aside) are not
+        yet seen bound by the watch (the filter verb's commit wait)."""
         return self._ledger.staleness.landing(gang, but)
 
     def pod_landing(self, uid: str) -> bool:

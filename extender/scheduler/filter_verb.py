@@ -22,7 +22,7 @@ class FilterManager(Protocol):
     def filter(self, pod: PodInfo, node_names: list[str], now: float,
                waited: float = 0.0) -> FilterResult: ...
 
-    def landing(self, gang: str, but: str | None = None) -> bool: ...
+    def landing(self, gang: str | None, but: str | None = None) -> bool: ...
 
     def pod_landing(self, uid: str) -> bool: ...
 
@@ -124,31 +124,34 @@ class FilterVerb:
                 # Its gang's commit (set off by this call, by the tick meanwhile, or
                 # earlier with its Binding still queued) binds this member too, once
                 # kube-scheduler asks (`Dispatcher._hold`).
-                await self._commit(pod, pod.gang, but=pod.uid)
+                await self._commit(pod, but=pod.uid)
             elif not self.manager.pod_landing(pod.uid):
-                await self._commit(pod, pod.gang)
+                await self._commit(pod)
             # (A member whose own Binding is already sent is answered at once:
             # kube-scheduler must assume it before its informer sees it bound.)
         return result
 
-    async def _commit(self, pod: PodInfo, gang: str, but: str | None = None) -> None:
-        """Answer a member's filter call only once the members its gang's commit let
-        through are seen bound by the watch, or after `commit_wait` seconds.
+    async def _commit(self, pod: PodInfo, but: str | None = None) -> None:
+        """Answer a member's filter call only once the members the commits let through
+        (its gang's, and any other gang's the tick committed meanwhile) are seen bound
+        by the watch, or after `commit_wait` seconds.
 
-        Why: kube-scheduler's loop is serial and the rest of the gang waits in its
+        Why: kube-scheduler's loop is serial and the committed members wait in its
         queue. Answered at once, the loop takes the next member while that member's
         Binding is still in flight, and spends a whole scheduling cycle (and a bind
         call) on a pod the extender is binding anyway: 550-600 of 720 pods at 100 nodes.
         Held until kube-scheduler's watch has delivered the Bindings (the extender's own
-        watch stands in for it), its queue drops those members unseen: a few cycles per
-        gang (docs/performance.md, "The commit wait")."""
-        if not self.manager.landing(gang, but):
+        watch stands in for it), its queue drops those members unseen. Every gang's,
+        not only the caller's: on a loaded control plane the tick commits the next
+        gangs while the call waits, and their members come next in kube-scheduler's
+        queue (docs/performance.md, "The commit wait")."""
+        if not self.manager.landing(None, but):
             return
         start = self.clock()
         deadline = start + self.commit_wait
         self._waits[pod.uid] = (pod.key, start, "commit")
         try:
-            while (landing := self.manager.landing(gang, but)) and (
+            while (landing := self.manager.landing(None, but)) and (
                     left := deadline - self.clock()) > 0:
                 await self._next_change(left)
         finally:

@@ -45,11 +45,13 @@ class Staleness:
         if not uids:
             del self._landing[gang]
 
-    def landing(self, gang: str, but: str | None = None) -> bool:
-        """Whether members `gang`'s commit let through (`but` aside) are not yet seen
-        bound by the watch. kube-scheduler's own watch delivers them at about the same
-        moment; until then each one still in its queue costs a whole scheduling cycle
-        (the filter verb's commit wait, architecture.md §7)."""
+    def landing(self, gang: str | None, but: str | None = None) -> bool:
+        """Whether members `gang`'s commit let through (any gang's if None; `but`
+        aside) are not yet seen bound by the watch. kube-scheduler's own watch delivers
+        them at about the same moment; until then each one still in its queue costs a
+        whole scheduling cycle (the filter verb's commit wait, architecture.md §7)."""
+        if gang is None:
+            return len(self._landing_gang) > (1 if but in self._landing_gang else 0)
         uids = self._landing.get(gang)
         if not uids:
             return False
