@@ -116,8 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "entry's httpTimeout. 0 turns it off (default 1.5)")
     serve.add_argument("--commit-wait", type=_non_negative, default=1.0,
                        help="longest a gang member's filter call, answered with its node, "
-                            "waits until the Bindings its gang's commit made are seen by "
-                            "the watch, in seconds, so that kube-scheduler's queue drops "
+                            "waits until the Bindings of the commits under way are seen "
+                            "by the watch, in seconds, so that kube-scheduler's queue drops "
                             "those members instead of running a scheduling cycle for each. "
                             "It holds kube-scheduler's loop: the assembly wait plus this "
                             "must stay well below the filter entry's httpTimeout. 0 turns "

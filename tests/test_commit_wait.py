@@ -250,3 +250,31 @@ def test_the_wait_covers_the_gangs_the_tick_commits_meanwhile() -> None:
         await dispatcher.idle()
 
     asyncio.run(go())
+
+
+def test_a_member_already_bound_is_answered_at_once_while_others_land() -> None:
+    """kube-scheduler took a member through a cycle after its Binding came back and the
+    watch delivered it: its informer is about to, and a held call would then fail at
+    assume. So it is not held for the commits landing meanwhile."""
+    base, manager, pods, kube, dispatcher, _ = setup(commit_wait=30)
+
+    async def go() -> None:
+        manager.tick(time.time())
+        dispatcher.drain()
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if len(kube.bindings) == 3:
+                break
+        nodes = {name: node for _, name, _, node in kube.bindings}
+        watch_delivers_bound(manager, dispatcher, pods[1], nodes["trio-1"])
+        add_gang(manager, base, "duo", 2)
+        manager.tick(time.time())
+        dispatcher.drain()
+        await asyncio.sleep(0.02)
+        assert manager.landing(None)  # trio's other two and duo's are landing
+        result = await asyncio.wait_for(
+            dispatcher.filter(pod_from_k8s(pods[1]), base["NodeNames"]), 0.05)
+        assert result.nodes == [nodes["trio-1"]]
+        await dispatcher.idle()
+
+    asyncio.run(go())

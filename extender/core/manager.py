@@ -351,6 +351,11 @@ class GangManager:
     def pod_landing(self, uid: str) -> bool:
         return self._ledger.staleness.is_landing(uid)
 
+    def pod_bound(self, uid: str) -> bool:
+        """Bound as far as the extender knows: its Binding returned, or the watch said."""
+        pod = self._cache.pods.get(uid)
+        return pod is not None and bool(pod.node_name)
+
     def queue(self) -> list[QueueRow]:
         return self._core.queue.rows()
 

@@ -26,6 +26,8 @@ class FilterManager(Protocol):
 
     def pod_landing(self, uid: str) -> bool: ...
 
+    def pod_bound(self, uid: str) -> bool: ...
+
 
 class HeldBindings(Protocol):
     """The dispatcher's Bindings held for kube-scheduler's bind request."""
@@ -125,10 +127,12 @@ class FilterVerb:
                 # earlier with its Binding still queued) binds this member too, once
                 # kube-scheduler asks (`Dispatcher._hold`).
                 await self._commit(pod, but=pod.uid)
-            elif not self.manager.pod_landing(pod.uid):
+            elif not (self.manager.pod_landing(pod.uid) or self.manager.pod_bound(pod.uid)):
+                # A member kube-scheduler binds itself, through the bind verb.
                 await self._commit(pod)
-            # (A member whose own Binding is already sent is answered at once:
-            # kube-scheduler must assume it before its informer sees it bound.)
+            # (A member whose own Binding is already sent, or that is bound, is
+            # answered at once: kube-scheduler must assume it before its informer sees
+            # it bound, and a call held meanwhile would fail at assume.)
         return result
 
     async def _commit(self, pod: PodInfo, but: str | None = None) -> None:
