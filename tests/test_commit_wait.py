@@ -62,15 +62,20 @@ def watch_delivers_bound(manager: GangManager, dispatcher: Dispatcher, pod: dict
     dispatcher.cache_changed()
 
 
+async def bindings_returned(kube: RecordingKube, count: int) -> None:
+    """Let the dispatcher run until `count` Bindings have returned (at most a second)."""
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if len(kube.bindings) == count:
+            return
+
+
 def test_the_filter_answers_once_the_watch_has_delivered_every_committed_member() -> None:
     base, manager, pods, kube, dispatcher, metrics = setup(commit_wait=30)
 
     async def go() -> None:
         call = asyncio.create_task(dispatcher.filter(pod_from_k8s(pods[0]), base["NodeNames"]))
-        for _ in range(100):
-            await asyncio.sleep(0.01)
-            if len(kube.bindings) == 2:
-                break
+        await bindings_returned(kube, 2)
         # The other two Bindings have returned, but the watch has not delivered them.
         assert sorted(b[1] for b in kube.bindings) == ["trio-1", "trio-2"]
         assert not call.done()
@@ -197,10 +202,7 @@ def test_a_member_whose_binding_is_still_queued_is_held_like_the_one_that_set_th
             dispatcher.filter(pod_from_k8s(sent), base["NodeNames"]), 1)
         assert answer.nodes
         kube.gate.set()
-        for _ in range(100):
-            await asyncio.sleep(0.01)
-            if len(kube.bindings) == 2:
-                break
+        await bindings_returned(kube, 2)
         nodes = {name: node for _, name, _, node in kube.bindings}
         assert queued["metadata"]["name"] not in nodes  # taken back, not sent
         for p in pods:
@@ -226,17 +228,11 @@ def test_the_wait_covers_the_gangs_the_tick_commits_meanwhile() -> None:
 
     async def go() -> None:
         call = asyncio.create_task(dispatcher.filter(pod_from_k8s(pods[0]), base["NodeNames"]))
-        for _ in range(100):
-            await asyncio.sleep(0.01)
-            if len(kube.bindings) == 2:
-                break
+        await bindings_returned(kube, 2)
         duo = add_gang(manager, base, "duo", 2)
         manager.tick(time.time())
         dispatcher.drain()
-        for _ in range(100):
-            await asyncio.sleep(0.01)
-            if len(kube.bindings) == 4:
-                break
+        await bindings_returned(kube, 4)
         nodes = {name: node for _, name, _, node in kube.bindings}
         assert sorted(nodes) == ["duo-0", "duo-1", "trio-1", "trio-2"]
         for p in pods[1:]:
@@ -261,10 +257,7 @@ def test_a_member_already_bound_is_answered_at_once_while_others_land() -> None:
     async def go() -> None:
         manager.tick(time.time())
         dispatcher.drain()
-        for _ in range(100):
-            await asyncio.sleep(0.01)
-            if len(kube.bindings) == 3:
-                break
+        await bindings_returned(kube, 3)
         nodes = {name: node for _, name, _, node in kube.bindings}
         watch_delivers_bound(manager, dispatcher, pods[1], nodes["trio-1"])
         add_gang(manager, base, "duo", 2)
