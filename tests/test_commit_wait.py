@@ -196,7 +196,7 @@ def test_a_member_whose_binding_is_still_queued_is_held_like_the_one_that_set_th
         sent = next(p for p in pods if p["metadata"]["name"] == first)
         call = asyncio.create_task(dispatcher.filter(pod_from_k8s(queued), base["NodeNames"]))
         await asyncio.sleep(0.05)
-        assert not call.done() and dispatcher.held(queued["metadata"]["uid"])
+        assert not call.done() and dispatcher.held.held(queued["metadata"]["uid"])
         # A member whose Binding is already sent is answered at once, as before.
         answer = await asyncio.wait_for(
             dispatcher.filter(pod_from_k8s(sent), base["NodeNames"]), 1)

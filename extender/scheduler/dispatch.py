@@ -43,6 +43,7 @@ from extender.kube.leader import Leadership
 from extender.scheduler.binding import BindingApi, BindingPoster, Withdrawn
 from extender.scheduler.evictions import Evictions
 from extender.scheduler.filter_verb import FilterVerb
+from extender.scheduler.held import HeldBindings
 from extender.scheduler.provisioner import Provisioner
 from extender.scheduler.supervise import LoopErrors
 from extender.scheduler.wakeups import Wakeups
@@ -52,11 +53,6 @@ log = logging.getLogger("gang-extender")
 # A waiting bind is answered by the manager's own expiry first, with the gang-level
 # reason; the adapter's limit runs this much past the deadline only against a missed tick.
 _DEADLINE_GRACE_SECONDS = 2.0
-
-# How long past the commit wait a Binding held for a member in a filter call waits for
-# kube-scheduler's bind request (`Dispatcher._hold`) before it is posted anyway: that
-# request follows the filter answer within milliseconds unless the cycle failed.
-_HELD_BINDING_GRACE_SECONDS = 1.0
 
 # /healthz fails when the tick loop has not completed an iteration for this many tick
 # intervals plus `DispatchConfig.tick_stale_margin` seconds (the margin absorbs a busy
@@ -111,17 +107,14 @@ class Dispatcher:
         self.provisioner: Provisioner | None = None
         self.config = config or DispatchConfig()
         self.clock = clock
-        # Bindings held for kube-scheduler's bind request (`_hold`), by pod uid; and
-        # those spawned and not yet answered, which `take_back` may still hold.
-        self._held: dict[str, BindPod] = {}
-        self._posting: dict[str, tuple[BindPod, object]] = {}
         self.on_report = on_report
-        self._filter = FilterVerb(manager, clock, self.drain, self,
-                                  self.config.commit_wait, on_assembly_wait, on_commit_wait)
-
         self._answers: dict[str, asyncio.Future[str | None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._bindings = BindingPoster(kube, self.config.binding_concurrency)
+        self.held = HeldBindings(self._bindings, lambda a: self._spawn(self._bind(a)),
+                                 self.config.commit_wait)
+        self._filter = FilterVerb(manager, clock, self.drain, self.held,
+                                  self.config.commit_wait, on_assembly_wait, on_commit_wait)
         if evictions is not None:
             evictions.feedback = self._eviction_answer
         # Whether the informers have applied their first lists (set by the wiring to
@@ -159,7 +152,7 @@ class Dispatcher:
                 elif action.pod.uid == caller:
                     own = action
                 elif self._filter.in_call(action.pod.uid):
-                    self._hold(action)
+                    self.held.hold(action)
                 else:
                     self._spawn(self._bind(action))
             elif isinstance(action, RejectWaitingBind):
@@ -189,39 +182,6 @@ class Dispatcher:
                 if self.on_report is not None:
                     self.on_report(action)
         return own
-
-    def _hold(self, action: BindPod) -> None:
-        """Post the Binding of a member whose filter call is in progress (`FilterVerb.
-        in_call`: the call that set off its gang's commit, or one waiting for the gang's
-        members when the tick committed it) only when kube-scheduler's bind request for
-        it comes (`bind`), that is once kube-scheduler has assumed the pod; or, if it
-        never comes (the cycle failed), `_HELD_BINDING_GRACE_SECONDS` after the longest
-        commit wait: the gang is committed, and is bound whole either way."""
-        uid = action.pod.uid
-        self._held[uid] = action
-        delay = self.config.commit_wait + _HELD_BINDING_GRACE_SECONDS
-        asyncio.get_running_loop().call_later(delay, self._release, uid)
-
-    def held(self, uid: str) -> bool:
-        return uid in self._held
-
-    def take_back(self, uid: str) -> bool:
-        """Hold the Binding of `uid` (`_hold`) if it still waits for a free slot behind
-        the others of a big commit: kube-scheduler has taken the member through a cycle
-        meanwhile, and the cycle would fail at assume if the Binding landed first.
-        False once it is sent (or there is none)."""
-        posting = self._posting.get(uid)
-        if posting is None or not self._bindings.withdraw(uid):
-            return False
-        self._hold(posting[0])
-        return True
-
-    def _release(self, uid: str) -> None:
-        """A held Binding is posted: it belongs to a commit already under way, so like
-        the Bindings in flight it is not cut off by a lost lease (`bindings_settled`)."""
-        action = self._held.pop(uid, None)
-        if action is not None:
-            self._spawn(self._bind(action))
 
     def _eviction_answer(self, uid: str, error: str | None) -> None:
         """What the Eviction API said about a preemption's victim, told to the manager."""
@@ -259,8 +219,7 @@ class Dispatcher:
         under way finish before it exits: cut halfway, the gang would stay partly bound
         until the new leader completed it."""
         deadline = time.monotonic() + timeout
-        for uid in list(self._held):
-            self._release(uid)
+        self.held.release_all()
         while True:
             left = sum(1 for b in self.manager.binds_in_progress() if b.in_flight)
             if not left or time.monotonic() >= deadline:
@@ -291,7 +250,7 @@ class Dispatcher:
         """Answer one /bind request: None for success or the error text. A repeat of a
         bind in progress waits for the same answer (the manager says whether it may)."""
         self._requested.add(uid)
-        self._release(uid)  # its Binding, held until kube-scheduler assumed the pod
+        self.held.release(uid)  # its Binding, held until kube-scheduler assumed the pod
         try:
             return await self._bind_request(namespace, name, uid, node)
         finally:
@@ -340,8 +299,7 @@ class Dispatcher:
     async def _bind(self, action: BindPod) -> None:
         pod = action.pod
         self._answer(pod.uid)
-        token = object()
-        self._posting[pod.uid] = (action, token)
+        token = self.held.posting(action)
         error: str | None = f"binding pod {pod.key} to node {action.node} was cut off"
         withdrawn = cancelled = False
         try:
@@ -355,8 +313,7 @@ class Dispatcher:
             log.exception("binding pod %s to node %s", pod.key, action.node)
             error = f"binding pod {pod.key} to node {action.node} failed: {exc!r}"
         finally:
-            if self._posting.get(pod.uid, (None, None))[1] is token:
-                del self._posting[pod.uid]
+            self.held.posted(pod.uid, token)
             if not withdrawn:
                 self._bound(action, error, cancelled)
 

@@ -29,7 +29,7 @@ class FilterManager(Protocol):
     def pod_bound(self, uid: str) -> bool: ...
 
 
-class HeldBindings(Protocol):
+class Holds(Protocol):
     """The dispatcher's Bindings held for kube-scheduler's bind request."""
 
     def held(self, uid: str) -> bool: ...
@@ -43,7 +43,7 @@ class FilterVerb:
         manager: FilterManager,
         clock: Callable[[], float],
         drain: Callable[[], object],
-        bindings: HeldBindings,
+        bindings: Holds,
         commit_wait: float,
         on_assembly_wait: Callable[[bool, float], None] | None = None,
         on_commit_wait: Callable[[bool, float], None] | None = None,
@@ -125,7 +125,7 @@ class FilterVerb:
             if self.bindings.held(pod.uid) or self.bindings.take_back(pod.uid):
                 # Its gang's commit (set off by this call, by the tick meanwhile, or
                 # earlier with its Binding still queued) binds this member too, once
-                # kube-scheduler asks (`Dispatcher._hold`).
+                # kube-scheduler asks (`HeldBindings.hold`).
                 await self._commit(pod, but=pod.uid)
             elif not (self.manager.pod_landing(pod.uid) or self.manager.pod_bound(pod.uid)):
                 # A member kube-scheduler binds itself, through the bind verb.
