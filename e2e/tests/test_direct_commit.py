@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import time
 from collections.abc import Iterator
@@ -29,16 +28,14 @@ from e2e.harness.fixtures import (
     wait_for,
 )
 from e2e.harness.fixtures import NodeSet as Nodes
+from e2e.tests.test_priorities import metric
 
 pytestmark = pytest.mark.e2e
 
 
 def verb_requests(gang: GangStack, verb: str) -> float:
     """Requests of `verb` kube-scheduler has sent the extender so far (every outcome)."""
-    text = str(gang.get("/metrics"))
-    count = (r'^gang_extender_verb_duration_seconds_count\{[^}]*verb="' + verb
-             + r'"[^}]*\} ([0-9.e+]+)$')
-    return sum(float(m.group(1)) for m in re.finditer(count, text, re.M))
+    return metric(gang, "gang_extender_verb_duration_seconds_count", {"verb": verb})
 
 
 def bind_requests(gang: GangStack) -> float:
@@ -46,10 +43,7 @@ def bind_requests(gang: GangStack) -> float:
 
 
 def commit_waits(gang: GangStack, outcome: str) -> float:
-    text = str(gang.get("/metrics"))
-    count = (r'^gang_extender_commit_wait_seconds_count\{outcome="' + outcome
-             + r'"\} ([0-9.e+]+)$')
-    return sum(float(m.group(1)) for m in re.finditer(count, text, re.M))
+    return metric(gang, "gang_extender_commit_wait_seconds_count", {"outcome": outcome})
 
 
 @contextmanager
