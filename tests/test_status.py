@@ -613,6 +613,19 @@ def test_the_events_queued_for_a_namespace_found_gone_are_dropped_without_a_call
     assert calls == 3
 
 
+
+def test_namespaces_found_gone_are_forgotten_once_their_minute_is_over() -> None:
+    """One entry per deleted namespace, kept for good, would grow for as long as the
+    process lives on a cluster that makes and deletes namespaces."""
+    api, clock = FakeApi(), Clock()
+    rec = EventRecorder(api, clock)
+    api.fail = ApiError(404, "NotFound", "namespace not found")
+    for ns in ("a", "b"):
+        rec.record(ObjectRef("Pod", "v1", ns, "p", f"u-{ns}"), "Scheduled", "m")
+        asyncio.run(rec.flush())
+        clock.now += 61
+    assert set(rec._gone) == {"b"}
+
 def test_observed_kinds_feed_owners_and_group_status() -> None:
     manager = GangManager()
     writer = StatusWriter(manager, None)

@@ -196,7 +196,12 @@ class EventRecorder:
                 # queue (the Scheduled Events of a big commit take a while): nothing to
                 # record it on, and nothing wrong with this process.
                 self._drop()
-                self._gone[ev.ref.namespace] = self.clock()
+                now = self.clock()
+                # Forget the namespaces marked long ago: a process that outlives many
+                # deleted namespaces must not keep one entry for each.
+                self._gone = {ns: at for ns, at in self._gone.items()
+                              if now - at < _GONE_SECONDS}
+                self._gone[ev.ref.namespace] = now
                 log.info("event %s on %s %s/%s not recorded: its namespace is gone (%s); "
                          "its other queued Events are dropped too", ev.reason, ev.ref.kind,
                          ev.ref.namespace, ev.ref.name, exc)
