@@ -36,7 +36,6 @@ from typing import Any
 
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from e2e import deploy_kit as dk
 from e2e.gang import Recorder
@@ -52,6 +51,7 @@ from e2e.harness.fixtures import (
 )
 from e2e.harness.k8s import ApiException, client
 from e2e.harness.process import START_MARKER, ManagedProcess, free_port
+from e2e.tests.test_priorities import metric
 
 pytestmark = pytest.mark.e2e
 
@@ -85,13 +85,7 @@ class Replica:
             return resp.status, json.loads(resp.read())
 
     def metric(self, name: str, **labels: str) -> float:
-        """The sum of the samples of `name` whose labels include `labels`."""
-        total = 0.0
-        for family in text_string_to_metric_families(self.get("/metrics")):
-            for s in family.samples:
-                if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
-                    total += s.value
-        return total
+        return metric(self, name, labels)
 
     def writes(self) -> dict[str, float]:
         """What this replica did to the cluster, by its own counters."""

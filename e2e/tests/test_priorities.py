@@ -19,7 +19,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -112,7 +112,14 @@ def queue_message(stack: GangStack, gang: str) -> str:
     return ""
 
 
-def metric(stack: GangStack, name: str, labels: dict[str, str] | None = None) -> float:
+class Scraped(Protocol):
+    """An extender's HTTP port: a `GangStack`, or a replica of the failover tests."""
+
+    def get(self, path: str) -> Any: ...
+
+
+def metric(stack: Scraped, name: str, labels: dict[str, str] | None = None) -> float:
+    """The sum of the samples of `name` whose labels include `labels`."""
     total = 0.0
     for family in text_string_to_metric_families(stack.get("/metrics")):
         for s in family.samples:
