@@ -132,18 +132,32 @@ async def run_case(n_nodes: int, n_pods: int, passes: int = 3, trace_memory: boo
         else:
             timings.add("bind (plain pod)", dt)
         shape = shapes[wl.shape_of[uid].name]
-        assumed.pop(uid, None)
         if reply.get("Error"):
+            assumed.pop(uid, None)
             counts["bind_errors"] += 1
             view.credit(node, shape.proto.requests)
             return
+        delivered(uid, node)
+
+    def delivered(uid: str, node: str) -> None:
+        """The watch delivers `uid` bound, once: kube-scheduler's view takes it (unless
+        its own cycle assumed it), and the extender's cache learns it, which ends a
+        waiting filter call's commit wait."""
+        if uid in bound:
+            return
+        if assumed.pop(uid, None) is None:
+            view.charge(node, shapes[wl.shape_of[uid].name].proto.requests)
         bound[uid] = node
+        p = by_uid[uid]
         running = dict(p)
         running["spec"] = {**p["spec"], "nodeName": node}
         running["status"] = {"phase": "Running", "qosClass": "Burstable"}
         t = time.perf_counter()
         manager.on_pod(pod_from_k8s(running), clock[0])
         timings.add("watch: pod", time.perf_counter() - t)
+        ext.dispatcher.cache_changed()
+
+    ext.kube.on_bind = delivered
 
     def spawn_bind(uid: str, node: str) -> None:
         task = asyncio.ensure_future(bind(uid, node))
