@@ -271,3 +271,23 @@ def test_a_member_already_bound_is_answered_at_once_while_others_land() -> None:
         await dispatcher.idle()
 
     asyncio.run(go())
+
+
+def test_a_member_whose_call_commits_its_gang_is_given_a_node_the_call_passed() -> None:
+    """kube-scheduler passes a sample of the nodes. The call that sets the commit off
+    holds its member's Binding for the bind request, so the commit puts that member on a
+    node of the sample: elsewhere the call would turn it away, and the held Binding would
+    wait for its timer (two seconds) before its gang could start."""
+
+    async def first_answer(names: list[str] | None) -> tuple[list[str], RefusingKube]:
+        base, _, pods, kube, dispatcher, _ = setup(commit_wait=0.2)
+        result = await dispatcher.filter(pod_from_k8s(pods[0]), names or base["NodeNames"])
+        await dispatcher.idle()
+        return result.nodes, kube
+
+    planned, _ = asyncio.run(first_answer(None))
+    base, *_ = setup(commit_wait=0.2)
+    passed = [n for n in base["NodeNames"] if n not in planned]
+    nodes, kube = asyncio.run(first_answer(passed))
+    assert len(nodes) == 1 and nodes[0] in passed
+    assert "trio-0" not in [b[1] for b in kube.bindings]  # held for its bind request

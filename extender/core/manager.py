@@ -348,6 +348,11 @@ class GangManager:
         yet seen bound by the watch (the filter verb's commit wait)."""
         return self._ledger.staleness.landing(gang, but)
 
+    def sample(self, uid: str, node_names: list[str] | None) -> None:
+        """`Ledger.sample`: the nodes of a member's filter call whose Binding the
+        dispatcher holds for that call's bind request; None when the call ends."""
+        self._ledger.sample(uid, node_names)
+
     def pod_landing(self, uid: str) -> bool:
         return self._ledger.staleness.is_landing(uid)
 

@@ -28,6 +28,8 @@ class FilterManager(Protocol):
 
     def pod_bound(self, uid: str) -> bool: ...
 
+    def sample(self, uid: str, node_names: list[str] | None) -> None: ...
+
 
 class Holds(Protocol):
     """The dispatcher's Bindings held for kube-scheduler's bind request."""
@@ -97,11 +99,16 @@ class FilterVerb:
         retried by kube-scheduler only after its 1-2 s pod backoff (architecture.md §6)."""
         waiting = self.commit_wait > 0 and pod.gang is not None
         if waiting:
+            # A commit during the call holds this member's Binding for the call's bind
+            # request, so it must put the member on one of these nodes if it can.
             self._in_call.add(pod.uid)
+            self.manager.sample(pod.uid, node_names)
         try:
             return await self._filter(pod, node_names, waiting)
         finally:
-            self._in_call.discard(pod.uid)
+            if waiting:
+                self._in_call.discard(pod.uid)
+                self.manager.sample(pod.uid, None)
 
     async def _filter(self, pod: PodInfo, node_names: list[str], waiting: bool
                       ) -> FilterResult:

@@ -301,3 +301,56 @@ def test_committed_members_are_landing_until_the_watch_delivers_them_bound() -> 
     sim.delete(pods[2].uid)  # deleted before its bound copy arrived
     assert not sim.manager.landing("ns/g")
     assert not sim.manager.landing("ns/other")
+
+
+def planned_node(tick: bool) -> str:
+    """The node the plan gives the first member of `arrived`'s gang with no sample: its
+    own filter call commits the gang, or (`tick`) the pass does."""
+    sim = direct_sim()
+    first = arrived(sim, nodes=6)[0]
+    if tick:
+        run_pass(sim)
+    else:
+        sim.manager.filter(first, sim.feasible(first), sim.now)
+    return binds(taken(sim))[first.uid]
+
+
+def test_a_filter_call_that_commits_its_gang_gets_a_node_kube_scheduler_passed() -> None:
+    """kube-scheduler passes a sample of the feasible nodes (a tenth of 5,000). The
+    member whose call sets the commit off is put on one of them: on its planned node
+    outside the sample, the call would turn it away, and its Binding, held for a bind
+    request that then never comes, would wait for its timer."""
+    planned = planned_node(tick=False)
+    sim = direct_sim()
+    pods = arrived(sim, nodes=6)
+    first = pods[0]
+    passed = [n for n in sim.feasible(first) if n != planned]
+    sim.manager.sample(first.uid, passed)
+    result = sim.manager.filter(first, passed, sim.now)
+    out = binds(taken(sim))
+    assert set(out) == {p.uid for p in pods}
+    assert result.nodes == [out[first.uid]] and out[first.uid] in passed
+
+
+def test_a_pass_that_commits_the_gang_during_a_members_call_uses_that_calls_nodes() -> None:
+    planned = planned_node(tick=True)
+    sim = direct_sim()
+    pods = arrived(sim, nodes=6)
+    first = pods[0]
+    passed = [n for n in sim.feasible(first) if n != planned]
+    sim.manager.sample(first.uid, passed)  # its call waits (assembly wait, commit wait)
+    run_pass(sim)
+    out = binds(taken(sim))
+    assert set(out) == {p.uid for p in pods} and out[first.uid] in passed
+    # The call, woken, answers with that node.
+    assert sim.manager.filter(first, passed, sim.now).nodes == [out[first.uid]]
+
+
+def test_a_sample_is_forgotten_when_the_call_ends() -> None:
+    planned = planned_node(tick=True)
+    sim = direct_sim()
+    first = arrived(sim, nodes=6)[0]
+    sim.manager.sample(first.uid, [n for n in sim.feasible(first) if n != planned])
+    sim.manager.sample(first.uid, None)
+    run_pass(sim)
+    assert binds(taken(sim))[first.uid] == planned
