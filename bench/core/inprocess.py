@@ -64,8 +64,8 @@ async def asgi_post(app: Any, path: str, body: bytes) -> tuple[int, bytes]:
 class NullKube:
     """The API server's side of Bindings and wake-up patches: accepts everything at once.
     `on_bind(uid, node)` runs just after each Binding is answered, as the watch would
-    deliver the pod bound: the filter call whose commit the Bindings carry waits for that
-    (the commit wait), and would otherwise wait out its limit."""
+    deliver the pod bound: a directly committed pod is never assumed by kube-scheduler,
+    so only that tells the simulated kube-scheduler (and the extender's cache) of it."""
 
     def __init__(self) -> None:
         self.on_bind: Callable[[str, str], None] | None = None

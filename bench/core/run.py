@@ -141,8 +141,8 @@ async def run_case(n_nodes: int, n_pods: int, passes: int = 3, trace_memory: boo
 
     def delivered(uid: str, node: str) -> None:
         """The watch delivers `uid` bound, once: kube-scheduler's view takes it (unless
-        its own cycle assumed it), and the extender's cache learns it, which ends a
-        waiting filter call's commit wait."""
+        its own cycle assumed it) and drops it from its queue, and the extender's cache
+        learns it."""
         if uid in bound:
             return
         if assumed.pop(uid, None) is None:
