@@ -28,11 +28,11 @@ class HeldBindings:
         self.poster = poster
         self.send = send  # post a Binding now (the dispatcher's task)
         self.hold_seconds = commit_wait + HELD_BINDING_GRACE_SECONDS
-        self._held: dict[str, BindPod] = {}
-        # The timer of each hold: a pod held again (kube-scheduler took it through
-        # another cycle) gets a new one, so the first cannot post the second hold's
-        # Binding before kube-scheduler assumed the pod.
-        self._timers: dict[str, asyncio.TimerHandle] = {}
+        # Each held Binding with the timer that posts it if no bind request comes: a pod
+        # held again (kube-scheduler took it through another cycle) gets a new one, so
+        # the first cannot post the second hold's Binding before kube-scheduler assumed
+        # the pod.
+        self._held: dict[str, tuple[BindPod, asyncio.TimerHandle]] = {}
         # Bindings handed to the poster and not yet answered, by pod uid (with the
         # token of the send that owns the entry): what `take_back` may still hold.
         self._posting: dict[str, tuple[BindPod, object]] = {}
@@ -43,12 +43,11 @@ class HeldBindings:
         failed), `hold_seconds` later: the gang is committed, and is bound whole either
         way."""
         uid = action.pod.uid
-        self._held[uid] = action
-        earlier = self._timers.pop(uid, None)
+        earlier = self._held.get(uid)
         if earlier is not None:
-            earlier.cancel()
-        self._timers[uid] = asyncio.get_running_loop().call_later(
-            self.hold_seconds, self.release, uid)
+            earlier[1].cancel()
+        timer = asyncio.get_running_loop().call_later(self.hold_seconds, self.release, uid)
+        self._held[uid] = (action, timer)
 
     def held(self, uid: str) -> bool:
         return uid in self._held
@@ -67,11 +66,10 @@ class HeldBindings:
     def release(self, uid: str) -> None:
         """Post a held Binding: it belongs to a commit already under way, so like the
         Bindings in flight it is not cut off by a lost lease."""
-        action = self._held.pop(uid, None)
-        timer = self._timers.pop(uid, None)
-        if timer is not None:
+        entry = self._held.pop(uid, None)
+        if entry is not None:
+            action, timer = entry
             timer.cancel()
-        if action is not None:
             self.send(action)
 
     def release_all(self) -> None:
