@@ -349,9 +349,9 @@ class GangManager:
         return self._ledger.staleness.landing(gang, but)
 
     def sample(self, uid: str, node_names: list[str] | None) -> None:
-        """`Ledger.sample`: the nodes of a member's filter call whose Binding the
-        dispatcher holds for that call's bind request; None when the call ends."""
-        self._ledger.sample(uid, node_names)
+        """The nodes of a member's filter call whose Binding the dispatcher holds for
+        that call's bind request; None when the call ends (`Staleness.sample`)."""
+        self._ledger.staleness.sample(uid, node_names)
 
     def pod_landing(self, uid: str) -> bool:
         return self._ledger.staleness.is_landing(uid)

@@ -50,8 +50,6 @@ class Ledger:
         # Plain pods and extras whose Binding is in flight, charged to their node from
         # the moment the bind is accepted (kube-scheduler's assumed pods).
         self._assumed: dict[str, tuple[str, PodInfo]] = {}
-        # The nodes kube-scheduler passed in members' filter calls in progress (`sample`).
-        self._samples: dict[str, list[str]] = {}
 
     # ----- reservations: reading ------------------------------------------------------
 
@@ -288,23 +286,14 @@ class Ledger:
             and not pod.node_name and not pod.deleting and not pod.terminal
         ]
 
-    def sample(self, uid: str, node_names: list[str] | None) -> None:
-        """The nodes kube-scheduler passed in `uid`'s filter call, while the call is in
-        progress and its Binding would be held for the call's bind request (None once it
-        ended). A commit meanwhile puts the member on one of them if one takes it: on a
-        node outside them the call would turn the member away (kube-scheduler samples a
-        tenth of 5,000 nodes), and its gang would wait for the held Binding's timer."""
-        if node_names is None:
-            self._samples.pop(uid, None)
-        else:
-            self._samples[uid] = node_names
-
     def _into_samples(self, res: Reservation) -> None:
-        busy = self._waiting.keys() | self._binding
-        for uid, names in self._samples.items():
+        """Put each member whose filter call is in progress on a node that call passed,
+        if one takes it (`Staleness.sample` says why)."""
+        for uid, names in self.staleness.samples():
             slot = res.slots.get(uid)
-            if slot is not None and uid not in busy and slot.node not in set(names):
-                self._book.move(res, self._cache.pods.get(uid) or slot.pod, names, busy)
+            if (slot is not None and uid not in self._waiting and uid not in self._binding
+                    and slot.node not in set(names)):
+                self.move(res, self._cache.pods.get(uid) or slot.pod, names)
 
     def commit_with(self, pod: PodInfo, group: GroupInfo, now: float) -> None:
         """The commit, when `pod` (a member whose filter call found it a slot) may be
@@ -329,7 +318,7 @@ class Ledger:
             return
         if self.assembled(group) + len(self.direct(res)) < group.min_member:
             return
-        if self._samples and res.held is None:  # a held gang's slots stay (its hold)
+        if res.held is None:  # a held gang's slots stay (its hold)
             self._into_samples(res)
         ready = [(u, n) for u, n in self._waiting.items() if u in res.slots]
         ready += [(u, res.slots[u].node) for u in self.direct(res)]

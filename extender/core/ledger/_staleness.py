@@ -25,6 +25,8 @@ class Staleness:
         # gang -> uids, and uid -> gang to drop one.
         self._landing: dict[str, set[str]] = {}
         self._landing_gang: dict[str, str] = {}
+        # The nodes kube-scheduler passed in members' filter calls in progress (`sample`).
+        self._samples: dict[str, list[str]] = {}
 
     def bound_directly(self, node: str, now: float) -> None:
         self._direct_at[node] = now
@@ -59,6 +61,21 @@ class Staleness:
 
     def is_landing(self, uid: str) -> bool:
         return uid in self._landing_gang
+
+    def sample(self, uid: str, node_names: list[str] | None) -> None:
+        """The nodes kube-scheduler passed in `uid`'s filter call, while the call is in
+        progress and its Binding would be held for the call's bind request (None once it
+        ended). A commit meanwhile puts the member on one of them if one takes it
+        (`Ledger.commit`): on a node outside them the call would turn the member away
+        (kube-scheduler samples a tenth of 5,000 nodes), and its gang would wait for the
+        held Binding's timer."""
+        if node_names is None:
+            self._samples.pop(uid, None)
+        else:
+            self._samples[uid] = node_names
+
+    def samples(self) -> list[tuple[str, list[str]]]:
+        return list(self._samples.items())
 
     def fresh_nodes(self, now: float) -> set[str]:
         """Nodes where a direct commit bound pods in the last `FRESH_SECONDS`. kube-
