@@ -1,0 +1,161 @@
+"""What the watches of pods and pod groups mean for the core: the gang manager's watch
+input, kept apart so that the one door (manager.py) stays a list of doors.
+
+A pod event moves capacity (cache), slots (ledger), preemptions, parked members, the
+arrival clock and the queue's attention, in that order; a pod group event restores what
+its status kept over a restart. Both run on the server's one event loop, like the
+manager that hands them over.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from extender.core.model import messages
+from extender.core.model.sources import kueue_group
+from extender.core.model.types import KUEUE, NOT_A_MEMBER, GroupInfo, PodInfo
+from extender.core.planner.warmup import Warmup
+from extender.core.wiring import Core
+
+# A pod first seen this long after its creationTimestamp (second resolution, the API
+# server's clock) was not just created: listed after a restart, not arriving.
+_ARRIVAL_MAX_AGE_SECONDS = 10.0
+KUEUE_PREFIX = KUEUE + ":"  # of a Kueue pod group's gang key (types.gang_key)
+
+
+class WatchInput:
+    def __init__(self, core: Core) -> None:
+        self._core = core
+        self._cache = core.cache
+        self._ledger = core.ledger
+        self._warmup = Warmup()
+
+    def on_pod(self, pod: PodInfo, now: float) -> None:
+        c = self._core
+        if pod.gang is not None and pod.scheduler_name != c.config.scheduler_name:
+            # Another scheduler's gang (Volcano's, Coscheduling's, the default scheduler's
+            # under Kueue): its capacity once bound, never a member planned or reported here.
+            pod = dataclasses.replace(pod, membership=NOT_A_MEMBER)
+        if pod.node_name or pod.terminal or pod.deleting:
+            self._ledger.staleness.landed(pod.uid)
+        old = self._cache.pods.get(pod.uid)
+        if old is not None and old.node_name and not pod.node_name:
+            # A stale copy (e.g. the filter request's informer copy) must never undo a
+            # binding already seen.
+            pod = dataclasses.replace(pod, node_name=old.node_name)
+        gang = pod.gang
+        old_gang = old.gang if old is not None else None
+        if old_gang is not None and old_gang != gang:
+            # Relabelled out of its gang: it no longer has that gang's slot or bind.
+            left = f"pod {pod.key} left gang {old_gang}"
+            old_res = self._ledger.get(old_gang)
+            if old_res is not None and pod.uid in old_res.slots:
+                self._ledger.unreserve(old_res, pod.uid, left)
+            self._ledger.reject(pod.uid, left)
+        pending = not (pod.node_name or pod.terminal or pod.deleting or pod.gated)
+        if gang is not None and pending and (
+            (old is None and now - pod.creation < _ARRIVAL_MAX_AGE_SECONDS)
+            or (old is not None and old.gated)
+        ):
+            # Created just now, or its scheduling gates were lifted: the gang is arriving.
+            c.arrivals.member_arrived(gang, now)
+        self.pod_changed(pod, old, now)
+
+    def pod_changed(self, pod: PodInfo, old: PodInfo | None, now: float) -> None:
+        """What every new copy of a pod means, from the watch (`on_pod`) or from a
+        Binding this process made (`GangManager.binding_finished`)."""
+        c, gang = self._core, pod.gang
+        old_gang = old.gang if old is not None else None
+        res = self._ledger.of(pod)
+        gone = pod.terminal or pod.deleting or pod.gated
+        if res is not None and pod.uid in res.slots and (pod.node_name or gone):
+            self._ledger.unreserve(
+                res, pod.uid, f"pod {pod.key} is being deleted" if gone else None,
+                bound_here=not gone and res.slots[pod.uid].node == pod.node_name,
+            )
+            if gang is None:  # a plain preemptor's own reservation has done its job
+                self._ledger.bound(res.gang)
+        c.preemptions.pod_changed(pod)
+        if gone:
+            self._ledger.reject(pod.uid, messages.pod_gone(pod.key))
+        if pod.node_name or gone or gang is None:
+            c.parked.passed(pod.uid)  # nothing left to wake it for
+        self._cache.upsert_pod(pod)
+        if old is None and gang is not None and not pod.node_name:
+            group = self._cache.groups.get(gang)
+            if group is not None:  # a new member: its plan's indexes, built now
+                self._warmup.member(group, pod, self._cache.snapshot)
+        if pod.takes_capacity:
+            # Bound by anyone onto a node with reservations: slots it squeezes out move now.
+            self._ledger.squeezed(pod.node_name)
+        c.queue.members_changed()
+        if old_gang != gang:
+            self._derive_group(old_gang, now)
+        self._derive_group(gang, now)
+        if gang is not None:
+            c.timeouts.check_quorum_bound(gang, now)
+
+    def on_pod_deleted(self, uid: str, now: float | None = None) -> None:
+        c = self._core
+        c.tombstones.add(uid, now)
+        self._ledger.staleness.landed(uid)
+        pod = self._cache.pods.get(uid)
+        if pod is None:
+            return
+        res = self._ledger.of(pod)
+        if res is not None and uid in res.slots:
+            self._ledger.unreserve(res, uid, messages.pod_deleted(pod.key))
+            if pod.gang is None:
+                self._ledger.bound(res.gang)
+        c.preemptions.pod_deleted(uid)
+        self._ledger.reject(uid, messages.pod_deleted(pod.key))
+        c.parked.drop(uid)
+        self._cache.remove_pod(uid)
+        c.queue.members_changed()
+        self._derive_group(pod.gang, now if now is not None else 0.0)
+
+    def _derive_group(self, gang: str | None, now: float) -> None:
+        """A Kueue pod group has no object: its group follows its pods, created with the
+        first of them, resized with their declared count, gone with the last
+        (sources.kueue_group)."""
+        if gang is None or not gang.startswith(KUEUE_PREFIX):
+            return
+        old = self._cache.groups.get(gang)
+        new = kueue_group(gang, self._cache.gang_pods(gang), old)
+        if new is None:
+            if old is not None:
+                self.on_group_deleted(gang)
+        elif new != old:
+            self.on_group(new, now)
+
+    def on_group(self, group: GroupInfo, now: float) -> None:
+        c = self._core
+        old = self._cache.groups.get(group.key)
+        if c.backoffs.group_changed(old, group):
+            c.explanations.retry_limit_lifted(group.key)
+        restored = (c.backoffs.restore(old, group) if group.key not in self._ledger
+                    else None)  # a gang reserved here is past any backoff it recorded
+        if restored is not None:
+            c.timeouts.restored(group, restored, now)
+        c.starvation.restore(old, group)
+        res = self._ledger.get(group.key)
+        if res is not None and res.group_uid != group.uid:
+            self._ledger.release(res, f"PodGroup {group.key} was recreated")
+        self._cache.upsert_group(group)
+        c.queue.members_changed()
+        # A lower minMember may complete a gang whose binds wait.
+        self._ledger.commit(group, now)
+        c.timeouts.check_quorum_bound(group.key, now)
+
+    def on_group_deleted(self, key: str) -> None:
+        c = self._core
+        res = self._ledger.get(key)
+        if res is not None:
+            self._ledger.release(res, f"PodGroup {key} was deleted")
+        c.backoffs.drop(key)
+        c.provisioning.drop(key)
+        c.explanations.drop(key)
+        c.queue.drop(key)
+        c.arrivals.drop(key)
+        self._cache.remove_group(key)
+        c.queue.members_changed()
