@@ -1,10 +1,11 @@
 """What the watches of pods and pod groups mean for the core: the gang manager's watch
 input, kept apart so that the one door (manager.py) stays a list of doors.
 
-A pod event moves capacity (cache), slots (ledger), preemptions, parked members, the
-arrival clock and the queue's attention, in that order; a pod group event restores what
-its status kept over a restart. Both run on the server's one event loop, like the
-manager that hands them over.
+A pod event can touch nearly every part: the cache's capacity, the ledger's slots and
+waiting binds, preemptions, parked members, the arrival clock, the queue, and for a Kueue
+pod group the group derived from its pods. A pod group event restores what its status
+kept over a restart (backoff, starvation clock) and may complete a gang whose binds wait.
+Both run on the server's one event loop, like the manager that hands them over.
 """
 
 from __future__ import annotations
