@@ -317,6 +317,14 @@ class Bench:
             res.scheduler["assembly_waits"] = waits
             res.scheduler["assembly_wait_mean_ms"] = (
                 round(waited / waits * 1000, 1) if waits else float("nan"))
+            # The commit wait: filter calls held while commits land, and how many of
+            # them reached the limit before the watch had every Binding back.
+            held, commits = hist_sum_count(em, "gang_extender_commit_wait_seconds")
+            res.scheduler["commit_waits"] = commits
+            res.scheduler["commit_waits_timed_out"] = hist_sum_count(
+                em, "gang_extender_commit_wait_seconds", "timed_out")[1]
+            res.scheduler["commit_wait_mean_ms"] = (
+                round(held / commits * 1000, 1) if commits else float("nan"))
         if ext is not None and ext.pid is not None:
             res.extender_peak_rss_mib = vm_hwm_mib(ext.pid)
 

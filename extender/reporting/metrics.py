@@ -115,7 +115,8 @@ class Metrics:
         self.commit_waits = Histogram(
             "gang_extender_commit_wait_seconds",
             "Time a member's filter call, answered with its node, waited for the Bindings "
-            "of its gang's commit to be seen by the watch; outcome landed or timed_out.",
+            "of the commits under way (its gang's and any other's) to be seen by the "
+            "watch; outcome landed or timed_out.",
             ["outcome"], buckets=_LATENCY_BUCKETS, registry=r)
 
         # Supervised work (extender/scheduler/supervise.py).
