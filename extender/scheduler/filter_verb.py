@@ -140,6 +140,13 @@ class FilterVerb:
             # (A member whose own Binding is already sent, or that is bound, is
             # answered at once: kube-scheduler must assume it before its informer sees
             # it bound, and a call held meanwhile would fail at assume.)
+        elif waiting and not result.nodes and (
+                self.manager.pod_bound(pod.uid) or self.manager.pod_landing(pod.uid)):
+            # Bound, or being bound, on a node kube-scheduler did not sample: this cycle
+            # fails whatever the answer. Its next pops would be the other members the
+            # commits under way are binding, each failing the same way on a large
+            # cluster; held until those land, its queue drops them unseen.
+            await self._commit(pod)
         return result
 
     async def _commit(self, pod: PodInfo, but: str | None = None) -> None:
