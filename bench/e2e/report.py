@@ -265,10 +265,20 @@ def runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
                      r["load1"], r["pods_per_second"], r["create_seconds"],
                      r["cpu"].get("kube-scheduler", "-"), r["cpu"].get("extender", "-"),
                      r["cpu"].get("kube-apiserver", "-"), r["scheduler"].get("attempts", "-"),
+                     r["scheduler"].get("unschedulable_attempts", "-"), _commit_waits(r),
                      r["error"][:120] or "ok"])
     return md_table(["nodes", "pods", "gangs", "client", "system", "rep", "load 1m",
                      "pods/s", "create s", "scheduler CPU s", "extender CPU s",
-                     "apiserver CPU s", "attempts", "status"], rows)
+                     "apiserver CPU s", "attempts", "of them failed",
+                     "commit waits (timed out)", "status"], rows)
+
+
+def _commit_waits(r: Mapping[str, Any]) -> str:
+    """B's held filter calls, from runs recorded since they are counted."""
+    sched = r["scheduler"]
+    if "commit_waits" not in sched:
+        return "-"
+    return f"{sched['commit_waits']} ({sched['commit_waits_timed_out']})"
 
 
 def markdown(data: Mapping[str, Any]) -> str:
