@@ -115,8 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "It holds kube-scheduler's loop: keep it well below the filter "
                             "entry's httpTimeout. 0 turns it off (default 1.5)")
     serve.add_argument("--commit-wait", type=_non_negative, default=1.0,
-                       help="longest a gang member's filter call, answered with its node, "
-                            "waits until the Bindings of the commits under way are seen "
+                       help="longest a gang member's filter call, answered with its node "
+                            "(or turned away though bound on a node kube-scheduler did "
+                            "not pass), waits until the Bindings of the commits under way are seen "
                             "by the watch, in seconds, so that kube-scheduler's queue drops "
                             "those members instead of running a scheduling cycle for each. "
                             "It holds kube-scheduler's loop: the assembly wait plus this "

@@ -114,9 +114,10 @@ class Metrics:
             "turned_away.", ["outcome"], buckets=_LATENCY_BUCKETS, registry=r)
         self.commit_waits = Histogram(
             "gang_extender_commit_wait_seconds",
-            "Time a member's filter call, answered with its node, waited for the Bindings "
-            "of the commits under way (its gang's and any other's) to be seen by the "
-            "watch; outcome landed or timed_out.",
+            "Time a member's filter call waited for the Bindings of the commits under way "
+            "(its gang's and any other's) to be seen by the watch: answered with its "
+            "node, or turned away though bound on a node kube-scheduler did not pass; "
+            "outcome landed or timed_out.",
             ["outcome"], buckets=_LATENCY_BUCKETS, registry=r)
 
         # Supervised work (extender/scheduler/supervise.py).
