@@ -202,3 +202,25 @@ def test_gang_start_p95_of_b_over_each_peer() -> None:
     md = e2e_report.markdown(data_for(runs))
     assert "## B's gang-start p95 against each system" in md
     assert "| - | 0.45 (0.30-0.60) [1/2 <= 0.333]; pooled 0.60 | 2.00; pooled 4.00 |" in md
+
+
+def test_the_whole_runs_cpu_of_b_over_each_peer_and_where_it_differs() -> None:
+    """B's scheduler side spends more, the peer's less elsewhere: the ratio of the whole
+    run says which wins, the shares say where (and add up to the ratio minus one)."""
+    runs = [run("B", 80, 0, cpu={"kube-scheduler": 1.0, "extender": 2.0,
+                                 "kube-apiserver": 7.0}),
+            run("D", 80, 0, cpu={"kube-scheduler": 3.0, "kube-apiserver": 7.0}),
+            run("B", 80, 1, cpu={"kube-scheduler": 1.0, "extender": 2.0,
+                                 "kube-apiserver": 8.0}),
+            run("D", 80, 1, cpu={"kube-scheduler": 3.0, "kube-apiserver": 7.0}),
+            run("B", 80, 2, cpu={"extender": 99.0}, error="only 3 of 56 pods bound"),
+            run("D", 80, 2, cpu={"kube-scheduler": 3.0})]
+    pairs = e2e_report.summarize(runs)[0]["cpu_pairs"]
+    assert list(pairs) == ["B/D"]
+    r = pairs["B/D"]
+    assert r["per_pair"] == [1.0, 1.1] and r["pairs"] == 2  # the failed repetition left out
+    assert r["share_of_difference"] == {"extender": 0.2, "kube-apiserver": 0.05,
+                                        "kube-scheduler": -0.2}
+    text = e2e_report.markdown(data_for(runs))
+    assert "## The whole run's CPU" in text
+    assert "| B/D | 1.05 (1.00-1.10) [2 pairs] | -20.0 % | +20.0 % | +5.0 % |" in text

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.common import md_table, percentile
+from bench.e2e.cpu_pairs import cpu_pair_table, cpu_pairs
 from bench.e2e.ratios import (
     ci,
     floor_ratios,
@@ -139,9 +140,10 @@ def summarize(runs: Sequence[RunResult]) -> list[dict[str, Any]]:
                 target = TARGETS[f"B/{other}"].get(client, math.nan)
                 ratios[f"B/{other}"] = {"per_pair": [round(x, 3) for x in per],
                                         **ratio_spread(per, target)}
+        peers = [o for o in ("A", "C", "D") if "B" in systems and o in systems]
         points.append({"nodes": nodes, "pods": pods, "gangs": gangs, "client": client,
                        "systems": systems, "ratios": ratios, "floor": floor_ratios(rs),
-                       "p95": p95_ratios(rs, systems)})
+                       "p95": p95_ratios(rs, systems), "cpu_pairs": cpu_pairs(rs, peers)})
     return points
 
 
@@ -328,6 +330,12 @@ def markdown(data: Mapping[str, Any]) -> str:
         "## CPU per pod, by component (ms)", "",
         "Each component's CPU from the first creation to every pod Running, over the "
         "pods of the run (medians over runs).", "", cpu_table(data["points"]), "",
+        "## The whole run's CPU, B over each system in the same repetition", "",
+        "Every component measured, the benchmark's pod creator included: on two shared "
+        "cores, what the whole pipeline spends per pod sets the throughput. Median of the "
+        "pairs (interval); then each component's difference, B's minus the other's, in "
+        "percent of the other's total (medians over the pairs).", "",
+        cpu_pair_table(data["points"], CPU_COLUMNS), "",
         "## Every run", "", runs_table(data["runs"]), "",
     ]
     if data.get("plot"):
