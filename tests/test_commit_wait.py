@@ -4,6 +4,8 @@ fed by its own watch, drops those members instead of running a cycle for each), 
 longer than `DispatchConfig.commit_wait`; a Binding that fails ends the wait for its pod.
 The member whose call set the commit off is bound only when kube-scheduler asks (its bind
 request), or a second later: bound before kube-scheduler assumed it, its cycle would fail.
+A member turned away although bound (its node not among those kube-scheduler sampled) is
+held the same way before its answer, so that the members after it land unseen.
 """
 
 from __future__ import annotations
@@ -68,6 +70,25 @@ async def bindings_returned(kube: RecordingKube, count: int) -> None:
         await asyncio.sleep(0.01)
         if len(kube.bindings) == count:
             return
+
+
+async def trio_1_bound_while_others_land(
+        base: dict[str, Any], manager: GangManager, pods: list[dict[str, Any]],
+        kube: RefusingKube, dispatcher: Dispatcher,
+) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """The tick commits trio and the watch delivers trio-1 bound; then it commits a new
+    gang, duo, whose Bindings return unseen by the watch, as do trio's other two.
+    Returns every pod's node and duo's pods."""
+    manager.tick(time.time())
+    dispatcher.drain()
+    await bindings_returned(kube, 3)
+    nodes = {name: node for _, name, _, node in kube.bindings}
+    watch_delivers_bound(manager, dispatcher, pods[1], nodes["trio-1"])
+    duo = add_gang(manager, base, "duo", 2)
+    manager.tick(time.time())
+    dispatcher.drain()
+    await bindings_returned(kube, 5)
+    return {name: node for _, name, _, node in kube.bindings}, duo
 
 
 def test_the_filter_answers_once_the_watch_has_delivered_every_committed_member() -> None:
@@ -255,15 +276,7 @@ def test_a_member_already_bound_is_answered_at_once_while_others_land() -> None:
     base, manager, pods, kube, dispatcher, _ = setup(commit_wait=30)
 
     async def go() -> None:
-        manager.tick(time.time())
-        dispatcher.drain()
-        await bindings_returned(kube, 3)
-        nodes = {name: node for _, name, _, node in kube.bindings}
-        watch_delivers_bound(manager, dispatcher, pods[1], nodes["trio-1"])
-        add_gang(manager, base, "duo", 2)
-        manager.tick(time.time())
-        dispatcher.drain()
-        await asyncio.sleep(0.02)
+        nodes, _ = await trio_1_bound_while_others_land(base, manager, pods, kube, dispatcher)
         assert manager.landing(None)  # trio's other two and duo's are landing
         result = await asyncio.wait_for(
             dispatcher.filter(pod_from_k8s(pods[1]), base["NodeNames"]), 0.05)
@@ -303,16 +316,8 @@ def test_a_bound_member_turned_away_holds_the_loop_until_the_commits_land() -> N
     base, manager, pods, kube, dispatcher, _ = setup(commit_wait=30)
 
     async def go() -> None:
-        manager.tick(time.time())
-        dispatcher.drain()
-        await bindings_returned(kube, 3)
-        nodes = {name: node for _, name, _, node in kube.bindings}
-        watch_delivers_bound(manager, dispatcher, pods[1], nodes["trio-1"])
-        duo = add_gang(manager, base, "duo", 2)
-        manager.tick(time.time())
-        dispatcher.drain()
-        await bindings_returned(kube, 5)
-        nodes = {name: node for _, name, _, node in kube.bindings}
+        nodes, duo = await trio_1_bound_while_others_land(base, manager, pods, kube,
+                                                          dispatcher)
         elsewhere = [n for n in base["NodeNames"] if n != nodes["trio-1"]]
         call = asyncio.create_task(dispatcher.filter(pod_from_k8s(pods[1]), elsewhere))
         await asyncio.sleep(0.05)
