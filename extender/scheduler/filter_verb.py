@@ -1,6 +1,6 @@
 """The filter verb's two waits: a filter call kept open on kube-scheduler's serial loop
 while its gang's members are still being created (the assembly wait), or while the
-Bindings of its gang's commit come back through the watch (the commit wait).
+Bindings of the commits under way come back through the watch (the commit wait).
 
 Both are woken by `changed`, which the dispatcher calls after every watch event it
 applies and every Binding that returns; neither blocks the event loop.
