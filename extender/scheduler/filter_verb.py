@@ -142,7 +142,8 @@ class FilterVerb:
             # it bound, and a call held meanwhile would fail at assume.)
         elif waiting and not result.nodes and (
                 self.manager.pod_bound(pod.uid) or self.manager.pod_landing(pod.uid)):
-            # Bound, or being bound, on a node kube-scheduler did not sample: this cycle
+            # Bound, or being bound, on a node kube-scheduler did not pass (not in its
+            # sample of a large cluster, or ruled out by its own stale view): this cycle
             # fails whatever the answer. Its next pops would be the other members the
             # commits under way are binding, each failing the same way on a large
             # cluster; held until those land, its queue drops them unseen.
