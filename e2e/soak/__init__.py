@@ -7,7 +7,9 @@ kills, issue 16).
   and final checks.
 * :mod:`.checker`: watches every pod and node; records partial binds, partial gangs past
   their recovery grace, nodes over-committed by a gang commit (neighbours' over-commits
-  and races as information) and re-bound pods.
+  and races as information) and re-bound pods. Its parts: :mod:`.watch` (LIST + WATCH,
+  relists), :mod:`.invariants` (the rules), :mod:`.records` (pods, gangs, nodes,
+  violations) and :mod:`.quantity` (its own quantity parser).
 * :mod:`.hostile`: the hostile mode (broken and hostile objects beside the gangs) and
   the stall probe (the longest ``/healthz`` answer).
 
@@ -15,7 +17,8 @@ Run it: ``python -m e2e.soak --seed 7 --minutes 20`` (see docs/reliability.md); 
 short seeded version, e2e/tests/test_soak_short.py.
 """
 
-from .checker import Checker, Violation
+from .checker import Checker
 from .driver import SoakConfig, SoakReport, run_soak
+from .records import Violation
 
 __all__ = ["Checker", "SoakConfig", "SoakReport", "Violation", "run_soak"]

@@ -62,8 +62,9 @@ from e2e.harness.fixtures import create_pod, create_podgroup, kube
 from e2e.harness.k8s import ApiException, client
 from e2e.harness.process import ManagedProcess, free_port
 
-from .checker import NEIGHBOUR_LABEL, Checker, Violation
+from .checker import Checker
 from .hostile import HostileStream, StallProbe, percentile
+from .records import NEIGHBOUR_LABEL, Violation
 from .starts import list_scheduled, quorum_time
 
 log = logging.getLogger("soak")
