@@ -4,7 +4,9 @@ kills, issue 16).
 * :mod:`.driver`: random gangs on a too-small cluster, with neighbour pods (default
   scheduler and spec.nodeName) on the same nodes, while the extender, the gang
   kube-scheduler, the leader replica and kube-apiserver are killed and restarted; drain
-  and final checks.
+  and final checks. Its input and output are :mod:`.config` and :mod:`.report`; its
+  gangs are drawn in :mod:`.workload`; :mod:`.retry` holds its API calls that survive a
+  restart.
 * :mod:`.checker`: watches every pod and node; records partial binds, partial gangs past
   their recovery grace, nodes over-committed by a gang commit (neighbours' over-commits
   and races as information) and re-bound pods. Its parts: :mod:`.watch` (LIST + WATCH,
@@ -18,7 +20,9 @@ short seeded version, e2e/tests/test_soak_short.py.
 """
 
 from .checker import Checker
-from .driver import SoakConfig, SoakReport, run_soak
+from .config import SoakConfig
+from .driver import run_soak
 from .records import Violation
+from .report import SoakReport
 
 __all__ = ["Checker", "SoakConfig", "SoakReport", "Violation", "run_soak"]

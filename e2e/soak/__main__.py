@@ -15,7 +15,8 @@ from e2e.harness.cluster import ControlPlane
 from e2e.harness.fakekubelet import FakeKubelet
 from e2e.harness.fixtures import use_cluster
 
-from .driver import SoakConfig, run_soak
+from .config import SoakConfig
+from .driver import run_soak
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -51,9 +51,8 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any
 
 from e2e.gang import REPO, scheduler_config
 from e2e.harness.cluster import ControlPlane, http_ok
@@ -63,134 +62,20 @@ from e2e.harness.k8s import ApiException, client
 from e2e.harness.process import ManagedProcess, free_port
 
 from .checker import Checker
+from .config import SoakConfig
 from .hostile import HostileStream, StallProbe, percentile
 from .records import NEIGHBOUR_LABEL, Violation
+from .report import SoakReport
+from .retry import retry
 from .starts import list_scheduled, quorum_time
+from .workload import GangRun, GangSpec, Neighbour, make_gang, priority_classes
 
 log = logging.getLogger("soak")
-T = TypeVar("T")
 
 PG = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")
 LEASE = "gang-scheduler"
 """The replicas' leader-election Lease (in the run's `-nb` namespace, so that a run
 never waits for the lease of an earlier one to expire)."""
-
-
-@dataclass
-class SoakConfig:
-    seed: int = 1
-    minutes: float = 10.0
-    max_gangs: int = 1_000_000
-    nodes: int = 6
-    node_cpu: int = 8
-    node_memory_gi: int = 16
-    concurrent_gangs: int = 10
-    max_size: int = 32
-    impossible_fraction: float = 0.04
-    impossible_lifetime: float = 90.0  # seconds before an impossible gang is deleted
-    # Share of gangs with minMember < size (elastic extras bind one by one after the
-    # quorum); the others have minMember == size.
-    elastic_fraction: float = 0.5
-    # Mean seconds between kills (exponential); 0 disables that kind. With two
-    # replicas the extender and kube-scheduler kills hit the leader's.
-    extender_kill_every: float = 60.0
-    scheduler_kill_every: float = 60.0
-    apiserver_restarts: int = 1
-    max_outage: float = 4.0  # a killed component stays down up to this long
-    partial_window: float = 30.0
-    # A gang with 0 < bound < minMember may stay so this many times its PodGroup's
-    # scheduleTimeoutSeconds (the extender's --default-timeout without one).
-    partial_grace_factor: float = 2.0
-    # A gang commit's over-commit is excused as a race (noted, not a violation) when
-    # the node fits without the neighbours bound less than this many seconds before the
-    # commit began (checker.py); 0: every one is a violation.
-    race_window: float = 0.5
-    drain_timeout: float = 600.0
-    max_rss_mb: float = 400.0
-    # PriorityClasses the gangs draw from (values 100, 200, ...; the highest is also made
-    # once more with preemptionPolicy Never); 0: every gang at priority 0.
-    priorities: int = 3
-    extender_args: tuple[str, ...] = ("--default-timeout", "20", "--backoff-base", "2",
-                                      "--backoff-cap", "16")
-    # Neighbours: pods of no gang on the gangs' nodes. Mean seconds between two
-    # (exponential; 0: none), of which `direct_fraction` are created with spec.nodeName
-    # and the rest go through the default scheduler; of the direct ones,
-    # `direct_targeted_fraction` aim at a node where a gang holds capacity right now
-    # and take 50-100 % of its free cpu. Sizes and run times are drawn from the ranges
-    # (a direct pod is shrunk to what is free on its node). At most `max_neighbours`
-    # exist at once; a default-scheduler one still unbound after
-    # `neighbour_pending_timeout` is deleted; none is created after the load.
-    neighbour_every: float = 2.0
-    direct_fraction: float = 0.5
-    direct_targeted_fraction: float = 0.5
-    neighbour_cpu_m: tuple[int, int] = (100, 2000)
-    neighbour_memory_mi: tuple[int, int] = (64, 512)
-    neighbour_run_seconds: tuple[float, float] = (1.0, 20.0)
-    max_neighbours: int = 12
-    target_wait: float = 3.0  # a targeted pod waits this long for a hold to aim at
-    neighbour_pending_timeout: float = 60.0
-    # Replicas of (extender + kube-scheduler): 1, or 2 with leader election on the
-    # Lease `gang-scheduler`, the leader pair SIGKILLed every `leader_kill_every`
-    # seconds on average (0: never) and restarted as the standby.
-    replicas: int = 1
-    leader_kill_every: float = 90.0
-    lease_duration: float = 8.0  # kube-scheduler's leaseDuration; renewDeadline 0.7x
-    # Pass --leader-lease/--leader-identity to the extenders (replicas=2). False runs
-    # both extenders active: only to exercise the soak's own replica machinery on a
-    # tree without the extender's active/standby mode.
-    leader_flags: bool = True
-    extender_ready_path: str = "/readyz"
-    # Hostile mode (hostile.py): mean seconds between two hostile objects (unplaceable
-    # gangs, absurd quantities, junk and orphans) created beside the gangs; 0: none.
-    hostile_every: float = 0.0
-    # The most CPU the active extender may use while one /healthz answer is awaited
-    # (StallProbe: its own stall of the loop); 0: measured, not checked.
-    max_stall_s: float = 0.0
-    # The longest /healthz answer allowed on the wall clock, which counts every process
-    # of the machine: it catches a loop blocked without using CPU; 0: not checked.
-    max_stall_wall_s: float = 0.0
-
-
-@dataclass
-class GangSpec:
-    ns: str
-    name: str
-    size: int
-    min_member: int
-    cpu: str
-    memory: str
-    run_seconds: float
-    rendezvous: bool
-    timeout: int | None
-    first_wave: int  # members created at once; the rest after `second_wave_delay`
-    second_wave_delay: float
-    impossible: bool = False
-    priority_class: str | None = None
-
-    @property
-    def key(self) -> str:
-        return f"{self.ns}/{self.name}"
-
-
-@dataclass
-class GangRun:
-    spec: GangSpec
-    created_at: float
-    created_pods: int = 0
-    replaced: int = 0  # members recreated after someone else deleted them
-    second_wave_at: float | None = None
-    done_at: float | None = None
-    complete_at: float | None = None  # when minMember members existed
-    complete_wall: float | None = None  # the same, on the wall clock (starts.py)
-    deleted: bool = False
-
-
-@dataclass
-class Neighbour:
-    name: str
-    kind: str  # direct | scheduled
-    created_at: float
-    bound: bool = False
 
 
 @dataclass
@@ -204,179 +89,6 @@ class Replica:
     port: int
     extender: ManagedProcess
     scheduler: ManagedProcess
-
-
-def _neighbour_counts() -> dict[str, int]:
-    return {"direct": 0, "direct_at_held": 0, "direct_skipped_full": 0, "scheduled": 0,
-            "scheduled_bound": 0, "scheduled_expired": 0}
-
-
-@dataclass
-class SoakReport:
-    seed: int
-    minutes: float
-    replicas: int = 1
-    race_window: float = 0.5
-    duration_s: float = 0.0
-    gangs_created: int = 0
-    gangs_completed: int = 0
-    gangs_impossible: int = 0
-    pods_created: int = 0
-    members_replaced: int = 0
-    neighbours: dict[str, int] = field(default_factory=_neighbour_counts)
-    extender_kills: int = 0
-    scheduler_kills: int = 0
-    leader_kills: int = 0
-    leader_changes: int = 0  # Lease holder changes seen (replicas=2)
-    failover_seconds: list[float] = field(default_factory=list)  # per leader kill
-    apiserver_restarts: int = 0
-    self_exits: list[str] = field(default_factory=list)  # exits nobody caused
-    checker_events: int = 0
-    checker_relists: int = 0
-    max_burst_seconds: float = 0.0
-    max_partial_seconds: float = 0.0
-    violations: list[str] = field(default_factory=list)
-    violation_counts: dict[str, int] = field(default_factory=dict)
-    notes: dict[str, int] = field(default_factory=dict)  # neighbour over-commits etc.
-    note_samples: list[str] = field(default_factory=list)
-    unfinished: list[str] = field(default_factory=list)
-    debug_leftover: dict[str, Any] = field(default_factory=dict)
-    rss_mb_peak: float = 0.0
-    rss_mb_by_incarnation: list[tuple[float, float, float]] = field(default_factory=list)
-    # The longest incarnation's RSS once a minute: [seconds since it started, MiB].
-    rss_mb_longest_series: list[tuple[float, float]] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    # The longest /healthz answer of the active extender, and how many took > 250 ms.
-    stall_longest_s: float = 0.0
-    stall_over_250ms: int = 0
-    # The most CPU the active extender used while one /healthz answer was awaited (its
-    # own part of that wait), and how many answers saw it use more than 250 ms.
-    stall_longest_cpu_s: float = 0.0
-    stall_cpu_over_250ms: int = 0
-    # (t, seconds, extender CPU seconds meanwhile or -1)
-    stall_slow: list[tuple[float, float, float]] = field(default_factory=list)
-    healthz_answered: int = 0
-    # Gang start: from minMember members existing to the quorum bound, completed gangs.
-    gang_start_p50_s: float = 0.0
-    gang_start_p95_s: float = 0.0
-    gang_starts_s: list[float] = field(default_factory=list)  # each, to pool runs
-    # The same gangs timed to kube-scheduler's Scheduled Events instead (starts.py).
-    gang_start_sched_p50_s: float = 0.0
-    gang_start_sched_p95_s: float = 0.0
-    gang_starts_sched_s: list[float] = field(default_factory=list)
-    hostile: str = ""  # HostileStream.summary(), in hostile mode
-
-    @property
-    def ok(self) -> bool:
-        return (not self.violations and not self.unfinished and not self.debug_leftover
-                and not self.errors and self.rss_mb_peak > 0)
-
-    def to_json(self) -> str:
-        return json.dumps({**asdict(self), "ok": self.ok}, indent=2)
-
-    def summary(self) -> str:
-        nb, vc, notes = self.neighbours, self.violation_counts, self.notes
-        failover = (f", failover {min(self.failover_seconds):.1f}-"
-                    f"{max(self.failover_seconds):.1f}s" if self.failover_seconds else "")
-        lines = [
-            f"soak seed={self.seed}: {self.duration_s / 60:.1f} min, "
-            f"{self.gangs_created} gangs ({self.pods_created} pods; "
-            f"{self.gangs_completed} completed, {self.gangs_impossible} impossible; "
-            f"{self.members_replaced} members replaced)",
-            f"neighbours: {nb['direct']} with spec.nodeName ({nb['direct_at_held']} aimed at "
-            f"nodes a gang held; {nb['direct_skipped_full']} skipped, node full), "
-            f"{nb['scheduled']} through default-scheduler ({nb['scheduled_bound']} bound, "
-            f"{nb['scheduled_expired']} deleted unbound)",
-            f"kills: extender {self.extender_kills}, kube-scheduler {self.scheduler_kills}, "
-            f"leader pair {self.leader_kills} (replicas {self.replicas}, "
-            f"{self.leader_changes} leader changes{failover}), "
-            f"kube-apiserver restarts {self.apiserver_restarts}",
-            f"violations: {len(self.violations)} (over-committed by a gang commit "
-            f"{vc.get('overcommit', 0)}, partial gangs {vc.get('partial-gang', 0)}, "
-            f"partial binds {vc.get('partial', 0) + vc.get('partial-at-end', 0)}, "
-            f"re-bound pods {vc.get('rebound', 0)}); unfinished gangs: "
-            f"{len(self.unfinished)}; debug view left: {self.debug_leftover or 'empty'}",
-            f"information: nodes over-committed by neighbours: spec.nodeName "
-            f"{notes.get('overcommit-by-direct', 0)}, default-scheduler "
-            f"{notes.get('overcommit-by-scheduled', 0)}, other "
-            f"{notes.get('overcommit-by-other', 0)}; by a gang commit racing a neighbour "
-            f"(< {self.race_window:g}s) {notes.get('overcommit-race', 0)}; gang members "
-            f"bound onto a node already over-committed "
-            f"{notes.get('gang-onto-overcommitted', 0)}",
-            f"extender RSS peak {self.rss_mb_peak:.0f} MiB; longest incarnation "
-            f"{self._longest()}; max quorum burst {self.max_burst_seconds:.2f}s; longest "
-            f"partial gang {self.max_partial_seconds:.2f}s; checker saw "
-            f"{self.checker_events} pod events, relisted {self.checker_relists}x",
-            f"longest /healthz answer {self.stall_longest_s * 1000:.0f} ms "
-            f"({self.stall_over_250ms} of {self.healthz_answered} over 250 ms), the "
-            f"extender's CPU during one at most {self.stall_longest_cpu_s * 1000:.0f} ms "
-            f"({self.stall_cpu_over_250ms} over 250 ms); gang start "
-            f"p50 {self.gang_start_p50_s:.2f}s, p95 {self.gang_start_p95_s:.2f}s (to "
-            f"kube-scheduler's Scheduled Events: p50 {self.gang_start_sched_p50_s:.2f}s, "
-            f"p95 {self.gang_start_sched_p95_s:.2f}s)",
-        ]
-        if self.stall_slow:
-            lines.append("  /healthz over 250 ms at (s since start, took, extender CPU): "
-                         + ", ".join(f"{t:g}: {d:.2f} ({c:.2f})"
-                                     for t, d, c in self.stall_slow[:10]))
-        if self.hostile:
-            lines.append(self.hostile)
-        lines += [f"  {v}" for v in self.violations[:20]]
-        lines += [f"  note {v}" for v in self.note_samples
-                  if " overcommit-race " in v or " gang-onto-overcommitted " in v][:10]
-        lines += [f"  unfinished {u}" for u in self.unfinished[:20]]
-        lines += [f"  exited by itself: {e}" for e in self.self_exits[:10]]
-        lines += [f"  error {e}" for e in self.errors[:10]]
-        lines.append("RESULT: " + ("OK" if self.ok else "FAILED"))
-        return "\n".join(lines)
-
-    def _longest(self) -> str:
-        if not self.rss_mb_by_incarnation:
-            return "-"
-        secs, first, last = max(self.rss_mb_by_incarnation)
-        return f"{secs:.0f}s, {first:.0f} -> {last:.0f} MiB"
-
-
-# ----- generating gangs ------------------------------------------------------------------
-
-
-def _slots(cfg: SoakConfig, cpu_m: int, mem_mi: int) -> int:
-    per_node = min(cfg.node_cpu * 1000 // cpu_m, cfg.node_memory_gi * 1024 // mem_mi)
-    return per_node * cfg.nodes
-
-
-def priority_classes(cfg: SoakConfig, run_id: str) -> list[str]:
-    """The names `make_gang` draws from: `{run_id}-p1`.. and `{run_id}-never`."""
-    if cfg.priorities <= 0:
-        return []
-    return [f"{run_id}-p{k}" for k in range(1, cfg.priorities + 1)] + [f"{run_id}-never"]
-
-
-def make_gang(rng: random.Random, cfg: SoakConfig, ns: str, index: int,
-              classes: list[str] | None = None) -> GangSpec:
-    cpu_m = rng.choice([250, 500, 500, 1000, 1000, 2000])
-    mem_mi = rng.choice([128, 256, 512, 1024])
-    impossible = rng.random() < cfg.impossible_fraction
-    if impossible:
-        # Whole nodes' worth of pods, more of them than the cluster has nodes.
-        cpu_m, mem_mi = cfg.node_cpu * 1000, 256
-        size = min_member = cfg.nodes + 1 + rng.randrange(3)
-    else:
-        cap = min(cfg.max_size, _slots(cfg, cpu_m, mem_mi))
-        size = rng.randint(1, cap)
-        elastic = rng.random() < cfg.elastic_fraction
-        min_member = rng.randint(1, size) if elastic else size
-    first = size if rng.random() < 0.6 else rng.randint(0, size)
-    klass = rng.choice(classes) if classes else None
-    return GangSpec(
-        ns=ns, name=f"g{index:05d}", size=size, min_member=min_member,
-        cpu=f"{cpu_m}m", memory=f"{mem_mi}Mi",
-        run_seconds=round(rng.uniform(1.0, 15.0), 1),
-        rendezvous=rng.random() < 0.6,
-        timeout=rng.choice([None, None, 10, 20, 40]),
-        first_wave=first, second_wave_delay=round(rng.uniform(0.5, 12.0), 1),
-        impossible=impossible, priority_class=klass,
-    )
 
 
 def chaos_timeline(rng: random.Random, cfg: SoakConfig, seconds: float) -> list[tuple[float, str]]:
@@ -424,29 +136,6 @@ def extender_has_leader_flags() -> bool:
     res = subprocess.run([sys.executable, "-m", "extender.cli", "serve", "--help"],
                          cwd=REPO, capture_output=True, text=True, check=False, timeout=60)
     return "--leader-lease" in res.stdout and "--leader-identity" in res.stdout
-
-
-# ----- API calls that survive an API server restart -----------------------------------------
-
-
-def retry(fn: Callable[[], T], what: str, timeout: float = 120.0) -> T | None:
-    """Call `fn` until it succeeds; 409 AlreadyExists and 404 count as done (a retry of a
-    create that went through, a delete of something gone)."""
-    deadline = time.monotonic() + timeout
-    delay = 0.2
-    while True:
-        try:
-            return fn()
-        except ApiException as e:
-            if e.status in (404, 409):
-                return None
-            err: Exception = e
-        except Exception as e:  # connection refused while the API server restarts
-            err = e
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what}: still failing after {timeout:.0f}s: {err!r}")
-        time.sleep(delay)
-        delay = min(delay * 2, 3.0)
 
 
 def rss_mb(pid: int | None) -> float | None:
