@@ -4,9 +4,11 @@ kills, issue 16).
 * :mod:`.driver`: random gangs on a too-small cluster, with neighbour pods (default
   scheduler and spec.nodeName) on the same nodes, while the extender, the gang
   kube-scheduler, the leader replica and kube-apiserver are killed and restarted; drain
-  and final checks. Its input and output are :mod:`.config` and :mod:`.report`; its
-  gangs are drawn in :mod:`.workload`; :mod:`.retry` holds its API calls that survive a
-  restart.
+  and final checks. Its parts, one job each, are mixins over :mod:`.state`:
+  :mod:`.stack` (the run's own control-plane stack), :mod:`.gangs` (drawn in
+  :mod:`.workload`), :mod:`.neighbours`, :mod:`.chaos` (with :mod:`.lease`, who leads),
+  :mod:`.measures`; :mod:`.config` and :mod:`.report` are its input and output,
+  :mod:`.retry` its API calls that survive a restart.
 * :mod:`.checker`: watches every pod and node; records partial binds, partial gangs past
   their recovery grace, nodes over-committed by a gang commit (neighbours' over-commits
   and races as information) and re-bound pods. Its parts: :mod:`.watch` (LIST + WATCH,

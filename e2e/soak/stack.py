@@ -1,0 +1,164 @@
+"""The soak's own stack on the given control plane: namespaces, tainted fake nodes,
+PriorityClasses, the checker, one or two (extender + kube-scheduler) replicas, a
+default scheduler if needed; and their teardown. Apart because bringing a stack up
+and down is a job of its own, done once per run, beside the load and the chaos."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+from typing import Any
+
+from e2e.gang import REPO, scheduler_config
+from e2e.harness.cluster import http_ok
+from e2e.harness.fixtures import kube
+from e2e.harness.k8s import ApiException, client
+from e2e.harness.process import free_port
+
+from .checker import Checker
+from .retry import retry
+from .state import LEASE, Replica, SoakState
+from .workload import priority_classes
+
+
+def _flag(args: tuple[str, ...], name: str, default: float) -> float:
+    """The value of `name` in an argv tuple (the extender's --default-timeout, which the
+    checker needs for PodGroups without scheduleTimeoutSeconds)."""
+    for i, a in enumerate(args[:-1]):
+        if a == name:
+            return float(args[i + 1])
+    return default
+
+
+def check_unshare() -> None:
+    """replicas=2 gives each kube-scheduler a host name of its own (the harness's
+    `start_scheduler(hostname=...)`, through `unshare --uts`): fail early and clearly
+    where that is not allowed."""
+    res = subprocess.run(["unshare", "--uts", "--", "sh", "-c",
+                          'hostname soak-probe && hostname'], capture_output=True,
+                         text=True, check=False, timeout=30)
+    if res.returncode != 0 or res.stdout.strip() != "soak-probe":
+        raise RuntimeError("replicas=2 needs `unshare --uts` (root or CAP_SYS_ADMIN): "
+                           f"exit {res.returncode}: {res.stderr.strip()[:500]}")
+
+
+def extender_has_leader_flags() -> bool:
+    res = subprocess.run([sys.executable, "-m", "extender.cli", "serve", "--help"],
+                         cwd=REPO, capture_output=True, text=True, check=False, timeout=60)
+    return "--leader-lease" in res.stdout and "--leader-identity" in res.stdout
+
+
+class StackMixin(SoakState):
+    def setup(self) -> None:
+        cfg = self.cfg
+        if cfg.replicas > 1:
+            check_unshare()
+            if cfg.leader_flags and not extender_has_leader_flags():
+                raise RuntimeError(
+                    "replicas=2 needs the extender's active/standby mode (serve "
+                    "--leader-lease NAMESPACE/NAME --leader-identity NAME), which this "
+                    "tree does not have yet")
+        k = kube()
+        for ns in [*self.namespaces, self.aux_ns]:
+            k.core.create_namespace({"metadata": {"name": ns, "labels": {"soak": self.run_id}}},
+                                    _preload_content=False)
+        taint = {"key": "soak", "value": self.run_id, "effect": "NoSchedule"}
+        for i in range(cfg.nodes):
+            self.nodes.append(self.node_api.add_node(
+                f"{self.run_id}-n{i}", cpu=str(cfg.node_cpu),
+                memory=f"{cfg.node_memory_gi}Gi", labels={"soak": self.run_id},
+                taints=[taint]))
+        for ns in [*self.namespaces, self.aux_ns]:  # pods are refused until the SA exists
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    k.core.read_namespaced_service_account("default", ns,
+                                                           _preload_content=False)
+                    break
+                except ApiException:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+        self.create_priority_classes()
+        self.checker = Checker(
+            self.cluster.api_client(), cfg.partial_window,
+            node_selector=f"soak={self.run_id}",
+            partial_grace_factor=cfg.partial_grace_factor,
+            default_timeout=_flag(cfg.extender_args, "--default-timeout", 60.0),
+            gang_scheduler=self.scheduler_name, race_window=cfg.race_window).start()
+        for i in range(cfg.replicas):
+            self.replicas.append(self._start_replica(i))
+        if cfg.neighbour_every > 0 and cfg.direct_fraction < 1:
+            mine = self.cluster.processes.get("kube-scheduler")  # the session's, in pytest
+            if mine is None or not mine.running():
+                self.default_scheduler = self.cluster.start_default_scheduler(
+                    f"{self.run_id}-default-scheduler")
+
+    def _start_replica(self, i: int) -> Replica:
+        cfg = self.cfg
+        two = cfg.replicas > 1
+        suffix = f"-{i}" if two else ""
+        hostname = f"{self.run_id}-r{i}"
+        port = free_port()
+        args = [*cfg.extender_args, "--scheduler-name", self.scheduler_name]
+        if two and cfg.leader_flags:
+            args += ["--leader-lease", f"{self.aux_ns}/{LEASE}", "--leader-identity", hostname]
+        else:
+            # No lease to follow: the shipped default lease does not exist here, and an
+            # extender following it would wait as a standby forever.
+            args += ["--leader-lease", "off"]
+        argv = [sys.executable, "-m", "extender.cli", "serve", "--kubeconfig",
+                str(self.cluster.kubeconfig), "--listen", f"127.0.0.1:{port}", *args]
+        extender = self.cluster.start_process(
+            argv, f"{self.run_id}-extender{suffix}", cwd=REPO,
+            ready=http_ok(f"http://127.0.0.1:{port}{cfg.extender_ready_path}"),
+            ready_timeout=60)
+        config = scheduler_config(port)
+        config["profiles"][0]["schedulerName"] = self.scheduler_name
+        uts_hostname: str | None = None
+        if two:
+            d = cfg.lease_duration
+            config["leaderElection"] = {
+                "leaderElect": True, "resourceLock": "leases", "resourceName": LEASE,
+                "resourceNamespace": self.aux_ns, "leaseDuration": f"{d:g}s",
+                "renewDeadline": f"{round(d * 0.7, 1):g}s", "retryPeriod": "1s"}
+            uts_hostname = hostname
+        scheduler = self.cluster.start_scheduler(
+            config, f"{self.run_id}-kube-scheduler{suffix}", hostname=uts_hostname)
+        return Replica(i, hostname, port, extender, scheduler)
+
+    def create_priority_classes(self) -> None:
+        sched = client.SchedulingV1Api(kube().api)
+        for i, name in enumerate(priority_classes(self.cfg, self.run_id)):
+            never = name.endswith("-never")
+            body: dict[str, Any] = {
+                "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": name, "labels": {"soak": self.run_id}},
+                "value": 100 * (self.cfg.priorities if never else i + 1)}
+            if never:
+                body["preemptionPolicy"] = "Never"
+            retry(lambda b=body: sched.create_priority_class(  # type: ignore[misc]
+                b, _preload_content=False), f"create PriorityClass {name}")
+
+    def teardown(self) -> None:
+        self._chaos_stop.set()
+        self._rss_stop.set()
+        for p in self.processes():
+            with contextlib.suppress(Exception):
+                p.stop()
+        k = kube()
+        for ns in [*self.namespaces, self.aux_ns]:
+            with contextlib.suppress(Exception):
+                k.core.delete_collection_namespaced_pod(ns, grace_period_seconds=0,
+                                                        _preload_content=False)
+            with contextlib.suppress(Exception):
+                k.core.delete_namespace(ns, _preload_content=False)
+        for n in self.nodes:
+            with contextlib.suppress(Exception):
+                self.node_api.delete_node(n)
+        sched = client.SchedulingV1Api(k.api)
+        for name in priority_classes(self.cfg, self.run_id):
+            with contextlib.suppress(Exception):
+                sched.delete_priority_class(name, _preload_content=False)
