@@ -29,7 +29,8 @@ from typing import Any
 import pytest
 
 from e2e.gang import GangStack
-from e2e.harness.cluster import Cluster, ControlPlane
+from e2e.harness.cluster import ControlPlane
+from e2e.harness.clusterbase import Cluster
 from e2e.harness.fixtures import NodeSet, create_pod, kube, list_pods
 from e2e.harness.process import ManagedProcess
 from extender.core.model.convert import node_from_k8s, pod_from_k8s

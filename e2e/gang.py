@@ -19,7 +19,8 @@ from typing import Any, Self
 import pytest
 import yaml
 
-from e2e.harness.cluster import Cluster, ControlPlane, http_ok
+from e2e.harness.cluster import ControlPlane
+from e2e.harness.clusterbase import Cluster
 from e2e.harness.fixtures import (
     GANG_SCHEDULER,
     NotYet,
@@ -31,6 +32,7 @@ from e2e.harness.fixtures import (
 )
 from e2e.harness.k8s import watch
 from e2e.harness.process import ManagedProcess, free_port
+from e2e.harness.readiness import http_ok
 from extender.core.model.sources import membership
 
 REPO = Path(__file__).resolve().parents[1]

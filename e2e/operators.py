@@ -38,7 +38,7 @@ from typing import Any
 import pytest
 
 from e2e.gang import GangStack, Recorder
-from e2e.harness.cluster import E2E_DIR, HarnessError
+from e2e.harness.base import E2E_DIR, HarnessError
 from e2e.harness.fakekubelet import ANN_RENDEZVOUS, ANN_RENDEZVOUS_SIZE, ANN_RUN_SECONDS
 from e2e.harness.fixtures import (
     GANG_SCHEDULER,

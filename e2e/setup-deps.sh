@@ -22,7 +22,7 @@ elif ! command -v etcd >/dev/null 2>&1 && [[ ! -x /usr/bin/etcd ]]; then
 fi
 command -v openssl >/dev/null 2>&1 || apt_install openssl
 
-# The lock lives next to the build cache (same path as e2e/harness/cluster.py uses).
+# The lock lives next to the build cache (same path as e2e/harness/binaries.py uses).
 lockdir=${XDG_CACHE_HOME:-$HOME/.cache}/gang-extender/k8s
 mkdir -p "$lockdir"
 exec 9>"$lockdir/.build.lock"

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from e2e.harness import cluster
+from e2e.harness import binaries
+from e2e.harness.base import HarnessError
 from e2e.harness.versions import E2E_DIR, pinned_version, podgroups_served
 
 BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
@@ -60,12 +61,12 @@ def test_a_warm_cache_answers_the_pinned_release_not_the_first_cached(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.delenv("E2E_K8S_BIN", raising=False)
     monkeypatch.delenv("K8S", raising=False)
-    assert cluster.find_k8s_bin(build=False) == root / (pinned_version() or "")
+    assert binaries.find_k8s_bin(build=False) == root / (pinned_version() or "")
     monkeypatch.setenv("K8S", "1.36")
-    assert cluster.find_k8s_bin(build=False) == root / (pinned_version("1.36") or "")
+    assert binaries.find_k8s_bin(build=False) == root / (pinned_version("1.36") or "")
     monkeypatch.setenv("K8S", "1.34")
-    with pytest.raises(cluster.HarnessError, match="no cached Kubernetes"):
-        cluster.find_k8s_bin(build=False)
+    with pytest.raises(HarnessError, match="no cached Kubernetes"):
+        binaries.find_k8s_bin(build=False)
 
 
 def test_only_releases_with_a_podgroup_get_the_workload_api_flags() -> None:

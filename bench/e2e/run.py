@@ -33,17 +33,14 @@ from bench.e2e.watch import (
 )
 from e2e.gang import scheduler_config as shipped_config
 from e2e.gang import start_extender
-from e2e.harness.cluster import (
-    DEFAULT_CRD_DIRS,
-    ControlPlane,
-    find_k8s_bin,
-    http_ok,
-    install_crds,
-)
+from e2e.harness.binaries import find_k8s_bin
+from e2e.harness.cluster import ControlPlane
+from e2e.harness.crds import DEFAULT_CRD_DIRS, install_crds
 from e2e.harness.fixtures import kube, list_pods, wait_for
 from e2e.harness.k8s import ApiException
 from e2e.harness.process import ManagedProcess, free_port
 from e2e.harness.rawapi import RawApi
+from e2e.harness.readiness import http_ok
 from e2e.harness.versions import k8s_minor, upstream_gang_gates, workload_api_version
 
 CREATE_THREADS = 16

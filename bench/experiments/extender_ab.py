@@ -29,8 +29,9 @@ import bench.e2e.run as e2e_run
 from bench.common import REPO, md_table
 from bench.e2e.main import main as e2e_main
 from e2e.gang import start_extender
-from e2e.harness.cluster import Cluster, http_ok
+from e2e.harness.clusterbase import Cluster
 from e2e.harness.process import ManagedProcess
+from e2e.harness.readiness import http_ok
 
 
 def alternating(trees: list[Path], used: list[Path]) -> Any:

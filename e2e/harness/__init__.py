@@ -1,8 +1,11 @@
 """Local Kubernetes control plane for end-to-end tests of gang-extender.
 
 * :mod:`.cluster`: ``ControlPlane`` (etcd, kube-apiserver, kube-controller-manager and
-  kube-schedulers on 127.0.0.1, started in about 4 s with cached binaries) and
-  ``ExternalCluster`` (``$E2E_KUBECONFIG``, e.g. kind).
+  kube-schedulers on 127.0.0.1, started in about 4 s with cached binaries), whose flags
+  are in :mod:`.components`; :mod:`.clusterbase`: ``Cluster`` and ``ExternalCluster``
+  (``$E2E_KUBECONFIG``, e.g. kind); :mod:`.binaries`: finding the binaries; :mod:`.crds`:
+  installing CRDs; :mod:`.readiness`: ready checks; :mod:`.base`: ``HarnessError``,
+  ``REPO_ROOT``.
 * :mod:`.fakekubelet`: fake nodes and a kubelet that runs pods by annotation.
 * :mod:`.fixtures`: pytest fixtures and helpers (``create_pod``, ``create_job``,
   ``create_podgroup``, ``wait_for``...).

@@ -65,7 +65,8 @@ from typing import Any
 
 import orjson
 
-from .cluster import REPO_ROOT, Cluster, log_contains
+from .base import REPO_ROOT
+from .clusterbase import Cluster
 from .k8s import ApiException, client, config
 from .process import ManagedProcess
 from .rawapi import (
@@ -76,6 +77,7 @@ from .rawapi import (
     RawApi,
     path_segment,
 )
+from .readiness import log_contains
 
 log = logging.getLogger("fakekubelet")
 

@@ -37,7 +37,10 @@ from typing import Any, TypeVar
 
 import pytest
 
-from .cluster import Cluster, ControlPlane, ExternalCluster, HarnessError, find_etcd, find_k8s_bin
+from .base import HarnessError
+from .binaries import find_etcd, find_k8s_bin
+from .cluster import ControlPlane
+from .clusterbase import Cluster, ExternalCluster
 from .fakekubelet import (
     ANN_FAIL,
     ANN_RENDEZVOUS,

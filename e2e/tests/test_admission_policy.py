@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 
 from e2e import deploy_kit as dk
-from e2e.harness.cluster import Cluster, ControlPlane
+from e2e.harness.cluster import ControlPlane
+from e2e.harness.clusterbase import Cluster
 from e2e.harness.fixtures import Kube, create_pod, get_pod, wait_for
 from e2e.harness.k8s import ApiException, client
 from extender.core.manager import GangManager

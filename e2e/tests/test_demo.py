@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from e2e.harness.cluster import REPO_ROOT, HarnessError, find_etcd, find_k8s_bin
+from e2e.harness.base import REPO_ROOT, HarnessError
+from e2e.harness.binaries import find_etcd, find_k8s_bin
 
 pytestmark = pytest.mark.e2e
 

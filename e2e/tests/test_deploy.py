@@ -21,7 +21,9 @@ import pytest
 import yaml
 
 from e2e import deploy_kit as dk
-from e2e.harness.cluster import REPO_ROOT, Cluster, ControlPlane
+from e2e.harness.base import REPO_ROOT
+from e2e.harness.cluster import ControlPlane
+from e2e.harness.clusterbase import Cluster
 from e2e.harness.fixtures import (
     Kube,
     NodeSet,
@@ -278,7 +280,7 @@ def test_helm_exposure_values_reach_the_manifests() -> None:
 
 
 def _kube_scheduler_bin() -> Path:
-    from e2e.harness.cluster import find_k8s_bin
+    from e2e.harness.binaries import find_k8s_bin
 
     return find_k8s_bin() / "kube-scheduler"
 

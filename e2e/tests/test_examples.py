@@ -15,7 +15,7 @@ import pytest
 
 from e2e import deploy_kit as dk
 from e2e.gang import GangStack, Recorder
-from e2e.harness.cluster import REPO_ROOT
+from e2e.harness.base import REPO_ROOT
 from e2e.harness.fakekubelet import ANN_RUN_SECONDS
 from e2e.harness.fixtures import (
     GANG_SCHEDULER,

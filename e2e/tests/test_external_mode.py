@@ -23,7 +23,8 @@ import pytest
 
 from e2e import deploy_kit as dk
 from e2e.anycluster import SCHEDULER_ENV
-from e2e.harness.cluster import REPO_ROOT, ControlPlane
+from e2e.harness.base import REPO_ROOT
+from e2e.harness.cluster import ControlPlane
 from e2e.harness.fixtures import NodeSet, kube
 
 pytestmark = pytest.mark.e2e

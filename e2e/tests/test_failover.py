@@ -39,7 +39,8 @@ import yaml
 
 from e2e import deploy_kit as dk
 from e2e.gang import Recorder
-from e2e.harness.cluster import REPO_ROOT, ControlPlane, http_ok
+from e2e.harness.base import REPO_ROOT
+from e2e.harness.cluster import ControlPlane
 from e2e.harness.fixtures import (
     Kube,
     NodeSet,
@@ -51,6 +52,7 @@ from e2e.harness.fixtures import (
 )
 from e2e.harness.k8s import ApiException, client
 from e2e.harness.process import START_MARKER, ManagedProcess, free_port
+from e2e.harness.readiness import http_ok
 from e2e.tests.test_priorities import metric
 
 pytestmark = pytest.mark.e2e

@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from e2e.gang import REPO, GangStack, Recorder, block_ports, port_pod, scheduler_config
-from e2e.harness.cluster import ControlPlane, http_ok
+from e2e.harness.cluster import ControlPlane
 from e2e.harness.fixtures import (
     PG_GROUP,
     PG_PLURAL,
@@ -48,6 +48,7 @@ from e2e.harness.fixtures import (
     wait_for,
 )
 from e2e.harness.process import ManagedProcess, free_port
+from e2e.harness.readiness import http_ok
 from e2e.tests.test_gang_lifecycle import held, member, message
 from tests.core.sim import in_flight
 

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from e2e.harness.cluster import Cluster
+from e2e.harness.clusterbase import Cluster
 from e2e.harness.fixtures import (
     NodeSet,
     NotYet,

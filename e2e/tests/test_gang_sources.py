@@ -23,7 +23,8 @@ import pytest
 
 from e2e.anycluster import AnyCluster, Slots
 from e2e.gang import Recorder
-from e2e.harness.cluster import REPO_ROOT, install_crds
+from e2e.harness.base import REPO_ROOT
+from e2e.harness.crds import install_crds
 from e2e.harness.fixtures import (
     Kube,
     NotYet,

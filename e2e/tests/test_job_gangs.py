@@ -35,7 +35,9 @@ from typing import Any
 import pytest
 
 from e2e.gang import DEFAULT_ARGS, Recorder, scheduler_config, start_extender
-from e2e.harness.cluster import ControlPlane, HarnessError, find_etcd, find_k8s_bin
+from e2e.harness.base import HarnessError
+from e2e.harness.binaries import find_etcd, find_k8s_bin
+from e2e.harness.cluster import ControlPlane
 from e2e.harness.fakekubelet import FakeKubelet
 from e2e.harness.fixtures import (
     GANG_SCHEDULER,

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from e2e.gang import GangStack, Recorder
-from e2e.harness.cluster import Cluster, ControlPlane
+from e2e.harness.cluster import ControlPlane
+from e2e.harness.clusterbase import Cluster
 from e2e.harness.fixtures import (
     GANG_SCHEDULER,
     NodeSet,

@@ -13,7 +13,8 @@ import pytest
 
 from e2e import deploy_kit as dk
 from e2e.gang import Recorder
-from e2e.harness.cluster import Cluster, ControlPlane
+from e2e.harness.cluster import ControlPlane
+from e2e.harness.clusterbase import Cluster
 from e2e.harness.fixtures import GANG_SCHEDULER, NodeSet, NotYet, wait_for
 from e2e.mpi_operator import MPIJOB, MpiOperator, install_release, mpijob, release_docs
 from e2e.operators import (

@@ -25,7 +25,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.gang import DEFAULT_ARGS, GangStack, Recorder, scheduler_config, start_extender
-from e2e.harness.cluster import Cluster, ControlPlane
+from e2e.harness.cluster import ControlPlane
+from e2e.harness.clusterbase import Cluster
 from e2e.harness.fixtures import NodeSet as Nodes
 from e2e.harness.fixtures import (
     NotYet,

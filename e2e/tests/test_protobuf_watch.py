@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from e2e.harness.cluster import Cluster
+from e2e.harness.clusterbase import Cluster
 from e2e.harness.fixtures import kube
 from extender.core.model.convert import pod_from_k8s
 from extender.kube import protobuf

@@ -36,7 +36,8 @@ from e2e.autoscaler import (
     Autoscaler,
 )
 from e2e.gang import GangStack, Recorder
-from e2e.harness.cluster import Cluster, ControlPlane
+from e2e.harness.cluster import ControlPlane
+from e2e.harness.clusterbase import Cluster
 from e2e.harness.fakekubelet import FakeKubelet
 from e2e.harness.fixtures import (
     GANG_SCHEDULER,

@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from e2e.gang import GANG_LABEL, PORT, REPO, Recorder, block_ports, scheduler_config
-from e2e.harness.cluster import ControlPlane, http_ok
+from e2e.harness.cluster import ControlPlane
 from e2e.harness.fixtures import (
     NodeSet,
     NotYet,
@@ -42,6 +42,7 @@ from e2e.harness.fixtures import (
     wait_for,
 )
 from e2e.harness.process import ManagedProcess, free_port
+from e2e.harness.readiness import http_ok
 from e2e.tests.test_failure_paths import TcpProxy
 
 pytestmark = pytest.mark.e2e

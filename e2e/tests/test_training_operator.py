@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from e2e.harness.cluster import Cluster, ControlPlane
+from e2e.harness.cluster import ControlPlane
+from e2e.harness.clusterbase import Cluster
 from e2e.harness.fixtures import GANG_SCHEDULER, NodeSet
 from e2e.operators import (
     DEFAULT_SCHEDULER,
