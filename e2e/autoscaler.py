@@ -12,7 +12,7 @@ and answers. How it runs on the loopback control plane, and why (read from the m
 * Cloud provider ``kwok``: a node group is a Node template; growing it creates Node
   objects from the template (named ``<group>-<5 random chars>``, annotated
   ``kwok.x-k8s.io/node: fake``, provider ID ``kwok:<name>``); shrinking it deletes them.
-  The template here is :func:`~e2e.harness.fakekubelet.node_manifest` of the pool's shape:
+  The template here is :func:`~e2e.harness.fakenodes.node_manifest` of the pool's shape:
   labelled for the fake kubelet, Ready. The fake kubelet then runs the pods bound there
   and lifts the ``not-ready`` taint admission gives every new node (the node-lifecycle
   controller that would does not run here). Templates and provider settings are two
@@ -48,7 +48,7 @@ import yaml
 from e2e.harness.base import HarnessError
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.crds import install_crds
-from e2e.harness.fakekubelet import FAKE_NODE_SELECTOR, PROVIDER_NODE_ANNOTATION, node_manifest
+from e2e.harness.fakenodes import FAKE_NODE_SELECTOR, PROVIDER_NODE_ANNOTATION, node_manifest
 from e2e.harness.fixtures import kube
 from e2e.harness.k8s import ApiException, client
 from e2e.harness.process import ManagedProcess, free_port

@@ -39,7 +39,6 @@ import pytest
 
 from e2e.gang import GangStack, Recorder
 from e2e.harness.base import E2E_DIR, HarnessError
-from e2e.harness.fakekubelet import ANN_RENDEZVOUS, ANN_RENDEZVOUS_SIZE, ANN_RUN_SECONDS
 from e2e.harness.fixtures import (
     GANG_SCHEDULER,
     POD_GROUP_LABEL,
@@ -50,6 +49,7 @@ from e2e.harness.fixtures import (
     wait_for,
 )
 from e2e.harness.k8s import ApiException, client
+from e2e.harness.kubeletpod import ANN_RENDEZVOUS, ANN_RENDEZVOUS_SIZE, ANN_RUN_SECONDS
 from e2e.harness.process import ManagedProcess
 
 DEFAULT_SCHEDULER = "default-scheduler"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from e2e.autoscaler import MAX_ANNOTATION, MIN_ANNOTATION, POOL_LABEL, provider_config, template
-from e2e.harness.fakekubelet import (
+from e2e.harness.fakenodes import (
     FAKE_NODE_LABEL,
     NOT_READY_TAINT,
     PROVIDER_NODE_ANNOTATION,

@@ -283,7 +283,7 @@ def _delete_batch(core: Any, label: str) -> None:
 
 
 def _prepare(cp: Any) -> Any:
-    from e2e.harness.fakekubelet import node_manifest
+    from e2e.harness.fakenodes import node_manifest
     from e2e.harness.fixtures import use_cluster, wait_for
 
     k = use_cluster(cp)

@@ -52,7 +52,7 @@ from bench.common import md_table, rss_mib
 from e2e.gang import scheduler_config
 from e2e.harness.binaries import find_k8s_bin
 from e2e.harness.cluster import ControlPlane
-from e2e.harness.fakekubelet import FakeNodes
+from e2e.harness.fakenodes import FakeNodes
 from e2e.harness.process import ManagedProcess, free_port
 from e2e.harness.readiness import http_ok
 from extender.core.model.phase import compute_status

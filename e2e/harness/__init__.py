@@ -6,7 +6,10 @@
   (``$E2E_KUBECONFIG``, e.g. kind); :mod:`.binaries`: finding the binaries; :mod:`.crds`:
   installing CRDs; :mod:`.readiness`: ready checks; :mod:`.base`: ``HarnessError``,
   ``REPO_ROOT``.
-* :mod:`.fakekubelet`: fake nodes and a kubelet that runs pods by annotation.
+* :mod:`.fakekubelet`: fake nodes and a kubelet that runs pods by annotation, as a process
+  or a thread; its parts: :mod:`.fakenodes` (Node objects and node CRUD),
+  :mod:`.kubeletpod` (the annotations), :mod:`.kubeletloop` (LIST + WATCH, decisions),
+  :mod:`.podlife` (timers, status writes).
 * :mod:`.fixtures`: pytest fixtures and helpers (``create_pod``, ``create_job``,
   ``create_podgroup``, ``wait_for``...).
 * :mod:`.process`: child processes stopped by pid, with logs; :mod:`.pki`: certificates.

@@ -41,14 +41,9 @@ from .base import HarnessError
 from .binaries import find_etcd, find_k8s_bin
 from .cluster import ControlPlane
 from .clusterbase import Cluster, ExternalCluster
-from .fakekubelet import (
-    ANN_FAIL,
-    ANN_RENDEZVOUS,
-    ANN_RENDEZVOUS_SIZE,
-    ANN_RUN_SECONDS,
-    FakeKubelet,
-)
+from .fakekubelet import FakeKubelet
 from .k8s import ApiException, client
+from .kubeletpod import ANN_FAIL, ANN_RENDEZVOUS, ANN_RENDEZVOUS_SIZE, ANN_RUN_SECONDS
 from .process import ManagedProcess, tail_file
 
 T = TypeVar("T")
@@ -619,7 +614,7 @@ class NodeSet:
         taints: Sequence[Mapping[str, Any]] = (),
         extra_resources: Mapping[str, str] | None = None,
     ) -> str:
-        """See :meth:`e2e.harness.fakekubelet.FakeNodes.add_node`."""
+        """See :meth:`e2e.harness.fakenodes.FakeNodes.add_node`."""
         out: str = self.fk.add_node(name, cpu, memory, pods, gpus, labels, taints,
                                     extra_resources)
         self.added.append(out)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from e2e.harness.cluster import ControlPlane
-from e2e.harness.fakekubelet import FakeNodes
+from e2e.harness.fakenodes import FakeNodes
 from e2e.harness.k8s import client
 from e2e.harness.process import ManagedProcess
 

@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any
 
-from e2e.harness.fakekubelet import _iter_lines
+from e2e.harness.kubeletloop import _iter_lines
 
 from .invariants import Invariants
 from .quantity import pod_requests, quantity

@@ -16,7 +16,6 @@ import pytest
 from e2e import deploy_kit as dk
 from e2e.gang import GangStack, Recorder
 from e2e.harness.base import REPO_ROOT
-from e2e.harness.fakekubelet import ANN_RUN_SECONDS
 from e2e.harness.fixtures import (
     GANG_SCHEDULER,
     POD_GROUP_LABEL,
@@ -28,6 +27,7 @@ from e2e.harness.fixtures import (
     list_pods,
     wait_for,
 )
+from e2e.harness.kubeletpod import ANN_RUN_SECONDS
 
 pytestmark = pytest.mark.e2e
 
