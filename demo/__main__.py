@@ -47,7 +47,7 @@ from demo.scenario import Demo
 from demo.timeline import RunResult, read_json, write_json
 from demo.workload import Workload
 from e2e.harness.cluster import ControlPlane
-from e2e.harness.fixtures import kube
+from e2e.harness.target import kube
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -21,23 +21,19 @@ from demo.workload import BIG_JOBS, QUICK_JOB, STOCK_SCHEDULER, Workload
 from e2e.gang import DEFAULT_ARGS, scheduler_config, start_extender
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.fakekubelet import FakeKubelet
-from e2e.harness.fixtures import (
+from e2e.harness.k8s import ApiException
+from e2e.harness.objects import (
     GANG_SCHEDULER,
     PG_GROUP,
     PG_PLURAL,
     PG_VERSION,
-    NotYet,
     create_job,
     create_podgroup,
-    get_job,
-    job_condition,
-    kube,
-    list_pods,
-    use_cluster,
-    wait_for,
 )
-from e2e.harness.k8s import ApiException
 from e2e.harness.process import free_port
+from e2e.harness.queries import get_job, job_condition, list_pods
+from e2e.harness.target import kube, use_cluster
+from e2e.harness.waiting import NotYet, wait_for
 
 
 class DemoError(RuntimeError):

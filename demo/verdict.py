@@ -12,7 +12,7 @@ import math
 
 from demo.timeline import JobSummary, PodTimes, RunResult, fmt, quorum_present_at
 from demo.workload import BIG_JOBS, QUICK_JOB, STOCK_SCHEDULER
-from e2e.harness.fixtures import GANG_SCHEDULER
+from e2e.harness.objects import GANG_SCHEDULER
 
 
 def judge_stock(pods: dict[str, PodTimes], jobs: dict[str, JobSummary],

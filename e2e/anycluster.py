@@ -31,8 +31,11 @@ import pytest
 from e2e.gang import GangStack
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.clusterbase import Cluster
-from e2e.harness.fixtures import NodeSet, create_pod, kube, list_pods
+from e2e.harness.fixtures import NodeSet
+from e2e.harness.objects import create_pod
 from e2e.harness.process import ManagedProcess
+from e2e.harness.queries import list_pods
+from e2e.harness.target import kube
 from extender.core.model.convert import node_from_k8s, pod_from_k8s
 
 SCHEDULER_ENV = "E2E_GANG_SCHEDULER"
@@ -115,7 +118,7 @@ class Slots:
     def pod(self, ns: str, name: str, *, spec_extra: Mapping[str, Any] | None = None,
             **kw: Any) -> dict[str, Any]:
         """A pod of the gang scheduler, node-sized and pinned to these nodes; `kw` as
-        :func:`e2e.harness.fixtures.create_pod` (labels, annotations, pod_group, ...)."""
+        :func:`e2e.harness.objects.create_pod` (labels, annotations, pod_group, ...)."""
         return create_pod(ns, name, cpu=self.cpu, memory=f"{POD_MEMORY >> 20}Mi",
                           scheduler_name=self.scheduler,
                           spec_extra={**self.affinity, **(spec_extra or {})}, **kw)

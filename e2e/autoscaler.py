@@ -49,10 +49,10 @@ from e2e.harness.base import HarnessError
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.crds import install_crds
 from e2e.harness.fakenodes import FAKE_NODE_SELECTOR, PROVIDER_NODE_ANNOTATION, node_manifest
-from e2e.harness.fixtures import kube
 from e2e.harness.k8s import ApiException, client
 from e2e.harness.process import ManagedProcess, free_port
 from e2e.harness.readiness import http_ok
+from e2e.harness.target import kube
 
 NAMESPACE = "gang-autoscaler"
 """Where the provider's ConfigMaps live (the process's ``POD_NAMESPACE``)."""

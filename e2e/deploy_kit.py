@@ -28,10 +28,10 @@ import yaml
 
 from e2e.harness.base import REPO_ROOT
 from e2e.harness.cluster import ControlPlane
-from e2e.harness.fixtures import kube
 from e2e.harness.k8s import ApiException, client, config, dynamic
 from e2e.harness.process import ManagedProcess, free_port
 from e2e.harness.readiness import http_ok
+from e2e.harness.target import kube
 
 DEPLOY_DIR = REPO_ROOT / "deploy"
 CHART_DIR = REPO_ROOT / "charts" / "gang-scheduler"

@@ -21,18 +21,13 @@ import yaml
 
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.clusterbase import Cluster
-from e2e.harness.fixtures import (
-    GANG_SCHEDULER,
-    NotYet,
-    create_pod,
-    create_podgroup,
-    kube,
-    pod_nodes,
-    wait_for,
-)
 from e2e.harness.k8s import watch
+from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
 from e2e.harness.process import ManagedProcess, free_port
+from e2e.harness.queries import pod_nodes
 from e2e.harness.readiness import http_ok
+from e2e.harness.target import kube
+from e2e.harness.waiting import NotYet, wait_for
 from extender.core.model.sources import membership
 
 REPO = Path(__file__).resolve().parents[1]

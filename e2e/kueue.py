@@ -59,11 +59,11 @@ from e2e import deploy_kit as dk
 from e2e.harness.base import HarnessError
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.crds import install_crds
-from e2e.harness.fixtures import kube
 from e2e.harness.k8s import ApiException, client
 from e2e.harness.pki import generate_serving_pki
 from e2e.harness.process import ManagedProcess, free_port
 from e2e.harness.readiness import http_ok
+from e2e.harness.target import kube
 
 VERSION = "v0.17.0"
 GROUP, API = "kueue.x-k8s.io", "v1beta2"

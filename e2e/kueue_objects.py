@@ -11,8 +11,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from e2e.harness.fixtures import kube
 from e2e.harness.k8s import ApiException
+from e2e.harness.target import kube
 from e2e.kueue import API, GROUP, GROUP_LABEL, MANAGED_LABEL
 
 

@@ -47,10 +47,10 @@ from typing import IO, Any
 from e2e import deploy_kit as dk
 from e2e.harness.base import HarnessError
 from e2e.harness.cluster import ControlPlane
-from e2e.harness.fixtures import kube
 from e2e.harness.k8s import ApiException, client
 from e2e.harness.process import ManagedProcess
 from e2e.harness.readiness import log_contains
+from e2e.harness.target import kube
 from e2e.operators import JobKind, rendezvous_annotations, wait_crd_established
 
 VERSION = "v0.6.0"

@@ -65,8 +65,8 @@ from e2e.autoscaler import (
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.crds import install_crds
 from e2e.harness.fakenodes import PROVIDER_NODE_ANNOTATION
-from e2e.harness.fixtures import kube
 from e2e.harness.k8s import ApiException
+from e2e.harness.target import kube
 from e2e.provisioner_plan import (
     Condition,
     Resources,

@@ -24,10 +24,12 @@ from e2e.autoscaler import (
     requests_in,
 )
 from e2e.gang import GangStack
-from e2e.harness.fixtures import LogSource, NotYet, kube, list_pods, wait_for
 from e2e.harness.k8s import watch
 from e2e.harness.process import ManagedProcess
+from e2e.harness.queries import list_pods
 from e2e.harness.readiness import log_contains
+from e2e.harness.target import kube
+from e2e.harness.waiting import LogSource, NotYet, wait_for
 
 
 @dataclass

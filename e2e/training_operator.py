@@ -30,9 +30,9 @@ from typing import Any
 from e2e import deploy_kit as dk
 from e2e.harness.base import HarnessError
 from e2e.harness.cluster import ControlPlane
-from e2e.harness.fixtures import kube
 from e2e.harness.process import ManagedProcess, free_port
 from e2e.harness.readiness import log_contains
+from e2e.harness.target import kube
 from e2e.operators import JobKind, rendezvous_annotations, wait_crd_established
 
 VERSION = "v1.7.0"

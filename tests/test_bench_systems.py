@@ -17,7 +17,7 @@ import e2e.gang
 from bench.e2e import systems
 from bench.e2e.run import system_config
 from e2e.gang import scheduler_config as shipped_config
-from e2e.harness.fixtures import POD_GROUP_LABEL
+from e2e.harness.objects import POD_GROUP_LABEL
 from e2e.harness.versions import upstream_gang_gates, workload_api_version
 
 REPO = Path(__file__).resolve().parents[1]

@@ -45,7 +45,7 @@ from bench.e2e.run import (
 )
 from bench.e2e.systems import CLIENT_SETTINGS, SYSTEMS
 from e2e.harness.fakekubelet import FakeKubelet
-from e2e.harness.fixtures import use_cluster
+from e2e.harness.target import use_cluster
 
 MIXED = (8, 16, 32)
 QUICK = ("50x320:8",)

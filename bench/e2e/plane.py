@@ -15,7 +15,7 @@ from bench.e2e.main import add_nodes
 from bench.e2e.run import bench_control_plane
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.fakekubelet import FakeKubelet
-from e2e.harness.fixtures import use_cluster
+from e2e.harness.target import use_cluster
 
 
 @contextlib.contextmanager

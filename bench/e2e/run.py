@@ -36,12 +36,14 @@ from e2e.gang import start_extender
 from e2e.harness.binaries import find_k8s_bin
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.crds import DEFAULT_CRD_DIRS, install_crds
-from e2e.harness.fixtures import kube, list_pods, wait_for
 from e2e.harness.k8s import ApiException
 from e2e.harness.process import ManagedProcess, free_port
+from e2e.harness.queries import list_pods
 from e2e.harness.rawapi import RawApi
 from e2e.harness.readiness import http_ok
+from e2e.harness.target import kube
 from e2e.harness.versions import k8s_minor, upstream_gang_gates, workload_api_version
+from e2e.harness.waiting import wait_for
 
 CREATE_THREADS = 16
 

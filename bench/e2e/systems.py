@@ -49,7 +49,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from e2e.harness.fixtures import (
+from e2e.harness.objects import (
     GANG_SCHEDULER,
     PG_GROUP,
     PG_PLURAL,

@@ -14,8 +14,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from e2e.harness.fixtures import kube
 from e2e.harness.kubeletloop import _iter_lines
+from e2e.harness.target import kube
 
 
 class BindWatch:

@@ -259,7 +259,7 @@ def worker_main(args: argparse.Namespace) -> int:
 
 def _create_batch(core: Any, label: str, count: int) -> list[list[str]]:
     """`count` pending pods labelled batch=`label`: [name, uid, node] each."""
-    from e2e.harness.fixtures import create_pod
+    from e2e.harness.objects import create_pod
 
     def create(i: int) -> list[str]:
         name = f"{label}-{i:04d}"
@@ -284,7 +284,8 @@ def _delete_batch(core: Any, label: str) -> None:
 
 def _prepare(cp: Any) -> Any:
     from e2e.harness.fakenodes import node_manifest
-    from e2e.harness.fixtures import use_cluster, wait_for
+    from e2e.harness.target import use_cluster
+    from e2e.harness.waiting import wait_for
 
     k = use_cluster(cp)
     for i in range(NODES):

@@ -51,10 +51,10 @@ import orjson
 
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.fakenodes import FakeNodes
-from e2e.harness.fixtures import wait_for
 from e2e.harness.k8s import client
 from e2e.harness.kubeletloop import KubeletLoop
 from e2e.harness.kubeletpod import _Pod
+from e2e.harness.waiting import wait_for
 
 NAMESPACE = "kubelet-writes"
 NODE = "writes-node-0"

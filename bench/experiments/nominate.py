@@ -74,9 +74,10 @@ from bench.common import REPO, RESULTS, machine, md_table, write_results
 from e2e.gang import DEFAULT_ARGS, start_extender
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.fakekubelet import FakeKubelet
-from e2e.harness.fixtures import GANG_SCHEDULER, POD_GROUP_LABEL, create_podgroup, kube, use_cluster
 from e2e.harness.k8s import ApiException, client
+from e2e.harness.objects import GANG_SCHEDULER, POD_GROUP_LABEL, create_podgroup
 from e2e.harness.process import ManagedProcess, free_port
+from e2e.harness.target import kube, use_cluster
 
 NOBODY = "nominate-nobody"  # a schedulerName no scheduler serves
 LOW, HIGH = "nominate-low", "nominate-high"

@@ -10,8 +10,10 @@
   or a thread; its parts: :mod:`.fakenodes` (Node objects and node CRUD),
   :mod:`.kubeletpod` (the annotations), :mod:`.kubeletloop` (LIST + WATCH, decisions),
   :mod:`.podlife` (timers, status writes).
-* :mod:`.fixtures`: pytest fixtures and helpers (``create_pod``, ``create_job``,
-  ``create_podgroup``, ``wait_for``...).
+* :mod:`.fixtures`: pytest fixtures; the helpers, free of pytest: :mod:`.target` (the
+  cluster they talk to, ``use_cluster``, ``kube``), :mod:`.objects` (``create_pod``,
+  ``create_job``, ``create_podgroup``), :mod:`.queries` (``get_pod``, ``list_pods``...),
+  :mod:`.waiting` (``wait_for``, ``NotYet``).
 * :mod:`.process`: child processes stopped by pid, with logs; :mod:`.pki`: certificates.
 
 Nothing is imported here so ``python -m e2e.harness.fakekubelet`` stays light.

@@ -2,7 +2,7 @@
 fails and which rendezvous it waits for, parsed from the pod's JSON.
 
 Why apart: the annotations are the contract between tests (which set them, through
-the harness's pod builders or by hand in operators' manifests) and the kubelet loop (which
+:mod:`e2e.harness.objects` or by hand in operators' manifests) and the kubelet loop (which
 acts on them); either side reads them here without the other's machinery.
 """
 

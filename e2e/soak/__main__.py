@@ -13,7 +13,7 @@ from pathlib import Path
 
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.fakekubelet import FakeKubelet
-from e2e.harness.fixtures import use_cluster
+from e2e.harness.target import use_cluster
 
 from .config import SoakConfig
 from .driver import run_soak

@@ -47,8 +47,8 @@ import threading
 import time
 
 from e2e.harness.cluster import ControlPlane
-from e2e.harness.fixtures import kube
 from e2e.harness.process import ManagedProcess
+from e2e.harness.target import kube
 
 from .chaos import ChaosMixin, chaos_timeline
 from .config import SoakConfig

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import time
 
-from e2e.harness.fixtures import create_pod, create_podgroup, kube
+from e2e.harness.objects import create_pod, create_podgroup
+from e2e.harness.target import kube
 
 from .retry import retry
 from .state import SoakState

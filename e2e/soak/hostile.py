@@ -42,9 +42,10 @@ from typing import Any
 
 import httpx
 
-from e2e.harness.fixtures import create_pod, kube
 from e2e.harness.k8s import ApiException
+from e2e.harness.objects import create_pod
 from e2e.harness.process import cpu_seconds
+from e2e.harness.target import kube
 
 log = logging.getLogger("soak.hostile")
 

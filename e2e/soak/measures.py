@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from e2e.harness.fixtures import kube
+from e2e.harness.target import kube
 
 from .hostile import percentile
 from .starts import list_scheduled, quorum_time

@@ -9,7 +9,8 @@ import logging
 import random
 import time
 
-from e2e.harness.fixtures import create_pod, kube
+from e2e.harness.objects import create_pod
+from e2e.harness.target import kube
 
 from .records import NEIGHBOUR_LABEL
 from .retry import retry

@@ -12,10 +12,10 @@ import time
 from typing import Any
 
 from e2e.gang import REPO, scheduler_config
-from e2e.harness.fixtures import kube
 from e2e.harness.k8s import ApiException, client
 from e2e.harness.process import free_port
 from e2e.harness.readiness import http_ok
+from e2e.harness.target import kube
 
 from .checker import Checker
 from .retry import retry

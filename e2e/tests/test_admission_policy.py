@@ -26,8 +26,11 @@ import pytest
 from e2e import deploy_kit as dk
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.clusterbase import Cluster
-from e2e.harness.fixtures import Kube, create_pod, get_pod, wait_for
 from e2e.harness.k8s import ApiException, client
+from e2e.harness.objects import create_pod
+from e2e.harness.queries import get_pod
+from e2e.harness.target import Kube
+from e2e.harness.waiting import wait_for
 from extender.core.manager import GangManager
 from extender.core.model.provisioning import (
     ATOMIC_CLASS,
@@ -52,7 +55,7 @@ def extender_api(
     credentials as a client and as a kubeconfig."""
     if not isinstance(control_plane, ControlPlane):
         pytest.skip("needs the local control plane (E2E_KUBECONFIG is set)")
-    from e2e.harness.fixtures import kube as admin
+    from e2e.harness.target import kube as admin
 
     docs = dk.rbac_docs(dk.kustomize_build())
     kinds = {d["kind"] for d in docs}

@@ -13,7 +13,9 @@ import pytest
 
 from e2e.anycluster import AnyCluster
 from e2e.gang import Recorder
-from e2e.harness.fixtures import NotYet, create_podgroup, get_pod, get_podgroup, wait_for
+from e2e.harness.objects import create_podgroup
+from e2e.harness.queries import get_pod, get_podgroup
+from e2e.harness.waiting import NotYet, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.any_cluster]
 

@@ -24,17 +24,13 @@ from e2e import deploy_kit as dk
 from e2e.harness.base import REPO_ROOT
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.clusterbase import Cluster
-from e2e.harness.fixtures import (
-    Kube,
-    NodeSet,
-    NotYet,
-    create_pod,
-    create_podgroup,
-    list_pods,
-    wait_for,
-)
+from e2e.harness.fixtures import NodeSet
 from e2e.harness.k8s import ApiException, client
+from e2e.harness.objects import create_pod, create_podgroup
 from e2e.harness.process import START_MARKER
+from e2e.harness.queries import list_pods
+from e2e.harness.target import Kube
+from e2e.harness.waiting import NotYet, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -388,7 +384,7 @@ def sa_kubeconfigs(
     into its Secret, as the extender container mounts it)."""
     if not isinstance(control_plane, ControlPlane):
         pytest.skip("needs the local control plane (E2E_KUBECONFIG is set)")
-    from e2e.harness.fixtures import kube as admin
+    from e2e.harness.target import kube as admin
 
     errors = dk.apply(dk.dynamic_client(admin().api), dk.rbac_docs(kustomize_docs))
     assert not errors, "\n".join(errors)

@@ -18,16 +18,11 @@ from typing import Any
 import pytest
 
 from e2e.gang import GangStack, Recorder
-from e2e.harness.fixtures import (
-    GANG_SCHEDULER,
-    NotYet,
-    create_pod,
-    create_podgroup,
-    kube,
-    pod_nodes,
-    wait_for,
-)
 from e2e.harness.fixtures import NodeSet as Nodes
+from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
+from e2e.harness.queries import pod_nodes
+from e2e.harness.target import kube
+from e2e.harness.waiting import NotYet, wait_for
 from e2e.tests.test_priorities import metric
 
 pytestmark = pytest.mark.e2e

@@ -16,18 +16,12 @@ import pytest
 from e2e import deploy_kit as dk
 from e2e.gang import GangStack, Recorder
 from e2e.harness.base import REPO_ROOT
-from e2e.harness.fixtures import (
-    GANG_SCHEDULER,
-    POD_GROUP_LABEL,
-    Kube,
-    NodeSet,
-    NotYet,
-    get_job,
-    job_condition,
-    list_pods,
-    wait_for,
-)
+from e2e.harness.fixtures import NodeSet
 from e2e.harness.kubeletpod import ANN_RUN_SECONDS
+from e2e.harness.objects import GANG_SCHEDULER, POD_GROUP_LABEL
+from e2e.harness.queries import get_job, job_condition, list_pods
+from e2e.harness.target import Kube
+from e2e.harness.waiting import NotYet, wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -25,7 +25,8 @@ from e2e import deploy_kit as dk
 from e2e.anycluster import SCHEDULER_ENV
 from e2e.harness.base import REPO_ROOT
 from e2e.harness.cluster import ControlPlane
-from e2e.harness.fixtures import NodeSet, kube
+from e2e.harness.fixtures import NodeSet
+from e2e.harness.target import kube
 
 pytestmark = pytest.mark.e2e
 

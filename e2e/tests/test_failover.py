@@ -41,18 +41,13 @@ from e2e import deploy_kit as dk
 from e2e.gang import Recorder
 from e2e.harness.base import REPO_ROOT
 from e2e.harness.cluster import ControlPlane
-from e2e.harness.fixtures import (
-    Kube,
-    NodeSet,
-    NotYet,
-    create_pod,
-    create_podgroup,
-    delete_pod,
-    wait_for,
-)
+from e2e.harness.fixtures import NodeSet
 from e2e.harness.k8s import ApiException, client
+from e2e.harness.objects import create_pod, create_podgroup, delete_pod
 from e2e.harness.process import START_MARKER, ManagedProcess, free_port
 from e2e.harness.readiness import http_ok
+from e2e.harness.target import Kube
+from e2e.harness.waiting import NotYet, wait_for
 from e2e.tests.test_priorities import metric
 
 pytestmark = pytest.mark.e2e

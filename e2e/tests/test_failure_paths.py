@@ -33,22 +33,20 @@ import yaml
 
 from e2e.gang import REPO, GangStack, Recorder, block_ports, port_pod, scheduler_config
 from e2e.harness.cluster import ControlPlane
-from e2e.harness.fixtures import (
+from e2e.harness.fixtures import NodeSet
+from e2e.harness.objects import (
     PG_GROUP,
     PG_PLURAL,
     PG_VERSION,
-    NodeSet,
-    NotYet,
     create_pod,
     create_podgroup,
     delete_pod,
-    get_pod,
-    kube,
-    pod_nodes,
-    wait_for,
 )
 from e2e.harness.process import ManagedProcess, free_port
+from e2e.harness.queries import get_pod, pod_nodes
 from e2e.harness.readiness import http_ok
+from e2e.harness.target import kube
+from e2e.harness.waiting import NotYet, wait_for
 from e2e.tests.test_gang_lifecycle import held, member, message
 from tests.core.sim import in_flight
 

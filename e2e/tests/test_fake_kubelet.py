@@ -10,18 +10,12 @@ import orjson
 import pytest
 
 from e2e.harness.clusterbase import Cluster
-from e2e.harness.fixtures import (
-    NodeSet,
-    NotYet,
-    create_pod,
-    delete_pod,
-    get_pod,
-    kube,
-    pod_phases,
-    wait_for,
-    wait_pods_phase,
-)
+from e2e.harness.fixtures import NodeSet
+from e2e.harness.objects import create_pod, delete_pod
+from e2e.harness.queries import get_pod, pod_phases
 from e2e.harness.rawapi import STRATEGIC_MERGE_PATCH, ApiError, RawApi
+from e2e.harness.target import kube
+from e2e.harness.waiting import NotYet, wait_for, wait_pods_phase
 
 pytestmark = pytest.mark.e2e
 

@@ -16,17 +16,10 @@ from typing import Any
 import pytest
 
 from e2e.gang import GangStack, Recorder, block_ports, port_pod
-from e2e.harness.fixtures import (
-    GANG_SCHEDULER,
-    NotYet,
-    create_pod,
-    create_podgroup,
-    delete_pod,
-    get_pod,
-    pod_nodes,
-    wait_for,
-)
 from e2e.harness.fixtures import NodeSet as Nodes
+from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup, delete_pod
+from e2e.harness.queries import get_pod, pod_nodes
+from e2e.harness.waiting import NotYet, wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -25,16 +25,11 @@ from e2e.anycluster import AnyCluster, Slots
 from e2e.gang import Recorder
 from e2e.harness.base import REPO_ROOT
 from e2e.harness.crds import install_crds
-from e2e.harness.fixtures import (
-    Kube,
-    NotYet,
-    create_podgroup,
-    get_pod,
-    kube,
-    served_workload_version,
-    wait_for,
-)
 from e2e.harness.k8s import ApiException, client
+from e2e.harness.objects import create_podgroup
+from e2e.harness.queries import get_pod, served_workload_version
+from e2e.harness.target import Kube, kube
+from e2e.harness.waiting import NotYet, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.any_cluster]
 

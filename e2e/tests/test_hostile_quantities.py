@@ -27,16 +27,11 @@ from typing import Any
 import pytest
 
 from e2e.gang import GangStack, Recorder, time_ordinary_gang
-from e2e.harness.fixtures import (
-    GANG_SCHEDULER,
-    NodeSet,
-    NotYet,
-    create_pod,
-    create_podgroup,
-    kube,
-    wait_for,
-)
+from e2e.harness.fixtures import NodeSet
 from e2e.harness.k8s import ApiException
+from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
+from e2e.harness.target import kube
+from e2e.harness.waiting import NotYet, wait_for
 from e2e.tests.test_gang_sources import VOLCANO_ANNOTATION, volcano_crd
 
 pytestmark = pytest.mark.e2e

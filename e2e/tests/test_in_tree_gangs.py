@@ -33,18 +33,13 @@ import pytest
 from e2e.gang import GangStack, Recorder
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.clusterbase import Cluster
-from e2e.harness.fixtures import (
-    GANG_SCHEDULER,
-    NodeSet,
-    NotYet,
-    create_pod,
-    create_podgroup,
-    get_podgroup,
-    kube,
-    wait_for,
-)
+from e2e.harness.fixtures import NodeSet
+from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
 from e2e.harness.process import ManagedProcess
+from e2e.harness.queries import get_podgroup
+from e2e.harness.target import kube
 from e2e.harness.versions import k8s_minor
+from e2e.harness.waiting import NotYet, wait_for
 from e2e.tests.test_upstream_status import (
     EXTENDER_MANAGER,
     conditions,

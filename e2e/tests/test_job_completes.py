@@ -6,16 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from e2e.harness.fixtures import (
-    NodeSet,
-    NotYet,
-    create_job,
-    get_job,
-    job_condition,
-    pod_phases,
-    wait_for,
-)
+from e2e.harness.fixtures import NodeSet
+from e2e.harness.objects import create_job
 from e2e.harness.process import ManagedProcess
+from e2e.harness.queries import get_job, job_condition, pod_phases
+from e2e.harness.waiting import NotYet, wait_for
 
 pytestmark = pytest.mark.e2e
 

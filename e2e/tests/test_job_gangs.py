@@ -39,25 +39,14 @@ from e2e.harness.base import HarnessError
 from e2e.harness.binaries import find_etcd, find_k8s_bin
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.fakekubelet import FakeKubelet
-from e2e.harness.fixtures import (
-    GANG_SCHEDULER,
-    NodeSet,
-    NotYet,
-    cluster_in_use,
-    create_job,
-    delete_pod,
-    get_job,
-    get_pod,
-    job_condition,
-    kube,
-    list_pods,
-    pod_phases,
-    wait_for,
-    wait_pods_phase,
-)
+from e2e.harness.fixtures import NodeSet
 from e2e.harness.k8s import client
+from e2e.harness.objects import GANG_SCHEDULER, create_job, delete_pod
 from e2e.harness.process import ManagedProcess, free_port
+from e2e.harness.queries import get_job, get_pod, job_condition, list_pods, pod_phases
+from e2e.harness.target import cluster_in_use, kube
 from e2e.harness.versions import k8s_minor, workload_api_version
+from e2e.harness.waiting import NotYet, wait_for, wait_pods_phase
 
 pytestmark = pytest.mark.e2e
 

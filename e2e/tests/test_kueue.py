@@ -22,20 +22,18 @@ import pytest
 from e2e.gang import GangStack, Recorder
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.clusterbase import Cluster
-from e2e.harness.fixtures import (
+from e2e.harness.fixtures import NodeSet
+from e2e.harness.objects import (
     GANG_SCHEDULER,
-    NodeSet,
-    NotYet,
     create_pod,
     create_podgroup,
     delete_pod,
-    get_job,
-    job_condition,
-    kube,
     pod_metadata,
     pod_spec,
-    wait_for,
 )
+from e2e.harness.queries import get_job, job_condition
+from e2e.harness.target import kube
+from e2e.harness.waiting import NotYet, wait_for
 from e2e.kueue import (
     ADMISSION_GATE,
     GROUP_LABEL,

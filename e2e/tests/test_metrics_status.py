@@ -10,15 +10,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.gang import GangStack, port_pod
-from e2e.harness.fixtures import (
-    GANG_SCHEDULER,
-    NotYet,
-    create_pod,
-    create_podgroup,
-    get_podgroup,
-    wait_for,
-)
 from e2e.harness.fixtures import NodeSet as Nodes
+from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
+from e2e.harness.queries import get_podgroup
+from e2e.harness.waiting import NotYet, wait_for
 from e2e.tests.test_status_lifecycle import scheduled
 
 pytestmark = pytest.mark.e2e

@@ -15,7 +15,9 @@ from e2e import deploy_kit as dk
 from e2e.gang import Recorder
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.clusterbase import Cluster
-from e2e.harness.fixtures import GANG_SCHEDULER, NodeSet, NotYet, wait_for
+from e2e.harness.fixtures import NodeSet
+from e2e.harness.objects import GANG_SCHEDULER
+from e2e.harness.waiting import NotYet, wait_for
 from e2e.mpi_operator import MPIJOB, MpiOperator, install_release, mpijob, release_docs
 from e2e.operators import (
     DEFAULT_SCHEDULER,

@@ -25,8 +25,10 @@ import yaml
 from bench.e2e.systems import group_manifest, pod_manifest, scheduler_config
 from e2e.gang import scheduler_config as shipped_config
 from e2e.harness.cluster import ControlPlane
-from e2e.harness.fixtures import NodeSet, kube, wait_for
+from e2e.harness.fixtures import NodeSet
+from e2e.harness.target import kube
 from e2e.harness.versions import upstream_gang_gates, workload_api_version
+from e2e.harness.waiting import wait_for
 from e2e.operators import obtain_operator
 
 pytestmark = pytest.mark.e2e

@@ -17,14 +17,9 @@ import time
 import pytest
 
 from e2e.gang import GangStack, Recorder, time_ordinary_gang
-from e2e.harness.fixtures import (
-    GANG_SCHEDULER,
-    NodeSet,
-    NotYet,
-    create_pod,
-    create_podgroup,
-    wait_for,
-)
+from e2e.harness.fixtures import NodeSet
+from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
+from e2e.harness.waiting import NotYet, wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -28,17 +28,12 @@ from e2e.gang import DEFAULT_ARGS, GangStack, Recorder, scheduler_config, start_
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.clusterbase import Cluster
 from e2e.harness.fixtures import NodeSet as Nodes
-from e2e.harness.fixtures import (
-    NotYet,
-    create_pod,
-    create_podgroup,
-    get_pod,
-    get_podgroup,
-    kube,
-    wait_for,
-)
 from e2e.harness.k8s import client
+from e2e.harness.objects import create_pod, create_podgroup
 from e2e.harness.process import free_port
+from e2e.harness.queries import get_pod, get_podgroup
+from e2e.harness.target import kube
+from e2e.harness.waiting import NotYet, wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from e2e.harness.clusterbase import Cluster
-from e2e.harness.fixtures import kube
+from e2e.harness.target import kube
 from extender.core.model.convert import pod_from_k8s
 from extender.kube import protobuf
 from extender.kube.client import Kube, ProtoDecoder, make_kube

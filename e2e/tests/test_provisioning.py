@@ -39,18 +39,12 @@ from e2e.gang import GangStack, Recorder
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.clusterbase import Cluster
 from e2e.harness.fakekubelet import FakeKubelet
-from e2e.harness.fixtures import (
-    GANG_SCHEDULER,
-    NodeSet,
-    NotYet,
-    create_pod,
-    create_podgroup,
-    get_podgroup,
-    kube,
-    list_pods,
-    wait_for,
-)
+from e2e.harness.fixtures import NodeSet
 from e2e.harness.k8s import ApiException
+from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
+from e2e.harness.queries import get_podgroup, list_pods
+from e2e.harness.target import kube
+from e2e.harness.waiting import NotYet, wait_for
 from e2e.operators import obtain_operator, scheduled_condition
 from e2e.provisioner import StandinAutoscaler, choose
 from e2e.provisioning_objects import (

@@ -8,14 +8,10 @@ import time
 
 import pytest
 
-from e2e.harness.fixtures import (
-    NodeSet,
-    create_pod,
-    delete_pod,
-    pod_phases,
-    wait_for,
-    wait_pods_phase,
-)
+from e2e.harness.fixtures import NodeSet
+from e2e.harness.objects import create_pod, delete_pod
+from e2e.harness.queries import pod_phases
+from e2e.harness.waiting import wait_for, wait_pods_phase
 
 pytestmark = pytest.mark.e2e
 

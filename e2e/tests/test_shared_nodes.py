@@ -15,18 +15,11 @@ import pytest
 
 from e2e.gang import GangStack, Recorder, block_ports, port_pod
 from e2e.harness.fixtures import NodeSet as Nodes
-from e2e.harness.fixtures import (
-    NotYet,
-    create_pod,
-    create_podgroup,
-    delete_pod,
-    get_pod,
-    get_podgroup,
-    kube,
-    list_pods,
-    wait_for,
-)
 from e2e.harness.k8s import client
+from e2e.harness.objects import create_pod, create_podgroup, delete_pod
+from e2e.harness.queries import get_pod, get_podgroup, list_pods
+from e2e.harness.target import kube
+from e2e.harness.waiting import NotYet, wait_for
 from e2e.tests.test_gang_lifecycle import member
 
 pytestmark = pytest.mark.e2e

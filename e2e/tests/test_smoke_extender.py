@@ -20,14 +20,11 @@ from typing import Any
 import pytest
 
 from e2e.harness.cluster import ControlPlane
-from e2e.harness.fixtures import (
-    NodeSet,
-    NotYet,
-    create_pod,
-    get_pod,
-    kube,
-    wait_for,
-)
+from e2e.harness.fixtures import NodeSet
+from e2e.harness.objects import create_pod
+from e2e.harness.queries import get_pod
+from e2e.harness.target import kube
+from e2e.harness.waiting import NotYet, wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -18,20 +18,19 @@ from typing import Any
 import pytest
 
 from e2e.gang import GangStack, port_pod, start_extender
-from e2e.harness.fixtures import (
+from e2e.harness.fixtures import NodeSet as Nodes
+from e2e.harness.objects import (
     GANG_SCHEDULER,
     PG_GROUP,
     PG_PLURAL,
     PG_VERSION,
-    NotYet,
     create_job,
     create_pod,
     create_podgroup,
-    get_podgroup,
-    kube,
-    wait_for,
 )
-from e2e.harness.fixtures import NodeSet as Nodes
+from e2e.harness.queries import get_podgroup
+from e2e.harness.target import kube
+from e2e.harness.waiting import NotYet, wait_for
 
 pytestmark = pytest.mark.e2e
 

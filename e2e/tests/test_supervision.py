@@ -31,18 +31,13 @@ import yaml
 
 from e2e.gang import GANG_LABEL, PORT, REPO, Recorder, block_ports, scheduler_config
 from e2e.harness.cluster import ControlPlane
-from e2e.harness.fixtures import (
-    NodeSet,
-    NotYet,
-    create_pod,
-    create_podgroup,
-    get_pod,
-    kube,
-    pod_nodes,
-    wait_for,
-)
+from e2e.harness.fixtures import NodeSet
+from e2e.harness.objects import create_pod, create_podgroup
 from e2e.harness.process import ManagedProcess, free_port
+from e2e.harness.queries import get_pod, pod_nodes
 from e2e.harness.readiness import http_ok
+from e2e.harness.target import kube
+from e2e.harness.waiting import NotYet, wait_for
 from e2e.tests.test_failure_paths import TcpProxy
 
 pytestmark = pytest.mark.e2e

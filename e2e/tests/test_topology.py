@@ -13,20 +13,18 @@ from typing import Any
 import pytest
 
 from e2e.gang import GangStack, Recorder
-from e2e.harness.fixtures import (
+from e2e.harness.fixtures import NodeSet as Nodes
+from e2e.harness.objects import (
     GANG_SCHEDULER,
     PG_GROUP,
     PG_PLURAL,
     PG_VERSION,
-    NotYet,
     create_pod,
     create_podgroup,
-    get_podgroup,
-    kube,
-    served_workload_version,
-    wait_for,
 )
-from e2e.harness.fixtures import NodeSet as Nodes
+from e2e.harness.queries import get_podgroup, served_workload_version
+from e2e.harness.target import kube
+from e2e.harness.waiting import NotYet, wait_for
 
 pytestmark = pytest.mark.e2e
 

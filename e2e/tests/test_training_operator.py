@@ -13,7 +13,8 @@ import pytest
 
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.clusterbase import Cluster
-from e2e.harness.fixtures import GANG_SCHEDULER, NodeSet
+from e2e.harness.fixtures import NodeSet
+from e2e.harness.objects import GANG_SCHEDULER
 from e2e.operators import (
     DEFAULT_SCHEDULER,
     NODE_CPU,

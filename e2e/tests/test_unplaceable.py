@@ -21,7 +21,9 @@ import pytest
 
 from e2e.gang import GangStack, Recorder
 from e2e.harness.fixtures import NodeSet as Nodes
-from e2e.harness.fixtures import NotYet, create_pod, create_podgroup, get_podgroup, wait_for
+from e2e.harness.objects import create_pod, create_podgroup
+from e2e.harness.queries import get_podgroup
+from e2e.harness.waiting import NotYet, wait_for
 from e2e.tests.test_priorities import SCHED, STARVATION_AFTER, metric, prio, queue_message
 
 pytestmark = pytest.mark.e2e

@@ -23,18 +23,12 @@ from typing import Any
 import pytest
 
 from e2e.gang import GangStack, Recorder
-from e2e.harness.fixtures import (
-    GANG_SCHEDULER,
-    NodeSet,
-    NotYet,
-    create_pod,
-    create_podgroup,
-    get_pod,
-    kube,
-    served_workload_version,
-    wait_for,
-)
+from e2e.harness.fixtures import NodeSet
 from e2e.harness.k8s import client
+from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
+from e2e.harness.queries import get_pod, served_workload_version
+from e2e.harness.target import kube
+from e2e.harness.waiting import NotYet, wait_for
 
 pytestmark = pytest.mark.e2e
 
