@@ -224,3 +224,32 @@ def test_the_whole_runs_cpu_of_b_over_each_peer_and_where_it_differs() -> None:
     text = e2e_report.markdown(data_for(runs))
     assert "## The whole run's CPU" in text
     assert "| B/D | 1.05 (1.00-1.10) [2 pairs] | -20.0 % | +20.0 % | +5.0 % |" in text
+
+
+def test_the_creation_phase_of_b_over_each_peer_and_what_each_leaves_for_later() -> None:
+    """The same total CPU, spent while the pods arrive or after the last one: the phase's
+    length follows its CPU, and the table says which system left how much for later."""
+    def timed(system: str, rep: int, created: float, after: float, seconds: float,
+              idle: float) -> RunResult:
+        return run(system, 80, rep, cpu={"kube-apiserver": created + after},
+                   cpu_created={"kube-apiserver": created}, create_seconds=seconds,
+                   idle_created=idle)
+
+    runs = [timed("B", 0, 9.0, 1.0, 9.0, 0.01), timed("D", 0, 6.0, 4.0, 6.0, 0.03),
+            timed("B", 1, 8.0, 2.0, 8.0, 0.01), timed("D", 1, 8.0, 2.0, 8.0, 0.01),
+            run("A", 80, 0, cpu={"kube-apiserver": 10.0})]  # recorded before the phase was
+    creation = e2e_report.summarize(runs)[0]["cpu_pairs"]["B/D"]["creation"]
+    assert creation["seconds"]["per_pair"] == creation["cpu"]["per_pair"] == [1.5, 1.0]
+    assert creation["left_after"] == {"B": 0.15, "D": 0.3}
+    assert creation["idle"] == {"B": 0.01, "D": 0.02}
+    assert e2e_report.summarize(runs)[0]["cpu_pairs"]["B/A"]["creation"]["cpu"]["pairs"] == 0
+    text = e2e_report.markdown(data_for(runs))
+    assert "## While the pods were being created" in text
+    assert ("| B/D | 1.25 (1.00-1.50) | 1.25 (1.00-1.50) | 15 % / 30 % | 1 % / 2 % |"
+            in text)
+    assert "| B/A |" not in text.split("## While the pods were being created")[1]
+
+
+def test_no_creation_table_for_runs_recorded_before_it() -> None:
+    runs = [run("B", 80, 0, cpu={"extender": 1.0}), run("D", 80, 0, cpu={"extender": 1.0})]
+    assert "## While the pods were being created" not in e2e_report.markdown(data_for(runs))

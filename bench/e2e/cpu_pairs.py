@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bench.common import md_table
@@ -26,6 +26,26 @@ if TYPE_CHECKING:
 
 def _total(r: RunResult) -> float:
     return sum(r.cpu.values())
+
+
+def _created(r: RunResult) -> float:
+    """CPU of the whole pipeline while the pods were being created (NaN: not recorded,
+    a run from before it was)."""
+    return sum(r.cpu_created.values()) if r.cpu_created else math.nan
+
+
+def _left(r: RunResult) -> float:
+    """The share of the run's CPU spent after the last create was answered."""
+    return 1 - _created(r) / _total(r)
+
+
+def _create_seconds(r: RunResult) -> float:
+    return r.create_seconds
+
+
+def _median(xs: Sequence[float]) -> float:
+    vals = [x for x in xs if not math.isnan(x)]
+    return round(statistics.median(vals), 3) if vals else math.nan
 
 
 def cpu_pairs(runs: Sequence[RunResult], peers: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -49,8 +69,28 @@ def cpu_pairs(runs: Sequence[RunResult], peers: Sequence[str]) -> dict[str, dict
         out[f"B/{other}"] = {
             "per_pair": [round(x, 3) for x in per], **ratio_spread(per, math.nan),
             "share_of_difference": {k: round(statistics.median(v), 3)
-                                    for k, v in shares.items()}}
+                                    for k, v in shares.items()},
+            "creation": _creation(runs, other)}
     return out
+
+
+def _creation(runs: Sequence[RunResult], other: str) -> dict[str, Any]:
+    """B against `other` while the pods were being created: the phase's length and its
+    CPU (pairs), each system's share of its run's CPU left until after the phase, and
+    the machine's idle share during it (medians of the runs)."""
+    ok = [r for r in runs if not r.error and _total(r) > 0 and r.cpu_created]
+    mine = {s: [r for r in ok if r.system == s] for s in ("B", other)}
+
+    def spread(value: Callable[[RunResult], float]) -> dict[str, Any]:
+        per = pair_ratios(ok, "B", other, value)
+        return {"per_pair": [round(x, 3) for x in per], **ratio_spread(per, math.nan)}
+
+    return {
+        "seconds": spread(_create_seconds),
+        "cpu": spread(_created),
+        "left_after": {s: _median([_left(r) for r in rs]) for s, rs in mine.items()},
+        "idle": {s: _median([r.idle_created for r in rs]) for s, rs in mine.items()},
+    }
 
 
 def cpu_pair_table(points: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
@@ -70,3 +110,26 @@ def cpu_pair_table(points: Sequence[Mapping[str, Any]], columns: Sequence[str]) 
 
 def _percent(x: float) -> str:
     return "-" if math.isnan(x) else f"{x * 100:+.1f} %"
+
+
+def creation_table(points: Sequence[Mapping[str, Any]]) -> str:
+    """One row per point and peer that recorded the creation phase: B's phase and its CPU
+    over the peer's, what each left until after it, and how idle the machine was."""
+    rows: list[list[object]] = []
+    for p in points:
+        for name, r in p.get("cpu_pairs", {}).items():
+            c = r.get("creation")
+            if not c or not c["cpu"]["pairs"]:
+                continue
+            other = name.split("/")[1]
+            rows.append([f"{p['nodes']} nodes, {p['pods']} pods, gangs of {p['gangs']}",
+                         p["client"], name, with_target(c["seconds"]),
+                         with_target(c["cpu"]),
+                         f"{_share(c['left_after']['B'])} / {_share(c['left_after'][other])}",
+                         f"{_share(c['idle']['B'])} / {_share(c['idle'][other])}"])
+    return md_table(["workload", "client", "pair", "creation phase", "its CPU",
+                     "CPU left after it, B / other", "machine idle in it, B / other"], rows)
+
+
+def _share(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x * 100:.0f} %"

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.common import md_table, percentile
-from bench.e2e.cpu_pairs import cpu_pair_table, cpu_pairs
+from bench.e2e.cpu_pairs import cpu_pair_table, cpu_pairs, creation_table
 from bench.e2e.ratios import (
     ci,
     floor_ratios,
@@ -69,6 +69,10 @@ class RunResult:
     tail_seconds: float = math.nan
     bound_to_running_p95: float = 0.0
     cpu: dict[str, float] = field(default_factory=dict)  # component -> CPU seconds
+    # The same, from the first create to the last create answered, and the machine's idle
+    # share then: what each system did while the pods arrived (bench/e2e/meter.py).
+    cpu_created: dict[str, float] = field(default_factory=dict)
+    idle_created: float = math.nan
     scheduler: dict[str, float] = field(default_factory=dict)
     api_requests: dict[str, int] = field(default_factory=dict)
     extender_peak_rss_mib: float = math.nan
@@ -336,6 +340,15 @@ def markdown(data: Mapping[str, Any]) -> str:
         "pairs (interval); then each component's difference, B's minus the other's, in "
         "percent of the other's total (medians over the pairs).", "",
         cpu_pair_table(data["points"], CPU_COLUMNS), "",
+        *([
+            "## While the pods were being created", "",
+            "From the first create to the last answered: B's time and the whole "
+            "pipeline's CPU over the other's in the same repetition (median, interval); "
+            "the share of each system's run CPU left until after the phase, and how idle "
+            "the machine was in it (medians). On saturated cores the phase lasts as long "
+            "as its CPU takes, so work a system leaves until after the last create "
+            "shortens it (bench/e2e/meter.py).", "", creation_table(data["points"]), ""]
+          if any(r.get("cpu_created") for r in data["runs"]) else []),
         "## Every run", "", runs_table(data["runs"]), "",
     ]
     if data.get("plot"):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import resource
 import sys
 import threading
 import time
@@ -18,7 +17,8 @@ from typing import Any
 
 import yaml
 
-from bench.common import REPO, cpu_seconds, percentile
+from bench.common import REPO, percentile
+from bench.e2e import meter
 from bench.e2e.apiserver_pprof import profile
 from bench.e2e.floor import FLOOR_THREADS, FloorBinder, assign
 from bench.e2e.report import RunResult
@@ -66,11 +66,6 @@ def system_config(system: str, client: str, port: int,
         del cfg["extenders"][0]["prioritizeVerb"]
         del cfg["extenders"][0]["weight"]
     return cfg
-
-
-def _self_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def find_scheduler_plugins() -> Path:
@@ -236,8 +231,7 @@ class Bench:
                  if res.system not in SCHEDULED else None)
         with BindWatch(ns) as watch:
             req0 = apiserver_requests()
-            cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
-            self_cpu0 = _self_cpu()
+            start = meter.read(pids)
             t0 = time.monotonic()
 
             def create(body: dict[str, Any]) -> None:
@@ -248,6 +242,7 @@ class Bench:
                 for f in [pool.submit(create, b) for b in bodies]:
                     f.result()
             res.create_seconds = round(time.monotonic() - t0, 2)
+            created_all = meter.read(pids)
             self.last_created_wall = time.time()
             if floor is not None:
                 try:
@@ -264,8 +259,7 @@ class Bench:
             while len(watch.running) < watch.count() and time.monotonic() < settle:
                 time.sleep(0.05)
             time.sleep(0.5)
-            cpu1 = {k: cpu_seconds(pid) for k, pid in pids.items()}
-            self_cpu1 = _self_cpu()
+            end = meter.read(pids)
             req1 = apiserver_requests()
             with watch.lock:
                 bound = dict(watch.bound)
@@ -291,8 +285,9 @@ class Bench:
             res.gang_start.append(round(max(bound[m] for m in ms) - max(created[m] for m in ms),
                                         3) if done else float("nan"))
             res.gang_turned_away.append(any(m in turned_away for m in ms))
-        res.cpu = {k: round(cpu1[k] - cpu0[k], 2) for k in cpu0}
-        res.cpu["bench client (creates + watch)"] = round(self_cpu1 - self_cpu0, 2)
+        res.cpu = meter.spent(start, end)
+        res.cpu_created = meter.spent(start, created_all)
+        res.idle_created = meter.idle_share(start, created_all)
         res.api_requests = {k: int(v - req0.get(k, 0.0)) for k, v in sorted(req1.items())
                             if v - req0.get(k, 0.0) >= 1}
         self._scheduler_view(res, procs)
