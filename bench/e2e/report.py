@@ -20,6 +20,7 @@ from typing import Any
 
 from bench.common import md_table, percentile
 from bench.e2e.cpu_pairs import cpu_pair_table, cpu_pairs, creation_table
+from bench.e2e.meter import BENCH_CLIENT
 from bench.e2e.ratios import (
     ci,
     floor_ratios,
@@ -42,7 +43,7 @@ TARGETS: dict[str, dict[str, float]] = {
 }
 # CPU columns of the summary, in this order; other components are summed in "rest".
 CPU_COLUMNS = ("kube-scheduler", "extender", "kube-apiserver", "etcd", "fake-kubelet",
-               "bench client (creates + watch)")
+               BENCH_CLIENT)
 
 
 @dataclass
