@@ -33,6 +33,13 @@ def percentile(values: Sequence[float], q: float) -> float:
     return s[k]
 
 
+def nan_median(values: Sequence[float]) -> float:
+    """Median of the values that are not NaN (a run that could not measure one), rounded
+    to 3 places; NaN when none is left."""
+    vals = [x for x in values if not math.isnan(x)]
+    return round(statistics.median(vals), 3) if vals else math.nan
+
+
 def median_ci(values: Sequence[float], confidence: float = 0.95, resamples: int = 4000,
               seed: int = 0) -> tuple[float, float]:
     """Bootstrap percentile interval of the median; (NaN, NaN) for fewer than 2 values.

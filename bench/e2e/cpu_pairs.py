@@ -17,7 +17,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from bench.common import md_table
+from bench.common import md_table, nan_median
 from bench.e2e.ratios import pair_ratios, ratio_spread, with_target
 
 if TYPE_CHECKING:
@@ -41,11 +41,6 @@ def _left(r: RunResult) -> float:
 
 def _create_seconds(r: RunResult) -> float:
     return r.create_seconds
-
-
-def _median(xs: Sequence[float]) -> float:
-    vals = [x for x in xs if not math.isnan(x)]
-    return round(statistics.median(vals), 3) if vals else math.nan
 
 
 def cpu_pairs(runs: Sequence[RunResult], peers: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -88,8 +83,8 @@ def _creation(runs: Sequence[RunResult], other: str) -> dict[str, Any]:
     return {
         "seconds": spread(_create_seconds),
         "cpu": spread(_created),
-        "left_after": {s: _median([_left(r) for r in rs]) for s, rs in mine.items()},
-        "idle": {s: _median([r.idle_created for r in rs]) for s, rs in mine.items()},
+        "left_after": {s: nan_median([_left(r) for r in rs]) for s, rs in mine.items()},
+        "idle": {s: nan_median([r.idle_created for r in rs]) for s, rs in mine.items()},
     }
 
 

@@ -13,12 +13,11 @@ tests/test_bench_e2e_report.py.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.common import md_table, percentile
+from bench.common import md_table, nan_median, percentile
 from bench.e2e.cpu_pairs import cpu_pair_table, cpu_pairs, creation_table
 from bench.e2e.meter import BENCH_CLIENT
 from bench.e2e.ratios import (
@@ -90,11 +89,6 @@ def _dist(values: Sequence[float]) -> dict[str, Any]:
     }
 
 
-def _median(xs: Sequence[float]) -> float:
-    vals = [x for x in xs if not math.isnan(x)]
-    return round(statistics.median(vals), 3) if vals else math.nan
-
-
 def system_summary(runs: Sequence[RunResult]) -> dict[str, Any]:
     """One system at one point: medians over its completed runs, gang starts pooled."""
     ok = [r for r in runs if not r.error]
@@ -105,7 +99,7 @@ def system_summary(runs: Sequence[RunResult]) -> dict[str, Any]:
         for size, s in zip(r.gang_size, r.gang_start, strict=False):
             by_size.setdefault(size, []).append(s)
     comps = sorted({c for r in ok for c in r.cpu})
-    cpu_ms = {c: _median([r.cpu.get(c, math.nan) * 1000 / pods for r in ok]) for c in comps}
+    cpu_ms = {c: nan_median([r.cpu.get(c, math.nan) * 1000 / pods for r in ok]) for c in comps}
     total = [sum(v for v in r.cpu.values() if not math.isnan(v)) * 1000 / pods for r in ok]
     pairs = [(x, t) for r in ok for x, t in zip(r.gang_start, r.gang_turned_away,
                                                 strict=False)]
@@ -116,13 +110,13 @@ def system_summary(runs: Sequence[RunResult]) -> dict[str, Any]:
         # gang was complete, and the others, which waited out a backoff (1-2 s).
         "gang_start_not_turned_away": _dist([x for x, t in pairs if not t]),
         "gang_start_turned_away": _dist([x for x, t in pairs if t]),
-        "pods_per_second": _median([r.pods_per_second for r in ok]),
-        "tail_seconds": _median([r.tail_seconds for r in ok]),
+        "pods_per_second": nan_median([r.pods_per_second for r in ok]),
+        "tail_seconds": nan_median([r.tail_seconds for r in ok]),
         "gang_start_seconds": _dist(starts),
         "gang_start_by_size": {str(k): _dist(v) for k, v in sorted(by_size.items())},
         "turned_away_gangs": sum(sum(r.gang_turned_away) for r in ok),
         "cpu_ms_per_pod": cpu_ms,
-        "cpu_ms_per_pod_total": _median(total),
+        "cpu_ms_per_pod_total": nan_median(total),
         "load1": [r.load1 for r in runs],
     }
 
