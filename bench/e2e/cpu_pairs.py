@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bench.common import md_table, nan_median
-from bench.e2e.ratios import pair_ratios, ratio_spread, with_target
+from bench.e2e.ratios import pair_ratios, with_pairs, with_target
 
 if TYPE_CHECKING:
     from bench.e2e.report import RunResult
@@ -62,7 +62,7 @@ def cpu_pairs(runs: Sequence[RunResult], peers: Sequence[str]) -> dict[str, dict
                 shares.setdefault(k, []).append(
                     (b.cpu.get(k, 0.0) - o.cpu.get(k, 0.0)) / _total(o))
         out[f"B/{other}"] = {
-            "per_pair": [round(x, 3) for x in per], **ratio_spread(per, math.nan),
+            **with_pairs(per, math.nan),
             "share_of_difference": {k: round(statistics.median(v), 3)
                                     for k, v in shares.items()},
             "creation": _creation(runs, other)}
@@ -75,14 +75,9 @@ def _creation(runs: Sequence[RunResult], other: str) -> dict[str, Any]:
     the machine's idle share during it (medians of the runs)."""
     ok = [r for r in runs if not r.error and _total(r) > 0 and r.cpu_created]
     mine = {s: [r for r in ok if r.system == s] for s in ("B", other)}
-
-    def spread(value: Callable[[RunResult], float]) -> dict[str, Any]:
-        per = pair_ratios(ok, "B", other, value)
-        return {"per_pair": [round(x, 3) for x in per], **ratio_spread(per, math.nan)}
-
     return {
-        "seconds": spread(_create_seconds),
-        "cpu": spread(_created),
+        "seconds": with_pairs(pair_ratios(ok, "B", other, _create_seconds), math.nan),
+        "cpu": with_pairs(pair_ratios(ok, "B", other, _created), math.nan),
         "left_after": {s: nan_median([_left(r) for r in rs]) for s, rs in mine.items()},
         "idle": {s: nan_median([r.idle_created for r in rs]) for s, rs in mine.items()},
     }

@@ -47,6 +47,14 @@ def ratio_spread(ratios: Sequence[float], target: float,
     }
 
 
+def with_pairs(per: Sequence[float], target: float,
+               lower_is_better: bool = False) -> dict[str, Any]:
+    """`ratio_spread` with the per-pair ratios themselves (`per_pair`), as the results
+    file keeps every ratio."""
+    return {"per_pair": [round(x, 3) for x in per],
+            **ratio_spread(per, target, lower_is_better)}
+
+
 def _pods_per_second(r: RunResult) -> float:
     return r.pods_per_second
 
@@ -78,8 +86,7 @@ def floor_ratios(runs: Sequence[RunResult]) -> dict[str, dict[str, Any]]:
     out = {}
     for s in sorted({r.system for r in runs} - {"F"}):
         per = pair_ratios(runs, s, "F", tail)
-        out[s] = {"per_pair": [round(x, 3) for x in per],
-                  **ratio_spread(per, FLOOR_TARGETS.get(s, math.nan), lower_is_better=True)}
+        out[s] = with_pairs(per, FLOOR_TARGETS.get(s, math.nan), lower_is_better=True)
     return out
 
 
@@ -94,9 +101,9 @@ def p95_ratios(runs: Sequence[RunResult],
         per = pair_ratios(runs, "B", other, run_p95)
         b, o = (systems[k]["gang_start_seconds"]["p95"] for k in ("B", other))
         pooled = round(b / o, 3) if o and not math.isnan(b) and not math.isnan(o) else math.nan
-        out[f"B/{other}"] = {"per_pair": [round(x, 3) for x in per], "pooled": pooled,
-                             **ratio_spread(per, P95_TARGETS.get(f"B/{other}", math.nan),
-                                            lower_is_better=True)}
+        out[f"B/{other}"] = {"pooled": pooled,
+                             **with_pairs(per, P95_TARGETS.get(f"B/{other}", math.nan),
+                                          lower_is_better=True)}
     return out
 
 

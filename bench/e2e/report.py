@@ -28,6 +28,7 @@ from bench.e2e.ratios import (
     p95_table,
     pair_ratios,
     ratio_spread,
+    with_pairs,
 )
 from bench.e2e.systems import SYSTEMS
 
@@ -137,8 +138,7 @@ def summarize(runs: Sequence[RunResult]) -> list[dict[str, Any]]:
             if "B" in systems and other in systems:
                 per = pair_ratios(rs, "B", other)
                 target = TARGETS[f"B/{other}"].get(client, math.nan)
-                ratios[f"B/{other}"] = {"per_pair": [round(x, 3) for x in per],
-                                        **ratio_spread(per, target)}
+                ratios[f"B/{other}"] = with_pairs(per, target)
         peers = [o for o in ("A", "C", "D") if "B" in systems and o in systems]
         points.append({"nodes": nodes, "pods": pods, "gangs": gangs, "client": client,
                        "systems": systems, "ratios": ratios, "floor": floor_ratios(rs),
