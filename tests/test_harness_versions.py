@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from e2e.harness import binaries
-from e2e.harness.base import HarnessError
-from e2e.harness.versions import E2E_DIR, pinned_version, podgroups_served
+from e2e.harness.base import E2E_DIR, HarnessError
+from e2e.harness.versions import pinned_version, podgroups_served
 
 BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 

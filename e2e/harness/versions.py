@@ -21,7 +21,7 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
-E2E_DIR = Path(__file__).resolve().parents[1]
+from .base import E2E_DIR
 
 
 def pinned_version(minor: str = "") -> str | None:
