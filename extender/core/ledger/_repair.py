@@ -40,6 +40,14 @@ def lost(cache: Cache, node: str, pod: PodInfo, held: bool = False) -> str | Non
         return f"node {node}: {why}"
     if held:
         return None
+    return overcommitted(cache, node, pod)
+
+
+def overcommitted(cache: Cache, node: str, pod: PodInfo) -> str | None:
+    """Why `node`, where `pod` is charged already (a slot, or an assumed Binding), is
+    short of what `pod` asks for, or None. Free capacity below zero on a resource the pod
+    requests means something charged there since the pod's charge does not leave room
+    for it; what held slots charge ahead of capacity does not count."""
     free = cache.free.get(node, {})
     ahead = cache.held.get(node)
     if ahead:
