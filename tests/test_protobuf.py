@@ -67,7 +67,7 @@ RICH_POD: dict[str, Any] = {
         "hostname": "h", "serviceAccountName": "sa",  # read by nobody
     },
     "status": {
-        "phase": "Pending",
+        "phase": "Pending", "nominatedNodeName": "n-7",
         "conditions": [{"type": "PodScheduled", "status": "False",
                         "reason": "Unschedulable", "message": "no",
                         "lastTransitionTime": "2026-11-24T07:15:00Z"}],
@@ -144,6 +144,7 @@ def test_a_pod_converts_the_same_from_protobuf_as_from_json() -> None:
     assert info.gated and info.deleting and info.unschedulable and info.priority == 7
     assert info.required_node_affinity and info.required_anti_affinity
     assert info.membership is not None and len(info.tolerations) == 2
+    assert info.nominated_node == "n-7"
 
 
 def test_a_minimal_pod_keeps_the_json_defaults() -> None:

@@ -219,6 +219,8 @@ def pod_dict(pod: Any) -> dict[str, Any]:
     st: dict[str, Any] = {}
     if status.phase:
         st["phase"] = status.phase
+    if status.nominatedNodeName:
+        st["nominatedNodeName"] = status.nominatedNodeName
     if status.conditions:
         st["conditions"] = [{"type": c.type, "status": c.status, "reason": c.reason}
                             for c in status.conditions]

@@ -86,6 +86,17 @@ def test_pod_state_fields(pod_obj: dict[str, Any]) -> None:
     assert p.node_name == "fake-node-1" and p.takes_capacity
     assert p.priority == 1000
     assert p.phase == "Running"
+    assert p.nominated_node == ""
+
+
+def test_pod_nominated_node_is_read_and_checked(pod_obj: dict[str, Any]) -> None:
+    """kube-scheduler's preemption writes status.nominatedNodeName on the pod it freed
+    capacity for: the cache keeps that capacity for it (`Cache.nominated_on`)."""
+    pod_obj["status"]["nominatedNodeName"] = "fake-node-2"
+    assert pod_from_k8s(pod_obj).nominated_node == "fake-node-2"
+    pod_obj["status"]["nominatedNodeName"] = 7
+    with pytest.raises(ValueError, match="status.nominatedNodeName must be a string"):
+        pod_from_k8s(pod_obj)
 
 
 @pytest.mark.parametrize(

@@ -253,6 +253,8 @@ def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
                                        "PreemptLowerPriority") or "PreemptLowerPriority"),
         provisioning_request=_consumes(annotations),
         binds_via_scheduler=_binds_via_scheduler(spec),
+        nominated_node=shared(as_str(status.get("nominatedNodeName"),
+                                     "status.nominatedNodeName")),
     )
 
 

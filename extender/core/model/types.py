@@ -184,6 +184,10 @@ class PodInfo:
     # cycle and waits at the barrier; the others of a planned gang are committed by the
     # extender directly (`Ledger.commit`, architecture.md §7).
     binds_via_scheduler: bool = False
+    # status.nominatedNodeName ("": none): the node kube-scheduler's preemption freed
+    # for this pending pod. Its requests are kept there for it, from pods of equal or
+    # lower priority, as kube-scheduler keeps them (`Cache.nominated_on`).
+    nominated_node: str = ""
 
     @property
     def key(self) -> str:
