@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import httpx
+import orjson
 import pytest
 
 from extender.core.manager import GangManager
@@ -16,9 +18,11 @@ from extender.core.model.provisioning import (
     ATOMIC_CLASS,
     CLASS_ANNOTATION,
     CONSUME_ANNOTATION,
+    CONSUMES_FOR,
     GANG_ANNOTATION,
     SCALE_DOWN_DISABLED,
     SCALE_DOWN_OURS,
+    RequestInfo,
 )
 from extender.core.model.types import KUEUE, GroupInfo, NodeInfo, PodInfo
 from extender.core.model.vocabulary import (
@@ -31,7 +35,7 @@ from extender.core.model.vocabulary import (
     ProvisioningReport,
 )
 from extender.core.wiring import Core
-from extender.kube.client import ApiError
+from extender.kube.client import ApiError, Kube
 from extender.kube.informer import Informer
 from extender.kube.recorder import ObjectRef
 from extender.scheduler.dispatch import Dispatcher
@@ -45,10 +49,15 @@ CREATE = CreateRequest(GROUP, "ns/train", "train-capacity", ATOMIC_CLASS,
 
 
 class FakeKube:
+    """The API server's side: `objects` are what exists (path -> object), for the
+    read-backs after a 409 and the reads before a PodTemplate is deleted."""
+
     def __init__(self, fail: dict[str, ApiError] | None = None,
-                 pods: dict[str, dict[str, Any]] | None = None) -> None:
+                 pods: dict[str, dict[str, Any]] | None = None,
+                 objects: dict[str, dict[str, Any]] | None = None) -> None:
         self.calls: list[tuple[str, str, Any]] = []
         self.fail = fail or {}
+        self.objects = objects or {}
         self.pods = pods if pods is not None else {
             name: {"metadata": {"name": name, "labels": {"app": "train"}},
                    "spec": {"nodeName": "", "schedulingGates": [{"name": "g"}],
@@ -65,12 +74,17 @@ class FakeKube:
         self._call("get", f"/api/v1/namespaces/{namespace}/pods/{name}")
         return self.pods.get(name)
 
+    async def get(self, path: str) -> dict[str, Any] | None:
+        self._call("read", path)
+        return self.objects.get(path)
+
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         self._call("create", path, body)
-        return body
+        name = body["metadata"]["name"]
+        return {**body, "metadata": {**body["metadata"], "uid": f"uid-{name}"}}
 
-    async def delete(self, path: str) -> None:
-        self._call("delete", path)
+    async def delete(self, path: str, uid: str = "") -> None:
+        self._call("delete", path, uid)
 
     async def merge_patch(self, path: str, patch: dict[str, Any]) -> None:
         self._call("patch", path, patch)
@@ -97,7 +111,7 @@ def _error(status: int) -> ApiError:
 def test_a_request_is_made_templates_first_then_its_members_consume_it() -> None:
     kube = FakeKube()
     run(kube, CREATE)
-    writes = [(v, p) for v, p, _ in kube.calls if v != "get"]
+    writes = [(v, p) for v, p, _ in kube.calls if v not in ("get", "read")]
     assert writes == [
         ("create", "/api/v1/namespaces/ns/podtemplates"),
         ("create", "/api/v1/namespaces/ns/podtemplates"),
@@ -126,7 +140,8 @@ def test_a_request_is_made_templates_first_then_its_members_consume_it() -> None
         {"podTemplateRef": {"name": "train-capacity-0"}, "count": 3},
         {"podTemplateRef": {"name": "train-capacity-1"}, "count": 1}]}
     assert kube.calls[-1][2] == {"metadata": {"annotations": {
-        CONSUME_ANNOTATION: "train-capacity", CLASS_ANNOTATION: ATOMIC_CLASS}}}
+        CONSUME_ANNOTATION: "train-capacity", CLASS_ANNOTATION: ATOMIC_CLASS,
+        CONSUMES_FOR: "ns/train"}}}  # the pod admission policy checks it names its gang
 
 
 def test_a_kueue_pod_group_has_no_owner_to_name() -> None:
@@ -138,13 +153,59 @@ def test_a_kueue_pod_group_has_no_owner_to_name() -> None:
                for c in kube.calls if c[0] == "create")
 
 
+TEMPLATES = "/api/v1/namespaces/ns/podtemplates"
+REQUESTS = "/apis/autoscaling.x-k8s.io/v1/namespaces/ns/provisioningrequests"
+
+
+def _obj(name: str, gang: str | None, uid: str = "") -> dict[str, Any]:
+    notes = {} if gang is None else {GANG_ANNOTATION: gang}
+    return {"metadata": {"name": name, "namespace": "ns", "uid": uid or f"old-{name}",
+                         "annotations": notes}}
+
+
 def test_objects_made_before_a_restart_are_taken_as_made() -> None:
+    """A 409 whose object, read back, carries our marker for this gang: ours."""
     kube = FakeKube(fail={"create /apis/autoscaling.x-k8s.io": _error(409),
-                          "create /api/v1/namespaces/ns/podtemplates": _error(409)})
+                          f"create {TEMPLATES}": _error(409)},
+                    objects={f"{TEMPLATES}/train-capacity-0": _obj("t0", "ns/train"),
+                             f"{TEMPLATES}/train-capacity-1": _obj("t1", "ns/train"),
+                             f"{REQUESTS}/train-capacity": _obj("r", "ns/train")})
     manager = GangManager()
     p = run(kube, CREATE, manager)
     assert [v for v, _, _ in kube.calls].count("patch") == 2  # went on to the members
     assert p.manager.backoff("ns/train") is None
+    assert not [c for c in kube.calls if c[0] == "delete"]
+
+
+@pytest.mark.parametrize("marker", [None, "volcano:ns/train", ""])
+def test_a_409_against_an_object_not_ours_for_the_gang_is_not_adopted(
+        marker: str | None) -> None:
+    """A user's PodTemplate (no marker), or another gang's (another source's group of
+    the same name): left alone, no request made, the gang backs off with the reason in
+    its status, and the PodTemplate this call made is taken back by its uid."""
+    manager = _asked_manager()
+    kube = FakeKube(fail={f"create {TEMPLATES}": _error(409)},
+                    objects={f"{TEMPLATES}/train-capacity-0": _obj("t0", marker)})
+    one = CreateRequest(GROUP, "ns/train", "train-capacity", ATOMIC_CLASS,
+                        (PodSet(PodRef("ns", "train-0", "u0"), 2),), ())
+    run(kube, one, manager)
+    assert not [c for c in kube.calls if c[1].startswith(REQUESTS)]
+    assert not [c for c in kube.calls if c[0] in ("delete", "patch")]
+    bo = manager.backoff("ns/train")
+    assert bo is not None and bo.attempts == 1
+    report = [a for a in manager.take_actions() if isinstance(a, ProvisioningReport)][-1]
+    assert report.outcome == "not-created"  # an Event on the PodGroup; the status says it too
+    assert ("PodTemplate ns/train-capacity-0 already exists and is not the extender's for "
+            "gang ns/train") in report.message, report
+    # The request itself of that name, someone else's: the templates made go again.
+    kube = FakeKube(fail={"create /apis/autoscaling.x-k8s.io": _error(409)},
+                    objects={f"{REQUESTS}/train-capacity": _obj("r", marker)})
+    manager = _asked_manager()
+    run(kube, CREATE, manager)
+    assert [(v, p, u) for v, p, u in kube.calls if v == "delete"] == [
+        ("delete", f"{TEMPLATES}/train-capacity-0", "uid-train-capacity-0"),
+        ("delete", f"{TEMPLATES}/train-capacity-1", "uid-train-capacity-1")]
+    assert manager.backoff("ns/train") is not None
 
 
 def _asked_manager() -> GangManager:
@@ -170,11 +231,18 @@ def _asked_manager() -> GangManager:
 ])
 def test_a_request_that_cannot_be_made_backs_the_gang_off(fail: dict[str, ApiError]) -> None:
     manager = _asked_manager()
-    run(FakeKube(fail=fail), CREATE, manager)
+    kube = FakeKube(fail=fail)
+    run(kube, CREATE, manager)
     bo = manager.backoff("ns/train")
     assert bo is not None and bo.attempts == 1
-    deletes = [a for a in manager.take_actions() if isinstance(a, DeleteRequest)]
-    assert [d.templates for d in deletes] == [("train-capacity-0",)]  # cleaned up
+    # What this call made it takes back itself, by uid; the core asks no delete of what
+    # it never saw.
+    made = [p for v, p, _ in kube.calls if v == "create" and p == TEMPLATES]
+    took_back = [(p, u) for v, p, u in kube.calls if v == "delete"]
+    assert took_back == [(f"{TEMPLATES}/train-capacity-{i}", f"uid-train-capacity-{i}")
+                         for i in range(len(made) if "autoscaling" in next(iter(fail))
+                                        else 0)]
+    assert not [a for a in manager.take_actions() if isinstance(a, DeleteRequest)]
 
 
 def test_a_member_gone_before_its_template_was_copied_backs_off() -> None:
@@ -186,21 +254,47 @@ def test_a_member_gone_before_its_template_was_copied_backs_off() -> None:
     assert bo is not None and bo.attempts == 1
 
 
-def test_a_delete_takes_the_request_then_its_templates_and_gone_is_fine(
+DELETE = DeleteRequest("ns", "train-capacity", ("train-capacity-0", "train-capacity-1"),
+                       "gang ns/train is bound", "uid-r", "ns/train")
+
+
+def test_a_delete_takes_the_request_by_its_uid_then_its_templates_and_gone_is_fine(
         caplog: pytest.LogCaptureFixture) -> None:
-    kube = FakeKube(fail={"delete /api/v1/namespaces/ns/podtemplates/train-capacity-0":
-                          _error(404)})
-    run(kube, DeleteRequest("ns", "train-capacity", ("train-capacity-0", "train-capacity-1"),
-                            "gang ns/train is bound"))
-    assert [(v, p) for v, p, _ in kube.calls] == [
-        ("delete", "/apis/autoscaling.x-k8s.io/v1/namespaces/ns/provisioningrequests/"
-                   "train-capacity"),
-        ("delete", "/api/v1/namespaces/ns/podtemplates/train-capacity-0"),
-        ("delete", "/api/v1/namespaces/ns/podtemplates/train-capacity-1"),
+    kube = FakeKube(fail={f"delete {TEMPLATES}/train-capacity-0": _error(404)},
+                    objects={f"{TEMPLATES}/train-capacity-0": _obj("t0", "ns/train", "u-t0"),
+                             f"{TEMPLATES}/train-capacity-1": _obj("t1", "ns/train", "u-t1")})
+    run(kube, DELETE)
+    assert [c for c in kube.calls if c[0] == "delete"] == [
+        ("delete", f"{REQUESTS}/train-capacity", "uid-r"),  # the uid precondition
+        ("delete", f"{TEMPLATES}/train-capacity-0", "u-t0"),
+        ("delete", f"{TEMPLATES}/train-capacity-1", "u-t1"),
     ]
     assert "write failed" not in caplog.text  # gone already is what was wanted
-    run(FakeKube(fail={"delete": _error(500)}), DeleteRequest("ns", "r", (), "x"))
+    run(FakeKube(fail={"delete": _error(500)}),
+        DeleteRequest("ns", "r", (), "x", "uid-r", "ns/r"))
     assert "provisioning write failed: 500" in caplog.text
+
+
+def test_a_request_no_longer_the_one_seen_is_left_alone_with_its_templates(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The uid precondition fails (409): another object has the name now. Logged, not
+    retried, and its templates are not touched."""
+    kube = FakeKube(fail={"delete /apis/autoscaling.x-k8s.io": _error(409)},
+                    objects={f"{TEMPLATES}/train-capacity-0": _obj("t0", "ns/train")})
+    run(kube, DELETE)
+    assert [c[0] for c in kube.calls] == ["delete"]
+    assert "left alone: no longer the one of uid uid-r" in caplog.text
+    kube = FakeKube()
+    run(kube, DeleteRequest("ns", "train-capacity", (), "x", "", "ns/train"))
+    assert not kube.calls  # never by name alone
+
+
+def test_a_users_podtemplate_named_like_ours_is_left_alone() -> None:
+    """Only PodTemplates read back carrying our marker for the gang are deleted."""
+    kube = FakeKube(objects={f"{TEMPLATES}/train-capacity-0": _obj("t0", None),
+                             f"{TEMPLATES}/train-capacity-1": _obj("t1", "kueue:ns/train")})
+    run(kube, DELETE)
+    assert [c[1] for c in kube.calls if c[0] == "delete"] == [f"{REQUESTS}/train-capacity"]
 
 
 def test_a_node_is_protected_and_released_with_both_annotations() -> None:
@@ -228,6 +322,9 @@ def test_a_report_is_an_event_on_the_podgroup_and_a_metric() -> None:
 
 def test_the_dispatcher_hands_provisioning_actions_to_the_adapter() -> None:
     manager = _asked_manager()
+    manager.on_provisioning_request(RequestInfo(
+        "ns", "train-capacity", "uid-r", "ns/train", ATOMIC_CLASS, 1.5, "Accepted", 1.5),
+        1.5)
     manager.on_group_deleted("ns/train")
     manager.tick(2.0)
     dispatcher = Dispatcher(manager, None, clock=lambda: 2.0)
@@ -264,3 +361,36 @@ def test_discovery_tells_the_core_whether_the_api_is_served() -> None:
 
     asyncio.run(go())
     assert manager._core.provisioning.served
+
+
+def test_the_clients_delete_carries_the_uid_precondition_and_get_reads_or_none() -> None:
+    """kube/client.py: a delete with a uid sends DeleteOptions.preconditions.uid (the API
+    server answers 409 when the object of that name has another uid); a read of what is
+    not there is None, not an error."""
+    seen: list[tuple[str, str, bytes]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, request.url.path, request.content))
+        if request.method == "DELETE" and b'"other"' in request.content:
+            return httpx.Response(409, json={"reason": "Conflict", "message":
+                                             "Precondition failed: UID in precondition"})
+        if request.method == "GET" and request.url.path.endswith("/gone"):
+            return httpx.Response(404, json={})
+        return httpx.Response(200, json={"metadata": {"name": "x", "uid": "u1"}})
+
+    async def go() -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler),
+                                     base_url="http://t") as http:
+            kube = Kube(http)
+            await kube.delete(f"{TEMPLATES}/x", uid="u1")
+            with pytest.raises(ApiError) as exc:
+                await kube.delete(f"{TEMPLATES}/x", uid="other")
+            assert exc.value.status == 409
+            return await kube.get(f"{TEMPLATES}/x"), await kube.get(f"{TEMPLATES}/gone")
+
+    found, gone = asyncio.run(go())
+    assert found is not None and found["metadata"]["uid"] == "u1" and gone is None
+    method, path, body = seen[0]
+    assert (method, path) == ("DELETE", f"{TEMPLATES}/x")
+    assert orjson.loads(body) == {"kind": "DeleteOptions", "apiVersion": "v1",
+                                  "preconditions": {"uid": "u1"}}

@@ -84,6 +84,6 @@ class Asking:
 def foreign(group: GroupInfo, members: list[PodInfo]) -> str:
     """The request another controller made for these pods, if their annotations name one
     that is not the gang's own."""
-    mine = request_name(group.name)
+    mine = request_name(group.key)
     return min((p.provisioning_request for p in members
                 if p.provisioning_request and p.provisioning_request != mine), default="")

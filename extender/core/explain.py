@@ -16,7 +16,7 @@ from extender.core.model.order import queue_sort_key
 from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.model.vocabulary import Decision, Reason, StatusChanged
 from extender.core.outbox import Outbox
-from extender.core.planner import Plan, Shortfall, plan_group
+from extender.core.planner import Plan, Shortfall, awaited_words, plan_group
 
 
 class CapacityAsker(Protocol):
@@ -83,9 +83,13 @@ class Explanations:
         return dict(self._reasons)
 
     def unplaceable(self, group: GroupInfo, members: Sequence[PodInfo], message: str,
-                    now: float) -> None:
+                    now: float, ask: bool = True) -> None:
         """Set aside (`queue/unplaceable.py`): unless more nodes of the shapes the cluster
-        has would place it and it asked the autoscaler for them."""
+        has would place it and it asked the autoscaler for them. `ask=False`: nodes alone
+        would not (a member waits for a pod its affinity selects), so it asks for none."""
+        if not ask:
+            self.set(group.key, Reason.UNPLACEABLE, message, now)
+            return
         self._unless_asked(group, members, Reason.UNPLACEABLE, message, now, unplaceable=True)
 
     def shortfall(
@@ -97,11 +101,21 @@ class Explanations:
         now: float,
     ) -> None:
         """Tell apart "does not fit in this cluster now" from "would fit, but capacity is
-        reserved for a gang ahead of it" (architecture.md §5), and both from a PodGroup
-        that asks for something malformed."""
+        reserved for a gang ahead of it" (architecture.md §5), both from a PodGroup that
+        asks for something malformed, and all of them from a gang that waits for a pod its
+        members' affinity selects."""
         if shortfall.invalid:
             self.set(group.key, Reason.INVALID_TOPOLOGY, f"gang {group.key}: {shortfall.message}",
                      now)
+            return
+        if shortfall.awaits:
+            # A pod yet to come is what it lacks first: no capacity, reserved or added by
+            # an autoscaler, places it before that pod runs, so none is asked for.
+            then = ("" if shortfall.fits_otherwise else
+                    f"; even then: {shortfall.message}")
+            self.set(group.key, Reason.WAITING_FOR_POD_AFFINITY,
+                     f"gang {group.key}: waits for a pod: {awaited_words(shortfall.awaits)}; "
+                     f"planned again when one appears{then}", now)
             return
         holders = [k for k in self._ledger.gangs() if k != group.key]
         if holders:

@@ -24,9 +24,13 @@ as a unit (`core/model/provisioning.py` has the contract). This part decides:
   left unbooked after that step, which ones the autoscaler decides;
 * **when the count moves** while the request is live (a member found room, more lost
   it): kept unless it asks for too little, then deleted and asked again once gone;
-* **one at a time**: one name per PodGroup (`request_name`), created only when no
-  request of the gang is live or still being deleted, so never two; a restart rebuilds
-  all of it from the requests' watch (they carry the gang's key);
+* **one at a time**: one name per gang, its source included (`request_name`), created
+  only when no request of the gang is live or still being deleted, so never two; a
+  restart rebuilds all of it from the requests' watch (they carry the gang's key);
+* **only ours**: a request is the gang's only when the watch shows it carrying our
+  marker for that gang (`GANG_ANNOTATION`; the adapter adopts an existing object on a
+  409 only on the same terms), and only such a request is ever deleted, by the uid it
+  was seen with; one asked for and not seen yet is never deleted by name;
 * **what ends it**: the gang bound or gone (deleted); `Failed`, `BookingExpired` or
   `CapacityRevoked` before it was placed: the gang backs off through the same backoff as
   a timeout (status `requeueState`, Events, metrics), the request is deleted, and the
@@ -57,7 +61,7 @@ from extender.core.model.provisioning import (
     request_name,
     template_names,
 )
-from extender.core.model.types import GroupInfo, PodInfo, split_gang_key
+from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.model.vocabulary import (
     CreateRequest,
     DeleteRequest,
@@ -191,12 +195,12 @@ class Provisioning:
             return
         del self._asked[gang]
         namespace = group.namespace
+        # Never seen in the watch (uid ""): nothing is asked to be deleted (`_delete`).
+        # What the adapter made before it failed it removed itself; a request that was
+        # made after all shows in the watch with our marker, and is handled from there.
         req = RequestInfo(namespace, name, "", gang, "", now, "NotCreated", now, error,
                           template_names(name, asked[2]))
         self._ended(group, GroupRef(namespace, group.name, group.uid, group.source), req, now)
-        # Cleaned up in the adapter's order, before any next create; never seen in the
-        # watch, so nothing waits for it to leave.
-        self._deleting.pop(req.key, None)
 
     def deleted(self, key: str) -> None:
         """A request left the watch."""
@@ -225,12 +229,19 @@ class Provisioning:
                     f"asks again (attempt {bo.attempts})")
             self._retry.add(group.key)
         self._explanations.set(group.key, reason, f"gang {group.key}: {body}", now)
-        self._delete(req.namespace, req.name, req.templates, f"gang {group.key}: {body}")
+        if req.uid:
+            self._delete(req, f"gang {group.key}: {body}")
+        else:  # not made: an Event says why, beside the status
+            self._outbox.append(ProvisioningReport(gref, req.key, "not-created",
+                                                   f"gang {group.key}: {body}"))
 
     # ----- the tick ----------------------------------------------------------------------
 
     def tick(self, now: float) -> None:
         if not self._config.provisioning:
+            # Off: nothing is asked, and the nodes a run with it on marked (our key
+            # beside the annotation) are unmarked; no others.
+            self._guard.tick(now, False)
             return
         if self.served:
             for gang in [*self._requests, *self._asked]:
@@ -252,7 +263,7 @@ class Provisioning:
         if self.view(gang) is not None:
             self._recheck(gang, group, now)
             return
-        name = request_name(group.name)
+        name = request_name(gang)
         if f"{group.namespace}/{name}" in self._deleting:
             return  # the last one is still going: never two of one name
         # Members and nodes as when it last found nothing to ask: the same answer.
@@ -304,7 +315,7 @@ class Provisioning:
             return  # still being created, or ending: looked at once it is watched
         why = self._asking.too_little(group, req)
         if why is not None:
-            self._delete(req.namespace, req.name, req.templates, why)
+            self._delete(req, why)
             self._explanations.set(gang, Reason.INSUFFICIENT_CAPACITY, why, now)
 
     def _sweep(self, gang: str, now: float) -> None:
@@ -320,27 +331,30 @@ class Provisioning:
             return
         asked = self._asked.get(gang)
         if asked is not None and now - asked[1] > ASK_SEEN_SECONDS and group is not None:
+            # Nothing is deleted: unseen, it may be ours behind a lagging watch. Asked
+            # again, the adapter finds ours (our marker for this gang) and goes on.
             self.create_failed(gang, asked[0], (
-                f"not seen in the watch {ASK_SEEN_SECONDS:g}s after it was asked for (an "
-                f"object of that name the extender did not make?)"), now)
+                f"not seen in the watch {ASK_SEEN_SECONDS:g}s after it was asked for"), now)
             return
         if group is not None:
             bound = self._cache.tally(group).bound_or_succeeded
             if bound < group.min_member:
                 return
         why = f"gang {gang} is {'bound' if group is not None else 'gone'}"
-        asked = self._asked.pop(gang, None)
+        # One asked for and not seen yet is not deleted: once the watch shows it (with
+        # our marker), it is in `_requests` and this sweep deletes it then.
+        self._asked.pop(gang, None)
         if req is not None and req.key not in self._deleting:
-            self._delete(req.namespace, req.name, req.templates, why)
-        elif asked is not None:
-            namespace = split_gang_key(gang)[1]
-            self._delete(namespace, asked[0], template_names(asked[0], asked[2]), why)
+            self._delete(req, why)
 
-    def _delete(self, namespace: str, name: str, templates: tuple[str, ...],
-                reason: str) -> None:
-        key = f"{namespace}/{name}"
-        self._deleting[key] = len(templates)
-        self._outbox.append(DeleteRequest(namespace, name, templates, reason))
+    def _delete(self, req: RequestInfo, reason: str) -> None:
+        """Only a request the watch showed carrying our marker (`observed` keeps no
+        other), by the uid it had: never one merely asked for, nor one by name alone."""
+        if not req.uid or not req.gang:
+            return
+        self._deleting[req.key] = len(req.templates)
+        self._outbox.append(DeleteRequest(req.namespace, req.name, req.templates, reason,
+                                          req.uid, req.gang))
 
     # ----- views -------------------------------------------------------------------------------
 

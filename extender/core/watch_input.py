@@ -89,7 +89,7 @@ class WatchInput:
         if pod.takes_capacity:
             # Bound by anyone onto a node with reservations: slots it squeezes out move now.
             self._ledger.squeezed(pod.node_name)
-        c.queue.members_changed()
+        c.queue.members_changed(pod)  # a gang waiting for this pod (its affinity) plans
         if old_gang != gang:
             self._derive_group(old_gang, now)
         self._derive_group(gang, now)

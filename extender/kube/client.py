@@ -20,6 +20,7 @@ import orjson
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from extender.kube import decode
 from extender.kube.transport import AsyncioTransport
 
 log = logging.getLogger("gang-extender.kube")
@@ -171,8 +172,7 @@ async def _lines(resp: httpx.Response) -> AsyncIterator[bytes]:
 
 async def _json_events(resp: httpx.Response) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     async for line in _lines(resp):
-        event = orjson.loads(line)
-        yield event.get("type", ""), event.get("object") or {}
+        yield decode.event(line)  # a line orjson cannot read: an UNDECODABLE event
 
 
 async def _proto_events(resp: httpx.Response, proto: ProtoDecoder
@@ -184,8 +184,14 @@ async def _proto_events(resp: httpx.Response, proto: ProtoDecoder
     async for chunk in resp.aiter_bytes():
         buf += chunk
         for frame in protobuf.frames(buf):
-            etype, obj = protobuf.decode_event(frame, kind)
-            yield etype, obj if isinstance(obj, dict) else to_dict(obj)
+            # Frames are length-delimited: one that cannot be read is that event alone.
+            try:
+                etype, obj = protobuf.decode_event(frame, kind)
+                out = obj if isinstance(obj, dict) else to_dict(obj)
+            except Exception as exc:
+                yield decode.UNDECODABLE, decode.Undecodable(f"{type(exc).__name__}: {exc}")
+                continue
+            yield etype, out
 
 
 def _error(resp: httpx.Response) -> ApiError:
@@ -234,13 +240,14 @@ class Kube:
         """The objects at `path` one page at a time, each with the list's
         resourceVersion so far (the last page's is the one to watch from): a caller
         that applies each page before asking for the next holds one page in memory,
-        not the whole list."""
+        not the whole list. An object that cannot be decoded is a `decode.Undecodable`
+        (an empty dict saying why) in its place: the rest of the page is read."""
         query: dict[str, Any] = {**(params or {}), "limit": limit}
         while True:
             resp = await self.http.get(path, params=query)
             if resp.status_code != 200:
                 raise _error(resp)
-            body = orjson.loads(resp.content)
+            body = decode.page(resp.content)  # an object it cannot read: an Undecodable
             del resp
             meta = body.get("metadata") or {}
             yield body.get("items") or [], str(meta.get("resourceVersion", ""))
@@ -264,7 +271,8 @@ class Kube:
     ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         """(type, object) of each event. With `proto` (a message class of the watched
         kind and its conversion to the JSON shape), asks for protobuf, and still reads
-        JSON if the API server answers with it."""
+        JSON if the API server answers with it. An event that cannot be decoded comes as
+        (`decode.UNDECODABLE`, a `decode.Undecodable`), and the stream goes on."""
         query = {
             **(params or {}),
             "watch": "1",
@@ -356,8 +364,23 @@ class Kube:
         if status not in (200, 201):
             raise _error_from(status, content)
 
-    async def delete(self, path: str) -> None:
-        status, content = await self._write(b"DELETE", path, _JSON, b"")
+    async def get(self, path: str) -> dict[str, Any] | None:
+        """The object at `path`, None when there is none (404)."""
+        resp = await self.http.get(path)
+        if resp.status_code == 404:
+            return None
+        if resp.status_code != 200:
+            raise _error(resp)
+        result: dict[str, Any] = orjson.loads(resp.content)
+        return result
+
+    async def delete(self, path: str, uid: str = "") -> None:
+        """Delete the object at `path`; with `uid`, only if it is still the object of that
+        uid (DeleteOptions.preconditions): another made since under the name is left
+        alone and the answer is a 409."""
+        body = b"" if not uid else orjson.dumps({
+            "kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}})
+        status, content = await self._write(b"DELETE", path, _JSON, body)
         if status not in (200, 202):
             raise _error_from(status, content)
 

@@ -3,7 +3,8 @@
 PodGroup: Reserved, CapacityHeld, Preempting, Preempted (Warning), Bound, TimedOut (Warning),
 Released, BackingOff (Warning),
 RetryLimitReached (Warning), PartialGangEvicted (Warning), WaitingForMembers, Queued,
-WaitingBehindOlderGang, InsufficientCapacity (Warning), InvalidTopology (Warning), Running,
+WaitingBehindOlderGang, WaitingForPodAffinity, InsufficientCapacity (Warning), Unplaceable
+(Warning), InvalidTopology (Warning), Running,
 Finished, MemberFailed (Warning).
 Pods: Preempting (a plain pod that preempts), Preempted (Warning, on every victim pod),
 Reserved (the node reserved for the pod), TimedOut (Warning) on members still
@@ -63,6 +64,7 @@ _WAITING_EVENTS = {
     Reason.INSUFFICIENT_CAPACITY: True,
     Reason.WAITING_FOR_PROVISIONING: False,
     Reason.UNPLACEABLE: True,
+    Reason.WAITING_FOR_POD_AFFINITY: False,
     Reason.INVALID_TOPOLOGY: True,
 }
 

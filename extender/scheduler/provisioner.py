@@ -6,11 +6,18 @@ before it may be deleted).
   scheduling gates left out) with the consume annotations on its metadata; then the
   request; all owned by the gang's PodGroup (ownerReferences, so they go with it; a
   Kueue pod group has no object and gets none: the core deletes its request when the
-  gang is gone). Then every pending member is annotated to consume it, which keeps the
-  autoscaler from scaling up for them one by one. A request that already exists (a
-  restart) is taken as made. When the request cannot be made, the core hears it
+  gang is gone); each carries our marker (`GANG_ANNOTATION`: the gang's key). Then
+  every pending member is annotated to consume it (with `CONSUMES_FOR` beside, which
+  the pod admission policy checks), which keeps the autoscaler from scaling up for
+  them one by one. An object that already exists (a 409: a restart, a retry) is read
+  back and taken as made only when it carries our marker for this gang; any other is
+  left alone and is an error for the gang. When the request cannot be made, the
+  PodTemplates this call created are deleted again (by their uid), the core hears it
   (`GangManager.provisioning_failed`) and the gang backs off.
-* `DeleteRequest`: the request, then its PodTemplates; gone already is fine.
+* `DeleteRequest`: the request, with the uid the core saw it with as the precondition (a
+  409 then means another object has the name now: not ours, left alone, not retried),
+  then each of its PodTemplates read back carrying our marker for the gang, by its uid;
+  gone already is fine.
 * `ProtectNode`: the scale-down-disabled annotation and ours beside it, set or removed.
 * `ProvisioningReport`: an Event on the PodGroup and the metric.
 
@@ -31,6 +38,7 @@ from extender.core.model.provisioning import (
     API_PATH,
     CLASS_ANNOTATION,
     CONSUME_ANNOTATION,
+    CONSUMES_FOR,
     GANG_ANNOTATION,
     RESOURCE,
     SCALE_DOWN_DISABLED,
@@ -55,8 +63,9 @@ log = logging.getLogger("gang-extender.provisioning")
 
 class ProvisioningApi(Protocol):
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    async def get(self, path: str) -> dict[str, Any] | None: ...
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]: ...
-    async def delete(self, path: str) -> None: ...
+    async def delete(self, path: str, uid: str = "") -> None: ...
     async def merge_patch(self, path: str, patch: dict[str, Any]) -> None: ...
 
 
@@ -75,12 +84,26 @@ def _key(obj: dict[str, Any]) -> str:
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
+def _marker(obj: dict[str, Any] | None) -> str:
+    """Our marker on an object read back: the gang it was made for, "" if none."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    notes = meta.get("annotations") if isinstance(meta, dict) else None
+    value = notes.get(GANG_ANNOTATION, "") if isinstance(notes, dict) else ""
+    return value if isinstance(value, str) else ""
+
+
+def _uid(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata")
+    return str(meta.get("uid", "")) if isinstance(meta, dict) else ""
+
+
 PROVISIONING_REQUESTS = Kind(
     "provisioningrequests", f"{API_PATH}/{RESOURCE}", _key, _apply,
     lambda m, key, now: m.on_provisioning_request_deleted(key),
     discover=(API_PATH, RESOURCE))
 
 _EVENT_REASONS = {"requested": "ProvisioningRequested", "provisioned": "Provisioned",
+                  "not-created": "ProvisioningRequestNotCreated",
                   "failed": "ProvisioningFailed", "booking-expired": "BookingExpired",
                   "capacity-revoked": "CapacityRevoked"}
 
@@ -180,51 +203,114 @@ class Provisioner:
     async def _create(self, action: CreateRequest) -> str | None:
         assert self.kube is not None
         ns = action.group.namespace
+        made: list[tuple[str, str]] = []  # (path, uid) of the objects made by this call
+        error: str | None = None
         try:
             for i, pod_set in enumerate(action.pod_sets):
                 pod = await self.kube.get_pod(ns, pod_set.template.name)
                 if pod is None:
-                    return f"member {ns}/{pod_set.template.name} is gone"
-                await self._made(self.kube.create(f"/api/v1/namespaces/{ns}/podtemplates",
-                                                  template_body(action, i, pod)))
-            await self._made(self.kube.create(f"{API_PATH}/namespaces/{ns}/{RESOURCE}",
-                                              request_body(action)))
+                    error = f"member {ns}/{pod_set.template.name} is gone"
+                    break
+                error = await self._make(f"/api/v1/namespaces/{ns}/podtemplates",
+                                         template_body(action, i, pod), action.gang,
+                                         "PodTemplate", made)
+                if error is not None:
+                    break
+            else:
+                error = await self._make(f"{API_PATH}/namespaces/{ns}/{RESOURCE}",
+                                         request_body(action), action.gang,
+                                         "ProvisioningRequest", made)
         except ApiError as exc:
-            return str(exc)
+            error = str(exc)
+        if error is not None:
+            for path, uid in made:  # PodTemplates only: the request is made last
+                await self._quiet(self.kube.delete(path, uid=uid), ok=(404, 409))
+            return error
         for ref in action.annotate:
             await self._quiet(self.kube.merge_patch(
                 f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}",
                 {"metadata": {"annotations": {CONSUME_ANNOTATION: action.name,
-                                              CLASS_ANNOTATION: action.class_name}}}))
+                                              CLASS_ANNOTATION: action.class_name,
+                                              CONSUMES_FOR: action.gang}}}))
         log.info("gang=%s ProvisioningRequest %s/%s created (%d pod set(s))", action.gang,
                  ns, action.name, len(action.pod_sets))
         return None
 
+    async def _make(self, collection: str, body: dict[str, Any], gang: str, kind: str,
+                    made: list[tuple[str, str]]) -> str | None:
+        """Create `body` in `collection`: None when it is there and the gang's, else why
+        not. A 409 is ours only if the object of that name, read back, carries our marker
+        for `gang` (made before a restart, or by an earlier try); anything else of that
+        name (a user's, another gang's) is never adopted. What this call made goes into
+        `made`, with its uid, for the caller to take back on a later failure."""
+        assert self.kube is not None
+        meta = body["metadata"]
+        name, ns = str(meta["name"]), str(meta["namespace"])
+        path = f"{collection}/{name}"
+        try:
+            created = await self.kube.create(collection, body)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+        else:
+            uid = _uid(created) if isinstance(created, dict) else ""
+            if uid:
+                made.append((path, uid))
+            return None
+        there = await self.kube.get(path)
+        marker = _marker(there)
+        if there is not None and marker == gang:
+            return None
+        if there is None:
+            return f"{kind} {ns}/{name} was in the way and is gone now: asked again later"
+        return (f"{kind} {ns}/{name} already exists and is not the extender's for gang "
+                f"{gang} (its {GANG_ANNOTATION} annotation is "
+                f"{repr(marker) if marker else 'absent'}): left alone, no ProvisioningRequest "
+                f"made; delete or rename that object to let the gang ask")
+
     async def _delete(self, action: DeleteRequest) -> None:
         assert self.kube is not None
         ns = action.namespace
-        await self._quiet(self.kube.delete(f"{API_PATH}/namespaces/{ns}/{RESOURCE}/"
-                                           f"{action.name}"))
+        if not action.uid:  # never by name alone (the core sends none such)
+            log.warning("ProvisioningRequest %s/%s not deleted: no uid seen", ns, action.name)
+            return
+        try:
+            await self.kube.delete(f"{API_PATH}/namespaces/{ns}/{RESOURCE}/{action.name}",
+                                   uid=action.uid)
+        except ApiError as exc:
+            if exc.status == 409:  # the precondition: another object has the name now
+                log.warning("ProvisioningRequest %s/%s left alone: no longer the one of uid "
+                            "%s made for gang %s (%s)", ns, action.name, action.uid,
+                            action.gang, exc)
+                return
+            if exc.status != 404:
+                log.warning("provisioning write failed: %s", exc)
         for name in action.templates:
-            await self._quiet(self.kube.delete(f"/api/v1/namespaces/{ns}/podtemplates/{name}"))
+            path = f"/api/v1/namespaces/{ns}/podtemplates/{name}"
+            try:
+                there = await self.kube.get(path)
+            except ApiError as exc:
+                log.warning("provisioning read failed: %s", exc)
+                continue
+            if there is None:
+                continue
+            uid = _uid(there)
+            if _marker(there) != action.gang or not uid:
+                log.warning("PodTemplate %s/%s left alone: not the extender's for gang %s",
+                            ns, name, action.gang)
+                continue
+            await self._quiet(self.kube.delete(path, uid=uid), ok=(404, 409))
         log.info("ProvisioningRequest %s/%s deleted: %s", ns, action.name, action.reason)
 
     @staticmethod
-    async def _made(call: Any) -> None:
-        try:
-            await call
-        except ApiError as exc:
-            if exc.status != 409:  # already there: made before a restart
-                raise
-
-    @staticmethod
-    async def _quiet(call: Any) -> None:
+    async def _quiet(call: Any, ok: tuple[int, ...] = (404,)) -> None:
         """A write whose failure is logged, not raised: gone already (404) is what was
-        wanted; anything else is asked again by the core later."""
+        wanted (and a delete's failed uid precondition, 409, when `ok` says so: another
+        object has the name now, left alone)."""
         try:
             await call
         except ApiError as exc:
-            if exc.status != 404:
+            if exc.status not in ok:
                 log.warning("provisioning write failed: %s", exc)
 
     def _report(self, report: ProvisioningReport) -> None:

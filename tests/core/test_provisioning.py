@@ -6,6 +6,7 @@ with the request's states and new nodes."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from extender.core.model.provisioning import (
     request_from_k8s,
     request_name,
 )
-from extender.core.model.types import GroupInfo
+from extender.core.model.types import VOLCANO, GroupInfo, Membership
 from extender.core.model.vocabulary import (
     BindPod,
     CreateRequest,
@@ -249,9 +250,43 @@ def test_a_pod_set_is_split_at_its_count_limit() -> None:
 
 
 def test_a_long_podgroup_name_still_makes_a_valid_unique_name() -> None:
-    a, b = request_name("x" * 300), request_name("x" * 299 + "y")
+    a, b = request_name("ns/" + "x" * 300), request_name("ns/" + "x" * 299 + "y")
     assert a != b and len(a) <= 249 and len(b) <= 249
-    assert request_name("train") == "train-capacity"
+    assert request_name("ns/train") == "train-capacity"
+    # A Kueue group is named by a label value: capitals and "_" are cleaned and hashed.
+    odd = request_name("kueue:ns/My_Group")
+    assert odd.endswith("-capacity.kueue") and odd.startswith("my-group-")
+    assert re.fullmatch(DNS, odd)
+
+
+DNS = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+
+
+def test_same_named_groups_of_two_sources_get_two_request_names() -> None:
+    """The name is the gang's, source included: a Volcano PodGroup "train" and a
+    scheduler-plugins one in the same namespace never share a request, and no source's
+    name can be made to look like another's ("<name>-capacity" ends in "capacity", the
+    others in ".<source>", and a source has no dot)."""
+    keys = ["ns/train", "volcano:ns/train", "workload-api:ns/train", "kueue:ns/train",
+            "ns/train.volcano", "ns/train-capacity.volcano", "volcano:ns/train.kueue"]
+    names = [request_name(k) for k in keys]
+    assert len(set(names)) == len(keys), names
+    assert names[:2] == ["train-capacity", "train-capacity.volcano"]
+    assert all(re.fullmatch(DNS, n) and len(n) <= 249 for n in names)
+    long = [request_name(f"{s}ns/{'y' * 260}") for s in ("", "volcano:", "kueue:")]
+    assert len(set(long)) == 3 and all(len(n) <= 249 and re.fullmatch(DNS, n) for n in long)
+
+
+def test_a_volcano_gang_named_like_a_scheduler_plugins_gang_asks_under_its_own_name() -> None:
+    sim = sim_with(nodes=2)
+    gang(sim)  # scheduler-plugins ns/g
+    sim.add_group(group("g", 4, source=VOLCANO))
+    for i in range(4):
+        sim.add_pod(pod(f"v-{i}", cpu=3000, membership=Membership(VOLCANO, "g")))
+    settle(sim)
+    settle(sim)
+    names = {c.gang: c.name for c in of(sim, CreateRequest)}
+    assert names == {"ns/g": "g-capacity", "volcano:ns/g": "g-capacity.volcano"}
 
 
 def test_a_preemption_about_to_serve_the_gang_asks_for_nothing() -> None:
@@ -290,6 +325,22 @@ def test_reserved_nodes_are_protected_while_the_reservation_holds() -> None:
     sim.tick(1.0)
     off = {a.node for a in of(sim, ProtectNode) if not a.on}
     assert off == {"n0", "n1", "n2"}
+
+
+def test_with_provisioning_off_only_the_nodes_we_marked_are_unmarked() -> None:
+    """A run with `--provisioning-requests off` after one with it on: the nodes the
+    extender marked (its key beside the annotation) are unmarked, once; an operator's
+    own annotation is left alone, and nothing is marked."""
+    sim = sim_with(nodes=0, provisioning=False)
+    sim.add_node(dataclasses.replace(node("ours", cpu=4000), scale_down_disabled=True,
+                                     scale_down_ours=True))
+    sim.add_node(dataclasses.replace(node("theirs", cpu=4000), scale_down_disabled=True))
+    sim.add_node(node("plain", cpu=4000))
+    gang(sim, size=2)
+    sim.schedule(sim.cache.gang_pods("ns/g")[0].uid)  # reserved: still never marked
+    sim.tick(1.0)
+    sim.tick(1.0)
+    assert [(a.node, a.on) for a in of(sim, ProtectNode)] == [("ours", False)]
 
 
 def test_no_protection_while_the_api_is_not_served() -> None:
@@ -341,6 +392,10 @@ def test_a_node_is_read_with_its_scale_down_annotations() -> None:
     obj["metadata"]["annotations"]["gang-extender.x-k8s.io/scale-down-disabled-for"] = "ns/g"
     assert node_from_k8s(obj).scale_down_ours
     assert not node_from_k8s({"metadata": {"name": "n"}, "status": {}}).scale_down_disabled
+    # An operator's "false" is theirs too: the extender neither overwrites nor removes it.
+    obj = {"metadata": {"name": "n", "annotations": {
+        "cluster-autoscaler.kubernetes.io/scale-down-disabled": "false"}}, "status": {}}
+    assert node_from_k8s(obj).scale_down_disabled and not node_from_k8s(obj).scale_down_ours
 
 
 def test_a_gang_with_nothing_to_ask_costs_a_tick_nothing_until_its_members_change(
@@ -403,7 +458,46 @@ def test_a_request_never_seen_in_the_watch_is_given_up_and_asked_again() -> None
     sim.tick(61)  # never showed (a foreign object of that name refused ours)
     st = sim.status("ns/g")
     assert st.reason == Reason.BACKING_OFF and "not seen in the watch 60s" in st.message, st
-    [delete] = of(sim, DeleteRequest)  # what may have been made is cleaned up
-    assert delete.templates == ("g-capacity-0",)
+    # Never seen carrying our marker: nothing is deleted by name (it may be ours behind a
+    # lagging watch, or someone else's); an Event says it was not made.
+    assert not of(sim, DeleteRequest)
+    assert of(sim, ProvisioningReport)[-1].outcome == "not-created"
     sim.tick(11)
     assert len(of(sim, CreateRequest)) == 2
+
+
+def test_no_delete_is_asked_for_a_request_never_seen_with_our_marker() -> None:
+    """The gang goes while its request is asked for and not yet in the watch: nothing is
+    deleted by name. When the watch shows it with our marker, it is deleted by the uid
+    it was seen with; an object of that name without our marker never is."""
+    sim, create = asked()
+    sim.manager.on_group_deleted("ns/g")
+    sim.tick(0.1)
+    sim.tick(61)
+    assert not of(sim, DeleteRequest)
+    theirs = RequestInfo("ns", "g-capacity", "u-theirs", "", ATOMIC_CLASS, sim.now,
+                         "Accepted", sim.now, "", ("g-capacity-0",))
+    sim.manager.on_provisioning_request(theirs, sim.now)  # no marker: not ours
+    sim.tick(0.1)
+    sim.drain()
+    assert not of(sim, DeleteRequest)
+    sim.manager.on_provisioning_request_deleted("ns/g-capacity")
+    answer(sim, create, "Accepted", uid="r-ours")
+    sim.tick(0.1)
+    sim.drain()
+    [delete] = of(sim, DeleteRequest)
+    assert (delete.name, delete.uid, delete.gang) == ("g-capacity", "r-ours", "ns/g")
+
+
+def test_a_request_that_could_not_be_made_asks_no_delete() -> None:
+    """The adapter found an object of that name that is not ours (or failed): the gang
+    backs off, an Event says why, and nothing is deleted by the core."""
+    sim, create = asked()
+    sim.manager.provisioning_failed("ns/g", create.name, "PodTemplate ns/g-capacity-0 "
+                                    "already exists and is not the extender's", sim.now)
+    sim.drain()
+    assert sim.status("ns/g").reason == Reason.BACKING_OFF
+    assert "is not the extender's" in sim.status("ns/g").message
+    assert not of(sim, DeleteRequest)
+    report = of(sim, ProvisioningReport)[-1]
+    assert report.outcome == "not-created" and "ns/g" in report.message

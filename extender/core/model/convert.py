@@ -320,7 +320,9 @@ def _build_node(obj: Mapping[str, Any], _ident: str) -> NodeInfo:
         labels=as_str_map(meta.get("labels"), "metadata.labels"),
         taints=tuple(taints),
         unschedulable=bool(unschedulable),
-        scale_down_disabled=annotations.get(SCALE_DOWN_DISABLED) == "true",
+        # Any value: an operator's annotation, "false" too, is theirs and left as it is
+        # (the node admission policy refuses the extender any change of it).
+        scale_down_disabled=SCALE_DOWN_DISABLED in annotations,
         scale_down_ours=SCALE_DOWN_OURS in annotations,
     )
 

@@ -22,12 +22,13 @@ state it (facts, not its code):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from extender.core.model.fields import as_list, as_obj, as_str, as_str_map, guarded, parse_time
-from extender.core.model.types import PodInfo
+from extender.core.model.types import SCHEDULER_PLUGINS, PodInfo, split_gang_key
 from extender.core.model.vocabulary import PodRef, PodSet
 
 API_PATH = "/apis/autoscaling.x-k8s.io/v1"
@@ -42,12 +43,22 @@ SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 # Set beside SCALE_DOWN_DISABLED on the nodes the extender protects: only those it
 # un-protects (an operator's own annotation is never touched).
 SCALE_DOWN_OURS = "gang-extender.x-k8s.io/scale-down-disabled-for"
-# On the requests and PodTemplates the extender creates: the gang they ask for.
+# Our marker, on the requests and PodTemplates the extender creates: the gang (its
+# `gang_key`, source included) they ask for. Only an object seen carrying it for a gang
+# is that gang's: adopted on a 409, deleted (with its uid as a precondition), and only
+# such objects may the extender's account delete (deploy/admission/extender-deletes.yaml).
 GANG_LABEL = "gang-extender.x-k8s.io/gang"
 GANG_ANNOTATION = "gang-extender.x-k8s.io/gang"
+# Set on a member together with the consume annotations: the gang they were set for. The
+# pod admission policy checks it names the pod's own gang (a CEL policy cannot see the
+# request itself; docs/install.md says what that leaves open).
+CONSUMES_FOR = "gang-extender.x-k8s.io/provisioning-request-for"
 MAX_POD_SETS = 32
 MAX_POD_SET_COUNT = 16384
 _MAX_NAME = 253
+# A request's name leaves room for its PodTemplates' "-<n>" (n < MAX_POD_SETS).
+MAX_REQUEST_NAME = _MAX_NAME - 4
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 # Request states, from its conditions (`state`); the last four end it.
 PENDING, ACCEPTED, PROVISIONED = "Pending", "Accepted", "Provisioned"
@@ -138,15 +149,27 @@ def request_from_k8s(obj: Any) -> RequestInfo:
     return guarded("provisioningrequest", obj, _build)
 
 
-def request_name(group_name: str) -> str:
-    """The request of a PodGroup: one name, so a restarted extender finds it and never
-    makes a second (the API refuses a second object of that name). Its PodTemplates are
-    this name and "-<n>"; a long PodGroup name is cut and made unique with a hash."""
-    name = f"{group_name}-capacity"
-    if len(name) <= _MAX_NAME - 4:
-        return name
-    digest = f"{_fnv1a(group_name):016x}"[:10]
-    return f"{group_name[:_MAX_NAME - 4 - 11].rstrip('-.')}-{digest}"
+def request_name(gang: str) -> str:
+    """The request of a gang (its `gang_key`): one name, so a restarted extender finds it
+    and never makes a second (the API refuses a second object of that name), and one per
+    gang, source included, so two sources' groups of one name never share it:
+    "<name>-capacity" for a scheduler-plugins PodGroup (the name it always had),
+    "<name>-capacity.<source>" for the others. Injective: a name ends in "capacity" or in
+    ".<source>", and a source has no dot. Its PodTemplates are this name and "-<n>".
+
+    A name too long, or not a DNS subdomain (a Kueue group is named by a label value,
+    which may hold "_" or capitals), becomes "<cleaned head>-<hash of the gang>-capacity"
+    with the same suffix. The pod admission policy computes the plain form in CEL
+    (deploy/admission/extender-pod-patches.yaml): keep the two in step."""
+    source, _, name = split_gang_key(gang)
+    suffix = "" if source == SCHEDULER_PLUGINS else f".{source}"
+    plain = f"{name}-capacity{suffix}"
+    if len(plain) <= MAX_REQUEST_NAME and _DNS_SUBDOMAIN.fullmatch(plain):
+        return plain
+    digest = f"{_fnv1a(gang):016x}"[:10]
+    room = MAX_REQUEST_NAME - len(f"-{digest}-capacity{suffix}")
+    head = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:room].rstrip("-") or "g"
+    return f"{head}-{digest}-capacity{suffix}"
 
 
 def _fnv1a(text: str) -> int:

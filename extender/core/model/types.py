@@ -134,8 +134,8 @@ class NodeInfo:
     labels: dict[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
-    # The Cluster Autoscaler's scale-down-disabled annotation is "true"; and whether the
-    # extender set it (its own annotation beside it). Nothing plans with these, so a
+    # The Cluster Autoscaler's scale-down-disabled annotation is there (any value); and
+    # whether the extender set it (its own annotation beside it). Nothing plans with these, so a
     # change of them is no change of the node (`Cache.upsert_node` compares).
     scale_down_disabled: bool = field(default=False, compare=False)
     scale_down_ours: bool = field(default=False, compare=False)

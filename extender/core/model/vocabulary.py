@@ -23,6 +23,9 @@ class Reason(StrEnum):
     INSUFFICIENT_CAPACITY = "InsufficientCapacity"
     # Fits no set of the cluster's nodes even emptied: set aside (`queue/unplaceable.py`).
     UNPLACEABLE = "Unplaceable"
+    # A member's required pod affinity selects no pod yet: it waits for one, not for
+    # capacity, and is planned again when one is bound (`planner.Awaited`).
+    WAITING_FOR_POD_AFFINITY = "WaitingForPodAffinity"
     INVALID_TOPOLOGY = "InvalidTopology"  # a malformed topology annotation: not placed
     WAITING_BEHIND_OLDER_GANG = "WaitingBehindOlderGang"
     RESERVED = "Reserved"
@@ -251,12 +254,16 @@ class CreateRequest:
 
 @dataclass(frozen=True, slots=True)
 class DeleteRequest:
-    """Delete the request and its PodTemplates."""
+    """Delete the request the watch showed carrying our marker for `gang`, with `uid` as
+    the delete's precondition (an object of that name made since, ours or not, stays),
+    then those of its PodTemplates that carry our marker for `gang` when read."""
 
     namespace: str
     name: str
     templates: tuple[str, ...]
     reason: str
+    uid: str
+    gang: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,9 @@ Which domains are tried, level by level, narrowest first:
   kube-scheduler places the first member anywhere and every later one next to a pod the
   term selects, so a gang planned into one domain of the key is one kube-scheduler
   accepts in whatever order it takes the members (if pods the term selects already run,
-  only their domains qualify).
+  only their domains qualify). A term that selects no pod yet, nor a member, leaves the
+  gang waiting for such a pod (`Awaited`), not for capacity: its plan says so, and whether
+  it would fit, in any domain, once the pod came.
 
 At each level, the domains the whole gang may fit in are tried tightest first: the
 fewest members of the gang's biggest shape fit in the domain (node by node, as the
@@ -26,6 +28,7 @@ of the bound quorum while it has room; beyond it, only if the topology is prefer
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -35,10 +38,10 @@ from extender.core.model.constraints import term_matches
 from extender.core.model.fit import fit_count
 from extender.core.model.resources import format_resources
 from extender.core.model.types import GroupInfo, NodeInfo, PodInfo
-from extender.core.planner.plan import Plan, Shortfall, plan_gang
+from extender.core.planner.plan import Awaited, Plan, Shortfall, plan_gang
 from extender.core.planner.relations import Term, Ties
 from extender.core.planner.shapes import Shape, shapes_of
-from extender.core.planner.shortfall import TIMES
+from extender.core.planner.shortfall import TIMES, awaited_words
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +93,45 @@ def plan_in_domains(
     if need <= 0 or need > len(pods):
         return plan_gang(pods, need, snapshot, explain=explain)
     ties = Ties(pods, snapshot)
-    for ns, t in topo.affinity:
-        if not ties.values_with(ns, t) and not any(term_matches(t, ns, p) for p in pods):
-            msg = (f"the pod affinity of a member on {t.topology_key} selects no pod, not "
-                   f"even a member of the gang; kube-scheduler cannot place it")
-            return Shortfall(need, 0, msg, pods[0].key, msg)
+    awaits: list[Awaited] = []
+    holders: set[str] = set()  # uids of the members whose terms wait
+    for p in pods:
+        for t in p.required_affinity:
+            if ties.values_with(p.namespace, t) or any(term_matches(t, p.namespace, m)
+                                                       for m in pods):
+                continue
+            if t.selector is None:  # selects nothing, ever: no pod that comes can cure it
+                msg = (f"the required pod affinity of member {p.key} has no labelSelector: it "
+                       f"selects no pod, ever; kube-scheduler cannot place it")
+                return Shortfall(need, 0, msg, p.key, msg)
+            holders.add(p.uid)
+            if all(a.namespace != p.namespace or a.term != t for a in awaits):
+                awaits.append(Awaited(p.key, p.namespace, t))
+    result = _plan_in_domains(pods, need, bound, snapshot, topo, explain, ties)
+    if not awaits:
+        return result
+    if isinstance(result, Shortfall):  # short even once the pods come: both are said
+        return dataclasses.replace(result, awaits=tuple(awaits))
+    waiting = [u for u in result.assignments if u in holders]
+    if not waiting:
+        return result  # only members beyond the quorum wait
+    words = awaited_words(awaits)
+    first = next(p.key for p in pods if p.uid in holders)
+    return Shortfall(need, need - len(waiting), words, first, words, awaits=tuple(awaits),
+                     fits_otherwise=True)
+
+
+def _plan_in_domains(
+    pods: Sequence[PodInfo],
+    need: int,
+    bound: Sequence[PodInfo],
+    snapshot: Snapshot,
+    topo: Topology,
+    explain: bool,
+    ties: Ties,
+) -> Plan | Shortfall:
+    """`plan_in_domains` with the pods that the members' affinity awaits taken as able to
+    come in any domain: only the domains of pods already there bound the search."""
     relate = ties if Ties.needed(pods, snapshot) else None
     shapes = shapes_of(pods[:need], None)
     domains = snapshot.topology()

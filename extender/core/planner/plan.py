@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from extender.core.cache.snapshot import Snapshot
 from extender.core.cache.topology import Domain
-from extender.core.model.types import PodInfo
+from extender.core.model.types import PodAffinityTerm, PodInfo
 from extender.core.planner.candidates import (
     Candidates,
     IndexedCandidates,
@@ -29,6 +29,18 @@ class Plan:
 
 
 @dataclass(frozen=True, slots=True)
+class Awaited:
+    """A member's required pod affinity term that selects no pod on a node and no member
+    of its gang: kube-scheduler places that member only once a pod the term selects runs
+    in the term's domain. A pod yet to come, not capacity, is what the gang lacks: no
+    node the cluster or an autoscaler could add helps (docs/topology.md)."""
+
+    member: str  # ns/name of the member whose term it is
+    namespace: str  # the member's namespace, the term's own by default
+    term: PodAffinityTerm
+
+
+@dataclass(frozen=True, slots=True)
 class Shortfall:
     need: int  # how many members had to be placed
     fit: int  # how many could be placed (< need)
@@ -36,6 +48,11 @@ class Shortfall:
     pod: str | None  # ns/name of the first member (in preference order) not placed
     detail: str = ""  # why, without "needs N × {...}; K fit": for messages that wrap it
     invalid: bool = False  # the PodGroup asks for something malformed (Reason.INVALID_TOPOLOGY)
+    # Terms that select no pod yet: the gang waits for such a pod and is planned again
+    # when one is bound (`GangQueue`). The rest of the message says why it would fall
+    # short even then, unless `fits_otherwise`: the plan fits but for them.
+    awaits: tuple[Awaited, ...] = ()
+    fits_otherwise: bool = False
 
 
 def place_shape(pl: PlanState, shape: Shape, members: Sequence[PodInfo]) -> Outcome:

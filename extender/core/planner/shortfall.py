@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
+from extender.core.cache.topology import word
 from extender.core.model.constraints import (
     HOSTNAME,
     NODE_SELECTOR_MISMATCH,
@@ -14,10 +15,11 @@ from extender.core.model.constraints import (
 )
 from extender.core.model.fit import BIG, labels_have
 from extender.core.model.resources import format_resources, shortfall
-from extender.core.model.types import Resources
+from extender.core.model.types import LabelSelector, PodAffinityTerm, Resources
 
 if TYPE_CHECKING:
     from extender.core.planner.candidates import Outcome, PlanState
+    from extender.core.planner.plan import Awaited
     from extender.core.planner.shapes import Shape
 
 TIMES = "\u00d7"  # multiplication sign: "3 \u00d7 {cpu: 1}" in messages
@@ -154,3 +156,43 @@ def min_resources_shortfall(total_free: Resources, min_resources: Resources) -> 
         f"{format_resources(have, skip_pods=False)}; largest shortfall on {worst} "
         f"(short {format_resources({worst: missing[worst]}, skip_pods=False)[1:-1]})"
     )
+
+
+def awaited_words(awaits: Sequence[Awaited]) -> str:
+    """What a gang waits for when a member's pod affinity selects no pod yet: the member,
+    its term as the user wrote it, and where the pod must run."""
+    return "; ".join(
+        f"the required pod affinity of member {a.member} ({describe_term(a.namespace, a.term)}) "
+        f"selects no pod, not even a member of the gang: kube-scheduler places it only in a "
+        f"{word(a.term.topology_key)} where such a pod runs"
+        for a in awaits)
+
+
+def describe_term(namespace: str, term: PodAffinityTerm) -> str:
+    """"pods with app=db in namespace ml, topologyKey topology.kubernetes.io/zone"."""
+    if term.namespaces or term.namespace_selector is not None:
+        where = [f"namespace(s) {', '.join(term.namespaces)}"] if term.namespaces else []
+        sel = term.namespace_selector
+        if sel is not None:
+            where.append("any namespace" if sel == LabelSelector() else
+                         f"namespaces with {_selector(sel)}")
+        spaces = " or ".join(where)
+    else:
+        spaces = f"namespace {namespace}"
+    pods = ("no pod (no labelSelector)" if term.selector is None else
+            "any pod" if term.selector == LabelSelector() else
+            f"pods with {_selector(term.selector)}")
+    return f"{pods} in {spaces}, topologyKey {term.topology_key}"
+
+
+def _selector(sel: LabelSelector) -> str:
+    """A label selector in kubectl's words: "app=db,tier in (a, b),!legacy"."""
+    parts = [f"{k}={v}" for k, v in sel.match_labels]
+    for r in sel.match_expressions:
+        if r.operator == "Exists":
+            parts.append(r.key)
+        elif r.operator == "DoesNotExist":
+            parts.append(f"!{r.key}")
+        else:
+            parts.append(f"{r.key} {r.operator.lower()} ({', '.join(r.values)})")
+    return ",".join(parts)

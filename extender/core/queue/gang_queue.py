@@ -6,8 +6,11 @@ blocking), but it is planned first, so the younger one can only take capacity th
 cannot use. Without a limit, that lets a stream of small gangs starve a big one: a
 gang that has waited too long gets the capacity of its best plan held as it frees up
 (`queue/starvation.py`), unless it can never be placed on the cluster's nodes at all
-(`queue/unplaceable.py`). A pass is skipped when nothing it depends on moved since the
-last one.
+(`queue/unplaceable.py`) or waits for a pod its members' pod affinity selects: no
+capacity, held or freed by victims, places that one before the pod runs. A pass is
+skipped when nothing it depends on moved since the last one; a failed gang is planned
+again only when what its failure depends on moved (for a gang that waits for a pod: a
+pod its affinity selects bound, its members, the nodes).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 from extender.core.explain import Explanations
 from extender.core.ledger import Ledger, Reservation
 from extender.core.model import messages
+from extender.core.model.constraints import term_matches
 from extender.core.model.order import QueueKey, queue_sort_key
 from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.model.vocabulary import (
@@ -28,6 +32,7 @@ from extender.core.model.vocabulary import (
 from extender.core.outbox import Outbox
 from extender.core.parked import ref
 from extender.core.planner import Plan
+from extender.core.planner.relations import Term
 from extender.core.preemption.preemptor import Preemptions
 from extender.core.queue.starvation import Starvation
 from extender.core.queue.unplaceable import Unplaceable, message
@@ -65,6 +70,10 @@ class GangQueue:
         # gang -> (what its last failed plan depended on, then): unchanged, planning it
         # again would fail the same way.
         self._last_failure: dict[str, _FailureSignature] = {}
+        # gang -> its members' required pod affinity terms, while its last plan failed:
+        # a pod one of them selects, bound, may place it (it joins a domain the gang may
+        # take), though no capacity freed. Only such a pod plans it again, not every pod.
+        self._affinity: dict[str, tuple[Term, ...]] = {}
         self._quorum_since: dict[str, float] = {}
         # Gangs whose parked members were woken when the gang became complete but could
         # not be placed: kube-scheduler does not reliably retry a member it parked with
@@ -76,8 +85,16 @@ class GangQueue:
 
     # ----- told by the gang manager ------------------------------------------------------
 
-    def members_changed(self) -> None:
+    def members_changed(self, pod: PodInfo | None = None) -> None:
+        """A pod or group changed; `pod`: the pod's new copy. One bound that a waiting
+        gang's pod affinity selects has that gang planned again."""
         self._members_version += 1
+        if pod is None or not self._affinity or not pod.takes_capacity:
+            return
+        for gang, terms in list(self._affinity.items()):
+            if any(term_matches(t, ns, pod) for ns, t in terms):
+                del self._affinity[gang]
+                self._last_failure.pop(gang, None)
 
     def quorum_present(self, gang: str, now: float) -> None:
         self._quorum_since.setdefault(gang, now)
@@ -90,6 +107,7 @@ class GangQueue:
     def start_over(self, gang: str) -> None:
         """The gang was bound or timed out: its next attempt starts from nothing."""
         self._last_failure.pop(gang, None)
+        self._affinity.pop(gang, None)
         self._told_complete.discard(gang)
         self.starvation.placed(gang)
         self._unplaceable.drop(gang)
@@ -151,16 +169,26 @@ class GangQueue:
                 result = self._plan(group, members, self._cache.succeeded(group),
                                     self._cache.snapshot)
                 if isinstance(result, Plan):
+                    self._affinity.pop(key, None)
                     self._reserve(group, result, now, scheduling)
                     granted.append(key)
                     continue
                 never = self._unplaceable.check(group, members)
                 if never is not None:
-                    self._explanations.unplaceable(group, members, message(group, never), now)
+                    self._affinity.pop(key, None)
+                    self._explanations.unplaceable(group, members, message(group, never), now,
+                                                   ask=not never.awaits)
                     self.starvation.set_aside(key)
                 else:
+                    terms = tuple(dict.fromkeys((m.namespace, t) for m in members
+                                                for t in m.required_affinity))
+                    if terms:
+                        self._affinity[key] = terms
                     self._explanations.shortfall(group, members, result, granted, now)
-                    self.starvation.waiting(key, now)
+                    if result.awaits:
+                        self.starvation.set_aside(key)  # it waits for a pod, not capacity
+                    else:
+                        self.starvation.waiting(key, now)
                 self._last_failure[key] = self._failure_signature(group)
                 # 5. Complete but not placeable: wake its parked members once.
                 if key not in self._told_complete:
@@ -170,8 +198,8 @@ class GangQueue:
                     if parked and st is not None:
                         self._outbox.append(WakePods(f"gang {key} complete: {st.reason}",
                                                      parked, key))
-            if self._unplaceable.set_aside(key):
-                continue  # no victims or held capacity would ever place it
+            if self._unplaceable.set_aside(key) or self._awaits_pod(key):
+                continue  # no victims or held capacity would place it
             timeout = self._config.timeout_for(group.schedule_timeout_seconds)
             # 6. Evict lower-priority work for it: on the tick only, never on
             # kube-scheduler's loop (a search plans it a handful of times).
@@ -211,6 +239,11 @@ class GangQueue:
             # finishes (the test compares with all of the nodes' allocatable).
             return (self._cache.node_epoch, self._cache.members_epoch.get(group.key, 0),
                     group.min_member, -2)
+        if self._awaits_pod(group.key):
+            # Nor is a gang that waits for a pod: capacity freed does not bring it; the
+            # pod bound does (`members_changed` forgets this signature then).
+            return (self._cache.node_epoch, self._cache.members_epoch.get(group.key, 0),
+                    group.min_member, -3)
         st = self._explanations.get(group.key)
         behind = st is not None and st.reason == Reason.WAITING_BEHIND_OLDER_GANG
         return (
@@ -219,6 +252,11 @@ class GangQueue:
             group.min_member,
             self._cache.unreserve_epoch if behind else -1,
         )
+
+    def _awaits_pod(self, gang: str) -> bool:
+        """The gang's last plan failed for want of a pod its members' affinity selects."""
+        st = self._explanations.get(gang)
+        return st is not None and st.reason == Reason.WAITING_FOR_POD_AFFINITY
 
     def _reserve(self, group: GroupInfo, plan: Plan, now: float, scheduling: str | None) -> None:
         timeout = self._config.timeout_for(group.schedule_timeout_seconds)

@@ -100,8 +100,9 @@ class Starvation:
         self._no_plan.pop(gang, None)
 
     def set_aside(self, gang: str) -> None:
-        """The gang can never be placed as the cluster is: it does not wait for capacity
-        (a node that would fit it starts its wait afresh)."""
+        """The gang can never be placed as the cluster is, or waits for a pod its
+        members' affinity selects: it does not wait for capacity (a node that would fit
+        it, or the pod, starts its wait afresh)."""
         self._since.pop(gang, None)
         self._no_plan.pop(gang, None)
 

@@ -1,13 +1,17 @@
 """Gangs that can never be placed as the cluster is, set aside (architecture.md §3).
 
 A gang is *unplaceable* when its plan fails even on the cluster's nodes emptied of every
-pod: no set of nodes fits its members whatever finishes or leaves. A member asks for
-more of a resource than any node has, its selectors, affinity or tolerations match too
-few nodes, its topology domains are too small, or its PodGroup's `minResources` exceed
-the whole cluster. Pods of other schedulers do not count here, although the starvation
-guard takes them to stay: they may go (a Deployment scaled down, a node drained), and a
-gang called unplaceable that is not would lose the guard's protection, while the other
-way round costs only a forward plan that fails.
+pod: no set of nodes fits its members whatever finishes, leaves or comes. A member asks
+for more of a resource than any node has, its node selector, node affinity or
+tolerations match too few nodes, its topology domains are too small, or its PodGroup's
+`minResources` exceed the whole cluster. Only what no change of pods can cure: a member
+whose required pod affinity selects no pod yet is planned as if such a pod could come
+in any domain of the term's key (`planner.Awaited`), so a gang blocked only by that waits
+as an ordinary gang (`Reason.WAITING_FOR_POD_AFFINITY`) and is planned again when such a
+pod is bound (`GangQueue.members_changed`). Pods of other schedulers do not count here,
+although the starvation guard takes them to stay: they may go (a Deployment scaled
+down, a node drained), and a gang called unplaceable that is not would lose the guard's
+protection, while the other way round costs only a forward plan that fails.
 
 Such a gang says so (`Reason.UNPLACEABLE`, with what can never fit and the most that
 could), searches for no preemption victims and takes no part in the starvation guard,
@@ -26,7 +30,7 @@ from collections.abc import Sequence
 from extender.core.cache import Cache
 from extender.core.cache.snapshot import Snapshot
 from extender.core.model.types import GroupInfo, PodInfo
-from extender.core.planner import GangPlanner, Shortfall
+from extender.core.planner import GangPlanner, Shortfall, awaited_words
 
 # What the test depends on: the nodes, the gang's members and its PodGroup.
 _Signature = tuple[int, int, int]
@@ -42,7 +46,8 @@ class Unplaceable:
 
     def check(self, group: GroupInfo, members: Sequence[PodInfo]) -> Shortfall | None:
         """Why the gang can never be placed on the cluster's nodes as they are, None if
-        it could be on them emptied. A malformed PodGroup is another matter
+        it could be on them emptied, with the pods its members' affinity awaits wherever
+        they are needed. A malformed PodGroup is another matter
         (`Reason.INVALID_TOPOLOGY`): None."""
         sig = self._signature(group)
         known = self._known.get(group.key)
@@ -51,7 +56,7 @@ class Unplaceable:
         succeeded, emptied = self._cache.succeeded(group), self._emptied()
         result = self._plan(group, members, succeeded, emptied, explain=False)
         out: Shortfall | None = None
-        if isinstance(result, Shortfall) and not result.invalid:
+        if isinstance(result, Shortfall) and not result.invalid and not result.fits_otherwise:
             # Rare: only then is the plan made again to say why.
             explained = self._plan(group, members, succeeded, emptied)
             out = explained if isinstance(explained, Shortfall) else result
@@ -89,5 +94,7 @@ def message(group: GroupInfo, why: Shortfall) -> str:
     # ruled the gang out before any member was planned.
     said = "members placed in all" in why.message or why.message.startswith("minResources")
     most = "" if said else f"; at most {why.fit} of {why.need} members could ever fit"
+    # Said too, since it is why no autoscaler is asked for nodes (`Explanations`).
+    besides = f"; besides, {awaited_words(why.awaits)}" if why.awaits else ""
     return (f"gang {group.key}: can never be placed on this cluster's nodes, even emptied "
-            f"of every pod: {why.message}{most}")
+            f"of every pod: {why.message}{most}{besides}")
