@@ -145,14 +145,19 @@ def _informer(args: argparse.Namespace, manager: GangManager, kube: Kube, metric
                              if args.provisioning_requests == "on" else ())),
                     on_served=provisioner.served,
                     protobuf=args.pod_watch == "protobuf",
-                    on_skip=lambda kind: metrics.skipped_objects.labels(kind).inc())
+                    on_skip=lambda kind, why: metrics.skipped_objects.labels(kind, why).inc())
 
 
 def _servers(args: argparse.Namespace, manager: GangManager, metrics: Metrics,
-             dispatcher: Dispatcher, reporting: Reporting, synced: asyncio.Event
-             ) -> list[uvicorn.Server]:
-    """The verbs' server on --listen, and the probes' and metrics' on --metrics-listen."""
-    app = create_app(dispatcher, metrics, ready=synced, health=dispatcher.tick_health)
+             dispatcher: Dispatcher, reporting: Reporting, synced: asyncio.Event,
+             informer: Informer) -> list[uvicorn.Server]:
+    """The verbs' server on --listen, and the probes' and metrics' on --metrics-listen.
+    /healthz fails when the tick loop stopped or a watch has been behind too long."""
+
+    def health() -> str | None:
+        return dispatcher.tick_health() or informer.health()
+
+    app = create_app(dispatcher, metrics, ready=synced, health=health)
     install_podgroups_route(app, reporting.status, reporting.recorder, reporting.recorder.clock)
     host, port = args.listen
     servers = [uvicorn.Server(uvicorn.Config(
@@ -160,8 +165,7 @@ def _servers(args: argparse.Namespace, manager: GangManager, metrics: Metrics,
         access_log=False, lifespan="off"))]
     if args.metrics_listen:
         mhost, mport = args.metrics_listen
-        metrics_app = create_metrics_app(manager, metrics, ready=synced,
-                                         health=dispatcher.tick_health)
+        metrics_app = create_metrics_app(manager, metrics, ready=synced, health=health)
         servers.append(uvicorn.Server(uvicorn.Config(
             metrics_app, host=mhost, port=mport, log_level="warning", access_log=False,
             lifespan="off")))
@@ -198,7 +202,8 @@ async def serve(args: argparse.Namespace, config: Config) -> int:
     # verbs answer "not synced", and the tick and the status writer wait.
     synced = informer.synced
     dispatcher.synced = synced.is_set
-    servers = _servers(args, manager, metrics, dispatcher, reporting, synced)
+    metrics.watches_behind = informer.behind
+    servers = _servers(args, manager, metrics, dispatcher, reporting, synced, informer)
     policy = config.backoff
     log.info("serving on %s:%d (scheduler %s, default timeout %gs, backoff %gs..%gs, limit %s, "
              "identity %s, leader lease %s)", *args.listen, args.scheduler_name,

@@ -14,7 +14,8 @@ import pytest
 
 from extender.core.manager import GangManager
 from extender.kube.client import ResourceExpired
-from extender.kube.informer import Informer, Kind
+from extender.kube.decode import UNDECODABLE, Undecodable
+from extender.kube.informer import CATCH_UP_WATCH_SECONDS, Informer, Kind
 
 
 def _obj(name: str, **extra: Any) -> dict[str, Any]:
@@ -44,6 +45,7 @@ class Store:
 
 
 Script = list[tuple[str, dict[str, Any]] | BaseException]
+BOOKMARK = ("BOOKMARK", {"metadata": {"resourceVersion": "9"}})
 
 
 class FakeKube:
@@ -58,6 +60,7 @@ class FakeKube:
         self.pages_asked = 0
         self.on_page: Callable[[int], None] = lambda n: None
         self.done = asyncio.Event()
+        self.watch_timeouts: list[int] = []  # the timeoutSeconds each watch asked for
 
     async def list_pages(self, path: str, limit: int = 2000, params: object = None
                          ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
@@ -82,6 +85,7 @@ class FakeKube:
     async def watch(self, path: str, rv: str, timeout_seconds: int = 300,
                     params: object = None, proto: object = None
                     ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        self.watch_timeouts.append(timeout_seconds)
         script = self.watches[self.listed - 1] if self.listed <= len(self.watches) else []
         for step in script:
             if isinstance(step, BaseException):
@@ -114,17 +118,17 @@ def test_one_poisoned_object_is_skipped_and_counted_whatever_it_raises(
     store = Store()
     kube = FakeKube([[[_obj("a"), _obj("bad", poison=exc), _obj("b")]]],
                     [[("ADDED", _obj("bad2", poison=exc)), ("ADDED", _obj("c"))]])
-    counted: list[str] = []
+    counted: list[tuple[str, str]] = []
 
     async def go() -> Informer:
-        return await _run(kube, store, on_skip=counted.append)
+        return await _run(kube, store, on_skip=lambda kind, why: counted.append((kind, why)))
 
     with caplog.at_level(logging.WARNING, "gang-extender.informer"):
         inf = asyncio.run(go())
     assert inf.synced.is_set()
     assert sorted(store.objects) == ["a", "b", "c"]
     assert kube.listed == 1, "no relist for a bad object"
-    assert inf.skipped == {"things": 2} and counted == ["things", "things"]
+    assert inf.skipped == {"things": 2} and counted == [("things", "convert")] * 2
     assert "skipping things bad: " + type(exc).__name__ in caplog.text
 
 
@@ -377,7 +381,7 @@ def test_a_broken_watch_holds_commits_until_the_kind_is_listed_again(
     second = [[_obj("a")], [_obj("intruder")]]
     store = Store()
     manager = WatchRecorder(store)
-    kube = FakeKube([first, second], [[("ADDED", _obj("b")), end], []])
+    kube = FakeKube([first, second], [[("ADDED", _obj("b")), end], [BOOKMARK]])
     asyncio.run(_run_with(kube, manager, dataclasses.replace(store.kind(),
                                                              holds_commits=True)))
     assert manager.told == [("broken", "things", ["a", "b"]),
@@ -388,3 +392,185 @@ def test_a_broken_watch_holds_commits_until_the_kind_is_listed_again(
     kube = FakeKube([first, second], [[end], []])
     asyncio.run(_run_with(kube, manager, plain.kind()))
     assert kube.listed == 2 and manager.told == []
+
+
+def test_commits_resume_only_once_the_watch_after_the_relist_has_delivered() -> None:
+    """A list is a snapshot: what was bound while it was read (a neighbour aimed at a
+    reserved node as the API server came back) comes only by the watch that follows it.
+    The kind was taken as caught up as soon as its relist returned, and every reserved
+    gang committed against that snapshot. Now: no `watch_listed` while the new watch
+    has delivered nothing; a bookmark or an event (applied first) is what catches up."""
+    def run(second_watch: Script) -> tuple[WatchRecorder, FakeKube]:
+        store = Store()
+        manager = WatchRecorder(store)
+        kube = FakeKube([[[_obj("a")]], [[_obj("a")]]],
+                        [[OSError("connection reset")], second_watch])
+        asyncio.run(_run_with(kube, manager, dataclasses.replace(store.kind(),
+                                                                 holds_commits=True)))
+        return manager, kube
+
+    silent, kube = run([])
+    assert kube.listed == 2
+    assert silent.told == [("broken", "things", ["a"])], "caught up before any delivery"
+
+    bookmarked, _ = run([BOOKMARK])
+    assert bookmarked.told == [("broken", "things", ["a"]), ("listed", "things", ["a", "a"])]
+
+    evented, kube = run([("ADDED", _obj("neighbour")), ("ADDED", _obj("later"))])
+    assert evented.told == [("broken", "things", ["a"]),
+                            ("listed", "things", ["a", "a", "neighbour"])]
+    # The first watch after the relist is a short one, so that its bookmark comes soon.
+    assert kube.watch_timeouts[1] == CATCH_UP_WATCH_SECONDS
+
+
+def test_a_watch_that_delivers_nothing_for_the_idle_timeout_is_restarted_from_a_relist(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A half-open connection delivers nothing and ends nothing: it was noticed only by
+    the read timeout, 330 s later, with the kind's commits held all along."""
+    store = Store()
+    manager = WatchRecorder(store)
+    kube = FakeKube([[[_obj("a")]], [[_obj("a")]]], [[], [BOOKMARK]])
+
+    async def go() -> Informer:
+        inf = Informer(kube, manager, lambda: 0.0, lambda: None,  # type: ignore[arg-type]
+                       kinds=(dataclasses.replace(store.kind(), holds_commits=True),),
+                       idle_timeout=0.05)
+        task = asyncio.create_task(inf.run())
+        for _ in range(200):
+            if manager.told[1:]:
+                break
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return inf
+
+    with caplog.at_level(logging.WARNING, "gang-extender.informer"):
+        asyncio.run(go())
+    assert kube.listed == 2
+    assert manager.told == [("broken", "things", ["a"]), ("listed", "things", ["a", "a"])]
+    assert "delivered nothing, not even a bookmark, for 0.05s" in caplog.text
+
+
+def test_a_watch_that_keeps_delivering_is_not_restarted() -> None:
+    store = Store()
+
+    class Steady(FakeKube):
+        async def watch(self, path: str, rv: str, timeout_seconds: int = 300,
+                        params: object = None, proto: object = None
+                        ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+            for _ in range(40):  # 0.4 s of bookmarks every 10 ms, with a 50 ms timeout
+                await asyncio.sleep(0.01)
+                yield BOOKMARK
+            self.done.set()
+            await asyncio.sleep(3600)
+
+    kube = Steady([[[_obj("a")]]], [])
+    asyncio.run(_run(kube, store, idle_timeout=0.05))
+    assert kube.listed == 1
+
+
+def test_how_long_a_kind_is_behind_is_measured_and_fails_health_past_the_limit() -> None:
+    """A kind whose watch stays broken blocked every commit while /healthz said ok and no
+    metric showed it."""
+    store = Store()
+    now = [1000.0]
+    kube = FakeKube([[[_obj("a")]]], [[]])
+    inf = Informer(kube, GangManager(), lambda: now[0], lambda: None,  # type: ignore[arg-type]
+                   kinds=(store.kind(),), behind_limit=180.0)
+    kind = inf.kinds[0]
+    assert inf.behind() == {"things": 0.0} and inf.health() is None
+    inf._broke(kind)
+    now[0] += 100
+    inf._broke(kind)  # failing again: still behind since the first break
+    assert inf.behind() == {"things": 100.0} and inf.health() is None
+    now[0] += 95
+    assert inf.behind() == {"things": 195.0}
+    assert inf.health() == ("the things watch has been behind for 195s (limit 180s): its "
+                            "list or watch keeps failing, or its new watch has delivered "
+                            "nothing since its relist")
+    inf._caught_up(kind)
+    assert inf.behind() == {"things": 0.0} and inf.health() is None
+
+
+def test_the_behind_gauge_is_read_at_scrape_time() -> None:
+    from extender.reporting.metrics import Metrics
+
+    m = Metrics()
+    m.watches_behind = lambda: {"pods": 12.5, "nodes": 0.0}
+    m.refresh(GangManager())
+    assert m.registry.get_sample_value("gang_extender_watch_behind_seconds",
+                                       {"kind": "pods"}) == 12.5
+    assert m.registry.get_sample_value("gang_extender_watch_behind_seconds",
+                                       {"kind": "nodes"}) == 0.0
+
+
+def test_undecodable_objects_are_skipped_and_counted_as_such_and_the_rest_goes_on() -> None:
+    """`Kube` hands an object it could not decode (a list item, a watch line) on as an
+    `Undecodable`: skipped with reason "decode", never a relist."""
+    store = Store()
+    kube = FakeKube([[[_obj("a"), Undecodable("JSONDecodeError: depth limit exceeded",
+                                              "v/deep"), _obj("b")]]],
+                    [[(UNDECODABLE, Undecodable("JSONDecodeError: depth", "v/deep")),
+                      ("ADDED", _obj("c"))]])
+    counted: list[tuple[str, str]] = []
+
+    async def go() -> Informer:
+        return await _run(kube, store, on_skip=lambda kind, why: counted.append((kind, why)))
+
+    inf = asyncio.run(go())
+    assert kube.listed == 1 and inf.synced.is_set()
+    assert sorted(store.objects) == ["a", "b", "c"]
+    assert counted == [("things", "decode")] * 2 and inf.skipped == {"things": 2}
+
+
+def _pod(name: str, uid: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": "1",
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                     "schedulerName": "gang-scheduler"}}
+
+
+def test_a_relist_deletes_a_pod_the_core_learned_from_a_filter_call_but_keeps_one_learned_during_the_list(
+        ) -> None:
+    """A pod created and deleted while the pod watch was down, which the core learned of
+    from a filter call, stayed in the cache for good (the informer deleted only what it
+    had applied itself). One learned after the list began may be missing from the list
+    only because it is that new: it stays."""
+    from extender.core.model.convert import pod_from_k8s
+    from extender.core.wiring import Core
+    from extender.kube.informer import PODS
+
+    manager = GangManager(Core.wire())
+    now = [1000.0]
+    phantom, late = pod_from_k8s(_pod("phantom", "u-phantom")), pod_from_k8s(_pod("late", "u-late"))
+    kube = FakeKube([[[_pod("a", "u-a")]], [[_pod("a", "u-a")], [_pod("b", "u-b")]]],
+                    [[OSError("reset")], [BOOKMARK]])
+
+    def on_page(i: int) -> None:
+        if kube.listed == 1 and i == 0:  # the watch is down: a filter call tells of it
+            now[0] += 1
+            manager.filter(phantom, [], now[0])
+            now[0] += 1
+        elif kube.listed == 2 and i == 1:  # created while the relist is read
+            now[0] += 1
+            manager.filter(late, [], now[0])
+
+    kube.on_page = on_page
+
+    async def go() -> None:
+        inf = Informer(kube, manager, lambda: now[0], lambda: None,  # type: ignore[arg-type]
+                       kinds=(PODS,))
+        task = asyncio.create_task(inf.run())
+        await asyncio.wait_for(kube.done.wait(), 5)
+        # The first list's page 0 ran before it applied a; the phantom was learned then,
+        # before the second list began.
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    assert kube.listed == 2
+    assert manager.pod("u-phantom") is None, "a phantom pod survived the relist"
+    assert manager.pod("u-late") is not None, "a pod learned during the list was deleted"
+    assert manager.pod("u-a") is not None and manager.pod("u-b") is not None

@@ -11,7 +11,7 @@ docs/architecture.md draws the parts behind it and the paths of a filter and a b
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 
 from extender.core.filter import reject
 from extender.core.model.provisioning import RequestInfo
@@ -76,13 +76,19 @@ class GangManager:
         self._ledger.staleness.behind(kind)
 
     def watch_listed(self, kind: str, now: float) -> None:
-        """`kind` was listed (again): once no watch is behind, the commits held
-        meanwhile are made, each checked against the cache as the lists left it."""
+        """`kind` was listed again and its new watch has delivered (an event or a
+        bookmark: what changed during the list has come): once no watch is behind, the
+        commits held meanwhile are made, each checked against the cache as it is."""
         if self._ledger.staleness.caught_up(kind):
             for key in self._ledger.gangs():
                 group = self._cache.groups.get(key)
                 if group is not None:
                     self._ledger.commit(group, now)
+
+    def pods_listed(self, uids: Set[str], began: float, now: float) -> None:
+        """A list of every pod, begun at `began`, showed `uids`: the pods the cache
+        holds otherwise, learned before it began (from a filter call), are gone."""
+        self._watch.pods_listed(uids, began, now)
 
     def on_provisioning_request(self, request: RequestInfo, now: float) -> None:
         """A ProvisioningRequest (autoscaling.x-k8s.io/v1) was added or changed."""
@@ -120,7 +126,7 @@ class GangManager:
         if known is None:
             if pod.uid in self._core.tombstones:
                 return reject(node_names, f"pod {pod.key} (uid {pod.uid}) was deleted")
-            self.on_pod(pod, now)  # the watch has not delivered it yet
+            self._watch.on_pod_from_filter(pod, now)  # the watch has not delivered it yet
         else:
             pod = known
         if pod.node_name:

@@ -11,6 +11,8 @@ Both run on the server's one event loop, like the manager that hands them over.
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Set
 
 from extender.core.model import messages
 from extender.core.model.sources import kueue_group
@@ -30,9 +32,32 @@ class WatchInput:
         self._cache = core.cache
         self._ledger = core.ledger
         self._warmup = Warmup()
+        # Pods a filter call told of before the watch delivered them: uid -> when. Only
+        # a relist can tell the rest of the core that such a pod is gone, if it went
+        # while the watch was down (`pods_listed`).
+        self._unlisted: dict[str, float] = {}
+
+    def on_pod_from_filter(self, pod: PodInfo, now: float) -> None:
+        """A pod a filter call asks about, which the watch has not delivered yet."""
+        self.on_pod(pod, now)
+        self._unlisted[pod.uid] = now
+
+    def pods_listed(self, listed: Set[str], began: float, now: float) -> None:
+        """A list of every pod, begun at `began`, showed `listed` (uids): any other pod
+        the cache holds is gone, however the core learned of it, unless it was learned
+        after the list began (a filter call's pod created during the list, which the
+        list may not show). Without this a pod created and deleted while the watch was
+        down, learned from a filter call, held a slot for good, and its gang waited for
+        a bind that never came."""
+        gone = [uid for uid in self._cache.pods
+                if uid not in listed and self._unlisted.get(uid, -math.inf) < began]
+        for uid in gone:
+            self.on_pod_deleted(uid, now)
 
     def on_pod(self, pod: PodInfo, now: float) -> None:
         c = self._core
+        if self._unlisted:
+            self._unlisted.pop(pod.uid, None)
         if pod.gang is not None and pod.scheduler_name != c.config.scheduler_name:
             # Another scheduler's gang (Volcano's, Coscheduling's, the default scheduler's
             # under Kueue): its capacity once bound, never a member planned or reported here.
@@ -98,6 +123,7 @@ class WatchInput:
 
     def on_pod_deleted(self, uid: str, now: float | None = None) -> None:
         c = self._core
+        self._unlisted.pop(uid, None)
         c.tombstones.add(uid, now)
         self._ledger.staleness.landed(uid)
         pod = self._cache.pods.get(uid)

@@ -4,10 +4,25 @@ Each event is converted to core types once, here, so the filter path reads only 
 data. A relist (start, 410 Gone, dropped watch) replays the full list and deletes what
 vanished, so the cache converges whatever was missed.
 
-One object that cannot be converted, for whatever reason, is skipped: logged (at most
-one line per kind every `log_interval` seconds, with how many were skipped since),
-counted (`skipped`, and `on_skip` for the metric); it never makes the kind list again,
-which would meet it again, every time. Its next event is tried afresh.
+One object that cannot be decoded (`decode`: nested deeper than orjson reads) or
+converted, for whatever reason, is skipped: logged (at most one line per kind every
+`log_interval` seconds, with how many were skipped since), counted (`skipped`, and
+`on_skip` for the metric, with the reason: "decode" or "convert"); it never makes the
+kind list again, which would meet it again, every time. Its next event is tried afresh.
+
+A kind whose watch broke (an error, a 410, or `idle_timeout` seconds without an event or
+a bookmark: a half-open connection) is behind from that moment until the watch that
+follows its relist has delivered something (an event or a bookmark): a list is a
+snapshot, and what changed while it was read (a pod bound onto a reserved node) comes
+only by that watch. Gang commits wait for a kind that decides fits (`Kind.holds_commits`)
+until then (`GangManager.watch_listed`); `behind` is the metric, and `health` fails
+/healthz once a kind has been behind for `behind_limit` seconds. The first watch after a
+relist asks kube-apiserver for a short timeout, so that even a kind where nothing changes
+gets its bookmark (sent 2 s before a watch's end) within seconds, not a minute.
+
+A relist deletes what it did not show, of what the informer applied (`_known`) and, for
+pods, of what the core learned otherwise (from filter calls) before the list began
+(`Kind.reconcile`, `GangManager.pods_listed`).
 
 A list is applied page by page as the pages come, and the informer yields to the event
 loop every `yield_every` objects, so that a list of 100,000 objects neither sits whole
@@ -33,6 +48,7 @@ from extender.core.manager import GangManager
 from extender.core.model.convert import budget_from_k8s, node_from_k8s, pod_from_k8s
 from extender.core.model.convert_groups import group_from_k8s
 from extender.kube.client import PODGROUP_PATH, ApiError, Kube, ProtoDecoder, ResourceExpired
+from extender.kube.decode import UNDECODABLE, Undecodable
 from extender.kube.gc_freeze import FREEZE_EVERY, Freezer, keep_out_of_collections
 
 log = logging.getLogger("gang-extender.informer")
@@ -53,6 +69,10 @@ class Kind:
     # What others bind or change in it decides whether a node fits: while its watch is
     # broken, no gang commits (`GangManager.watch_broken`), until it is listed again.
     holds_commits: bool = False
+    # After a list: (manager, keys listed, when the list began, now) for what the core
+    # holds of the kind without the informer having applied it (pods a filter call told
+    # of); None: the core holds only what the informer applied.
+    reconcile: Callable[[GangManager, set[str], float, float], None] | None = None
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
@@ -95,6 +115,7 @@ NODES = Kind(
 PODS = Kind(
     "pods", "/api/v1/pods", lambda o: str(_meta(o).get("uid", "")), _apply_pod,
     lambda m, key, now: m.on_pod_deleted(key, now), proto=_pod_proto, holds_commits=True,
+    reconcile=lambda m, uids, began, now: m.pods_listed(uids, began, now),
 )
 GROUPS = Kind(
     "podgroups", f"{PODGROUP_PATH}/podgroups", _ns_name, _apply_group,
@@ -114,6 +135,28 @@ YIELD_EVERY = 100
 # Objects per page asked of the API server: a page is parsed in one piece, on the loop
 # (250 pods: about 7 ms).
 PAGE_SIZE = 250
+# A watch asks kube-apiserver to end it after this long (and starts the next one).
+WATCH_SECONDS = 300
+# The first watch after a relist, while the kind is behind: kube-apiserver sends a
+# bookmark 2 s before a watch's end (k8s.io/apiserver's cacheWatcher.nextBookmarkTime),
+# so this one delivers within about 3 s even where nothing changes; otherwise the first
+# bookmark comes a minute later, and the commits held for the kind wait that long.
+CATCH_UP_WATCH_SECONDS = 5
+# A watch that delivers nothing, not even a bookmark, for this long is taken as broken and
+# started over from a relist: kube-apiserver sends every watcher that asks for them a
+# bookmark about every minute (the cacher's defaultBookmarkFrequency), so two missed ones
+# mean a half-open connection, which the HTTP read timeout (the watch's own 300 s plus
+# 30) would only notice five and a half minutes later.
+WATCH_IDLE_SECONDS = 120.0
+# /healthz fails once a kind has been behind this long: its commits have been held as
+# long, and a restart (a new connection, a new list) is what is left to try.
+BEHIND_UNHEALTHY_SECONDS = 180.0
+
+
+class WatchIdle(Exception):
+    """Nothing delivered by a kind's watch for `Informer.idle_timeout` seconds."""
+
+
 class _Skips:
     """Objects of one kind that could not be converted: at most one log line every
     `interval` seconds, so a flood of bad objects cannot flood the log."""
@@ -144,12 +187,14 @@ class Informer:
         kinds: tuple[Kind, ...] = (NODES, PODS, GROUPS),
         discovery_interval: float = 10.0,
         protobuf: bool = False,
-        on_skip: Callable[[str], None] | None = None,
+        on_skip: Callable[[str, str], None] | None = None,
         log_interval: float = 10.0,
         yield_every: int = YIELD_EVERY,
         page_size: int = PAGE_SIZE,
         freeze_every: int = FREEZE_EVERY,
         on_served: Callable[[str, bool], None] | None = None,
+        idle_timeout: float = WATCH_IDLE_SECONDS,
+        behind_limit: float = BEHIND_UNHEALTHY_SECONDS,
     ) -> None:
         self.protobuf = protobuf
         self.kube = kube
@@ -169,7 +214,11 @@ class Informer:
         self.page_size = page_size
         self._skips: dict[str, _Skips] = {k.name: _Skips() for k in kinds}
         self._freezer = Freezer(freeze_every)
-        self._broken_at: dict[str, float] = {}  # kinds whose watch broke: since when
+        # Kinds behind (their watch broke, and the one after the relist has delivered
+        # nothing yet): since when.
+        self._broken_at: dict[str, float] = {}
+        self.idle_timeout = idle_timeout
+        self.behind_limit = behind_limit
 
     @property
     def skipped(self) -> dict[str, int]:
@@ -179,11 +228,28 @@ class Informer:
     async def run(self) -> None:
         await asyncio.gather(*(self._loop(k) for k in self.kinds))
 
-    def _skip(self, kind: Kind, what: str, exc: Exception) -> None:
+    def behind(self) -> dict[str, float]:
+        """Seconds each kind has been behind (0: caught up), for the metric."""
+        now = self.clock()
+        return {k.name: max(0.0, now - self._broken_at[k.name]) if k.name in self._broken_at
+                else 0.0 for k in self.kinds}
+
+    def health(self) -> str | None:
+        """Why /healthz should fail: a kind behind for `behind_limit` seconds; else None."""
+        late = [(age, name) for name, age in self.behind().items() if age >= self.behind_limit]
+        if not late:
+            return None
+        age, name = max(late)
+        return (f"the {name} watch has been behind for {age:.0f}s (limit "
+                f"{self.behind_limit:g}s): its list or watch keeps failing, or its new watch "
+                f"has delivered nothing since its relist")
+
+    def _skip(self, kind: Kind, what: str, exc: Exception | str,
+              reason: str = "convert") -> None:
         skips = self._skips[kind.name]
         skips.count += 1
         if self.on_skip is not None:
-            self.on_skip(kind.name)
+            self.on_skip(kind.name, reason)
         now = self.clock()
         if now - skips.logged_at < self.log_interval:
             skips.unlogged += 1
@@ -191,13 +257,16 @@ class Informer:
         more = (f" ({skips.unlogged} more skipped in the last {self.log_interval:g}s)"
                 if skips.unlogged else "")
         skips.logged_at, skips.unlogged = now, 0
-        log.warning("skipping %s %s: %s: %s%s", kind.name, what, type(exc).__name__, exc,
-                    more)
+        why = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+        log.warning("skipping %s %s: %s%s", kind.name, what, why, more)
 
     def _apply(self, kind: Kind, obj: dict[str, Any]) -> str | None:
         """Applies one object; returns its key (None: it has none that can be read).
         An object that fails is skipped whatever the error: a relist would meet it
         again, so raising would only stall the kind."""
+        if type(obj) is Undecodable:
+            self._skip(kind, obj.name or "(an object)", f"undecodable: {obj.why}", "decode")
+            return None
         try:
             key = kind.key(obj)
         except Exception as exc:
@@ -221,13 +290,20 @@ class Informer:
             self._skip(kind, key, exc)
 
     def _clear(self, kind: Kind) -> None:
-        """The kind has no objects (its API is not served): listed, empty."""
-        self._listed_all(kind, set())
+        """The kind has no objects (its API is not served): listed, empty, and not
+        behind (there is nothing to watch)."""
+        self._listed_all(kind, set(), self.clock())
+        self._caught_up(kind)
 
-    def _listed_all(self, kind: Kind, seen: set[str]) -> None:
-        """A list ended: what it did not show has vanished meanwhile."""
+    def _listed_all(self, kind: Kind, seen: set[str], began: float) -> None:
+        """A list that began at `began` ended: what it did not show has vanished."""
         for key in self._known[kind.name] - seen:
             self._delete(kind, key)
+        if kind.reconcile is not None:
+            try:
+                kind.reconcile(self.manager, seen, began, self.clock())
+            except Exception as exc:
+                self._skip(kind, "(what the list did not show)", exc)
         self._listed.add(kind.name)
         if len(self._listed) == len(self.kinds) and not self.synced.is_set():
             self.synced.set()
@@ -240,6 +316,7 @@ class Informer:
         Returns the resourceVersion to watch from."""
         seen: set[str] = set()
         rv = ""
+        began = self.clock()
         budget = self.yield_every
         async for items, page_rv in self.kube.list_pages(kind.path, self.page_size):
             rv = page_rv
@@ -254,7 +331,7 @@ class Informer:
                     await asyncio.sleep(0)
             self.on_change()
             self._freeze()
-        self._listed_all(kind, seen)
+        self._listed_all(kind, seen, began)
         return rv
 
     def _freeze(self) -> None:
@@ -263,19 +340,24 @@ class Informer:
 
     def _broke(self, kind: Kind) -> None:
         """Its watch (or list) failed: the cache may fall behind what others do from now
-        until the kind is listed again, and gangs must not commit on it meanwhile."""
-        if kind.holds_commits and kind.name not in self._broken_at:
+        until the kind is listed and watched again, and gangs must not commit on it
+        meanwhile."""
+        if kind.name not in self._broken_at:
             self._broken_at[kind.name] = self.clock()
-            self.manager.watch_broken(kind.name)
+            if kind.holds_commits:
+                self.manager.watch_broken(kind.name)
 
     def _caught_up(self, kind: Kind) -> None:
-        """Listed again: the commits held since the watch broke may go ahead."""
+        """Listed again, and the new watch delivered: what changed during the list has
+        come, and the commits held since the watch broke may go ahead."""
         since = self._broken_at.pop(kind.name, None)
         if since is None:
             return
-        log.info("%s listed again %.1fs after its watch broke (gang commits wait until "
-                 "every watch that broke is listed again)", kind.name, self.clock() - since)
-        self.manager.watch_listed(kind.name, self.clock())
+        log.info("%s caught up %.1fs after its watch broke: listed again, and its new watch "
+                 "delivered (gang commits wait until every watch that broke has)", kind.name,
+                 self.clock() - since)
+        if kind.holds_commits:
+            self.manager.watch_listed(kind.name, self.clock())
         self.on_change()
 
     async def _wait_until_served(self, kind: Kind) -> None:
@@ -307,7 +389,64 @@ class Informer:
                 return
             if self._known[kind.name] or kind.name not in self._listed:
                 self._clear(kind)
+            self._caught_up(kind)  # a 404 made it behind: nothing is served to be behind on
             await asyncio.sleep(self.discovery_interval)
+
+    async def _watch(self, kind: Kind, rv: str) -> None:
+        """Watch `kind` from `rv`, one watch request after another, until one fails;
+        raises `WatchIdle` once `idle_timeout` seconds pass without a delivery."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.idle_timeout
+        # The deadline is moved on at most every tenth of the timeout: a timer rescheduled
+        # on every event would cost a heap push each.
+        slack = min(1.0, self.idle_timeout / 10)
+        while True:
+            proto = kind.proto() if self.protobuf and kind.proto else None
+            behind = kind.name in self._broken_at
+            idle = asyncio.timeout_at(deadline)
+            try:
+                async with idle:
+                    async for etype, obj in self.kube.watch(
+                            kind.path, rv, proto=proto,
+                            timeout_seconds=CATCH_UP_WATCH_SECONDS if behind else WATCH_SECONDS):
+                        now = loop.time()
+                        if now + self.idle_timeout - deadline > slack:
+                            deadline = now + self.idle_timeout
+                            idle.reschedule(deadline)
+                        rv = self._event(kind, etype, obj, rv)
+                        if behind:  # after the event: it may be what the list missed
+                            behind = False
+                            self._caught_up(kind)
+            except TimeoutError:
+                if idle.expired():
+                    raise WatchIdle(kind.name) from None
+                raise
+
+    def _event(self, kind: Kind, etype: str, obj: dict[str, Any], rv: str) -> str:
+        """Apply one watch event; returns the resourceVersion to watch from after it."""
+        meta = _meta(obj)
+        if meta.get("resourceVersion"):
+            rv = str(meta["resourceVersion"])
+        if etype in ("ADDED", "MODIFIED"):
+            self._apply(kind, obj)
+            if etype == "ADDED":
+                self._freezer.count()
+        elif etype == "DELETED":
+            try:
+                key = kind.key(obj)
+            except Exception as exc:
+                self._skip(kind, "(unreadable metadata)", exc)
+                return rv
+            self._delete(kind, key)
+        elif etype == UNDECODABLE:
+            # Its type is unknown too: a deletion missed here is made by the next relist.
+            name, why = (obj.name, obj.why) if isinstance(obj, Undecodable) else ("", "")
+            self._skip(kind, name or "(a watch event)", f"undecodable: {why}", "decode")
+            return rv
+        else:
+            return rv  # BOOKMARK
+        self.on_change()
+        return rv
 
     async def _loop(self, kind: Kind) -> None:
         delay = 0.5
@@ -316,28 +455,12 @@ class Informer:
                 if kind.discover is not None:
                     await self._wait_until_served(kind)
                 rv = await self._relist(kind)
-                self._caught_up(kind)
                 delay = 0.5
-                while True:
-                    proto = kind.proto() if self.protobuf and kind.proto else None
-                    async for etype, obj in self.kube.watch(kind.path, rv, proto=proto):
-                        meta = _meta(obj)
-                        if meta.get("resourceVersion"):
-                            rv = str(meta["resourceVersion"])
-                        if etype in ("ADDED", "MODIFIED"):
-                            self._apply(kind, obj)
-                            if etype == "ADDED":
-                                self._freezer.count()
-                        elif etype == "DELETED":
-                            try:
-                                key = kind.key(obj)
-                            except Exception as exc:
-                                self._skip(kind, "(unreadable metadata)", exc)
-                                continue
-                            self._delete(kind, key)
-                        else:
-                            continue  # BOOKMARK
-                        self.on_change()
+                await self._watch(kind, rv)
+            except WatchIdle:
+                log.warning("%s watch delivered nothing, not even a bookmark, for %gs: taken "
+                            "as broken; relisting", kind.name, self.idle_timeout)
+                self._broke(kind)
             except ResourceExpired:
                 log.info("%s watch expired; relisting", kind.name)
                 self._broke(kind)

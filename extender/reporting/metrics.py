@@ -132,7 +132,15 @@ class Metrics:
         self.skipped_objects = Counter(
             "gang_extender_skipped_objects_total",
             "Watched objects skipped because they could not be read (a malformed or hostile "
-            "object: its error is logged), by kind.", ["kind"], registry=r)
+            "object: its error is logged), by kind, and by reason: decode (its JSON or "
+            "protobuf could not be decoded, e.g. nested deeper than 1,024 levels) or "
+            "convert (decoded, but not a valid object of its kind).", ["kind", "reason"],
+            registry=r)
+        self.watch_behind = Gauge(
+            "gang_extender_watch_behind_seconds",
+            "Seconds since the kind's watch broke, until the watch after its relist has "
+            "delivered (0: caught up). Gang commits wait while pods or nodes are behind; "
+            "/healthz fails once a kind has been behind for 180 s.", ["kind"], registry=r)
 
         self.connections = Counter(
             "gang_extender_api_connections_total",
@@ -152,6 +160,8 @@ class Metrics:
         self.leader_active: Callable[[], bool] | None = None
         # Set by the wiring: connections the API client opened so far (on demand, ahead).
         self.connections_opened: Callable[[], tuple[int, int]] | None = None
+        # Set by the wiring: seconds each watched kind has been behind (`Informer.behind`).
+        self.watches_behind: Callable[[], dict[str, float]] | None = None
 
     def on_report(self, report: Report) -> None:
         if isinstance(report, StatusChanged):
@@ -208,6 +218,9 @@ class Metrics:
         for resource, amount in (gauges.held_idle or {}).items():
             self.held_idle.labels(resource).set(amount / 1000 if resource == "cpu" else amount)
         self.leader.set(1 if self.leader_active is None or self.leader_active() else 0)
+        if self.watches_behind is not None:
+            for kind, seconds in self.watches_behind().items():
+                self.watch_behind.labels(kind).set(seconds)
         if self.connections_opened is not None:  # counted by the transport, told here
             on_demand, ahead = self.connections_opened()
             seen_on_demand, seen_ahead = self._connections_seen
