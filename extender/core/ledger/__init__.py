@@ -48,11 +48,32 @@ A bind request, keyed by its pod's uid:
     |                    nothing for kube-scheduler's plugins to do       |
     |                    (`direct`), once the rest of the quorum is ready |
     +---------- finished: bound, or refused (kube-scheduler retries) -----+
+
+A Binding in flight, from the commit (or `bind_now`) that decides it to its answer:
+
+    decided --- post_due: None, sent --> sent --- finished(error=None) --> bound
+      |  ^  |                             |
+      |  |  +-- post_due: why not --------+---- finished(error) --------> refused
+      |  |      (gang released: withdrawn;
+      |  |       pod gone; a watch behind;
+      |  +----- node short of room since)
+      |      a 429/5xx or a lost answer: the retry is decided again
+
+Its capacity is charged from the decision to the answer, whatever happens to its gang
+meanwhile: by its slot while the reservation lasts, then (released, deleted, recreated,
+quorum bound by a lower minMember) by an assumption on the Binding's node (`unreserve`,
+`_assume`), which the answer ends (`finished`) and the watch's bound pod replaces. A
+released gang's Bindings not yet sent are withdrawn: `post_due` refuses them, and the
+adapter ends them with that error. `post_due` is asked right before every POST, so the
+first try, one held for kube-scheduler's bind request, one queued behind a big commit and
+each retry are all decided against the cache as it is when they leave.
 """
 
 from __future__ import annotations
 
 from extender.core.ledger._book import Reservation, Slot, plain_key
 from extender.core.ledger._ledger import Ledger
+from extender.core.ledger._staleness import FRESH_LIMIT_SECONDS, FRESH_MARGIN_SECONDS
 
-__all__ = ["Ledger", "Reservation", "Slot", "plain_key"]
+__all__ = ["FRESH_LIMIT_SECONDS", "FRESH_MARGIN_SECONDS", "Ledger", "Reservation", "Slot",
+           "plain_key"]

@@ -47,9 +47,15 @@ class Ledger:
         self._by_gang = self._book.by_gang  # read here without a call into the book
         self._waiting: dict[str, str] = {}  # pod uid -> node: bind request held open
         self._binding: dict[str, str] = {}  # pod uid -> node: Binding POST in flight
-        # Plain pods and extras whose Binding is in flight, charged to their node from
-        # the moment the bind is accepted (kube-scheduler's assumed pods).
+        # Pods whose Binding is in flight and who hold no slot, charged to their node
+        # from the moment the Binding is decided until its answer (kube-scheduler's
+        # assumed pods): plain pods and extras (`bind_now`), and members whose slot was
+        # dropped while their Binding was in flight (`unreserve`).
         self._assumed: dict[str, tuple[str, PodInfo]] = {}
+        # Pod uid -> why: Bindings in flight of a gang released since they were decided
+        # (deleted, recreated, timed out, preempted). Not posted (`post_due`); one
+        # already sent keeps its charge until it is answered.
+        self._withdrawn: dict[str, str] = {}
 
     # ----- reservations: reading ------------------------------------------------------
 
@@ -138,8 +144,22 @@ class Ledger:
         self, res: Reservation, uid: str, failure: str | None, bound_here: bool = False
     ) -> None:
         """Drop one slot; with `failure`, the member's waiting bind is rejected with it.
-        `bound_here`: the member is now bound to the slot's node (`Book.unreserve`)."""
-        self._book.unreserve(res, uid, bound_here)
+        `bound_here`: the member is now bound to the slot's node (`Book.unreserve`).
+
+        A slot whose Binding is in flight gives its charge to an assumption on the
+        Binding's node instead of freeing it: that pod may land there whatever happens
+        to its gang, so its requests stay taken until the Binding's answer
+        (`finished`). Freed at once, a plain pod's bind would be let onto the same
+        capacity, and both would land."""
+        node = self._binding.get(uid)
+        slot = res.slots.get(uid)
+        if node is None or slot is None or bound_here or uid in self._assumed:
+            self._book.unreserve(res, uid, bound_here)
+        else:
+            # Not `freed` when the charge moves to an assumption on the same node: no
+            # capacity came back, so waiting gangs need not be planned again for it.
+            self._book.unreserve(res, uid, slot.node == node)
+            self._assume(uid, node, slot.pod)
         if failure is not None:
             self.reject(uid, f"gang {res.gang}: {failure}")
 
@@ -148,6 +168,10 @@ class Ledger:
         "gang <key>: <why>", and plain pods turned away for it are woken."""
         self._book.pop(res.gang)
         for uid in list(res.slots):
+            if uid in self._binding:
+                self._withdrawn[uid] = (
+                    f"gang {res.gang}: {why}; the Binding of pod {res.slots[uid].pod.key} "
+                    f"to node {self._binding[uid]} is withdrawn")
             self.unreserve(res, uid, why)
         for uid in list(self._waiting):
             pod = self._cache.pods.get(uid)
@@ -245,22 +269,62 @@ class Ledger:
         and every plan see it (architecture.md §8: placements not yet bound count)."""
         self._binding[pod.uid] = node
         self._parked.passed(pod.uid)
-        self._assumed[pod.uid] = (node, pod)
-        self._cache.assume(node, pod)
+        self._assume(pod.uid, node, pod)
         self._outbox.append(BindPod(ref(pod), node, pod.gang))
+
+    def _assume(self, uid: str, node: str, pod: PodInfo) -> None:
+        """Charge `pod` to `node` until its Binding's answer (`finished`)."""
+        self._assumed[uid] = (node, pod)
+        self._cache.assume(node, pod)
+
+    def post_due(self, uid: str, node: str) -> str | None:
+        """Whether the Binding of `uid` to `node` may be posted now: None, or why not.
+        Asked right before every POST of it (the first, one held for kube-scheduler's
+        bind request, one queued behind a big commit, a retry after 429 or 5xx), since
+        each may come well after the commit decided it: the gang may have been released
+        since, the pod deleted, a watch broken, or the node taken by a pod bound there
+        meanwhile (a `spec.nodeName` pod, another scheduler's). A post refused here ends
+        as a failed Binding (`finished`): a member keeps its slot, or it moves off a
+        node that lost its room, and is bound by the gang's next commit."""
+        if self._binding.get(uid) != node:
+            return f"the Binding of pod uid {uid} to node {node} is no longer wanted"
+        withdrawn = self._withdrawn.get(uid)
+        if withdrawn is not None:
+            return withdrawn
+        pod = self._cache.pods.get(uid)
+        if pod is None:
+            return f"pod uid {uid} was deleted; its Binding to node {node} is withdrawn"
+        if pod.node_name:
+            # Seen bound already (a try whose answer was lost): the POST's 409 confirms.
+            return None if pod.node_name == node else (
+                f"pod {pod.key} is bound to node {pod.node_name}, not {node}")
+        if pod.deleting or pod.terminal:
+            return f"pod {pod.key} is being deleted; its Binding to node {node} is withdrawn"
+        if self.staleness.is_behind():
+            return (f"a watch of the API is broken and not yet caught up, so node {node}'s "
+                    f"free capacity is not known; pod {pod.key} is bound by its gang's "
+                    f"next commit")
+        short = _repair.overcommitted(self._cache, node, pod)
+        if short is not None:
+            return f"pod {pod.key} is not bound to node {node}: {short}"
+        return None
 
     def finished(self, uid: str, error: str | None) -> None:
         """The Binding POST for `uid` returned. A gang member's that failed keeps its
         slot and is not bound again until something asks (kube-scheduler's retry of the
         pod at the barrier, or the gang's next commit), never in a loop; it may have been
-        parked, so it is remembered for a wake-up."""
-        self._binding.pop(uid, None)
+        parked, so it is remembered for a wake-up. Its slot moves if its node was found
+        short (`post_due`): nothing else would move a slot whose Binding was in flight."""
+        node = self._binding.pop(uid, None)
+        self._withdrawn.pop(uid, None)
         if error is not None:
             self.staleness.landed(uid)
             self._parked.turned_away(uid)
         assumed = self._assumed.pop(uid, None)
         if assumed is not None:
             self._cache.forget(assumed[0], assumed[1], freed=error is not None)
+        if error is not None and node is not None:
+            self.squeezed(node)
 
     def wait_expired(self, uid: str) -> bool:
         """The adapter stopped waiting for this bind; returns whether it was waiting."""
@@ -336,7 +400,7 @@ class Ledger:
             self._outbox.append(BindPod(ref(self._cache.pods[uid]), node, group.key))
         for uid in direct:
             node = self._binding[uid] = res.slots[uid].node
-            self.staleness.bound_directly(node, now)
+            self.staleness.bound_directly(self._cache.pods[uid], node, now)
             self._parked.passed(uid)
             self._outbox.append(BindPod(ref(self._cache.pods[uid]), node, group.key))
         through += direct
