@@ -264,10 +264,11 @@ async def _until_exit(servers: list[uvicorn.Server], lost: asyncio.Event,
         if not losing.done():
             serving.result()
             return 0
-        # Lost while active: the verbs already answer the standby error. Bindings of a
-        # commit under way are let finish; waiting binds die with the process: answered with
-        # the error, so kube-scheduler (if it still runs) re-queues their pods, and the new
-        # leader, which starts with no reservation, places those gangs whole.
+        # Lost while active: the verbs already answer the standby error. Bindings already
+        # sent are let be answered, none is sent any more; waiting binds die with the
+        # process: answered with the error, so kube-scheduler (if it still runs) re-queues
+        # their pods, and the new leader, which starts with no reservation, places those
+        # gangs whole.
         left = await dispatcher.bindings_settled(LOST_BINDINGS_GRACE_SECONDS)
         answered = dispatcher.answer_waiting(leader.standby_error())
         await _close(servers, serving)

@@ -159,6 +159,13 @@ class GangManager:
             # cannot be what a Binding of ours changed.
             self._watch.pod_changed(dataclasses.replace(pod, node_name=node), pod, now)
 
+    def post_due(self, uid: str, node: str) -> str | None:
+        """Asked right before every POST of a Binding the core decided (the first, a
+        held or queued one, each retry): None to post it, else why not; the adapter then
+        ends it with that error (`binding_finished`). The decision is the core's at that
+        moment, not the commit's (`Ledger.post_due`)."""
+        return self._ledger.post_due(uid, node)
+
     def eviction_done(self, uid: str, now: float) -> None:
         """The Eviction API let a victim of a preemption go (`EvictPods.preemptor`)."""
         self._core.preemptions.eviction_done(uid)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import httpx
@@ -49,9 +50,24 @@ class Withdrawn(Exception):
     """The post was taken back (`BindingPoster.withdraw`) before it was sent."""
 
 
+# Asked right before each try of a post: None to send it, else why not (the post then
+# ends with that error, final). The gang manager's `post_due`, behind the lease.
+PostGate = Callable[[str, str], str | None]
+
+
+def _always(uid: str, node: str) -> str | None:
+    return None
+
+
 class BindingPoster:
-    def __init__(self, kube: BindingApi | None, concurrency: int) -> None:
+    def __init__(self, kube: BindingApi | None, concurrency: int,
+                 gate: PostGate = _always) -> None:
         self.kube = kube
+        # Every try is decided when it is sent, not when it was queued: a post may wait
+        # for a slot behind a big commit, or for kube-scheduler's bind request, and a
+        # retry follows a 429 by up to a second, long enough for the gang to be
+        # released or the node taken meanwhile.
+        self._gate = gate
         self._slots = asyncio.Semaphore(concurrency)
         # Posts waiting for their first slot, by pod uid -> post number; and the numbers
         # of those withdrawn (a later post for the same pod is another number).
@@ -104,6 +120,9 @@ class BindingPoster:
                         raise Withdrawn(uid)
                     if self._queued.get(uid) == number:
                         del self._queued[uid]
+                refused = self._gate(uid, node)
+                if refused is not None:
+                    return refused, False
                 await kube.bind(namespace, name, uid, node)
             return None, False
         except Withdrawn:

@@ -110,7 +110,7 @@ class Dispatcher:
         self.on_report = on_report
         self._answers: dict[str, asyncio.Future[str | None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._bindings = BindingPoster(kube, self.config.binding_concurrency)
+        self._bindings = BindingPoster(kube, self.config.binding_concurrency, self._post_due)
         self.held = HeldBindings(self._bindings, lambda a: self._spawn(self._bind(a)),
                                  self.config.commit_wait)
         self._filter = FilterVerb(manager, clock, self.drain, self.held,
@@ -191,6 +191,13 @@ class Dispatcher:
             self.manager.eviction_refused(uid, error, self.clock())
         self.drain()
 
+    def _post_due(self, uid: str, node: str) -> str | None:
+        """Whether a Binding may be posted now: never once the lease is lost (the new
+        leader places the gang again, maybe elsewhere), else as the manager decides."""
+        if not self.leader.active:
+            return self.leader.standby_error()
+        return self.manager.post_due(uid, node)
+
     def _refuse(self, action: BindPod) -> None:
         """A Binding asked for on standby (a watch event completing a gang whose binds
         were waiting when leadership was lost) is not created: the new leader places the
@@ -215,9 +222,11 @@ class Dispatcher:
 
     async def bindings_settled(self, timeout: float) -> int:
         """Wait (at most `timeout` seconds) until no Binding is in flight; returns how many
-        still are. On leadership loss the process lets the Bindings of a commit already
-        under way finish before it exits: cut halfway, the gang would stay partly bound
-        until the new leader completed it."""
+        still are. On leadership loss the process lets the Bindings already sent be
+        answered before it exits, so their outcome is logged; those not sent yet (held
+        for a bind request, queued, or due for a retry) are refused by `_post_due`: the
+        new leader may already be placing their gang, and a post now could land beside
+        its decision."""
         deadline = time.monotonic() + timeout
         self.held.release_all()
         while True:

@@ -64,8 +64,8 @@ class HeldBindings:
         return True
 
     def release(self, uid: str) -> None:
-        """Post a held Binding: it belongs to a commit already under way, so like the
-        Bindings in flight it is not cut off by a lost lease."""
+        """Post a held Binding now; the poster asks the gang manager (and the lease)
+        whether it is still due before it sends it (`Dispatcher._post_due`)."""
         entry = self._held.pop(uid, None)
         if entry is not None:
             action, timer = entry
