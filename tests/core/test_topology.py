@@ -281,6 +281,33 @@ def test_pod_affinity_that_selects_no_pod_is_not_planned() -> None:
     assert "selects no pod, not even a member of the gang" in result.message
 
 
+def test_pod_affinity_that_selects_no_pod_says_what_it_awaits_and_whether_it_fits() -> None:
+    """What the queue needs to tell a gang that waits for a pod (issue 42) from one that
+    can never be placed: the terms awaited, and whether it fits but for them."""
+    aff = (PodAffinityTerm(LabelSelector((("role", "ps"),)), ZONE),)
+    fits = plan(group(2), gang(2, required_affinity=aff), zones())
+    assert isinstance(fits, Shortfall) and fits.fits_otherwise, fits
+    assert [(a.member, a.term) for a in fits.awaits] == [("ml/w-0", aff[0])]  # once
+    assert fits.pod == "ml/w-0"
+    assert "member ml/w-0 (pods with role=ps in namespace ml, topologyKey " \
+           f"{ZONE})" in fits.message, fits.message
+    # No zone holds three even once the pod comes: that shortfall, awaits said too.
+    short = plan(group(3), gang(3, cpu=8000, required_affinity=aff), zones())
+    assert isinstance(short, Shortfall) and not short.fits_otherwise, short
+    assert short.awaits and "the largest zone fits 2" in short.message, short.message
+    # A term with no labelSelector selects no pod, ever: nothing to wait for.
+    never = (PodAffinityTerm(None, ZONE),)
+    gone = plan(group(2), gang(2, required_affinity=never), zones())
+    assert isinstance(gone, Shortfall) and not gone.awaits, gone
+    assert "has no labelSelector" in gone.message
+    # Once a pod the term selects runs, the gang joins it.
+    ps = PodInfo("ps", "ml", "ps", {"cpu": 1, "pods": 1}, labels={"role": "ps"},
+                 node_name="b0")
+    snap = zones()
+    there = Snapshot(snap.nodes, snap.free, {"b0": [ps]})
+    assert racks_of(plan(group(2), gang(2, required_affinity=aff), there), there, ZONE) == {"b"}
+
+
 def spread(key: str = ZONE, skew: int = 1, **kw: Any) -> tuple[SpreadConstraint, ...]:
     return (SpreadConstraint(skew, key, LabelSelector(JOB), **kw),)
 

@@ -95,10 +95,15 @@ def plan_in_domains(
     ties = Ties(pods, snapshot)
     awaits: list[Awaited] = []
     holders: set[str] = set()  # uids of the members whose terms wait
+    selects: dict[Term, bool] = {}  # each term looked for once, not once per member
     for p in pods:
         for t in p.required_affinity:
-            if ties.values_with(p.namespace, t) or any(term_matches(t, p.namespace, m)
-                                                       for m in pods):
+            found = selects.get((p.namespace, t))
+            if found is None:
+                found = selects[p.namespace, t] = bool(
+                    ties.values_with(p.namespace, t)
+                    or any(term_matches(t, p.namespace, m) for m in pods))
+            if found:
                 continue
             if t.selector is None:  # selects nothing, ever: no pod that comes can cure it
                 msg = (f"the required pod affinity of member {p.key} has no labelSelector: it "
