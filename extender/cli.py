@@ -146,8 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--provisioning-requests", choices=("on", "off"), default="on",
                        help="ask the cluster autoscaler for a gang's capacity with a "
                             "ProvisioningRequest (autoscaling.x-k8s.io/v1) while that API is "
-                            "served, and keep reserved nodes from its scale-down "
-                            "(docs/install.md)")
+                            "served, and keep reserved nodes from its scale-down; off: "
+                            "none is asked, and the nodes a run with it on marked are "
+                            "unmarked (docs/install.md)")
     serve.add_argument("--provisioning-class", default=ATOMIC_CLASS,
                        help="provisioningClassName of the requests (default %(default)s)")
     serve.add_argument("--direct-commit", choices=("on", "off"), default="on",

@@ -4,8 +4,10 @@ real API server is e2e test_deploy and test_admission_policy.
 
 * Each container reads only its own account's token: the kube-scheduler the pod's
   projected token, the extender its account's token Secret.
-* The ValidatingAdmissionPolicy on pod patches judges the extender's account and lets
-  through the annotation the code writes.
+* The ValidatingAdmissionPolicies on pod and node patches judge the extender's account
+  and let through the annotations the code writes, only where the code writes them; the
+  one on deletes lets it delete only PodTemplates and ProvisioningRequests carrying its
+  marker.
 * A PodDisruptionBudget and a priority keep the scheduler up; a NetworkPolicy admits only
   scrapes of the metrics ports.
 * The image's inputs are pinned: requirements.lock covers every runtime dependency with
@@ -24,9 +26,20 @@ from packaging.utils import canonicalize_name
 from extender.core.model.provisioning import (
     CLASS_ANNOTATION,
     CONSUME_ANNOTATION,
+    CONSUMES_FOR,
+    DNS_SUBDOMAIN,
+    GANG_ANNOTATION,
+    MAX_REQUEST_NAME,
     SCALE_DOWN_DISABLED,
     SCALE_DOWN_OURS,
+    request_name,
 )
+from extender.core.model.sources import (
+    KUEUE_GROUP_LABEL,
+    PRECEDENCE,
+    VOLCANO_GROUP_ANNOTATION,
+)
+from extender.core.model.types import GROUP_LABEL
 from extender.scheduler.wakeups import WAKE_ANNOTATION
 from tests.test_security import EXTENDER_SA, NS, REPO, SCHEDULER_SA
 
@@ -90,9 +103,10 @@ def test_each_container_reads_only_its_own_accounts_token() -> None:
 # ----- the extender's pod patches: its wake-up annotation only ------------------------
 
 
-def _extender_patch_policy(name: str, resource: str) -> dict[str, str]:
+def _extender_patch_policy(name: str, resource: str, operation: str = "UPDATE"
+                           ) -> dict[str, str]:
     """deploy/admission/`name`: shipped, a ValidatingAdmissionPolicy that fails closed on
-    the extender's account's UPDATEs of `resource`, bound to deny; its variables (what
+    the extender's account's `operation`s of `resource`, bound to deny; its variables (what
     it lets through) for the caller to check against the code."""
     kustomization = yaml.safe_load((REPO / "deploy" / "kustomization.yaml").read_text())
     assert f"admission/{name}" in kustomization["resources"]
@@ -100,8 +114,9 @@ def _extender_patch_policy(name: str, resource: str) -> dict[str, str]:
     assert policy["kind"] == "ValidatingAdmissionPolicy"
     assert policy["apiVersion"] == "admissionregistration.k8s.io/v1"
     assert policy["spec"]["failurePolicy"] == "Fail"
-    rule, = policy["spec"]["matchConstraints"]["resourceRules"]
-    assert rule["operations"] == ["UPDATE"] and resource in rule["resources"]
+    rules = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert all(r["operations"] == [operation] for r in rules)
+    assert any(resource in r["resources"] for r in rules)
     condition, = policy["spec"]["matchConditions"]
     assert f"'system:serviceaccount:{NS}:{EXTENDER_SA}'" in condition["expression"]
     assert binding["kind"] == "ValidatingAdmissionPolicyBinding"
@@ -117,8 +132,34 @@ def test_the_pod_patch_policy_is_shipped_for_the_extenders_account() -> None:
     variables = _extender_patch_policy("extender-pod-patches.yaml", "pods")
     assert variables["wake"] == f"'{WAKE_ANNOTATION}'"
     # The consume annotations of a gang's ProvisioningRequest (scheduler/provisioner.py)
-    # are the only others it may set.
+    # are the only others it may set, with its own marker naming the gang beside them.
     assert yaml.safe_load(variables["provisioning"]) == [CONSUME_ANNOTATION, CLASS_ANNOTATION]
+    assert variables["consumesFor"] == f"'{CONSUMES_FOR}'"
+
+
+def test_the_pod_patch_policy_puts_the_consume_annotation_only_on_its_gangs_pods() -> None:
+    """Not on any pod: only on a member of a gang, marked for that gang, naming that
+    gang's request as `request_name` names it (the CEL computes the same plain name and
+    hashes nothing: only the ending is checked where `request_name` hashes). Its
+    behaviour is e2e test_admission_policy."""
+    variables = _extender_patch_policy("extender-pod-patches.yaml", "pods")
+    policy, _ = _deploy_docs("admission/extender-pod-patches.yaml")
+    rule = policy["spec"]["validations"][1]["expression"]
+    for term in ("variables.gangSource != ''", "variables.marks.all(k, k in "
+                 "variables.newAnnotations)", "variables.newAnnotations[variables.consumesFor] "
+                 "== variables.gang", "== variables.requestName"):
+        assert term in " ".join(rule.split()), term
+    # The sources' keys, in sources.PRECEDENCE, and the names request_name makes.
+    keys = [GROUP_LABEL, "schedulingGroup", VOLCANO_GROUP_ANNOTATION, KUEUE_GROUP_LABEL]
+    at = [variables["gangSource"].index(k) for k in keys]
+    assert at == sorted(at)
+    assert [f"'{s}'" in variables["gangSource"] for s in PRECEDENCE] == [True] * 4
+    assert f"size(variables.requestName) <= {MAX_REQUEST_NAME}" in variables["plainName"]
+    assert f"'^{DNS_SUBDOMAIN.pattern}$'" in variables["plainName"]
+    assert request_name("ns/train") == "train-capacity"  # '-capacity' and no source
+    assert request_name("volcano:ns/train") == "train-capacity.volcano"
+    assert "'-capacity' + (variables.gangSource == 'scheduler-plugins' ? '' : '.' + " \
+           "variables.gangSource)" in " ".join(variables["suffix"].split())
 
 
 def test_the_node_patch_policy_is_shipped_for_the_extenders_account() -> None:
@@ -127,6 +168,34 @@ def test_the_node_patch_policy_is_shipped_for_the_extenders_account() -> None:
     test_admission_policy."""
     variables = _extender_patch_policy("extender-node-patches.yaml", "nodes")
     assert yaml.safe_load(variables["scaleDown"]) == [SCALE_DOWN_DISABLED, SCALE_DOWN_OURS]
+
+
+def test_the_node_patch_policy_leaves_an_operators_annotation_alone() -> None:
+    """The scale-down-disabled annotation changes only where the extender's marker was
+    (removed) or comes with it (set); the marker is neither added beside an operator's
+    annotation nor removed from under ours. Its behaviour is e2e test_admission_policy."""
+    policy, _ = _deploy_docs("admission/extender-node-patches.yaml")
+    rules = [" ".join(v["expression"].split()) for v in policy["spec"]["validations"]]
+    assert ("!variables.disabledChanged || (variables.disabledBefore ? variables.oursBefore "
+            ": variables.oursAfter)") in rules
+    assert ("(variables.oursBefore || !variables.oursAfter || !variables.disabledBefore) && "
+            "(!variables.oursBefore || variables.oursAfter || !variables.disabledAfter)"
+            ) in rules
+
+
+def test_the_extender_may_delete_only_what_carries_its_marker() -> None:
+    """RBAC's "delete podtemplates" and "delete provisioningrequests" cover any object of
+    the kind: the policy on the extender's DELETEs of both requires our marker (the one
+    scheduler/provisioner.py writes) on the object deleted. Its behaviour is e2e
+    test_admission_policy."""
+    variables = _extender_patch_policy("extender-deletes.yaml", "podtemplates", "DELETE")
+    policy, _ = _deploy_docs("admission/extender-deletes.yaml")
+    by_group = {g: r["resources"] for r in policy["spec"]["matchConstraints"]["resourceRules"]
+                for g in r["apiGroups"]}
+    assert by_group == {"": ["podtemplates"], "autoscaling.x-k8s.io": ["provisioningrequests"]}
+    assert variables["marker"] == f"'{GANG_ANNOTATION}'"
+    rule, = policy["spec"]["validations"]
+    assert "variables.marker in oldObject.metadata.annotations" in rule["expression"]
 
 
 # ----- availability: disruption budget, priority --------------------------------------

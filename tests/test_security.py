@@ -249,12 +249,16 @@ NEEDED = {
     # again to confirm an expiry), by name in a Role of its namespace
     ("coordination.k8s.io", "leases", "list"), ("coordination.k8s.io", "leases", "watch"),
     # scheduler/provisioner.py: ProvisioningRequests (watched while served, created and
-    # deleted), their PodTemplates, and the scale-down-disabled annotation on nodes
+    # deleted), their PodTemplates, and the scale-down-disabled annotation on nodes; get:
+    # an object in the way of a create is read back for our marker (adopted only with
+    # it), and a PodTemplate before it is deleted (admission/extender-deletes.yaml
+    # refuses the delete of one without it)
+    ("autoscaling.x-k8s.io", "provisioningrequests", "get"),
     ("autoscaling.x-k8s.io", "provisioningrequests", "list"),
     ("autoscaling.x-k8s.io", "provisioningrequests", "watch"),
     ("autoscaling.x-k8s.io", "provisioningrequests", "create"),
     ("autoscaling.x-k8s.io", "provisioningrequests", "delete"),
-    ("", "podtemplates", "create"), ("", "podtemplates", "delete"),
+    ("", "podtemplates", "get"), ("", "podtemplates", "create"), ("", "podtemplates", "delete"),
     ("", "nodes", "patch"),
 }
 # Granted but not called today: reads of what the extender already lists. Listed so
@@ -413,11 +417,12 @@ SCHEDULER_DRA = {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims
 # more on that resource anywhere.
 EXTENDER_EVICTION = {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}
 # It deletes what it creates for a gang on an autoscaled pool: its ProvisioningRequests
-# and their PodTemplates, nothing else.
+# and their PodTemplates, nothing else (admission/extender-deletes.yaml: only those
+# carrying its marker).
 EXTENDER_DELETES = (
     {"apiGroups": ["autoscaling.x-k8s.io"], "resources": ["provisioningrequests"],
-     "verbs": ["list", "watch", "create", "delete"]},
-    {"apiGroups": [""], "resources": ["podtemplates"], "verbs": ["create", "delete"]},
+     "verbs": ["get", "list", "watch", "create", "delete"]},
+    {"apiGroups": [""], "resources": ["podtemplates"], "verbs": ["get", "create", "delete"]},
 )
 
 

@@ -1,4 +1,6 @@
-"""The extender's pod patches are limited to its wake-up annotation (issue 27, item 6).
+"""The extender's pod patches are limited to its wake-up annotation (issue 27, item 6),
+its node patches to the scale-down annotations it set itself, its deletes to the objects
+carrying its marker (issue 42, "Only what is ours").
 
 RBAC can only say "patch pods". deploy/admission/extender-pod-patches.yaml, a
 ValidatingAdmissionPolicy, refuses any other change the extender's account makes to a pod.
@@ -36,8 +38,11 @@ from extender.core.model.provisioning import (
     ATOMIC_CLASS,
     CLASS_ANNOTATION,
     CONSUME_ANNOTATION,
+    CONSUMES_FOR,
+    GANG_ANNOTATION,
     SCALE_DOWN_DISABLED,
     SCALE_DOWN_OURS,
+    request_name,
 )
 from extender.core.model.vocabulary import ProtectNode
 from extender.kube.client import ApiError, make_kube
@@ -193,18 +198,71 @@ def test_a_wake_up_of_a_pod_that_is_gone_is_still_a_404(
 def test_the_extender_may_set_the_provisioning_annotations_of_a_pod(
     extender_api: tuple[Any, Path], namespace: str
 ) -> None:
-    """scheduler/provisioner.py: a gang's members consume its ProvisioningRequest; the
-    same patch with anything else is refused."""
+    """scheduler/provisioner.py: a gang's members consume its ProvisioningRequest, with
+    the extender's marker naming the gang beside; the same patch with anything else is
+    refused, and so is the consume annotation on a pod of no gang, with a marker naming
+    another gang, or naming another request than the gang's own."""
     api, _ = extender_api
-    create_pod(namespace, "member", scheduler_name="nobody-schedules-this")
-    consume = {CONSUME_ANNOTATION: "train-capacity", CLASS_ANNOTATION: ATOMIC_CLASS}
+    create_pod(namespace, "member", scheduler_name="nobody-schedules-this", pod_group="train")
+    create_pod(namespace, "plain", scheduler_name="nobody-schedules-this")
+    gang = f"{namespace}/train"
+    consume = {CONSUME_ANNOTATION: request_name(gang), CLASS_ANNOTATION: ATOMIC_CLASS,
+               CONSUMES_FOR: gang}
     _wait_until_refused(lambda body: _patch(api, namespace, "member", body),
                         "the admission policy refusing the extender's label patch")
     _refusal(api, namespace, "member",
              {"metadata": {"annotations": {**consume, "other": "1"}}})
+    for other in ({CONSUMES_FOR: f"volcano:{namespace}/train"},  # another gang's marker
+                  {CONSUME_ANNOTATION: "train-capacity.volcano"},  # another gang's request
+                  {CONSUME_ANNOTATION: "kueue-wl-1a2b3"},  # another controller's
+                  {CONSUMES_FOR: None}):  # no marker
+        text = _refusal(api, namespace, "member", {"metadata": {"annotations": {
+            **consume, **other}}})
+        assert "only its own gang's ProvisioningRequest" in text, other
+    _refusal(api, namespace, "plain", {"metadata": {"annotations": consume}})  # no gang
     assert _patch(api, namespace, "member", {"metadata": {"annotations": consume}}) == 200
     pod = get_pod(namespace, "member")
     assert pod is not None and pod["metadata"]["annotations"] == consume
+    # Set, never removed.
+    assert _patch(api, namespace, "member",
+                  {"metadata": {"annotations": {CONSUME_ANNOTATION: None}}}) == 422
+
+
+def test_the_extender_may_delete_only_podtemplates_carrying_its_marker(
+    extender_api: tuple[Any, Path], namespace: str, kube: Kube
+) -> None:
+    """deploy/admission/extender-deletes.yaml: "delete podtemplates" is for the ones the
+    extender made (our marker); a user's PodTemplate named like ours is refused to the
+    extender's account, not to the admin."""
+    api, _ = extender_api
+
+    def template(name: str, notes: dict[str, str]) -> None:
+        kube.core.create_namespaced_pod_template(namespace, {
+            "metadata": {"name": name, "annotations": notes},
+            "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}})
+
+    def delete(name: str) -> int:
+        return _status(lambda: client.CoreV1Api(api).delete_namespaced_pod_template(
+            name, namespace))
+
+    def refused() -> bool | None:
+        """A probe of its own, made again when a try before the policy took effect
+        deleted it."""
+        try:
+            template("probe", {})
+        except ApiException as e:
+            if e.status != 409:
+                raise
+        return delete("probe") == 422 or None
+
+    wait_for(refused, 30,
+             "the delete policy refusing the extender's delete of an unmarked PodTemplate")
+    template("train-capacity-0", {"owner": "a user"})
+    assert delete("train-capacity-0") == 422
+    assert kube.core.read_namespaced_pod_template("train-capacity-0", namespace)
+    template("ours-capacity-0", {GANG_ANNOTATION: f"{namespace}/ours"})
+    assert delete("ours-capacity-0") == 200
+    kube.core.delete_namespaced_pod_template("train-capacity-0", namespace)  # the admin may
 
 
 def test_the_extender_may_change_only_the_scale_down_annotations_of_a_node(
@@ -243,6 +301,16 @@ def test_the_extender_may_change_only_the_scale_down_annotations_of_a_node(
         asyncio.run(protect(False))
         node = kube.core.read_node(name).to_dict()
         assert node["metadata"]["annotations"] == {"owner": "ops"}
+        # An operator's own scale-down-disabled annotation (no marker of ours beside):
+        # neither removed, changed nor claimed by the extender's account.
+        kube.core.patch_node(name, {"metadata": {"annotations": {SCALE_DOWN_DISABLED: "false"}}})
+        for body in ({"metadata": {"annotations": {SCALE_DOWN_DISABLED: None}}},
+                     {"metadata": {"annotations": {SCALE_DOWN_DISABLED: "true",
+                                                   SCALE_DOWN_OURS: "ns/train"}}},
+                     {"metadata": {"annotations": {SCALE_DOWN_OURS: "ns/train"}}}):
+            assert patch(body) == 422, body
+        node = kube.core.read_node(name).to_dict()
+        assert node["metadata"]["annotations"] == {"owner": "ops", SCALE_DOWN_DISABLED: "false"}
         assert node["metadata"]["labels"]["pool"] == "a"
         assert "k" not in {t["key"] for t in node["spec"].get("taints") or []}
         assert not node["spec"].get("unschedulable")

@@ -458,7 +458,7 @@ REFUSED = [
     ("update", "autoscaling.x-k8s.io", "provisioningrequests", "", "default", ""),
     ("patch", "autoscaling.x-k8s.io", "provisioningrequests", "status", "default", ""),
     ("update", "", "podtemplates", "", "default", ""),
-    ("get", "", "podtemplates", "", "default", ""),
+    ("list", "", "podtemplates", "", "default", ""),
     # Budgets are read (a preemption never picks a victim one would refuse), never written.
     ("create", "policy", "poddisruptionbudgets", "", "default", ""),
     ("patch", "policy", "poddisruptionbudgets", "", "default", ""),
@@ -503,6 +503,10 @@ EXTENDER_ONLY = [
     ("watch", "autoscaling.x-k8s.io", "provisioningrequests", "", "", ""),
     ("create", "", "podtemplates", "", "default", ""),
     ("delete", "", "podtemplates", "", "default", ""),
+    # Read back: an object in the way of a create (adopted only with our marker), and a
+    # PodTemplate before it is deleted.
+    ("get", "", "podtemplates", "", "default", ""),
+    ("get", "autoscaling.x-k8s.io", "provisioningrequests", "", "default", ""),
     ("patch", "", "nodes", "", "", ""),
     # It follows the lease by list and watch, by name.
     ("list", "coordination.k8s.io", "leases", "", dk.INSTALL_NS, "gang-scheduler"),

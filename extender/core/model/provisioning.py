@@ -58,7 +58,8 @@ MAX_POD_SET_COUNT = 16384
 _MAX_NAME = 253
 # A request's name leaves room for its PodTemplates' "-<n>" (n < MAX_POD_SETS).
 MAX_REQUEST_NAME = _MAX_NAME - 4
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+# Spelt as the pod admission policy spells it (extender-pod-patches.yaml, plainName).
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 # Request states, from its conditions (`state`); the last four end it.
 PENDING, ACCEPTED, PROVISIONED = "Pending", "Accepted", "Provisioned"
@@ -164,7 +165,7 @@ def request_name(gang: str) -> str:
     source, _, name = split_gang_key(gang)
     suffix = "" if source == SCHEDULER_PLUGINS else f".{source}"
     plain = f"{name}-capacity{suffix}"
-    if len(plain) <= MAX_REQUEST_NAME and _DNS_SUBDOMAIN.fullmatch(plain):
+    if len(plain) <= MAX_REQUEST_NAME and DNS_SUBDOMAIN.fullmatch(plain):
         return plain
     digest = f"{_fnv1a(gang):016x}"[:10]
     room = MAX_REQUEST_NAME - len(f"-{digest}-capacity{suffix}")
