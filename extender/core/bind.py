@@ -14,6 +14,7 @@ from extender.core.model import messages
 from extender.core.model.resources import fits, format_resources
 from extender.core.model.types import PodInfo, Resources
 from extender.core.model.vocabulary import BindDecision, BindOutcome
+from extender.core.node_claims import fresh_conflicts, nominated_short
 from extender.core.parked import Parked
 from extender.core.preemption.leaving import Leaving
 
@@ -119,7 +120,10 @@ class Bind:
         reserved there: kube-scheduler's own fit check is only as current as its watch,
         which lags seconds behind after kube-apiserver restarts (a spec.nodeName pod
         made meanwhile is unknown to it), and while the extender's own watch is broken
-        (`Staleness.is_behind`) nothing is bound this way at all."""
+        (`Staleness.is_behind`) nothing is bound this way at all. So are the claims on
+        the node its checks miss (`core/node_claims.py`): capacity nominated to another
+        pod, and the required anti-affinity and spread of the pod against pods a direct
+        commit bound there a moment ago."""
         if self._ledger.staleness.is_behind():
             return _error(f"pod {pod.key} is not bound to node {node} yet: gang-extender "
                           f"is listing pods and nodes again after its watch broke; "
@@ -137,5 +141,9 @@ class Bind:
                         f"and pod {pod.key} needs {format_resources(pod.requests)} (pods "
                         f"bound there lately that kube-scheduler has not seen yet)")
             return _error(why + "; kube-scheduler will retry")
+        claim = nominated_short(pod, node, self._cache) or fresh_conflicts(
+            pod, [node], self._cache, self._ledger, now).get(node)
+        if claim is not None:
+            return _error(claim + "; kube-scheduler will retry")
         self._ledger.bind_now(pod, node)
         return BindDecision(BindOutcome.WAIT, deadline=now + BINDING_ANSWER_SECONDS)

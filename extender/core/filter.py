@@ -17,6 +17,7 @@ from extender.core.model.resources import fits, format_resources
 from extender.core.model.sources import missing_group_message
 from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.model.vocabulary import FilterResult, Reason
+from extender.core.node_claims import fresh_conflicts, nominated_short
 from extender.core.planner import extra_nodes
 from extender.core.preemption.leaving import Leaving
 from extender.core.queue.gang_queue import GangQueue
@@ -206,9 +207,10 @@ class Filter:
 
     def _single(self, pod: PodInfo, node_names: list[str], now: float) -> FilterResult:
         """Plain pods and elastic extras: any node kube-scheduler found feasible, except
-        where reserved capacity leaves too little. Only nodes with reservations, and
-        nodes a direct commit bound pods on a moment ago (`Staleness.fresh_nodes`), can
-        disagree with kube-scheduler's own fit check, so only those are examined."""
+        where reserved capacity leaves too little. Only nodes with reservations, nodes a
+        direct commit bound pods on a moment ago (`Staleness.fresh_nodes`) and nodes with
+        capacity nominated to a pod can disagree with kube-scheduler's own checks, so
+        only those are examined (`core/node_claims.py`)."""
         own = self._ledger.of(pod) if pod.gang is None else None
         if own is not None:
             # A plain pod that preempted: its own slot, once its victims are gone.
@@ -229,8 +231,13 @@ class Filter:
         fresh = self._ledger.staleness.fresh_nodes(now)  # empty unless --direct-commit is on
         if fresh:
             examined |= fresh & names
+        if self._cache.nominated:  # nearly always empty
+            examined |= self._cache.nominated.keys() & names
         for name in examined:
-            if not fits(pod.requests, free[name]):
+            room = free.get(name)
+            if room is None:
+                continue  # deleted a moment ago: "not yet known" below
+            if not fits(pod.requests, room):
                 if by_node is None:
                     by_node = self._ledger.gangs_by_node()
                 held_by = by_node.get(name, ())
@@ -239,6 +246,15 @@ class Filter:
                     else f"node {name} is full: gang members bound there a moment ago "
                          f"leave too little for pod {pod.key}, which needs "
                          f"{format_resources(pod.requests)}")
+            else:
+                why = nominated_short(pod, name, self._cache)
+                if why is not None:
+                    failed[name] = why
+        if fresh:
+            # kube-scheduler's InterPodAffinity and PodTopologySpread filters ran
+            # without the fresh pods too.
+            failed.update(fresh_conflicts(pod, names - failed.keys(), self._cache,
+                                          self._ledger, now))
         reserved_out = bool(failed)
         for name in [n for n in node_names if n not in nodes]:
             failed[name] = f"node {name} is not yet known to gang-extender"

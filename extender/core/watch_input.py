@@ -62,6 +62,8 @@ class WatchInput:
             # Another scheduler's gang (Volcano's, Coscheduling's, the default scheduler's
             # under Kueue): its capacity once bound, never a member planned or reported here.
             pod = dataclasses.replace(pod, membership=NOT_A_MEMBER)
+        if pod.node_name:  # the watch delivered it bound: fresh only a moment more
+            self._ledger.staleness.seen_bound(pod.uid, now)
         if pod.node_name or pod.terminal or pod.deleting:
             self._ledger.staleness.landed(pod.uid)
         old = self._cache.pods.get(pod.uid)

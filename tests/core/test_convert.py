@@ -95,7 +95,7 @@ def test_pod_nominated_node_is_read_and_checked(pod_obj: dict[str, Any]) -> None
     pod_obj["status"]["nominatedNodeName"] = "fake-node-2"
     assert pod_from_k8s(pod_obj).nominated_node == "fake-node-2"
     pod_obj["status"]["nominatedNodeName"] = 7
-    with pytest.raises(ValueError, match="status.nominatedNodeName must be a string"):
+    with pytest.raises(ValueError, match=r"status\.nominatedNodeName must be a string"):
         pod_from_k8s(pod_obj)
 
 

@@ -10,11 +10,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from extender.core.ledger import FRESH_LIMIT_SECONDS, FRESH_MARGIN_SECONDS
 from extender.core.model.config import Config
-from extender.core.model.types import PodInfo
+from extender.core.model.constraints import HOSTNAME
+from extender.core.model.types import LabelSelector, PodAffinityTerm, PodInfo, SpreadConstraint
 from extender.core.model.vocabulary import BindOutcome, BindPod, EvictPods, WakePods
 from extender.core.wiring import Core
 from tests.core.sim import SimScheduler, group, node, pod
+
+ZONE = "topology.kubernetes.io/zone"
 
 
 def direct_sim(**config: object) -> SimScheduler:
@@ -257,16 +261,101 @@ def test_a_node_the_commit_just_filled_is_checked_for_plain_pods_and_extras() ->
     """kube-scheduler hears of the pods a direct commit bound only through its watch,
     so for a moment its own fit check passes a node they filled. The extender's filter
     then checks that node itself, as it does nodes with reservations (the hostile soak's
-    over-commit: an elastic extra bound onto a node the commit had just filled)."""
-    sim, _, out = committed(nodes=1, members=4, cpu=2000)
+    over-commit: an elastic extra bound onto a node the commit had just filled). The
+    node stays checked until the extender's own watch has delivered every such pod
+    bound, however long that takes, and a margin after (kube-scheduler's informer may
+    trail ours); not a fixed window from the commit."""
+    sim, pods, out = committed(nodes=1, members=4, cpu=2000)
     for uid, where in out.items():  # all four land on n0, 8000m of 8000m
         sim.manager.binding_finished(uid, where, None, sim.now)
     assert not sim.manager.reservations()  # the quorum is bound: n0 holds no slot
     plain = sim.add_pod(pod("plain", cpu=1000))
     result = sim.manager.filter(plain, ["n0"], sim.now)
     assert result.nodes == [] and "n0 is full" in result.unresolvable["n0"]
-    sim.now += 11  # kube-scheduler has long seen them: its own check decides again
+    sim.now += 11  # the Bindings' answers are in, the watch has not delivered them
+    assert sim.manager.filter(plain, ["n0"], sim.now).nodes == []
+    for p in pods[:3]:
+        sim.add_pod(dataclasses.replace(p, node_name=out[p.uid], phase="Running"))
+    sim.now += FRESH_MARGIN_SECONDS + 1
+    assert sim.manager.filter(plain, ["n0"], sim.now).nodes == []  # one still unseen
+    sim.add_pod(dataclasses.replace(pods[3], node_name=out[pods[3].uid], phase="Running"))
+    sim.now += FRESH_MARGIN_SECONDS - 1
+    assert sim.manager.filter(plain, ["n0"], sim.now).nodes == []  # within the margin
+    sim.now += 2  # kube-scheduler has seen them: its own check decides again
     assert sim.manager.filter(plain, ["n0"], sim.now).nodes == ["n0"]
+
+
+def test_a_node_stays_checked_at_most_the_limit_if_the_watch_never_delivers() -> None:
+    """A watch event lost for good (the relist should have delivered it) must not keep
+    a node checked for every pod forever; a failed Binding is not fresh at all."""
+    sim, pods, out = committed(nodes=2, members=2, cpu=6000)
+    sim.manager.binding_finished(pods[0].uid, out[pods[0].uid], None, sim.now)
+    sim.manager.binding_finished(pods[1].uid, out[pods[1].uid], "refused", sim.now)
+    plain = sim.add_pod(pod("plain", cpu=4000))
+    first, second = out[pods[0].uid], out[pods[1].uid]
+    assert sim.manager.filter(plain, [first], sim.now).nodes == []
+    sim.now += FRESH_LIMIT_SECONDS - 1
+    assert sim.manager.filter(plain, [first], sim.now).nodes == []
+    sim.now += 2
+    assert sim.manager.filter(plain, [first], sim.now).nodes == [first]
+    # The refused member keeps its slot on its node: checked as a reserved node, not
+    # as a fresh one.
+    assert "held for" in sim.manager.filter(plain, [second], sim.now).unresolvable[second]
+
+
+def test_a_plain_pod_repelled_by_a_freshly_committed_member_is_turned_away_there() -> None:
+    """kube-scheduler's InterPodAffinity filter runs without the pods a direct commit
+    bound until its watch delivers them: a plain pod with required anti-affinity to the
+    gang's members passes its check on their nodes. The extender's filter and bind turn
+    it away there, both ways (its terms, and the members' terms selecting it)."""
+    app = {"app": "trainer"}
+    away = (PodAffinityTerm(LabelSelector(tuple(app.items())), HOSTNAME),)
+    sim, pods, out = committed(nodes=4, members=2, cpu=1000, labels=app)
+    for uid, where in out.items():
+        sim.manager.binding_finished(uid, where, None, sim.now)
+    taken_nodes = sorted(set(out.values()))
+    free_nodes = sorted({"n0", "n1", "n2", "n3"} - set(taken_nodes))
+    shy = sim.add_pod(pod("shy", cpu=100, required_anti_affinity=away))
+    result = sim.manager.filter(shy, taken_nodes + free_nodes, sim.now)
+    assert result.nodes == free_nodes
+    assert "anti-affinity of ns/shy with pod ns/g-" in result.unresolvable[taken_nodes[0]]
+    decision = sim.manager.bind("ns", "shy", shy.uid, taken_nodes[0], sim.now)
+    assert decision.outcome is BindOutcome.ERROR and "anti-affinity" in decision.message
+    # The other way: members that repel what the plain pod carries.
+    sim2, _, out2 = committed(nodes=4, members=2, cpu=1000,
+                                  required_anti_affinity=away)
+    target = sim2.add_pod(pod("target", cpu=100, labels=app))
+    on = sorted(set(out2.values()))
+    assert sim2.manager.filter(target, on, sim2.now).nodes == []
+    # Once kube-scheduler has seen them, its own filter is the one that decides.
+    for p in pods:
+        sim.add_pod(dataclasses.replace(p, node_name=out[p.uid], phase="Running"))
+    sim.now += FRESH_MARGIN_SECONDS + 1
+    assert sim.manager.filter(shy, taken_nodes, sim.now).nodes == taken_nodes
+
+
+def test_a_plain_pods_spread_counts_the_freshly_committed_members() -> None:
+    """The same for `DoNotSchedule` spread: kube-scheduler counted the zones without the
+    members just bound, so a zone they filled passes its check; the extender's filter
+    counts them and turns the zone away."""
+    sim = direct_sim()
+    for i, zone in enumerate(["a", "a", "b", "b"]):
+        sim.add_node(dataclasses.replace(node(f"n{i}"), labels={
+            "kubernetes.io/hostname": f"n{i}", ZONE: zone}))
+    sim.add_group(group("g", 2))
+    app = {"app": "trainer"}
+    spread = (SpreadConstraint(1, ZONE, LabelSelector(tuple(app.items()))),)
+    members = [sim.add_pod(pod(f"g-{i}", "g", labels=app,
+                               node_selector={ZONE: "a"})) for i in range(2)]
+    run_pass(sim)
+    out = binds(taken(sim))
+    assert set(out) == {m.uid for m in members}
+    assert {sim.cache.nodes[n].labels[ZONE] for n in out.values()} == {"a"}
+    spreader = sim.add_pod(pod("spreader", cpu=100, labels=app,
+                               spread_constraints=spread))
+    result = sim.manager.filter(spreader, ["n0", "n1", "n2", "n3"], sim.now)
+    assert result.nodes == ["n2", "n3"]  # zone a holds 2 of the app, b none
+    assert "maxSkew 1" in result.unresolvable["n0"]
 
 
 def test_no_direct_commit_while_the_pod_watch_is_broken() -> None:

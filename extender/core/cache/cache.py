@@ -52,6 +52,12 @@ class Cache:
         self._reserved_on_node: dict[str, dict[str, PodInfo]] = {}
         # Pods whose Binding is in flight, charged before the API confirms them.
         self._assumed_on_node: dict[str, dict[str, PodInfo]] = {}
+        # Node -> uid -> pod, for the pending pods nominated there
+        # (`PodInfo.nominated_node`), and uid -> node: kept as pods change, so the
+        # checks that count nominations read one node's few, never every pod
+        # (`nominated_on`).
+        self.nominated: dict[str, dict[str, PodInfo]] = {}
+        self._nominated_to: dict[str, str] = {}
         self.pods_on_node = PodsOnNode(self._on_node, self._reserved_on_node)
         # Told of every change to `nodes` and `free` (all of them go through
         # `_adjust`, `upsert_node` and `remove_node`), so plans need not visit every node.
@@ -148,6 +154,8 @@ class Cache:
             self._uncharge(pod.uid)
             if pod.takes_capacity:
                 self._charge(pod)
+        if pod.nominated_node or pod.uid in self._nominated_to:
+            self._nominate(pod)
         old_group = old.gang if old is not None else None
         new_group = pod.gang
         if old is not None and old_group is not None:
@@ -171,6 +179,7 @@ class Cache:
         if pod is None:
             return None
         self._uncharge(uid)
+        self._unnominate(uid)
         key = pod.gang
         if key is not None:
             self._tallies.remove(key, pod)
@@ -183,6 +192,46 @@ class Cache:
                     del self._group_pods[key]
             self._bump_members(key)
         return pod
+
+    def _nominate(self, pod: PodInfo) -> None:
+        """Keep `pod`'s nomination while it is pending: bound (anywhere), finished or
+        being deleted, the nomination has ended, as in kube-scheduler's nominator."""
+        self._unnominate(pod.uid)
+        node = pod.nominated_node
+        if node and not (pod.node_name or pod.terminal or pod.deleting):
+            self.nominated.setdefault(node, {})[pod.uid] = pod
+            self._nominated_to[pod.uid] = node
+
+    def _unnominate(self, uid: str) -> None:
+        node = self._nominated_to.pop(uid, None)
+        if node is None:
+            return
+        on = self.nominated[node]
+        del on[uid]
+        if not on:
+            del self.nominated[node]
+
+    def nominated_on(self, node: str, priority: int, but: str = "") -> list[PodInfo]:
+        """The pods whose nomination keeps capacity on `node` from a pod of `priority`
+        (uid `but`): kube-scheduler's rule, the pending pods nominated there with equal
+        or higher priority, the pod itself aside. A pod already charged to the node (its
+        slot, or its Binding in flight) is counted there once, as that charge."""
+        on = self.nominated.get(node)
+        if not on:
+            return []
+        slots = self._reserved_on_node.get(node, {})
+        assumed = self._assumed_on_node.get(node, {})
+        return [p for uid, p in on.items()
+                if p.priority >= priority and uid != but
+                and uid not in slots and uid not in assumed]
+
+    def nominated_requests(self, node: str, priority: int, but: str = "") -> Resources:
+        """What `nominated_on` keeps on `node`, summed ({} when nothing is nominated
+        there, which is nearly always)."""
+        kept: Resources = {}
+        for p in self.nominated_on(node, priority, but):
+            _add_into(kept, p.requests, +1)
+        return kept
 
     def lowest_running_priority(self) -> int | None:
         """The lowest priority of any pod charged to a node, None if there is none."""

@@ -24,8 +24,8 @@ from collections.abc import Container, Iterable
 from extender.core.cache import Cache
 from extender.core.ledger._book import Reservation, Slot
 from extender.core.model.constraints import node_matches
-from extender.core.model.resources import format_resources
-from extender.core.model.types import PodInfo
+from extender.core.model.resources import format_resources, sub
+from extender.core.model.types import PodInfo, Resources
 
 
 def lost(cache: Cache, node: str, pod: PodInfo, held: bool = False) -> str | None:
@@ -40,7 +40,7 @@ def lost(cache: Cache, node: str, pod: PodInfo, held: bool = False) -> str | Non
         return f"node {node}: {why}"
     if held:
         return None
-    return overcommitted(cache, node, pod)
+    return overcommitted(cache, node, pod) or nominated_away(cache, node, pod)
 
 
 def overcommitted(cache: Cache, node: str, pod: PodInfo) -> str | None:
@@ -48,15 +48,46 @@ def overcommitted(cache: Cache, node: str, pod: PodInfo) -> str | None:
     short of what `pod` asks for, or None. Free capacity below zero on a resource the pod
     requests means something charged there since the pod's charge does not leave room
     for it; what held slots charge ahead of capacity does not count."""
-    free = cache.free.get(node, {})
-    ahead = cache.held.get(node)
-    if ahead:
-        free = {r: v + ahead.get(r, 0) for r, v in free.items()}
+    free = _free(cache, node)
     short = {r: -v for r, v in free.items() if v < 0 and pod.requests.get(r, 0) > 0}
     if short:
         return (f"node {node} is short of {format_resources(short, skip_pods=False)} "
                 f"(pods bound there since the plan)")
     return None
+
+
+def nominated_away(cache: Cache, node: str, pod: PodInfo) -> str | None:
+    """Why `node`, where `pod` is charged already, must not take it because its room is
+    nominated to another pod, or None. kube-scheduler's preemption nominates the pod it
+    evicted victims for (`status.nominatedNodeName`) and keeps the capacity they free
+    for it from pods of equal or lower priority until it is bound, deleted or its
+    nomination is cleared; a commit that took it would leave that pod to preempt again,
+    or nowhere to go. So the commit's check of each member's node counts those pods as
+    kube-scheduler does (`Cache.nominated_on`); the planner does not (the rule depends on
+    the priority of the pod being placed), and a member planned onto such capacity is
+    moved at its commit, or waits while no other node has room."""
+    nominated = cache.nominated_on(node, pod.priority, but=pod.uid)
+    if not nominated:
+        return None
+    room = sub(_free(cache, node), cache.nominated_requests(node, pod.priority, pod.uid))
+    short = {r: -v for r, v in room.items() if v < 0 and pod.requests.get(r, 0) > 0}
+    if not short:
+        return None
+    names = ", ".join(p.key for p in nominated[:3]) + (
+        f" and {len(nominated) - 3} more" if len(nominated) > 3 else "")
+    return (f"node {node} is short of {format_resources(short, skip_pods=False)} for pod "
+            f"{pod.key}: kube-scheduler's preemption keeps that capacity for pod(s) "
+            f"{names} nominated there (priority {min(p.priority for p in nominated)} or "
+            f"more, pod {pod.key} has {pod.priority})")
+
+
+def _free(cache: Cache, node: str) -> Resources:
+    """`node`'s free capacity with what held slots charge ahead of capacity given back."""
+    free = cache.free.get(node, {})
+    ahead = cache.held.get(node)
+    if ahead:
+        free = {r: v + ahead.get(r, 0) for r, v in free.items()}
+    return free
 
 
 def squeezed(cache: Cache, name: str) -> bool:

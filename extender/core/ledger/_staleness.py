@@ -9,16 +9,39 @@ filter verb asks before it lets kube-scheduler's serial loop go on (`landing`).
 
 from __future__ import annotations
 
-FRESH_SECONDS = 10.0
-"""How long a node a direct commit bound pods on is checked by the filter for every pod
-(`Staleness.fresh_nodes`): kube-scheduler's watch delivers within a second here; ten
-leaves room for a loaded API server."""
+import heapq
+from collections.abc import Set
+
+from extender.core.model.types import PodInfo
+
+FRESH_MARGIN_SECONDS = 5.0
+"""How long a pod a direct commit bound stays fresh after the extender's own watch
+delivered it bound (`Staleness.fresh_nodes`). kube-scheduler's informer watches the same
+API server but is a different client: it may get the event later (its own connection,
+a slower decode) and applies it behind the scheduling cycle it is running, so for a
+moment after ours it can still filter the node without the pod. Seconds, not less:
+the soak saw kube-scheduler's view trail ours by over a second after an API server
+restart."""
+
+FRESH_LIMIT_SECONDS = 60.0
+"""The longest a pod a direct commit bound stays fresh when the watch never delivers it
+bound (an event lost with a broken watch, whose relist should have delivered it): a
+bound, so one lost event cannot keep a node checked for every pod for good."""
 
 
 class Staleness:
     def __init__(self) -> None:
-        # node -> when a direct commit last bound a pod there (`fresh_nodes`).
-        self._direct_at: dict[str, float] = {}
+        # Pods a direct commit bound, until they stop being fresh (`fresh_nodes`):
+        # uid -> (node, pod, until, delivered bound by the watch); node -> uids; and
+        # (until, uid) in time order, to drop them without a walk (an entry whose
+        # `until` moved since it was pushed is skipped when popped).
+        self._fresh: dict[str, tuple[str, PodInfo, float, bool]] = {}
+        self._fresh_on: dict[str, set[str]] = {}
+        self._fresh_by_time: list[tuple[float, str]] = []
+        # The fresh pods with required anti-affinity, which may repel any pod
+        # (`fresh_repellers`): nearly always none, so a plain pod's filter call with no
+        # constraint of its own looks at no fresh pod.
+        self._fresh_repelling: set[str] = set()
         # Watches broken and not listed again yet: no commit meanwhile (`behind`).
         self._behind: set[str] = set()
         # Members a commit let through, until the watch delivers them bound (`landing`):
@@ -28,8 +51,38 @@ class Staleness:
         # The nodes kube-scheduler passed in members' filter calls in progress (`sample`).
         self._samples: dict[str, list[str]] = {}
 
-    def bound_directly(self, node: str, now: float) -> None:
-        self._direct_at[node] = now
+    def bound_directly(self, pod: PodInfo, node: str, now: float) -> None:
+        """A direct commit let `pod` through to `node`: kube-scheduler did not assume it
+        and learns of it only from its watch, so the node is fresh until then."""
+        self._forget_fresh(pod.uid)
+        until = now + FRESH_LIMIT_SECONDS
+        self._fresh[pod.uid] = (node, pod, until, False)
+        self._fresh_on.setdefault(node, set()).add(pod.uid)
+        if pod.required_anti_affinity:
+            self._fresh_repelling.add(pod.uid)
+        heapq.heappush(self._fresh_by_time, (until, pod.uid))
+
+    def seen_bound(self, uid: str, now: float) -> None:
+        """The extender's own watch delivered `uid` bound: kube-scheduler's watch
+        delivers it at about the same moment, so it stays fresh only for
+        `FRESH_MARGIN_SECONDS` more."""
+        entry = self._fresh.get(uid)
+        if entry is None or entry[3]:
+            return
+        node, pod, until, _ = entry
+        until = min(until, now + FRESH_MARGIN_SECONDS)
+        self._fresh[uid] = (node, pod, until, True)
+        heapq.heappush(self._fresh_by_time, (until, uid))
+
+    def _forget_fresh(self, uid: str) -> None:
+        entry = self._fresh.pop(uid, None)
+        if entry is None:
+            return
+        self._fresh_repelling.discard(uid)
+        uids = self._fresh_on[entry[0]]
+        uids.discard(uid)
+        if not uids:
+            del self._fresh_on[entry[0]]
 
     def committed(self, uid: str, gang: str) -> None:
         """A commit let `uid` through: its Binding is posted now (directly, or for its
@@ -38,7 +91,11 @@ class Staleness:
         self._landing_gang[uid] = gang
 
     def landed(self, uid: str) -> None:
-        """The watch delivered `uid` bound, or its Binding failed, or it is gone."""
+        """The watch delivered `uid` bound, or its Binding failed, or it is gone. Not
+        delivered bound (`seen_bound`), it never landed: nothing of it is fresh."""
+        entry = self._fresh.get(uid)
+        if entry is not None and not entry[3]:
+            self._forget_fresh(uid)
         gang = self._landing_gang.pop(uid, None)
         if gang is None:
             return
@@ -77,19 +134,34 @@ class Staleness:
     def samples(self) -> list[tuple[str, list[str]]]:
         return list(self._samples.items())
 
-    def fresh_nodes(self, now: float) -> set[str]:
-        """Nodes where a direct commit bound pods in the last `FRESH_SECONDS`. kube-
-        scheduler learns of those pods only through its watch, so until then its own fit
-        check of the node is stale, and a plain pod or elastic extra it finds feasible
-        there may not fit: the filter checks these nodes against the extender's cache
-        too, as it does nodes with reservations. (On the barrier path kube-scheduler
-        assumed every pod it bound, so its check was never behind.)"""
-        if not self._direct_at:
-            return set()
-        stale = [n for n, at in self._direct_at.items() if now - at > FRESH_SECONDS]
-        for n in stale:
-            del self._direct_at[n]
-        return set(self._direct_at)
+    def fresh_nodes(self, now: float) -> Set[str]:
+        """Nodes with a fresh pod: one a direct commit bound there that the extender's
+        own watch has not delivered bound yet, or delivered less than
+        `FRESH_MARGIN_SECONDS` ago (at most `FRESH_LIMIT_SECONDS` after the commit).
+        kube-scheduler learns of those pods only through its watch, so until then its
+        own checks of the node are stale: a plain pod or elastic extra it finds feasible
+        there may not fit, or may clash with a fresh pod by required anti-affinity or
+        spread. The filter and the bind verb check these nodes against the extender's
+        cache too (`core/node_claims.py`), as they do nodes with reservations. (On the
+        barrier path kube-scheduler assumed every pod it bound, so its view was never
+        behind.) A failed Binding or a deleted pod is not fresh (`landed`). O(1) but for
+        the pods that stopped being fresh since the last call."""
+        by_time = self._fresh_by_time
+        while by_time and by_time[0][0] <= now:
+            until, uid = heapq.heappop(by_time)
+            entry = self._fresh.get(uid)
+            if entry is not None and entry[2] == until:
+                self._forget_fresh(uid)
+        return self._fresh_on.keys()
+
+    def fresh_pods(self, now: float, repelling: bool = False) -> list[tuple[str, PodInfo]]:
+        """(node, pod as the commit bound it) of every fresh pod (`fresh_nodes`); with
+        `repelling`, only those with required anti-affinity."""
+        self.fresh_nodes(now)
+        fresh = self._fresh
+        if repelling:
+            return [(fresh[u][0], fresh[u][1]) for u in self._fresh_repelling]
+        return [(e[0], e[1]) for e in fresh.values()]
 
     def behind(self, kind: str) -> None:
         """The watch of `kind` (pods, nodes) broke: until it is listed again, the cache
