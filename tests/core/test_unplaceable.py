@@ -353,6 +353,22 @@ def test_the_gang_is_placed_whole_once_a_pod_its_affinity_selects_is_bound() -> 
     assert not sim.overcommits
 
 
+def test_a_running_pod_relabelled_to_match_places_the_gang_too() -> None:
+    """Not only a new pod: one already bound whose labels come to match, and the members
+    kube-scheduler asks about are told what the gang waits for meanwhile."""
+    sim = sim_with(zone_nodes())
+    web = sim.bind_foreign(pod("web", cpu=1000, labels={"app": "web"}), "n3")
+    affinity_gang(sim)
+    sim.run_all()
+    sim.tick(0.1)
+    g0 = next(p for p in sim.cache.gang_pods("ns/g") if p.name == "g-0")
+    assert "waits for a pod" in sim.last_filter[g0.uid], sim.last_filter
+    sim.manager.on_pod(dataclasses.replace(web, labels={"app": "db"}), sim.now)
+    sim.tick(0.1)
+    sim.run_all()
+    assert len(sim.bound("g")) == 3, sim.status("ns/g")
+
+
 def autoscaled(nodes: Sequence[NodeInfo]) -> SimScheduler:
     """`sim_with`, and a served ProvisioningRequest API."""
     sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30,
