@@ -155,3 +155,20 @@ def test_the_cache_keeps_nominations_per_node_as_pods_change() -> None:
     assert cache.nominated_on("n0", 0) == [] and "n0" not in cache.nominated
     sim.delete(a.uid)
     assert not cache.nominated
+
+
+def test_a_member_moved_by_the_commit_is_checked_on_its_new_node_too() -> None:
+    """The move fits a member into free capacity, not around nominations: the only other
+    node with room is nominated too, so the commit waits rather than bind it there."""
+    sim = sim_with()
+    pods, slots = reserved_mixed_gang(sim, nodes=4)
+    kept = slots[pods[1].uid]
+    spare = ({"n0", "n1", "n2", "n3"} - set(slots.values())).pop()
+    first = sim.add_pod(preemptor("p", kept, priority=0))
+    sim.add_pod(preemptor("q", spare, priority=0))
+    assert sim.schedule(pods[0].uid) == "held"
+    assert not sim.bound("g") and not sim.overcommits
+    sim.add_pod(dataclasses.replace(first, nominated_node=""))
+    sim.schedule(pods[1].uid)  # kube-scheduler's next cycle of the moved member
+    placed = {m.uid: m.node_name for m in sim.bound("g")}
+    assert len(placed) == 3 and spare not in placed.values()

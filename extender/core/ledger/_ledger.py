@@ -390,6 +390,11 @@ class Ledger:
             pod = self._cache.pods.get(uid)
             if pod is not None and _repair.lost(self._cache, node, pod) is not None:
                 self.repair(node)
+        if any((s := res.slots.get(u)) is not None and s.node != n
+               and _repair.lost(self._cache, s.node, s.pod) is not None for u, n in ready):
+            # A member the repair moved fits its new node's free capacity, but maybe not
+            # around a nomination there (`_repair.nominated_away`): the commit waits.
+            return
         direct = self.direct(res)
         if self.assembled(group) + len(direct) < group.min_member:
             return  # a member fell out: the rest keep waiting for it
