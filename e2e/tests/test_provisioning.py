@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -404,3 +405,47 @@ def test_nodes_reserved_for_a_gang_are_kept_from_scale_down(
     wait_for(lambda: autoscaler.nodes(pool) == [] or NotYet(
         (autoscaler.nodes(pool), marks() if autoscaler.nodes(pool) else {})), 60,
         "the emptied, unmarked nodes scaled down", logs=LOGS)
+
+
+def test_a_users_podtemplate_named_like_ours_is_left_alone(
+    autoscaler: Autoscaler, pool: str, gang: GangStack, fake_nodes: NodeSet, namespace: str
+) -> None:
+    """Issue 42, "Only what is ours": a user's PodTemplate ``train-capacity-0`` is there
+    before gang ``train`` asks. The extender's create of that name is answered 409; read
+    back, it does not carry the extender's marker for the gang, so it is not adopted: no
+    request is made on it, the gang backs off with the reason in its status and a
+    Warning Event, and the user's PodTemplate is never changed or deleted, through the
+    gang's retries and its deletion. Once the user's object is gone, the gang asks."""
+    ns = namespace
+    static_nodes(fake_nodes, ns, 2)
+    pod_template(ns, "train-capacity-0", MEMBER_CPU)
+    users = kube().core.read_namespaced_pod_template("train-capacity-0", ns).metadata
+    with Recorder(ns) as rec, Requests(ns) as reqs:
+        gang_of(ns, "train", 4)
+
+        def refused() -> dict[str, Any] | NotYet:
+            event = pg_events(ns, "train").get("ProvisioningRequestNotCreated")
+            return event if event else NotYet(pg_events(ns, "train"))
+
+        event = wait_for(refused, 40, "the gang told the PodTemplate in the way is not ours",
+                         logs=gang.logs())
+        assert isinstance(event, dict) and event["type"] == "Warning", event
+        assert ("PodTemplate " + ns + "/train-capacity-0 already exists and is not the "
+                "extender's for gang " + ns + "/train") in event["message"], event
+        def said() -> tuple[str, str] | NotYet:
+            cond = scheduled_condition(ns, "train")
+            return cond if cond and "is not the extender's" in cond[1] else NotYet(cond)
+
+        wait_for(said, 20, "the gang's status naming the object in the way", logs=gang.logs())
+        time.sleep(QUIET)  # backoff 2 s: it retries, and is refused the same way
+        assert reqs.all() == [], reqs.all()
+        still = kube().core.read_namespaced_pod_template("train-capacity-0", ns).metadata
+        assert (still.uid, still.resource_version) == (users.uid, users.resource_version)
+        assert not (still.annotations or {}), still.annotations
+        assert not rec.bound("train")
+
+        # The user deletes theirs: the gang asks on its next attempt, under that name.
+        kube().core.delete_namespaced_pod_template("train-capacity-0", ns)
+        req = wait_request(reqs, gang, timeout=60)
+        assert req.name == "train-capacity"
+        assert req.annotations.get("gang-extender.x-k8s.io/gang") == f"{ns}/train"
