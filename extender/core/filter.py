@@ -253,8 +253,9 @@ class Filter:
         if fresh:
             # kube-scheduler's InterPodAffinity and PodTopologySpread filters ran
             # without the fresh pods too.
-            failed.update(fresh_conflicts(pod, names - failed.keys(), self._cache,
-                                          self._ledger, now))
+            for name, why in fresh_conflicts(pod, names, self._cache, self._ledger,
+                                             now).items():
+                failed.setdefault(name, why)
         reserved_out = bool(failed)
         for name in [n for n in node_names if n not in nodes]:
             failed[name] = f"node {name} is not yet known to gang-extender"
