@@ -531,7 +531,7 @@ def _pod(name: str, uid: str) -> dict[str, Any]:
                      "schedulerName": "gang-scheduler"}}
 
 
-def test_a_relist_deletes_a_pod_the_core_learned_from_a_filter_call_but_keeps_one_learned_during_the_list(
+def test_a_relist_deletes_a_filter_learned_pod_it_does_not_show_but_not_one_newer_than_it(
         ) -> None:
     """A pod created and deleted while the pod watch was down, which the core learned of
     from a filter call, stayed in the cache for good (the informer deleted only what it
@@ -563,8 +563,6 @@ def test_a_relist_deletes_a_pod_the_core_learned_from_a_filter_call_but_keeps_on
                        kinds=(PODS,))
         task = asyncio.create_task(inf.run())
         await asyncio.wait_for(kube.done.wait(), 5)
-        # The first list's page 0 ran before it applied a; the phantom was learned then,
-        # before the second list began.
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

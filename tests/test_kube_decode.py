@@ -90,11 +90,11 @@ def test_a_page_orjson_reads_is_never_split() -> None:
         called.append(body)
         return real(body)
 
-    decode.split_items = spy  # type: ignore[assignment]
+    decode.split_items = spy
     try:
         assert decode.page(page) == orjson.loads(page)
     finally:
-        decode.split_items = real  # type: ignore[assignment]
+        decode.split_items = real
     assert called == []
 
 
