@@ -104,7 +104,7 @@ class Metrics:
         self.provisioning = Counter(
             "gang_extender_provisioning_requests_total",
             "ProvisioningRequests of gangs, by outcome: requested, provisioned, failed, "
-            "booking-expired, capacity-revoked.", ["outcome"], registry=r)
+            "booking-expired, capacity-revoked, not-created.", ["outcome"], registry=r)
         self.wakeups = Counter("gang_extender_wakeups_total",
                                "Pods touched so kube-scheduler retries them.", registry=r)
         self.assembly_waits = Histogram(

@@ -278,7 +278,8 @@ class ProtectNode:
 @dataclass(frozen=True, slots=True)
 class ProvisioningReport:
     """A request of a gang changed state: for its Events and metrics. `outcome`:
-    "requested", "provisioned", "failed", "booking-expired", "capacity-revoked"."""
+    "requested", "provisioned", "failed", "booking-expired", "capacity-revoked",
+    "not-created" (the adapter could not make it, or it never showed)."""
 
     group: GroupRef
     request: str
