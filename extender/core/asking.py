@@ -83,7 +83,9 @@ class Asking:
 
 def foreign(group: GroupInfo, members: list[PodInfo]) -> str:
     """The request another controller made for these pods, if their annotations name one
-    that is not the gang's own."""
-    mine = request_name(group.key)
+    that is not the gang's own. "<name>-capacity" is the gang's own too: the name every
+    gang's request had before names carried the source, which members annotated then
+    still name (asked again, they are annotated with the new one)."""
+    mine = (request_name(group.key), f"{group.name}-capacity")
     return min((p.provisioning_request for p in members
-                if p.provisioning_request and p.provisioning_request != mine), default="")
+                if p.provisioning_request and p.provisioning_request not in mine), default="")

@@ -501,3 +501,18 @@ def test_a_request_that_could_not_be_made_asks_no_delete() -> None:
     assert not of(sim, DeleteRequest)
     report = of(sim, ProvisioningReport)[-1]
     assert report.outcome == "not-created" and "ns/g" in report.message
+
+
+def test_members_annotated_under_the_name_before_the_source_was_in_it_are_still_ours() -> None:
+    """A Volcano gang whose members an earlier version annotated with "<name>-capacity"
+    (its request's name then): not another controller's request; it asks under its
+    own name now."""
+    sim = sim_with(nodes=2)
+    sim.add_group(group("g", 4, source=VOLCANO))
+    for i in range(4):
+        sim.add_pod(pod(f"v-{i}", cpu=3000, membership=Membership(VOLCANO, "g"),
+                        provisioning_request="g-capacity"))
+    settle(sim)
+    settle(sim)
+    [create] = of(sim, CreateRequest)
+    assert create.name == "g-capacity.volcano" and len(create.annotate) == 4
