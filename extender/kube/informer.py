@@ -67,7 +67,8 @@ class Kind:
     # How to read its watch in protobuf (`Informer(protobuf=True)`); None: JSON only.
     proto: Callable[[], ProtoDecoder] | None = None
     # What others bind or change in it decides whether a node fits: while its watch is
-    # broken, no gang commits (`GangManager.watch_broken`), until it is listed again.
+    # broken, no gang commits (`GangManager.watch_broken`), until it is listed again and
+    # the watch after that list has delivered (`GangManager.watch_listed`).
     holds_commits: bool = False
     # After a list: (manager, keys listed, when the list began, now) for what the core
     # holds of the kind without the informer having applied it (pods a filter call told
@@ -146,7 +147,8 @@ CATCH_UP_WATCH_SECONDS = 5
 # started over from a relist: kube-apiserver sends every watcher that asks for them a
 # bookmark about every minute (the cacher's defaultBookmarkFrequency), so two missed ones
 # mean a half-open connection, which the HTTP read timeout (the watch's own 300 s plus
-# 30) would only notice five and a half minutes later.
+# 30) would only notice five and a half minutes later. (An API server without its watch
+# cache sends no bookmarks: a kind where nothing changes is then relisted every 120 s.)
 WATCH_IDLE_SECONDS = 120.0
 # /healthz fails once a kind has been behind this long: its commits have been held as
 # long, and a restart (a new connection, a new list) is what is left to try.
@@ -158,8 +160,8 @@ class WatchIdle(Exception):
 
 
 class _Skips:
-    """Objects of one kind that could not be converted: at most one log line every
-    `interval` seconds, so a flood of bad objects cannot flood the log."""
+    """Objects of one kind that could not be decoded or converted: at most one log line
+    every `interval` seconds, so a flood of bad objects cannot flood the log."""
 
     __slots__ = ("count", "logged_at", "unlogged")
 
