@@ -182,6 +182,15 @@ class Filter:
         committed = self._ledger.node_of(pod.uid)
         if committed is not None:
             return committed
+        # The commit's check of the members' nodes may have moved or dropped this slot.
+        slot = res.slots.get(pod.uid)
+        if slot is None:
+            return reject(
+                node_names,
+                f"gang {res.gang}: no node{res.within()} has room for pod {pod.key} "
+                f"({format_resources(pod.requests)}) now; the gang waits for room until "
+                f"its deadline",
+            )
         # Nodes left out of the reply are filtered out too; naming each of thousands
         # of them would only cost time on the scheduler's serial loop.
         if slot.node in node_names:

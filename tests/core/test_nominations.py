@@ -63,8 +63,10 @@ def test_the_commit_waits_while_no_other_node_has_room_and_goes_once_it_ends() -
         p = sim.add_pod(preemptor("p", kept, priority=5))
         assert sim.schedule(pods[0].uid) == "held"  # waits at the barrier: no commit
         assert not sim.bound("g")
-        # kube-scheduler retries the member whose slot was dropped: still nominated.
-        assert sim.schedule(pods[1].uid) != "bound" and not sim.bound("g")
+        # kube-scheduler retries the member whose slot was dropped: still nominated, so
+        # its filter call is turned away (not passed onto the nominated node).
+        assert sim.schedule(pods[1].uid) == "rejected" and not sim.bound("g")
+        assert "has room for pod ns/g-1" in sim.last_filter[pods[1].uid]
         if end == "cleared":
             sim.add_pod(dataclasses.replace(p, nominated_node=""))
         elif end == "bound elsewhere":
