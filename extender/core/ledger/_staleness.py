@@ -19,9 +19,9 @@ FRESH_MARGIN_SECONDS = 5.0
 delivered it bound (`Staleness.fresh_nodes`). kube-scheduler's informer watches the same
 API server but is a different client: it may get the event later (its own connection,
 a slower decode) and applies it behind the scheduling cycle it is running, so for a
-moment after ours it can still filter the node without the pod. Seconds, not less:
-the soak saw kube-scheduler's view trail ours by over a second after an API server
-restart."""
+moment after ours it can still filter the node without the pod. Not measured: seconds,
+since a fresh node costs a plain pod's filter call one more node checked, while a margin
+too short lets kube-scheduler's stale check through unchecked."""
 
 FRESH_LIMIT_SECONDS = 60.0
 """The longest a pod a direct commit bound stays fresh when the watch never delivers it
@@ -39,7 +39,7 @@ class Staleness:
         self._fresh_on: dict[str, set[str]] = {}
         self._fresh_by_time: list[tuple[float, str]] = []
         # The fresh pods with required anti-affinity, which may repel any pod
-        # (`fresh_repellers`): nearly always none, so a plain pod's filter call with no
+        # (`fresh_pods(repelling=True)`): nearly always none, so a plain pod's filter call with no
         # constraint of its own looks at no fresh pod.
         self._fresh_repelling: set[str] = set()
         # Watches broken and not listed again yet: no commit meanwhile (`behind`).
