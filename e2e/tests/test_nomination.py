@@ -18,6 +18,7 @@ becomes worth shipping.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -102,3 +103,37 @@ def test_default_scheduler_ignores_a_reserved_gang_members_nomination(
         "the default scheduler now keeps its pods off a node another scheduler's pod is "
         "nominated to: nominating reserved gang members would protect reservations. "
         "Re-measure with `python -m bench.experiments.nominate` and revisit issue 16, item 4.")
+
+
+def test_a_gang_is_not_committed_onto_capacity_nominated_to_another_pod(
+    gang: GangStack, fake_nodes: Nodes, namespace: str
+) -> None:
+    """What the extender makes of a nomination (architecture.md §11). P, pending (its
+    scheduler serves no one), is nominated to N (4 cpu) as kube-scheduler's preemption
+    nominates the pod it evicted victims for; gang g (2 × 1.5 cpu, pinned to N, the same
+    priority) fits N only if P's 2 cpu are ignored. The direct commit does not bind it
+    while the nomination stands; once the nomination is cleared, the gang is bound."""
+    ns = namespace
+    node = fake_nodes.add_node("nominated", cpu="4", memory="8Gi")
+    create_pod(ns, "p", cpu="2", scheduler_name="no-such-scheduler")
+    nominate(ns, "p", node)
+    create_podgroup(ns, "g", 2, timeout=30)
+    for i in range(2):
+        create_pod(ns, f"g-{i}", cpu="1500m", scheduler_name=GANG_SCHEDULER, pod_group="g",
+                   node_selector={"kubernetes.io/hostname": node})
+
+    def bound() -> list[str]:
+        return [name for name in ("g-0", "g-1")
+                if ((get_pod(ns, name) or {}).get("spec") or {}).get("nodeName")]
+
+    deadline = time.monotonic() + 8
+    while time.monotonic() < deadline:
+        assert not bound(), (
+            f"members {bound()} were bound onto {node}, whose free capacity is nominated "
+            f"to pod p")
+        time.sleep(0.5)
+    kube().core.patch_namespaced_pod_status(
+        "p", ns, {"status": {"nominatedNodeName": None}},
+        _content_type="application/merge-patch+json")
+    wait_for(lambda: len(bound()) == 2 or NotYet(bound()), 60,
+             "the gang bound once the nomination ended", logs=gang.logs())
