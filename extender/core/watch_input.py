@@ -17,6 +17,7 @@ from collections.abc import Set
 from extender.core.model import messages
 from extender.core.model.sources import kueue_group
 from extender.core.model.types import KUEUE, NOT_A_MEMBER, GroupInfo, PodInfo
+from extender.core.model.vocabulary import WakePods
 from extender.core.planner.warmup import Warmup
 from extender.core.wiring import Core
 
@@ -108,6 +109,7 @@ class WatchInput:
             self._ledger.reject(pod.uid, messages.pod_gone(pod.key))
         if pod.node_name or gone or gang is None:
             c.parked.passed(pod.uid)  # nothing left to wake it for
+        nominated = self._cache.nominated_to(pod.uid)
         self._cache.upsert_pod(pod)
         if old is None and gang is not None and not pod.node_name:
             group = self._cache.groups.get(gang)
@@ -116,6 +118,8 @@ class WatchInput:
         if pod.takes_capacity:
             # Bound by anyone onto a node with reservations: slots it squeezes out move now.
             self._ledger.squeezed(pod.node_name)
+        if nominated and self._cache.nominated_to(pod.uid) != nominated:
+            self._nomination_ended(now)
         c.queue.members_changed(pod)  # a gang waiting for this pod (its affinity) plans
         if old_gang != gang:
             self._derive_group(old_gang, now)
@@ -139,9 +143,32 @@ class WatchInput:
         c.preemptions.pod_deleted(uid)
         self._ledger.reject(uid, messages.pod_deleted(pod.key))
         c.parked.drop(uid)
+        nominated = self._cache.nominated_to(uid)
         self._cache.remove_pod(uid)
+        if nominated:
+            self._nomination_ended(now if now is not None else 0.0)
         c.queue.members_changed()
         self._derive_group(pod.gang, now if now is not None else 0.0)
+
+    def _nomination_ended(self, now: float) -> None:
+        """Capacity nominated to a pod is no longer kept for it (bound, deleted, its
+        nomination cleared or moved): the reserved gangs whose commit it held up commit
+        now, and their members turned away meanwhile (a slot dropped for want of room)
+        are woken, so that kube-scheduler brings them back for a slot at once rather than
+        at its next flush or the gang's deadline (architecture.md §11). Nominations are
+        rare and so are reservations: a walk of the reservations is cheap."""
+        c = self._core
+        for res in list(self._ledger.values()):
+            group = self._cache.groups.get(res.gang)
+            if group is None or res.held is not None:
+                continue
+            self._ledger.commit(group, now)
+            slotless = [m for m in self._cache.members(group) if m.uid not in res.slots]
+            parked = c.parked.members(slotless, self._ledger.in_progress(), None)
+            if parked:
+                c.outbox.append(WakePods(
+                    f"gang {group.key}: capacity nominated to another pod is free again",
+                    parked, group.key))
 
     def _derive_group(self, gang: str | None, now: float) -> None:
         """A Kueue pod group has no object: its group follows its pods, created with the

@@ -74,6 +74,9 @@ def test_the_commit_waits_while_no_other_node_has_room_and_goes_once_it_ends() -
             sim.bind_foreign(p, "n9")
         else:
             sim.delete(p.uid)
+        sim.drain()
+        # Turned away meanwhile, kube-scheduler may have parked it: woken at once.
+        assert (pods[1].namespace, pods[1].name, pods[1].uid) in sim.woken, end
         sim.schedule(pods[1].uid)
         placed = {m.uid: m.node_name for m in sim.bound("g")}
         assert len(placed) == 3 and placed[pods[1].uid] == kept, end

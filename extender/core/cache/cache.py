@@ -211,6 +211,10 @@ class Cache:
         if not on:
             del self.nominated[node]
 
+    def nominated_to(self, uid: str) -> str:
+        """The node pod `uid` is nominated to while pending, "" if none."""
+        return self._nominated_to.get(uid, "")
+
     def nominated_on(self, node: str, priority: int, but: str = "") -> list[PodInfo]:
         """The pods whose nomination keeps capacity on `node` from a pod of `priority`
         (uid `but`): kube-scheduler's rule, the pending pods nominated there with equal
