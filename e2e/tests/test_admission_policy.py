@@ -304,11 +304,12 @@ def test_the_extender_may_change_only_the_scale_down_annotations_of_a_node(
         # An operator's own scale-down-disabled annotation (no marker of ours beside):
         # neither removed, changed nor claimed by the extender's account.
         kube.core.patch_node(name, {"metadata": {"annotations": {SCALE_DOWN_DISABLED: "false"}}})
-        for body in ({"metadata": {"annotations": {SCALE_DOWN_DISABLED: None}}},
-                     {"metadata": {"annotations": {SCALE_DOWN_DISABLED: "true",
-                                                   SCALE_DOWN_OURS: "ns/train"}}},
-                     {"metadata": {"annotations": {SCALE_DOWN_OURS: "ns/train"}}}):
-            assert patch(body) == 422, body
+        theirs: list[dict[str, str | None]] = [
+            {SCALE_DOWN_DISABLED: None},  # removed
+            {SCALE_DOWN_DISABLED: "true", SCALE_DOWN_OURS: "ns/train"},  # taken over
+            {SCALE_DOWN_OURS: "ns/train"}]  # claimed
+        for notes in theirs:
+            assert patch({"metadata": {"annotations": notes}}) == 422, notes
         node = kube.core.read_node(name).to_dict()
         assert node["metadata"]["annotations"] == {"owner": "ops", SCALE_DOWN_DISABLED: "false"}
         assert node["metadata"]["labels"]["pool"] == "a"
