@@ -159,3 +159,21 @@ def test_a_protobuf_frame_that_cannot_be_decoded_is_one_skipped_event() -> None:
     assert [t for t, _ in got] == ["ADDED", UNDECODABLE, "ADDED"]
     assert got[0][1]["metadata"]["name"] == "p" == got[2][1]["metadata"]["name"]
     assert isinstance(got[1][1], Undecodable)
+
+
+def test_the_undecodable_object_is_named_as_kube_apiserver_writes_a_custom_resource() -> None:
+    """A custom resource's keys come sorted: `managedFields` (as deep as the object, in
+    `fieldsV1`) before `name` and `namespace`. Looked for right after `"metadata":{`, the
+    name was missing from the log of the e2e run."""
+    fields = b'{"f:a":' * DEPTH + b"{}" + b"}" * DEPTH
+    raw = (b'{"apiVersion":"scheduling.volcano.sh/v1beta1","kind":"PodGroup","metadata":'
+           b'{"creationTimestamp":"2026-11-28T23:53:00Z","generation":1,"managedFields":'
+           b'[{"apiVersion":"v","fieldsType":"FieldsV1","fieldsV1":' + fields + b','
+           b'"manager":"m","name":"not-this"}],"name":"deep","namespace":"tenant",'
+           b'"resourceVersion":"5","uid":"u"},"spec":' + b'{"a":' * DEPTH + b"1"
+           + b"}" * DEPTH + b"}")
+    got = decode.page(_page([orjson.dumps(_group("g1")), raw]))["items"]
+    assert got[0] == _group("g1")
+    assert type(got[1]) is Undecodable and got[1].name == "tenant/deep"
+    assert decode.name_of(b'{"metadata":{"name":"a"}}') == "a"
+    assert decode.name_of(b"[1]") == decode.name_of(b'{"metadata":{"name":') == ""

@@ -30,10 +30,8 @@ UNDECODABLE = "UNDECODABLE"
 # A JSON string (escapes included) or a bracket: all the scanner needs to find where each
 # item of a page begins and ends.
 _TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
-# The first `metadata` of an object, for the log: its name, and its namespace when the API
-# server wrote it right after (its own field order: name, generateName, namespace).
-_NAME = re.compile(rb'"metadata":\{"name":"([^"\\]{1,253})"'
-                   rb'(?:,"generateName":"[^"\\]*")?(?:,"namespace":"([^"\\]{1,63})")?')
+# A key's string value, right after the key.
+_VALUE = re.compile(rb'\s*:\s*"([^"\\]{1,253})"')
 
 
 class Undecodable(dict[str, Any]):
@@ -53,12 +51,29 @@ class Undecodable(dict[str, Any]):
 
 
 def name_of(raw: bytes) -> str:
-    """"namespace/name" (or "name") of the first object in `raw`, "" if not found."""
-    m = _NAME.search(raw)
-    if m is None:
+    """"namespace/name" (or "name") of the first object in `raw`, "" if not found: the
+    `name` and `namespace` keys of its first `metadata`, wherever they are in it (a
+    custom resource's keys come sorted, after `managedFields`, which can nest as deep as
+    the object does)."""
+    at = raw.find(b'"metadata"')
+    opened = raw.find(b"{", at) if at >= 0 else -1
+    if opened < 0:
         return ""
-    name = m.group(1).decode("utf-8", "replace")
-    return f"{m.group(2).decode('utf-8', 'replace')}/{name}" if m.group(2) else name
+    found: dict[bytes, str] = {}
+    depth = 0
+    for m in _TOKEN.finditer(raw, opened):
+        tok = m.group()
+        if tok[0] == 0x22:  # a string: at depth 1, maybe a key of the metadata
+            if depth == 1 and tok in (b'"name"', b'"namespace"'):
+                value = _VALUE.match(raw, m.end())
+                if value is not None:
+                    found[tok] = value.group(1).decode("utf-8", "replace")
+            continue
+        depth += 1 if tok[0] in (0x7B, 0x5B) else -1
+        if depth == 0:
+            break
+    name, ns = found.get(b'"name"', ""), found.get(b'"namespace"', "")
+    return f"{ns}/{name}" if ns and name else name
 
 
 def _undecodable(raw: bytes, exc: Exception) -> Undecodable:
