@@ -138,6 +138,8 @@ def test_a_plain_pod_is_kept_off_capacity_nominated_to_a_pod_of_equal_or_higher_
     assert sim.manager.filter(small, ["n0"], sim.now).nodes == ["n0"]
     higher = sim.add_pod(pod("higher", cpu=4000, priority=11))
     assert sim.manager.filter(higher, ["n0"], sim.now).nodes == ["n0"]
+    # The nominated pod itself: its nomination is its own claim, not a claim against it.
+    assert sim.manager.filter(p, ["n0"], sim.now).nodes == ["n0"]
     sim.add_pod(dataclasses.replace(p, nominated_node=""))
     assert sim.manager.filter(plain, ["n0"], sim.now).nodes == ["n0"]
     assert sim.manager.bind("ns", "plain", plain.uid, "n0", sim.now).outcome is (
