@@ -32,7 +32,8 @@ class RefusingKube(RecordingKube):
         super().__init__()
         self.refuse = refuse
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str,
+                   decided_at: float | None = None) -> None:
         if name == self.refuse:
             raise ApiError(422, "Unprocessable", "node name is invalid")
         await super().bind(namespace, name, uid, node)
@@ -188,7 +189,8 @@ class GatedKube(RecordingKube):
         self.gate = asyncio.Event()
         self.sent: list[str] = []
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str,
+                   decided_at: float | None = None) -> None:
         self.sent.append(name)
         await self.gate.wait()
         await super().bind(namespace, name, uid, node)

@@ -23,7 +23,8 @@ class SlowKube(RecordingKube):
         super().__init__()
         self.refuse = refuse
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str,
+                   decided_at: float | None = None) -> None:
         await asyncio.sleep(0.05)
         if name == self.refuse:
             raise ApiError(422, "Unprocessable", "node name is invalid")

@@ -34,7 +34,8 @@ class ScriptedKube:
         if outcome is not None:
             raise outcome
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str,
+                   decided_at: float | None = None) -> None:
         self._next("bind", name)
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -149,7 +150,8 @@ def test_a_binding_cut_off_mid_request_does_not_leave_the_pod_in_flight() -> Non
     posted = asyncio.Event()
 
     class Hanging(ScriptedKube):
-        async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        async def bind(self, namespace: str, name: str, uid: str, node: str,
+                       decided_at: float | None = None) -> None:
             posted.set()
             await asyncio.sleep(3600)
 

@@ -110,7 +110,8 @@ class RecordingKube:
         self.reject = reject
         self.bound: dict[str, str] = {"bound-0": "n0"}
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str,
+                   decided_at: float | None = None) -> None:
         await asyncio.sleep(0)  # a real round trip yields to other requests
         err = self.reject(name) if self.reject else None
         if err is not None:

@@ -39,7 +39,8 @@ class RecordingKube:
         self.fail_with: ApiError | None = None
         self.patches: list[tuple[str, dict[str, Any]]] = []
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str,
+                   decided_at: float | None = None) -> None:
         if self.fail_with is not None:
             raise self.fail_with
         self.bindings.append((namespace, name, uid, node))

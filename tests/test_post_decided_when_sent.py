@@ -28,7 +28,8 @@ class DeletedOnFirstTry(ScriptedKube):
         super().__init__([ApiError(503, "ServiceUnavailable", "restarting")])
         self.manager = manager
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str,
+                   decided_at: float | None = None) -> None:
         self.manager.on_pod_deleted(uid, 0.0)
         await super().bind(namespace, name, uid, node)
 

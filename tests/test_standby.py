@@ -250,7 +250,8 @@ def test_bindings_in_flight_are_let_finish_before_the_exit() -> None:
     release = asyncio.Event()
 
     class SlowKube(RecordingKube):
-        async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        async def bind(self, namespace: str, name: str, uid: str, node: str,
+                       decided_at: float | None = None) -> None:
             await release.wait()
             await super().bind(namespace, name, uid, node)
 

@@ -324,7 +324,8 @@ def test_verbs_answer_not_synced_until_the_first_lists_are_applied(fast: bool) -
         def __init__(self) -> None:
             self.bound: list[str] = []
 
-        async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        async def bind(self, namespace: str, name: str, uid: str, node: str,
+                       decided_at: float | None = None) -> None:
             self.bound.append(name)
 
         async def get_pod(self, namespace: str, name: str) -> None:

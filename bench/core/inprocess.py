@@ -70,7 +70,8 @@ class NullKube:
     def __init__(self) -> None:
         self.on_bind: Callable[[str, str], None] | None = None
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str,
+                   decided_at: float | None = None) -> None:
         if self.on_bind is not None:
             asyncio.get_running_loop().call_soon(self.on_bind, uid, node)
 

@@ -41,7 +41,8 @@ class Api:
     def __init__(self) -> None:
         self.n = 0
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str,
+                   decided_at: float | None = None) -> None:
         self.n += 1
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:

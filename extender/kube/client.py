@@ -12,6 +12,7 @@ import logging
 import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -34,6 +35,17 @@ _STRATEGIC_PATCH = b"application/strategic-merge-patch+json"
 ProtoDecoder = tuple[Any, Callable[[Any], dict[str, Any]]]
 _PROTOBUF = "application/vnd.kubernetes.protobuf"  # protobuf.CONTENT_TYPE, WATCH_ACCEPT
 _WATCH_PROTOBUF = _PROTOBUF + ";stream=watch"
+# On each Binding the extender posts, and so (kube-apiserver's BindingREST merges a
+# Binding's annotations into the pod's) on the pod it bound: when that Binding was
+# decided. Informational: who checks over-commits after the fact (the soak's checker)
+# needs the moment of the decision, which may be long before the pod shows bound.
+DECIDED_AT = "gang-extender.x-k8s.io/decided-at"
+
+
+def decided_at_text(t: float) -> str:
+    """Epoch seconds as RFC 3339 in UTC with microseconds (`2026-11-28T23:57:01.123456Z`,
+    the shape of Kubernetes' MicroTime)."""
+    return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 # Not frozen: contextlib sets `__traceback__` on an exception leaving an async context
@@ -315,11 +327,18 @@ class Kube:
         return {str(r.get("name", "")) for r in body.get("resources") or []
                 if isinstance(r, dict)}
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str,
+                   decided_at: float | None = None) -> None:
+        """`decided_at`: the wall-clock time (epoch seconds) this try was decided; sent
+        as the Binding's `DECIDED_AT` annotation, which kube-apiserver copies onto the
+        pod with the node."""
+        metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid}
+        if decided_at is not None:
+            metadata["annotations"] = {DECIDED_AT: decided_at_text(decided_at)}
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "metadata": metadata,
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         status, content = await self._write(

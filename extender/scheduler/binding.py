@@ -35,7 +35,10 @@ _BINDING_RETRY_DELAY = 0.2  # seconds, growing 2.5 times per attempt
 
 
 class BindingApi(Protocol):
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None: ...
+    # `decided_at`: the wall-clock time this try was decided, or None to send none
+    # (`Kube.bind` puts it on the Binding as an annotation).
+    async def bind(self, namespace: str, name: str, uid: str, node: str,
+                   decided_at: float | None = None) -> None: ...
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
@@ -61,8 +64,12 @@ def _always(uid: str, node: str) -> str | None:
 
 class BindingPoster:
     def __init__(self, kube: BindingApi | None, concurrency: int,
-                 gate: PostGate = _always) -> None:
+                 gate: PostGate = _always, clock: Callable[[], float] | None = None) -> None:
         self.kube = kube
+        # The wall clock read when the gate says yes: each try's Binding says when it
+        # was decided, so that whoever checks an over-commit afterwards can tell what
+        # the extender could have seen then (None: the Binding says nothing).
+        self._clock = clock
         # Every try is decided when it is sent, not when it was queued: a post may wait
         # for a slot behind a big commit, or for kube-scheduler's bind request, and a
         # retry follows a 429 by up to a second, long enough for the gang to be
@@ -123,7 +130,10 @@ class BindingPoster:
                 refused = self._gate(uid, node)
                 if refused is not None:
                     return refused, False
-                await kube.bind(namespace, name, uid, node)
+                if self._clock is None:
+                    await kube.bind(namespace, name, uid, node)
+                else:
+                    await kube.bind(namespace, name, uid, node, decided_at=self._clock())
             return None, False
         except Withdrawn:
             raise

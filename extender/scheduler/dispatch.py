@@ -110,7 +110,8 @@ class Dispatcher:
         self.on_report = on_report
         self._answers: dict[str, asyncio.Future[str | None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._bindings = BindingPoster(kube, self.config.binding_concurrency, self._post_due)
+        self._bindings = BindingPoster(kube, self.config.binding_concurrency, self._post_due,
+                                       clock)
         self.held = HeldBindings(self._bindings, lambda a: self._spawn(self._bind(a)),
                                  self.config.commit_wait)
         self._filter = FilterVerb(manager, clock, self.drain, self.held,
