@@ -137,3 +137,16 @@ def test_a_post_no_longer_decided_is_refused() -> None:
 def test_posts_of_a_live_commit_are_due() -> None:
     sim, flying = commit_in_flight()
     assert all(sim.manager.post_due(uid, on) is None for uid, on in flying.items())
+
+
+def test_a_post_is_refused_on_capacity_nominated_since_the_commit() -> None:
+    """kube-scheduler's preemption nominated a pending pod of equal priority to a
+    member's node after the commit decided the member's Binding: the post that comes
+    later does not take that capacity."""
+    sim, flying = commit_in_flight()
+    sim.add_node(node("spare", cpu=8000))
+    uid, on = sorted(flying.items())[0]
+    # 4 CPU nominated where 2 are free once the member is counted.
+    sim.add_pod(pod("preemptor", cpu=4000, nominated_node=on))
+    why = sim.manager.post_due(uid, on)
+    assert why is not None and "nominated" in why and "preemptor" in why

@@ -304,7 +304,8 @@ class Ledger:
             return (f"a watch of the API is broken and not yet caught up, so node {node}'s "
                     f"free capacity is not known; pod {pod.key} is bound by its gang's "
                     f"next commit")
-        short = _repair.overcommitted(self._cache, node, pod)
+        short = (_repair.overcommitted(self._cache, node, pod)
+                 or _repair.nominated_away(self._cache, node, pod))
         if short is not None:
             return f"pod {pod.key} is not bound to node {node}: {short}"
         return None
