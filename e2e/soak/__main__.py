@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
 from pathlib import Path
 
@@ -77,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-stall-wall-ms", type=float, default=d.max_stall_wall_s * 1000,
                     help="fail if one /healthz answer ever took longer on the wall clock "
                          "(0: only measured)")
+    ap.add_argument("--extender-args", default="",
+                    help="more arguments for every extender, after the soak's own "
+                         f"({' '.join(d.extender_args)}); e.g. '--direct-commit off'")
     ap.add_argument("--json", type=Path, help="write the full report here")
     ap.add_argument("--keep", action="store_true",
                     help="keep the control plane's workdir (logs) and the soak's objects")
@@ -100,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         max_neighbours=args.max_neighbours, partial_grace_factor=args.partial_grace_factor,
         race_window=args.race_window, leader_flags=not args.no_leader_flags,
         hostile_every=args.hostile_every, max_stall_s=args.max_stall_ms / 1000,
-        max_stall_wall_s=args.max_stall_wall_ms / 1000)
+        max_stall_wall_s=args.max_stall_wall_ms / 1000,
+        extender_args=(*d.extender_args, *shlex.split(args.extender_args)))
     cp = ControlPlane(keep_workdir=args.keep or None).start()
     fk: FakeKubelet | None = None
     try:

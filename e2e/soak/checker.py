@@ -27,11 +27,14 @@ Invariants, checked on every watch event (bindings are pods gaining `spec.nodeNa
   `-by-scheduled` in `notes`), not a violation. If it was a gang member's, the gang
   commit did it, and it is a violation unless it is a race: Bindings of two schedulers
   that land within milliseconds of each other cannot see each other (the API checks no
-  capacity), so when the node would still fit without the neighbours bound less than
-  `race_window` seconds before the commit began (the gang's first Binding of its quorum
-  burst; an elastic extra's own Binding), it is noted as `overcommit-race` instead. A
-  neighbour that took the capacity earlier than that was in the extender's view when it
-  committed. `race_window=0` makes every such over-commit a violation. A gang member
+  capacity), so when the node would still fit without the neighbours bound after, or
+  less than `race_window` seconds before, the moment the extender decided that Binding,
+  it is noted as `overcommit-race` instead. That moment is the Binding's own
+  `gang-extender.x-k8s.io/decided-at` annotation (the extender decides every Binding
+  right before it sends it); for a pod without one, the gang's first Binding of its
+  quorum burst, or an elastic extra's own Binding. A neighbour that took the capacity
+  earlier than that was in the extender's view when it decided. `race_window=0` makes
+  every such over-commit a violation. A gang member
   bound onto a node a neighbour had already over-committed did not make it exceed:
   noted (`gang-onto-overcommitted`).
 * a pod's node never changes once set (`rebound`).
@@ -77,6 +80,9 @@ class Checker(PodWatch):
         self.gang_scheduler = gang_scheduler
         self.node_selector = node_selector
         self.t0 = time.monotonic()
+        self.wall0 = time.time()
+        self.decided_seen = 0
+        self.decided_missing = 0
         self.lock = threading.RLock()
         self.pods: dict[str, PodRec] = {}
         self.gangs: dict[str, GangRec] = {}

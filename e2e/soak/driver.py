@@ -198,6 +198,8 @@ class Soak(StackMixin, GangsMixin, NeighboursMixin, ChaosMixin, MeasuresMixin):
                 self.report.note_samples = [str(v) for v in self.checker.notes]
                 self.report.checker_events = self.checker.events
                 self.report.checker_relists = self.checker.relists
+                self.report.decided_at_seen = self.checker.decided_seen
+                self.report.decided_at_missing = self.checker.decided_missing
                 self.report.max_burst_seconds = round(self.checker.max_burst, 3)
                 self.report.max_partial_seconds = round(self.checker.max_partial, 3)
             self.report.failover_seconds = self._failovers()

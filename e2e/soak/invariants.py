@@ -26,6 +26,9 @@ class Invariants:
     race_window: float
     partial_grace_factor: float
     t0: float
+    wall0: float  # time.time() at t0: the extender's decided-at times onto our clock
+    decided_seen: int  # gang members bound whose Binding said when it was decided
+    decided_missing: int  # ... and those whose Binding did not
     lock: threading.RLock
     pods: dict[str, PodRec]
     gangs: dict[str, GangRec]
@@ -69,24 +72,30 @@ class Invariants:
             self._violate("overcommit", rec.node, detail)
         else:
             start = self._commit_start(rec)
+            what = ("its Binding was decided" if rec.decided_at is not None
+                    else "the commit began")
             self._note("overcommit-race", rec.node,
-                       f"{detail}; fits without the neighbours bound within "
-                       f"{self.race_window:g}s before the commit began "
-                       f"({self.now() - start:.2f}s ago)")
+                       f"{detail}; fits without the neighbours bound after or within "
+                       f"{self.race_window:g}s before {what} ({self.now() - start:.2f}s ago)")
 
     def _commit_start(self, rec: PodRec) -> float:
-        """When the commit that binds `rec` began, as the watch can tell: the gang's
-        first Binding while its quorum is still being bound (the extender decided to
-        commit then), else (an elastic extra, a plain pod) this Binding."""
+        """When the extender decided to bind `rec`: the time its Binding carries (the
+        extender decides each Binding right before it sends it, against the node as it
+        sees it then), else, for a Binding that says nothing (another scheduler's), as
+        the watch can tell: the gang's first Binding while its quorum is still being
+        bound, or (an elastic extra, a plain pod) this Binding."""
+        if rec.decided_at is not None:
+            return rec.decided_at
         g = self.gangs.get(f"{rec.ns}/{rec.gang}") if rec.gang else None
         if g is not None and g.quorum_at is None and g.first_bound_at is not None:
             return g.first_bound_at
         return rec.bound_at if rec.bound_at is not None else self.now()
 
     def _fits_without_racers(self, rec: PodRec, n: NodeRec) -> list[PodRec] | None:
-        """The neighbours bound less than `race_window` before `rec`'s commit began, if
-        the node fits without them (the over-commit is their race with the commit);
-        None if it would exceed anyway (the extender saw enough to know better)."""
+        """The neighbours bound after, or less than `race_window` before, the moment
+        `rec`'s Binding was decided, if the node fits without them (the over-commit is
+        their race with the decision); None if it would exceed anyway (the extender saw
+        enough to know better)."""
         if self.race_window <= 0:
             return None
         since = self._commit_start(rec) - self.race_window

@@ -11,6 +11,9 @@ GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 NEIGHBOUR_LABEL = "soak-neighbour"
 """Set by the driver on neighbour pods: `direct` (created with `spec.nodeName`) or
 `scheduled` (placed by the default scheduler)."""
+DECIDED_AT = "gang-extender.x-k8s.io/decided-at"
+"""Set by the extender on each Binding it posts (kube-apiserver copies it onto the pod):
+its wall clock, RFC 3339 UTC, when it decided that Binding (docs/observability.md)."""
 
 
 @dataclass
@@ -41,6 +44,9 @@ class PodRec:
     mem: int = 0
     charged: bool = False
     bound_at: float | None = None
+    # When the Binding that bound it was decided (its DECIDED_AT annotation, on the
+    # checker's clock); None when it carries none (another scheduler's pod).
+    decided_at: float | None = None
     # The Eviction API marked it (condition DisruptionTarget, EvictionByEvictionAPI): the
     # extender evicted it, and evicts gangs whole (`partial-eviction`).
     evicted: bool = False

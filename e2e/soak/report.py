@@ -20,6 +20,7 @@ class SoakReport:
     minutes: float
     replicas: int = 1
     race_window: float = 0.5
+    extender_args: list[str] = field(default_factory=list)  # e.g. --direct-commit off
     duration_s: float = 0.0
     gangs_created: int = 0
     gangs_completed: int = 0
@@ -36,6 +37,10 @@ class SoakReport:
     self_exits: list[str] = field(default_factory=list)  # exits nobody caused
     checker_events: int = 0
     checker_relists: int = 0
+    # Gang members bound whose pod carried the extender's decided-at annotation (the
+    # checker's anchor for races), and those without it (anchored the old way).
+    decided_at_seen: int = 0
+    decided_at_missing: int = 0
     max_burst_seconds: float = 0.0
     max_partial_seconds: float = 0.0
     violations: list[str] = field(default_factory=list)
@@ -109,7 +114,9 @@ class SoakReport:
             f"extender RSS peak {self.rss_mb_peak:.0f} MiB; longest incarnation "
             f"{self._longest()}; max quorum burst {self.max_burst_seconds:.2f}s; longest "
             f"partial gang {self.max_partial_seconds:.2f}s; checker saw "
-            f"{self.checker_events} pod events, relisted {self.checker_relists}x",
+            f"{self.checker_events} pod events, relisted {self.checker_relists}x; gang "
+            f"members bound with decided-at {self.decided_at_seen}, without "
+            f"{self.decided_at_missing}",
             f"longest /healthz answer {self.stall_longest_s * 1000:.0f} ms "
             f"({self.stall_over_250ms} of {self.healthz_answered} over 250 ms), the "
             f"extender's CPU during one at most {self.stall_longest_cpu_s * 1000:.0f} ms "

@@ -57,7 +57,8 @@ class SoakState:
         self.namespaces = [f"{self.run_id}-{c}" for c in "abc"]
         self.aux_ns = f"{self.run_id}-nb"  # neighbours and the Lease
         self.report = SoakReport(cfg.seed, cfg.minutes, replicas=cfg.replicas,
-                                 race_window=cfg.race_window)
+                                 race_window=cfg.race_window,
+                                 extender_args=list(cfg.extender_args))
         self.gangs: dict[str, GangRun] = {}
         self.nodes: list[str] = []
         self.node_api = FakeNodes(cluster.api_client())

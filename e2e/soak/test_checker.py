@@ -3,6 +3,7 @@ there to see, or a clean soak would prove nothing."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -10,12 +11,12 @@ import pytest
 from e2e.harness.k8s import client
 from e2e.soak.checker import Checker
 from e2e.soak.quantity import HUGE, quantity
-from e2e.soak.records import NEIGHBOUR_LABEL, NodeRec
+from e2e.soak.records import DECIDED_AT, NEIGHBOUR_LABEL, NodeRec
 
 
 def pod(name: str, group: str | None, node: str = "", phase: str = "Pending",
         cpu: str = "1", uid: str | None = None, neighbour: str | None = None,
-        scheduler: str | None = None) -> dict[str, Any]:
+        scheduler: str | None = None, decided: str | None = None) -> dict[str, Any]:
     labels = {"scheduling.x-k8s.io/pod-group": group} if group else {}
     if neighbour:
         labels[NEIGHBOUR_LABEL] = neighbour
@@ -23,9 +24,11 @@ def pod(name: str, group: str | None, node: str = "", phase: str = "Pending",
         {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}
     if scheduler:
         spec["schedulerName"] = scheduler
-    return {"metadata": {"name": name, "namespace": "ns", "uid": uid or f"u-{name}",
-                         "labels": labels},
-            "spec": spec, "status": {"phase": phase}}
+    md: dict[str, Any] = {"name": name, "namespace": "ns", "uid": uid or f"u-{name}",
+                          "labels": labels}
+    if decided is not None:
+        md["annotations"] = {DECIDED_AT: decided}
+    return {"metadata": md, "spec": spec, "status": {"phase": phase}}
 
 
 @pytest.fixture
@@ -185,6 +188,72 @@ def test_the_race_is_measured_from_the_start_of_the_quorum_burst(checker: Checke
     bound_earlier(checker, "old", 1.0)
     checker._observe(pod("e-1", "e", node="n2", cpu="1"))  # 5 of 4, "old" seen 1 s ago
     assert [v.kind for v in checker.violations] == ["overcommit"]
+
+
+def decided(checker: Checker, ago: float) -> str:
+    """The decided-at annotation of a Binding the extender decided `ago` seconds before
+    now, as it writes it (its wall clock, RFC 3339 UTC with microseconds)."""
+    t = checker.wall0 + checker.now() - ago
+    return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def test_a_member_is_judged_at_its_own_decision_not_at_the_bursts_first_binding(
+        checker: Checker) -> None:
+    """The extender decides each Binding right before it sends it, against the node as
+    it sees it then: a neighbour bound after the gang's first Binding but 1.8 s before
+    this member's Binding was decided was in its view. A violation, where the rule
+    anchored at the burst's first Binding called it a race."""
+    checker._observe(pod("g-0", "g", node="n2", decided=decided(checker, 2.0)))
+    bound_earlier(checker, "g-0", 2.0)  # a slow burst
+    checker._observe(pod("pinned", None, node="n1", cpu="3", neighbour="direct"))
+    bound_earlier(checker, "pinned", 1.8)
+    checker._observe(pod("g-1", "g", node="n1", decided=decided(checker, 0.05)))
+    assert checker.violations == []  # 4 of 4
+    checker._observe(pod("g-2", "g", node="n1", decided=decided(checker, 0.05)))
+    [v] = checker.violations
+    assert v.kind == "overcommit" and "direct pinned 3000m" in v.detail
+    assert checker.note_counts == {}
+    assert (checker.decided_seen, checker.decided_missing) == (3, 0)
+
+
+def test_a_neighbour_bound_after_the_decision_is_a_race_however_late_the_binding_shows(
+        checker: Checker) -> None:
+    """A Binding decided 1.2 s before the watch shows it (a slow POST, right after an
+    API server restart): a neighbour bound in between could not be seen when the
+    extender decided. A race, where the rule anchored at the Binding itself (an elastic
+    extra's) called it a violation; one bound more than the window before the decision
+    is still a violation."""
+    checker.register_gang("ns/e", 1)
+    checker._observe(pod("e-0", "e", node="n2", cpu="1"))
+    checker._observe(pod("late", None, node="n2", cpu="3", neighbour="scheduled"))
+    bound_earlier(checker, "late", 1.0)  # 0.2 s after the decision below
+    checker._observe(pod("e-1", "e", node="n2", cpu="1", decided=decided(checker, 1.2)))
+    assert checker.violations == []
+    [n] = checker.notes
+    assert n.kind == "overcommit-race" and "its Binding was decided" in n.detail
+    assert "scheduled late 3000m" in n.detail
+
+    checker._observe(pod("early", None, node="n1", cpu="3", neighbour="scheduled"))
+    bound_earlier(checker, "early", 2.0)  # 0.8 s before the decision: in its view
+    checker._observe(pod("e-2", "e", node="n1", cpu="1", decided=decided(checker, 1.2)))
+    checker._observe(pod("e-3", "e", node="n1", cpu="1", decided=decided(checker, 1.2)))
+    [v] = checker.violations
+    assert v.kind == "overcommit" and "ns/e-3" in v.detail
+
+
+def test_a_binding_without_a_readable_decision_falls_back_to_the_burst(
+        checker: Checker) -> None:
+    """Another scheduler's Binding carries no decided-at, and a value that is not an
+    RFC 3339 time with a zone is ignored, not fatal: the commit is then taken to begin
+    at the gang's first Binding of its quorum burst, as before."""
+    checker._observe(pod("g-0", "g", node="n2", decided="yesterday"))
+    bound_earlier(checker, "g-0", 2.0)
+    checker._observe(pod("pinned", None, node="n1", cpu="3", neighbour="direct"))
+    bound_earlier(checker, "pinned", 1.8)  # after g-0
+    checker._observe(pod("g-1", "g", node="n1", decided="2026-11-28T23:57:01.000000"))
+    checker._observe(pod("g-2", "g", node="n1"))
+    assert checker.violations == [] and checker.note_counts == {"overcommit-race": 1}
+    assert (checker.decided_seen, checker.decided_missing) == (0, 3)
 
 
 def test_racers_only_excuse_an_overcommit_that_fits_without_them(checker: Checker) -> None:

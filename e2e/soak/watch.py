@@ -19,13 +19,14 @@ import json
 import logging
 import threading
 import time
+from datetime import datetime
 from typing import Any
 
 from e2e.harness.kubeletloop import _iter_lines
 
 from .invariants import Invariants
 from .quantity import pod_requests, quantity
-from .records import GROUP_LABEL, NEIGHBOUR_LABEL, NodeRec, PodRec
+from .records import DECIDED_AT, GROUP_LABEL, NEIGHBOUR_LABEL, NodeRec, PodRec
 
 log = logging.getLogger("soak.checker")
 
@@ -164,6 +165,12 @@ class PodWatch(Invariants):
             rec.evicted = rec.evicted or _evicted(st)
             if newly_bound:
                 rec.bound_at = self.now()
+                rec.decided_at = self._decided_at(md)
+                if rec.kind == "gang":
+                    if rec.decided_at is None:
+                        self.decided_missing += 1
+                    else:
+                        self.decided_seen += 1
             terminal = phase in ("Succeeded", "Failed")
             if rec.node and not terminal and not rec.charged:
                 self._charge(rec, +1)
@@ -171,6 +178,21 @@ class PodWatch(Invariants):
                 self._charge(rec, -1)
             if newly_bound and rec.gang:
                 self._bound(rec)
+
+    def _decided_at(self, md: dict[str, Any]) -> float | None:
+        """The pod's DECIDED_AT annotation on the checker's clock (seconds since `t0`;
+        the extender runs on this machine, so its wall clock is ours), or None when it
+        has none or one that is not an RFC 3339 time with a zone."""
+        text = (md.get("annotations") or {}).get(DECIDED_AT)
+        if not isinstance(text, str):
+            return None
+        try:
+            at = datetime.fromisoformat(text)
+        except ValueError:
+            return None
+        if at.tzinfo is None:
+            return None
+        return at.timestamp() - self.wall0
 
     def _deleted(self, uid: str) -> None:
         with self.lock:
