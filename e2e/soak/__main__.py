@@ -39,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scheduler-kill-every", type=float, default=d.scheduler_kill_every,
                     help="mean seconds between kube-scheduler kills (0: none)")
     ap.add_argument("--apiserver-restarts", type=int, default=d.apiserver_restarts)
+    ap.add_argument("--watch-cut-every", type=float, default=d.watch_cut_every,
+                    help="mean seconds between cuts of every connection the extenders hold "
+                         "to kube-apiserver (through a proxy of the soak's; new ones refused "
+                         "for up to 4 s), the API server and other clients going on (0: none)")
     ap.add_argument("--leader-kill-every", type=float, default=d.leader_kill_every,
                     help="mean seconds between kills of the leader pair, with --replicas 2 "
                          "(0: none)")
@@ -97,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         extender_kill_every=args.extender_kill_every,
         scheduler_kill_every=args.scheduler_kill_every,
         apiserver_restarts=args.apiserver_restarts, partial_window=args.partial_window,
+        watch_cut_every=args.watch_cut_every,
         drain_timeout=args.drain_timeout, max_rss_mb=args.max_rss_mb,
         replicas=args.replicas, leader_kill_every=args.leader_kill_every,
         neighbour_every=args.neighbour_every, direct_fraction=args.direct_fraction,

@@ -34,6 +34,11 @@ def chaos_timeline(rng: random.Random, cfg: SoakConfig, seconds: float) -> list[
         lo = (i + 0.3) / cfg.apiserver_restarts
         hi = (i + 0.7) / cfg.apiserver_restarts
         events.append((seconds * rng.uniform(lo, hi), "apiserver"))
+    if cfg.watch_cut_every > 0:  # drawn last: the other kinds stay where they were
+        t = rng.expovariate(1.0 / cfg.watch_cut_every)
+        while t < seconds:
+            events.append((t, "watchcut"))
+            t += rng.expovariate(1.0 / cfg.watch_cut_every)
     events.sort()
     return events
 
@@ -71,6 +76,15 @@ class ChaosMixin(LeaseMixin):
             self._leader_kills.append((time.monotonic(), self._holder))
             self._outage(pair, 90)
             self.report.leader_kills += 1
+        elif kind == "watchcut":
+            if self.api_cut is None:
+                return
+            outage = self.chaos_rng.uniform(0.0, self.cfg.max_outage)
+            n = self.api_cut.cut(outage)
+            log.info("chaos: cut the extenders' %d connections to kube-apiserver, "
+                     "refusing new ones for %.1fs", n, outage)
+            self.report.watch_cuts += 1
+            self.report.watch_cut_connections += n
         elif kind == "apiserver":
             log.info("chaos: kill and restart kube-apiserver")
             self._outage([self.cluster.processes["kube-apiserver"]], 120)

@@ -28,6 +28,10 @@ class SoakConfig:
     scheduler_kill_every: float = 60.0
     apiserver_restarts: int = 1
     max_outage: float = 4.0  # a killed component stays down up to this long
+    # Mean seconds between watch cuts (exponential; 0: none): the extenders reach
+    # kube-apiserver through a proxy (cut.py) whose connections are all reset, and new
+    # ones refused for up to `max_outage`, while everything else goes on.
+    watch_cut_every: float = 0.0
     partial_window: float = 30.0
     # A gang with 0 < bound < minMember may stay so this many times its PodGroup's
     # scheduleTimeoutSeconds (the extender's --default-timeout without one).

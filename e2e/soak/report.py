@@ -34,6 +34,8 @@ class SoakReport:
     leader_changes: int = 0  # Lease holder changes seen (replicas=2)
     failover_seconds: list[float] = field(default_factory=list)  # per leader kill
     apiserver_restarts: int = 0
+    watch_cuts: int = 0  # cuts of the extenders' connections to kube-apiserver
+    watch_cut_connections: int = 0  # connections those cuts reset
     self_exits: list[str] = field(default_factory=list)  # exits nobody caused
     checker_events: int = 0
     checker_relists: int = 0
@@ -98,7 +100,8 @@ class SoakReport:
             f"kills: extender {self.extender_kills}, kube-scheduler {self.scheduler_kills}, "
             f"leader pair {self.leader_kills} (replicas {self.replicas}, "
             f"{self.leader_changes} leader changes{failover}), "
-            f"kube-apiserver restarts {self.apiserver_restarts}",
+            f"kube-apiserver restarts {self.apiserver_restarts}, watch cuts "
+            f"{self.watch_cuts} ({self.watch_cut_connections} connections reset)",
             f"violations: {len(self.violations)} (over-committed by a gang commit "
             f"{vc.get('overcommit', 0)}, partial gangs {vc.get('partial-gang', 0)}, "
             f"partial binds {vc.get('partial', 0) + vc.get('partial-at-end', 0)}, "

@@ -9,7 +9,10 @@ import contextlib
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from e2e.gang import REPO, scheduler_config
 from e2e.harness.k8s import ApiException, client
@@ -18,6 +21,7 @@ from e2e.harness.readiness import http_ok
 from e2e.harness.target import kube
 
 from .checker import Checker
+from .cut import ApiCut
 from .retry import retry
 from .state import LEASE, Replica, SoakState
 from .workload import priority_classes
@@ -88,6 +92,8 @@ class StackMixin(SoakState):
             partial_grace_factor=cfg.partial_grace_factor,
             default_timeout=_flag(cfg.extender_args, "--default-timeout", 60.0),
             gang_scheduler=self.scheduler_name, race_window=cfg.race_window).start()
+        if cfg.watch_cut_every > 0:
+            self.api_cut = ApiCut(self.cluster.apiserver_port).start()
         for i in range(cfg.replicas):
             self.replicas.append(self._start_replica(i))
         if cfg.neighbour_every > 0 and cfg.direct_fraction < 1:
@@ -110,7 +116,7 @@ class StackMixin(SoakState):
             # extender following it would wait as a standby forever.
             args += ["--leader-lease", "off"]
         argv = [sys.executable, "-m", "extender.cli", "serve", "--kubeconfig",
-                str(self.cluster.kubeconfig), "--listen", f"127.0.0.1:{port}", *args]
+                str(self._extender_kubeconfig()), "--listen", f"127.0.0.1:{port}", *args]
         extender = self.cluster.start_process(
             argv, f"{self.run_id}-extender{suffix}", cwd=REPO,
             ready=http_ok(f"http://127.0.0.1:{port}{cfg.extender_ready_path}"),
@@ -128,6 +134,19 @@ class StackMixin(SoakState):
         scheduler = self.cluster.start_scheduler(
             config, f"{self.run_id}-kube-scheduler{suffix}", hostname=uts_hostname)
         return Replica(i, hostname, port, extender, scheduler)
+
+    def _extender_kubeconfig(self) -> Path:
+        """The cluster's kubeconfig, or with watch cuts a copy that points at the cut's
+        proxy (the extenders alone go through it)."""
+        if self.api_cut is None:
+            return Path(self.cluster.kubeconfig)
+        path = Path(self.cluster.kubeconfig).with_name(f"{self.run_id}-via-cut.kubeconfig")
+        if not path.exists():
+            cfg = yaml.safe_load(Path(self.cluster.kubeconfig).read_text())
+            for c in cfg["clusters"]:
+                c["cluster"]["server"] = f"https://127.0.0.1:{self.api_cut.port}"
+            path.write_text(yaml.safe_dump(cfg))
+        return path
 
     def create_priority_classes(self) -> None:
         sched = client.SchedulingV1Api(kube().api)
@@ -148,6 +167,8 @@ class StackMixin(SoakState):
         for p in self.processes():
             with contextlib.suppress(Exception):
                 p.stop()
+        if self.api_cut is not None:
+            self.api_cut.stop()
         k = kube()
         for ns in [*self.namespaces, self.aux_ns]:
             with contextlib.suppress(Exception):

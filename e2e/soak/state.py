@@ -22,6 +22,7 @@ from e2e.harness.process import ManagedProcess
 
 from .checker import Checker
 from .config import SoakConfig
+from .cut import ApiCut
 from .hostile import HostileStream, StallProbe
 from .report import SoakReport
 from .workload import GangRun, Neighbour
@@ -66,6 +67,7 @@ class SoakState:
         self.checker: Checker | None = None
         self.replicas: list[Replica] = []
         self.default_scheduler: ManagedProcess | None = None  # only if the soak started it
+        self.api_cut: ApiCut | None = None  # the extenders' way to the API (watch cuts)
         self.neighbours: dict[str, Neighbour] = {}
         self._chaos_stop = threading.Event()
         self._chaos_lock = threading.Lock()
