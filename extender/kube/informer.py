@@ -10,15 +10,18 @@ converted, for whatever reason, is skipped: logged (at most one line per kind ev
 `on_skip` for the metric, with the reason: "decode" or "convert"); it never makes the
 kind list again, which would meet it again, every time. Its next event is tried afresh.
 
-A kind whose watch broke (an error, a 410, or `idle_timeout` seconds without an event or
-a bookmark: a half-open connection) is behind from that moment until the watch that
-follows its relist has delivered something (an event or a bookmark): a list is a
-snapshot, and what changed while it was read (a pod bound onto a reserved node) comes
-only by that watch. Gang commits wait for a kind that decides fits (`Kind.holds_commits`)
-until then (`GangManager.watch_listed`); `behind` is the metric, and `health` fails
-/healthz once a kind has been behind for `behind_limit` seconds. The first watch after a
-relist asks kube-apiserver for a short timeout, so that even a kind where nothing changes
-gets its bookmark (sent 2 s before a watch's end) within seconds, not a minute.
+A kind whose watch broke (an error, a 410, or `idle_timeout` seconds without an event, a
+bookmark or a watch's normal end: a half-open connection) is behind from that moment
+until the watch that follows its relist has delivered: a list is a snapshot, and what
+changed while it was read (a pod bound onto a reserved node) comes only by that watch.
+Delivered means a bookmark (everything up to its resourceVersion has come), or events
+(caught up once those that arrived together are applied: what changed during the list
+comes first, at once), or the normal end of that first watch, which asks for a short
+timeout: where nothing changed since the list, kube-apiserver sends no bookmark (measured
+on the local control plane: none in 140 s on a quiet kind), and a watch it ended has
+delivered all there was. Gang commits wait for a kind that decides fits
+(`Kind.holds_commits`) until then (`GangManager.watch_listed`); `behind` is the metric,
+and `health` fails /healthz once a kind has been behind for `behind_limit` seconds.
 
 A relist deletes what it did not show, of what the informer applied (`_known`) and, for
 pods, of what the core learned otherwise (from filter calls) before the list began
@@ -136,19 +139,21 @@ YIELD_EVERY = 100
 # Objects per page asked of the API server: a page is parsed in one piece, on the loop
 # (250 pods: about 7 ms).
 PAGE_SIZE = 250
-# A watch asks kube-apiserver to end it after this long (and starts the next one).
-WATCH_SECONDS = 300
-# The first watch after a relist, while the kind is behind: kube-apiserver sends a
-# bookmark 2 s before a watch's end (k8s.io/apiserver's cacheWatcher.nextBookmarkTime),
-# so this one delivers within about 3 s even where nothing changes; otherwise the first
-# bookmark comes a minute later, and the commits held for the kind wait that long.
-CATCH_UP_WATCH_SECONDS = 5
-# A watch that delivers nothing, not even a bookmark, for this long is taken as broken and
-# started over from a relist: kube-apiserver sends every watcher that asks for them a
-# bookmark about every minute (the cacher's defaultBookmarkFrequency), so two missed ones
-# mean a half-open connection, which the HTTP read timeout (the watch's own 300 s plus
-# 30) would only notice five and a half minutes later. (An API server without its watch
-# cache sends no bookmarks: a kind where nothing changes is then relisted every 120 s.)
+# A watch asks kube-apiserver to end it after this long (and starts the next one). Its
+# normal end is a sign of life where nothing changes: kube-apiserver sends bookmarks about
+# every minute (the cacher's defaultBookmarkFrequency) and 2 s before a watch's end, but
+# only once its resourceVersion has moved past the watch's, which on a quiet kind may
+# take its etcd's progress notifications (every 10 minutes by default).
+WATCH_SECONDS = 60
+# The first watch after a relist, while the kind is behind: its bookmark (2 s before its
+# end, if anything changed since the list) or its normal end catches the kind up within
+# about 3 s even where nothing changes (measured on the local control plane: a quiet pod
+# watch cut, relisted after 0.5 s, caught up 6.0 s after the cut with 5 s here).
+CATCH_UP_WATCH_SECONDS = 3
+# A watch that delivers nothing, not even a bookmark, and does not end for this long (two
+# watch lengths, two bookmark intervals) is taken as broken and started over from a
+# relist: a half-open connection, which the HTTP read timeout (the watch's own length
+# plus 30 s) would notice later, or a server that stopped serving it.
 WATCH_IDLE_SECONDS = 120.0
 # /healthz fails once a kind has been behind this long: its commits have been held as
 # long, and a restart (a new connection, a new list) is what is left to try.
@@ -219,6 +224,9 @@ class Informer:
         # Kinds behind (their watch broke, and the one after the relist has delivered
         # nothing yet): since when.
         self._broken_at: dict[str, float] = {}
+        # Per kind, how many times its watch broke: a catch-up scheduled before a break
+        # must not apply after it.
+        self._breaks: dict[str, int] = {k.name: 0 for k in kinds}
         self.idle_timeout = idle_timeout
         self.behind_limit = behind_limit
 
@@ -344,20 +352,21 @@ class Informer:
         """Its watch (or list) failed: the cache may fall behind what others do from now
         until the kind is listed and watched again, and gangs must not commit on it
         meanwhile."""
+        self._breaks[kind.name] += 1
         if kind.name not in self._broken_at:
             self._broken_at[kind.name] = self.clock()
             if kind.holds_commits:
                 self.manager.watch_broken(kind.name)
 
-    def _caught_up(self, kind: Kind) -> None:
+    def _caught_up(self, kind: Kind, how: str = "delivered") -> None:
         """Listed again, and the new watch delivered: what changed during the list has
         come, and the commits held since the watch broke may go ahead."""
         since = self._broken_at.pop(kind.name, None)
         if since is None:
             return
         log.info("%s caught up %.1fs after its watch broke: listed again, and its new watch "
-                 "delivered (gang commits wait until every watch that broke has)", kind.name,
-                 self.clock() - since)
+                 "%s (gang commits wait until every watch that broke has)", kind.name,
+                 self.clock() - since, how)
         if kind.holds_commits:
             self.manager.watch_listed(kind.name, self.clock())
         self.on_change()
@@ -396,7 +405,8 @@ class Informer:
 
     async def _watch(self, kind: Kind, rv: str) -> None:
         """Watch `kind` from `rv`, one watch request after another, until one fails;
-        raises `WatchIdle` once `idle_timeout` seconds pass without a delivery."""
+        raises `WatchIdle` once `idle_timeout` seconds pass without a delivery or a
+        watch's normal end."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.idle_timeout
         # The deadline is moved on at most every tenth of the timeout: a timer rescheduled
@@ -416,13 +426,28 @@ class Informer:
                             deadline = now + self.idle_timeout
                             idle.reschedule(deadline)
                         rv = self._event(kind, etype, obj, rv)
-                        if behind:  # after the event: it may be what the list missed
+                        if behind:
                             behind = False
-                            self._caught_up(kind)
+                            if etype == "BOOKMARK":  # everything up to it has come
+                                self._caught_up(kind, "delivered a bookmark")
+                            else:
+                                # Once the events that came with this one are applied: the
+                                # loop runs its callbacks only when the stream has no more
+                                # bytes at hand.
+                                loop.call_soon(self._caught_up_unless_broken, kind,
+                                               self._breaks[kind.name])
             except TimeoutError:
                 if idle.expired():
                     raise WatchIdle(kind.name) from None
                 raise
+            # Ended by the server: the connection was alive, and all it had was delivered.
+            deadline = loop.time() + self.idle_timeout
+            if behind:
+                self._caught_up(kind, "ended normally, nothing having changed since the list")
+
+    def _caught_up_unless_broken(self, kind: Kind, breaks: int) -> None:
+        if self._breaks[kind.name] == breaks:
+            self._caught_up(kind, "delivered events")
 
     def _event(self, kind: Kind, etype: str, obj: dict[str, Any], rv: str) -> str:
         """Apply one watch event; returns the resourceVersion to watch from after it."""
