@@ -4,9 +4,9 @@ Why: a page or a watch line used to be decoded whole, before any per-object isol
 one object that could not be decoded failed the list (or the watch, then the list that
 followed it) for every object of its kind, forever. kube-apiserver accepts what orjson
 refuses: orjson stops at 1,024 levels of nesting, and kube-apiserver stores a custom
-resource nested 3,000 or 9,000 levels deep wherever its CRD keeps unknown fields (a
-Volcano PodGroup's status, or its spec under a CRD that leaves it open). One tenant's
-such object stopped gang scheduling for all.
+resource nested 3,000 or 9,000 levels deep wherever its CRD keeps unknown fields (as
+the e2e tests' stand-in for Volcano's PodGroup CRD does). One tenant's such object
+stopped gang scheduling for all.
 
 orjson stays the decoder (it is the fast path, and the page's bytes are read once): only
 when it fails on a page is the page cut into its `items` by a scanner that follows strings
