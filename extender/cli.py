@@ -151,12 +151,13 @@ def build_parser() -> argparse.ArgumentParser:
                             "unmarked (docs/install.md)")
     serve.add_argument("--provisioning-class", default=ATOMIC_CLASS,
                        help="provisioningClassName of the requests (default %(default)s)")
-    serve.add_argument("--direct-commit", choices=("on", "off"), default="on",
+    serve.add_argument("--direct-commit", choices=("on", "off"),
+                       default="on" if Config.direct_commit else "off",
                        help="bind a planned gang's members as soon as it is reserved, "
                             "without waiting for kube-scheduler's cycle of each; members "
                             "with claim volumes, resource claims or host ports still come "
                             "through kube-scheduler. off: every member waits at the bind "
-                            "barrier (docs/performance.md; default on)")
+                            "barrier (docs/performance.md; default %(default)s)")
     serve.add_argument("--starvation-after", type=_non_negative, default=30.0,
                        help="seconds a gang waits for capacity "
                             "before the capacity of its best plan is held for it as it "

@@ -21,6 +21,13 @@ def test_the_defaults_turn_on_what_the_process_runs_with() -> None:
     assert config.starvation_after_seconds == 30.0
 
 
+def test_a_core_built_by_hand_commits_as_the_process_does() -> None:
+    """One default for the direct commit: the flag's comes from the core's settings, so
+    a core built without flags (tests, benchmarks, tools) is not a different scheduler
+    from the one the process runs."""
+    assert _config().direct_commit is Config().direct_commit is True
+
+
 def test_zero_turns_the_cap_and_the_starvation_guard_off() -> None:
     config = _config("--max-schedule-timeout", "0", "--starvation-after", "0")
     assert config.max_timeout_seconds is None and config.starvation_after_seconds is None

@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from extender.core.manager import GangManager
+from extender.core.model.config import Config
 from extender.core.model.convert import node_from_k8s, pod_from_k8s
 from extender.core.model.convert_groups import group_from_k8s
 from extender.core.model.types import Resources
@@ -144,7 +145,7 @@ class Env:
 
 def make_env(reject: Callable[[str], ApiError | None] | None = None,
              wait_limit: float = 0.05) -> Env:
-    core = Core.wire()
+    core = Core.wire(Config(direct_commit=False))  # binds wait at the barrier
     manager = GangManager(core)
     kube = RecordingKube(reject)
     metrics = Metrics()

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from extender.core.manager import GangManager
+from extender.core.model.config import Config
 from extender.core.model.convert import node_from_k8s, pod_from_k8s
 from extender.core.model.types import GroupInfo, NodeInfo
 from extender.core.wiring import Core
@@ -63,7 +64,7 @@ def env(request: pytest.FixtureRequest) -> tuple[Core, GangManager, RecordingKub
                                                  httpx.AsyncClient]:
     """Both ways the verbs are served: the ASGI fast path the CLI serves, and the
     FastAPI routes; every test must pass on both, byte for byte the same contract."""
-    core = Core.wire()
+    core = Core.wire(Config(direct_commit=False))  # binds wait at the barrier
     manager = GangManager(core)
     kube = RecordingKube()
     dispatcher = Dispatcher(manager, kube, config=DispatchConfig(bind_wait_limit=5))

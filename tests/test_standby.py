@@ -47,7 +47,8 @@ def sampled(config: Config | None = None) -> tuple[dict[str, Any], GangManager]:
     """The filter request sample (its pod, its node names) and a gang manager that
     knows those nodes."""
     base = sample("nodecachecapable-true.filter.request.json")
-    manager = GangManager(Core.wire(config))
+    # The bind barrier unless a test asks for the direct commit.
+    manager = GangManager(Core.wire(config or Config(direct_commit=False)))
     fake_nodes(manager, base["NodeNames"])
     return base, manager
 
@@ -131,7 +132,7 @@ def test_after_losing_leadership_no_deadline_expires_no_binding_or_wakeup_goes_o
     """Between the loss and the exit: the tick loop stops, a commit a watch event sets off
     creates no Binding (the held binds are answered with the standby error), and
     wake-ups are dropped."""
-    base, manager = sampled(Config(default_timeout_seconds=0.3))
+    base, manager = sampled(Config(default_timeout_seconds=0.3, direct_commit=False))
     pods = add_gang(manager, base, "trio", 3)
     kube = RecordingKube()
 
@@ -175,7 +176,7 @@ def test_after_losing_leadership_no_deadline_expires_no_binding_or_wakeup_goes_o
 
 def test_an_active_replica_does_expire_deadlines_and_wake_pods() -> None:
     """The control for the test above: the same steps while active."""
-    base, manager = sampled(Config(default_timeout_seconds=0.3))
+    base, manager = sampled(Config(default_timeout_seconds=0.3, direct_commit=False))
     pods = add_gang(manager, base, "trio", 3)
     kube = RecordingKube()
 

@@ -166,7 +166,8 @@ def env() -> Env:
 
 def make_env() -> Env:
     core = Core.wire(Config(default_timeout_seconds=10,
-                            backoff=BackoffPolicy(2, 8, retry_limit=2)))
+                            backoff=BackoffPolicy(2, 8, retry_limit=2),
+                            direct_commit=False))
     manager = GangManager(core)
     api = FakeApi()
     clock = Clock()

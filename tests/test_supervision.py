@@ -42,7 +42,8 @@ def member(i: int, gang: str = "trio") -> PodInfo:
 
 def gang_with_a_reservation(timeout: float) -> tuple[GangManager, float]:
     """A gang of 3 with 2 members placed: a reservation that expires after `timeout`."""
-    manager = GangManager(Core.wire(Config(default_timeout_seconds=timeout)))
+    manager = GangManager(Core.wire(Config(default_timeout_seconds=timeout,
+                                           direct_commit=False)))
     manager.on_node(NodeInfo("n0", {"cpu": 8000, "pods": 10}))
     now = time.time()
     manager.on_group(GroupInfo("ns", "trio", 3, uid="g"), now)

@@ -29,15 +29,18 @@ from typing import Any
 
 import extender
 from extender.core.manager import GangManager
+from extender.core.model.config import Config
 from extender.core.model.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo
 from extender.core.model.vocabulary import BindPod
+from extender.core.wiring import Core
 
 ROOT = str(Path(extender.__file__).resolve().parent) + "/"
 SKIP = {"<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>", "<lambda>"}
 
 
 def _cluster() -> tuple[GangManager, list[PodInfo], list[str]]:
-    m = GangManager()
+    # The bind barrier: the walk counted is the third bind request's, which commits.
+    m = GangManager(Core.wire(Config(direct_commit=False)))
     names = [f"n{i}" for i in range(3)]
     for n in names:
         m.on_node(NodeInfo(name=n, allocatable={"cpu": 4000, "memory": 8 << 30, "pods": 110},

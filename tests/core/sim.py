@@ -74,7 +74,9 @@ class SimScheduler:
     """kube-scheduler's side: assumed pods, fit check, filter -> bind."""
 
     def __init__(self, core: Core | None = None) -> None:
-        self.core = core or Core.wire(Config(default_timeout_seconds=30))
+        # The bind barrier unless a test says otherwise: this simulator takes each member
+        # through kube-scheduler's cycle (filter, then bind), which the direct commit skips.
+        self.core = core or Core.wire(Config(default_timeout_seconds=30, direct_commit=False))
         self.manager = GangManager(self.core)
         self.cache = self.core.cache
         # Each gang's latest Decision, as the StatusChanged actions carry it to the

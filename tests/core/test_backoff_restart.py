@@ -24,7 +24,7 @@ def uid_of(sim: SimScheduler, name: str) -> str:
 def timed_out(policy: BackoffPolicy) -> SimScheduler:
     """A gang of two on one node whose second member never comes to filter: its
     reservation times out (after 10 s) once."""
-    sim = SimScheduler(Core.wire(Config(10, policy)))
+    sim = SimScheduler(Core.wire(Config(10, policy, direct_commit=False)))
     sim.add_node(node("n0"))
     sim.add_group(group("g", 2))
     sim.add_pod(pod("g-0", "g"))
@@ -39,7 +39,7 @@ def restarted(first: SimScheduler, policy: BackoffPolicy, after: float) -> SimSc
     """A new process `after` seconds later: it lists the node, the PodGroup with the
     status the first one wrote, and the pods."""
     pg = recorded(first)
-    sim = SimScheduler(Core.wire(Config(10, policy)))
+    sim = SimScheduler(Core.wire(Config(10, policy, direct_commit=False)))
     sim.now = first.now + after
     sim.add_node(node("n0"))
     sim.add_group(pg)
@@ -100,7 +100,7 @@ def test_a_raised_retry_limit_lets_a_failed_group_go_on() -> None:
 
 def test_a_standby_follows_the_leaders_writes_and_leads_with_them() -> None:
     leader = timed_out(BackoffPolicy(20, 60))
-    standby = SimScheduler(Core.wire(Config(10, BackoffPolicy(20, 60))))
+    standby = SimScheduler(Core.wire(Config(10, BackoffPolicy(20, 60), direct_commit=False)))
     standby.now = leader.now
     standby.add_node(node("n0"))
     standby.add_group(group("g", 2))  # listed before the timeout

@@ -102,7 +102,7 @@ def test_the_first_members_filter_call_commits_the_whole_gang_and_gets_its_node(
 
 
 def test_off_every_member_waits_at_the_barrier_as_before() -> None:
-    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30)))
+    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30, direct_commit=False)))
     arrived(sim)
     run_pass(sim)
     assert sim.manager.reservations() and not binds(taken(sim))

@@ -139,7 +139,7 @@ def test_fragmentation_gives_shortfall_not_a_reservation() -> None:
 
 
 def test_deadline_releases_everything_and_backs_off() -> None:
-    sim = SimScheduler(Core.wire(Config(10, BackoffPolicy(5, 20))))
+    sim = SimScheduler(Core.wire(Config(10, BackoffPolicy(5, 20), direct_commit=False)))
     for i in range(2):
         sim.add_node(node(f"n{i}"))
     sim.add_group(group("g", 3))
@@ -160,7 +160,8 @@ def test_deadline_releases_everything_and_backs_off() -> None:
 
 
 def test_backoff_doubles_and_retry_limit_fails_group() -> None:
-    sim = SimScheduler(Core.wire(Config(10, BackoffPolicy(5, 8, retry_limit=3))))
+    sim = SimScheduler(Core.wire(Config(10, BackoffPolicy(5, 8, retry_limit=3),
+                                        direct_commit=False)))
     sim.add_node(node("n0"))
     sim.add_group(group("g", 2))
     pods = [sim.add_pod(pod(f"g-{i}", "g")) for i in range(2)]
@@ -307,7 +308,7 @@ def test_events_and_wakeups_are_emitted_once_per_change() -> None:
 
 
 def test_plain_pods_turned_away_by_holds_are_woken_on_release() -> None:
-    sim = SimScheduler(Core.wire(Config(5)))
+    sim = SimScheduler(Core.wire(Config(5, direct_commit=False)))
     sim.add_node(node("n0", cpu=2000))
     sim.add_group(group("g", 2))
     a, _ = (sim.add_pod(pod(f"g-{i}", "g", cpu=1000)) for i in range(2))
@@ -328,7 +329,7 @@ def test_stale_request_copy_does_not_unbind() -> None:
 
 
 def test_commit_emits_one_bind_per_member() -> None:
-    sim = SimScheduler(Core.wire())
+    sim = SimScheduler(Core.wire(Config(direct_commit=False)))
     fw = sim.manager
     for i in range(2):
         sim.add_node(node(f"n{i}"))
@@ -383,7 +384,7 @@ def test_member_relabelled_out_of_its_gang_releases_its_slot_and_bind() -> None:
 
 
 def test_timeout_message_names_the_gang_once() -> None:
-    sim = SimScheduler(Core.wire(Config(5)))
+    sim = SimScheduler(Core.wire(Config(5, direct_commit=False)))
     sim.add_node(node("n0"))
     sim.add_group(group("g", 2))
     a, _ = (sim.add_pod(pod(f"g-{i}", "g")) for i in range(2))
@@ -562,7 +563,7 @@ def test_complete_but_unplaceable_gang_wakes_only_parked_members() -> None:
 def test_failed_held_bind_is_woken_when_the_gang_is_reserved_again() -> None:
     """A bind answered with an error sends the pod back to kube-scheduler's queue,
     where it may be parked like a filter rejection."""
-    sim = SimScheduler(Core.wire(Config(10, BackoffPolicy(5, 20))))
+    sim = SimScheduler(Core.wire(Config(10, BackoffPolicy(5, 20), direct_commit=False)))
     for i in range(2):
         sim.add_node(node(f"n{i}"))
     sim.add_group(group("g", 3))
@@ -637,7 +638,8 @@ def test_status_only_update_does_not_replan_a_waiting_gang() -> None:
             planned.append(g.key)
         return plan_group(g, m, succeeded, snap, explain)
 
-    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30), planner=counting_plan))
+    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30, direct_commit=False),
+                                 planner=counting_plan))
     sim.add_node(node("n0", cpu=4000))
     sim.add_pod(pod("other", cpu=2000, node_name="n0"))  # fits once it is gone
     sim.add_group(group("g", 3))

@@ -15,7 +15,7 @@ class FailingBinds(SimScheduler):
     """kube-scheduler's side, with the API server refusing the Bindings of some pods."""
 
     def __init__(self, failing: set[str]) -> None:
-        super().__init__(Core.wire(Config(default_timeout_seconds=30)))
+        super().__init__(Core.wire(Config(default_timeout_seconds=30, direct_commit=False)))
         self.failing = failing
 
     def _do_bind(self, uid: str, node_name: str) -> None:
@@ -81,7 +81,7 @@ def test_grace_runs_out() -> None:
 def test_members_this_commit_did_not_bind_are_never_evicted() -> None:
     """A member bound before this process placed the gang (an earlier life of the
     extender, say) is not evicted by this reservation's timeout."""
-    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30)))
+    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30, direct_commit=False)))
     for i in range(3):
         sim.add_node(node(f"n{i}"))
     sim.add_group(group("g", 3))

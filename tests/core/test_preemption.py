@@ -17,7 +17,7 @@ from tests.core.workload import Driver, Job
 
 def cluster(nodes: int = 4, preemption: bool = True) -> SimScheduler:
     sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30, preemption=preemption,
-                                        starvation_after_seconds=None)))
+                                        starvation_after_seconds=None, direct_commit=False)))
     for i in range(nodes):
         sim.add_node(node(f"n{i}", cpu=4000))
     return sim

@@ -33,7 +33,8 @@ def cluster(pg: GroupInfo, now: float, plans: list[str] | None = None) -> SimSch
         return plan_group(group, *args, **kwargs)
 
     sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30,
-                                        starvation_after_seconds=AFTER, preemption=False),
+                                        starvation_after_seconds=AFTER, preemption=False,
+                                        direct_commit=False),
                                  planner))
     sim.now = now
     for i in range(2):

@@ -70,10 +70,10 @@ class Config:
     provisioning: bool = True
     provisioning_class: str = ATOMIC_CLASS
     # The commit binds a planned gang's members itself, without a bind request each
-    # (`Ledger.direct`, architecture.md §7). The process turns it on (`--direct-commit`,
-    # default on); off here so that a core built by hand keeps every member at the bind
-    # barrier, the path members with volumes or claims always take.
-    direct_commit: bool = False
+    # (`Ledger.direct`, architecture.md §7). The one default: `--direct-commit` takes its
+    # own from here, so a core built by hand behaves as the process does; tests of the
+    # bind barrier, the path members with volumes or claims always take, turn it off.
+    direct_commit: bool = True
 
     def timeout_for(self, requested: int | None) -> float:
         """The reservation timeout of a gang whose PodGroup asks for `requested` seconds
