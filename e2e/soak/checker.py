@@ -83,6 +83,7 @@ class Checker(PodWatch):
         self.wall0 = time.time()
         self.decided_seen = 0
         self.decided_missing = 0
+        self.decided_lag_max = 0.0
         self.lock = threading.RLock()
         self.pods: dict[str, PodRec] = {}
         self.gangs: dict[str, GangRec] = {}

@@ -200,6 +200,7 @@ class Soak(StackMixin, GangsMixin, NeighboursMixin, ChaosMixin, MeasuresMixin):
                 self.report.checker_relists = self.checker.relists
                 self.report.decided_at_seen = self.checker.decided_seen
                 self.report.decided_at_missing = self.checker.decided_missing
+                self.report.decided_lag_max_s = round(self.checker.decided_lag_max, 3)
                 self.report.max_burst_seconds = round(self.checker.max_burst, 3)
                 self.report.max_partial_seconds = round(self.checker.max_partial, 3)
             self.report.failover_seconds = self._failovers()

@@ -29,6 +29,10 @@ class Invariants:
     wall0: float  # time.time() at t0: the extender's decided-at times onto our clock
     decided_seen: int  # gang members bound whose Binding said when it was decided
     decided_missing: int  # ... and those whose Binding did not
+    # The longest from a decision to the watch showing its Binding: the POST plus this
+    # watch's lag, which also delays when neighbours are seen bound (the race window
+    # must cover it).
+    decided_lag_max: float
     lock: threading.RLock
     pods: dict[str, PodRec]
     gangs: dict[str, GangRec]

@@ -43,6 +43,7 @@ class SoakReport:
     # checker's anchor for races), and those without it (anchored the old way).
     decided_at_seen: int = 0
     decided_at_missing: int = 0
+    decided_lag_max_s: float = 0.0  # the longest from a decision to its Binding seen
     max_burst_seconds: float = 0.0
     max_partial_seconds: float = 0.0
     violations: list[str] = field(default_factory=list)
@@ -119,7 +120,8 @@ class SoakReport:
             f"partial gang {self.max_partial_seconds:.2f}s; checker saw "
             f"{self.checker_events} pod events, relisted {self.checker_relists}x; gang "
             f"members bound with decided-at {self.decided_at_seen}, without "
-            f"{self.decided_at_missing}",
+            f"{self.decided_at_missing} (seen at most {self.decided_lag_max_s:.2f}s after "
+            "the decision)",
             f"longest /healthz answer {self.stall_longest_s * 1000:.0f} ms "
             f"({self.stall_over_250ms} of {self.healthz_answered} over 250 ms), the "
             f"extender's CPU during one at most {self.stall_longest_cpu_s * 1000:.0f} ms "

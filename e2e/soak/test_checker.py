@@ -232,6 +232,7 @@ def test_a_neighbour_bound_after_the_decision_is_a_race_however_late_the_binding
     [n] = checker.notes
     assert n.kind == "overcommit-race" and "its Binding was decided" in n.detail
     assert "scheduled late 3000m" in n.detail
+    assert 1.1 < checker.decided_lag_max < 1.3  # the report shows how late Bindings show
 
     checker._observe(pod("early", None, node="n1", cpu="3", neighbour="scheduled"))
     bound_earlier(checker, "early", 2.0)  # 0.8 s before the decision: in its view

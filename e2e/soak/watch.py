@@ -171,6 +171,8 @@ class PodWatch(Invariants):
                         self.decided_missing += 1
                     else:
                         self.decided_seen += 1
+                        self.decided_lag_max = max(self.decided_lag_max,
+                                                   rec.bound_at - rec.decided_at)
             terminal = phase in ("Succeeded", "Failed")
             if rec.node and not terminal and not rec.charged:
                 self._charge(rec, +1)
