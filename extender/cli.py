@@ -152,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--provisioning-class", default=ATOMIC_CLASS,
                        help="provisioningClassName of the requests (default %(default)s)")
     serve.add_argument("--direct-commit", choices=("on", "off"),
-                       default="on" if Config.direct_commit else "off",
+                       default="on" if Config().direct_commit else "off",
                        help="bind a planned gang's members as soon as it is reserved, "
                             "without waiting for kube-scheduler's cycle of each; members "
                             "with claim volumes, resource claims or host ports still come "
