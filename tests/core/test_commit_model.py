@@ -178,7 +178,8 @@ class CommitModel(RuleBasedStateMachine):
         self.core_groups: dict[str, str] = {}  # name -> PodGroup uid the core was told
         self.leader = True
         self.seq = itertools.count()
-        # Pods deleted that kube-scheduler's informer still holds, until the next tick.
+        # Pods deleted, or bound by a Binding of ours, that kube-scheduler's informer
+        # still holds as they were, until the next tick.
         self.ks_stale: dict[str, PodInfo] = {}
         self.list_began: dict[str, float] = {}
 
@@ -408,8 +409,8 @@ class CommitModel(RuleBasedStateMachine):
     def schedule(self, i: int, mask: int, pick: int) -> None:
         """One cycle of kube-scheduler for a pending pod of our scheduler: filter on the
         nodes its own check passed (`mask`, any: its cache may lag), then bind on one the
-        filter passed. Its informer may still hold a pod just deleted (`ks_stale`). A pod
-        whose bind request is still open is not scheduled again."""
+        filter passed. Its informer may still hold a pod just deleted or bound
+        (`ks_stale`). A pod whose bind request is still open is not scheduled again."""
         pending = self._ks_pending()
         if pending:
             self._cycle(pending[i % len(pending)], mask, pick)
@@ -423,10 +424,11 @@ class CommitModel(RuleBasedStateMachine):
                 self._cycle(pod, mask, pick)
 
     def _ks_pending(self) -> list[PodInfo]:
-        pods = [p for p in (*self.pods.values(), *self.ks_stale.values())
-                if not p.node_name and p.scheduler_name == SCHEDULER
-                and p.uid not in self.waiting]
-        return sorted(pods, key=lambda p: p.uid)
+        pods = {p.uid: p for p in self.pods.values()}
+        pods.update(self.ks_stale)
+        return sorted((p for p in pods.values()
+                       if not p.node_name and p.scheduler_name == SCHEDULER
+                       and p.uid not in self.waiting), key=lambda p: p.uid)
 
     def _cycle(self, pod: PodInfo, mask: int, pick: int) -> None:
         names = [n for k, n in enumerate(NODES) if mask >> k & 1] or list(NODES)
@@ -522,6 +524,8 @@ class CommitModel(RuleBasedStateMachine):
         if pod.node_name:
             return None if pod.node_name == post.node else f"{post.uid} conflict (409)"
         bound = self.pods[post.uid] = bound_copy(pod, post.node)
+        if lag:  # kube-scheduler's informer lags too: it may still schedule the pod
+            self.ks_stale[post.uid] = pod
         self._emit("pods", ("put", bound), lag)
         return None
 
