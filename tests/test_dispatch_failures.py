@@ -11,7 +11,13 @@ import pytest
 
 from extender.core.manager import GangManager
 from extender.core.model.types import NodeInfo, PodInfo
-from extender.core.model.vocabulary import EvictPods, PodRef, Report, StatusChanged
+from extender.core.model.vocabulary import (
+    BindOutcome,
+    EvictPods,
+    PodRef,
+    Report,
+    StatusChanged,
+)
 from extender.kube.client import ApiError
 from extender.scheduler.dispatch import Dispatcher
 from extender.scheduler.evictions import EvictionConfig, Evictions
@@ -87,10 +93,37 @@ def test_a_transient_binding_failure_is_tried_again(transient: BaseException) ->
 
 
 def test_transient_failures_give_up_after_three_attempts() -> None:
+    """And then read the pod back: unbound, so none of them took effect."""
     kube = ScriptedKube([err(503)] * 5)
     error = plain_pod_bind(kube)
     assert error is not None and "503" in error
-    assert len(kube.calls) == 3
+    assert [c for c, _ in kube.calls] == ["bind", "bind", "bind", "get_pod"]
+
+
+def test_a_binding_whose_last_answer_was_lost_is_read_back_bound() -> None:
+    """Three resets, the first of which took effect (no 409 came back to tell): the pod
+    read back is bound where we asked, so it is a success."""
+    kube = ScriptedKube([ConnectionResetError()] * 3, node_of_pod="n0")
+    assert plain_pod_bind(kube) is None
+    assert [c for c, _ in kube.calls] == ["bind", "bind", "bind", "get_pod"]
+
+
+def test_a_binding_of_unknown_outcome_keeps_the_pods_capacity() -> None:
+    """Three resets, and the pod cannot be read back either: it may be bound. The
+    manager is told so, and keeps its capacity charged until the pod is seen."""
+    kube = ScriptedKube([ConnectionResetError()] * 3,
+                        get_pod_errors=[TRANSPORT_FAILURES[0]] * 2)
+    manager = GangManager()
+    manager.on_node(NodeInfo("n0", {"cpu": 4000, "pods": 10}))
+    pod = PodInfo("u1", "ns", "p", {"cpu": 3000, "pods": 1}, scheduler_name="gang-scheduler")
+    manager.on_pod(pod, 0.0)
+    error = asyncio.run(Dispatcher(manager, kube, clock=lambda: 0.0).bind("ns", "p", "u1",
+                                                                          "n0"))
+    assert error is not None and "not known" in error
+    assert not manager.bind_in_flight("u1")
+    other = PodInfo("u2", "ns", "q", {"cpu": 3000, "pods": 1}, scheduler_name="gang-scheduler")
+    manager.on_pod(other, 0.0)
+    assert manager.bind("ns", "q", "u2", "n0", 0.0).outcome is BindOutcome.ERROR
 
 
 @pytest.mark.parametrize("status", [404, 422, 403])
@@ -137,7 +170,7 @@ def test_a_look_at_the_pod_that_keeps_failing_is_answered_and_the_pod_not_left_i
     kube = ScriptedKube([err(409)] * 3, get_pod_errors=[TRANSPORT_FAILURES[0]] * 3)
     error = plain_pod_bind(kube)
     assert error is not None and "reading the pod: ConnectError" in error, error
-    assert len(kube.calls) == 6
+    assert len(kube.calls) == 7  # and the pod read back once more after the last: unbound
 
 
 def test_a_binding_cut_off_mid_request_does_not_leave_the_pod_in_flight() -> None:

@@ -150,9 +150,12 @@ class GangManager:
     def bind(self, namespace: str, name: str, uid: str, node: str, now: float) -> BindDecision:
         return self._core.bind.bind(namespace, name, uid, node, now)
 
-    def binding_finished(self, uid: str, node: str, error: str | None, now: float) -> None:
-        """The Binding POST for `uid` returned (`error` None: it is bound)."""
-        self._ledger.finished(uid, error)
+    def binding_finished(self, uid: str, node: str, error: str | None, now: float,
+                         unknown: bool = False) -> None:
+        """The Binding POST for `uid` returned (`error` None: it is bound). `unknown`:
+        it failed, yet may have taken effect (its answer was lost and the pod could not be
+        read back), so its capacity stays charged until the pod is seen."""
+        self._ledger.finished(uid, error, now if unknown else None)
         pod = self._cache.pods.get(uid)
         if error is None and pod is not None and not pod.node_name:
             # Not `on_pod`: another scheduler's pod, a stale copy, a relabel or an arrival

@@ -54,6 +54,10 @@ class WatchInput:
                 if uid not in listed and self._unlisted.get(uid, -math.inf) < began]
         for uid in gone:
             self.on_pod_deleted(uid, now)
+        # A Binding whose outcome was unknown before the list began: had it taken effect,
+        # the list would have shown the pod bound, and `on_pod` settled it then.
+        for uid in self._ledger.unknown_before(began):
+            self._ledger.settle(uid)
 
     def on_pod(self, pod: PodInfo, now: float) -> None:
         c = self._core
@@ -67,6 +71,7 @@ class WatchInput:
             self._ledger.staleness.seen_bound(pod.uid, now)
         if pod.node_name or pod.terminal or pod.deleting:
             self._ledger.staleness.landed(pod.uid)
+            self._ledger.settle(pod.uid)
         old = self._cache.pods.get(pod.uid)
         if old is not None and old.node_name and not pod.node_name:
             # A stale copy (e.g. the filter request's informer copy) must never undo a
@@ -132,6 +137,7 @@ class WatchInput:
         self._unlisted.pop(uid, None)
         c.tombstones.add(uid, now)
         self._ledger.staleness.landed(uid)
+        self._ledger.settle(uid)
         pod = self._cache.pods.get(uid)
         if pod is None:
             return

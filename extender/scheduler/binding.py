@@ -31,6 +31,8 @@ _TRANSIENT = frozenset({429, 500, 502, 503, 504})
 TRANSIENT_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError,
                     OSError)
 _BINDING_ATTEMPTS = 3
+# Reads of the pod after the last try failed with an answer lost: whether it took effect.
+_READ_BACK_ATTEMPTS = 2
 _BINDING_RETRY_DELAY = 0.2  # seconds, growing 2.5 times per attempt
 
 
@@ -51,6 +53,12 @@ def describe(exc: BaseException) -> str:
 
 class Withdrawn(Exception):
     """The post was taken back (`BindingPoster.withdraw`) before it was sent."""
+
+
+class OutcomeUnknown(Exception):
+    """Every try failed so that one may still have taken effect (its answer was lost, or
+    the API server failed mid-request), and the pod could not be read back to tell: the
+    pod may be bound to the node. Its text is the error for kube-scheduler."""
 
 
 # Asked right before each try of a post: None to send it, else why not (the post then
@@ -103,8 +111,10 @@ class BindingPoster:
             for attempt in range(1, _BINDING_ATTEMPTS + 1):
                 error, transient = await self._once(self.kube, namespace, name, uid, node,
                                                     number if attempt == 1 else None)
-                if error is None or not transient or attempt == _BINDING_ATTEMPTS:
+                if error is None or not transient:
                     return error
+                if attempt == _BINDING_ATTEMPTS:
+                    return await self._read_back(self.kube, namespace, name, node, error)
                 log.info("binding pod %s/%s to %s: %s; trying again (attempt %d)",
                          namespace, name, node, error, attempt + 1)
                 await asyncio.sleep(delay)
@@ -113,6 +123,28 @@ class BindingPoster:
         finally:
             if self._queued.get(uid) == number:
                 del self._queued[uid]
+
+    async def _read_back(self, kube: BindingApi, namespace: str, name: str, node: str,
+                         error: str) -> str | None:
+        """After the last try failed with a transient error: whether one of the tries
+        took effect after all, from the pod itself. None if it is bound to `node`, else
+        `error`; raises `OutcomeUnknown` when the pod cannot be read either, so the gang
+        manager keeps the pod's capacity charged until its watch tells."""
+        failed: BaseException | None = None
+        for attempt in range(_READ_BACK_ATTEMPTS):
+            if attempt:
+                await asyncio.sleep(_BINDING_RETRY_DELAY)
+            try:
+                pod = await kube.get_pod(namespace, name)
+            except Exception as exc:
+                failed = exc
+                continue
+            if pod is not None and (pod.get("spec") or {}).get("nodeName") == node:
+                return None
+            return error
+        assert failed is not None
+        raise OutcomeUnknown(f"{error}; whether it took effect is not known (reading the "
+                             f"pod back: {describe(failed)})")
 
     async def _once(self, kube: BindingApi, namespace: str, name: str, uid: str, node: str,
                     number: int | None = None) -> tuple[str | None, bool]:

@@ -40,7 +40,7 @@ from extender.core.model.vocabulary import (
     WakePods,
 )
 from extender.kube.leader import Leadership
-from extender.scheduler.binding import BindingApi, BindingPoster, Withdrawn
+from extender.scheduler.binding import BindingApi, BindingPoster, OutcomeUnknown, Withdrawn
 from extender.scheduler.evictions import Evictions
 from extender.scheduler.filter_verb import FilterVerb
 from extender.scheduler.held import HeldBindings
@@ -311,11 +311,13 @@ class Dispatcher:
         self._answer(pod.uid)
         token = self.held.posting(action)
         error: str | None = f"binding pod {pod.key} to node {action.node} was cut off"
-        withdrawn = cancelled = False
+        withdrawn = cancelled = unknown = False
         try:
             error = await self._bindings.post(pod.namespace, pod.name, pod.uid, action.node)
         except Withdrawn:
             withdrawn = True  # held now (`take_back`); posted at kube-scheduler's request
+        except OutcomeUnknown as exc:
+            error, unknown = str(exc), True
         except asyncio.CancelledError:
             cancelled = True
             raise
@@ -325,11 +327,13 @@ class Dispatcher:
         finally:
             self.held.posted(pod.uid, token)
             if not withdrawn:
-                self._bound(action, error, cancelled)
+                self._bound(action, error, cancelled, unknown)
 
-    def _bound(self, action: BindPod, error: str | None, cancelled: bool) -> None:
+    def _bound(self, action: BindPod, error: str | None, cancelled: bool,
+               unknown: bool = False) -> None:
         """Whatever happened, the gang manager hears the end of a Binding: a pod left
-        "in flight" would hold its gang's reservation for good."""
+        "in flight" would hold its gang's reservation for good. `unknown`: it may have
+        taken effect all the same (`OutcomeUnknown`)."""
         pod = action.pod
         if error is None:
             log.info("bound pod=%s node=%s gang=%s", pod.key, action.node,
@@ -337,7 +341,8 @@ class Dispatcher:
         else:
             log.warning("bind failed pod=%s node=%s gang=%s: %s", pod.key, action.node,
                         action.gang or "-", error)
-        self.manager.binding_finished(pod.uid, action.node, error, self.clock())
+        self.manager.binding_finished(pod.uid, action.node, error, self.clock(),
+                                      unknown=unknown)
         self._resolve(pod.uid, error)
         if self.on_binding is not None:
             self.on_binding(error)

@@ -150,3 +150,51 @@ def test_a_post_is_refused_on_capacity_nominated_since_the_commit() -> None:
     sim.add_pod(pod("preemptor", cpu=4000, nominated_node=on))
     why = sim.manager.post_due(uid, on)
     assert why is not None and "nominated" in why and "preemptor" in why
+
+
+def plain_bound_in_flight(sim: SimScheduler, on: str) -> str:
+    """A plain 6-CPU pod's bind onto `on` accepted: its Binding in flight; its uid."""
+    first = sim.add_pod(pod("first", cpu=6000))
+    decision = sim.manager.bind(first.namespace, first.name, first.uid, on, sim.now)
+    assert decision.outcome is BindOutcome.BOUND or sim.manager.bind_in_flight(first.uid)
+    sim.manager.take_actions()
+    return first.uid
+
+
+def unknown_outcome() -> tuple[SimScheduler, str]:
+    """A plain pod's Binding onto n0 (8 CPU) whose every try lost its answer, and the
+    pod could not be read back: it may be bound there."""
+    sim = direct_sim()
+    sim.add_node(node("n0", cpu=8000))
+    uid = plain_bound_in_flight(sim, "n0")
+    sim.manager.binding_finished(uid, "n0", "connection reset", sim.now, unknown=True)
+    return sim, uid
+
+
+def test_a_binding_of_unknown_outcome_keeps_its_charge() -> None:
+    sim, uid = unknown_outcome()
+    assert not sim.manager.bind_in_flight(uid)  # not in flight: answered
+    assert core(sim).cache.free["n0"]["cpu"] == 2000
+    assert plain_bind_refused(sim, "n0")
+
+
+def test_an_unknown_outcome_ends_when_the_watch_shows_the_pod_bound() -> None:
+    sim, uid = unknown_outcome()
+    bound = dataclasses.replace(core(sim).cache.pods[uid], node_name="n0", phase="Running")
+    sim.manager.on_pod(bound, sim.now)
+    assert core(sim).cache.free["n0"]["cpu"] == 2000  # charged once, as bound
+
+
+def test_an_unknown_outcome_ends_when_a_later_list_shows_the_pod_unbound() -> None:
+    sim, uid = unknown_outcome()
+    sim.manager.pods_listed({uid}, sim.now - 1, sim.now)  # began before: tells nothing
+    assert core(sim).cache.free["n0"]["cpu"] == 2000
+    sim.now += 1
+    sim.manager.pods_listed({uid}, sim.now, sim.now)  # began after, pod still unbound
+    assert core(sim).cache.free["n0"]["cpu"] == 8000
+
+
+def test_an_unknown_outcome_ends_with_its_pod() -> None:
+    sim, uid = unknown_outcome()
+    sim.manager.on_pod_deleted(uid, sim.now)
+    assert core(sim).cache.free["n0"]["cpu"] == 8000

@@ -56,6 +56,12 @@ class Ledger:
         # (deleted, recreated, timed out, preempted). Not posted (`post_due`); one
         # already sent keeps its charge until it is answered.
         self._withdrawn: dict[str, str] = {}
+        # Pod uid -> (node, since when): Bindings whose every try failed so that it is
+        # not known whether one of them took effect (a connection reset, a lost answer,
+        # and the pod could not be read back). The pod may be bound there: its charge
+        # (its slot, or its assumption) stays until the watch shows it bound or it is
+        # gone, or a list of pods begun after that shows it unbound (`settle`).
+        self._unknown: dict[str, tuple[str, float]] = {}
 
     # ----- reservations: reading ------------------------------------------------------
 
@@ -151,7 +157,7 @@ class Ledger:
         to its gang, so its requests stay taken until the Binding's answer
         (`finished`). Freed at once, a plain pod's bind would be let onto the same
         capacity, and both would land."""
-        node = self._binding.get(uid)
+        node = self._binding.get(uid) or self._unknown.get(uid, ("", 0.0))[0] or None
         slot = res.slots.get(uid)
         if node is None or slot is None or bound_here or uid in self._assumed:
             self._book.unreserve(res, uid, bound_here)
@@ -273,7 +279,11 @@ class Ledger:
         self._outbox.append(BindPod(ref(pod), node, pod.gang))
 
     def _assume(self, uid: str, node: str, pod: PodInfo) -> None:
-        """Charge `pod` to `node` until its Binding's answer (`finished`)."""
+        """Charge `pod` to `node` until its Binding's answer (`finished`). A new decision
+        for a pod whose earlier Binding's outcome was unknown replaces that charge: the
+        pod is still unbound as far as a caught-up watch tells, which it would not be
+        had that Binding landed."""
+        self.settle(uid)
         self._assumed[uid] = (node, pod)
         self._cache.assume(node, pod)
 
@@ -310,22 +320,45 @@ class Ledger:
             return f"pod {pod.key} is not bound to node {node}: {short}"
         return None
 
-    def finished(self, uid: str, error: str | None) -> None:
+    def finished(self, uid: str, error: str | None, unknown_since: float | None = None
+                 ) -> None:
         """The Binding POST for `uid` returned. A gang member's that failed keeps its
         slot and is not bound again until something asks (kube-scheduler's retry of the
         pod at the barrier, or the gang's next commit), never in a loop; it may have been
         parked, so it is remembered for a wake-up. Its slot moves if its node was found
-        short (`post_due`): nothing else would move a slot whose Binding was in flight."""
+        short (`post_due`): nothing else would move a slot whose Binding was in flight.
+
+        `unknown_since`: it failed so that it may still have taken effect (its last try
+        lost its answer and the pod could not be read back): no longer in flight, but its
+        charge stays until the pod is seen (`_unknown`, `settle`)."""
         node = self._binding.pop(uid, None)
         self._withdrawn.pop(uid, None)
         if error is not None:
             self.staleness.landed(uid)
             self._parked.turned_away(uid)
+        if unknown_since is not None and node is not None:
+            self._unknown[uid] = (node, unknown_since)
+            return
         assumed = self._assumed.pop(uid, None)
         if assumed is not None:
             self._cache.forget(assumed[0], assumed[1], freed=error is not None)
         if error is not None and node is not None:
             self.squeezed(node)
+
+    def settle(self, uid: str) -> None:
+        """The pod of a Binding whose outcome was unknown is seen: bound (the bound pod
+        carries the charge now), gone, or unbound in a list begun after the outcome. Its
+        assumption, if it had one, ends; a slot ends as slots do."""
+        if self._unknown.pop(uid, None) is None:
+            return
+        assumed = self._assumed.pop(uid, None)
+        if assumed is not None:
+            self._cache.forget(assumed[0], assumed[1], freed=True)
+
+    def unknown_before(self, began: float) -> list[str]:
+        """Uids of the Bindings whose outcome became unknown before `began`: a list begun
+        then shows whether each took effect."""
+        return [uid for uid, (_, at) in self._unknown.items() if at < began]
 
     def wait_expired(self, uid: str) -> bool:
         """The adapter stopped waiting for this bind; returns whether it was waiting."""
