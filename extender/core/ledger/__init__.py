@@ -56,8 +56,12 @@ A Binding in flight, from the commit (or `bind_now`) that decides it to its answ
       |  |  +-- post_due: why not --------+---- finished(error) --------> refused
       |  |      (gang released: withdrawn;
       |  |       pod gone; a watch behind;
-      |  +----- node short of room since)
-      |      a 429/5xx or a lost answer: the retry is decided again
+      |  +----- node short of room since, or
+      |         nominated to another pod)
+      |      a 429/5xx or a lost answer: the retry is decided again;
+      |      every answer lost and the pod not readable: finished(unknown) --> unknown
+      |      (charged until `settle`: the pod seen bound or gone, or a later list
+      |      shows it unbound)
 
 Its capacity is charged from the decision to the answer, whatever happens to its gang
 meanwhile: by its slot while the reservation lasts, then (released, deleted, recreated,
