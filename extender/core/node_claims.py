@@ -69,20 +69,15 @@ def fresh_conflicts(pod: PodInfo, names: Iterable[str], cache: Cache, ledger: Le
             continue
         on_node.setdefault(node, []).append(other)
         labels = info.labels
-        for t in pod.required_anti_affinity:
-            v = labels.get(t.topology_key)
-            if t.topology_key != HOSTNAME and v is not None and term_matches(
-                    t, pod.namespace, other):
-                banned.setdefault((t.topology_key, v),
-                                  f"anti-affinity of {pod.key} with pod {other.key} in "
-                                  f"{t.topology_key} {v}")
-        for t in other.required_anti_affinity:
-            v = labels.get(t.topology_key)
-            if t.topology_key != HOSTNAME and v is not None and term_matches(
-                    t, other.namespace, pod):
-                banned.setdefault((t.topology_key, v),
-                                  f"anti-affinity of pod {other.key} in {t.topology_key} "
-                                  f"{v} with {pod.key}")
+        # Both ways: the pod's terms against the fresh pod, and the fresh pod's against it.
+        for owner, target, words in ((pod, other, f"of {pod.key} with pod {other.key} in"),
+                                     (other, pod, f"of pod {other.key} with {pod.key} in")):
+            for t in owner.required_anti_affinity:
+                v = labels.get(t.topology_key)
+                if t.topology_key != HOSTNAME and v is not None and term_matches(
+                        t, owner.namespace, target):
+                    banned.setdefault((t.topology_key, v),
+                                      f"anti-affinity {words} {t.topology_key} {v}")
         for c in pod.spread_constraints:
             v = labels.get(c.topology_key)
             if v is not None and other.namespace == pod.namespace and label_selector_matches(

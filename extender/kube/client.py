@@ -348,13 +348,7 @@ class Kube:
             raise _error_from(status, content)
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        resp = await self.http.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
-        if resp.status_code == 404:
-            return None
-        if resp.status_code != 200:
-            raise _error(resp)
-        result: dict[str, Any] = orjson.loads(resp.content)
-        return result
+        return await self.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
 
     async def merge_patch(self, path: str, patch: dict[str, Any]) -> None:
         status, content = await self._write(b"PATCH", path, _MERGE_PATCH, orjson.dumps(patch))
