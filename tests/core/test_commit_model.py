@@ -76,7 +76,8 @@ failed although it may have landed, and the core gives its capacity back at once
 
 `COMMIT_MODEL_EXAMPLES=5000 pytest tests/core/test_commit_model.py` runs more examples;
 the default run is derandomized, so CI sees the same examples every time
-(`COMMIT_MODEL_RANDOM=1` draws new ones).
+(`COMMIT_MODEL_RANDOM=1` draws new ones; `COMMIT_MODEL_OLD_ORDER=1` plays the old
+informer order, and fails).
 """
 
 from __future__ import annotations
@@ -148,7 +149,9 @@ REQUESTS = "provisioningrequests"
 
 class CommitModel(RuleBasedStateMachine):
     DIRECT: ClassVar[bool] = True
-    OLD_LISTED_ORDER: ClassVar[bool] = False
+    # `watch_listed` as soon as a relist is applied, as the informer did before issue 42
+    # (`COMMIT_MODEL_OLD_ORDER=1` runs the whole search so).
+    OLD_LISTED_ORDER: ClassVar[bool] = bool(os.environ.get("COMMIT_MODEL_OLD_ORDER"))
     CHECKS: ClassVar[frozenset[str]] = ALL_CHECKS
     # Off: PodGroups are only created (no deletion, recreation or minMember change).
     GROUP_CHANGES: ClassVar[bool] = True
