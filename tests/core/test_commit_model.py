@@ -38,7 +38,8 @@ The promises (`@invariant`, after every step):
   decides it against the node as it is then.
 * released: no Binding decided by a commit is asked for a gang whose PodGroup the core
   does not know, and none is sent (`post_due` None, or no `post_due`) after the core was
-  told its PodGroup was deleted or recreated.
+  told its PodGroup was deleted or recreated (but a retry of one the core has seen land:
+  its 409 only confirms).
 * accounting: the core's free capacity of a node is never more than its allocatable less
   the pods the core holds bound there and its Bindings in flight there.
 * stuck: once everything is delivered and answered and a few ticks passed (`settle`, and
@@ -539,7 +540,13 @@ class CommitModel(RuleBasedStateMachine):
         self._take()
 
     def _released(self, post: Post) -> bool:
+        """Whether `post` was decided by a commit of a gang released since. A retry of
+        one that landed already (the core saw the pod bound there) binds nothing: its
+        409 only confirms."""
         if not post.committed or post.gang is None:
+            return False
+        known = self.manager.pod(post.uid)
+        if known is not None and known.node_name == post.node:
             return False
         return self.core_groups.get(post.gang.split("/", 1)[1]) != post.group_uid
 
