@@ -335,3 +335,25 @@ def test_the_dispatcher_feeds_a_victims_answer_to_the_manager() -> None:
     (st,) = [r.status for r in reports
              if isinstance(r, StatusChanged) and r.gang == "ns/high"][-1:]
     assert st is not None and "refused" in st.message
+
+
+def test_a_retry_refused_after_a_lost_answer_reads_the_pod_back() -> None:
+    """The first try's answer was lost and the retry is refused (the pod's node filled
+    meanwhile, a watch broke): the first may have bound the pod, so the pod is read back
+    before its capacity is given back; here it is bound where we asked, a success."""
+    manager = GangManager()
+    manager.on_node(NodeInfo("n0", {"cpu": 4000, "pods": 10}))
+    manager.on_pod(PodInfo("u1", "ns", "p", {"cpu": 1000, "pods": 1},
+                           scheduler_name="gang-scheduler"), 0.0)
+
+    class BrokenWatchOnFirstTry(ScriptedKube):
+        async def bind(self, namespace: str, name: str, uid: str, node: str,
+                       decided_at: float | None = None) -> None:
+            manager.watch_broken("pods")  # the retry is refused: a watch is behind
+            await super().bind(namespace, name, uid, node)
+
+    kube = BrokenWatchOnFirstTry([ConnectionResetError()], node_of_pod="n0")
+    error = asyncio.run(Dispatcher(manager, kube, clock=lambda: 0.0).bind("ns", "p", "u1",
+                                                                          "n0"))
+    assert error is None
+    assert [c for c, _ in kube.calls] == ["bind", "get_pod"]

@@ -55,6 +55,10 @@ class Withdrawn(Exception):
     """The post was taken back (`BindingPoster.withdraw`) before it was sent."""
 
 
+class _Refused(Exception):
+    """The gate refused a try (`PostGate`); its text says why."""
+
+
 class OutcomeUnknown(Exception):
     """Every try failed so that one may still have taken effect (its answer was lost, or
     the API server failed mid-request), and the pod could not be read back to tell: the
@@ -109,8 +113,16 @@ class BindingPoster:
         try:
             delay = _BINDING_RETRY_DELAY
             for attempt in range(1, _BINDING_ATTEMPTS + 1):
-                error, transient = await self._once(self.kube, namespace, name, uid, node,
-                                                    number if attempt == 1 else None)
+                try:
+                    error, transient = await self._once(self.kube, namespace, name, uid,
+                                                        node, number if attempt == 1 else None)
+                except _Refused as refused:
+                    if attempt == 1:
+                        return str(refused)
+                    # An earlier try lost its answer and may have taken effect: read the
+                    # pod back rather than give its capacity back on the refusal's word.
+                    return await self._read_back(self.kube, namespace, name, node,
+                                                 str(refused))
                 if error is None or not transient:
                     return error
                 if attempt == _BINDING_ATTEMPTS:
@@ -161,13 +173,13 @@ class BindingPoster:
                         del self._queued[uid]
                 refused = self._gate(uid, node)
                 if refused is not None:
-                    return refused, False
+                    raise _Refused(refused)
                 if self._clock is None:
                     await kube.bind(namespace, name, uid, node)
                 else:
                     await kube.bind(namespace, name, uid, node, decided_at=self._clock())
             return None, False
-        except Withdrawn:
+        except (Withdrawn, _Refused):
             raise
         except ApiError as exc:
             if exc.status != 409:
