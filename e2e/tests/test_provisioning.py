@@ -37,11 +37,13 @@ from e2e.autoscaler import (
     Autoscaler,
 )
 from e2e.gang import GangStack, Recorder
+from e2e.harness.base import REPO_ROOT
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.clusterbase import Cluster
+from e2e.harness.crds import install_crds
 from e2e.harness.fakekubelet import FakeKubelet
 from e2e.harness.fixtures import NodeSet
-from e2e.harness.k8s import ApiException
+from e2e.harness.k8s import ApiException, client
 from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
 from e2e.harness.queries import get_podgroup, list_pods
 from e2e.harness.target import kube
@@ -449,3 +451,132 @@ def test_a_users_podtemplate_named_like_ours_is_left_alone(
         req = wait_request(reqs, gang, timeout=60)
         assert req.name == "train-capacity"
         assert req.annotations.get("gang-extender.x-k8s.io/gang") == f"{ns}/train"
+
+
+VOLCANO_CRD = "podgroups.scheduling.volcano.sh"
+VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
+GANG_MARKER = "gang-extender.x-k8s.io/gang"
+
+
+@pytest.fixture
+def volcano_crd() -> Iterator[None]:
+    """Volcano's PodGroup API beside the scheduler-plugins one (the extender discovers it
+    within 10 s), unless the cluster has it; removed again if installed here."""
+    ext = client.ApiextensionsV1Api(kube().api)
+    try:
+        ext.read_custom_resource_definition(VOLCANO_CRD)
+        yield
+        return
+    except ApiException as e:
+        if e.status != 404:
+            raise
+    install_crds(kube().api, [REPO_ROOT / "e2e" / "crds" / "volcano"])
+    try:
+        yield
+    finally:
+        ext.delete_custom_resource_definition(VOLCANO_CRD)
+
+
+def test_same_named_gangs_of_two_sources_each_get_their_own_request(
+    autoscaler: Autoscaler, pool: str, gang: GangStack, fake_nodes: NodeSet, namespace: str,
+    volcano_crd: None,
+) -> None:
+    """Issue 42, "Only what is ours": a scheduler-plugins PodGroup ``train`` and a Volcano
+    PodGroup ``train`` in one namespace, both short of capacity. Each gets a request of
+    its own (``train-capacity`` and ``train-capacity.volcano``), each carrying our marker
+    for its gang, owned by its PodGroup, its members annotated to consume it; the
+    autoscaler provisions both and both gangs land whole; neither request is deleted
+    while its gang waits, and both go (with their PodTemplates) once bound.
+
+    Before, the two shared the name ``train-capacity``: the second gang's create was
+    answered 409 and taken as its own request, so only one request existed, for the
+    first gang's members, and either gang's end deleted it under the other. The static
+    nodes are full (a 2-CPU pod of no gang on each: a 3-CPU member does not fit), so
+    neither gang counts room the other could take: each asks for both its members."""
+    ns = namespace
+    for n in fake_nodes.add_nodes(2, prefix=f"static-{ns[-6:]}", cpu=NODE_CPU,
+                                  memory="16Gi"):
+        create_pod(ns, f"foreign-{n}", cpu="2", spec_extra={"nodeName": n})
+    members = {"sp": ["train-0", "train-1"], "volcano": ["vc-train-0", "vc-train-1"]}
+    with Recorder(ns) as rec, Requests(ns) as reqs:
+        unplaceable_gang(ns)
+        gang_of(ns, "train", 2)
+        vc = kube().custom.create_namespaced_custom_object(
+            "scheduling.volcano.sh", "v1beta1", ns, "podgroups",
+            {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": "train"}, "spec": {"minMember": 2, "queue": "default"}})
+        for name in members["volcano"]:
+            create_pod(ns, name, cpu=MEMBER_CPU, memory="1Gi", scheduler_name=GANG_SCHEDULER,
+                       annotations={VOLCANO_ANNOTATION: "train"})
+
+        def two() -> dict[str, Seen] | NotYet:
+            got = {s.name: s for s in reqs.all()}
+            return got if len(got) >= 2 else NotYet(sorted(got))
+
+        got = wait_for(two, 60, "a ProvisioningRequest for each of the two gangs train",
+                       logs=gang.logs())
+        assert isinstance(got, dict)
+        assert sorted(got) == ["train-capacity", "train-capacity.volcano"], sorted(got)
+        sp_req, vc_req = got["train-capacity"], got["train-capacity.volcano"]
+        assert sp_req.annotations.get(GANG_MARKER) == f"{ns}/train", sp_req.annotations
+        assert vc_req.annotations.get(GANG_MARKER) == f"volcano:{ns}/train", vc_req.annotations
+        assert [(o["apiVersion"], o["name"], o["uid"]) for o in sp_req.owners] == [
+            ("scheduling.x-k8s.io/v1alpha1", "train", podgroup_uid(ns, "train"))]
+        assert [(o["apiVersion"], o["name"], o["uid"]) for o in vc_req.owners] == [
+            ("scheduling.volcano.sh/v1beta1", "train", vc["metadata"]["uid"])]
+        for req in (sp_req, vc_req):
+            assert req.spec["provisioningClassName"] == ATOMIC, req.spec
+            assert sum(s["count"] for s in req.spec["podSets"]) == 2, req.spec
+
+        want = {**dict.fromkeys(members["sp"], sp_req.name),
+                **dict.fromkeys(members["volcano"], vc_req.name)}
+
+        def consuming() -> bool | NotYet:
+            anns = {p["metadata"]["name"]: (p["metadata"].get("annotations") or {})
+                    for p in list_pods(ns)}
+            now = {n: anns.get(n, {}).get(CONSUME_ANNOTATION) for n in want}
+            return now == want or NotYet(now)
+
+        wait_for(consuming, 20, "each gang's members consuming its own request",
+                 logs=gang.logs())
+        templates = {t.metadata.name: (t.metadata.annotations or {}).get(GANG_MARKER)
+                     for t in kube().core.list_namespaced_pod_template(ns).items}
+        assert templates == {"train-capacity-0": f"{ns}/train",
+                             "train-capacity.volcano-0": f"volcano:{ns}/train"}, templates
+
+        def bound(which: str) -> list[float]:
+            return sorted(r.bound_at for n, r in rec.bound().items()
+                          if n in members[which] and r.bound_at is not None)
+
+        time.sleep(QUIET)  # both wait for their nodes: nothing bound, both requests live
+        assert not bound("sp") and not bound("volcano"), rec.history
+        assert sorted(s.name for s in reqs.live()) == sorted(got), reqs.all()
+
+        autoscaler.start(pool, max_size=4, cpu=NODE_CPU)
+        wait_for(lambda: all(len(bound(w)) == 2 for w in members) or NotYet(
+            {w: len(bound(w)) for w in members}), 90, "both gangs train bound",
+            logs=[*LOGS, *gang.logs()])
+        added = autoscaler.nodes(pool)
+        nodes = {n: r.node for n, r in rec.bound().items() if n in want}
+        print(f"MEASURED the autoscaler added {len(added)} nodes for two gangs of 2 "
+              f"(bound: {sorted(nodes.items())})")
+        assert set(nodes.values()) <= set(added), (added, rec.history)
+        assert len(added) == 4, added
+        for which, req in (("sp", sp_req), ("volcano", vc_req)):
+            times = bound(which)
+            assert times[-1] - times[0] <= 2.0, (which, rec.history)
+            assert req.first("Provisioned") is not None, (req.name, req.states)
+            # never deleted while its gang waited (the watches' order: 1 s of slack)
+            assert req.deleted is None or req.deleted >= times[-1] - 1.0, (
+                req.name, req.deleted, times, req.states)
+
+        def cleaned() -> bool | NotYet:
+            left = ([s.name for s in reqs.live()],
+                    [t.metadata.name for t in kube().core.list_namespaced_pod_template(ns).items])
+            return left == ([], []) or NotYet(left)
+
+        wait_for(cleaned, 20, "both requests and their PodTemplates deleted once bound",
+                 logs=gang.logs())
+        time.sleep(QUIET)
+        assert sorted(s.name for s in reqs.all()) == sorted(got), reqs.all()
+        assert not rec.bound("huge")
