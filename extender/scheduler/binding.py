@@ -174,10 +174,8 @@ class BindingPoster:
                 refused = self._gate(uid, node)
                 if refused is not None:
                     raise _Refused(refused)
-                if self._clock is None:
-                    await kube.bind(namespace, name, uid, node)
-                else:
-                    await kube.bind(namespace, name, uid, node, decided_at=self._clock())
+                await kube.bind(namespace, name, uid, node,
+                                decided_at=self._clock() if self._clock is not None else None)
             return None, False
         except (Withdrawn, _Refused):
             raise
