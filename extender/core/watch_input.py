@@ -203,6 +203,8 @@ class WatchInput:
         res = self._ledger.get(group.key)
         if res is not None and res.group_uid != group.uid:
             self._ledger.release(res, f"PodGroup {group.key} was recreated")
+        elif old is not None and old.uid != group.uid:
+            self._ledger.withdraw(group.key, f"PodGroup {group.key} was recreated")
         self._cache.upsert_group(group)
         c.queue.members_changed()
         # A lower minMember may complete a gang whose binds wait.
@@ -214,6 +216,8 @@ class WatchInput:
         res = self._ledger.get(key)
         if res is not None:
             self._ledger.release(res, f"PodGroup {key} was deleted")
+        else:  # its quorum bound, members or extras may still be binding
+            self._ledger.withdraw(key, f"PodGroup {key} was deleted")
         c.backoffs.drop(key)
         c.provisioning.drop(key)
         c.explanations.drop(key)

@@ -198,3 +198,18 @@ def test_an_unknown_outcome_ends_with_its_pod() -> None:
     sim, uid = unknown_outcome()
     sim.manager.on_pod_deleted(uid, sim.now)
     assert core(sim).cache.free["n0"]["cpu"] == 8000
+
+
+def test_a_deleted_groups_bindings_are_withdrawn_after_its_quorum_bound() -> None:
+    """minMember lowered while the commit's Bindings fly: one lands, the quorum is bound
+    and the reservation ends; then the PodGroup is deleted. The Bindings not yet sent
+    belong to a gang that is gone: withdrawn, though no reservation is left to release."""
+    sim, flying = commit_in_flight()
+    uids = sorted(flying)
+    sim.manager.binding_finished(uids[0], flying[uids[0]], None, sim.now)
+    sim.manager.on_group(group("g", 1), sim.now)
+    assert "ns/g" not in core(sim).ledger
+    sim.manager.on_group_deleted("ns/g")
+    for uid in uids[1:]:
+        why = sim.manager.post_due(uid, flying[uid])
+        assert why is not None and "withdrawn" in why

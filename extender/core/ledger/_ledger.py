@@ -14,7 +14,7 @@ the quorum is bound, one by one like a plain pod, `bind_now`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Container, Iterator, Mapping
 
 from extender.core.cache import Cache
 from extender.core.cache.snapshot import Snapshot
@@ -173,11 +173,8 @@ class Ledger:
         """Release the whole reservation; every waiting bind of the gang is rejected with
         "gang <key>: <why>", and plain pods turned away for it are woken."""
         self._book.pop(res.gang)
+        self.withdraw(res.gang, why, res.slots)
         for uid in list(res.slots):
-            if uid in self._binding:
-                self._withdrawn[uid] = (
-                    f"gang {res.gang}: {why}; the Binding of pod {res.slots[uid].pod.key} "
-                    f"to node {self._binding[uid]} is withdrawn")
             self.unreserve(res, uid, why)
         for uid in list(self._waiting):
             pod = self._cache.pods.get(uid)
@@ -186,6 +183,21 @@ class Ledger:
         wake = self._parked.wake_plain(res.gang)
         if wake is not None:
             self._outbox.append(wake)
+
+    def withdraw(self, gang: str, why: str, also: Container[str] = ()) -> None:
+        """The Bindings in flight of `gang`'s pods (and of the pods `also` names: a
+        released reservation's slots) are not to be sent: the gang they were decided for
+        is released, or its PodGroup is gone or another one now, whether or not it
+        still has a reservation (its quorum may have been bound by a lower minMember).
+        One already sent keeps its charge until its answer."""
+        for uid, node in self._binding.items():
+            pod = self._cache.pods.get(uid)
+            if uid in self._withdrawn or not (uid in also or (
+                    pod is not None and pod.gang == gang)):
+                continue
+            key = pod.key if pod is not None else f"uid {uid}"
+            self._withdrawn[uid] = (f"gang {gang}: {why}; the Binding of pod {key} to node "
+                                    f"{node} is withdrawn")
 
     def bound(self, gang: str) -> Reservation | None:
         """The gang's quorum is bound: its reservation has done its job."""
@@ -356,9 +368,9 @@ class Ledger:
             self._cache.forget(assumed[0], assumed[1], freed=True)
 
     def unknown_before(self, began: float) -> list[str]:
-        """Uids of the Bindings whose outcome became unknown before `began`: a list begun
+        """Uids of the Bindings whose outcome became unknown by `began`: a list begun
         then shows whether each took effect."""
-        return [uid for uid, (_, at) in self._unknown.items() if at < began]
+        return [uid for uid, (_, at) in self._unknown.items() if at <= began]
 
     def wait_expired(self, uid: str) -> bool:
         """The adapter stopped waiting for this bind; returns whether it was waiting."""
