@@ -12,8 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from extender.core.model.vocabulary import BindPod, PodRef
-from extender.scheduler.binding import BindingPoster
-from extender.scheduler.held import HeldBindings
+from extender.scheduler.binding import BindingPoster, HeldBindings
 
 ACTION = BindPod(PodRef("team", "worker-0", "uid-0"), "node-1", "team/job")
 HOLD = 0.3

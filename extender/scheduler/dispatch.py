@@ -40,10 +40,15 @@ from extender.core.model.vocabulary import (
     WakePods,
 )
 from extender.kube.leader import Leadership
-from extender.scheduler.binding import BindingApi, BindingPoster, OutcomeUnknown, Withdrawn
+from extender.scheduler.binding import (
+    BindingApi,
+    BindingPoster,
+    HeldBindings,
+    OutcomeUnknown,
+    Withdrawn,
+)
 from extender.scheduler.evictions import Evictions
 from extender.scheduler.filter_verb import FilterVerb
-from extender.scheduler.held import HeldBindings
 from extender.scheduler.provisioner import Provisioner
 from extender.scheduler.supervise import LoopErrors
 from extender.scheduler.wakeups import Wakeups
