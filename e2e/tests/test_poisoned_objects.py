@@ -19,19 +19,19 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from e2e.gang import GangStack, Recorder, time_ordinary_gang
-from e2e.harness.base import REPO_ROOT
-from e2e.harness.crds import install_crds
 from e2e.harness.fixtures import NodeSet
-from e2e.harness.k8s import ApiException, client
 from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
 from e2e.harness.rawapi import RawApi
 from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for
+from e2e.tests.test_gang_sources import volcano_crd
+
+__all__ = ["volcano_crd"]  # the fixture of test_gang_sources, used by name below
+
 
 pytestmark = pytest.mark.e2e
 
@@ -69,28 +69,8 @@ def test_a_poisoned_podgroup_is_skipped_counted_and_costs_the_others_nothing(
     assert "podgroups list/watch failed" not in log, log[-3000:]
 
 
-VOLCANO_CRD = "podgroups.scheduling.volcano.sh"
 VOLCANO_PATH = "/apis/scheduling.volcano.sh/v1beta1"
 DEPTH = 2000  # orjson stops at 1,024
-
-
-@pytest.fixture
-def volcano_crd() -> Iterator[None]:
-    """The stand-in Volcano PodGroup CRD (e2e/crds/volcano), removed after the test."""
-    api = kube().api
-    ext = client.ApiextensionsV1Api(api)
-    try:
-        ext.read_custom_resource_definition(VOLCANO_CRD)
-        yield
-        return
-    except ApiException as e:
-        if e.status != 404:
-            raise
-    install_crds(api, [REPO_ROOT / "e2e" / "crds" / "volcano"])
-    try:
-        yield
-    finally:
-        ext.delete_custom_resource_definition(VOLCANO_CRD)
 
 
 def _deep(depth: int) -> bytes:

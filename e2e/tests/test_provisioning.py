@@ -37,13 +37,11 @@ from e2e.autoscaler import (
     Autoscaler,
 )
 from e2e.gang import GangStack, Recorder
-from e2e.harness.base import REPO_ROOT
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.clusterbase import Cluster
-from e2e.harness.crds import install_crds
 from e2e.harness.fakekubelet import FakeKubelet
 from e2e.harness.fixtures import NodeSet
-from e2e.harness.k8s import ApiException, client
+from e2e.harness.k8s import ApiException
 from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
 from e2e.harness.queries import get_podgroup, list_pods
 from e2e.harness.target import kube
@@ -63,6 +61,10 @@ from e2e.provisioning_objects import (
     wait_served,
     wait_untainted,
 )
+from e2e.tests.test_gang_sources import volcano_crd
+
+__all__ = ["volcano_crd"]  # the fixture of test_gang_sources, used by name below
+
 
 pytestmark = pytest.mark.e2e
 
@@ -453,28 +455,8 @@ def test_a_users_podtemplate_named_like_ours_is_left_alone(
         assert req.annotations.get("gang-extender.x-k8s.io/gang") == f"{ns}/train"
 
 
-VOLCANO_CRD = "podgroups.scheduling.volcano.sh"
 VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
 GANG_MARKER = "gang-extender.x-k8s.io/gang"
-
-
-@pytest.fixture
-def volcano_crd() -> Iterator[None]:
-    """Volcano's PodGroup API beside the scheduler-plugins one (the extender discovers it
-    within 10 s), unless the cluster has it; removed again if installed here."""
-    ext = client.ApiextensionsV1Api(kube().api)
-    try:
-        ext.read_custom_resource_definition(VOLCANO_CRD)
-        yield
-        return
-    except ApiException as e:
-        if e.status != 404:
-            raise
-    install_crds(kube().api, [REPO_ROOT / "e2e" / "crds" / "volcano"])
-    try:
-        yield
-    finally:
-        ext.delete_custom_resource_definition(VOLCANO_CRD)
 
 
 def test_same_named_gangs_of_two_sources_each_get_their_own_request(
