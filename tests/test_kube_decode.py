@@ -6,7 +6,6 @@ which kube-apiserver stores) is read whole but for that object, which comes as a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -16,6 +15,7 @@ import pytest
 from extender.kube import decode, protobuf
 from extender.kube.client import Kube
 from extender.kube.decode import UNDECODABLE, Undecodable
+from tests.test_kube_watch import _Chunks
 from tests.test_protobuf import _fill, _frame
 
 DEPTH = 3000
@@ -42,13 +42,6 @@ def _page(items: list[bytes], cont: str = "") -> bytes:
             b'"metadata":' + orjson.dumps(meta) + b',"items":[' + b",".join(items) + b"]}")
 
 
-class _Chunks(httpx.AsyncByteStream):
-    def __init__(self, chunks: list[bytes]) -> None:
-        self.chunks = chunks
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for c in self.chunks:
-            yield c
 
 
 def test_a_page_with_one_object_3000_levels_deep_keeps_the_others() -> None:
