@@ -17,6 +17,7 @@ from typing import Any
 
 from extender.core.cache.snapshot import Snapshot
 from extender.core.manager import GangManager
+from extender.core.model.config import Config
 from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.model.vocabulary import BindDecision
 from extender.core.planner import Plan, Shortfall, plan_group
@@ -145,8 +146,10 @@ class Extender:
     kube: NullKube
 
 
-def extender(clock: Callable[[], float], timings: Timings, plans: Plans) -> Extender:
-    core = Core.wire(planner=plans.planner)
+def extender(clock: Callable[[], float], timings: Timings, plans: Plans,
+             direct_commit: bool | None = None) -> Extender:
+    config = Config() if direct_commit is None else Config(direct_commit=direct_commit)
+    core = Core.wire(config, planner=plans.planner)
     manager = TimedManager(core, timings)
     kube = NullKube()
     # Wake-ups are queued, as the CLI's are, but never sent: no kube-scheduler is parked.

@@ -7,6 +7,7 @@
                                                # and with racks and blocks (issue 18)
     .venv/bin/python -m bench.core --cases 5000x10000:stream:topology
     .venv/bin/python -m bench.core --profile   # cProfile of 5,000 nodes x 10,000 pods, stream
+    .venv/bin/python -m bench.core --full --commit barrier   # the other commit mode
 
 Results: bench/results/core.{json,md} (--full), core-topology.* or core-quick.*;
 docs/performance.md and docs/topology.md explain them.
@@ -38,6 +39,7 @@ from typing import Any
 from bench.common import RESULTS, machine, write_results
 from bench.core.report import markdown
 from bench.core.run import run_case
+from extender.core.model.config import Config
 
 SIZES = ((500, 1000), (500, 10_000), (5000, 1000), (5000, 10_000))
 # (nodes, pods, arrival, topology): with topology, racks and blocks on the nodes and gangs
@@ -49,10 +51,10 @@ QUICK_CASES = ((500, 1000, "burst", False), (500, 1000, "stream", False))
 
 
 def _run_in_subprocess(nodes: int, pods: int, arrival: str, topology: bool, passes: int,
-                       gc_freeze: bool) -> dict[str, Any]:
+                       gc_freeze: bool, commit: str) -> dict[str, Any]:
     case = f"{nodes}x{pods}:{arrival}" + (":topology" if topology else "")
     out = subprocess.run(
-        [sys.executable, "-m", "bench.core", "--case", case,
+        [sys.executable, "-m", "bench.core", "--case", case, "--commit", commit,
          "--passes", str(passes), *(["--gc-freeze"] if gc_freeze else [])],
         capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[2],
     )
@@ -60,10 +62,12 @@ def _run_in_subprocess(nodes: int, pods: int, arrival: str, topology: bool, pass
     return result
 
 
-def profile_case(nodes: int, pods: int, arrival: str, topology: bool, out: Path) -> str:
+def profile_case(nodes: int, pods: int, arrival: str, topology: bool, out: Path,
+                 direct_commit: bool | None = None) -> str:
     prof = cProfile.Profile()
     prof.enable()
-    asyncio.run(run_case(nodes, pods, trace_memory=False, arrival=arrival, topology=topology))
+    asyncio.run(run_case(nodes, pods, trace_memory=False, arrival=arrival, topology=topology,
+                         direct_commit=direct_commit))
     prof.disable()
     buf = io.StringIO()
     stats = pstats.Stats(prof, stream=buf)
@@ -103,16 +107,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gc-freeze", action="store_true",
                     help="gc.freeze() after the initial feed (what-if for the extender)")
     ap.add_argument("--out", type=Path, default=RESULTS, help="results directory")
+    ap.add_argument("--commit", choices=("direct", "barrier"),
+                    default="direct" if Config().direct_commit else "barrier",
+                    help="commit mode (default: the one shipped); compare a tree that "
+                    "predates the option in its own default mode")
     args = ap.parse_args(argv)
+    direct = args.commit == "direct"
 
     if args.case:
         n, p, a, t = _size(args.case)
         print(json.dumps(asyncio.run(
-            run_case(n, p, args.passes, gc_freeze=args.gc_freeze, arrival=a, topology=t))))
+            run_case(n, p, args.passes, gc_freeze=args.gc_freeze, arrival=a, topology=t,
+                     direct_commit=direct))))
         return 0
     if args.profile:
         n, p, a, t = _size(args.profile)
-        text = profile_case(n, p, a, t, args.out / "core-profile.txt")
+        text = profile_case(n, p, a, t, args.out / "core-profile.txt", direct)
         print(text[:6000])
         print(f"written: {args.out / 'core-profile.txt'}")
         return 0
@@ -129,8 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     for n, p, a, t in cases:
         print(f"case {n} nodes x {p} pods, {a}{', topology' if t else ''} ...",
               file=sys.stderr, flush=True)
-        results.append(_run_in_subprocess(n, p, a, t, args.passes, args.gc_freeze))
-    data = {"benchmark": "core", "mode": mode_name, "machine": machine(), "cases": results}
+        results.append(_run_in_subprocess(n, p, a, t, args.passes, args.gc_freeze, args.commit))
+    data = {"benchmark": "core", "mode": mode_name, "commit": args.commit, "machine": machine(),
+            "cases": results}
     text = markdown(data)
     stem = "core" if args.full else f"core-{mode_name}"
     paths = write_results(args.out, stem, data, text)

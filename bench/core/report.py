@@ -20,7 +20,9 @@ def _arrival(case: dict[str, Any]) -> str:
 def markdown(data: dict[str, Any]) -> str:
     cases = data["cases"]
     m = data["machine"]
-    lines = [f"# Core benchmark ({data['mode']})", "",
+    commit = data.get("commit")  # absent from results written before the option
+    lines = [f"# Core benchmark ({data['mode']}" + (f", {commit} commit" if commit else "") + ")",
+             "",
              f"In-process: kube-scheduler's calls through the ASGI app, no network. "
              f"{m['cpus']} CPUs, load {m['loadavg_1m']} at the start, Python {m['python']}, "
              f"commit {m['commit']}, {m['date']}. Milliseconds per call. *burst*: every pod "

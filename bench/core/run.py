@@ -37,11 +37,15 @@ from extender.core.model.types import GROUP_LABEL
 
 async def run_case(n_nodes: int, n_pods: int, passes: int = 3, trace_memory: bool = True,
                    gc_freeze: bool = False, arrival: str = "burst",
-                   topology: bool = False) -> dict[str, Any]:
+                   topology: bool = False, direct_commit: bool | None = None) -> dict[str, Any]:
     """`arrival`: "burst", every pod is pending before kube-scheduler starts (the backlog
     after a big submission); "stream", each gang arrives just before kube-scheduler
     reaches it, so each gang's first member plans that gang (the steady state).
-    `topology`: racks and blocks on the nodes, and gangs that ask for them."""
+    `topology`: racks and blocks on the nodes, and gangs that ask for them.
+    `direct_commit`: the commit mode (None: `Config`'s default, the one shipped). The
+    barrier sends each member through filter and bind; the direct commit binds a gang
+    from its plan, so its members make no verb calls, and the queue pass that commits
+    it carries the gang's Bindings instead."""
     wl = make_workload(n_nodes, n_pods, topology=topology)
     # The simulator's own objects (the workload's JSON) must not lengthen the extender's
     # garbage collections: move them to the permanent generation.
@@ -51,7 +55,7 @@ async def run_case(n_nodes: int, n_pods: int, passes: int = 3, trace_memory: boo
     clock = [T0 + 10_000.0]
     timings = Timings()
     plans = Plans()
-    ext = extender(lambda: clock[0], timings, plans)
+    ext = extender(lambda: clock[0], timings, plans, direct_commit)
     manager, cache, reservations = ext.manager, ext.core.cache, ext.core.reservations
 
     # 1. informer feed (timed per event: watch events run on the same event loop)
@@ -255,6 +259,7 @@ async def run_case(n_nodes: int, n_pods: int, passes: int = 3, trace_memory: boo
         "pods": n_pods,
         "arrival": arrival,
         "topology": topology,
+        "direct_commit": ext.core.config.direct_commit,
         "gangs": len(wl.groups),
         "plain_pods": sum(1 for p in wl.pending if GROUP_LABEL not in p["metadata"]["labels"]),
         "running_pods": len(wl.running),
