@@ -8,7 +8,6 @@ import math
 import os
 import platform
 import random
-import re
 import resource
 import statistics
 import subprocess
@@ -148,23 +147,3 @@ def md_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
     return "\n".join(lines)
-
-
-# The model's modules left the core's root (issue 29 item 2): a revision before that has
-# them there, importing each other from there; read either, importing from the model.
-MOVED_TO_MODEL = ("types", "resources", "quantity", "constraints", "convert",
-                  "convert_groups", "annotations", "sources", "vocabulary", "config",
-                  "phase", "fit")
-
-
-def source_at(rev: str, name: str) -> str:
-    """The text of core module `name` at git revision `rev`, wherever that revision
-    keeps it, with its imports of the moved modules pointed at the model: what the
-    experiments that time an old revision's code load."""
-    for path in (f"extender/core/model/{name}.py", f"extender/core/{name}.py"):
-        done = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=REPO,
-                              capture_output=True, text=True)
-        if done.returncode == 0:
-            return re.sub(r"\bextender\.core\.(" + "|".join(MOVED_TO_MODEL) + r")\b",
-                          r"extender.core.model.\1", done.stdout)
-    raise SystemExit(f"{rev} has no {name}.py in extender/core/model/ or extender/core/")

@@ -4,7 +4,7 @@ docs/performance.md, "Lever a: a protobuf watch of pods".
 
 What the extender's pod watch costs in JSON against protobuf, on both ends.
 
-    .venv/bin/python -m bench.experiments.watch_encoding [--pods 400] [--reps 4] [--decode-reps 7]
+    .venv/bin/python -m lab.experiments.watch_encoding [--pods 400] [--reps 4] [--decode-reps 7]
 
 Why: every pod watcher of a real cluster but the extender asks kube-apiserver for
 protobuf, and its watch cache keeps one encoding of each event per encoding asked for

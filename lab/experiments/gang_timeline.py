@@ -4,9 +4,9 @@ or the extender's Bindings? Answer: docs/performance.md, "Where a big gang's sta
 Where a big gang's start goes, for B: one gang on many nodes, with the extender's and
 kube-scheduler's counters sampled every 0.1 s during the run.
 
-    .venv/bin/python -m bench.experiments.gang_timeline   # one gang of 1,000 on 1,000 nodes
-    .venv/bin/python -m bench.experiments.gang_timeline --nodes 1000 --gang 256 --reps 2
-    .venv/bin/python -m bench.experiments.gang_timeline --reps 2 --stem gang-timeline-bindings \
+    .venv/bin/python -m lab.experiments.gang_timeline   # one gang of 1,000 on 1,000 nodes
+    .venv/bin/python -m lab.experiments.gang_timeline --nodes 1000 --gang 256 --reps 2
+    .venv/bin/python -m lab.experiments.gang_timeline --reps 2 --stem gang-timeline-bindings \
         --extender-args '--binding-concurrency 16' --extender-args '--binding-concurrency 64'
 
 Gang start (last member created -> last bound) splits into: kube-scheduler taking every
@@ -28,11 +28,11 @@ import time
 from typing import Any
 
 from bench.common import machine
-from bench.e2e.plane import add_gang_args, in_turns, plane_with_nodes, write_runs
 from bench.e2e.report import RunResult
 from bench.e2e.run import Bench
 from bench.e2e.watch import hist_sum_count, scrape
 from e2e.harness.process import ManagedProcess
+from lab.experiments.plane import add_gang_args, in_turns, plane_with_nodes, write_runs
 
 
 class Sampled(Bench):

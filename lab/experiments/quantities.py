@@ -4,9 +4,9 @@ the event loop for 33 s) still cost more than microseconds to parse? Answer: REA
 
 CPU to parse hostile Kubernetes quantities, now and as of a git revision.
 
-    .venv/bin/python -m bench.experiments.quantities                    # this checkout
-    .venv/bin/python -m bench.experiments.quantities --against 8b1fb27  # and resources.py then
-    .venv/bin/python -m bench.experiments.quantities --against 8b1fb27 --cap 60
+    .venv/bin/python -m lab.experiments.quantities                    # this checkout
+    .venv/bin/python -m lab.experiments.quantities --against 8b1fb27  # and resources.py then
+    .venv/bin/python -m lab.experiments.quantities --against 8b1fb27 --cap 60
 
 Why: issue 27 found one PodGroup (`minResources: {cpu: "1e30000000"}`) freezing the
 extender's event loop for 33 s, the parser raising 10 to the exponent exactly. Each
@@ -29,8 +29,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.common import REPO, source_at
+from bench.common import REPO
 from extender.core.model.resources import parse_quantity
+from lab.common import source_at
 
 # name -> the text, given a small varying digit k (distinct texts defeat memos).
 CASES: dict[str, Callable[[int], str]] = {

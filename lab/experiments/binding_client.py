@@ -5,7 +5,7 @@ to the extender's own HTTP transport in CPU per Binding? Answer: docs/performanc
 CPU per Binding of the extender's HTTP client against other async clients.
 
     .venv/bin/pip install aiohttp kubernetes_asyncio      # the contenders; not dependencies
-    .venv/bin/python -m bench.experiments.binding_client  # 300 Bindings x 5 reps, about 3 min
+    .venv/bin/python -m lab.experiments.binding_client  # 300 Bindings x 5 reps, about 3 min
 
 Why: the extender writes its Bindings through a hand-written HTTP/1.1 transport
 (extender/kube/transport.py), which was only ever measured against httpx's default one.
@@ -62,7 +62,8 @@ from typing import Any
 
 import orjson
 
-from bench.common import RESULTS, machine, md_table, write_results
+from bench.common import machine, md_table, write_results
+from lab.common import RESULTS
 
 VARIANTS = ("transport", "aiohttp", "aiohttp-tuned", "kubernetes_asyncio", "httpx",
             "transport-httpx")
@@ -302,7 +303,7 @@ def _prepare(cp: Any) -> Any:
 
 def _run_worker(variant: str, kubeconfig: Path, pods_file: Path, args: argparse.Namespace
                 ) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "bench.experiments.binding_client", "--worker", variant,
+    cmd = [sys.executable, "-m", "lab.experiments.binding_client", "--worker", variant,
            "--kubeconfig", str(kubeconfig), "--pods", str(pods_file),
            "--warmup", str(args.warmup), "--concurrency", str(args.concurrency)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=WORKER_TIMEOUT,
@@ -380,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
                if v in NEEDS and importlib.util.find_spec(NEEDS[v]) is None}
     variants = [v for v in wanted if v not in skipped]
     info = machine()
-    command = " ".join([".venv/bin/python -m bench.experiments.binding_client",
+    command = " ".join([".venv/bin/python -m lab.experiments.binding_client",
                         *(sys.argv[1:] if argv is None else argv)])
     cp = ControlPlane().start()
     runs: list[dict[str, Any]] = []

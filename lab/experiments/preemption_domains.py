@@ -11,8 +11,8 @@ in one domain (a rack of `per` nodes, or one node by its hostname) needs the who
 domain, so every domain makes room and is searched. The tick runs on the extender's one
 event loop, so its length is how long the verbs wait behind it.
 
-    .venv/bin/python -m bench.experiments.preemption_domains            # about a minute
-    .venv/bin/python -m bench.experiments.preemption_domains --quick
+    .venv/bin/python -m lab.experiments.preemption_domains            # about a minute
+    .venv/bin/python -m lab.experiments.preemption_domains --quick
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ TREE (`git worktree add TREE COMMIT`), everything else (control plane, kube-sche
 configuration, pods) the same. Numbers measured by different versions of the harness do
 not compare (its CPU window has changed), hence one harness for both.
 
-    .venv/bin/python -m bench.experiments.extender_ab /tmp/old --sweep 200x500 --reps 8 \\
+    .venv/bin/python -m lab.experiments.extender_ab /tmp/old --sweep 200x500 --reps 8 \\
         --warmup 2 --out /tmp/ab
 
 The remaining arguments go to `bench.e2e` (`--systems B --clients unthrottled` are added);

@@ -1,4 +1,4 @@
-"""What the experiments (bench/experiments) that run whole systems share: bench.e2e's
+"""What the experiments (lab/experiments) that run whole systems share: bench.e2e's
 control plane with its fake nodes, what-if variants taken in turns, and their tables."""
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS, md_table, write_results
+from bench.common import md_table, write_results
 from bench.e2e.main import add_nodes
 from bench.e2e.run import bench_control_plane
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.fakekubelet import FakeKubelet
 from e2e.harness.target import use_cluster
+from lab.common import RESULTS
 
 
 @contextlib.contextmanager

@@ -6,8 +6,8 @@ capacity held for a gang" (e2e/tests/test_nomination.py keeps the finding checke
 Does a stock kube-scheduler keep its pods off a node that a pending pod of *another*
 scheduler is nominated to (`status.nominatedNodeName`)? Issue 16, item 4.
 
-    .venv/bin/python -m bench.experiments.nominate              # 20 tries per case, about 10 min
-    .venv/bin/python -m bench.experiments.nominate --tries 5    # a quick look
+    .venv/bin/python -m lab.experiments.nominate              # 20 tries per case, about 10 min
+    .venv/bin/python -m lab.experiments.nominate --tries 5    # a quick look
 
 Why: the extender holds node slots for a gang in its own memory until the quorum binds.
 The cluster's default scheduler does not know and may put its pods there. Upstream
@@ -70,7 +70,7 @@ from typing import Any
 
 import yaml
 
-from bench.common import REPO, RESULTS, machine, md_table, write_results
+from bench.common import REPO, machine, md_table, write_results
 from e2e.gang import DEFAULT_ARGS, start_extender
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.fakekubelet import FakeKubelet
@@ -78,6 +78,7 @@ from e2e.harness.k8s import ApiException, client
 from e2e.harness.objects import GANG_SCHEDULER, POD_GROUP_LABEL, create_podgroup
 from e2e.harness.process import ManagedProcess, free_port
 from e2e.harness.target import kube, use_cluster
+from lab.common import RESULTS
 
 NOBODY = "nominate-nobody"  # a schedulerName no scheduler serves
 LOW, HIGH = "nominate-low", "nominate-high"
@@ -513,7 +514,7 @@ def report(data: dict[str, Any]) -> str:
         kept = sum(t["p_still_nominated"] for t in trials)
         rows.append([case, len(trials), landed, len(trials) - landed, kept,
                      "; ".join(details)[:200] or "-"])
-    out = ["# nominatedNodeName and the default scheduler (bench.experiments.nominate)", "",
+    out = ["# nominatedNodeName and the default scheduler (lab.experiments.nominate)", "",
            f"Kubernetes {data['kubernetes']}, {data['machine'].get('date')}, "
            f"commit {data['machine'].get('commit')}.", "",
            md_table(["case", "tries", "D bound on N", "D pending", "P still nominated",

@@ -4,7 +4,7 @@ machinery".
 
 Server CPU per extender verb POST: uvicorn as the CLI runs it, against a bare protocol.
 
-    .venv/bin/python -m bench.experiments.http_server [--requests 4000] [--reps 4]
+    .venv/bin/python -m lab.experiments.http_server [--requests 4000] [--reps 4]
 
 Why: kube-scheduler makes two HTTP calls per pod (filter, bind), and the question for
 the next lever is how much of a call is uvicorn's per-request machinery (its request
@@ -105,7 +105,7 @@ def body(nodes: int) -> bytes:
 
 
 def measure(mode: str, port: int, payload: bytes, requests: int) -> float:
-    child = subprocess.Popen([sys.executable, "-m", "bench.experiments.http_server", "--serve",
+    child = subprocess.Popen([sys.executable, "-m", "lab.experiments.http_server", "--serve",
                               mode, str(port)], stdout=subprocess.PIPE)
     try:
         assert child.stdout is not None

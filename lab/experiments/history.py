@@ -6,7 +6,7 @@ scale (issue 27)").
 The extender beside years of history, on the local control plane: finished PodGroups
 and their Succeeded pods, left behind.
 
-    .venv/bin/python -m bench.experiments.history [--groups 100000] [--pods-per-group 2] \\
+    .venv/bin/python -m lab.experiments.history [--groups 100000] [--pods-per-group 2] \\
         [--trees ../old,.] [--creation-tree .] [--steady 30] [--probes 5]
 
 Why: a finished Job leaves its PodGroup (and, until their TTL, its pods) behind, so a

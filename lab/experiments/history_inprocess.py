@@ -1,4 +1,4 @@
-"""Question: the same as `bench.experiments.history` at 100,000 PodGroups and 200,000 pods,
+"""Question: the same as `lab.experiments.history` at 100,000 PodGroups and 200,000 pods,
 which a real API server on this machine cannot create in time; and what freezing the
 objects that arrive by watch does to the stalls? Answer: docs/reliability.md, "In
 process, 100,000 PodGroups and 200,000 pods" and "A history that arrives while the
@@ -7,9 +7,9 @@ extender runs".
 The extender's informers, status writer and gang manager listing a long history from a
 stand-in API server, in this process: memory and the event loop's longest stall.
 
-    PYTHONPATH=TREE .venv/bin/python -m bench.experiments.history_inprocess [--groups 100000]
+    PYTHONPATH=TREE .venv/bin/python -m lab.experiments.history_inprocess [--groups 100000]
 
-Why beside `bench.experiments.history`: creating 100,000 PodGroups and 200,000 pods through a real
+Why beside `lab.experiments.history`: creating 100,000 PodGroups and 200,000 pods through a real
 API server takes hours on a small machine; this serves the same objects (as the API
 server returns them: metadata, defaulted specs, a finished group's status) page by page
 from memory, through the code the CLI wires (`Informer` with `observed_kinds`, the
@@ -24,8 +24,8 @@ created while the extender runs) and prints the longest stall while it arrives;
 `--freeze-every N` sets the informer's freezing of what arrives by watch (a huge N: none,
 as before it existed), so both are measured in one checkout:
 
-    .venv/bin/python -m bench.experiments.history_inprocess --arrive watch --freeze-every 1000000000
-    .venv/bin/python -m bench.experiments.history_inprocess --arrive watch
+    .venv/bin/python -m lab.experiments.history_inprocess --arrive watch --freeze-every 1000000000
+    .venv/bin/python -m lab.experiments.history_inprocess --arrive watch
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ repetition, on one control plane. Seconds from the last member's create returnin
 
 Read from the extender's log (its INFO lines) and kube-apiserver's (klog) after each run.
 
-    .venv/bin/python -m bench.experiments.commit_phases --reps 3
-    .venv/bin/python -m bench.experiments.commit_phases --reps 3 \\
+    .venv/bin/python -m lab.experiments.commit_phases --reps 3
+    .venv/bin/python -m lab.experiments.commit_phases --reps 3 \\
         --extender-args '--warm-connections off' --extender-args '--warm-connections on'
 """
 
@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import machine
-from bench.e2e.plane import add_gang_args, in_turns, plane_with_nodes, write_runs
 from bench.e2e.report import RunResult
 from bench.e2e.run import Bench
 from e2e.harness.process import ManagedProcess
+from lab.experiments.plane import add_gang_args, in_turns, plane_with_nodes, write_runs
 
 FIRST_ROUND = 64  # the default Binding concurrency
 _KLOG = re.compile(r"^[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+)")

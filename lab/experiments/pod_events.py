@@ -4,9 +4,9 @@
 
 CPU per pod watch event through the extender's informer path, in this process.
 
-    .venv/bin/python -m bench.experiments.pod_events [--pods 1000] [--reps 9] [--profile]
-    .venv/bin/python -m bench.experiments.pod_events --against 3ccd12e  # pod_from_k8s then, now
-    .venv/bin/python -m bench.experiments.pod_events --gc               # GC thresholds, whole path
+    .venv/bin/python -m lab.experiments.pod_events [--pods 1000] [--reps 9] [--profile]
+    .venv/bin/python -m lab.experiments.pod_events --against 3ccd12e  # pod_from_k8s then, now
+    .venv/bin/python -m lab.experiments.pod_events --gc               # GC thresholds, whole path
 
 Why: a watch event is the extender's most frequent piece of work (about three per pod:
 created, bound, Running; two more when it is deleted), and on a shared 2-core machine
@@ -43,7 +43,7 @@ from typing import Any
 
 import orjson
 
-from bench.common import print_min_median, source_at
+from bench.common import print_min_median
 from bench.core.inprocess import Plans, Timings, extender
 from bench.core.workload import node_json, pod_json
 from extender.core.model.convert import node_from_k8s, pod_from_k8s
@@ -51,6 +51,7 @@ from extender.core.model.convert_groups import group_from_k8s
 from extender.kube.informer import Informer
 from extender.reporting.kinds import observed_kinds
 from extender.reporting.status import StatusWriter
+from lab.common import source_at
 
 GANG = 8
 NODES = 200

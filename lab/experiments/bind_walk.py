@@ -17,7 +17,7 @@ stop (file:function), then:
 * returns: entries into a file that the walk had already left (consecutive stops in one
   file are one visit; a visit to a file seen earlier in the walk is a return).
 
-    PYTHONPATH=$PWD python -m bench.experiments.bind_walk
+    PYTHONPATH=$PWD python -m lab.experiments.bind_walk
 """
 
 from __future__ import annotations

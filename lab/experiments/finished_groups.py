@@ -4,7 +4,7 @@ pods", and docs/performance.md, "Where the time goes now" (a gang's first member
 
 The filter call that plans a gang, beside PodGroups whose gangs have finished.
 
-    .venv/bin/python -m bench.experiments.finished_groups [--finished 0,1000,5000] [--gangs 200]
+    .venv/bin/python -m lab.experiments.finished_groups [--finished 0,1000,5000] [--gangs 200]
 
 Why: a finished Job leaves its PodGroup (and, until its TTL, its Succeeded pods) behind,
 so a long-lived cluster holds many more groups than wait. The gang queue's pass runs on

@@ -6,7 +6,7 @@ docs/performance.md, "What an earlier round optimized" (its item 9).
 CPU the fake kubelet spends per pod on its API writes, by client: the generated
 kubernetes client against :class:`e2e.harness.rawapi.RawApi`.
 
-    .venv/bin/python -m bench.experiments.kubelet_writes [--pods 200] [--reps 3]
+    .venv/bin/python -m lab.experiments.kubelet_writes [--pods 200] [--reps 3]
 
 Why: ``e2e/harness/rawapi.py`` is a second Kubernetes client in the harness, kept only
 because the fake kubelet, which shares the 2-core machine with the schedulers being
@@ -167,7 +167,7 @@ def list_cpu(api_client: Any, loop: KubeletLoop, calls: int = 10) -> tuple[list[
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Start a control plane, measure every variant ``--reps`` times, print medians."""
-    ap = argparse.ArgumentParser(prog="python -m bench.experiments.kubelet_writes",
+    ap = argparse.ArgumentParser(prog="python -m lab.experiments.kubelet_writes",
                                  description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--pods", type=int, default=200, help="pods per variant and repetition")
     ap.add_argument("--reps", type=int, default=3)

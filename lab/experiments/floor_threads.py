@@ -2,8 +2,8 @@
 on the local control plane, the floor `bench.e2e` compares the schedulers with? Answer:
 docs/performance.md, "Issue 30: the floor and the done-means commands".
 
-    .venv/bin/python -m bench.experiments.floor_threads                 # 4, 8, 16, 32, 64
-    .venv/bin/python -m bench.experiments.floor_threads --threads 16,64 --reps 3
+    .venv/bin/python -m lab.experiments.floor_threads                 # 4, 8, 16, 32, 64
+    .venv/bin/python -m lab.experiments.floor_threads --threads 16,64 --reps 3
 
 One control plane with the fake kubelet and `--nodes` fake nodes, as `bench.e2e` builds
 it; then `bench.e2e`'s floor run (system F, bench/e2e/floor.py: the pods created as every
@@ -24,9 +24,10 @@ import sys
 import time
 from typing import Any
 
-from bench.common import RESULTS, machine, md_table, write_results
-from bench.e2e.plane import plane_with_nodes
+from bench.common import machine, md_table, write_results
 from bench.e2e.run import Bench
+from lab.common import RESULTS
+from lab.experiments.plane import plane_with_nodes
 
 
 def main(argv: list[str] | None = None) -> int:
