@@ -106,7 +106,7 @@ class Bench:
         self.crds = "ours"
         self.runs = 0
         # When the last run's last create returned, by the wall clock: for experiments that
-        # line a run up with the components' logs (bench.experiments.commit_phases).
+        # line a run up with the components' logs (lab.experiments.commit_phases).
         self.last_created_wall = math.nan
 
     def _crds(self, which: str) -> None:

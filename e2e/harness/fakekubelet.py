@@ -25,7 +25,7 @@ up from the kubeconfig, no generated API layer). A real kubelet runs on other ma
 this one shares the machine with the schedulers being benchmarked, so its per-pod writes
 take the cheaper client: about 1.0 ms of CPU per pod against 2.0-2.1 ms through the
 generated client with every response read (and 10 ms with responses left unread, each call
-then opening a new TLS connection); ``python -m bench.experiments.kubelet_writes`` measures it.
+then opening a new TLS connection); ``python -m lab.experiments.kubelet_writes`` measures it.
 
 The parts: :mod:`e2e.harness.fakenodes` (the Node objects and node CRUD, and which
 provisioner-made nodes lose the ``not-ready`` taint), :mod:`e2e.harness.kubeletpod` (the

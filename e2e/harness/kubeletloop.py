@@ -117,7 +117,7 @@ class KubeletLoop(PodLife):
         expiry or error.
 
         Through the generated client: a relist comes at most every two minutes, and
-        ``bench.experiments.kubelet_writes`` finds a LIST costs the same CPU through it as through
+        ``lab.experiments.kubelet_writes`` finds a LIST costs the same CPU through it as through
         :class:`RawApi`, so only the per-pod writes are worth the second client.
         """
         while not self.stop_event.is_set():

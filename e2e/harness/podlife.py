@@ -4,7 +4,7 @@ and the status writes and deletes that follow (Running, Succeeded/Failed, force-
 Why apart: the loop (:mod:`e2e.harness.kubeletloop`) decides from watch events *that* a pod
 starts, finishes or goes; this mixin is *how*: the timers, the retries and the exact
 status a kubelet would post. Benchmarks swap the writes alone
-(``bench.experiments.kubelet_writes`` overrides :meth:`PodLife._patch_status` and
+(``lab.experiments.kubelet_writes`` overrides :meth:`PodLife._patch_status` and
 :meth:`PodLife._force_delete`) and measure their CPU.
 """
 

@@ -6,7 +6,7 @@ Why a second Kubernetes client in the harness, where everything else uses the
 statuses and one delete for every pod, on the same 2 cores as the schedulers that
 ``bench.e2e`` measures (a real kubelet runs on other machines). Measured with
 
-    .venv/bin/python -m bench.experiments.kubelet_writes --pods 200 --reps 3
+    .venv/bin/python -m lab.experiments.kubelet_writes --pods 200 --reps 3
 
 (the fake kubelet's own loop with only its two write methods swapped; CPU of the calling
 thread; medians of 3 × 200 pods; two runs; 2-core VM, kubernetes 37.0.2, urllib3 2.8.0;

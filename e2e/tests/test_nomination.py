@@ -1,5 +1,5 @@
 """What the cluster's default scheduler makes of `status.nominatedNodeName` (issue 16,
-item 4; measured with `python -m bench.experiments.nominate`, written down in docs/install.md
+item 4; measured with `python -m lab.experiments.nominate`, written down in docs/install.md
 "Sharing nodes with other schedulers" and docs/reliability.md).
 
 The extender's reservations live in its memory, so the default scheduler may put its
@@ -102,7 +102,7 @@ def test_default_scheduler_ignores_a_reserved_gang_members_nomination(
     assert d["spec"].get("nodeName") == node, (
         "the default scheduler now keeps its pods off a node another scheduler's pod is "
         "nominated to: nominating reserved gang members would protect reservations. "
-        "Re-measure with `python -m bench.experiments.nominate` and revisit issue 16, item 4.")
+        "Re-measure with `python -m lab.experiments.nominate` and revisit issue 16, item 4.")
 
 
 def test_a_gang_is_not_committed_onto_capacity_nominated_to_another_pod(

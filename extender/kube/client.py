@@ -3,7 +3,7 @@
 httpx instead of the generated client: watches and bindings run on the server's own
 event loop without threads, and a Binding's `Status` reply is not mis-parsed (the
 generated client raises on it, kubernetes-client/python#547). The generated asyncio
-client (kubernetes_asyncio) spent 5 times the CPU per Binding (`bench.experiments.binding_client`).
+client (kubernetes_asyncio) spent 5 times the CPU per Binding (`lab.experiments.binding_client`).
 """
 
 from __future__ import annotations

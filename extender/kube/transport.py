@@ -1,7 +1,7 @@
 """An httpx transport on asyncio's own streams: HTTP/1.1 with keep-alive, nothing more.
 
 Why it is kept instead of a library (2026-11-24,
-`.venv/bin/python -m bench.experiments.binding_client` after
+`.venv/bin/python -m lab.experiments.binding_client` after
 `.venv/bin/pip install aiohttp kubernetes_asyncio`; docs/performance.md, "The API
 client"): one Binding POST, 16 in flight on uvloop against the local API server, cost the
 client process 152 µs of CPU through `_Writer` and this module's `request`, 247 µs

@@ -126,7 +126,7 @@ def test_the_whole_cluster_is_planned_for_the_least_harmful_domain_only() -> Non
     """Every one-node domain makes room for the preemptor; each is searched on its own
     node without explaining failed tries, and only the chosen set is planned on the
     whole cluster. Planning every domain's set on the whole cluster made the search
-    quadratic (15-18 s at 5,000 nodes, `bench.experiments.preemption_domains`)."""
+    quadratic (15-18 s at 5,000 nodes, `lab.experiments.preemption_domains`)."""
     whole: list[int] = []
     explained: list[bool] = []  # per try inside one domain: was a failure explained?
 

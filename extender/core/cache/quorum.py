@@ -3,7 +3,7 @@
 Why: every pass of the gang queue looks for the gangs that wait, and a finished Job
 leaves its PodGroup behind until someone deletes it. Walking every group ever seen made
 a pass, and so the filter call that runs it, grow with the cluster's history rather
-than with what waits (bench: `python -m bench.experiments.finished_groups`). Only groups
+than with what waits (bench: `python -m lab.experiments.finished_groups`). Only groups
 whose pods or spec changed since the last look are counted again.
 
 A group with no member at all (a PodGroup whose Job and pods are gone, left behind) is
@@ -33,7 +33,7 @@ class QuorumIndex:
         self._counts = counts
         # An ordered set (dict keys): a set's order would vary with the hash seed, and
         # with it the order of the pass's actions; sorting on every pass cost 60 µs at
-        # 400 waiting gangs (bench.experiments.finished_groups).
+        # 400 waiting gangs (lab.experiments.finished_groups).
         self._short: dict[str, None] = {}
         self._changed: dict[str, None] = {}  # ordered too
 

@@ -190,7 +190,7 @@ def _one_container(requests: tuple[tuple[str, Any], ...], limits: tuple[tuple[st
                    ) -> Resources:
     # Memoized: the pods of a cluster come in few shapes, and a pod's conversion, once
     # per watch event and per filter call, spent a third of its time here in Fraction
-    # arithmetic (bench.experiments.pod_events). Pure, so the memo is invisible; callers
+    # arithmetic (lab.experiments.pod_events). Pure, so the memo is invisible; callers
     # get a copy.
     resources: dict[str, Any] = {"requests": dict(requests)}
     if limits:

@@ -23,7 +23,7 @@ found are then planned once more on the whole cluster, so a constraint that reac
 beyond the domain (a spread over zones) is honoured: a set whose whole-cluster plan
 leaves the domain is not taken. That check runs least harmful set first and stops at the
 first that holds, usually one plan: run for every domain, it made the search quadratic
-(`bench.experiments.preemption_domains`: 2.5 s at 2,000 one-node domains, 15-18 s at 5,000).
+(`lab.experiments.preemption_domains`: 2.5 s at 2,000 one-node domains, 15-18 s at 5,000).
 """
 
 from __future__ import annotations
