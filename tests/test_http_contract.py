@@ -1,4 +1,5 @@
-"""The HTTP layer against bodies captured from a real kube-scheduler (shared/wire-samples).
+"""The HTTP layer against bodies a real kube-scheduler sent (tests/wire, recorded by
+``python -m e2e.capture_wire``).
 
 Runs the ASGI app in-process (no network, no API server): the gang manager is fed the
 sample's nodes directly, and bindings go to a recording stand-in for the API.
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,14 +22,9 @@ from extender.core.wiring import Core
 from extender.kube.client import ApiError
 from extender.scheduler.dispatch import DispatchConfig, Dispatcher
 from extender.scheduler.http import create_app, with_fast_verbs
+from tests.wire import sample
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "wire-samples"
-if not SAMPLES.is_dir():  # CI clones main with shared/ beside it
-    SAMPLES = Path(__file__).resolve().parents[1] / ".." / "shared" / "wire-samples"
-
-
-def sample(name: str) -> Any:
-    return json.loads((SAMPLES / name).read_text())
+__all__ = ["RecordingKube", "fake_nodes", "sample"]  # other HTTP tests build on these
 
 
 class RecordingKube:

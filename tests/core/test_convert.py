@@ -1,11 +1,11 @@
-"""Kubernetes JSON to core types, on objects captured from a real kube-scheduler."""
+"""Kubernetes JSON to core types, on objects a real kube-scheduler sent (tests/wire,
+recorded by ``python -m e2e.capture_wire``)."""
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import json
-from pathlib import Path
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -23,14 +23,13 @@ from extender.core.model.types import (
     Taint,
     Toleration,
 )
+from tests.wire import created_pod, sample
 
-# shared/ lies beside the checkout (as CI lays it out), not at a fixed path.
-SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "wire-samples"
 Gi = 1 << 30
 
 
 def load(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((SAMPLES / name).read_text())
+    data: dict[str, Any] = sample(name)
     return data
 
 
@@ -41,26 +40,33 @@ def pod_obj() -> dict[str, Any]:
 
 @pytest.fixture
 def node_objs() -> list[dict[str, Any]]:
+    """The Node objects of the nodeCacheCapable=false filter request, in name order
+    (kube-scheduler sends them in its own order, which changes from one recording to
+    the next)."""
     items: list[dict[str, Any]] = load("nodecachecapable-false.filter.request.json")["Nodes"][
         "items"
     ]
-    return copy.deepcopy(items)
+    return sorted(copy.deepcopy(items), key=lambda o: str(o["metadata"]["name"]))
 
 
 # ----- pods ---------------------------------------------------------------------------
 
 
 def test_real_pod(pod_obj: dict[str, Any]) -> None:
+    """Identity and creation time as the API server assigned them on create (the
+    recording keeps that answer beside the bodies), read from kube-scheduler's copy."""
+    created = created_pod(node_cache_capable=True)
     p = pod_from_k8s(pod_obj)
-    assert p.uid == "b23da728-af8f-4a42-8ae4-c70818285f1a"
-    assert p.key == "default/gang-0"
+    assert p.uid == created["uid"]
+    assert p.key == "default/gang-0" == f"{created['namespace']}/{created['name']}"
     assert p.requests == {"cpu": 1000, "memory": Gi, "nvidia.com/gpu": 1, "pods": 1}
     assert p.labels == {"app": "wire", "gang": "g1"}
     assert p.priority == 0
     assert p.node_name == ""
     assert p.phase == "Pending"
     assert p.scheduler_name == "gang-scheduler"
-    assert p.creation == 1795331688.0  # 2026-11-22T07:14:48Z
+    # Read independently of the converter: Python's own RFC 3339 parser.
+    assert p.creation == datetime.fromisoformat(created["creationTimestamp"]).timestamp()
     assert not p.deleting and not p.gated
     assert p.node_selector == {}
     assert p.required_node_affinity is None
