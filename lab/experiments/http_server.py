@@ -43,7 +43,8 @@ from bench.common import cpu_seconds, print_min_median
 MODES = ("uvicorn", "uvicorn-lean", "bare")
 REPLY = orjson.dumps({"NodeNames": ["node-00001"], "Nodes": None, "FailedNodes": {},
                       "FailedAndUnresolvableNodes": {}, "Error": ""})
-SAMPLE = Path(__file__).resolve().parents[3] / "shared" / "wire-samples" / (
+# A filter body kube-scheduler really sent (tests/wire, recorded by e2e.capture_wire).
+SAMPLE = Path(__file__).resolve().parents[2] / "tests" / "wire" / (
     "nodecachecapable-true.filter.request.json")
 
 
