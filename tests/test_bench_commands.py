@@ -1,11 +1,12 @@
-"""The benchmark modules the repository names exist, and every experiment says where its
-answer is written. bench/ was reorganised into suites and experiments once
-(`bench.history` became `bench.experiments.history`); a command in the docs that names a
-module which is gone fails only when a reader runs it, months later. Here it fails at
-once: every `bench.…` name in README.md, docs/, the Makefile, and the strings and comments
-of the Python sources (code is left out: `bench.run(...)` there is a variable's method)
-must be a module, or a module's attribute (`bench.common.median_ci`). Cheap: it finds
-specs and imports a few light modules, it runs nothing."""
+"""The benchmark and lab modules the repository names exist, and the lab stays apart.
+bench/ was reorganised more than once (`bench.history` became an experiment, and the
+experiments left for lab/); a command in the docs that names a module which is gone
+fails only when a reader runs it, months later. Here it fails at once: every `bench.…`
+or `lab.…` name in README.md, docs/, the Makefile, and the strings and comments of the
+Python sources (code is left out: `bench.run(...)` there is a variable's method) must be
+a module, or a module's attribute (`bench.common.median_ci`). Cheap: it finds specs and
+imports a few light modules, it runs nothing. The lab's own checks (each experiment's
+question and answer) run with `pytest lab`, not here."""
 
 from __future__ import annotations
 
@@ -17,13 +18,9 @@ import re
 import tokenize
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
-# `bench.` then dotted lowercase identifiers; not part of a longer name or path.
-NAME = re.compile(r"(?<![\w./-])bench(?:\.[a-z_][a-z0-9_]*)+")
-# In an experiment's docstring: a file, then the heading that holds the answer.
-WHERE = re.compile(r"((?:docs/[\w-]+|README)\.md), \"([^\"]+)\"")
+# `bench.` or `lab.` then dotted lowercase identifiers; not part of a longer name or path.
+NAME = re.compile(r"(?<![\w./-])(?:bench|lab)(?:\.[a-z_][a-z0-9_]*)+")
 
 
 def _is_module(name: str) -> bool:
@@ -54,7 +51,7 @@ def _texts() -> list[tuple[str, list[str]]]:
     out: list[tuple[str, list[str]]] = []
     for p in [REPO / "README.md", REPO / "Makefile", *sorted((REPO / "docs").glob("*.md"))]:
         out.append((str(p.relative_to(REPO)), NAME.findall(p.read_text())))
-    for d in ("bench", "e2e", "extender", "tests", "demo"):
+    for d in ("bench", "e2e", "extender", "tests", "demo", "lab"):
         for p in sorted((REPO / d).rglob("*.py")):
             if p == Path(__file__).resolve():  # its own examples name modules that are gone
                 continue
@@ -71,34 +68,39 @@ def test_every_bench_name_in_the_repository_exists() -> None:
     texts = _texts()
     named = {n for _, names in texts for n in names}
     # The documented commands are among them; if this drops, the scan found nothing.
-    assert {"bench.core", "bench.e2e", "bench.experiments.quantities"} <= named
+    assert {"bench.core", "bench.e2e"} <= named
     gone = missing(texts)
     assert not gone, "named but not a module:\n" + "\n".join(gone)
 
 
 def test_a_renamed_module_is_caught() -> None:
-    doc = "Run `python -m bench.history --groups 10` (now bench.experiments.history)."
+    doc = "Run `python -m bench.history --groups 10` (now lab.experiments.history)."
     assert missing([("doc.md", NAME.findall(doc))]) == ["doc.md: bench.history"]
+    lab = "Then `python -m lab.experiments.gone`; the lab's notes (lab/README.md) say why."
+    assert missing([("doc.md", NAME.findall(lab))]) == ["doc.md: lab.experiments.gone"]
     code = 'bench.run(s)  # see bench.no_such\n"-m", "bench.core"\n'
     assert names_in_python(code) == ["bench.no_such", "bench.core"]
 
 
-def _headings(path: Path) -> list[str]:
-    return [" ".join(line.lstrip("#").split()) for line in path.read_text().splitlines()
-            if line.startswith("#")]
+def lab_imports(source: str) -> list[str]:
+    """The `lab` modules a source imports, in its code (names in its text are checked above)."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.split(".")[0] == "lab"]
+        elif (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+              and node.module.split(".")[0] == "lab"):
+            found.append(node.module)
+    return found
 
 
-EXPERIMENTS = sorted(p for p in (REPO / "bench" / "experiments").glob("*.py")
-                     if p.name != "__init__.py")
-
-
-@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
-def test_an_experiment_says_its_question_and_where_the_answer_is(path: Path) -> None:
-    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
-    top = " ".join(doc.split("\n\n")[0].split())
-    assert top.startswith("Question: ") and " Answer" in top, top
-    places = WHERE.findall(top)
-    assert places, f"{path.name}: its answer names no docs/*.md or README.md section"
-    for file, heading in places:
-        assert any(h.startswith(heading) for h in _headings(REPO / file)), (
-            f"{path.name}: {file} has no section {heading!r}")
+def test_nothing_outside_the_lab_imports_it() -> None:
+    """The lab may use the product and the benchmarks; never the other way, or an
+    experiment left to age would break what users install and run."""
+    found = [f"{p.relative_to(REPO)}: {name}"
+             for d in ("extender", "bench", "e2e", "tests", "demo")
+             for p in sorted((REPO / d).rglob("*.py"))
+             for name in lab_imports(p.read_text())]
+    assert not found, "imports the lab:\n" + "\n".join(found)
+    assert lab_imports("import lab.common\nfrom lab.experiments import nominate\n"
+                       "from .lab import x\n") == ["lab.common", "lab.experiments"]

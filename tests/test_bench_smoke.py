@@ -38,39 +38,3 @@ def test_median_interval_needs_two_values() -> None:
     assert all(x != x for x in median_ci([0.8]))  # NaN: one pair says nothing of spread
     lo, hi = median_ci([0.8, 0.8, 0.8])
     assert lo == hi == 0.8
-
-
-def test_nominate_report_from_trials() -> None:
-    """bench.experiments.nominate's tables from trial records (the run itself needs a control
-    plane)."""
-    from bench.experiments import nominate
-
-    pending = "0/1 nodes are available: 1 Insufficient cpu."
-    gang = {"nominate": True, "d": "bound", "gang_bound": True, "start_seconds": 0.05,
-            "b_first_call_nodes": 1, "b_nnn_after_failed_retry": "n", "b_nnn_was": "n",
-            "b_nnn_after_bind": "", "b_moved": True}
-    data = {"kubernetes": "v0", "machine": {"date": "now", "commit": "x"}, "cases": {
-        "foreign P=D": [{"d": "bound", "detail": "n", "p_still_nominated": True}] * 2,
-        "own P=D": [{"d": "pending", "detail": pending, "p_still_nominated": True}] * 2,
-        "node-name": [{"e_on_node": True, "e_running": True}],
-        "binding": [{"bound": True, "nnn_after_binding": ""}],
-        "gang on": [gang],
-    }}
-    md = nominate.report(data)
-    assert "| foreign P=D | 2 | 2 | 0 | 2 | - |" in md
-    assert f"| own P=D | 2 | 0 | 2 | 2 | {pending} |" in md
-    assert "Running in 1 of 1 tries" in md and "still set in 0 of 1 tries" in md
-    assert "| gang on | 1 | 1 | 1 | 0.05 | 0.05 | [1] | ['kept'] | ['cleared'] | 1 |" in md
-    assert nominate._slug("foreign P<D") == "foreign-p-lt-d"
-
-
-def test_bind_walk_starts_at_bind_and_counts_returns() -> None:
-    """bench.experiments.bind_walk (docs/architecture.md, the walk of a bind call): its walk is the
-    committing bind's, and a file entered again after another counts once per visit."""
-    from bench.experiments.bind_walk import count, walk
-
-    stops = walk()
-    assert stops[0] == ("core/bind.py", "Bind.bind")
-    assert any(q == "Ledger.commit" for _, q in stops)
-    assert count([("a", "f"), ("a", "g"), ("b", "h"), ("a", "i"), ("c", "j"), ("b", "k")]) == (
-        6, 3, 2)

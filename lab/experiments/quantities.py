@@ -1,6 +1,6 @@
 """Question: does one hostile quantity (issue 27: `minResources: {cpu: "1e30000000"}` froze
-the event loop for 33 s) still cost more than microseconds to parse? Answer: README.md,
-"Running the extender" (its "Untrusted input" paragraph).
+the event loop for 33 s) still cost more than microseconds to parse? Answer:
+docs/configuration.md, "Untrusted input".
 
 CPU to parse hostile Kubernetes quantities, now and as of a git revision.
 
