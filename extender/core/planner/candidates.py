@@ -7,8 +7,8 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from extender.core.cache.fitindex import FitIndex
-from extender.core.model.constraints import anti_affinity_conflict, node_matches
-from extender.core.model.fit import BIG, fit_count, labels_have
+from extender.core.model.constraints import anti_affinity_conflict
+from extender.core.model.fit import fit_count
 from extender.core.model.types import NodeInfo, PodInfo, Resources
 from extender.core.planner.relations import Relations
 from extender.core.planner.shapes import Shape
@@ -102,7 +102,6 @@ class Candidates:
         nodes_get = self.planner.nodes.get
         proto = self.shape.proto
         plain = self.shape.plain
-        # Checked inline first: a selector rejects most nodes, and cheaply.
         selector = tuple(proto.node_selector.items())
         one = self.shape.one_per_node
         order, left, buckets = self.order, self.left, self.buckets
@@ -112,23 +111,8 @@ class Candidates:
                 f = work[name]
             elif f is None:
                 continue
-            cnt = BIG
-            for r, q in items:
-                c = f.get(r, 0) // q
-                if c < cnt:
-                    cnt = c
-                    if c <= 0:
-                        break
+            cnt = fit_count(items, f, nodes_get(name), proto, plain, selector)
             if cnt <= 0:
-                continue
-            node = nodes_get(name)
-            if node is None:
-                continue
-            if selector and not labels_have(node.labels, selector):
-                continue
-            if (not plain or node.taints or node.unschedulable) and node_matches(
-                proto, node
-            ) is not None:
                 continue
             # One member per node under self anti-affinity, but ranked by how tightly
             # it fits all the same, to keep roomy nodes whole.
