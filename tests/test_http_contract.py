@@ -101,6 +101,39 @@ def test_filter_prioritize_bind_with_node_names(env: Any) -> None:
     assert core.cache.pods[bind["PodUID"]].node_name == bind["Node"]
 
 
+def _shape(value: Any) -> Any:
+    """What kube-scheduler's JSON decoding depends on: keys, and the kind of each value
+    (a null where it expects one, a list where a list), not the values themselves."""
+    if isinstance(value, dict):
+        return {k: _shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shape(value[0])] if value else []
+    return type(value).__name__
+
+
+@pytest.mark.parametrize("mode", ["nodecachecapable-true", "nodecachecapable-false"])
+def test_every_answer_has_the_shape_of_the_reply_kube_scheduler_accepted(
+        env: Any, mode: str) -> None:
+    """Each recorded request, answered by our HTTP layer, gets a reply shaped like the
+    one kube-scheduler accepted for it in the recording: same keys, same kinds of values,
+    for filter, prioritize and bind, with node names and with whole Node objects."""
+    _, manager, _, client = env
+    req = sample(f"{mode}.filter.request.json")
+    names = req["NodeNames"] or [n["metadata"]["name"] for n in req["Nodes"]["items"]]
+    fake_nodes(manager, names)
+    manager.on_pod(pod_from_k8s(req["Pod"]), 0.0)
+
+    async def go() -> dict[str, Any]:
+        return {verb: (await client.post(f"/{verb}", json=sample(
+            f"{mode}.{verb}.request.json"))).json() for verb in ("filter", "prioritize", "bind")}
+
+    answers = run(go())
+    for verb, body in answers.items():
+        accepted = sample(f"{mode}.{verb}.response.json")
+        assert _shape(body) == _shape(accepted), verb
+    assert answers["bind"] == {"Error": ""}
+
+
 def test_filter_with_full_node_objects_returns_node_objects(env: Any) -> None:
     """nodeCacheCapable=false: kube-scheduler ignores NodeNames in the reply."""
     _, manager, _, client = env
@@ -190,7 +223,7 @@ def test_bad_input_gets_a_clear_error_and_changes_nothing(
 ) -> None:
     core, manager, kube, client = env
     fake_nodes(manager, ["n1"])
-    before = (dict(core.cache.pods), manager.reservations(), dict(core.permit.waiting))
+    before = (dict(core.cache.pods), manager.reservations(), dict(core.ledger.waiting))
 
     async def go() -> httpx.Response:
         r: httpx.Response = await client.post(
@@ -200,7 +233,7 @@ def test_bad_input_gets_a_clear_error_and_changes_nothing(
     r = run(go())
     assert r.status_code == 200
     assert needle in r.json()["Error"]
-    assert (dict(core.cache.pods), manager.reservations(), dict(core.permit.waiting)) == before
+    assert (dict(core.cache.pods), manager.reservations(), dict(core.ledger.waiting)) == before
     assert kube.bindings == []
 
 

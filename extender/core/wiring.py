@@ -51,14 +51,6 @@ class Core:
     starvation: Starvation
     provisioning: Provisioning
 
-    @property
-    def reservations(self) -> Ledger:  # the ledger by its former parts' names, which
-        return self.ledger  # tests and benchmarks read
-
-    @property
-    def permit(self) -> Ledger:
-        return self.ledger
-
     @classmethod
     def wire(cls, config: Config | None = None, planner: GangPlanner = plan_group) -> Core:
         config = config or Config()
