@@ -1,5 +1,5 @@
 """Question: how close do maintained async clients (aiohttp, kubernetes_asyncio, httpx) come
-to the extender's own HTTP transport in CPU per Binding? Answer: docs/performance.md,
+to the extender's own HTTP transport in CPU per Binding? Answer: lab/history/performance-history.md,
 "The API client: the transport against aiohttp and kubernetes_asyncio".
 
 CPU per Binding of the extender's HTTP client against other async clients.

@@ -1,6 +1,6 @@
 """Question: where does a big gang's start go beyond the floor's: to the plan, to the
 commit's first Bindings, to the rest of the commit, or after the last Binding? Answer:
-docs/performance.md, "Issue 30: the commit's first connections and its last second".
+lab/history/performance-history.md, "Issue 30: the commit's first connections and its last second".
 
 One gang of `--gang` on `--nodes` nodes, run by B and by F (the floor) in turn, each
 repetition, on one control plane. Seconds from the last member's create returning:

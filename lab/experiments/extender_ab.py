@@ -1,5 +1,5 @@
 """Question: did the extender's CPU per pod grow since the commit whose 1.2 ms per pod issue 20
-quotes, measured in one harness? Answer: docs/performance.md, "A fourth run, the API
+quotes, measured in one harness? Answer: lab/history/performance-history.md, "A fourth run, the API
 server's profile, and the machine's speed" (its paragraph "The extender's CPU per pod did
 not grow").
 

@@ -1,6 +1,6 @@
 """Question: does the filter call that plans a gang grow with the PodGroups of finished gangs
 left behind? Answer: docs/reliability.md, "In process, 100,000 PodGroups and 200,000
-pods", and docs/performance.md, "Where the time goes now" (a gang's first member).
+pods", and lab/history/performance-history.md, "Where the time goes now" (a gang's first member).
 
 The filter call that plans a gang, beside PodGroups whose gangs have finished.
 

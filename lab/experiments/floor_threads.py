@@ -1,6 +1,6 @@
 """Question: how many Bindings in flight let a bare client commit 1,000 pending pods fastest
 on the local control plane, the floor `bench.e2e` compares the schedulers with? Answer:
-docs/performance.md, "Issue 30: the floor and the done-means commands".
+lab/history/performance-history.md, "Issue 30: the floor and the done-means commands".
 
     .venv/bin/python -m lab.experiments.floor_threads                 # 4, 8, 16, 32, 64
     .venv/bin/python -m lab.experiments.floor_threads --threads 16,64 --reps 3

@@ -1,5 +1,6 @@
-"""Question: where does a big gang's start go in B: kube-scheduler's cycles over the members,
-or the extender's Bindings? Answer: docs/performance.md, "Where a big gang's start goes".
+"""Question: where does a big gang's start go in B: kube-scheduler's cycles over the
+members, or the extender's Bindings? Answer: lab/history/performance-history.md, "Where a
+big gang's start goes".
 
 Where a big gang's start goes, for B: one gang on many nodes, with the extender's and
 kube-scheduler's counters sampled every 0.1 s during the run.

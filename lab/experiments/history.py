@@ -1,7 +1,7 @@
 """Question: does a long history of finished PodGroups and their Succeeded pods (issue 27)
 grow the extender's sync, memory, `/healthz` stalls or an ordinary gang's start, on a real
-API server? Answer: docs/reliability.md, "On the local control plane" (in "7. History at
-scale (issue 27)").
+API server? Answer: docs/reliability.md, "On the local control plane" (in its section
+"History at scale").
 
 The extender beside years of history, on the local control plane: finished PodGroups
 and their Succeeded pods, left behind.

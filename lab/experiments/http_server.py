@@ -1,6 +1,6 @@
 """Question: how much of the server's CPU per verb POST is uvicorn's per-request machinery
-rather than the verb? Answer: docs/performance.md, "The lever left: uvicorn's per-request
-machinery".
+rather than the verb? Answer: lab/history/performance-history.md, "The lever left: uvicorn's
+per-request machinery".
 
 Server CPU per extender verb POST: uvicorn as the CLI runs it, against a bare protocol.
 

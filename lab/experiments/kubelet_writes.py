@@ -1,7 +1,7 @@
 """Question: does the fake kubelet still spend several times less CPU per pod writing through
 RawApi than through the generated client, the one reason e2e/harness/rawapi.py exists?
 Answer: e2e/harness/rawapi.py's docstring (numbers and decision), and
-docs/performance.md, "What an earlier round optimized" (its item 9).
+lab/history/performance-history.md, "What an earlier round optimized" (its item 9).
 
 CPU the fake kubelet spends per pod on its API writes, by client: the generated
 kubernetes client against :class:`e2e.harness.rawapi.RawApi`.

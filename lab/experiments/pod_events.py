@@ -1,6 +1,7 @@
 """Question: what does one pod watch event cost through the informer path, and which levers
-(the conversion, GC thresholds) lower it? Answer: docs/performance.md, "Taken: conversion,
-27 → 15 µs per pod" and "Measured, not taken: GC thresholds" (in "3. CPU per pod").
+(the conversion, GC thresholds) lower it? Answer: lab/history/performance-history.md,
+"Taken: conversion, 27 → 15 µs per pod" and "Measured, not taken: GC thresholds" (in "3. CPU
+per pod").
 
 CPU per pod watch event through the extender's informer path, in this process.
 

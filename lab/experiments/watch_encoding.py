@@ -1,6 +1,6 @@
 """Question: does the extender's JSON pod watch cost the API server a second encoding of
 every pod event, and what would protobuf cost or save the extender? Answer:
-docs/performance.md, "Lever a: a protobuf watch of pods".
+lab/history/performance-history.md, "Lever a: a protobuf watch of pods".
 
 What the extender's pod watch costs in JSON against protobuf, on both ends.
 
