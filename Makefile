@@ -65,11 +65,11 @@ test: setup operators lint
 # TESTS=e2e runs the whole e2e suite there. README's compatibility table says what each
 # version passed.
 K8S ?=
-TESTS ?= e2e/tests/test_smoke_extender.py e2e/tests/test_gang_lifecycle.py \
-	e2e/tests/test_gang_placement.py e2e/tests/test_gang_sources.py \
-	e2e/tests/test_job_completes.py e2e/tests/test_topology.py \
-	e2e/tests/test_upstream_status.py e2e/tests/test_in_tree_gangs.py \
-	e2e/tests/test_job_gangs.py e2e/tests/test_kueue.py
+TESTS ?= e2e/tests/gangs/test_smoke_extender.py e2e/tests/gangs/test_gang_lifecycle.py \
+	e2e/tests/gangs/test_gang_placement.py e2e/tests/gangs/test_gang_sources.py \
+	e2e/tests/harness/test_job_completes.py e2e/tests/gangs/test_topology.py \
+	e2e/tests/integrations/test_upstream_status.py e2e/tests/integrations/test_in_tree_gangs.py \
+	e2e/tests/integrations/test_job_gangs.py e2e/tests/integrations/test_kueue.py
 e2e-k8s: setup
 	@test -n "$(K8S)" || { echo "usage: make e2e-k8s K8S=1.36 [TESTS=...]" >&2; exit 2; }
 	K8S=$(K8S) bash e2e/build-k8s.sh >/dev/null

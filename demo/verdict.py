@@ -2,7 +2,7 @@
 each big Job whole, one after the other, and complete everything.
 
 Why explicit checks rather than just printing numbers: the demo is also an e2e test
-(``e2e/tests/test_demo.py``), and the deadlock is a race the stock run can lose, so the
+(``e2e/tests/install/test_demo.py``), and the deadlock is a race the stock run can lose, so the
 demo must recognise both a broken gang run and a stock run that happened not to deadlock.
 """
 

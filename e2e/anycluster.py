@@ -12,7 +12,7 @@ loopback.
   session's gang stack (``e2e/gang.py``).
 * External (``$E2E_KUBECONFIG``: kind via ``e2e/kind/run.sh``, or CI's run against the
   local control plane with the stack started from ``deploy/``,
-  ``e2e/tests/test_external_mode.py``): the cluster's schedulable nodes (Ready, not
+  ``e2e/tests/install/test_external_mode.py``): the cluster's schedulable nodes (Ready, not
   cordoned, no NoSchedule/NoExecute taint), their allocatable minus what the pods bound
   there request, and the installed gang scheduler, ``$E2E_GANG_SCHEDULER`` (default
   ``gang-scheduler``). A cluster with too few such nodes skips, saying so.

@@ -2,7 +2,7 @@
 decision, and following the lease by watch, with a timer and a second read at expiry.
 
 What a standby holds back is tests/test_standby.py; the two-replica failover on a real
-control plane is e2e/tests/test_failover.py.
+control plane is e2e/tests/faults/test_failover.py.
 """
 
 from __future__ import annotations

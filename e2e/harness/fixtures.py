@@ -60,7 +60,7 @@ def _obtain_cluster() -> Cluster:
         pytest.fail(f"cannot obtain control-plane binaries: {e}\n(run e2e/setup-deps.sh, or "
                     "set E2E_SKIP=1 to skip e2e tests on this machine)", pytrace=False)
     # The upstream Workload API served, so the gang sources' e2e tests can use it
-    # (e2e/tests/test_gang_sources.py); the schedulers run without its gates.
+    # (e2e/tests/gangs/test_gang_sources.py); the schedulers run without its gates.
     return ControlPlane(bin_dir, etcd, workload_api=True).start()
 
 

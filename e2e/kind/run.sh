@@ -7,7 +7,7 @@
 #      fake nodes skip themselves; the gang tests marked any_cluster size their pods from
 #      the real nodes and use the installed gang-scheduler: e2e/anycluster.py). CI runs
 #      the same any_cluster tests in external mode against the local control plane
-#      (e2e/tests/test_external_mode.py), since it has no Docker.
+#      (e2e/tests/install/test_external_mode.py), since it has no Docker.
 # Needs: docker, kind, kubectl on PATH. Not run on machines without Docker.
 #
 # Environment:

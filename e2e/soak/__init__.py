@@ -18,7 +18,7 @@ kills, issue 16).
   the stall probe (the longest ``/healthz`` answer).
 
 Run it: ``python -m e2e.soak --seed 7 --minutes 20`` (see docs/reliability.md); CI runs a
-short seeded version, e2e/tests/test_soak_short.py.
+short seeded version, e2e/tests/faults/test_soak_short.py.
 """
 
 from .checker import Checker

@@ -36,7 +36,7 @@ LAG_SAMPLE_SECONDS = 0.25
 # Exit status when a long-running task ended (1 is leadership loss, 2 a usage error).
 EXIT_TASK_ENDED = 3
 # Test-only fault injection, off unless set: the first N tick iterations after the
-# caches synced raise (e2e/tests/test_supervision.py makes a running extender's tick
+# caches synced raise (e2e/tests/faults/test_supervision.py makes a running extender's tick
 # raise with it). Never set it in a deployment.
 TICK_FAULTS_ENV = "GANG_EXTENDER_TEST_TICK_FAULTS"
 

@@ -28,7 +28,7 @@ from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
 from e2e.harness.rawapi import RawApi
 from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for
-from e2e.tests.test_gang_sources import volcano_crd
+from e2e.tests.gangs.test_gang_sources import volcano_crd
 
 __all__ = ["volcano_crd"]  # the fixture of test_gang_sources, used by name below
 

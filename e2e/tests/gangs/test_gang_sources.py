@@ -180,7 +180,7 @@ def test_upstream_podgroup_is_a_gang(any_cluster: AnyCluster, namespace: str) ->
     assert {e["involvedObject"]["apiVersion"] for e in events} == {
         f"scheduling.k8s.io/{version}"}
     # Its members name the gang scheduler: the scheduling condition of its version, as
-    # kube-scheduler writes it on its own gangs (e2e/tests/test_upstream_status.py).
+    # kube-scheduler writes it on its own gangs (e2e/tests/integrations/test_upstream_status.py).
     sched = "PodGroupScheduled" if version == "v1alpha2" else "PodGroupInitiallyScheduled"
 
     def scheduled() -> dict[str, Any] | NotYet:

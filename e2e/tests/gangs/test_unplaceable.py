@@ -24,7 +24,7 @@ from e2e.harness.fixtures import NodeSet as Nodes
 from e2e.harness.objects import create_pod, create_podgroup
 from e2e.harness.queries import get_podgroup
 from e2e.harness.waiting import NotYet, wait_for
-from e2e.tests.test_priorities import SCHED, STARVATION_AFTER, metric, prio, queue_message
+from e2e.tests.gangs.test_priorities import SCHED, STARVATION_AFTER, metric, prio, queue_message
 
 pytestmark = pytest.mark.e2e
 __all__ = ["prio"]  # the stack, a fixture of this module too

@@ -47,7 +47,7 @@ from e2e.harness.queries import get_podgroup, list_pods
 from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for
 from e2e.operators import obtain_operator, scheduled_condition
-from e2e.provisioner import StandinAutoscaler, choose
+from e2e.autoscaler_standin import StandinAutoscaler, choose
 from e2e.provisioning_objects import (
     Requests,
     Seen,
@@ -61,7 +61,7 @@ from e2e.provisioning_objects import (
     wait_served,
     wait_untainted,
 )
-from e2e.tests.test_gang_sources import volcano_crd
+from e2e.tests.gangs.test_gang_sources import volcano_crd
 
 __all__ = ["volcano_crd"]  # the fixture of test_gang_sources, used by name below
 

@@ -33,7 +33,7 @@ from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
 from e2e.harness.pki import generate_serving_pki
 from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for
-from e2e.tests.test_direct_commit import kube_scheduler_paused
+from e2e.tests.gangs.test_direct_commit import kube_scheduler_paused
 
 pytestmark = pytest.mark.e2e
 
