@@ -20,6 +20,7 @@ from extender.core.model.fields import (
     as_str_map,
     guarded,
     parse_time,
+    sections,
     shared,
 )
 from extender.core.model.provisioning import (
@@ -198,13 +199,7 @@ def _consumes(annotations: Mapping[str, Any]) -> str:
 
 
 def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
-    meta = as_obj(obj.get("metadata"), "metadata")
-    spec = as_obj(obj.get("spec"), "spec")
-    status = as_obj(obj.get("status"), "status")
-
-    name = as_str(meta.get("name"), "metadata.name")
-    if not name:
-        raise ValueError("metadata.name is missing")
+    meta, spec, status, name = sections(obj)
     uid = as_str(meta.get("uid"), "metadata.uid")
     if not uid:
         raise ValueError("metadata.uid is missing")
@@ -290,12 +285,7 @@ def pod_from_k8s(obj: Any) -> PodInfo:
 
 
 def _build_node(obj: Mapping[str, Any], _ident: str) -> NodeInfo:
-    meta = as_obj(obj.get("metadata"), "metadata")
-    spec = as_obj(obj.get("spec"), "spec")
-    status = as_obj(obj.get("status"), "status")
-    name = as_str(meta.get("name"), "metadata.name")
-    if not name:
-        raise ValueError("metadata.name is missing")
+    meta, spec, status, name = sections(obj)
     # kube-scheduler uses allocatable; capacity only stands in for a node whose
     # kubelet has not reported allocatable yet.
     raw = status.get("allocatable") or status.get("capacity")
@@ -336,12 +326,7 @@ def node_from_k8s(obj: Any) -> NodeInfo:
 
 
 def _build_budget(obj: Mapping[str, Any], _ident: str) -> BudgetInfo:
-    meta = as_obj(obj.get("metadata"), "metadata")
-    spec = as_obj(obj.get("spec"), "spec")
-    status = as_obj(obj.get("status"), "status")
-    name = as_str(meta.get("name"), "metadata.name")
-    if not name:
-        raise ValueError("metadata.name is missing")
+    meta, spec, status, name = sections(obj)
     return BudgetInfo(
         namespace=as_str(meta.get("namespace"), "metadata.namespace", "default"),
         name=name,

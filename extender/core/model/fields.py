@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 __all__ = ["EMPTY", "as_int", "as_list", "as_obj", "as_str", "as_str_map", "guarded",
-           "parse_time", "shared"]
+           "parse_time", "sections", "shared"]
 
 EMPTY: Mapping[str, Any] = {}
 _T = TypeVar("_T")
@@ -98,6 +98,21 @@ def parse_time(v: Any, where: str = "timestamp") -> float:
     if t.tzinfo is None:
         t = t.replace(tzinfo=UTC)
     return t.timestamp()
+
+
+def sections(
+    obj: Mapping[str, Any],
+) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any], str]:
+    """An object's metadata, spec and status (empty where absent) and its name, read in
+    that order so the first malformed field is the one reported. A nameless object is
+    refused: the cache keys every object by its name."""
+    meta = as_obj(obj.get("metadata"), "metadata")
+    spec = as_obj(obj.get("spec"), "spec")
+    status = as_obj(obj.get("status"), "status")
+    name = as_str(meta.get("name"), "metadata.name")
+    if not name:
+        raise ValueError("metadata.name is missing")
+    return meta, spec, status, name
 
 
 def guarded(kind: str, obj: Any, build: Callable[[Mapping[str, Any], str], _T]) -> _T:

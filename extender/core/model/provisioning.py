@@ -27,7 +27,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from extender.core.model.fields import as_list, as_obj, as_str, as_str_map, guarded, parse_time
+from extender.core.model.fields import (
+    as_list,
+    as_obj,
+    as_str,
+    as_str_map,
+    guarded,
+    parse_time,
+    sections,
+)
 from extender.core.model.types import SCHEDULER_PLUGINS, PodInfo, split_gang_key
 from extender.core.model.vocabulary import PodRef, PodSet
 
@@ -102,12 +110,7 @@ def state(conditions: Sequence[tuple[str, str, float, str]]) -> tuple[str, float
 
 
 def _build(obj: Mapping[str, Any], _ident: str) -> RequestInfo:
-    meta = as_obj(obj.get("metadata"), "metadata")
-    spec = as_obj(obj.get("spec"), "spec")
-    status = as_obj(obj.get("status"), "status")
-    name = as_str(meta.get("name"), "metadata.name")
-    if not name:
-        raise ValueError("metadata.name is missing")
+    meta, spec, status, name = sections(obj)
     conds = []
     not_yet: tuple[str, str] | None = None  # Provisioned=False: (reason, message)
     for i, raw in enumerate(as_list(status.get("conditions"), "status.conditions")):
