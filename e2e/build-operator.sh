@@ -126,12 +126,12 @@ stamp="$cache/.built-$recipe"
 if [[ -f "$stamp" ]]; then echo "$cache"; exit 0; fi
 
 # The autoscaler's source is on GitHub only, which CI and fresh machines may not reach:
-# there the e2e tests use the stand-in (e2e/provisioner.py), and `make operators` goes on.
+# there the e2e tests use the stand-in (e2e/autoscaler_standin.py), and `make operators` goes on.
 # Nothing on stdout then, so a test that asks for the real one still fails to find it.
 if [[ "$name" == cluster-autoscaler && -z "${E2E_AUTOSCALER_GIT:-}" ]] &&
    ! GIT_TERMINAL_PROMPT=0 timeout 5 git ls-remote --exit-code "$git_repo" "refs/tags/$git_tag" \
      >/dev/null 2>&1; then
-  echo "build-operator: $git_repo not reachable; the e2e tests will use the ProvisioningRequest stand-in (e2e/provisioner.py)" >&2
+  echo "build-operator: $git_repo not reachable; the e2e tests will use the ProvisioningRequest stand-in (e2e/autoscaler_standin.py)" >&2
   exit 0
 fi
 

@@ -1,5 +1,5 @@
-"""The pure decisions of the stand-in provisioner (:mod:`e2e.provisioner`): how many pool
-nodes a ProvisioningRequest needs, and which conditions it gets next. No I/O, no clock:
+"""The pure decisions of the autoscaler stand-in (:mod:`e2e.autoscaler_standin`): how
+many pool nodes a ProvisioningRequest needs, and which conditions it gets next. No I/O, no clock:
 the loop reads the cluster, passes it in as plain values, and writes what comes out.
 
 The arithmetic follows what the Cluster Autoscaler's own simulation does, as far as the
@@ -28,7 +28,7 @@ NO_RETRY = "noRetry"
 """``spec.parameters`` key of the check-capacity class: fail at once rather than retry."""
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 UPCOMING = ("kwok.x-k8s.io/node", "fake")
-"""The annotation (and value) of the nodes the provisioner made."""
+"""The annotation (and value) of the nodes the stand-in made."""
 DONE = ("Provisioned", "Failed", "BookingExpired")
 """A request with one of these True is not looked at again (booking aside)."""
 
@@ -51,7 +51,7 @@ def quantities(raw: Mapping[str, Any]) -> Resources:
 
 def usable_node(node: Mapping[str, Any]) -> bool:
     """A node whose free room the simulation counts: Ready, not cordoned, no taint that
-    keeps pods off (the PodTemplates here tolerate none). A node the provisioner made that
+    keeps pods off (the PodTemplates here tolerate none). A node the stand-in made that
     still carries the ``not-ready`` taint admission gives every new node counts too: it is
     coming, as the autoscaler counts its upcoming nodes, so a second request in the same
     second does not pay for it again."""
@@ -121,7 +121,7 @@ def nodes_needed(room: Sequence[Mapping[str, Fraction]], pending: Iterable[Resou
 
 
 @dataclass(frozen=True)
-class Condition:
+class RequestCondition:
     type: str
     status: str
     reason: str
@@ -129,14 +129,14 @@ class Condition:
 
 
 @dataclass(frozen=True)
-class Decision:
+class RequestAnswer:
     """What the loop does with one request: conditions to set (in order), nodes to add."""
 
-    conditions: tuple[Condition, ...] = ()
+    conditions: tuple[RequestCondition, ...] = ()
     scale_up: int = 0
 
 
-def merge_conditions(current: Sequence[Mapping[str, Any]], new: Iterable[Condition],
+def merge_conditions(current: Sequence[Mapping[str, Any]], new: Iterable[RequestCondition],
                      now: str) -> list[dict[str, Any]]:
     """The request's conditions with ``new`` set: one per type, in first-set order; a
     condition's ``lastTransitionTime`` moves only when its status changes (what the
@@ -157,7 +157,7 @@ def served(cls: str, conds: Mapping[str, str]) -> bool:
 
 
 def decide(cls: str, conds: Mapping[str, str], needed: int | None, headroom: int,
-           params: Mapping[str, Any] | None = None) -> Decision:
+           params: Mapping[str, Any] | None = None) -> RequestAnswer:
     """The next conditions of a served request whose pods need ``needed`` new nodes
     (None: they cannot be made at all) when the pool may grow by ``headroom``.
 
@@ -166,27 +166,27 @@ def decide(cls: str, conds: Mapping[str, str], needed: int | None, headroom: int
     CapacityIsProvisioned) or not at all (Provisioned=False, retried: it fails only after
     a week, which no test waits for); check-capacity never scales up and fails at once
     only with ``noRetry: "true"``."""
-    out: list[Condition] = []
+    out: list[RequestCondition] = []
     if conds.get("Accepted") != "True":
-        out.append(Condition("Accepted", "True", "Accepted", "accepted by the stand-in"))
+        out.append(RequestCondition("Accepted", "True", "Accepted", "accepted by the stand-in"))
     if needed == 0:
-        out.append(Condition("Provisioned", "True", "CapacityIsFound",
+        out.append(RequestCondition("Provisioned", "True", "CapacityIsFound",
                              "the request's pods fit the existing nodes"))
-        return Decision(tuple(out))
+        return RequestAnswer(tuple(out))
     short = ("a pod of the request fits no node of the pool" if needed is None else
              f"needs {needed} new nodes, the pool may add {max(headroom, 0)}")
     if cls == CHECK_CAPACITY:
         if str((params or {}).get(NO_RETRY, "")) == "true":
-            out.append(Condition("Failed", "True", "CapacityIsNotFound", short))
+            out.append(RequestCondition("Failed", "True", "CapacityIsNotFound", short))
         else:
-            out.append(Condition("Provisioned", "False", "CapacityIsNotFound", short))
-        return Decision(tuple(out))
+            out.append(RequestCondition("Provisioned", "False", "CapacityIsNotFound", short))
+        return RequestAnswer(tuple(out))
     if needed is not None and needed <= headroom:
-        out.append(Condition("Provisioned", "True", "CapacityIsProvisioned",
+        out.append(RequestCondition("Provisioned", "True", "CapacityIsProvisioned",
                              f"added {needed} nodes"))
-        return Decision(tuple(out), scale_up=needed)
-    out.append(Condition("Provisioned", "False", "CapacityIsNotFound", short))
-    return Decision(tuple(out))
+        return RequestAnswer(tuple(out), scale_up=needed)
+    out.append(RequestCondition("Provisioned", "False", "CapacityIsNotFound", short))
+    return RequestAnswer(tuple(out))
 
 
 def retry_due(since: float, now: float, attempts: int, initial: float = 2.0,

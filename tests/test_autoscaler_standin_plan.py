@@ -1,11 +1,11 @@
-"""The stand-in provisioner's pure decisions (e2e/provisioner_plan.py): how many pool nodes
+"""The autoscaler stand-in's pure decisions (e2e/autoscaler_standin_plan.py): how many pool nodes
 a ProvisioningRequest needs, and the conditions it gets next."""
 
 from __future__ import annotations
 
 from fractions import Fraction
 
-from e2e.provisioner_plan import (
+from e2e.autoscaler_standin_plan import (
     ATOMIC,
     CHECK_CAPACITY,
     Resources,
@@ -141,7 +141,7 @@ def test_which_nodes_count_as_room() -> None:
     assert not usable_node(node(ready="False"))
     assert not usable_node(node(cordoned=True))
     assert not usable_node(node(taints=("dedicated",)))
-    # a static node not yet untainted is not room; a node the provisioner just made is
+    # a static node not yet untainted is not room; a node the stand-in just made is
     assert not usable_node(node(taints=("node.kubernetes.io/not-ready",)))
     assert usable_node(node(taints=("node.kubernetes.io/not-ready",), made=True))
     assert not usable_node(node(taints=("node.kubernetes.io/not-ready", "dedicated"),

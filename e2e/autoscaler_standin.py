@@ -5,7 +5,7 @@ the same Python interface as :class:`e2e.autoscaler.Autoscaler`; :func:`choose` 
 one of the two (``E2E_AUTOSCALER=real|standin|auto``).
 
 What it does (the contract of ``autoscaling.x-k8s.io/v1`` as the autoscaler 1.36.1
-implements it; the pure decisions are :mod:`e2e.provisioner_plan`):
+implements it; the pure decisions are :mod:`e2e.autoscaler_standin_plan`):
 
 * Serves the ``best-effort-atomic-scale-up`` and ``check-capacity`` classes, one request
   per loop, every second: sets ``Accepted``; counts the nodes the request's PodTemplates x
@@ -62,13 +62,8 @@ from e2e.autoscaler import (
     conditions,
     template,
 )
-from e2e.harness.cluster import ControlPlane
-from e2e.harness.crds import install_crds
-from e2e.harness.fakenodes import PROVIDER_NODE_ANNOTATION
-from e2e.harness.k8s import ApiException
-from e2e.harness.target import kube
-from e2e.provisioner_plan import (
-    Condition,
+from e2e.autoscaler_standin_plan import (
+    RequestCondition,
     Resources,
     booked,
     booking_expired,
@@ -84,13 +79,18 @@ from e2e.provisioner_plan import (
     unschedulable,
     usable_node,
 )
+from e2e.harness.cluster import ControlPlane
+from e2e.harness.crds import install_crds
+from e2e.harness.fakenodes import PROVIDER_NODE_ANNOTATION
+from e2e.harness.k8s import ApiException
+from e2e.harness.target import kube
 
 CRD_DIR = Path(__file__).resolve().parent / "crds" / "autoscaler"
 """The ProvisioningRequest CRD, copied from the autoscaler's tag cluster-autoscaler-1.36.1
 (``cluster-autoscaler/apis/config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml``);
 tests/test_provisioning_crd.py checks it equals the built autoscaler's copy."""
 BOOKING = 600.0
-log = logging.getLogger("gang-e2e.provisioner")
+log = logging.getLogger("gang-e2e.autoscaler_standin")
 
 
 def _ts(raw: str | None) -> float:
@@ -141,10 +141,10 @@ class StandinAutoscaler(Autoscaler):
         self.shape = quantities(self.node_template["status"]["allocatable"])
         self._halt = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(self._halt,),
-                                        name="standin-provisioner", daemon=True)
+                                        name="autoscaler-standin", daemon=True)
         self._thread.start()
         self.settings = wanted
-        log.info("stand-in provisioner: pool %s, at most %d nodes of %s CPU, scale-down %s",
+        log.info("autoscaler stand-in: pool %s, at most %d nodes of %s CPU, scale-down %s",
                  pool, max_size, cpu, scale_down)
 
     def _stop_process(self) -> None:
@@ -160,7 +160,7 @@ class StandinAutoscaler(Autoscaler):
             try:
                 self.loop_once(time.time())
             except Exception:  # an API hiccup: the next loop reads everything again
-                log.exception("stand-in provisioner loop")
+                log.exception("autoscaler stand-in loop")
             halt.wait(1.0)
 
     # ----- one loop ---------------------------------------------------------------------
@@ -197,7 +197,7 @@ class StandinAutoscaler(Autoscaler):
             at = next((_ts(c.get("lastTransitionTime")) for c in r["status"]["conditions"]
                        if c["type"] == "Provisioned"), now)
             if booking_expired(at, now, self.booking):
-                self._write(r, (Condition("BookingExpired", "True",
+                self._write(r, (RequestCondition("BookingExpired", "True",
                                           "CapacityReservationTimeExpired",
                                           "the booking time is over"),))
 
@@ -246,7 +246,7 @@ class StandinAutoscaler(Autoscaler):
                pods: list[dict[str, Any]]) -> None:
         wanted = self._templates(r)
         if isinstance(wanted, str):
-            self._write(r, (Condition("Failed", "True", "FailedToCreatePods", wanted),))
+            self._write(r, (RequestCondition("Failed", "True", "FailedToCreatePods", wanted),))
             return
         pending = [pod_requests(p["spec"]) for p in pods
                    if not (p.get("spec") or {}).get("nodeName") and unschedulable(p)]
@@ -256,7 +256,7 @@ class StandinAutoscaler(Autoscaler):
         for _ in range(d.scale_up):
             self._add_node()
         self._write(r, d.conditions)
-        log.info("stand-in provisioner: %s/%s needs %s nodes (room for %d more): %s",
+        log.info("autoscaler stand-in: %s/%s needs %s nodes (room for %d more): %s",
                  r["metadata"]["namespace"], r["metadata"]["name"], needed, headroom,
                  [(c.type, c.status) for c in d.conditions])
 
@@ -270,7 +270,7 @@ class StandinAutoscaler(Autoscaler):
         node["spec"]["providerID"] = f"kwok:{name}"
         kube().core.create_node(node)
 
-    def _write(self, r: dict[str, Any], conds: tuple[Condition, ...]) -> None:
+    def _write(self, r: dict[str, Any], conds: tuple[RequestCondition, ...]) -> None:
         if not conds:
             return
         merged = merge_conditions((r.get("status") or {}).get("conditions") or [], conds,
@@ -296,7 +296,7 @@ class StandinAutoscaler(Autoscaler):
                 continue
             since = self._empty_since.setdefault(name, now)
             if now - since >= self.scale_down:
-                log.info("stand-in provisioner: scaling down %s, empty for %.1fs",
+                log.info("autoscaler stand-in: scaling down %s, empty for %.1fs",
                          name, now - since)
                 with contextlib.suppress(ApiException):
                     kube().core.delete_node(name)
