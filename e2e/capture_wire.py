@@ -161,7 +161,7 @@ def answer(verb: str, body: Any) -> Any:
 
 
 @dataclass
-class Recorder:
+class RecordingExtender:
     """A threaded HTTP extender on 127.0.0.1 that answers and keeps every call."""
 
     calls: list[Call] = field(default_factory=list)
@@ -313,7 +313,7 @@ def k8s_version(bin_dir: Path) -> str:
     return version
 
 
-def capture_mode(cp: ControlPlane, rec: Recorder, cfg: dict[str, Any], capable: bool,
+def capture_mode(cp: ControlPlane, rec: RecordingExtender, cfg: dict[str, Any], capable: bool,
                  pod_name: str) -> tuple[dict[str, Call], dict[str, Any]]:
     """Run kube-scheduler with ``cfg`` until one pod has gone through every verb; the
     scheduler is stopped afterwards so the next mode's is the only one serving the
@@ -349,7 +349,7 @@ def capture(out: Path, deploy_config: Path = DEPLOY_CONFIG) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     bin_dir = find_k8s_bin()
     cp = ControlPlane(bin_dir, find_etcd()).start()
-    rec = Recorder()
+    rec = RecordingExtender()
     try:
         use_cluster(cp)
         nodes = FakeNodes(cp.api_client())

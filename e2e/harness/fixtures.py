@@ -6,7 +6,7 @@ Fixtures (import them in a ``conftest.py``; ``e2e/conftest.py`` does):
   :class:`ExternalCluster` when ``$E2E_KUBECONFIG`` is set (kind, a dev cluster).
 * ``local_control_plane`` (function): the same, but skips under ``$E2E_KUBECONFIG``; for
   tests that start their own kube-scheduler.
-* ``kube`` (session): :class:`Kube`, API objects bound to the admin client.
+* ``kube`` (session): :class:`ClusterApis`, API objects bound to the admin client.
 * ``default_scheduler`` (session): the cluster's main scheduler (``default-scheduler``).
 * ``fake_kubelet`` (session): :class:`FakeKubelet` (node CRUD + the kubelet process).
 * ``fake_nodes`` (function): node CRUD whose nodes (and their pods) are deleted after the
@@ -44,7 +44,7 @@ from .k8s import ApiException
 from .objects import PG_GROUP, PG_PLURAL, PG_VERSION
 from .process import ManagedProcess
 from .queries import list_pods
-from .target import Kube, kube, release_cluster, use_cluster
+from .target import ClusterApis, kube, release_cluster, use_cluster
 from .waiting import wait_for
 
 
@@ -85,7 +85,7 @@ def local_control_plane(control_plane: Cluster) -> ControlPlane:
 
 
 @pytest.fixture(scope="session", name="kube")
-def kube_fixture(control_plane: Cluster) -> Kube:
+def kube_fixture(control_plane: Cluster) -> ClusterApis:
     """Admin API objects (core, batch, apps, custom, events) for the session cluster."""
     return kube()
 
@@ -229,7 +229,7 @@ def namespace(request: pytest.FixtureRequest, control_plane: Cluster) -> Iterato
         _empty_and_delete_namespace(k, name)
 
 
-def _empty_and_delete_namespace(k: Kube, name: str) -> None:
+def _empty_and_delete_namespace(k: ClusterApis, name: str) -> None:
     def attempt(fn: Callable[[], Any]) -> None:
         try:
             fn()

@@ -22,7 +22,7 @@ from typing import Any
 
 from .fakenodes import _fake_ip, _now_rfc3339
 from .kubeletpod import DEFAULT_RENDEZVOUS_RUN_SECONDS, _Group, _Pod
-from .rawapi import STRATEGIC_MERGE_PATCH, ApiError, RawApi, path_segment
+from .rawapi import STRATEGIC_MERGE_PATCH, RawApi, RawApiError, path_segment
 
 log = logging.getLogger("fakekubelet")
 
@@ -113,7 +113,7 @@ class PodLife:
             try:
                 fn(*args)
                 return
-            except ApiError as e:
+            except RawApiError as e:
                 if e.status in (404, 409):
                     return
                 if e.status == 422:

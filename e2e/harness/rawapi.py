@@ -76,7 +76,7 @@ QueryValue = str | int | float | bool
 Query = Mapping[str, QueryValue]
 
 
-class ApiError(Exception):
+class RawApiError(Exception):
     """A non-2xx answer. ``status`` and ``body`` mirror ``kubernetes.client.ApiException``
     so callers can treat both alike."""
 
@@ -217,7 +217,7 @@ class RawApi:
         body: Any = None,
         content_type: str = JSON,
     ) -> bytes:
-        """Send one request and return the response body; raise :class:`ApiError` on non-2xx.
+        """Send one request and return the response body; raise :class:`RawApiError` on non-2xx.
 
         ``body`` (any JSON-able value) is encoded with orjson. Transport errors (refused,
         reset, timed out) propagate as ``OSError``/``http.client.HTTPException`` (or
@@ -235,7 +235,7 @@ class RawApi:
             status, reason, out = self._send(
                 method, self._prefix + self._path_query(path, query), data, headers)
         if not 200 <= status <= 299:
-            raise ApiError(status, reason, out)
+            raise RawApiError(status, reason, out)
         return out
 
     def _send(self, method: str, target: str, data: bytes | None,

@@ -19,7 +19,7 @@ from .k8s import client
 
 
 @dataclass
-class Kube:
+class ClusterApis:
     """Admin API objects for one cluster (the client is shared, thread-safe)."""
 
     api: Any
@@ -31,21 +31,21 @@ class Kube:
 
 
 _cluster: Cluster | None = None
-_kube: Kube | None = None
+_kube: ClusterApis | None = None
 
 
-def use_cluster(cluster: Cluster) -> Kube:
+def use_cluster(cluster: Cluster) -> ClusterApis:
     """Make ``cluster`` the target of the helper functions; returns its API objects."""
     global _cluster, _kube
     api = cluster.api_client()
     _cluster = cluster
-    _kube = Kube(api, client.CoreV1Api(api), client.BatchV1Api(api), client.AppsV1Api(api),
+    _kube = ClusterApis(api, client.CoreV1Api(api), client.BatchV1Api(api), client.AppsV1Api(api),
                  client.CustomObjectsApi(api), client.EventsV1Api(api))
     return _kube
 
 
 @contextlib.contextmanager
-def cluster_in_use(cluster: Cluster) -> Iterator[Kube]:
+def cluster_in_use(cluster: Cluster) -> Iterator[ClusterApis]:
     """Point the helpers at ``cluster`` for a block, then back at the one before: for a
     test module that runs a control plane of its own (other gates) beside the session's."""
     global _cluster, _kube
@@ -58,7 +58,7 @@ def cluster_in_use(cluster: Cluster) -> Iterator[Kube]:
         _cluster, _kube = before
 
 
-def kube() -> Kube:
+def kube() -> ClusterApis:
     """API objects of the current cluster."""
     if _kube is None:
         raise RuntimeError("no cluster: use the control_plane fixture or use_cluster()")

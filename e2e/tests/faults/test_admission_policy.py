@@ -31,7 +31,7 @@ from e2e.harness.clusterbase import Cluster
 from e2e.harness.k8s import ApiException, client
 from e2e.harness.objects import create_pod
 from e2e.harness.queries import get_pod
-from e2e.harness.target import Kube
+from e2e.harness.target import ClusterApis
 from e2e.harness.waiting import wait_for
 from extender.core.manager import GangManager
 from extender.core.model.provisioning import (
@@ -126,7 +126,7 @@ def _as_extender_code(kubeconfig: Path, ns: str, name: str, now: float) -> None:
 
 
 def test_the_extender_may_patch_only_its_wake_up_annotation(
-    extender_api: tuple[Any, Path], namespace: str, kube: Kube
+    extender_api: tuple[Any, Path], namespace: str, kube: ClusterApis
 ) -> None:
     api, kubeconfig = extender_api
     create_pod(namespace, "pending", labels={"team": "a"},
@@ -229,7 +229,7 @@ def test_the_extender_may_set_the_provisioning_annotations_of_a_pod(
 
 
 def test_the_extender_may_delete_only_podtemplates_carrying_its_marker(
-    extender_api: tuple[Any, Path], namespace: str, kube: Kube
+    extender_api: tuple[Any, Path], namespace: str, kube: ClusterApis
 ) -> None:
     """deploy/admission/extender-deletes.yaml: "delete podtemplates" is for the ones the
     extender made (our marker); a user's PodTemplate named like ours is refused to the
@@ -266,7 +266,7 @@ def test_the_extender_may_delete_only_podtemplates_carrying_its_marker(
 
 
 def test_the_extender_may_change_only_the_scale_down_annotations_of_a_node(
-    extender_api: tuple[Any, Path], kube: Kube
+    extender_api: tuple[Any, Path], kube: ClusterApis
 ) -> None:
     """deploy/admission/extender-node-patches.yaml: "patch nodes" is for the autoscaler's
     scale-down-disabled annotation (and the extender's own beside it) on reserved nodes,

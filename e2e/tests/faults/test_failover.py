@@ -46,7 +46,7 @@ from e2e.harness.k8s import ApiException, client
 from e2e.harness.objects import create_pod, create_podgroup, delete_pod
 from e2e.harness.process import START_MARKER, ManagedProcess, free_port
 from e2e.harness.readiness import http_ok
-from e2e.harness.target import Kube
+from e2e.harness.target import ClusterApis
 from e2e.harness.waiting import NotYet, wait_for
 from e2e.tests.gangs.test_priorities import metric
 
@@ -104,7 +104,7 @@ def _with_flag(args: list[str], flag: str, value: str | None) -> list[str]:
 
 
 @pytest.fixture
-def replicas(local_control_plane: ControlPlane, kube: Kube,
+def replicas(local_control_plane: ControlPlane, kube: ClusterApis,
              tmp_path: Path) -> Iterator[Callable[[str], Replica]]:
     """Starts replicas as deploy/ runs them, under deploy/'s ServiceAccount."""
     cp = local_control_plane
@@ -165,7 +165,7 @@ def current_log(p: ManagedProcess) -> str:
     return p.log_path.read_text(errors="replace").rsplit(START_MARKER, 1)[-1]
 
 
-def lease_holder(kube: Kube) -> str:
+def lease_holder(kube: ClusterApis) -> str:
     lease = client.CoordinationV1Api(kube.api).read_namespaced_lease(
         "gang-scheduler", dk.INSTALL_NS)
     return str(lease.spec.holder_identity or "")
@@ -208,7 +208,7 @@ def waiting_binds(r: Replica, gang: str, ns: str) -> list[str]:
 
 
 def test_only_the_leader_acts_and_a_failover_places_every_gang_whole(
-    replicas: Callable[[str], Replica], kube: Kube, fake_nodes: NodeSet, namespace: str,
+    replicas: Callable[[str], Replica], kube: ClusterApis, fake_nodes: NodeSet, namespace: str,
 ) -> None:
     ns = namespace
     nodes = fake_nodes.add_nodes(3, prefix=ns, cpu="2", memory="4Gi")

@@ -13,7 +13,7 @@ from e2e.harness.clusterbase import Cluster
 from e2e.harness.fixtures import NodeSet
 from e2e.harness.objects import create_pod, delete_pod
 from e2e.harness.queries import get_pod, pod_phases
-from e2e.harness.rawapi import STRATEGIC_MERGE_PATCH, ApiError, RawApi
+from e2e.harness.rawapi import STRATEGIC_MERGE_PATCH, RawApi, RawApiError
 from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for, wait_pods_phase
 
@@ -101,7 +101,7 @@ def test_status_written_like_a_kubelet(fake_nodes: NodeSet, namespace: str) -> N
 def test_raw_api_keeps_connections_and_maps_errors(control_plane: Cluster,
                                                    namespace: str) -> None:
     """The fake kubelet's lean client: one keep-alive connection per thread (a new TLS
-    handshake per call is what made it expensive), non-2xx as ApiError with the status
+    handshake per call is what made it expensive), non-2xx as RawApiError with the status
     the retry logic keys on, and a connection the server dropped replaced transparently."""
     raw = RawApi(control_plane.api_client())
     try:
@@ -116,13 +116,13 @@ def test_raw_api_keeps_connections_and_maps_errors(control_plane: Cluster,
                         content_type=STRATEGIC_MERGE_PATCH)
         assert conn.sock is sock and len(raw._connections) == 1
         assert orjson.loads(raw.request("GET", path))["data"] == {"a": "4"}
-        with pytest.raises(ApiError) as err:
+        with pytest.raises(RawApiError) as err:
             raw.request("GET", f"/api/v1/namespaces/{namespace}/configmaps/absent")
         assert err.value.status == 404
-        with pytest.raises(ApiError) as err:
+        with pytest.raises(RawApiError) as err:
             raw.request("POST", f"/api/v1/namespaces/{namespace}/configmaps", body=body)
         assert err.value.status == 409
-        with pytest.raises(ApiError) as err:  # a uid precondition, as the force delete uses
+        with pytest.raises(RawApiError) as err:  # a uid precondition, as the force delete uses
             raw.request("DELETE", path, {"gracePeriodSeconds": 0},
                         body={"preconditions": {"uid": "not-its-uid"}})
         assert err.value.status == 409
@@ -136,7 +136,7 @@ def test_raw_api_keeps_connections_and_maps_errors(control_plane: Cluster,
         conn.sock = mine
         raw.request("DELETE", path)
         assert conn.sock is not None and conn.sock is not mine
-        with pytest.raises(ApiError) as err:
+        with pytest.raises(RawApiError) as err:
             raw.request("GET", path)
         assert err.value.status == 404
     finally:

@@ -20,7 +20,7 @@ from e2e.harness.fixtures import NodeSet
 from e2e.harness.kubeletpod import ANN_RUN_SECONDS
 from e2e.harness.objects import GANG_SCHEDULER, POD_GROUP_LABEL
 from e2e.harness.queries import get_job, job_condition, list_pods
-from e2e.harness.target import Kube
+from e2e.harness.target import ClusterApis
 from e2e.harness.waiting import NotYet, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -65,7 +65,7 @@ def _expected_pods(docs: list[dk.Doc]) -> int:
 
 @pytest.mark.parametrize("example", sorted(NODES))
 def test_example_gang_is_scheduled_and_completes(
-    example: str, gang: GangStack, fake_nodes: NodeSet, namespace: str, kube: Kube
+    example: str, gang: GangStack, fake_nodes: NodeSet, namespace: str, kube: ClusterApis
 ) -> None:
     docs = _load(EXAMPLES / example)
     shape = dict(NODES[example])
