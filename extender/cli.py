@@ -141,14 +141,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--preemption", choices=("on", "off"), default="on",
                        help="whole-gang preemption: a gang or a plain pod of the gang "
                             "scheduler that cannot be placed evicts whole lower-priority "
-                            "gangs and pods through the Eviction API (README \"Priorities "
-                            "and preemption\"; default on)")
+                            "gangs and pods through the Eviction API (docs/preemption.md; "
+                            "default on)")
     serve.add_argument("--provisioning-requests", choices=("on", "off"), default="on",
                        help="ask the cluster autoscaler for a gang's capacity with a "
                             "ProvisioningRequest (autoscaling.x-k8s.io/v1) while that API is "
                             "served, and keep reserved nodes from its scale-down; off: "
                             "none is asked, and the nodes a run with it on marked are "
-                            "unmarked (docs/install.md)")
+                            "unmarked (docs/autoscaler.md)")
     serve.add_argument("--provisioning-class", default=ATOMIC_CLASS,
                        help="provisioningClassName of the requests (default %(default)s)")
     serve.add_argument("--direct-commit", choices=("on", "off"),

@@ -17,7 +17,7 @@ All are optional APIs, watched only while served (`informer.Kind.discover`):
 Kueue's plain pod groups have no object; the gang manager derives them from the pods.
 The extender never writes these objects. Of their status it writes only the conditions of
 an upstream PodGroup whose pods name this scheduler, as kube-scheduler writes them on its
-own gangs (`reporting/upstream.py`); Volcano's status is Volcano's (docs/install.md).
+own gangs (`reporting/upstream.py`); Volcano's status is Volcano's (docs/integrations.md).
 """
 
 from __future__ import annotations

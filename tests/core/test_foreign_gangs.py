@@ -59,7 +59,7 @@ def test_the_group_of_another_scheduler_gets_no_status_from_us() -> None:
 
 def test_kueue_pods_of_the_default_scheduler_form_no_gang_here() -> None:
     """Kueue labels the pods of a pod group whatever scheduler they name; only those
-    naming this one are a gang here (docs/install.md, Kueue)."""
+    naming this one are a gang here (docs/integrations.md, Kueue plain pod groups)."""
     sim = SimScheduler()
     sim.add_node(node("n0"))
     for i in range(2):

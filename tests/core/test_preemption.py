@@ -245,7 +245,7 @@ def test_a_member_preempted_by_another_scheduler_is_replaced_alone() -> None:
     """kube-scheduler's DefaultPreemption (of the default profile) deleted one member
     of a running gang: the rest keep running (the extender evicts nothing it did not
     commit), and the replacement its controller creates is placed on its own, the gang
-    whole again, as soon as one member fits (README "Priorities and preemption")."""
+    whole again, as soon as one member fits (docs/preemption.md)."""
     sim = cluster(nodes=3)
     job = Job("g", at=0, run=1000, cpu=3000, members=3, priority=1)
     driver = Driver(sim, [job])

@@ -170,7 +170,7 @@ def _composite_refusal(parent: str) -> str:
     all-or-nothing this extender does not keep: placing the child on its own quorum could
     start one part of a composite that never gets the rest, the partial start a gang
     scheduler exists to prevent. Refusing, with this reason on the group and its pods,
-    is the honest answer until composites are modelled (docs/install.md)."""
+    is the honest answer until composites are modelled (docs/workload-api.md)."""
     return (f"spec.parentCompositePodGroupName: {parent!r}: this PodGroup is part of "
             f"CompositePodGroup {parent}, whose quorum of groups gang-extender does not "
             f"enforce, so placing it alone could start part of the composite; the gang is "

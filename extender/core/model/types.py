@@ -21,7 +21,8 @@ TOPOLOGY_REQUIRED = "gang-extender.x-k8s.io/topology-required"
 TOPOLOGY_PREFERRED = "gang-extender.x-k8s.io/topology-preferred"
 
 # Where a gang comes from: the API or operator convention that marked it
-# (core/model/sources.py has each one's keys and objects; docs/install.md a section per source).
+# (core/model/sources.py has each one's keys and objects; docs/integrations.md and
+# docs/workload-api.md a section per source).
 SCHEDULER_PLUGINS = "scheduler-plugins"  # PodGroup scheduling.x-k8s.io/v1alpha1 + label
 WORKLOAD_API = "workload-api"  # PodGroup scheduling.k8s.io/v1beta1|v1alpha2 + spec.schedulingGroup
 VOLCANO = "volcano"  # PodGroup scheduling.volcano.sh/v1beta1 + annotation

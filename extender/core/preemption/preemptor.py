@@ -10,7 +10,7 @@ change since it found nothing is not made again.
 
 Rules: a preemptor with `preemptionPolicy: Never` (a gang: any member) never evicts;
 only units of strictly lower priority are victims, chosen by `victims.select` (the
-rule is in its docstring and README "Priorities and preemption"). A gang that must stay
+rule is in its docstring and docs/preemption.md). A gang that must stay
 in one topology domain evicts only inside one domain (`preemption/domain_victims.py`).
 
 What it does: the preemptor's plan is reserved at once, held (`Reservation.held` is

@@ -14,7 +14,7 @@ Only units whose priority is strictly lower than the preemptor's are candidates 
 gang's priority is that of its most important member, as in the queue), and never one
 whose eviction a PodDisruptionBudget would refuse as a whole.
 
-**The rule** (README "Priorities and preemption"). Candidates are ordered by harm:
+**The rule** (docs/preemption.md). Candidates are ordered by harm:
 lowest priority first; then the fewest pods evicted; then the fewest resources (the
 sum, over the resources the unit frees, of its share of the cluster's allocatable);
 then the youngest (latest created) first. The victims are the shortest prefix of that
