@@ -62,8 +62,8 @@ test: setup operators lint
 # minutes of CPU) and caches the binaries pinned by e2e/k8sbuild-1.36/go.mod in
 # ~/.cache/gang-extender/k8s/<version>, then runs TESTS on a control plane of that
 # version (K8S reaches e2e/build-k8s.sh through the harness). K8S=1.37 names the default.
-# TESTS=e2e runs the whole e2e suite there. README's compatibility table says what each
-# version passed.
+# TESTS=e2e runs the whole e2e suite there. docs/testing.md says what each version
+# passed.
 K8S ?=
 TESTS ?= e2e/tests/gangs/test_smoke_extender.py e2e/tests/gangs/test_gang_lifecycle.py \
 	e2e/tests/gangs/test_gang_placement.py e2e/tests/gangs/test_gang_sources.py \

@@ -22,7 +22,7 @@ RawApi                         0.35 / 0.36 ms  0.32 / 0.32 ms  1.02 / 1.03 ms
 =============================  ==============  ==============  ===============
 
 Used well (``_preload_content=False``, response read), the generated client still costs
-about 1 ms more per pod, as much as the extender's own CPU per pod (README, Performance).
+about 1 ms more per pod, as much as the extender's own CPU per pod (docs/performance.md).
 Around the same ``http.client`` exchange it adds pydantic call validation, parameter and
 body serialisation and urllib3's pool and response wrapping (not broken down further
 here). A response left unread keeps its connection out of urllib3's pool, so

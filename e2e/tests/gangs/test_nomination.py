@@ -1,6 +1,6 @@
 """What the cluster's default scheduler makes of `status.nominatedNodeName` (issue 16,
-item 4; measured with `python -m lab.experiments.nominate`, written down in docs/install.md
-"Sharing nodes with other schedulers" and docs/reliability.md).
+item 4; measured with `python -m lab.experiments.nominate`, written down in docs/sharing-nodes.md,
+"What a nomination does").
 
 The extender's reservations live in its memory, so the default scheduler may put its
 pods on capacity held for a gang. kube-scheduler counts nominated pods of equal or higher

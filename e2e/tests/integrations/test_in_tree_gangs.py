@@ -140,7 +140,7 @@ def test_in_tree_gangs_and_ours_never_touch_each_other(
         assert rec.bound() == {}, f"a member of an incomplete gang was bound: {rec.history}"
         # One gang completes at a time, each after the one before is seen bound: two
         # schedulers deciding at the same instant cannot see each other's choice (docs/
-        # install.md: the kubelet's admission settles that race; the fake kubelet admits
+        # sharing-nodes.md: the kubelet's admission settles that race; the fake kubelet admits
         # all). A watch delivers in resourceVersion order, so each scheduler sees the last
         # gang bound before it sees the member that completes the next: the in-tree one
         # has to count ours, and ours has to count theirs.

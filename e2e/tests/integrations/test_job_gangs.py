@@ -307,7 +307,7 @@ def test_job_gang_member_replaced_is_placed_alone(
 
 def test_job_without_gang_policy_on_1_37_is_placed_pod_by_pod(
         job_plane: JobPlane, ns: str, nodes: NodeSet) -> None:
-    """What docs/install.md warns of: on 1.37 a Job without `spec.scheduling` still gets
+    """What docs/workload-api.md warns of: on 1.37 a Job without `spec.scheduling` still gets
     a PodGroup from the Job controller, with the `basic` policy, so it is no gang: of
     three pods with room for two, two are bound."""
     if job_plane.minor < (1, 37):
