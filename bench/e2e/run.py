@@ -71,7 +71,7 @@ def system_config(system: str, client: str, port: int,
 def find_scheduler_plugins() -> Path:
     """scheduler-plugins' build cache (binary, CRD, Coscheduling configuration), built by
     e2e/build-operator.sh on first use (minutes, once per machine)."""
-    from e2e.operators import find_operator  # imports pytest: only when D runs
+    from e2e.integrations.operators import find_operator  # imports pytest: only when D runs
 
     return find_operator("scheduler-plugins")
 

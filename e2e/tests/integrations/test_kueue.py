@@ -1,6 +1,6 @@
 """Real Kueue v0.17.0 in front of the gang scheduler (issue 28, item 6): Kueue admits by
 ClusterQueue quota, we place what it admitted, whole or not at all. How Kueue runs here:
-:mod:`e2e.kueue`.
+:mod:`e2e.integrations.kueue`.
 
 A Kueue-managed Job forms a gang with us the way any Job does: the scheduler-plugins
 label on its pod template and a PodGroup of the Job's size. Kueue's own plain pod groups
@@ -34,7 +34,7 @@ from e2e.harness.objects import (
 from e2e.harness.queries import get_job, job_condition
 from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for
-from e2e.kueue import (
+from e2e.integrations.kueue import (
     ADMISSION_GATE,
     GROUP_LABEL,
     QUEUE_LABEL,
@@ -42,7 +42,7 @@ from e2e.kueue import (
     TOTAL_ANNOTATION,
     Kueue,
 )
-from e2e.kueue_objects import (
+from e2e.integrations.kueue_objects import (
     WorkloadTimeline,
     create_cluster_queue,
     create_flavor,
@@ -53,7 +53,7 @@ from e2e.kueue_objects import (
     managed_namespace,
     workloads,
 )
-from e2e.operators import obtain_operator, scheduled_condition
+from e2e.integrations.operators import obtain_operator, scheduled_condition
 
 pytestmark = pytest.mark.e2e
 

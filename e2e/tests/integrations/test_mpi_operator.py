@@ -1,7 +1,7 @@
 """A real operator, unchanged: the Kubeflow MPI Operator v0.6.0 with its scheduler-plugins
 gang option pointed at ``gang-scheduler`` (issue 19, item 5). How it is built and run:
-:mod:`e2e.mpi_operator`; the scenarios, shared with the Training Operator's test, and the
-control runs against the default scheduler: :mod:`e2e.operators`.
+:mod:`e2e.integrations.mpi_operator`; the scenarios, shared with the Training Operator's
+test, and the control runs against the default scheduler: :mod:`e2e.integrations.operators`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from e2e.harness.clusterbase import Cluster
 from e2e.harness.fixtures import NodeSet
 from e2e.harness.objects import GANG_SCHEDULER
 from e2e.harness.waiting import NotYet, wait_for
-from e2e.mpi_operator import MPIJOB, MpiOperator, install_release, mpijob, release_docs
-from e2e.operators import (
+from e2e.integrations.mpi_operator import MPIJOB, MpiOperator, install_release, mpijob, release_docs
+from e2e.integrations.operators import (
     DEFAULT_SCHEDULER,
     NODE_CPU,
     NODE_MEMORY,

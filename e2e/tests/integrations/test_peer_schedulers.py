@@ -29,7 +29,7 @@ from e2e.harness.fixtures import NodeSet
 from e2e.harness.target import kube
 from e2e.harness.versions import upstream_gang_gates, workload_api_version
 from e2e.harness.waiting import wait_for
-from e2e.operators import obtain_operator
+from e2e.integrations.operators import obtain_operator
 
 pytestmark = pytest.mark.e2e
 

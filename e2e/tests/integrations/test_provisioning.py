@@ -36,6 +36,7 @@ from e2e.autoscaler import (
     VERSION,
     Autoscaler,
 )
+from e2e.autoscaler_standin import StandinAutoscaler, choose
 from e2e.gang import GangStack, Recorder
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.clusterbase import Cluster
@@ -46,8 +47,7 @@ from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
 from e2e.harness.queries import get_podgroup, list_pods
 from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for
-from e2e.operators import obtain_operator, scheduled_condition
-from e2e.autoscaler_standin import StandinAutoscaler, choose
+from e2e.integrations.operators import obtain_operator, scheduled_condition
 from e2e.provisioning_objects import (
     Requests,
     Seen,

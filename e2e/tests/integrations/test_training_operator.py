@@ -1,7 +1,8 @@
 """A second real operator, unchanged: the Kubeflow Training Operator v1.7.0 with
 ``--gang-scheduler-name=gang-scheduler``, driven through PyTorchJobs (issue 19, item 5).
-How it is built and run: :mod:`e2e.training_operator`; the scenarios, the same as the MPI
-Operator's, and the control runs against the default scheduler: :mod:`e2e.operators`.
+How it is built and run: :mod:`e2e.integrations.training_operator`; the scenarios, the same
+as the MPI Operator's, and the control runs against the default scheduler:
+:mod:`e2e.integrations.operators`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from e2e.harness.cluster import ControlPlane
 from e2e.harness.clusterbase import Cluster
 from e2e.harness.fixtures import NodeSet
 from e2e.harness.objects import GANG_SCHEDULER
-from e2e.operators import (
+from e2e.integrations.operators import (
     DEFAULT_SCHEDULER,
     NODE_CPU,
     NODE_MEMORY,
@@ -25,7 +26,7 @@ from e2e.operators import (
     scenario_two_at_75_percent,
     use_scheduler,
 )
-from e2e.training_operator import PYTORCHJOB, TrainingOperator, install
+from e2e.integrations.training_operator import PYTORCHJOB, TrainingOperator, install
 
 pytestmark = pytest.mark.e2e
 

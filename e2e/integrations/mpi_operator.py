@@ -51,7 +51,7 @@ from e2e.harness.k8s import ApiException, client
 from e2e.harness.process import ManagedProcess
 from e2e.harness.readiness import log_contains
 from e2e.harness.target import kube
-from e2e.operators import JobKind, rendezvous_annotations, wait_crd_established
+from e2e.integrations.operators import JobKind, rendezvous_annotations, wait_crd_established
 
 VERSION = "v0.6.0"
 MPI_GROUP, MPI_VERSION, MPI_PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
@@ -222,4 +222,4 @@ def mpijob(
 MPIJOB = JobKind(kind="MPIJob", group=MPI_GROUP, version=MPI_VERSION, plural=MPI_PLURAL,
                  role_label="training.kubeflow.org/job-role", leader_role="launcher",
                  make=mpijob)
-"""MPIJobs for :mod:`e2e.operators`' scenarios."""
+"""MPIJobs for :mod:`e2e.integrations.operators`' scenarios."""

@@ -4,8 +4,8 @@ Users do not write PodGroups and labels by hand, their operator does. Kubeflow's
 create the scheduler-plugins PodGroup (``scheduling.x-k8s.io/v1alpha1``) of a job, label
 its pods and set their ``schedulerName`` when told a gang scheduler's name; only the real
 binaries show that what they write is what the extender reads. Each operator is built by
-``e2e/build-operator.sh`` and run as a local process (:mod:`e2e.mpi_operator`,
-:mod:`e2e.training_operator`); this module has what their tests have in common:
+``e2e/build-operator.sh`` and run as a local process (:mod:`e2e.integrations.mpi_operator`,
+:mod:`e2e.integrations.training_operator`); this module has what their tests have in common:
 
 * :class:`JobKind`: how a test creates, reads and deletes one operator's job kind;
 * :func:`use_scheduler`: makes sure the scheduler the operator is pointed at is running;

@@ -33,7 +33,7 @@ from e2e.harness.cluster import ControlPlane
 from e2e.harness.process import ManagedProcess, free_port
 from e2e.harness.readiness import log_contains
 from e2e.harness.target import kube
-from e2e.operators import JobKind, rendezvous_annotations, wait_crd_established
+from e2e.integrations.operators import JobKind, rendezvous_annotations, wait_crd_established
 
 VERSION = "v1.7.0"
 GROUP, API_VERSION, PLURAL = "kubeflow.org", "v1", "pytorchjobs"
@@ -146,4 +146,4 @@ def pytorchjob(
 PYTORCHJOB = JobKind(kind="PyTorchJob", group=GROUP, version=API_VERSION, plural=PLURAL,
                      role_label="training.kubeflow.org/replica-type", leader_role="master",
                      make=pytorchjob)
-"""PyTorchJobs for :mod:`e2e.operators`' scenarios."""
+"""PyTorchJobs for :mod:`e2e.integrations.operators`' scenarios."""

@@ -39,7 +39,8 @@ on the loopback control plane, and why (read from the module's ``cmd/kueue``,
   namespace (the manager watches them even with internal certificates off), so the
   release RBAC is what is tested. Not applied: the leader-election Role (unused here).
 
-Kueue's objects (queues, flavors, Workloads) as the tests use them: :mod:`e2e.kueue_objects`.
+Kueue's objects (queues, flavors, Workloads) as the tests use them:
+:mod:`e2e.integrations.kueue_objects`.
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ def mount_namespace(overlay: Path) -> list[str]:
     namespaces are refused (some container runtimes), a mount namespace of root's."""
     if shutil.which("unshare") is None:
         raise HarnessError("unshare (util-linux) not found: Kueue runs in a mount "
-                           "namespace of its own (see e2e/kueue.py)")
+                           "namespace of its own (see e2e/integrations/kueue.py)")
     script = f'mount -t overlay kueue-etc -o lowerdir={overlay}:/etc /etc && exec "$0" "$@"'
     tried = []
     for flags in (["--user", "--map-root-user", "--mount"], ["--mount"]):

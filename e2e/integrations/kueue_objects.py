@@ -1,6 +1,6 @@
 """Kueue's objects as the tests write and read them: ResourceFlavors, Topologies,
 ClusterQueues and LocalQueues (``kueue.x-k8s.io/v1beta2``, the version v0.17.0 stores),
-Workloads and when their conditions changed. The manager process: :mod:`e2e.kueue`."""
+Workloads and when their conditions changed. The manager process: :mod:`e2e.integrations.kueue`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from e2e.harness.k8s import ApiException
 from e2e.harness.target import kube
-from e2e.kueue import API, GROUP, GROUP_LABEL, MANAGED_LABEL
+from e2e.integrations.kueue import API, GROUP, GROUP_LABEL, MANAGED_LABEL
 
 
 def _create(plural: str, body: dict[str, Any], ns: str | None = None) -> None:
