@@ -25,6 +25,6 @@ from .checker import Checker
 from .config import SoakConfig
 from .driver import run_soak
 from .records import Violation
-from .report import SoakReport
+from .results import SoakReport
 
 __all__ = ["Checker", "SoakConfig", "SoakReport", "Violation", "run_soak"]

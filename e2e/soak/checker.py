@@ -45,7 +45,7 @@ Invariants, checked on every watch event (bindings are pods gaining `spec.nodeNa
   `partial_window` seconds: the extender evicts gangs whole. A member deleted otherwise
   falls under `partial-gang`.
 
-The watch and its relists are described in watch.py; the rules in invariants.py.
+The watch and its relists are described in pod_watch.py; the rules in invariants.py.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ from typing import Any
 
 from e2e.harness.k8s import client
 
+from .pod_watch import PodWatch
 from .records import GangRec, NodeRec, PodRec, Violation
-from .watch import PodWatch
 
 
 class Checker(PodWatch):

@@ -56,7 +56,7 @@ from .gangs import GangsMixin
 from .hostile import HostileStream
 from .measures import MeasuresMixin
 from .neighbours import NeighboursMixin
-from .report import SoakReport
+from .results import SoakReport
 from .retry import retry
 from .stack import StackMixin
 

@@ -1,6 +1,6 @@
 """The soak's gangs on the cluster: PodGroups and members created (in two waves),
 evicted members replaced as a Job controller would, completed and impossible gangs
-deleted. Apart from the draws (workload.py) because this is the part that talks to the
+deleted. Apart from the draws (load.py) because this is the part that talks to the
 API and follows the checker's view of each gang."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import time
 from e2e.harness.objects import create_pod, create_podgroup
 from e2e.harness.target import kube
 
+from .load import GangRun, GangSpec, make_gang, priority_classes
 from .retry import retry
 from .state import SoakState
-from .workload import GangRun, GangSpec, make_gang, priority_classes
 
 PG = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")
 

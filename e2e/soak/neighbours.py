@@ -12,10 +12,10 @@ import time
 from e2e.harness.objects import create_pod
 from e2e.harness.target import kube
 
+from .load import Neighbour
 from .records import NEIGHBOUR_LABEL
 from .retry import retry
 from .state import SoakState
-from .workload import Neighbour
 
 log = logging.getLogger("soak")
 

@@ -22,9 +22,9 @@ from e2e.harness.target import kube
 
 from .checker import Checker
 from .cut import ApiCut
+from .load import priority_classes
 from .retry import retry
 from .state import LEASE, Replica, SoakState
-from .workload import priority_classes
 
 
 def _flag(args: tuple[str, ...], name: str, default: float) -> float:

@@ -24,8 +24,8 @@ from .checker import Checker
 from .config import SoakConfig
 from .cut import ApiCut
 from .hostile import HostileStream, StallProbe
-from .report import SoakReport
-from .workload import GangRun, Neighbour
+from .load import GangRun, Neighbour
+from .results import SoakReport
 
 LEASE = "gang-scheduler"
 """The replicas' leader-election Lease (in the run's `-nb` namespace, so that a run

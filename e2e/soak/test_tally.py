@@ -7,7 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from e2e.soak.config import SoakConfig
-from e2e.soak.report import SoakReport
+from e2e.soak.results import SoakReport
 from e2e.soak.tally import _ranges, mode, tally
 
 
