@@ -47,8 +47,7 @@ Cases (each a number of tries; priority variants P<D, P=D, P>D via PriorityClass
   the gang kube-scheduler retries b (its filter call's NodeNames), its start time, or
   does the scheduler keep, clear or overwrite the nomination?
 
-Results: bench/results/nominate.{json,md}; docs/install.md ("Sharing nodes with other
-schedulers") and docs/reliability.md say what they mean.
+Results: lab/results/nominate.{json,md}; docs/sharing-nodes.md says what they mean.
 """
 
 from __future__ import annotations

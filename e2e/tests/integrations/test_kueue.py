@@ -318,7 +318,7 @@ def test_pods_kueue_topology_ungates_are_placed_only_on_their_selected_nodes(
 
 
 # ----------------------------------------------------------------------------------------
-# Kueue's waitForPodsReady beside our bind barrier (measured; docs/install.md quotes it).
+# Kueue's waitForPodsReady beside our bind barrier (measured; docs/integrations.md quotes it).
 # Kueue restarts once with this Configuration; these tests come last in the module so
 # the tests above run against the defaults.
 

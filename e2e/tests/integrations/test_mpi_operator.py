@@ -93,7 +93,7 @@ def test_wait_for_workers_ready_needs_min_available(scheduler: str, mpi_ns: str)
     """``launcherCreationPolicy: WaitForWorkersReady`` creates the launcher once the workers
     are ready, but the operator's ``minMember`` still counts it: without
     ``schedulingPolicy.minAvailable`` = workers the gang never forms (and its PodGroup says
-    so); with it, the job runs. What docs/install.md tells MPI Operator users."""
+    so); with it, the job runs. What docs/integrations.md tells MPI Operator users."""
     if scheduler != GANG_SCHEDULER:
         pytest.skip("a gang-scheduler interaction; the default scheduler has no quorum")
     ns, workers = mpi_ns, 3

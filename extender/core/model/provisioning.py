@@ -59,7 +59,7 @@ GANG_LABEL = "gang-extender.x-k8s.io/gang"
 GANG_ANNOTATION = "gang-extender.x-k8s.io/gang"
 # Set on a member together with the consume annotations: the gang they were set for. The
 # pod admission policy checks it names the pod's own gang (a CEL policy cannot see the
-# request itself; docs/install.md says what that leaves open).
+# request itself; docs/security.md says what that leaves open).
 CONSUMES_FOR = "gang-extender.x-k8s.io/provisioning-request-for"
 MAX_POD_SETS = 32
 MAX_POD_SET_COUNT = 16384
