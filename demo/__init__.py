@@ -7,12 +7,12 @@ fake kubelet and the gang stack. Run it from the repository root as ``python -m 
 
 One job per module:
 
-* ``workload``: the sizes (nodes, Jobs) and the check that they make the deadlock possible;
+* ``jobs``: the sizes (nodes, Jobs) and the check that they make the deadlock possible;
 * ``scenario``: a run against the control plane (namespaces, submitting, watching);
 * ``recorder``: when each pod was created, bound, running and finished;
 * ``timeline``: the recorded times as per-Job summaries, events and ``timeline.json``;
 * ``verdict``: whether each run showed what it should;
-* ``report``: the timeline and summary printed on stdout;
+* ``story``: the timeline and summary printed on stdout;
 * ``gantt``: the chart ``demo.png``;
 * ``__main__``: the command line, the bound on the whole demo, cleanup.
 """

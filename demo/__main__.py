@@ -42,10 +42,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from demo.gantt import plot
-from demo.report import print_run, print_summary
+from demo.jobs import Workload
 from demo.scenario import Demo
+from demo.story import print_run, print_summary
 from demo.timeline import RunResult, read_json, write_json
-from demo.workload import Workload
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.target import kube
 

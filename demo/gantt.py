@@ -13,8 +13,8 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
+from demo.jobs import BIG_JOBS, QUICK_JOB, Workload
 from demo.timeline import RunResult
-from demo.workload import BIG_JOBS, QUICK_JOB, Workload
 
 COLORS = {"job-a": "#1f77b4", "job-b": "#e8710a", QUICK_JOB: "#2ca02c"}
 

@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from demo.jobs import BIG_JOBS, QUICK_JOB, STOCK_SCHEDULER, Workload
 from demo.recorder import DemoRecorder
 from demo.timeline import RunResult, summarize, timeline
 from demo.verdict import judge_gang, judge_stock
-from demo.workload import BIG_JOBS, QUICK_JOB, STOCK_SCHEDULER, Workload
 from e2e.gang import DEFAULT_ARGS, scheduler_config, start_extender
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.fakekubelet import FakeKubelet

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from demo.workload import QUICK_JOB, Workload
+from demo.jobs import QUICK_JOB, Workload
 
 BURST_GAP = 1.0
 """Binds of one Job closer than this (seconds) are reported as one step of the timeline."""

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
+from demo.jobs import BIG_JOBS, QUICK_JOB, STOCK_SCHEDULER
 from demo.timeline import JobSummary, PodTimes, RunResult, fmt, quorum_present_at
-from demo.workload import BIG_JOBS, QUICK_JOB, STOCK_SCHEDULER
 from e2e.harness.objects import GANG_SCHEDULER
 
 

@@ -13,9 +13,9 @@ Results: bench/results/core.{json,md} (--full), core-topology.* or core-quick.*;
 docs/performance.md and docs/topology.md explain them.
 
 Each case runs in its own process, so memory figures do not mix: bench/core/workload.py builds
-the cluster and the gangs, bench/core/run.py plays kube-scheduler against the extender
+the cluster and the gangs, bench/core/case.py plays kube-scheduler against the extender
 (with kube-scheduler's own fit check from bench/core/simulator.py, the extender wired and
-timed by bench/core/inprocess.py), bench/core/report.py writes the tables.
+timed by bench/core/inprocess.py), bench/core/tables.py writes the tables.
 
 Filter and prioritize are what matter for speed: they run on kube-scheduler's serial loop.
 Bind latency is reported for binds answered at once (plain pods); a gang member's bind is
@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS, machine, write_results
-from bench.core.report import markdown
-from bench.core.run import run_case
+from bench.core.case import run_case
+from bench.core.tables import markdown
 from extender.core.model.config import Config
 
 SIZES = ((500, 1000), (500, 10_000), (5000, 1000), (5000, 10_000))

@@ -5,7 +5,7 @@ NodeUnschedulable, TaintToleration and NodeAffinity against the node, NodeResour
 against the node's allocatable minus the requests of the pods bound to it and of those
 it has assumed (filter passed, bind pending). The extender only ever sees the nodes
 that pass. This is that check and nothing else of kube-scheduler: the benchmark's loop
-(bench/core/run.py) and the core tests' stand-in scheduler (tests/core/sim.py) each drive it
+(bench/core/case.py) and the core tests' stand-in scheduler (tests/core/sim.py) each drive it
 in their own way.
 
 Kept incrementally, because the benchmark asks on every scheduling cycle at 5,000

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from demo.jobs import QUICK_JOB
 from demo.timeline import RunResult, fmt
-from demo.workload import QUICK_JOB
 
 
 def attempt_note(res: RunResult) -> str:
