@@ -5,11 +5,11 @@
 # the compile; afterwards this returns at once. Prints the cache directory (the only stdout
 # line), which holds the binary, named like the operator, and the copied manifests.
 #
-#   e2e/build-operator.sh mpi-operator       # Kubeflow MPI Operator (e2e/mpi_operator.py)
-#   e2e/build-operator.sh training-operator  # Kubeflow Training Operator (e2e/training_operator.py)
+#   e2e/build-operator.sh mpi-operator       # Kubeflow MPI Operator (e2e/integrations/mpi_operator.py)
+#   e2e/build-operator.sh training-operator  # Kubeflow Training Operator (e2e/integrations/training_operator.py)
 #   e2e/build-operator.sh scheduler-plugins  # Coscheduling's kube-scheduler (bench/e2e/systems.py, system D)
-#   e2e/build-operator.sh kueue              # Kueue's manager (e2e/kueue.py)
-#   e2e/build-operator.sh cluster-autoscaler # Cluster Autoscaler, kwok provider (e2e/autoscaler.py)
+#   e2e/build-operator.sh kueue              # Kueue's manager (e2e/integrations/kueue.py)
+#   e2e/build-operator.sh cluster-autoscaler # Cluster Autoscaler, kwok provider (e2e/integrations/autoscaler.py)
 #
 # Why a copy of the module: the module cache is read-only, and building from the module's
 # own directory makes its go.mod (and any replace directive in it) decide the dependency
@@ -74,7 +74,7 @@ case "$name" in
     # upstream's Makefile ldflags (LD_FLAGS), minus the build date
     pkg=$module/pkg/version
     xflags="-X $pkg.GitVersion=$version -X $pkg.GitCommit=@SHA@"
-    # CRDs of the same version (the bases: no conversion-webhook patches, see e2e/kueue.py),
+    # CRDs of the same version (the bases: no conversion-webhook patches, see e2e/integrations/kueue.py),
     # the webhook configurations with the kustomize patch that gives the pod webhook its
     # namespace selector, and the sample Configuration the manager's Deployment mounts.
     copies=("config/components/crd/bases:crds"
@@ -126,12 +126,12 @@ stamp="$cache/.built-$recipe"
 if [[ -f "$stamp" ]]; then echo "$cache"; exit 0; fi
 
 # The autoscaler's source is on GitHub only, which CI and fresh machines may not reach:
-# there the e2e tests use the stand-in (e2e/autoscaler_standin.py), and `make operators` goes on.
+# there the e2e tests use the stand-in (e2e/integrations/autoscaler_standin.py), and `make operators` goes on.
 # Nothing on stdout then, so a test that asks for the real one still fails to find it.
 if [[ "$name" == cluster-autoscaler && -z "${E2E_AUTOSCALER_GIT:-}" ]] &&
    ! GIT_TERMINAL_PROMPT=0 timeout 5 git ls-remote --exit-code "$git_repo" "refs/tags/$git_tag" \
      >/dev/null 2>&1; then
-  echo "build-operator: $git_repo not reachable; the e2e tests will use the ProvisioningRequest stand-in (e2e/autoscaler_standin.py)" >&2
+  echo "build-operator: $git_repo not reachable; the e2e tests will use the ProvisioningRequest stand-in (e2e/integrations/autoscaler_standin.py)" >&2
   exit 0
 fi
 

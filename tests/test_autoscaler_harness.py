@@ -1,17 +1,24 @@
-"""The pure parts of the e2e harness around the Cluster Autoscaler (e2e/autoscaler.py) and
-of the fake kubelet's handling of the nodes it makes: which nodes lose the ``not-ready``
-taint, and the node template the autoscaler's kwok provider copies."""
+"""The pure parts of the e2e harness around the Cluster Autoscaler
+(e2e/integrations/autoscaler.py) and of the fake kubelet's handling of the nodes it makes:
+which nodes lose the ``not-ready`` taint, and the node template the autoscaler's kwok
+provider copies."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from e2e.autoscaler import MAX_ANNOTATION, MIN_ANNOTATION, POOL_LABEL, provider_config, template
 from e2e.harness.fakenodes import (
     FAKE_NODE_LABEL,
     NOT_READY_TAINT,
     PROVIDER_NODE_ANNOTATION,
     provider_node_to_untaint,
+)
+from e2e.integrations.autoscaler import (
+    MAX_ANNOTATION,
+    MIN_ANNOTATION,
+    POOL_LABEL,
+    provider_config,
+    template,
 )
 
 

@@ -1,4 +1,4 @@
-"""Which autoscaler the e2e provisioning tests run against (e2e/autoscaler_standin.py's
+"""Which autoscaler the e2e provisioning tests run against (e2e/integrations/autoscaler_standin.py's
 the real Cluster Autoscaler when it can be had, the stand-in otherwise, or as told."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.autoscaler_standin import choose
+from e2e.integrations.autoscaler_standin import choose
 
 
 @pytest.fixture

@@ -1,11 +1,11 @@
-"""The autoscaler stand-in's pure decisions (e2e/autoscaler_standin_plan.py): how many pool nodes
-a ProvisioningRequest needs, and the conditions it gets next."""
+"""The autoscaler stand-in's pure decisions (e2e/integrations/autoscaler_standin_plan.py):
+how many pool nodes a ProvisioningRequest needs, and the conditions it gets next."""
 
 from __future__ import annotations
 
 from fractions import Fraction
 
-from e2e.autoscaler_standin_plan import (
+from e2e.integrations.autoscaler_standin_plan import (
     ATOMIC,
     CHECK_CAPACITY,
     Resources,

@@ -4,7 +4,7 @@
 Why apart: tests change nodes synchronously, in their own process, through plain API
 calls, while the kubelet loop (:mod:`e2e.harness.kubeletloop`) runs elsewhere and only
 discovers the nodes by label; the node template is also what a Cluster Autoscaler's
-``kwok`` provider copies (e2e/autoscaler.py), with no kubelet at all.
+``kwok`` provider copies (e2e/integrations/autoscaler.py), with no kubelet at all.
 
 Nodes made by a node provisioner (a Cluster Autoscaler's ``kwok`` provider, which creates
 Node objects from a template carrying this label and a Ready status, marks them with

@@ -1,12 +1,12 @@
 """Gangs on an autoscaled node pool (issue 31), against the real Cluster Autoscaler (kwok
-provider, :mod:`e2e.autoscaler`) growing a pool of fake nodes for ProvisioningRequests.
+provider, :mod:`e2e.integrations.autoscaler`) growing a pool of fake nodes for ProvisioningRequests.
 
 Shapes: static fake nodes of 4 CPUs, pool nodes of 4 CPUs; every member asks 3 CPUs, so a
 node holds one member. Each test shares the cluster with what does not concern it: pods
 of no gang bound on the static nodes (1 CPU each, which still leaves room for a member),
 and a gang set aside as unplaceable by its own rules (members of 64 CPUs, more than any
 node has or the pool makes): it must ask for nothing. Requests are followed from their
-watch (:mod:`e2e.provisioning_objects`).
+watch (:mod:`e2e.integrations.provisioning_objects`).
 
 Why the autoscaler starts only once the gang's request is there: pending members not yet
 annotated to consume a request are the autoscaler's ordinary business, and its ordinary
@@ -26,17 +26,6 @@ from typing import Any
 
 import pytest
 
-from e2e.autoscaler import (
-    ATOMIC,
-    CLASS_ANNOTATION,
-    CONSUME_ANNOTATION,
-    GROUP,
-    PLURAL,
-    SCALE_DOWN_DISABLED,
-    VERSION,
-    Autoscaler,
-)
-from e2e.autoscaler_standin import StandinAutoscaler, choose
 from e2e.gang import GangStack, Recorder
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.clusterbase import Cluster
@@ -47,8 +36,19 @@ from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
 from e2e.harness.queries import get_podgroup, list_pods
 from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for
+from e2e.integrations.autoscaler import (
+    ATOMIC,
+    CLASS_ANNOTATION,
+    CONSUME_ANNOTATION,
+    GROUP,
+    PLURAL,
+    SCALE_DOWN_DISABLED,
+    VERSION,
+    Autoscaler,
+)
+from e2e.integrations.autoscaler_standin import StandinAutoscaler, choose
 from e2e.integrations.operators import obtain_operator, scheduled_condition
-from e2e.provisioning_objects import (
+from e2e.integrations.provisioning_objects import (
     Requests,
     Seen,
     create_request,

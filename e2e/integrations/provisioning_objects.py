@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from e2e.autoscaler import (
+from e2e.gang import GangStack
+from e2e.harness.k8s import watch
+from e2e.harness.process import ManagedProcess
+from e2e.harness.queries import list_pods
+from e2e.harness.readiness import log_contains
+from e2e.harness.target import kube
+from e2e.harness.waiting import LogSource, NotYet, wait_for
+from e2e.integrations.autoscaler import (
     ATOMIC,
     CLASS_ANNOTATION,
     CONSUME_ANNOTATION,
@@ -23,13 +30,6 @@ from e2e.autoscaler import (
     conditions,
     requests_in,
 )
-from e2e.gang import GangStack
-from e2e.harness.k8s import watch
-from e2e.harness.process import ManagedProcess
-from e2e.harness.queries import list_pods
-from e2e.harness.readiness import log_contains
-from e2e.harness.target import kube
-from e2e.harness.waiting import LogSource, NotYet, wait_for
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The pure decisions of the autoscaler stand-in (:mod:`e2e.autoscaler_standin`): how
+"""The pure decisions of the autoscaler stand-in (:mod:`e2e.integrations.autoscaler_standin`): how
 many pool nodes a ProvisioningRequest needs, and which conditions it gets next. No I/O, no clock:
 the loop reads the cluster, passes it in as plain values, and writes what comes out.
 

@@ -1,11 +1,11 @@
 """A stand-in for the Cluster Autoscaler's ProvisioningRequest support, for machines that
 cannot build the real one (its source is on GitHub only: the Go module proxy serves no
 version of ``k8s.io/autoscaler/cluster-autoscaler``). A thread of the test session, with
-the same Python interface as :class:`e2e.autoscaler.Autoscaler`; :func:`choose` picks
+the same Python interface as :class:`e2e.integrations.autoscaler.Autoscaler`; :func:`choose` picks
 one of the two (``E2E_AUTOSCALER=real|standin|auto``).
 
 What it does (the contract of ``autoscaling.x-k8s.io/v1`` as the autoscaler 1.36.1
-implements it; the pure decisions are :mod:`e2e.autoscaler_standin_plan`):
+implements it; the pure decisions are :mod:`e2e.integrations.autoscaler_standin_plan`):
 
 * Serves the ``best-effort-atomic-scale-up`` and ``check-capacity`` classes, one request
   per loop, every second: sets ``Accepted``; counts the nodes the request's PodTemplates x
@@ -18,7 +18,7 @@ implements it; the pure decisions are :mod:`e2e.autoscaler_standin_plan`):
   A missing PodTemplate fails the request (``FailedToCreatePods``), as the autoscaler does.
 * Nodes: made as the kwok provider makes them (named ``<pool>-<5 chars>``, annotated
   ``kwok.x-k8s.io/node: fake``, provider ID ``kwok:<name>``) from
-  :func:`~e2e.autoscaler.template`, so the fake kubelet runs them and lifts the
+  :func:`~e2e.integrations.autoscaler.template`, so the fake kubelet runs them and lifts the
   ``not-ready`` taint exactly as for the real autoscaler's nodes.
 * Booking: a Provisioned request holds room for its pods not yet made until
   ``BookingExpired`` (10 minutes, or ``booking`` seconds).
@@ -51,7 +51,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from e2e.autoscaler import (
+from e2e.harness.cluster import ControlPlane
+from e2e.harness.crds import install_crds
+from e2e.harness.fakenodes import PROVIDER_NODE_ANNOTATION
+from e2e.harness.k8s import ApiException
+from e2e.harness.target import kube
+from e2e.integrations.autoscaler import (
     CONSUME_ANNOTATION,
     GROUP,
     PLURAL,
@@ -62,7 +67,7 @@ from e2e.autoscaler import (
     conditions,
     template,
 )
-from e2e.autoscaler_standin_plan import (
+from e2e.integrations.autoscaler_standin_plan import (
     RequestCondition,
     Resources,
     booked,
@@ -79,18 +84,13 @@ from e2e.autoscaler_standin_plan import (
     unschedulable,
     usable_node,
 )
-from e2e.harness.cluster import ControlPlane
-from e2e.harness.crds import install_crds
-from e2e.harness.fakenodes import PROVIDER_NODE_ANNOTATION
-from e2e.harness.k8s import ApiException
-from e2e.harness.target import kube
 
-CRD_DIR = Path(__file__).resolve().parent / "crds" / "autoscaler"
+CRD_DIR = Path(__file__).resolve().parents[1] / "crds" / "autoscaler"
 """The ProvisioningRequest CRD, copied from the autoscaler's tag cluster-autoscaler-1.36.1
 (``cluster-autoscaler/apis/config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml``);
 tests/test_provisioning_crd.py checks it equals the built autoscaler's copy."""
 BOOKING = 600.0
-log = logging.getLogger("gang-e2e.autoscaler_standin")
+log = logging.getLogger("gang-e2e.integrations.autoscaler_standin")
 
 
 def _ts(raw: str | None) -> float:
