@@ -1,7 +1,7 @@
 """kube-apiserver's own CPU profile (/debug/pprof, with `--profiling=true`), taken over a
 window of a benchmark and read back with `go tool pprof`. The API server is most of the
 CPU per pod in every system on this machine, and its CPU time alone cannot say what a
-system made it do; its profile can (docs/performance.md §3)."""
+system made it do; its profile can (lab/history/performance-history.md, "3. CPU per pod")."""
 
 from __future__ import annotations
 

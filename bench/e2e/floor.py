@@ -25,8 +25,8 @@ from typing import Any
 from e2e.harness.rawapi import RawApi
 
 # Bindings in flight: the fastest of 4-160 measured on this machine (1,000 Bindings in
-# 4.4 s at 128, 5.8-6.4 at 64, 11.8 at 16, 7.6 at 160; docs/performance.md, "Issue 30:
-# the floor and the done-means commands"). Below the API server's 200 mutating requests
+# 4.4 s at 128, 5.8-6.4 at 64, 11.8 at 16, 7.6 at 160; lab/history/performance-history.md,
+# "Issue 30: the floor and the done-means commands"). Below the API server's 200 mutating requests
 # in flight, which the fake kubelet's writes share. `bench.e2e --floor-threads` changes it.
 FLOOR_THREADS = 128
 

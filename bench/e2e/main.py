@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-plot", action="store_true", help="skip the PNG")
     ap.add_argument("--report", type=Path, nargs="+", metavar="JSON",
                     help="print the markdown (and redraw the plot) of a results file "
-                         "without running anything, e.g. bench/results/e2e-big.json; "
+                         "without running anything, e.g. bench/results/e2e.json; "
                          "several files: their repetitions pooled (no plot)")
     ap.add_argument("--no-prioritize", action="store_true",
                     help="what-if: B's scheduler configuration without the prioritize verb")

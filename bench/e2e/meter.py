@@ -7,7 +7,7 @@ left for later. While the two cores are saturated (the machine's idle share says
 they were), the creation phase lasts as long as the CPU spent in it takes. So a system
 that does its work while the pods arrive makes that phase longer by what it spends, and
 one that leaves work until after the last create makes it shorter, with the same total
-(docs/performance.md, "Issue 30: the 100-node row is decided while the pods are
+(lab/history/performance-history.md, "Issue 30: the 100-node row is decided while the pods are
 created").
 """
 
