@@ -43,8 +43,8 @@ demo: setup
 	$(PY) -m demo --out demo-out
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check extender tests e2e bench demo
-	$(VENV)/bin/mypy --strict extender bench e2e tests demo
+	$(VENV)/bin/ruff check extender tests e2e bench demo tools
+	$(VENV)/bin/mypy --strict extender bench e2e tests demo tools
 
 unit: $(STAMP)
 	$(VENV)/bin/pytest tests -q
