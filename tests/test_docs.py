@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+# The checkout's root, wherever in tests/ this file is moved.
+REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())
 README_MAX_LINES = 250
 DOC_MAX_LINES = 600
 
