@@ -10,7 +10,6 @@ from extender.core.model.upstream_status import (
     INITIALLY_SCHEDULED,
     SCHEDULED_V1ALPHA2,
     Disruption,
-    UpstreamCondition,
     conditions_by_type,
     differs,
     disruptions,
@@ -37,7 +36,7 @@ def prev(**conds: tuple[str, str]) -> Previous:
     return Previous(conditions=conds)
 
 
-def by_type(conds: tuple[UpstreamCondition, ...]) -> dict[str, UpstreamCondition]:
+def by_type(conds: tuple[Condition, ...]) -> dict[str, Condition]:
     return {c.type: c for c in conds}
 
 

@@ -64,19 +64,26 @@ FAILED_CONDITION = "Failed"
 
 @dataclass(frozen=True, slots=True)
 class Condition:
+    """One condition of a PodGroup's status: scheduler-plugins' (no generation) and the
+    upstream API's `metav1.Condition` (`upstream_status.py`) alike."""
+
     type: str
     status: str  # "True" | "False"
     reason: str
     message: str
     last_transition: str  # RFC 3339
+    observed_generation: int = 0  # 0: not written
 
-    def to_k8s(self) -> dict[str, str]:
+    def to_k8s(self) -> dict[str, Any]:
+        generation = ({"observedGeneration": self.observed_generation}
+                      if self.observed_generation > 0 else {})
         return {
             "type": self.type,
             "status": self.status,
             "reason": self.reason,
             "message": self.message,
             "lastTransitionTime": self.last_transition,
+            **generation,
         }
 
 

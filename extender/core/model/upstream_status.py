@@ -44,7 +44,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from extender.core.model.phase import GroupStatus, Previous, rfc3339
+from extender.core.model.phase import Condition, GroupStatus, Previous, rfc3339
 from extender.core.model.vocabulary import GANG, Preempting, Reason
 
 INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"  # scheduling.k8s.io/v1beta1 (1.37)
@@ -95,30 +95,6 @@ def disruptions(report: Preempting) -> list[Disruption]:
             for v in report.victims if v.kind == GANG and v.group is not None and v.pods]
 
 
-@dataclass(frozen=True, slots=True)
-class UpstreamCondition:
-    """One `metav1.Condition` to set."""
-
-    type: str
-    status: str  # "True" | "False"
-    reason: str
-    message: str
-    last_transition: str  # RFC 3339
-    observed_generation: int = 0
-
-    def to_k8s(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "type": self.type,
-            "status": self.status,
-            "reason": self.reason,
-            "message": self.message,
-            "lastTransitionTime": self.last_transition,
-        }
-        if self.observed_generation > 0:
-            out["observedGeneration"] = self.observed_generation
-        return out
-
-
 def upstream_conditions(
     status: GroupStatus,
     disruption: Disruption | None,
@@ -126,7 +102,7 @@ def upstream_conditions(
     previous: Previous,
     now: float,
     generation: int = 0,
-) -> tuple[UpstreamCondition, ...]:
+) -> tuple[Condition, ...]:
     """The conditions to set now (types absent from the result are left as they are).
     `status`: `compute_status`'s result for the gang; `disruption`: our preemption
     evicts it (from its report until the eviction is done and said); `previous`: the
@@ -134,12 +110,12 @@ def upstream_conditions(
     sched = scheduled_type(api_version)
     was_true = previous.conditions.get(sched, ("", ""))[0] == "True"
 
-    def cond(type_: str, state: str, reason: str, message: str) -> UpstreamCondition:
+    def cond(type_: str, state: str, reason: str, message: str) -> Condition:
         old = previous.conditions.get(type_)
         since = old[1] if old is not None and old[0] == state and old[1] else rfc3339(now)
-        return UpstreamCondition(type_, state, reason, message, since, generation)
+        return Condition(type_, state, reason, message, since, generation)
 
-    out: list[UpstreamCondition] = []
+    out: list[Condition] = []
     bound = status.reason == Reason.BOUND
     if bound:
         out.append(cond(sched, "True", SCHEDULED, status.message))
@@ -158,7 +134,7 @@ def upstream_conditions(
     return tuple(out)
 
 
-def differs(conditions: tuple[UpstreamCondition, ...],
+def differs(conditions: tuple[Condition, ...],
             shown: Mapping[str, Mapping[str, Any]]) -> bool:
     """Whether setting `conditions` would change any of those `shown` (type -> the
     condition as the API shows it, or as written last): the status, reason, message or
