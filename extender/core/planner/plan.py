@@ -138,7 +138,9 @@ def plan_gang(
     if len({p.uid for p in pods}) != len(pods):  # a pod listed twice is one pod
         pods = _first_occurrences(pods)
     if need > len(pods):
-        return _too_few(pods, need, snapshot, allowed, within)
+        # Why even the members there would not all fit, if they would not.
+        present = plan_gang(pods, len(pods), snapshot, allowed, within=within) if pods else None
+        return _too_few(need, len(pods), present)
     if ties is None and Ties.needed(pods, snapshot):
         ties = Ties(pods, snapshot)
 
@@ -223,17 +225,11 @@ def _first_occurrences(pods: Sequence[PodInfo]) -> list[PodInfo]:
     return out
 
 
-def _too_few(
-    pods: Sequence[PodInfo],
-    need: int,
-    snapshot: Snapshot,
-    allowed: Mapping[str, Collection[str]] | None,
-    within: Collection[str] | None,
-) -> Shortfall:
-    msg = f"needs {need} members, only {len(pods)} waiting to be placed"
-    if not pods:
-        return Shortfall(need, 0, msg, None, msg)
-    res = plan_gang(pods, len(pods), snapshot, allowed, within=within)
-    if isinstance(res, Plan):
-        return Shortfall(need, len(pods), msg, None, msg)
-    return Shortfall(need, res.fit, f"{msg}; {res.message}", res.pod, f"{msg}; {res.detail}")
+def _too_few(need: int, waiting: int, present: Plan | Shortfall | None) -> Shortfall:
+    """Fewer members waiting than `need`; `present` is the plan of those waiting (None
+    if there are none), whose shortfall, if any, is said too."""
+    msg = f"needs {need} members, only {waiting} waiting to be placed"
+    if not isinstance(present, Shortfall):
+        return Shortfall(need, waiting, msg, None, msg)
+    return Shortfall(need, present.fit, f"{msg}; {present.message}", present.pod,
+                     f"{msg}; {present.detail}")
