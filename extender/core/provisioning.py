@@ -143,7 +143,7 @@ class Provisioning:
 
     def waiting(self, group: GroupInfo, members: list[PodInfo], shortfall: str,
                 now: float, unplaceable: bool = False) -> str | None:
-        """The gang's plan failed for lack of capacity (`Explanations.shortfall`), or
+        """The gang's plan failed for lack of capacity (the queue pass, `GangQueue`), or
         even on the nodes emptied (`unplaceable`): it may ask on the next tick. Returns
         what it waits for instead, if anything."""
         if not self.on or (unplaceable and not self._asking.more_nodes_would_do(group, members)):

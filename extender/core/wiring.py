@@ -13,7 +13,6 @@ from extender.core.cache.tombstones import Tombstones
 from extender.core.explain import Explanations
 from extender.core.filter import Filter
 from extender.core.ledger import Ledger
-from extender.core.ledger.timeouts import Timeouts
 from extender.core.model.config import Config
 from extender.core.outbox import Outbox
 from extender.core.parked import Parked
@@ -23,8 +22,9 @@ from extender.core.preemption.preemptor import Preemptions
 from extender.core.provisioning import Provisioning
 from extender.core.queue.arrivals import Arrivals
 from extender.core.queue.backoff import Backoffs
-from extender.core.queue.gang_queue import GangQueue
+from extender.core.queue.gang_queue import GangQueue, Remedies
 from extender.core.queue.starvation import Starvation
+from extender.core.queue.timeouts import Timeouts
 from extender.core.queue.waiting import Waiting
 from extender.core.view import ClusterView
 
@@ -60,11 +60,11 @@ class Core:
         view = ClusterView(config, cache, planner)
         waiting = Waiting(backoffs, arrivals, parked)
         ledger = Ledger(cache, parked, outbox, config.direct_commit)
-        explanations = Explanations(cache, ledger, outbox)
+        explanations = Explanations(outbox)
         preemptions = Preemptions(view, ledger, budgets, explanations, outbox)
-        queue = GangQueue(view, ledger, waiting, explanations, outbox, preemptions)
-        explanations.asker = provisioning = Provisioning(view, ledger, backoffs, explanations,
-                                                         outbox)
+        provisioning = Provisioning(view, ledger, backoffs, explanations, outbox)
+        queue = GangQueue(view, ledger, waiting, explanations, outbox,
+                          Remedies(preemptions, provisioning))
         return cls(
             config, cache, Tombstones(), outbox, parked, ledger,
             explanations, backoffs, arrivals, queue,

@@ -4,9 +4,9 @@ the gang is placed again whole (architecture.md §11)."""
 
 from __future__ import annotations
 
-from extender.core.ledger.timeouts import COMMIT_GRACE_SECONDS
 from extender.core.model.config import Config
 from extender.core.model.vocabulary import BindPod, EvictPods, GangTimedOut, PodRef
+from extender.core.queue.timeouts import COMMIT_GRACE_SECONDS
 from extender.core.wiring import Core
 from tests.core.sim import SimScheduler, group, node, pod
 

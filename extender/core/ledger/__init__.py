@@ -3,8 +3,9 @@ their gang's quorum (architecture.md §2, §4, §7, §11).
 
 `Ledger` is the one object the filter, the bind verb, the queue and preemption talk to;
 its parts (`_book`: slots charged to nodes; `_repair`: when a slot's node is lost) are
-private to this package. `timeouts.Timeouts` says what the end of a reservation means
-for its gang (backoff, status, evicting a partial gang); only the gang manager calls it.
+private to this package. What the end of a reservation means for its gang (backoff,
+status, evicting a partial gang) is the queue's to say (`core/queue/timeouts.py`): the
+ledger keeps capacity and bind requests, and imports nothing of the queue above it.
 
 A reservation, keyed by its gang (or "pod <ns>/<name>" for a plain preemptor's own).
 Each arrow is named by the method that makes it, and who calls it:

@@ -11,11 +11,19 @@ capacity, held or freed by victims, places that one before the pod runs. A pass 
 skipped when nothing it depends on moved since the last one; a failed gang is planned
 again only when what its failure depends on moved (for a gang that waits for a pod: a
 pod its affinity selects bound, its members, the nodes).
+
+A gang whose plan fails is told why here, where it was judged: the pass plans it again
+without other gangs' reservations to tell "waiting behind" from "short of capacity", and
+a gang short of capacity asks provisioning (`core/provisioning.py`) whether it waits for
+nodes the cluster autoscaler adds; `core/explain.py` only puts that into words.
 """
 
 from __future__ import annotations
 
-from extender.core.explain import Explanations
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from extender.core.explain import Behind, Explanations, shortfall_words
 from extender.core.ledger import Ledger, Reservation
 from extender.core.model import messages
 from extender.core.model.constraints import term_matches
@@ -31,15 +39,27 @@ from extender.core.model.vocabulary import (
 )
 from extender.core.outbox import Outbox
 from extender.core.parked import ref
-from extender.core.planner import Plan
+from extender.core.planner import Plan, Shortfall, plan_group
 from extender.core.planner.relations import Term
 from extender.core.preemption.preemptor import Preemptions
+from extender.core.provisioning import Provisioning
 from extender.core.queue.starvation import Starvation
 from extender.core.queue.unplaceable import Unplaceable, message
 from extender.core.queue.waiting import Waiting
 from extender.core.view import ClusterView
 
 _FailureSignature = tuple[int, int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Remedies:
+    """Where a gang the free capacity does not place may still get capacity: victims
+    evicted for it (`preemptions`), or nodes the cluster autoscaler adds for it
+    (`provisioning`). The pass turns to both for the same gangs, the ones it could not
+    place, so they travel as one collaborator, as `ClusterView`'s three do."""
+
+    preemptions: Preemptions
+    provisioning: Provisioning
 
 
 class GangQueue:
@@ -50,7 +70,7 @@ class GangQueue:
         waiting: Waiting,
         explanations: Explanations,
         outbox: Outbox,
-        preemptions: Preemptions,
+        remedies: Remedies,
     ) -> None:
         self._config = config = view.config
         self._cache = cache = view.cache
@@ -63,7 +83,8 @@ class GangQueue:
         # The starvation guard and the set-aside gangs are the queue pass's own: nothing
         # else decides with them (the gang manager restores and reads the guard).
         self.starvation = Starvation(config, cache, ledger, planner)
-        self._preemptions = preemptions
+        self._preemptions = remedies.preemptions
+        self._provisioning = remedies.provisioning
         self._unplaceable = Unplaceable(cache, planner)
         # A filter-path pass left a failed gang's preemption search to the tick's pass.
         self._search_owed = False
@@ -129,7 +150,7 @@ class GangQueue:
                 and not self.starvation.due(now)
                 and not (tick and (self._search_owed or self._preemptions.plain_due()))):
             return
-        self._preemptions.released = False
+        self._preemptions.new_pass()
         self.starvation.new_pass()
         if tick:
             self._search_owed = False
@@ -176,15 +197,19 @@ class GangQueue:
                 never = self._unplaceable.check(group, members)
                 if never is not None:
                     self._affinity.pop(key, None)
-                    self._explanations.unplaceable(group, members, message(group, never), now,
-                                                   ask=not never.awaits)
+                    if never.awaits:  # nodes alone would not place it: it asks for none
+                        self._explanations.set(key, Reason.UNPLACEABLE, message(group, never),
+                                               now)
+                    else:
+                        self._unless_asked(group, members, Reason.UNPLACEABLE,
+                                           message(group, never), now, unplaceable=True)
                     self.starvation.set_aside(key)
                 else:
                     terms = tuple(dict.fromkeys((m.namespace, t) for m in members
                                                 for t in m.required_affinity))
                     if terms:
                         self._affinity[key] = terms
-                    self._explanations.shortfall(group, members, result, granted, now)
+                    self._short(group, members, sort_key, result, granted, now)
                     if result.awaits:
                         self.starvation.set_aside(key)  # it waits for a pod, not capacity
                     else:
@@ -230,6 +255,41 @@ class GangQueue:
         again = self.starvation.took_over or self._preemptions.released
         self._passed_at = None if again else (self._cache.capacity_epoch,
                                               self._members_version)
+
+    def _short(self, group: GroupInfo, members: list[PodInfo], sort_key: QueueKey,
+               shortfall: Shortfall, granted_now: Sequence[str], now: float) -> None:
+        """Step 4's plan failed: the gang's reason (architecture.md §5). Short of
+        capacity only if it would not fit without the other gangs' reservations either
+        (then it is waiting behind the first of them, in this pass's grants first)."""
+        behind = None
+        holders = ([k for k in self._ledger.gangs() if k != group.key]
+                   if not (shortfall.invalid or shortfall.awaits) else [])
+        if holders:
+            without = plan_group(group, members, self._cache.succeeded(group),
+                                 self._ledger.without_reservations(), explain=False)
+            if isinstance(without, Plan):
+                ahead = sorted(holders, key=lambda k: (k not in granted_now, k))
+                # "older" only when the holder really is ahead in gang order; a younger
+                # gang may hold capacity it got while this one was incomplete.
+                holder = self._cache.groups.get(ahead[0])
+                older = holder is not None and queue_sort_key(
+                    holder, self._cache.members(holder)) < sort_key
+                behind = Behind(ahead, older)
+        reason, msg = shortfall_words(group.key, shortfall, behind)
+        if reason == Reason.INSUFFICIENT_CAPACITY:
+            self._unless_asked(group, members, reason, msg, now)
+        else:
+            self._explanations.set(group.key, reason, msg, now)
+
+    def _unless_asked(self, group: GroupInfo, members: list[PodInfo], reason: Reason,
+                      msg: str, now: float, unplaceable: bool = False) -> None:
+        """`reason` and `msg`, unless the gang asks the autoscaler for what it lacks:
+        then what it waits for (`Provisioning.waiting`) is its status."""
+        waits = self._provisioning.waiting(group, members, msg, now, unplaceable)
+        if waits is not None:
+            self._explanations.set(group.key, Reason.WAITING_FOR_PROVISIONING, waits, now)
+        else:
+            self._explanations.set(group.key, reason, msg, now)
 
     def _failure_signature(self, group: GroupInfo) -> _FailureSignature:
         """What a failed plan depends on. "Waiting behind older gang X" also depends on

@@ -9,8 +9,7 @@ is Failed at the retry limit.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from extender.core.explain import Explanations
 from extender.core.ledger import Ledger, Reservation
 from extender.core.model import messages
 from extender.core.model.types import GroupInfo, split_gang_key
@@ -18,11 +17,8 @@ from extender.core.model.vocabulary import EvictPods, GangBound, GangTimedOut, G
 from extender.core.outbox import Outbox
 from extender.core.parked import ref
 from extender.core.queue.backoff import Backoff, Backoffs
+from extender.core.queue.gang_queue import GangQueue
 from extender.core.view import ClusterView
-
-if TYPE_CHECKING:  # both ask the ledger: imported at run time, they would be a cycle
-    from extender.core.explain import Explanations
-    from extender.core.queue.gang_queue import GangQueue
 
 # After a commit, its Bindings (and kube-scheduler's retries of any that failed) get at
 # least this long before the reservation may time out and the gang be called partial.
