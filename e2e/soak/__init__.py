@@ -21,10 +21,10 @@ Run it: ``python -m e2e.soak --seed 7 --minutes 20`` (see docs/reliability.md); 
 short seeded version, e2e/tests/faults/test_soak_short.py.
 """
 
-from .checker import Checker
+from .check.checker import Checker
+from .check.records import Violation
 from .config import SoakConfig
 from .driver import run_soak
-from .records import Violation
 from .results import SoakReport
 
 __all__ = ["Checker", "SoakConfig", "SoakReport", "Violation", "run_soak"]

@@ -12,8 +12,8 @@ import time
 from e2e.harness.objects import create_pod
 from e2e.harness.target import kube
 
+from .check.records import NEIGHBOUR_LABEL
 from .load import Neighbour
-from .records import NEIGHBOUR_LABEL
 from .retry import retry
 from .state import SoakState
 

@@ -20,7 +20,7 @@ from e2e.harness.process import free_port
 from e2e.harness.readiness import http_ok
 from e2e.harness.target import kube
 
-from .checker import Checker
+from .check.checker import Checker
 from .cut import ApiCut
 from .load import priority_classes
 from .retry import retry

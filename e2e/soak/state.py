@@ -20,7 +20,7 @@ from e2e.harness.fakenodes import FakeNodes
 from e2e.harness.k8s import client
 from e2e.harness.process import ManagedProcess
 
-from .checker import Checker
+from .check.checker import Checker
 from .config import SoakConfig
 from .cut import ApiCut
 from .hostile import HostileStream, StallProbe

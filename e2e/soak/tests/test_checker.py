@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from e2e.harness.k8s import client
-from e2e.soak.checker import Checker
-from e2e.soak.quantity import HUGE, quantity
-from e2e.soak.records import DECIDED_AT, NEIGHBOUR_LABEL, NodeRec
+from e2e.soak.check.checker import Checker
+from e2e.soak.check.quantity import HUGE, quantity
+from e2e.soak.check.records import DECIDED_AT, NEIGHBOUR_LABEL, NodeRec
 
 
 def pod(name: str, group: str | None, node: str = "", phase: str = "Pending",
