@@ -29,6 +29,14 @@ def reject(node_names: list[str], message: str) -> FilterResult:
     return FilterResult([], dict.fromkeys(node_names, message))
 
 
+def _no_room(node_names: list[str], res: Reservation, pod: PodInfo, offers: str,
+             then: str) -> FilterResult:
+    """No node of the reservation's domain can take a member now: one sentence, naming
+    the member's requests, whether it is a replacement or its slot was just lost."""
+    return reject(node_names, f"gang {res.gang}: no node{res.within()} {offers} {pod.key} "
+                              f"({format_resources(pod.requests)}){then}")
+
+
 class Filter:
     def __init__(
         self,
@@ -172,12 +180,8 @@ class Filter:
                 )
             slot = self._ledger.reserve_one(res, pod, node_names)
             if slot is None:
-                return reject(
-                    node_names,
-                    f"gang {res.gang}: no node{res.within()} can take replacement member "
-                    f"{pod.key} ({format_resources(pod.requests)}); reservation expires at "
-                    f"its deadline",
-                )
+                return _no_room(node_names, res, pod, "can take replacement member",
+                                "; reservation expires at its deadline")
         self._ledger.commit_with(pod, group, now)
         committed = self._ledger.node_of(pod.uid)
         if committed is not None:
@@ -185,12 +189,8 @@ class Filter:
         # The commit's check of the members' nodes may have moved or dropped this slot.
         slot = res.slots.get(pod.uid)
         if slot is None:
-            return reject(
-                node_names,
-                f"gang {res.gang}: no node{res.within()} has room for pod {pod.key} "
-                f"({format_resources(pod.requests)}) now; the gang waits for room until "
-                f"its deadline",
-            )
+            return _no_room(node_names, res, pod, "has room for pod",
+                            " now; the gang waits for room until its deadline")
         # Nodes left out of the reply are filtered out too; naming each of thousands
         # of them would only cost time on the scheduler's serial loop.
         if slot.node in node_names:
