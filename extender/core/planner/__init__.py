@@ -52,9 +52,9 @@ from __future__ import annotations
 
 from extender.core.planner.domains import extra_nodes
 from extender.core.planner.gang import GangPlanner, plan_group, without_room
-from extender.core.planner.plan import Awaited, Plan, Shortfall, plan_gang
+from extender.core.planner.plan import Plan, Shortfall, plan_gang
 from extender.core.planner.relations import interchangeable
-from extender.core.planner.shortfall import awaited_words, min_resources_shortfall
+from extender.core.planner.shortfall import Awaited, awaited_words, min_resources_shortfall
 
 __all__ = ["Awaited", "GangPlanner", "Plan", "Shortfall", "awaited_words", "extra_nodes",
            "interchangeable", "min_resources_shortfall", "plan_gang", "plan_group",

@@ -38,10 +38,10 @@ from extender.core.model.constraints import term_matches
 from extender.core.model.fit import fit_count
 from extender.core.model.resources import format_resources
 from extender.core.model.types import GroupInfo, NodeInfo, PodInfo
-from extender.core.planner.plan import Awaited, Plan, Shortfall, plan_gang
+from extender.core.planner.plan import Plan, Shortfall, plan_gang
 from extender.core.planner.relations import Term, Ties
 from extender.core.planner.shapes import Shape, shapes_of
-from extender.core.planner.shortfall import TIMES, awaited_words
+from extender.core.planner.shortfall import TIMES, Awaited, awaited_words
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from extender.core.cache.snapshot import Snapshot
 from extender.core.cache.topology import Domain
-from extender.core.model.types import PodAffinityTerm, PodInfo
+from extender.core.model.types import PodInfo
 from extender.core.planner.candidates import (
     Candidates,
     IndexedCandidates,
@@ -17,7 +17,7 @@ from extender.core.planner.candidates import (
 )
 from extender.core.planner.relations import Ties, relations_for
 from extender.core.planner.shapes import Shape, pod_size_key, shapes_of
-from extender.core.planner.shortfall import explain_shortfall
+from extender.core.planner.shortfall import Awaited, explain_shortfall
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,18 +26,6 @@ class Plan:
     # The topology domain every assignment is in, for a gang that asked for one and got
     # it; moves of its slots respect it (docs/topology.md).
     domain: Domain | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Awaited:
-    """A member's required pod affinity term that selects no pod on a node and no member
-    of its gang: kube-scheduler places that member only once a pod the term selects runs
-    in the term's domain. A pod yet to come, not capacity, is what the gang lacks: no
-    node the cluster or an autoscaler could add helps (docs/topology.md)."""
-
-    member: str  # ns/name of the member whose term it is
-    namespace: str  # the member's namespace, the term's own by default
-    term: PodAffinityTerm
 
 
 @dataclass(frozen=True, slots=True)

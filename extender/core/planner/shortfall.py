@@ -1,10 +1,11 @@
-"""Why a gang's plan fell short, in words a user can act on (architecture.md §5)."""
+"""Why a gang's plan fell short, in words a user can act on (architecture.md §5), and what
+a gang that waits for a pod awaits (`Awaited`), which those words name."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from extender.core.cache.topology import word
 from extender.core.model.constraints import (
@@ -16,13 +17,22 @@ from extender.core.model.constraints import (
 from extender.core.model.fit import BIG, labels_have
 from extender.core.model.resources import format_resources, shortfall
 from extender.core.model.types import LabelSelector, PodAffinityTerm, Resources
-
-if TYPE_CHECKING:
-    from extender.core.planner.candidates import Outcome, PlanState
-    from extender.core.planner.plan import Awaited
-    from extender.core.planner.shapes import Shape
+from extender.core.planner.candidates import Outcome, PlanState
+from extender.core.planner.shapes import Shape
 
 TIMES = "\u00d7"  # multiplication sign: "3 \u00d7 {cpu: 1}" in messages
+
+
+@dataclass(frozen=True, slots=True)
+class Awaited:
+    """A member's required pod affinity term that selects no pod on a node and no member
+    of its gang: kube-scheduler places that member only once a pod the term selects runs
+    in the term's domain. A pod yet to come, not capacity, is what the gang lacks: no
+    node the cluster or an autoscaler could add helps (docs/topology.md)."""
+
+    member: str  # ns/name of the member whose term it is
+    namespace: str  # the member's namespace, the term's own by default
+    term: PodAffinityTerm
 
 
 def as_node_count(reason: str) -> str:
