@@ -39,7 +39,7 @@ Variants (`--variants`):
 Repetitions rotate the order of the variants, so drift in the machine's load does not
 favour one. Reported per variant: the median CPU per Binding over the repetitions with
 its range, the median over the repetitions of its ratio to `transport` in the same
-repetition, and wall time. Results: bench/results/binding-client.{json,md}.
+repetition, and wall time. Results: lab/results/binding-client.{json,md}.
 """
 
 from __future__ import annotations

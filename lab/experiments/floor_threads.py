@@ -12,7 +12,7 @@ concurrencies' order rotated between repetitions, after one warm-up run left out
 concurrency: the time from the last pod created to the last pod seen bound (median and
 range over the repetitions) and the Bindings per second it makes. The fastest is
 `bench.e2e`'s default (`bench.e2e.floor.FLOOR_THREADS`). Written to
-bench/results/floor-threads.{json,md}.
+lab/results/floor-threads.{json,md}.
 """
 
 from __future__ import annotations

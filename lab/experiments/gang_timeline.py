@@ -16,7 +16,7 @@ until the whole gang has one: `gang_extender_waiting_binds`), and the extender's
 (`gang_extender_bindings_total`). The samples say how long each took after the last member
 was created, how many members were turned away first and woken (`wakeups`), and how many
 scheduling attempts kube-scheduler made. Printed, and written to
-bench/results/gang-timeline.{json,md}.
+lab/results/gang-timeline.{json,md}.
 """
 
 from __future__ import annotations
