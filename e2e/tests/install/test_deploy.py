@@ -21,7 +21,6 @@ import pytest
 import yaml
 
 from e2e import deploy_kit as dk
-from e2e.harness.base import REPO_ROOT
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.clusterbase import Cluster
 from e2e.harness.fixtures import NodeSet
@@ -51,12 +50,6 @@ def helm_docs() -> list[dk.Doc]:
 
 # ----------------------------------------------------------------------------------------
 # Static checks (no cluster)
-
-
-def test_crd_copies_are_identical_to_crds_dir() -> None:
-    src = (REPO_ROOT / "crds" / dk.CRD_FILE).read_bytes()
-    for dup in (dk.DEPLOY_DIR / "crd" / dk.CRD_FILE, dk.CHART_DIR / "crds" / dk.CRD_FILE):
-        assert dup.read_bytes() == src, f"{dup} differs from crds/{dk.CRD_FILE}: copy it again"
 
 
 def test_scheduler_config_follows_the_design(kustomize_docs: list[dk.Doc]) -> None:
