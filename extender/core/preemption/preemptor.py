@@ -86,6 +86,11 @@ class Preemptions:
         # A reservation was released or a hold given up: the queue must pass again.
         self.released = False
 
+    def new_pass(self) -> None:
+        """The queue starts a pass, which sees every release so far: only one made
+        during the pass asks for another."""
+        self.released = False
+
     # ----- the pods that may preempt ------------------------------------------------------
 
     def pod_changed(self, pod: PodInfo) -> None:

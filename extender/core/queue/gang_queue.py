@@ -150,7 +150,7 @@ class GangQueue:
                 and not self.starvation.due(now)
                 and not (tick and (self._search_owed or self._preemptions.plain_due()))):
             return
-        self._preemptions.released = False
+        self._preemptions.new_pass()
         self.starvation.new_pass()
         if tick:
             self._search_owed = False
