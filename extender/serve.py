@@ -31,9 +31,9 @@ from extender.kube.informer import BUDGETS, Informer
 from extender.kube.leader import Leadership
 from extender.kube.recorder import EventRecorder
 from extender.reporting.events import GangEvents, pod_ref
-from extender.reporting.kinds import source_kinds
+from extender.reporting.kinds import observed_kinds, source_kinds
 from extender.reporting.metrics import Metrics
-from extender.reporting.status import StatusWriter, observed_kinds
+from extender.reporting.status import StatusWriter
 from extender.scheduler.debug import install_podgroups_route
 from extender.scheduler.dispatch import DispatchConfig, Dispatcher
 from extender.scheduler.evictions import Evictions

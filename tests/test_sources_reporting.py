@@ -20,8 +20,8 @@ from extender.core.model.types import KUEUE, VOLCANO, WORKLOAD_API, GroupInfo, M
 from extender.kube.client import ApiError, Kube
 from extender.kube.informer import Informer
 from extender.kube.source_kinds import VOLCANO_GROUPS, VOLCANO_PATH, WORKLOAD_GROUPS
-from extender.reporting.kinds import source_kinds
-from extender.reporting.status import StatusWriter, observed_kinds
+from extender.reporting.kinds import observed_kinds, source_kinds
+from extender.reporting.status import StatusWriter
 from extender.scheduler.debug import install_podgroups_route
 from tests.core.sim import pod
 from tests.test_status import T0, Env, make_env

@@ -32,8 +32,9 @@ from extender.core.wiring import Core
 from extender.kube.client import ApiError
 from extender.kube.recorder import EventRecorder, ObjectRef
 from extender.reporting.events import GangEvents
+from extender.reporting.kinds import observed_kinds
 from extender.reporting.metrics import Metrics
-from extender.reporting.status import StatusConfig, StatusWriter, observed_kinds
+from extender.reporting.status import StatusConfig, StatusWriter
 from extender.scheduler.debug import install_podgroups_route
 from tests.core.sim import SimScheduler, group, node, pod
 

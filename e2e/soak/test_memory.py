@@ -19,7 +19,8 @@ from extender.core.model.vocabulary import Report
 from extender.core.wiring import Core
 from extender.kube.recorder import EventRecorder
 from extender.reporting.events import GangEvents
-from extender.reporting.status import StatusConfig, StatusWriter, observed_kinds
+from extender.reporting.kinds import observed_kinds
+from extender.reporting.status import StatusConfig, StatusWriter
 from extender.scheduler.dispatch import Dispatcher
 from extender.scheduler.wakeups import WakeConfig, Wakeups
 

@@ -7,14 +7,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from extender.core.manager import GangManager
 from extender.kube.informer import GROUPS, NODES, PODS, Kind
 from extender.kube.source_kinds import SOURCE_GROUP_KINDS, WORKLOAD_BETA_GROUPS, WORKLOAD_GROUPS
-
-if TYPE_CHECKING:
-    from extender.reporting.status import StatusWriter
+from extender.reporting.status import StatusWriter
 
 log = logging.getLogger("gang-extender.status")
 

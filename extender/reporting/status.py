@@ -48,16 +48,14 @@ from extender.core.model.vocabulary import Decision, Preempting, Report, StatusC
 from extender.kube.client import PODGROUP_PATH, ApiError
 from extender.reporting import upstream
 from extender.reporting.events import GangEvents, quiet
-from extender.reporting.kinds import observed_kinds  # the writer's kinds, re-exported
 from extender.reporting.labelled import LabelledPods
-from extender.reporting.status_debug import status_debug
 from extender.reporting.status_records import GangCounts, GroupRecord, StatusConfig
 from extender.reporting.upstream import UpstreamStatusApi
 from extender.scheduler.supervise import LoopErrors
 
 log = logging.getLogger("gang-extender.status")
 
-__all__ = ["StatusConfig", "StatusWriter", "observed_kinds"]
+__all__ = ["StatusConfig", "StatusWriter"]
 
 
 class StatusApi(Protocol):
@@ -391,7 +389,3 @@ class StatusWriter:
         as statuses are computed, so a scrape costs the number of states, not of
         groups."""
         return self._counts.snapshot()
-
-    def debug(self, now: float) -> dict[str, Any]:
-        """Every PodGroup in queue order with its computed status and write state."""
-        return status_debug(self, now)

@@ -3,12 +3,10 @@ PodGroup, in queue order, and whether and when it was written."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from extender.core.model.phase import PENDING, SCHEDULING
-
-if TYPE_CHECKING:
-    from extender.reporting.status import StatusWriter
+from extender.reporting.status import StatusWriter
 
 
 def _waiting(writer: StatusWriter, key: str) -> bool:

@@ -23,6 +23,7 @@ from extender.core.model.vocabulary import QueueRow
 from extender.deprecated import with_old_keys
 from extender.kube.recorder import EventRecorder
 from extender.reporting.status import StatusWriter
+from extender.reporting.status_debug import status_debug
 from extender.scheduler.dispatch import Dispatcher
 
 
@@ -69,7 +70,7 @@ def podgroups_view(writer: StatusWriter, recorder: EventRecorder | None,
     """Every PodGroup in queue order with its computed status and write state, the
     reservations (nodes, slots, deadline), the binds waiting at the permit barrier and
     the event sink."""
-    body = writer.debug(now)
+    body = status_debug(writer, now)
     body["reservations"] = [
         {"gang": r.gang, "nodes": sorted({s.node for s in r.slots}), "domain": r.domain,
          "slots": [{"pod": s.pod.key, "node": s.node} for s in r.slots],
