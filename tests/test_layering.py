@@ -335,3 +335,119 @@ def test_own_private_attributes_and_dunders_are_fine() -> None:
         "class B:\n    def h(self, a):\n        a._g()\n"
     )
     assert adapter_violations(source, "x.py") == []
+
+
+# ----- no import cycle, type-only imports included ---------------------------------------
+#
+# A cycle is two modules that each need the other to be read: neither can be understood,
+# tested or moved alone. An import under `if TYPE_CHECKING:` (or inside a function) hides
+# a cycle from the interpreter but not from a reader, so every import statement counts,
+# wherever it stands.
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the modules of the package at `root` it imports. `from p import m`
+    names the submodule `p.m` when there is one, else the package `p` itself;
+    relative imports are resolved against the importing module's package."""
+    modules: dict[str, Path] = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        out: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                out.update(a.name for a in node.names if a.name in modules)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                for a in node.names:
+                    if f"{base}.{a.name}" in modules:
+                        out.add(f"{base}.{a.name}")
+                    elif base in modules:
+                        out.add(base)
+        out.discard(name)
+        graph[name] = out
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other, directly or around a loop
+    (strongly connected components of more than one module), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(cycles)
+
+
+def test_no_import_cycle_in_the_extender_type_only_imports_included() -> None:
+    graph = import_graph(ROOT)
+    assert len(graph) > 50 and "extender.core.queue.gang_queue" in graph
+    assert "extender.core.explain" in graph["extender.core.queue.gang_queue"]
+    assert import_cycles(graph) == []
+
+
+def test_the_cycle_check_sees_a_cycle_behind_type_checking(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.sub import b\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from .c import g\n")
+    (pkg / "sub" / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import A\n")
+    (pkg / "d.py").write_text("import pkg.a\nfrom pkg import sub\n")
+    graph = import_graph(pkg)
+    assert graph["pkg.a"] == {"pkg.sub.b"} and graph["pkg.sub.c"] == {"pkg.a"}
+    assert graph["pkg.d"] == {"pkg.a", "pkg.sub"}
+    assert import_cycles(graph) == [["pkg.a", "pkg.sub.b", "pkg.sub.c"]]
+    (pkg / "sub" / "c.py").write_text("A = 1\n")
+    assert import_cycles(import_graph(pkg)) == []
+
+
+def test_explain_only_puts_a_gang_s_reason_into_words() -> None:
+    """`core/explain.py` neither plans nor asks the autoscaler: the queue pass, which
+    judged the gang, does both and hands the answers in. Imports of the cache, the ledger,
+    provisioning or the planner's plans would let it call back into the parts that call
+    it, as its former back-pointer to provisioning did."""
+    tree = ast.parse((ROOT / "core" / "explain.py").read_text())
+    imported = [(m, n) for node in ast.walk(tree) for m, names in _imported(node)
+                for n in names or [""] if m.startswith("extender")]
+    assert {m for m, _ in imported} <= {
+        "extender.core.model.vocabulary", "extender.core.outbox", "extender.core.planner"}
+    assert {n for m, n in imported if m == "extender.core.planner"} <= {
+        "Shortfall", "awaited_words"}
+
