@@ -69,6 +69,20 @@ def _lease(value: str) -> LeaseRef | None:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _switch(parser: argparse.ArgumentParser, flag: str, help: str, default: str = "on") -> None:
+    """A feature an operator turns `on` or `off`: words rather than a bare flag, so a
+    manifest states the value it relies on whatever the default becomes."""
+    parser.add_argument(flag, choices=("on", "off"), default=default, help=help)
+
+
+def _seconds(parser: argparse.ArgumentParser, flag: str, default: float, help: str,
+             off_at_zero: bool = False) -> None:
+    """A duration in seconds: a positive number, or 0 too where 0 turns the feature off;
+    anything else (a negative, NaN, a word) is a usage error naming the flag."""
+    parser.add_argument(flag, type=_non_negative if off_at_zero else _positive,
+                        default=default, help=help)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gang-extender", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -80,88 +94,85 @@ def build_parser() -> argparse.ArgumentParser:
                        help="extra HOST:PORT serving only /metrics, /healthz and /readyz, "
                             "for probes and scraping from outside the pod (they are always "
                             "served on --listen too; the verbs never are on this one)")
-    serve.add_argument("--default-timeout", type=_positive, default=60.0,
-                       help="seconds a reservation waits for its quorum to bind when the "
-                            "PodGroup sets no scheduleTimeoutSeconds (default 60)")
-    serve.add_argument("--max-schedule-timeout", type=_non_negative, default=600.0,
-                       help="longest a reservation waits for its quorum to bind, whatever "
-                            "the PodGroup's scheduleTimeoutSeconds asks: what one tenant's "
-                            "gang can hold capacity for. 0 turns the cap off (default 600)")
-    serve.add_argument("--backoff-base", type=_positive, default=10.0,
-                       help="seconds a gang backs off after its first timeout; doubles each "
-                            "time (default 10)")
-    serve.add_argument("--backoff-cap", type=_positive, default=300.0,
-                       help="longest backoff in seconds (default 300)")
+    _seconds(serve, "--default-timeout", 60.0,
+             "seconds a reservation waits for its quorum to bind when the "
+             "PodGroup sets no scheduleTimeoutSeconds (default 60)")
+    _seconds(serve, "--max-schedule-timeout", 600.0,
+             "longest a reservation waits for its quorum to bind, whatever "
+             "the PodGroup's scheduleTimeoutSeconds asks: what one tenant's "
+             "gang can hold capacity for. 0 turns the cap off (default 600)",
+             off_at_zero=True)
+    _seconds(serve, "--backoff-base", 10.0,
+             "seconds a gang backs off after its first timeout; doubles each "
+             "time (default 10)")
+    _seconds(serve, "--backoff-cap", 300.0, "longest backoff in seconds (default 300)")
     serve.add_argument("--backoff-limit", type=int, default=None,
                        help="timeouts after which the PodGroup is marked Failed "
                             "(default: retry forever)")
-    serve.add_argument("--bind-wait-limit", type=_positive, default=240.0,
-                       help="longest a single bind request waits for its gang, in seconds; "
-                            "keep it below the bind extender entry's httpTimeout (default 240)")
+    _seconds(serve, "--bind-wait-limit", 240.0,
+             "longest a single bind request waits for its gang, in seconds; "
+             "keep it below the bind extender entry's httpTimeout (default 240)")
     add_deprecated_flag(serve, "--bind-hold-limit", type=_positive)
     serve.add_argument("--binding-concurrency", type=_count, default=128,
                        help="Binding POSTs in flight at once when a gang commits; the rest "
                             "queue in order (default 128; docs/performance.md measures it)")
-    serve.add_argument("--warm-connections", choices=("on", "off"), default="on",
-                       help="while a gang's members are being created, open the "
-                            "connections its commit's Bindings will use (up to the Binding "
-                            "concurrency), each with one GET /version, instead of at the "
-                            "commit (default on)")
-    serve.add_argument("--assembly-wait", type=_non_negative, default=1.5,
-                       help="longest a gang member's filter call waits for the rest of a "
-                            "gang that is still being created, in seconds, instead of "
-                            "turning it away into kube-scheduler's 1-2 s pod backoff; only "
-                            "while the members arrive fast enough to be complete within it. "
-                            "It holds kube-scheduler's loop: keep it well below the filter "
-                            "entry's httpTimeout. 0 turns it off (default 1.5)")
-    serve.add_argument("--commit-wait", type=_non_negative, default=1.0,
-                       help="longest a gang member's filter call, answered with its node "
-                            "(or turned away though bound on a node kube-scheduler did "
-                            "not pass), waits until the Bindings of the commits under way are seen "
-                            "by the watch, in seconds, so that kube-scheduler's queue drops "
-                            "those members instead of running a scheduling cycle for each. "
-                            "It holds kube-scheduler's loop: the assembly wait plus this "
-                            "must stay well below the filter entry's httpTimeout. 0 turns "
-                            "it off (default 1)")
-    serve.add_argument("--assembly-gap", type=_positive, default=0.5,
-                       help="the wait goes on only while the gang's newest member arrived "
-                            "less than this many seconds ago (default 0.5)")
-    serve.add_argument("--podgroup-status", choices=("on", "off"), default="on",
-                       help="write PodGroup status (phase, counts, conditions). off when "
-                            "another controller owns it, for example scheduler-plugins' "
-                            "PodGroup controller; /debug/podgroups and the metrics still show "
-                            "the computed status (default on)")
-    serve.add_argument("--events", choices=("on", "off"), default="on",
-                       help="post Kubernetes Events on PodGroups and pods (default on)")
+    _switch(serve, "--warm-connections",
+            "while a gang's members are being created, open the connections its commit's "
+            "Bindings will use (up to the Binding concurrency), each with one GET /version, "
+            "instead of at the commit (default on)")
+    _seconds(serve, "--assembly-wait", 1.5,
+             "longest a gang member's filter call waits for the rest of a "
+             "gang that is still being created, in seconds, instead of "
+             "turning it away into kube-scheduler's 1-2 s pod backoff; only "
+             "while the members arrive fast enough to be complete within it. "
+             "It holds kube-scheduler's loop: keep it well below the filter "
+             "entry's httpTimeout. 0 turns it off (default 1.5)",
+             off_at_zero=True)
+    _seconds(serve, "--commit-wait", 1.0,
+             "longest a gang member's filter call, answered with its node "
+             "(or turned away though bound on a node kube-scheduler did "
+             "not pass), waits until the Bindings of the commits under way are seen "
+             "by the watch, in seconds, so that kube-scheduler's queue drops "
+             "those members instead of running a scheduling cycle for each. "
+             "It holds kube-scheduler's loop: the assembly wait plus this "
+             "must stay well below the filter entry's httpTimeout. 0 turns "
+             "it off (default 1)",
+             off_at_zero=True)
+    _seconds(serve, "--assembly-gap", 0.5,
+             "the wait goes on only while the gang's newest member arrived "
+             "less than this many seconds ago (default 0.5)")
+    _switch(serve, "--podgroup-status",
+            "write PodGroup status (phase, counts, conditions). off when another controller "
+            "owns it, for example scheduler-plugins' PodGroup controller; /debug/podgroups "
+            "and the metrics still show the computed status (default on)")
+    _switch(serve, "--events", "post Kubernetes Events on PodGroups and pods (default on)")
     serve.add_argument("--pod-watch", choices=("json", "protobuf"), default="json",
                        help="encoding of the watch of all pods. protobuf spares "
                             "kube-apiserver a JSON encoding of every pod event when no "
                             "other client watches pods in JSON, and costs the extender "
                             "more CPU per event (docs/performance.md; default json)")
-    serve.add_argument("--preemption", choices=("on", "off"), default="on",
-                       help="whole-gang preemption: a gang or a plain pod of the gang "
-                            "scheduler that cannot be placed evicts whole lower-priority "
-                            "gangs and pods through the Eviction API (docs/preemption.md; "
-                            "default on)")
-    serve.add_argument("--provisioning-requests", choices=("on", "off"), default="on",
-                       help="ask the cluster autoscaler for a gang's capacity with a "
-                            "ProvisioningRequest (autoscaling.x-k8s.io/v1) while that API is "
-                            "served, and keep reserved nodes from its scale-down; off: "
-                            "none is asked, and the nodes a run with it on marked are "
-                            "unmarked (docs/autoscaler.md)")
+    _switch(serve, "--preemption",
+            "whole-gang preemption: a gang or a plain pod of the gang scheduler that cannot "
+            "be placed evicts whole lower-priority gangs and pods through the Eviction API "
+            "(docs/preemption.md; default on)")
+    _switch(serve, "--provisioning-requests",
+            "ask the cluster autoscaler for a gang's capacity with a ProvisioningRequest "
+            "(autoscaling.x-k8s.io/v1) while that API is served, and keep reserved nodes "
+            "from its scale-down; off: none is asked, and the nodes a run with it on marked "
+            "are unmarked (docs/autoscaler.md)")
     serve.add_argument("--provisioning-class", default=ATOMIC_CLASS,
                        help="provisioningClassName of the requests (default %(default)s)")
-    serve.add_argument("--direct-commit", choices=("on", "off"),
-                       default="on" if Config().direct_commit else "off",
-                       help="bind a planned gang's members as soon as it is reserved, "
-                            "without waiting for kube-scheduler's cycle of each; members "
-                            "with claim volumes, resource claims or host ports still come "
-                            "through kube-scheduler. off: every member waits at the bind "
-                            "barrier (docs/performance.md; default %(default)s)")
-    serve.add_argument("--starvation-after", type=_non_negative, default=30.0,
-                       help="seconds a gang waits for capacity "
-                            "before the capacity of its best plan is held for it as it "
-                            "frees up; 0 turns the guard off (default 30)")
+    _switch(serve, "--direct-commit",
+            "bind a planned gang's members as soon as it is reserved, without waiting for "
+            "kube-scheduler's cycle of each; members with claim volumes, resource claims or "
+            "host ports still come through kube-scheduler. off: every member waits at the "
+            "bind barrier (docs/performance.md; default %(default)s)",
+            default="on" if Config().direct_commit else "off")
+    _seconds(serve, "--starvation-after", 30.0,
+             "seconds a gang waits for capacity "
+             "before the capacity of its best plan is held for it as it "
+             "frees up; 0 turns the guard off (default 30)",
+             off_at_zero=True)
     serve.add_argument("--scheduler-name", default="gang-scheduler",
                        help="schedulerName of the gang scheduler profile (default gang-scheduler)")
     serve.add_argument("--leader-lease", type=_lease, default=DEFAULT_LEASE,
