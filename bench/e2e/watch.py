@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from e2e.harness.kubeletloop import _iter_lines
+from e2e.harness.rawapi import watch_lines
 from e2e.harness.target import kube
 
 
@@ -65,7 +65,7 @@ class BindWatch:
                 resp = core.list_namespaced_pod(
                     self.ns, watch=True, resource_version=rv, timeout_seconds=5,
                     allow_watch_bookmarks=True, _preload_content=False)
-                for line in _iter_lines(resp):
+                for line in watch_lines(resp):
                     ev = json.loads(line)
                     if ev.get("type") == "ERROR":
                         raise RuntimeError(str(ev))

@@ -8,8 +8,9 @@
   ``REPO_ROOT``.
 * :mod:`.fakekubelet`: fake nodes and a kubelet that runs pods by annotation, as a process
   or a thread; its parts: :mod:`.fakenodes` (Node objects and node CRUD),
-  :mod:`.kubeletpod` (the annotations), :mod:`.kubeletloop` (LIST + WATCH, decisions),
-  :mod:`.podlife` (timers, status writes).
+  and the subpackage :mod:`.kubelet`: :mod:`.kubelet.pod` (the annotations),
+  :mod:`.kubelet.loop` (LIST + WATCH, decisions), :mod:`.kubelet.life` (timers, status
+  writes).
 * :mod:`.fixtures`: pytest fixtures; the helpers, free of pytest: :mod:`.target` (the
   cluster they talk to, ``use_cluster``, ``kube``), :mod:`.objects` (``create_pod``,
   ``create_job``, ``create_podgroup``), :mod:`.queries` (``get_pod``, ``list_pods``...),

@@ -28,9 +28,9 @@ generated client with every response read (and 10 ms with responses left unread,
 then opening a new TLS connection); ``python -m lab.experiments.kubelet_writes`` measures it.
 
 The parts: :mod:`e2e.harness.fakenodes` (the Node objects and node CRUD, and which
-provisioner-made nodes lose the ``not-ready`` taint), :mod:`e2e.harness.kubeletpod` (the
-annotations above), :mod:`e2e.harness.kubeletloop` (LIST + WATCH and the decisions) and
-:mod:`e2e.harness.podlife` (timers and status writes). This module is what tests hold,
+provisioner-made nodes lose the ``not-ready`` taint), :mod:`e2e.harness.kubelet.pod` (the
+annotations above), :mod:`e2e.harness.kubelet.loop` (LIST + WATCH and the decisions) and
+:mod:`e2e.harness.kubelet.life` (timers and status writes). This module is what tests hold,
 :class:`FakeKubelet` (node CRUD plus the loop as a child process or a thread), and the
 process's entry point: starting, stopping and the command line in one place.
 
@@ -56,7 +56,7 @@ from .base import REPO_ROOT
 from .clusterbase import Cluster
 from .fakenodes import FAKE_NODE_SELECTOR, FakeNodes
 from .k8s import client, config
-from .kubeletloop import READY_LINE, KubeletLoop
+from .kubelet.loop import READY_LINE, KubeletLoop
 from .process import ManagedProcess
 from .readiness import log_contains
 

@@ -2,7 +2,7 @@
 (add, cordon, mark not Ready, delete with its pods).
 
 Why apart: tests change nodes synchronously, in their own process, through plain API
-calls, while the kubelet loop (:mod:`e2e.harness.kubeletloop`) runs elsewhere and only
+calls, while the kubelet loop (:mod:`e2e.harness.kubelet.loop`) runs elsewhere and only
 discovers the nodes by label; the node template is also what a Cluster Autoscaler's
 ``kwok`` provider copies (e2e/integrations/autoscaler.py), with no kubelet at all.
 
@@ -36,11 +36,13 @@ PROVIDER_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 KUBELET_VERSION = "v1.36.3"
 
 
-def _now_rfc3339() -> str:
+def now_rfc3339() -> str:
+    """Now, as the API writes a condition's time (the fake kubelet's and the autoscaler
+    stand-in's writes)."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _parse_rfc3339(s: str) -> float:
+def parse_rfc3339(s: str) -> float:
     return datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
 
@@ -50,7 +52,7 @@ def _network(net: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
     return ipaddress.ip_network(net)
 
 
-def _fake_ip(seed: str, net: str) -> str:
+def fake_ip(seed: str, net: str) -> str:
     """A stable pseudo-random address in ``net`` (pod/node IPs only need to look real)."""
     n = _network(net)
     h = int(hashlib.sha256(seed.encode()).hexdigest()[:8], 16)
@@ -78,7 +80,7 @@ def node_manifest(
     if gpus:
         res["nvidia.com/gpu"] = str(gpus)
     res.update(extra_resources or {})
-    now = _now_rfc3339()
+    now = now_rfc3339()
 
     def cond(t: str, s: str, reason: str) -> dict[str, Any]:
         return {"type": t, "status": s, "reason": reason, "message": "fake kubelet",
@@ -99,7 +101,7 @@ def node_manifest(
                 cond("PIDPressure", "False", "KubeletHasSufficientPID"),
                 cond("Ready", "True", "KubeletReady"),
             ],
-            "addresses": [{"type": "InternalIP", "address": _fake_ip(name, "172.30.0.0/16")},
+            "addresses": [{"type": "InternalIP", "address": fake_ip(name, "172.30.0.0/16")},
                           {"type": "Hostname", "address": name}],
             "nodeInfo": {
                 "machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "6.1.0",
@@ -195,7 +197,7 @@ class FakeNodes:
     def set_ready(self, name: str, ready: bool) -> None:
         """Flip the Ready condition and the not-ready NoSchedule taint, as a node failure
         and the (absent) node-lifecycle controller would. Pods are not evicted."""
-        now = _now_rfc3339()
+        now = now_rfc3339()
         status = "True" if ready else "False"
         _drain(self.v1.patch_node_status(name, {"status": {"conditions": [{
             "type": "Ready", "status": status, "reason": "FakeKubelet",

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .k8s import ApiException
-from .kubeletpod import ANN_FAIL, ANN_RENDEZVOUS, ANN_RENDEZVOUS_SIZE, ANN_RUN_SECONDS
+from .kubelet.pod import ANN_FAIL, ANN_RENDEZVOUS, ANN_RENDEZVOUS_SIZE, ANN_RUN_SECONDS
 from .target import kube
 
 GANG_SCHEDULER = "gang-scheduler"
@@ -25,7 +25,9 @@ DEFAULT_IMAGE = os.environ.get("E2E_IMAGE", "busybox:1.36")
 """Ignored by the fake kubelet; on a real cluster (kind) the container really runs."""
 
 
-def _json(resp: Any) -> Any:
+def json_body(resp: Any) -> Any:
+    """The decoded body of a kubernetes-client call made with ``_preload_content=False``
+    (the objects here and the queries of :mod:`.queries` are read as plain JSON)."""
     return json.loads(resp.data)
 
 
@@ -140,7 +142,7 @@ def create_pod(
         "spec": pod_spec(cpu, memory, gpus, scheduler_name, run_seconds, fail, image,
                          node_selector, tolerations, priority_class, extra=spec_extra),
     }
-    out: dict[str, Any] = _json(kube().core.create_namespaced_pod(
+    out: dict[str, Any] = json_body(kube().core.create_namespaced_pod(
         ns, body, _preload_content=False))
     return out
 
@@ -190,7 +192,7 @@ def create_job(
     spec.update(job_extra or {})
     body = {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": name, "namespace": ns}, "spec": spec}
-    out: dict[str, Any] = _json(kube().batch.create_namespaced_job(
+    out: dict[str, Any] = json_body(kube().batch.create_namespaced_job(
         ns, body, _preload_content=False))
     return out
 
@@ -218,7 +220,7 @@ def create_podgroup(
         meta["annotations"] = dict(annotations)
     body = {"apiVersion": f"{PG_GROUP}/{PG_VERSION}", "kind": "PodGroup", "metadata": meta,
             "spec": spec}
-    out: dict[str, Any] = _json(kube().custom.create_namespaced_custom_object(
+    out: dict[str, Any] = json_body(kube().custom.create_namespaced_custom_object(
         PG_GROUP, PG_VERSION, ns, PG_PLURAL, body, _preload_content=False))
     return out
 

@@ -12,13 +12,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .k8s import ApiException
-from .objects import PG_GROUP, PG_PLURAL, PG_VERSION, _json
+from .objects import PG_GROUP, PG_PLURAL, PG_VERSION, json_body
 from .target import kube
 
 
 def _get_or_none(fn: Callable[[], Any]) -> dict[str, Any] | None:
     try:
-        out: dict[str, Any] = _json(fn())
+        out: dict[str, Any] = json_body(fn())
         return out
     except ApiException as e:
         if e.status == 404:
@@ -67,7 +67,7 @@ def get_podgroup(ns: str, name: str) -> dict[str, Any] | None:
 def list_pods(ns: str, label_selector: str | None = None) -> list[dict[str, Any]]:
     """Pods of a namespace as JSON (one LIST)."""
     kw = {"label_selector": label_selector} if label_selector else {}
-    items: list[dict[str, Any]] = _json(kube().core.list_namespaced_pod(
+    items: list[dict[str, Any]] = json_body(kube().core.list_namespaced_pod(
         ns, _preload_content=False, **kw))["items"]
     return items
 

@@ -53,7 +53,7 @@ import http.client
 import socket
 import ssl
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -256,3 +256,18 @@ class RawApi:
             except BaseException:
                 conn.close()  # mid-exchange: the connection's state is unknown
                 raise
+
+
+def watch_lines(resp: Any) -> Iterator[bytes]:
+    """Split a streaming urllib3 response (``_preload_content=False``) into JSON lines,
+    one watch event each. Here because every raw watch of the tests, the fake kubelet's,
+    the soak checker's and the benchmark's, reads its stream this way."""
+    buf = b""
+    for chunk in resp.stream(64 * 1024, decode_content=True):
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            if line.strip():
+                yield line
+    if buf.strip():
+        yield buf

@@ -53,7 +53,7 @@ from typing import Any
 
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.crds import install_crds
-from e2e.harness.fakenodes import PROVIDER_NODE_ANNOTATION
+from e2e.harness.fakenodes import PROVIDER_NODE_ANNOTATION, now_rfc3339
 from e2e.harness.k8s import ApiException
 from e2e.harness.target import kube
 from e2e.integrations.autoscaler import (
@@ -97,10 +97,6 @@ def _ts(raw: str | None) -> float:
     if not raw:
         return 0.0
     return datetime.strptime(raw, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-
-
-def _now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _list(call: Any, *args: Any, **kw: Any) -> list[dict[str, Any]]:
@@ -274,7 +270,7 @@ class StandinAutoscaler(Autoscaler):
         if not conds:
             return
         merged = merge_conditions((r.get("status") or {}).get("conditions") or [], conds,
-                                  _now_rfc3339())
+                                  now_rfc3339())
         with contextlib.suppress(ApiException):  # deleted meanwhile: nothing to write
             kube().custom.patch_namespaced_custom_object_status(
                 GROUP, VERSION, r["metadata"]["namespace"], PLURAL, r["metadata"]["name"],

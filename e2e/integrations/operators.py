@@ -40,7 +40,7 @@ import pytest
 from e2e.gang import GangStack, Recorder
 from e2e.harness.base import E2E_DIR, HarnessError
 from e2e.harness.k8s import ApiException, client
-from e2e.harness.kubeletpod import ANN_RENDEZVOUS, ANN_RENDEZVOUS_SIZE, ANN_RUN_SECONDS
+from e2e.harness.kubelet.pod import ANN_RENDEZVOUS, ANN_RENDEZVOUS_SIZE, ANN_RUN_SECONDS
 from e2e.harness.objects import GANG_SCHEDULER, POD_GROUP_LABEL
 from e2e.harness.process import ManagedProcess
 from e2e.harness.queries import get_podgroup, list_pods

@@ -52,8 +52,8 @@ import orjson
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.fakenodes import FakeNodes
 from e2e.harness.k8s import client
-from e2e.harness.kubeletloop import KubeletLoop
-from e2e.harness.kubeletpod import _Pod
+from e2e.harness.kubelet.loop import KubeletLoop
+from e2e.harness.kubelet.pod import KubeletPod
 from e2e.harness.waiting import wait_for
 
 NAMESPACE = "kubelet-writes"
@@ -108,7 +108,7 @@ def _delete_options(uid: str) -> Any:
                                   preconditions=client.V1Preconditions(uid=uid))
 
 
-def create_pods(v1: Any, prefix: str, count: int) -> list[_Pod]:
+def create_pods(v1: Any, prefix: str, count: int) -> list[KubeletPod]:
     """``count`` pods bound to the fake node, as the fake kubelet's informer would hold
     them (one container, no run time: nothing is scheduled after Running)."""
     pods = []
@@ -119,12 +119,12 @@ def create_pods(v1: Any, prefix: str, count: int) -> list[_Pod]:
                          "containers": [{"name": "main", "image": "busybox:1.36"}]}}
         created = orjson.loads(v1.create_namespaced_pod(
             NAMESPACE, body, _preload_content=False).data)
-        pods.append(_Pod(uid=created["metadata"]["uid"], ns=NAMESPACE, name=name, node=NODE,
+        pods.append(KubeletPod(uid=created["metadata"]["uid"], ns=NAMESPACE, name=name, node=NODE,
                          containers=[("main", "busybox:1.36")]))
     return pods
 
 
-def write_cpu(loop: KubeletLoop, pods: Sequence[_Pod]) -> tuple[float, float, float]:
+def write_cpu(loop: KubeletLoop, pods: Sequence[KubeletPod]) -> tuple[float, float, float]:
     """CPU seconds per status write and per delete, and wall seconds per call."""
     for p in pods:
         loop.pods[p.uid] = p

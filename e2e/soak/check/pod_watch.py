@@ -22,7 +22,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from e2e.harness.kubeletloop import _iter_lines
+from e2e.harness.rawapi import watch_lines
 
 from .invariants import Invariants
 from .quantity import pod_requests, quantity
@@ -85,7 +85,7 @@ class PodWatch(Invariants):
                         watch=True, resource_version=rv, allow_watch_bookmarks=True,
                         timeout_seconds=60, _preload_content=False, _request_timeout=(5, 90))
                     try:
-                        for line in _iter_lines(stream):
+                        for line in watch_lines(stream):
                             ev = json.loads(line)
                             obj = ev["object"]
                             if ev["type"] == "ERROR":

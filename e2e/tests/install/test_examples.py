@@ -17,7 +17,7 @@ from e2e import deploy_kit as dk
 from e2e.gang import GangStack, Recorder
 from e2e.harness.base import REPO_ROOT
 from e2e.harness.fixtures import NodeSet
-from e2e.harness.kubeletpod import ANN_RUN_SECONDS
+from e2e.harness.kubelet.pod import ANN_RUN_SECONDS
 from e2e.harness.objects import GANG_SCHEDULER, POD_GROUP_LABEL
 from e2e.harness.queries import get_job, job_condition, list_pods
 from e2e.harness.target import ClusterApis

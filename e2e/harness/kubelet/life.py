@@ -1,7 +1,7 @@
 """What happens to a pod once the fake kubelet has it: its run-time clock and rendezvous,
 and the status writes and deletes that follow (Running, Succeeded/Failed, force-delete).
 
-Why apart: the loop (:mod:`e2e.harness.kubeletloop`) decides from watch events *that* a pod
+Why apart: the loop (:mod:`e2e.harness.kubelet.loop`) decides from watch events *that* a pod
 starts, finishes or goes; this mixin is *how*: the timers, the retries and the exact
 status a kubelet would post. Benchmarks swap the writes alone
 (``lab.experiments.kubelet_writes`` overrides :meth:`PodLife._patch_status` and
@@ -20,15 +20,15 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
-from .fakenodes import _fake_ip, _now_rfc3339
-from .kubeletpod import DEFAULT_RENDEZVOUS_RUN_SECONDS, _Group, _Pod
-from .rawapi import STRATEGIC_MERGE_PATCH, RawApi, RawApiError, path_segment
+from ..fakenodes import fake_ip, now_rfc3339
+from ..rawapi import STRATEGIC_MERGE_PATCH, RawApi, RawApiError, path_segment
+from .pod import DEFAULT_RENDEZVOUS_RUN_SECONDS, KubeletPod, RendezvousGroup
 
 log = logging.getLogger("fakekubelet")
 
 
 class PodLife:
-    """Timers and API writes of :class:`~e2e.harness.kubeletloop.KubeletLoop`, which
+    """Timers and API writes of :class:`~e2e.harness.kubelet.loop.KubeletLoop`, which
     owns the state below (all of it behind ``lock``) and calls these methods."""
 
     lock: threading.RLock
@@ -36,14 +36,14 @@ class PodLife:
     raw: RawApi
     pool: ThreadPoolExecutor
     nodes: dict[str, str]
-    pods: dict[str, _Pod]
-    groups: dict[tuple[str, str], _Group]
+    pods: dict[str, KubeletPod]
+    groups: dict[tuple[str, str], RendezvousGroup]
     timers: list[tuple[float, str]]
     timer_cv: threading.Condition
 
     # -- timers ----------------------------------------------------------------------
 
-    def _schedule(self, p: _Pod) -> None:
+    def _schedule(self, p: KubeletPod) -> None:
         """Arm the completion timer of a running pod (caller holds the lock)."""
         if p.run_seconds is None and p.rendezvous is None:
             return  # runs forever
@@ -77,7 +77,7 @@ class PodLife:
         key = (p.ns, p.rendezvous)
         g = self.groups.get(key)
         if g is None:
-            g = self.groups[key] = _Group(size=p.rendezvous_size)
+            g = self.groups[key] = RendezvousGroup(size=p.rendezvous_size)
         g.size = max(g.size, p.rendezvous_size)
         g.reached.add(uid)
         if not g.met and len(g.reached) >= g.size:
@@ -89,7 +89,7 @@ class PodLife:
                 if q is not None and not q.finish_requested and not q.deleting:
                     self._finish(q)
 
-    def _finish(self, p: _Pod) -> None:
+    def _finish(self, p: KubeletPod) -> None:
         p.finish_requested = True
         self._submit(self._set_terminated, p.uid, not p.fail)
 
@@ -151,9 +151,9 @@ class PodLife:
             p = self.pods.get(uid)
             if p is None or p.deleting:
                 return
-            host_ip = self.nodes.get(p.node, "") or _fake_ip(p.node, "172.30.0.0/16")
-        now = _now_rfc3339()
-        pod_ip = host_ip if p.host_network else _fake_ip(uid, "10.128.0.0/12")
+            host_ip = self.nodes.get(p.node, "") or fake_ip(p.node, "172.30.0.0/16")
+        now = now_rfc3339()
+        pod_ip = host_ip if p.host_network else fake_ip(uid, "10.128.0.0/12")
         conds = [{"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
                  for t in ("PodReadyToStartContainers", "Initialized", "ContainersReady",
                            "Ready")]
@@ -183,7 +183,7 @@ class PodLife:
             p = self.pods.get(uid)
             if p is None:
                 return
-        now = _now_rfc3339()
+        now = now_rfc3339()
         code, reason = (0, "Completed") if success else (1, "Error")
         started = (datetime.fromtimestamp(p.running_since, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
                    if p.running_since else now)

@@ -23,7 +23,7 @@ DEFAULT_RENDEZVOUS_RUN_SECONDS = 1.0
 
 
 @dataclass
-class _Pod:
+class KubeletPod:
     uid: str
     ns: str
     name: str
@@ -44,13 +44,13 @@ class _Pod:
 
 
 @dataclass
-class _Group:
+class RendezvousGroup:
     size: int
     reached: set[str] = field(default_factory=set)
     met: bool = False
 
 
-def _pod_from_json(obj: Mapping[str, Any]) -> _Pod:
+def pod_from_json(obj: Mapping[str, Any]) -> KubeletPod:
     md, spec, st = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
     ann = md.get("annotations") or {}
     run: float | None = None
@@ -60,7 +60,7 @@ def _pod_from_json(obj: Mapping[str, Any]) -> _Pod:
     size = 0
     with contextlib.suppress(ValueError):
         size = int(ann.get(ANN_RENDEZVOUS_SIZE, "0"))
-    return _Pod(
+    return KubeletPod(
         uid=md["uid"], ns=md["namespace"], name=md["name"],
         node=spec.get("nodeName") or "",
         phase=st.get("phase") or "Pending",

@@ -3,7 +3,7 @@ index, and the decision, per event, of what a pod needs next.
 
 Why apart: this is the part that follows the API (informers, relists, the index of nodes
 and pods); what a pod then goes through (timers, status writes) is
-:mod:`e2e.harness.podlife`, and running it as a process is :mod:`e2e.harness.fakekubelet`.
+:mod:`e2e.harness.kubelet.life`, and running it as a process is :mod:`e2e.harness.fakekubelet`.
 
 Scale: LISTs and WATCHes through the generated client on raw JSON (orjson, no model
 objects); a relist comes at most every two minutes, so only the per-pod writes are worth
@@ -15,17 +15,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
 
-from .fakenodes import FAKE_NODE_SELECTOR, NOT_READY_TAINT, _parse_rfc3339, provider_node_to_untaint
-from .k8s import client
-from .kubeletpod import _Group, _Pod, _pod_from_json
-from .podlife import PodLife
-from .rawapi import CONNECT_TIMEOUT, READ_TIMEOUT, RawApi
+from ..fakenodes import FAKE_NODE_SELECTOR, NOT_READY_TAINT, parse_rfc3339, provider_node_to_untaint
+from ..k8s import client
+from ..rawapi import CONNECT_TIMEOUT, READ_TIMEOUT, RawApi, watch_lines
+from .life import PodLife
+from .pod import KubeletPod, RendezvousGroup, pod_from_json
 
 log = logging.getLogger("fakekubelet")
 
@@ -33,19 +33,6 @@ READY_LINE = "fake-kubelet: ready"
 """Logged once both initial LISTs are processed; the process starter waits for it."""
 WATCH_READ_TIMEOUT = 150.0
 """A watch asks the server to end it after 120 s; silence past this means a dead connection."""
-
-
-def _iter_lines(resp: Any) -> Iterator[bytes]:
-    """Split a streaming urllib3 response into JSON lines (one watch event each)."""
-    buf = b""
-    for chunk in resp.stream(64 * 1024, decode_content=True):
-        buf += chunk
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            if line.strip():
-                yield line
-    if buf.strip():
-        yield buf
 
 
 class _Relist(Exception):
@@ -72,9 +59,9 @@ class KubeletLoop(PodLife):
         self.lock = threading.RLock()
         self.nodes: dict[str, str] = {}  # name -> InternalIP
         self.known_nodes: set[str] = set()  # ever seen: deleting pods of gone nodes
-        self.pods: dict[str, _Pod] = {}
+        self.pods: dict[str, KubeletPod] = {}
         self.pods_by_node: dict[str, set[str]] = {}
-        self.groups: dict[tuple[str, str], _Group] = {}
+        self.groups: dict[tuple[str, str], RendezvousGroup] = {}
         self.timers: list[tuple[float, str]] = []
         self.timer_cv = threading.Condition(self.lock)
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fk-write")
@@ -134,7 +121,7 @@ class KubeletLoop(PodLife):
                         timeout_seconds=120, _preload_content=False,
                         _request_timeout=(CONNECT_TIMEOUT, WATCH_READ_TIMEOUT))
                     try:
-                        for line in _iter_lines(stream):
+                        for line in watch_lines(stream):
                             if self.stop_event.is_set():
                                 return
                             ev = orjson.loads(line)
@@ -204,7 +191,7 @@ class KubeletLoop(PodLife):
         if typ == "DELETED":
             self._pod_gone(obj["metadata"]["uid"])
             return
-        p = _pod_from_json(obj)
+        p = pod_from_json(obj)
         with self.lock:
             old = self.pods.get(p.uid)
             if old is not None:
@@ -218,7 +205,7 @@ class KubeletLoop(PodLife):
             if p.running_since is None and p.phase == "Running" and not p.start_requested:
                 start = (obj.get("status") or {}).get("startTime")
                 if start:  # running before we (re)started: resume its clock
-                    p.running_since = _parse_rfc3339(start)
+                    p.running_since = parse_rfc3339(start)
                     p.start_requested = True
                     self._schedule(p)
             self.pods[p.uid] = p
@@ -240,7 +227,7 @@ class KubeletLoop(PodLife):
                 self.pods_by_node.get(p.node, set()).discard(uid)
             self._leave_group(p)
 
-    def _leave_group(self, p: _Pod) -> None:
+    def _leave_group(self, p: KubeletPod) -> None:
         """A pod that goes away before its rendezvous is met no longer counts for it."""
         if p.rendezvous is None:
             return
