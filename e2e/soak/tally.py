@@ -59,7 +59,7 @@ def tally(reports: list[dict[str, Any]]) -> list[str]:
                 if n_viol else "0")
         neighbours = sum(n for k, n in notes.items() if k.startswith("overcommit-by-"))
         lines.append(
-            f"| {m} | {len(runs)} ({_ranges(seeds)}) | {s['gangs_created']} "
+            f"| {m} | {len(runs)} ({seed_ranges(seeds)}) | {s['gangs_created']} "
             f"({s['pods_created']}) | {s['extender_kills']} / {s['scheduler_kills']} / "
             f"{s['apiserver_restarts']} | {s['watch_cuts']} ({s['watch_cut_connections']}) | "
             f"{viol} | {notes.get('overcommit-race', 0)} | "
@@ -69,7 +69,7 @@ def tally(reports: list[dict[str, Any]]) -> list[str]:
     return lines + [""] + [f"* {f}" for f in failures]
 
 
-def _ranges(seeds: list[int]) -> str:
+def seed_ranges(seeds: list[int]) -> str:
     """1-5, 7, 9-10."""
     out: list[str] = []
     for s in seeds:

@@ -8,7 +8,7 @@ from typing import Any
 
 from e2e.soak.config import SoakConfig
 from e2e.soak.results import SoakReport
-from e2e.soak.tally import _ranges, mode, tally
+from e2e.soak.tally import mode, seed_ranges, tally
 
 
 def report(seed: int, extra: tuple[str, ...] = (), **kw: Any) -> dict[str, Any]:
@@ -36,4 +36,4 @@ def test_runs_are_counted_per_mode_and_a_failed_run_is_named() -> None:
 
 
 def test_seed_ranges() -> None:
-    assert _ranges([1, 2, 3, 5, 7, 8]) == "1-3, 5, 7-8"
+    assert seed_ranges([1, 2, 3, 5, 7, 8]) == "1-3, 5, 7-8"
