@@ -28,7 +28,7 @@ from e2e.harness.crds import install_crds
 from e2e.harness.k8s import ApiException, client
 from e2e.harness.objects import create_podgroup
 from e2e.harness.queries import get_pod, served_workload_version
-from e2e.harness.target import Kube, kube
+from e2e.harness.target import ClusterApis, kube
 from e2e.harness.waiting import NotYet, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.any_cluster]
@@ -109,7 +109,7 @@ def test_kueue_pod_group_is_a_gang_never_bound_pod_by_pod(
 
 
 @pytest.fixture
-def volcano_crd(kube: Kube) -> Iterator[None]:
+def volcano_crd(kube: ClusterApis) -> Iterator[None]:
     """Volcano's PodGroup API, installed now (after the extender started) unless the
     cluster has it; removed again if installed here."""
     ext = client.ApiextensionsV1Api(kube.api)

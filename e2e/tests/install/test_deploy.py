@@ -28,7 +28,7 @@ from e2e.harness.k8s import ApiException, client
 from e2e.harness.objects import create_pod, create_podgroup
 from e2e.harness.process import START_MARKER
 from e2e.harness.queries import list_pods
-from e2e.harness.target import Kube
+from e2e.harness.target import ClusterApis
 from e2e.harness.waiting import NotYet, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -309,7 +309,7 @@ def test_kube_scheduler_accepts_the_config(
 
 @pytest.fixture
 def install_namespace(
-    control_plane: Cluster, kube: Kube, kustomize_docs: list[dk.Doc]
+    control_plane: Cluster, kube: ClusterApis, kustomize_docs: list[dk.Doc]
 ) -> Iterator[str]:
     """gang-scheduler-system as deploy/ defines it (with its Pod Security label), applied for
     real if absent: a dry run cannot create objects in a namespace that does not exist yet.
@@ -330,7 +330,7 @@ def install_namespace(
 
 
 def test_kustomize_output_passes_server_side_dry_run(
-    kustomize_docs: list[dk.Doc], kube: Kube, install_namespace: str
+    kustomize_docs: list[dk.Doc], kube: ClusterApis, install_namespace: str
 ) -> None:
     errors = dk.apply(dk.dynamic_client(kube.api), kustomize_docs, dry_run=True)
     assert not errors, "\n".join(errors)
@@ -338,7 +338,7 @@ def test_kustomize_output_passes_server_side_dry_run(
 
 @pytest.mark.parametrize("renderer", ["kustomize", "helm"])
 def test_scheduler_pod_is_admitted_under_restricted_pod_security(
-    renderer: str, kustomize_docs: list[dk.Doc], helm_docs: list[dk.Doc], kube: Kube,
+    renderer: str, kustomize_docs: list[dk.Doc], helm_docs: list[dk.Doc], kube: ClusterApis,
     install_namespace: str,
 ) -> None:
     """The namespace enforces the "restricted" Pod Security level; the Deployment's pod
@@ -356,7 +356,7 @@ def test_scheduler_pod_is_admitted_under_restricted_pod_security(
     kube.core.create_namespaced_pod(install_namespace, pod, dry_run="All")
 
 
-def test_helm_output_passes_server_side_dry_run(kube: Kube, namespace: str) -> None:
+def test_helm_output_passes_server_side_dry_run(kube: ClusterApis, namespace: str) -> None:
     # Installed into an arbitrary namespace, as `helm install -n <ns>` would.
     docs = dk.helm_template(namespace=namespace, kube_version=dk.k8s_version())
     errors = dk.apply(dk.dynamic_client(kube.api), docs, dry_run=True)
@@ -396,7 +396,7 @@ def test_service_account_rbac_is_sufficient_to_schedule_a_gang(
     sa_kubeconfigs: tuple[Path, Path],
     fake_nodes: NodeSet,
     namespace: str,
-    kube: Kube,
+    kube: ClusterApis,
 ) -> None:
     nodes = fake_nodes.add_nodes(3, prefix=namespace, cpu="2", memory="4Gi")
     sched_kc, ext_kc = sa_kubeconfigs
@@ -547,7 +547,7 @@ def _can(api: Any, verb: str, group: str, resource: str, sub: str, ns: str, name
 
 @pytest.mark.parametrize("account", ["kube-scheduler", "extender"])
 def test_service_accounts_are_refused_outside_their_roles(
-    account: str, sa_kubeconfigs: tuple[Path, Path], namespace: str, kube: Kube
+    account: str, sa_kubeconfigs: tuple[Path, Path], namespace: str, kube: ClusterApis
 ) -> None:
     sched_kc, ext_kc = sa_kubeconfigs
     kubeconfig, name, own, others = (
