@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 
+from e2e.harness.cluster import ControlPlane
 from e2e.harness.process import ManagedProcess
 
 from .config import SoakConfig
-from .lease import LeaseMixin
+from .lease import Leadership
+from .results import SoakReport
+from .stack import Stack
 
 log = logging.getLogger("soak")
 
@@ -43,97 +47,115 @@ def chaos_timeline(rng: random.Random, cfg: SoakConfig, seconds: float) -> list[
     return events
 
 
-class ChaosMixin(LeaseMixin):
+class Chaos:
+    """Kills on a timeline and restarts, on `stack`'s processes and `cluster`'s
+    kube-apiserver; `leadership` says which replica leads. Its outages are drawn from
+    the seed (`cfg.seed`), apart from the gangs' draws, so that neither moves the other.
+    One lock keeps a kill and a supervision restart from meeting on one process."""
+
+    def __init__(self, cfg: SoakConfig, cluster: ControlPlane, stack: Stack,
+                 leadership: Leadership, report: SoakReport) -> None:
+        self._cfg = cfg
+        self._cluster = cluster
+        self._stack = stack
+        self._leadership = leadership
+        self._report = report
+        self._rng = random.Random(cfg.seed * 7919 + 2)  # outages (chaos only)
+        self._lock = threading.Lock()
+
     def _outage(self, procs: list[ManagedProcess], wait_ready: float) -> None:
         for p in procs:
             p.kill()
-        time.sleep(self.chaos_rng.uniform(0.0, self.cfg.max_outage))
+        time.sleep(self._rng.uniform(0.0, self._cfg.max_outage))
         for p in reversed(procs):
             p.ready_timeout = wait_ready
             p.start()
 
-    def _kill(self, kind: str) -> None:
-        r = self.leader()
+    def _kill(self, kind: str, stop: threading.Event) -> None:
+        report, leadership = self._report, self._leadership
+        r = leadership.leader()
         if kind == "extender":
             log.info("chaos: kill extender %d", r.index)
             self._outage([r.extender], 90)
-            self.report.extender_kills += 1
+            report.extender_kills += 1
         elif kind == "scheduler":
             log.info("chaos: kill kube-scheduler %d", r.index)
-            self._mark_dead(r)
+            leadership.mark_dead(r)
             self._outage([r.scheduler], 90)
-            self.report.scheduler_kills += 1
+            report.scheduler_kills += 1
         elif kind == "leader":
-            live = self._live_leader()
+            live = leadership.live_leader(stop)
             if live is None:
                 log.info("chaos: no live leader, no leader kill")
                 return
             r = live
-            log.info("chaos: kill leader pair %d (%s)", r.index, self._holder)
-            self._mark_dead(r)
+            holder = leadership.killing(r)
+            log.info("chaos: kill leader pair %d (%s)", r.index, holder)
             pair = [r.scheduler, r.extender]
-            self.chaos_rng.shuffle(pair)  # either may die first
-            self._leader_kills.append((time.monotonic(), self._holder))
+            self._rng.shuffle(pair)  # either may die first
             self._outage(pair, 90)
-            self.report.leader_kills += 1
+            report.leader_kills += 1
         elif kind == "watchcut":
-            if self.api_cut is None:
+            cut = self._stack.api_cut
+            if cut is None:
                 return
-            outage = self.chaos_rng.uniform(0.0, self.cfg.max_outage)
-            n = self.api_cut.cut(outage)
+            outage = self._rng.uniform(0.0, self._cfg.max_outage)
+            n = cut.cut(outage)
             log.info("chaos: cut the extenders' %d connections to kube-apiserver, "
                      "refusing new ones for %.1fs", n, outage)
-            self.report.watch_cuts += 1
-            self.report.watch_cut_connections += n
+            report.watch_cuts += 1
+            report.watch_cut_connections += n
         elif kind == "apiserver":
             log.info("chaos: kill and restart kube-apiserver")
-            self._outage([self.cluster.processes["kube-apiserver"]], 120)
-            self.report.apiserver_restarts += 1
+            self._outage([self._cluster.processes["kube-apiserver"]], 120)
+            report.apiserver_restarts += 1
 
-    def chaos(self, timeline: list[tuple[float, str]], t0: float) -> None:
-        """Kill on the timeline until the load ends; meanwhile restart anything that
-        exited by itself (a kube-scheduler that lost its Lease exits, by design)."""
+    def run(self, timeline: list[tuple[float, str]], t0: float, stop: threading.Event) -> None:
+        """Kill on the timeline until `stop` (the load's end); meanwhile restart
+        anything that exited by itself (a kube-scheduler that lost its Lease exits, by
+        design)."""
         for at, kind in timeline:
             while (left := t0 + at - time.monotonic()) > 0:
-                if self._chaos_stop.wait(min(left, 1.0)):
+                if stop.wait(min(left, 1.0)):
                     return
                 self.supervise()
-            if self._chaos_stop.is_set():
+            if stop.is_set():
                 return
-            with self._chaos_lock:
+            with self._lock:
                 try:
-                    self._kill(kind)
+                    self._kill(kind, stop)
                 except Exception as e:
-                    self.report.errors.append(f"chaos {kind}: {e!r}"[:2000])
+                    self._report.errors.append(f"chaos {kind}: {e!r}"[:2000])
                     log.exception("chaos %s failed", kind)
-        while not self._chaos_stop.wait(1.0):
+        while not stop.wait(1.0):
             self.supervise()
 
     def supervise(self) -> None:
         """Restart the soak's components that exited without being killed by chaos
         (recorded in `self_exits`; with one replica such an exit is also an error)."""
-        with self._chaos_lock:
-            for p in self.processes():
+        report = self._report
+        with self._lock:
+            for p in self._stack.processes():
                 if p.popen is None or p.running():
                     continue
-                for r in self.replicas:
+                for r in self._stack.replicas:
                     if p is r.scheduler:
-                        self._mark_dead(r)
+                        self._leadership.mark_dead(r)
                 what = f"{p.name} (exit code {p.returncode()})"
                 log.warning("%s exited by itself; restarting it", what)
-                self.report.self_exits.append(what)
-                if self.cfg.replicas == 1:
-                    self.report.errors.append(f"{what} exited by itself")
+                report.self_exits.append(what)
+                if self._cfg.replicas == 1:
+                    report.errors.append(f"{what} exited by itself")
                 try:
                     p.ready_timeout = 90
                     p.start()
                 except Exception as e:
-                    self.report.errors.append(f"restart {p.name}: {e!r}"[:2000])
+                    report.errors.append(f"restart {p.name}: {e!r}"[:2000])
 
     def ensure_up(self) -> None:
-        with self._chaos_lock:
-            api = self.cluster.processes["kube-apiserver"]
-            for p, wait in ((api, 120), *((q, 90) for q in self.processes())):
+        with self._lock:
+            api = self._cluster.processes["kube-apiserver"]
+            for p, wait in ((api, 120), *((q, 90) for q in self._stack.processes())):
                 if not p.running():
                     p.ready_timeout = wait
                     p.start()

@@ -34,6 +34,13 @@ One run, `run_soak(cluster, SoakConfig(...))`:
    the run).
 
 The extender's resident memory is sampled throughout (per incarnation).
+
+Each job is an object of its own module, given what it uses when it is made:
+`Stack` (stack.py) first, then, from what it started, `Leadership` (lease.py), `Gangs`,
+`Neighbours`, `Chaos` and `Measures`; `Soak` makes them, runs them on their threads
+and fills the report. No part reads another's state: a part that needs to know
+something (the leader, the nodes, the active extender's view) is given the object or
+function that answers it.
 Inputs are seeded; timings on a shared machine are not, so two runs with one seed
 create the same gangs and chaos timeline but not the same interleavings (nor the same
 neighbour sizes, which depend on what is free when each is created).
@@ -45,98 +52,137 @@ import logging
 import random
 import threading
 import time
+from dataclasses import dataclass
 
 from e2e.harness.cluster import ControlPlane
-from e2e.harness.process import ManagedProcess
-from e2e.harness.target import kube
+from e2e.harness.k8s import client
 
-from .chaos import ChaosMixin, chaos_timeline
+from .chaos import Chaos, chaos_timeline
+from .check.checker import Checker
 from .config import SoakConfig
-from .gangs import GangsMixin
-from .hostile import HostileStream
-from .measures import MeasuresMixin
-from .neighbours import NeighboursMixin
+from .gangs import Gangs
+from .hostile import HostileStream, StallProbe
+from .lease import Leadership
+from .measures import Measures
+from .names import RunNames
+from .neighbours import Neighbours
 from .results import SoakReport
-from .retry import retry
-from .stack import StackMixin
+from .stack import Stack
 
 log = logging.getLogger("soak")
 
 
-class Soak(StackMixin, GangsMixin, NeighboursMixin, ChaosMixin, MeasuresMixin):
-    """One run: each job is a mixin in a module of its own over `SoakState` (state.py);
-    this class runs them (load, drain, the threads) and fills the report."""
+@dataclass
+class Parts:
+    """The jobs of a run whose stack is up, each made with what it uses."""
+
+    checker: Checker
+    leadership: Leadership
+    gangs: Gangs
+    neighbours: Neighbours
+    chaos: Chaos
+    measures: Measures
+    probe: StallProbe
+    hostile: HostileStream | None
+
+
+class Soak:
+    """One run on `cluster`: its stack, then its parts (`Parts`), run on their threads
+    until the load is over, the drain, and the report."""
+
+    def __init__(self, cluster: ControlPlane, cfg: SoakConfig) -> None:
+        if cfg.replicas not in (1, 2):
+            raise ValueError(f"replicas must be 1 or 2, not {cfg.replicas}")
+        self.cluster = cluster
+        self.cfg = cfg
+        self.names = RunNames.new(cfg.seed)
+        self.report = SoakReport(cfg.seed, cfg.minutes, replicas=cfg.replicas,
+                                 race_window=cfg.race_window,
+                                 extender_args=list(cfg.extender_args))
+        self.stack = Stack(cluster, cfg, self.names)
+        self.load_over = threading.Event()  # stops chaos, neighbours and hostile work
+        self.run_over = threading.Event()  # stops the RSS sampler and the Lease watch
+
+    def parts(self, checker: Checker) -> Parts:
+        """The run's jobs, once the stack is up (they are given the nodes and replicas
+        it started)."""
+        cfg, names, report, stack = self.cfg, self.names, self.report, self.stack
+        leadership = Leadership(
+            stack.replicas, client.CoordinationV1Api(self.cluster.api_client()),
+            names.aux_ns, report, cfg.lease_duration)
+        probe = StallProbe(lambda: leadership.leader().port,
+                           pid=lambda: leadership.leader().extender.pid)
+        hostile = None
+        if cfg.hostile_every > 0:
+            hostile = HostileStream(
+                namespaces=list(names.namespaces), run_id=names.run_id,
+                scheduler_name=names.scheduler_name, toleration=names.toleration,
+                node_label=names.node_label, seed=cfg.seed, every=cfg.hostile_every)
+        return Parts(
+            checker=checker, leadership=leadership,
+            gangs=Gangs(cfg, names, checker, report),
+            neighbours=Neighbours(cfg, names, stack.nodes, checker, report,
+                                  lambda: stack.debug(leadership.leader())),
+            chaos=Chaos(cfg, self.cluster, stack, leadership, report),
+            measures=Measures(cfg, report, stack.replicas, names.namespaces, probe),
+            probe=probe, hostile=hostile)
 
     # ----- run ---------------------------------------------------------------------------------
 
-    def load(self, start: float, seconds: float) -> None:
+    def load(self, p: Parts, start: float, seconds: float) -> None:
         """Create gangs until the time or count budget is spent (a worker thread)."""
         try:
             index = 0
             last_log = 0.0
             while time.monotonic() - start < seconds and index < self.cfg.max_gangs:
-                if self.active() < self.cfg.concurrent_gangs:
-                    self.create_gang(index)
+                if p.gangs.active() < self.cfg.concurrent_gangs:
+                    p.gangs.create(index)
                     index += 1
-                self.step()
+                p.gangs.step()
                 if time.monotonic() - last_log > 30:
                     last_log = time.monotonic()
                     log.info("load: %d gangs created, %d completed, %d active, %d neighbours, "
                              "%d violations", self.report.gangs_created,
-                             self.report.gangs_completed, self.active(), len(self.neighbours),
-                             len(self.checker.violations) if self.checker else 0)
+                             self.report.gangs_completed, p.gangs.active(),
+                             len(p.neighbours.pods), len(p.checker.violations))
                 time.sleep(0.1)
         except Exception as e:
             self.report.errors.append(f"load: {e!r}"[:4000])
             log.exception("load failed")
         finally:
-            self._chaos_stop.set()
+            self.load_over.set()
 
-    def drain(self) -> None:
+    def drain(self, p: Parts) -> None:
         """No new gangs or neighbours, no chaos: everything that fits must finish, then
         the extender must forget everything."""
-        cfg = self.cfg
-        log.info("drain: %d gangs left", self.active())
-        self.reap_neighbours(pending_timeout=0.0)  # unbound ones go; bound ones run out
-        deadline = time.monotonic() + cfg.drain_timeout
+        log.info("drain: %d gangs left", p.gangs.active())
+        p.neighbours.reap(pending_timeout=0.0)  # unbound ones go; bound ones run out
+        deadline = time.monotonic() + self.cfg.drain_timeout
         while time.monotonic() < deadline:
-            self.supervise()
-            self.step()
-            if all(r.deleted or r.spec.impossible for r in self.gangs.values()):
+            p.chaos.supervise()
+            p.gangs.step()
+            if p.gangs.settled():
                 break
             time.sleep(0.25)
-        for run in self.gangs.values():
-            if not run.deleted and not run.spec.impossible:
-                pods = self.checker.gang_pods(run.spec.key) if self.checker else []
-                phases: dict[str, int] = {}
-                for p in pods:
-                    label = p.phase + ("@node" if p.node else "")
-                    phases[label] = phases.get(label, 0) + 1
-                self.report.unfinished.append(
-                    f"{run.spec.key} size={run.spec.size} min={run.spec.min_member} "
-                    f"cpu={run.spec.cpu} created={run.created_pods} pods={phases}")
-        for run in self.gangs.values():
-            if not run.deleted:
-                self.delete_gang(run)
-        self._end_hostile()
-        retry(lambda: kube().core.delete_collection_namespaced_pod(
-            self.aux_ns, grace_period_seconds=0, _preload_content=False), "delete neighbours")
-        self.neighbours.clear()
+        self.report.unfinished += p.gangs.unfinished()
+        p.gangs.delete_all()
+        self.end_hostile(p)
+        p.neighbours.delete_all()
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and self.leftover():
+        while time.monotonic() < deadline and self.stack.leftover():
             time.sleep(0.5)
-        self.report.debug_leftover = self.leftover()
+        self.report.debug_leftover = self.stack.leftover()
 
-    def _end_hostile(self) -> None:
+    def end_hostile(self, p: Parts) -> None:
         """Hostile mode: none of its pods may have been bound; then they all go, so the
         extender's view can empty like after any other gang."""
-        if self.hostile is None or self.checker is None:
+        if p.hostile is None:
             return
-        nodes = {(p.ns, p.name): p.node for ns in self.namespaces
-                 for p in self.checker.namespace_pods(ns)}
-        self.hostile.check_unbound(lambda ns, name: nodes.get((ns, name)))
-        self.hostile.delete_all()
-        for bound in self.hostile.counts.bound:
+        nodes = {(q.ns, q.name): q.node for ns in self.names.namespaces
+                 for q in p.checker.namespace_pods(ns)}
+        p.hostile.check_unbound(lambda ns, name: nodes.get((ns, name)))
+        p.hostile.delete_all()
+        for bound in p.hostile.counts.bound:
             self.report.errors.append(f"hostile pod bound: {bound}")
 
     def run(self) -> SoakReport:
@@ -147,73 +193,71 @@ class Soak(StackMixin, GangsMixin, NeighboursMixin, ChaosMixin, MeasuresMixin):
         start = time.monotonic()
         seconds = cfg.minutes * 60
         timeline = chaos_timeline(random.Random(cfg.seed * 7919 + 1), cfg, seconds)
-        rss = threading.Thread(target=self.sample_rss, daemon=True, name="soak-rss")
-        lease = threading.Thread(target=self.watch_lease, daemon=True, name="soak-lease")
+        p: Parts | None = None
         try:
-            self.setup()
-            log.info("soak %s: %d nodes, %d replica(s), chaos timeline %s", self.run_id,
-                     cfg.nodes, cfg.replicas, [(round(t), k) for t, k in timeline])
-            rss.start()
+            p = self.parts(self.stack.setup())
+            log.info("soak %s: %d nodes, %d replica(s), chaos timeline %s",
+                     self.names.run_id, cfg.nodes, cfg.replicas,
+                     [(round(t), k) for t, k in timeline])
+            threading.Thread(target=p.measures.sample_rss, args=(self.run_over,),
+                             daemon=True, name="soak-rss").start()
             if cfg.replicas > 1:
-                lease.start()
+                threading.Thread(target=p.leadership.watch, args=(self.run_over,),
+                                 daemon=True, name="soak-lease").start()
             start = time.monotonic()
-            load = threading.Thread(target=self.load, args=(start, seconds), daemon=True,
-                                    name="soak-load")
-            neighbours = threading.Thread(target=self.neighbour_stream, args=(start, seconds),
-                                          daemon=True, name="soak-neighbours")
-            load.start()
-            neighbours.start()
-            self.probe.start()
-            hostile = None
-            if cfg.hostile_every > 0:
-                self.hostile = HostileStream(
-                    namespaces=self.namespaces, run_id=self.run_id,
-                    scheduler_name=self.scheduler_name, toleration=self.toleration,
-                    node_label={"soak": self.run_id}, seed=cfg.seed,
-                    every=cfg.hostile_every)
-                hostile = threading.Thread(
-                    target=self.hostile.run, daemon=True, name="soak-hostile",
-                    args=(start, seconds, self._chaos_stop, self.report.errors))
-                hostile.start()
-            self.chaos(timeline, start)
-            load.join()
-            neighbours.join()
-            if hostile is not None:
-                hostile.join()
-            self.ensure_up()
-            self.drain()
+            workers = [
+                threading.Thread(target=self.load, args=(p, start, seconds), daemon=True,
+                                 name="soak-load"),
+                threading.Thread(target=p.neighbours.stream,
+                                 args=(start, seconds, self.load_over), daemon=True,
+                                 name="soak-neighbours")]
+            if p.hostile is not None:
+                workers.append(threading.Thread(
+                    target=p.hostile.run, daemon=True, name="soak-hostile",
+                    args=(start, seconds, self.load_over, self.report.errors)))
+            p.probe.start()
+            for w in workers:
+                w.start()
+            p.chaos.run(timeline, start, self.load_over)
+            for w in workers:
+                w.join()
+            p.chaos.ensure_up()
+            self.drain(p)
         except Exception as e:
             self.report.errors.append(repr(e)[:4000])
             log.exception("soak failed")
         finally:
-            self._rss_stop.set()
-            self._measures()
-            if self.checker is not None:
-                self.checker.stop()
-                self.report.violations = [str(v) for v in self.checker.violations]
-                counts = self.checker.counts()
-                self.report.violation_counts = {
-                    k: n for k, n in counts.items() if k not in self.checker.note_counts}
-                self.report.notes = dict(self.checker.note_counts)
-                self.report.note_samples = [str(v) for v in self.checker.notes]
-                self.report.checker_events = self.checker.events
-                self.report.checker_relists = self.checker.relists
-                self.report.decided_at_seen = self.checker.decided_seen
-                self.report.decided_at_missing = self.checker.decided_missing
-                self.report.decided_lag_max_s = round(self.checker.decided_lag_max, 3)
-                self.report.max_burst_seconds = round(self.checker.max_burst, 3)
-                self.report.max_partial_seconds = round(self.checker.max_partial, 3)
-            self.report.failover_seconds = self._failovers()
-            self._rss_summary()
-            if self.report.rss_mb_peak > cfg.max_rss_mb:
-                self.report.errors.append(
-                    f"extender RSS peaked at {self.report.rss_mb_peak:.0f} MiB "
-                    f"(limit {cfg.max_rss_mb:.0f})")
+            self.run_over.set()
+            if p is not None:
+                self.finish(p)
             self.report.duration_s = round(time.monotonic() - start, 1)
         return self.report
 
-    def logs(self) -> list[ManagedProcess]:
-        return self.processes()
+    def finish(self, p: Parts) -> None:
+        """What the run's parts measured and saw, into the report."""
+        report, checker = self.report, p.checker
+        p.measures.finish(p.gangs.runs.values(), checker, p.hostile)
+        checker.stop()
+        report.violations = [str(v) for v in checker.violations]
+        counts = checker.counts()
+        report.violation_counts = {
+            k: n for k, n in counts.items() if k not in checker.note_counts}
+        report.notes = dict(checker.note_counts)
+        report.note_samples = [str(v) for v in checker.notes]
+        report.checker_events = checker.events
+        report.checker_relists = checker.relists
+        report.decided_at_seen = checker.decided_seen
+        report.decided_at_missing = checker.decided_missing
+        report.decided_lag_max_s = round(checker.decided_lag_max, 3)
+        report.max_burst_seconds = round(checker.max_burst, 3)
+        report.max_partial_seconds = round(checker.max_partial, 3)
+        report.failover_seconds = p.leadership.failovers()
+        p.measures.rss_summary()
+
+    def teardown(self) -> None:
+        self.load_over.set()
+        self.run_over.set()
+        self.stack.teardown()
 
 
 def run_soak(cluster: ControlPlane, cfg: SoakConfig, keep: bool = False) -> SoakReport:
