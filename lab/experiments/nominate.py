@@ -1,7 +1,7 @@
 """Question: does a stock kube-scheduler keep its pods off a node that another scheduler's
 pending pod is nominated to (issue 16, item 4)? Answer: docs/sharing-nodes.md, "What a
 nomination does", and docs/sharing-nodes.md, "What other schedulers see of capacity held
-for a gang" (e2e/tests/test_nomination.py keeps the finding checked).
+for a gang" (e2e/tests/gangs/test_nomination.py keeps the finding checked).
 
 Does a stock kube-scheduler keep its pods off a node that a pending pod of *another*
 scheduler is nominated to (`status.nominatedNodeName`)? Issue 16, item 4.
