@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from extender.core.model.config import BackoffPolicy, Config
-from extender.core.model.provisioning import ATOMIC_CLASS
+from extender.core.model.provisioning_request import ATOMIC_CLASS
 from extender.deprecated import add_deprecated_flag, warn_deprecated
 from extender.kube.leader import LeaseRef
 

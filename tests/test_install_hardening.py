@@ -23,7 +23,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from extender.core.model.provisioning import (
+from extender.core.model.provisioning_request import (
     CLASS_ANNOTATION,
     CONSUME_ANNOTATION,
     CONSUMES_FOR,

@@ -14,7 +14,7 @@ import pytest
 
 from extender.core.manager import GangManager
 from extender.core.model.config import Config
-from extender.core.model.provisioning import (
+from extender.core.model.provisioning_request import (
     ATOMIC_CLASS,
     CLASS_ANNOTATION,
     CONSUME_ANNOTATION,

@@ -10,7 +10,7 @@ already have room would each get a node of their own (the reasoning is in
 from __future__ import annotations
 
 from extender.core.cache import Cache
-from extender.core.model.provisioning import RequestInfo, request_name, tally
+from extender.core.model.provisioning_request import RequestInfo, request_name, tally
 from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.planner import without_room
 

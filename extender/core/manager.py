@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Sequence, Set
 
 from extender.core.filter import reject
-from extender.core.model.provisioning import RequestInfo
+from extender.core.model.provisioning_request import RequestInfo
 from extender.core.model.types import (
     SCHEDULER_PLUGINS,
     BudgetInfo,

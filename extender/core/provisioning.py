@@ -3,7 +3,7 @@
 The Cluster Autoscaler simulates kube-scheduler without extenders: it sees a gang's
 pending members one by one, counts capacity reserved here as free, and so adds nodes
 for some members or none. A ProvisioningRequest asks it for capacity for a set of pods
-as a unit (`core/model/provisioning.py` has the contract). This part decides:
+as a unit (`core/model/provisioning_request.py` has the contract). This part decides:
 
 * **who asks**: a complete gang whose plan failed for lack of capacity (the
   `InsufficientCapacity` explanation: not set aside as `Unplaceable`, not waiting behind
@@ -50,7 +50,7 @@ from extender.core.asking import Asking, foreign
 from extender.core.explain import Explanations
 from extender.core.ledger import Ledger
 from extender.core.model.phase import rfc3339
-from extender.core.model.provisioning import (
+from extender.core.model.provisioning_request import (
     BOOKING_EXPIRED,
     ENDED,
     FAILED,

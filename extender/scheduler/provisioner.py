@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from extender.core.manager import GangManager
-from extender.core.model.provisioning import (
+from extender.core.model.provisioning_request import (
     API_PATH,
     CLASS_ANNOTATION,
     CONSUME_ANNOTATION,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from extender.core.model.config import BackoffPolicy, Config
-from extender.core.model.provisioning import ATOMIC_CLASS, RequestInfo
+from extender.core.model.provisioning_request import ATOMIC_CLASS, RequestInfo
 from extender.core.model.types import PodInfo
 from extender.core.model.vocabulary import CreateRequest
 from extender.core.wiring import Core

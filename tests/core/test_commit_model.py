@@ -104,7 +104,7 @@ from hypothesis.stateful import (
 
 from extender.core.manager import GangManager
 from extender.core.model.config import Config
-from extender.core.model.provisioning import (
+from extender.core.model.provisioning_request import (
     FAILED,
     PENDING,
     PROVISIONED,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from extender.core.model.convert import node_from_k8s, pod_from_k8s
-from extender.core.model.provisioning import (
+from extender.core.model.provisioning_request import (
     ATOMIC_CLASS,
     MAX_POD_SET_COUNT,
     RequestInfo,

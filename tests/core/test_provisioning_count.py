@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from extender.core.model.provisioning import RequestInfo, request_from_k8s
+from extender.core.model.provisioning_request import RequestInfo, request_from_k8s
 from extender.core.model.vocabulary import CreateRequest, DeleteRequest, Reason
 from tests.core.autoscaled import (
     answer,

@@ -34,7 +34,7 @@ from e2e.harness.queries import get_pod
 from e2e.harness.target import ClusterApis
 from e2e.harness.waiting import wait_for
 from extender.core.manager import GangManager
-from extender.core.model.provisioning import (
+from extender.core.model.provisioning_request import (
     ATOMIC_CLASS,
     CLASS_ANNOTATION,
     CONSUME_ANNOTATION,

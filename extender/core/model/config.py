@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from extender.core.model.provisioning import ATOMIC_CLASS
+from extender.core.model.provisioning_request import ATOMIC_CLASS
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from extender.core.model.fields import (
     sections,
     shared,
 )
-from extender.core.model.provisioning import (
+from extender.core.model.provisioning_request import (
     CONSUME_ANNOTATION,
     DEPRECATED_CONSUME_ANNOTATION,
     SCALE_DOWN_DISABLED,

@@ -235,7 +235,7 @@ class PodSet:
     count: int
 
 
-# ----- the provisioning adapter's actions (core/model/provisioning.py has the contract) ---
+# ----- the provisioning adapter's actions (core/model/provisioning_request.py has the contract) ---
 
 
 @dataclass(frozen=True, slots=True)
