@@ -15,7 +15,7 @@ from e2e.harness.cluster import ControlPlane
 from e2e.harness.process import ManagedProcess
 
 from .config import SoakConfig
-from .lease import Leadership
+from .lease import LeaseWatch
 from .results import SoakReport
 from .stack import Stack
 
@@ -54,7 +54,7 @@ class Chaos:
     One lock keeps a kill and a supervision restart from meeting on one process."""
 
     def __init__(self, cfg: SoakConfig, cluster: ControlPlane, stack: Stack,
-                 leadership: Leadership, report: SoakReport) -> None:
+                 leadership: LeaseWatch, report: SoakReport) -> None:
         self._cfg = cfg
         self._cluster = cluster
         self._stack = stack

@@ -36,7 +36,7 @@ One run, `run_soak(cluster, SoakConfig(...))`:
 The extender's resident memory is sampled throughout (per incarnation).
 
 Each job is an object of its own module, given what it uses when it is made:
-`Stack` (stack.py) first, then, from what it started, `Leadership` (lease.py), `Gangs`,
+`Stack` (stack.py) first, then, from what it started, `LeaseWatch` (lease.py), `Gangs`,
 `Neighbours`, `Chaos` and `Measures`; `Soak` makes them, runs them on their threads
 and fills the report. No part reads another's state: a part that needs to know
 something (the leader, the nodes, the active extender's view) is given the object or
@@ -62,7 +62,7 @@ from .check.checker import Checker
 from .config import SoakConfig
 from .gangs import Gangs
 from .hostile import HostileStream, StallProbe
-from .lease import Leadership
+from .lease import LeaseWatch
 from .measures import Measures
 from .names import RunNames
 from .neighbours import Neighbours
@@ -73,11 +73,11 @@ log = logging.getLogger("soak")
 
 
 @dataclass
-class Parts:
+class RunParts:
     """The jobs of a run whose stack is up, each made with what it uses."""
 
     checker: Checker
-    leadership: Leadership
+    leadership: LeaseWatch
     gangs: Gangs
     neighbours: Neighbours
     chaos: Chaos
@@ -87,7 +87,7 @@ class Parts:
 
 
 class Soak:
-    """One run on `cluster`: its stack, then its parts (`Parts`), run on their threads
+    """One run on `cluster`: its stack, then its parts (`RunParts`), run on their threads
     until the load is over, the drain, and the report."""
 
     def __init__(self, cluster: ControlPlane, cfg: SoakConfig) -> None:
@@ -103,11 +103,11 @@ class Soak:
         self.load_over = threading.Event()  # stops chaos, neighbours and hostile work
         self.run_over = threading.Event()  # stops the RSS sampler and the Lease watch
 
-    def parts(self, checker: Checker) -> Parts:
+    def parts(self, checker: Checker) -> RunParts:
         """The run's jobs, once the stack is up (they are given the nodes and replicas
         it started)."""
         cfg, names, report, stack = self.cfg, self.names, self.report, self.stack
-        leadership = Leadership(
+        leadership = LeaseWatch(
             stack.replicas, client.CoordinationV1Api(self.cluster.api_client()),
             names.aux_ns, report, cfg.lease_duration)
         probe = StallProbe(lambda: leadership.leader().port,
@@ -118,7 +118,7 @@ class Soak:
                 namespaces=list(names.namespaces), run_id=names.run_id,
                 scheduler_name=names.scheduler_name, toleration=names.toleration,
                 node_label=names.node_label, seed=cfg.seed, every=cfg.hostile_every)
-        return Parts(
+        return RunParts(
             checker=checker, leadership=leadership,
             gangs=Gangs(cfg, names, checker, report),
             neighbours=Neighbours(cfg, names, stack.nodes, checker, report,
@@ -129,7 +129,7 @@ class Soak:
 
     # ----- run ---------------------------------------------------------------------------------
 
-    def load(self, p: Parts, start: float, seconds: float) -> None:
+    def load(self, p: RunParts, start: float, seconds: float) -> None:
         """Create gangs until the time or count budget is spent (a worker thread)."""
         try:
             index = 0
@@ -152,7 +152,7 @@ class Soak:
         finally:
             self.load_over.set()
 
-    def drain(self, p: Parts) -> None:
+    def drain(self, p: RunParts) -> None:
         """No new gangs or neighbours, no chaos: everything that fits must finish, then
         the extender must forget everything."""
         log.info("drain: %d gangs left", p.gangs.active())
@@ -173,7 +173,7 @@ class Soak:
             time.sleep(0.5)
         self.report.debug_leftover = self.stack.leftover()
 
-    def end_hostile(self, p: Parts) -> None:
+    def end_hostile(self, p: RunParts) -> None:
         """Hostile mode: none of its pods may have been bound; then they all go, so the
         extender's view can empty like after any other gang."""
         if p.hostile is None:
@@ -193,7 +193,7 @@ class Soak:
         start = time.monotonic()
         seconds = cfg.minutes * 60
         timeline = chaos_timeline(random.Random(cfg.seed * 7919 + 1), cfg, seconds)
-        p: Parts | None = None
+        p: RunParts | None = None
         try:
             p = self.parts(self.stack.setup())
             log.info("soak %s: %d nodes, %d replica(s), chaos timeline %s",
@@ -233,7 +233,7 @@ class Soak:
             self.report.duration_s = round(time.monotonic() - start, 1)
         return self.report
 
-    def finish(self, p: Parts) -> None:
+    def finish(self, p: RunParts) -> None:
         """What the run's parts measured and saw, into the report."""
         report, checker = self.report, p.checker
         p.measures.finish(p.gangs.runs.values(), checker, p.hostile)

@@ -36,7 +36,7 @@ class Replica:
     scheduler: ManagedProcess
 
 
-class Leadership:
+class LeaseWatch:
     """Who holds the Lease among `replicas` (the stack's, once started), as the watch
     last read it; the kills of a leader and the holder changes, for the failover times.
 
