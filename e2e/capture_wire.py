@@ -49,7 +49,7 @@ from e2e.harness.binaries import find_etcd, find_k8s_bin
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.fakenodes import FakeNodes
 from e2e.harness.k8s import client
-from e2e.harness.target import kube, release_cluster, use_cluster
+from e2e.harness.target import cluster_in_use, kube
 from e2e.harness.waiting import NotYet, wait_for
 
 DEPLOY_CONFIG = REPO_ROOT / "deploy" / "scheduler-config.yaml"
@@ -343,48 +343,59 @@ def capture_mode(cp: ControlPlane, rec: RecordingExtender, cfg: dict[str, Any], 
 
 
 def capture(out: Path, deploy_config: Path = DEPLOY_CONFIG) -> dict[str, Any]:
-    """Start a control plane, record both modes into ``out``, stop everything; returns the
-    manifest written."""
+    """Start a control plane of its own, record both modes into ``out``, stop everything;
+    returns the manifest written.
+
+    Its own, even inside an e2e session: the recording needs its node names and the
+    ``gang-scheduler`` profile to itself, which the session's gang stack serves. The
+    helpers point at it only for the recording (``cluster_in_use``), then back at the
+    session's cluster.
+    """
     deploy = yaml.safe_load(deploy_config.read_text())
     out.mkdir(parents=True, exist_ok=True)
     bin_dir = find_k8s_bin()
     cp = ControlPlane(bin_dir, find_etcd()).start()
     rec = RecordingExtender()
     try:
-        use_cluster(cp)
-        nodes = FakeNodes(cp.api_client())
-        for name in NODES:
-            nodes.add_node(name, **NODE_SHAPE)
-        # The ServiceAccount admission plugin refuses pods until the controller made the
-        # namespace's default account.
-        def account_made() -> bool:
-            kube().core.read_namespaced_service_account(
-                "default", NAMESPACE, _preload_content=False).read()
-            return True
-
-        wait_for(account_made, 30, "service account default/default",
-                 logs=["kube-controller-manager"])
-        configs = wire_configs(deploy, rec.url)
-        modes = []
-        for i, capable in enumerate((True, False)):
-            calls, mode = capture_mode(cp, rec, configs[capable], capable, f"gang-{i}")
-            mode["files"] = write_mode(out, capable, calls)
-            modes.append(mode)
-        manifest = {
-            "kubernetesVersion": k8s_version(bin_dir),
-            "recorded": datetime.now(UTC).strftime("%Y-%m-%d"),
-            "command": "python -m e2e.capture_wire",
-            "schedulerName": profile_name(configs[True]),
-            "nodes": list(NODES),
-            "modes": modes,
-        }
-        (out / MANIFEST).write_text(dump(manifest))
-        (out / "README.md").write_text(readme(manifest))
-        return manifest
+        with cluster_in_use(cp):
+            return _record(cp, rec, deploy, out, bin_dir)
     finally:
         rec.stop()
-        release_cluster()
         cp.stop()
+
+
+def _record(cp: ControlPlane, rec: RecordingExtender, deploy: Mapping[str, Any], out: Path,
+            bin_dir: Path) -> dict[str, Any]:
+    nodes = FakeNodes(kube().api)
+    for name in NODES:
+        nodes.add_node(name, **NODE_SHAPE)
+
+    # The ServiceAccount admission plugin refuses pods until the controller made the
+    # namespace's default account.
+    def account_made() -> bool:
+        kube().core.read_namespaced_service_account(
+            "default", NAMESPACE, _preload_content=False).read()
+        return True
+
+    wait_for(account_made, 30, "service account default/default",
+             logs=["kube-controller-manager"])
+    configs = wire_configs(deploy, rec.url)
+    modes = []
+    for i, capable in enumerate((True, False)):
+        calls, mode = capture_mode(cp, rec, configs[capable], capable, f"gang-{i}")
+        mode["files"] = write_mode(out, capable, calls)
+        modes.append(mode)
+    manifest = {
+        "kubernetesVersion": k8s_version(bin_dir),
+        "recorded": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "command": "python -m e2e.capture_wire",
+        "schedulerName": profile_name(configs[True]),
+        "nodes": list(NODES),
+        "modes": modes,
+    }
+    (out / MANIFEST).write_text(dump(manifest))
+    (out / "README.md").write_text(readme(manifest))
+    return manifest
 
 
 def main(argv: Sequence[str] | None = None) -> int:
