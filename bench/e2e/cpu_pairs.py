@@ -15,13 +15,11 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bench.common import md_table, nan_median
 from bench.e2e.ratios import pair_ratios, with_pairs, with_target
-
-if TYPE_CHECKING:
-    from bench.e2e.report import RunResult
+from bench.e2e.run_result import RunResult
 
 
 def _total(r: RunResult) -> float:

@@ -15,12 +15,10 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bench.common import md_table, median_ci, percentile
-
-if TYPE_CHECKING:
-    from bench.e2e.report import RunResult
+from bench.e2e.run_result import RunResult
 
 # Issue 30: a 1,000-pod gang bound within 1.5x the floor after its last member (B only:
 # the others are shown against the floor without a target).

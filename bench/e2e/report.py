@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from bench.common import md_table, nan_median, percentile
@@ -30,6 +29,7 @@ from bench.e2e.ratios import (
     ratio_spread,
     with_pairs,
 )
+from bench.e2e.run_result import RunResult
 from bench.e2e.systems import SYSTEMS
 
 __all__ = ["RunResult", "markdown", "pair_ratios", "ratio_spread", "summarize"]
@@ -44,40 +44,6 @@ TARGETS: dict[str, dict[str, float]] = {
 # CPU columns of the summary, in this order; other components are summed in "rest".
 CPU_COLUMNS = ("kube-scheduler", "extender", "kube-apiserver", "etcd", "fake-kubelet",
                BENCH_CLIENT)
-
-
-@dataclass
-class RunResult:
-    system: str  # "A".."D" (bench.e2e.systems.SYSTEMS)
-    client: str  # "default" | "unthrottled" (bench.e2e.systems.CLIENT_SETTINGS)
-    nodes: int
-    pods: int
-    gangs: str  # the workload's gang sizes: "8/16/32" (cycled) or one size, e.g. "1000"
-    rep: int
-    load1: float = math.nan  # 1-minute load average when the run started
-    bound: int = 0
-    seconds: float = 0.0
-    pods_per_second: float = 0.0
-    create_seconds: float = 0.0
-    # Per gang, in creation order: its size, and last member created -> last member bound
-    # (NaN when the gang never completed). A's pods form the same groups, unscheduled as
-    # gangs: its "gang start" is the same measure over the same pods.
-    gang_size: list[int] = field(default_factory=list)
-    gang_start: list[float] = field(default_factory=list)
-    gang_turned_away: list[bool] = field(default_factory=list)
-    # Last pod created -> last pod bound, over all the run's pods (NaN unless all bound):
-    # for a point of one gang, its gang start; what the floor (F) is compared on.
-    tail_seconds: float = math.nan
-    bound_to_running_p95: float = 0.0
-    cpu: dict[str, float] = field(default_factory=dict)  # component -> CPU seconds
-    # The same, from the first create to the last create answered, and the machine's idle
-    # share then: what each system did while the pods arrived (bench/e2e/meter.py).
-    cpu_created: dict[str, float] = field(default_factory=dict)
-    idle_created: float = math.nan
-    scheduler: dict[str, float] = field(default_factory=dict)
-    api_requests: dict[str, int] = field(default_factory=dict)
-    extender_peak_rss_mib: float = math.nan
-    error: str = ""
 
 
 def _dist(values: Sequence[float]) -> dict[str, Any]:
