@@ -438,6 +438,14 @@ def test_the_cycle_check_sees_a_cycle_behind_type_checking(tmp_path: Path) -> No
     assert import_cycles(import_graph(pkg)) == []
 
 
+def test_no_import_cycle_in_the_tooling_beside_the_extender() -> None:
+    """The same rule for the e2e suite, the benchmarks and the demo, each on its own."""
+    for folder in ("e2e", "bench", "demo"):
+        graph = import_graph(ROOT.parent / folder)
+        assert len(graph) > 5, folder
+        assert import_cycles(graph) == [], folder
+
+
 def test_explain_only_puts_a_gang_s_reason_into_words() -> None:
     """`core/explain.py` neither plans nor asks the autoscaler: the queue pass, which
     judged the gang, does both and hands the answers in. Imports of the cache, the ledger,
