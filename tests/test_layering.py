@@ -18,7 +18,9 @@
   `**kwargs` each count one). Dataclasses are not counted: their fields are the data
   they carry (`PodInfo`), or parts grouped as one concept (`ClusterView`, `Waiting`),
   or the gang manager's wiring record (`wiring.Core`, built by `Core.wire`, which is
-  where the parts meet, as `serve.py` is for the adapters).
+  where the parts meet, as `serve.py` is for the adapters);
+* no module imports one that imports it back, directly or around a loop, counting every
+  import statement, those under `if TYPE_CHECKING:` and inside functions included.
 
 A small AST walk rather than import-linter: import-linter checks which modules import
 which, but not private names nor attribute access, which is where the old adapters
