@@ -71,8 +71,8 @@ def _reporting(args: argparse.Namespace, manager: GangManager, kube: Kube, metri
     recorder = EventRecorder(kube if args.events == "on" else None,
                              on_result=lambda r: metrics.events.labels(r).inc(),
                              instance=args.leader_identity, active=lambda: leader.active)
-    gang_events = GangEvents(recorder, manager)
-    status = StatusWriter(manager, kube if args.podgroup_status == "on" else None,
+    gang_events = GangEvents(recorder, manager.reads)
+    status = StatusWriter(manager.reads, kube if args.podgroup_status == "on" else None,
                           events=gang_events,
                           on_write=lambda r: metrics.status_writes.labels(r).inc())
     metrics.status_counts = status.counts
@@ -95,7 +95,7 @@ def _dispatcher(args: argparse.Namespace, manager: GangManager, kube: Kube, metr
     """The core's actions carried out: Bindings (the direct commit's among them, counted
     by `on_binding`), waiting binds answered, wake-ups and evictions."""
     clock = reporting.recorder.clock
-    wakeups = Wakeups(manager, kube, clock, on_wake=metrics.wakeups.inc,
+    wakeups = Wakeups(manager.reads, kube, clock, on_wake=metrics.wakeups.inc,
                       loop_errors=LoopErrors("wake", reporting.loop_error))
     evictions = Evictions(kube, on_result=lambda r: metrics.evictions.labels(r).inc())
     dispatcher = Dispatcher(manager, kube, wakeups,
@@ -165,7 +165,7 @@ def _servers(args: argparse.Namespace, manager: GangManager, metrics: Metrics,
         access_log=False, lifespan="off"))]
     if args.metrics_listen:
         mhost, mport = args.metrics_listen
-        metrics_app = create_metrics_app(manager, metrics, ready=synced, health=health)
+        metrics_app = create_metrics_app(manager.reads, metrics, ready=synced, health=health)
         servers.append(uvicorn.Server(uvicorn.Config(
             metrics_app, host=mhost, port=mport, log_level="warning", access_log=False,
             lifespan="off")))
@@ -178,7 +178,7 @@ def _warmer(args: argparse.Namespace, kube: Kube,
     as the Binding concurrency lets be in flight; none with `--warm-connections off`."""
     if args.warm_connections == "off":
         return None
-    return ConnectionWarmer(kube.warm, manager.bindings_ahead, args.binding_concurrency)
+    return ConnectionWarmer(kube.warm, manager.reads.bindings_ahead, args.binding_concurrency)
 
 
 async def serve(args: argparse.Namespace, config: Config) -> int:

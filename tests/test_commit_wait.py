@@ -152,7 +152,7 @@ def test_a_failed_binding_ends_the_wait_for_its_pod() -> None:
         call = asyncio.create_task(dispatcher.filter(pod_from_k8s(pods[0]), base["NodeNames"]))
         for _ in range(100):
             await asyncio.sleep(0.01)
-            if len(kube.bindings) == 1 and not manager.bind_in_flight("uid-trio-2"):
+            if len(kube.bindings) == 1 and not manager.reads.bind_in_flight("uid-trio-2"):
                 break
         assert not call.done()
         nodes = {name: node for _, name, _, node in kube.bindings}
@@ -176,7 +176,7 @@ def test_no_wait_when_turned_off() -> None:
         await dispatcher.idle()
 
     asyncio.run(go())
-    assert manager.landing("default/trio")  # committed and unseen, but the wait is off
+    assert manager.reads.landing("default/trio")  # committed and unseen, but the wait is off
     assert (waits(metrics, "landed"), waits(metrics, "timed_out")) == (0, 0)
 
 
@@ -279,7 +279,7 @@ def test_a_member_already_bound_is_answered_at_once_while_others_land() -> None:
 
     async def go() -> None:
         nodes, _ = await trio_1_bound_while_others_land(base, manager, pods, kube, dispatcher)
-        assert manager.landing(None)  # trio's other two and duo's are landing
+        assert manager.reads.landing(None)  # trio's other two and duo's are landing
         result = await asyncio.wait_for(
             dispatcher.filter(pod_from_k8s(pods[1]), base["NodeNames"]), 0.05)
         assert result.nodes == [nodes["trio-1"]]

@@ -48,7 +48,7 @@ def test_old_flags_are_hidden_from_help(capsys: pytest.CaptureFixture[str]) -> N
 
 def test_old_metric_names_are_exported_beside_the_new_ones() -> None:
     metrics = Metrics()
-    metrics.refresh(GangManager())
+    metrics.refresh(GangManager().reads)
     text = generate_latest(metrics.registry).decode()
     for old, new in METRICS.items():
         assert f"\n{old} 0.0" in text and f"\n{new} 0.0" in text

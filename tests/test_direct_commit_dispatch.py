@@ -48,7 +48,7 @@ def test_a_committed_gang_is_bound_without_bind_requests_and_its_bindings_counte
         directly: list[str] = []
         dispatcher.on_bound_directly = lambda pod, node: directly.append(pod.name)
         first = await dispatcher.filter(pod_from_k8s(pods[0]), base["NodeNames"])
-        flying = {b.pod: b.node for b in manager.binds_in_progress() if b.in_flight}
+        flying = {b.pod: b.node for b in manager.reads.binds_in_progress() if b.in_flight}
         assert len(flying) == 3 and flying["default/trio-0"] == first.nodes[0]
         # kube-scheduler's bind calls for two members arrive while their Bindings fly.
         answers = await asyncio.gather(

@@ -63,7 +63,7 @@ def plain_pod_bind(kube: ScriptedKube) -> str | None:
     manager.on_pod(pod, 0.0)
     dispatcher = Dispatcher(manager, kube, clock=lambda: 0.0)
     error = asyncio.run(dispatcher.bind("ns", "p", "u1", "n0"))
-    assert not manager.bind_in_flight("u1") and manager.binds_in_progress() == []
+    assert not manager.reads.bind_in_flight("u1") and manager.reads.binds_in_progress() == []
     return error
 
 
@@ -120,7 +120,7 @@ def test_a_binding_of_unknown_outcome_keeps_the_pods_capacity() -> None:
     error = asyncio.run(Dispatcher(manager, kube, clock=lambda: 0.0).bind("ns", "p", "u1",
                                                                           "n0"))
     assert error is not None and "not known" in error
-    assert not manager.bind_in_flight("u1")
+    assert not manager.reads.bind_in_flight("u1")
     other = PodInfo("u2", "ns", "q", {"cpu": 3000, "pods": 1}, scheduler_name="gang-scheduler")
     manager.on_pod(other, 0.0)
     assert manager.bind("ns", "q", "u2", "n0", 0.0).outcome is BindOutcome.ERROR
@@ -193,13 +193,13 @@ def test_a_binding_cut_off_mid_request_does_not_leave_the_pod_in_flight() -> Non
     async def run() -> None:
         task = asyncio.create_task(dispatcher.bind("ns", "p", "u1", "n0"))
         await posted.wait()
-        assert manager.bind_in_flight("u1")
+        assert manager.reads.bind_in_flight("u1")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
     asyncio.run(run())
-    assert not manager.bind_in_flight("u1") and manager.binds_in_progress() == []
+    assert not manager.reads.bind_in_flight("u1") and manager.reads.binds_in_progress() == []
 
 
 def test_a_reset_binding_through_the_real_transport_is_tried_again() -> None:
@@ -318,7 +318,7 @@ def test_the_dispatcher_feeds_a_victims_answer_to_the_manager() -> None:
     for i in range(2):
         manager.on_pod(pod(f"high-{i}", "high", cpu=4000, priority=9), 0.0)
     manager.tick(1.0)
-    assert [r.held for r in manager.reservations()] == ["preemption"]
+    assert [r.held for r in manager.reads.reservations()] == ["preemption"]
     kube = ScriptedKube([err(429), err(429)])
     evictions = Evictions(kube)
     reports: list[Report] = []  # what the status writer and Events are told
@@ -331,7 +331,7 @@ def test_the_dispatcher_feeds_a_victims_answer_to_the_manager() -> None:
 
     asyncio.run(run())
     assert [c for c in kube.calls if c[0] == "evict"]
-    assert not manager.reservations()  # given up: it chooses others, or waits
+    assert not manager.reads.reservations()  # given up: it chooses others, or waits
     (st,) = [r.status for r in reports
              if isinstance(r, StatusChanged) and r.gang == "ns/high"][-1:]
     assert st is not None and "refused" in st.message

@@ -151,7 +151,7 @@ def make_env(reject: Callable[[str], ApiError | None] | None = None,
     metrics = Metrics()
     recorder = EventRecorder(kube)
     gang_events = GangEvents(recorder)
-    status = StatusWriter(manager, kube, events=gang_events)
+    status = StatusWriter(manager.reads, kube, events=gang_events)
     metrics.status_counts = status.counts
 
     def on_report(report: Report) -> None:  # as extender/serve.py wires them
@@ -406,7 +406,7 @@ def check_reply(env: Env, req: Request, resp: httpx.Response) -> None:
         if body["Error"] == "":
             # Success means the pod is bound there, in the cache and at the "API".
             sent = orjson.loads(req.body)
-            pod = env.manager.pod(sent["PodUID"])
+            pod = env.manager.reads.pod(sent["PodUID"])
             assert pod is not None and pod.node_name == sent["Node"], where
             assert env.kube.bound.get(sent["PodName"]) == sent["Node"], where
 
@@ -526,12 +526,12 @@ def test_bindings_the_api_rejects_answer_an_error_and_leave_state_consistent(
     asyncio.run(run_with_followups(env, reqs))
     manager, permit = env.manager, env.core.ledger
     for name in rejected:
-        pod = manager.pod(f"uid-{name}")
+        pod = manager.reads.pod(f"uid-{name}")
         if pod is not None and name != "bound-0":
             assert not pod.node_name, f"{name} refused by the API but bound in the cache"
     assert not permit.waiting and not in_flight(permit)
     # Only the quorum clause may differ (a refused member); the rest must hold.
-    for g in manager.groups():
+    for g in manager.reads.groups():
         g.min_member = 1
     assert_consistent(env)
 
@@ -686,7 +686,7 @@ def test_late_filter_of_a_deleted_member_does_not_resurrect_it() -> None:
         return out
 
     placed = asyncio.run(go())
-    assert env.manager.pod("uid-g2-1") is None, "a deleted pod is back in the cache"
+    assert env.manager.reads.pod("uid-g2-1") is None, "a deleted pod is back in the cache"
     assert all(placed), f"the gang's two live members must both get a node: {placed}"
 
 

@@ -223,7 +223,7 @@ def test_bad_input_gets_a_clear_error_and_changes_nothing(
 ) -> None:
     core, manager, kube, client = env
     fake_nodes(manager, ["n1"])
-    before = (dict(core.cache.pods), manager.reservations(), dict(core.ledger.waiting))
+    before = (dict(core.cache.pods), manager.reads.reservations(), dict(core.ledger.waiting))
 
     async def go() -> httpx.Response:
         r: httpx.Response = await client.post(
@@ -233,7 +233,8 @@ def test_bad_input_gets_a_clear_error_and_changes_nothing(
     r = run(go())
     assert r.status_code == 200
     assert needle in r.json()["Error"]
-    assert (dict(core.cache.pods), manager.reservations(), dict(core.ledger.waiting)) == before
+    after = (dict(core.cache.pods), manager.reads.reservations(), dict(core.ledger.waiting))
+    assert after == before
     assert kube.bindings == []
 
 
@@ -313,7 +314,7 @@ def test_metrics_app_serves_no_verbs() -> None:
     from extender.reporting.metrics import Metrics
     from extender.scheduler.http import create_metrics_app
 
-    app = create_metrics_app(GangManager(), Metrics())
+    app = create_metrics_app(GangManager().reads, Metrics())
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
 
     async def go() -> list[int]:
@@ -408,10 +409,10 @@ def test_metrics_refuses_scrapes_beyond_its_concurrency_limit(
 
     monkeypatch.setattr(http_mod, "generate_latest", slow_render)
     manager, metrics = GangManager(), Metrics()
-    app = http_mod.create_metrics_app(manager, metrics, metrics_limit=2)
+    app = http_mod.create_metrics_app(manager.reads, metrics, metrics_limit=2)
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
     # A second listener of the same process (the loopback one) shares the limit.
-    other_app = http_mod.create_metrics_app(manager, metrics, metrics_limit=2)
+    other_app = http_mod.create_metrics_app(manager.reads, metrics, metrics_limit=2)
     other = httpx.AsyncClient(transport=httpx.ASGITransport(app=other_app),
                               base_url="http://t")
 

@@ -550,7 +550,7 @@ def test_the_behind_gauge_is_read_at_scrape_time() -> None:
 
     m = Metrics()
     m.watches_behind = lambda: {"pods": 12.5, "nodes": 0.0}
-    m.refresh(GangManager())
+    m.refresh(GangManager().reads)
     assert m.registry.get_sample_value("gang_extender_watch_behind_seconds",
                                        {"kind": "pods"}) == 12.5
     assert m.registry.get_sample_value("gang_extender_watch_behind_seconds",
@@ -621,6 +621,6 @@ def test_a_relist_deletes_a_filter_learned_pod_it_does_not_show_but_not_one_newe
 
     asyncio.run(go())
     assert kube.listed == 2
-    assert manager.pod("u-phantom") is None, "a phantom pod survived the relist"
-    assert manager.pod("u-late") is not None, "a pod learned during the list was deleted"
-    assert manager.pod("u-a") is not None and manager.pod("u-b") is not None
+    assert manager.reads.pod("u-phantom") is None, "a phantom pod survived the relist"
+    assert manager.reads.pod("u-late") is not None, "a pod learned during the list was deleted"
+    assert manager.reads.pod("u-a") is not None and manager.reads.pod("u-b") is not None

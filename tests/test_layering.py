@@ -461,3 +461,52 @@ def test_explain_only_puts_a_gang_s_reason_into_words() -> None:
     assert {n for m, n in imported if m == "extender.core.planner"} <= {
         "Shortfall", "awaited_words"}
 
+
+# The gang manager takes commands; what the core holds is read through `Reads`. A door
+# that grows back past this gets a read model's method, or a command folded into one.
+MANAGER_METHODS_MAX = 25
+# Each door lists its methods, one line each, in its class docstring (as scheduler-plugins'
+# Coscheduling Manager interface does), so that a new engineer reads the door, not the file.
+DOORS = (("core/manager.py", "GangManager"), ("core/reads.py", "Reads"))
+
+
+def public_methods(source: str, cls: str) -> tuple[list[str], str]:
+    """The public methods (and properties) `cls` defines in `source`, and its docstring."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            names = [item.name for item in node.body
+                     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and not item.name.startswith("_")]
+            return names, ast.get_docstring(node) or ""
+    raise AssertionError(f"no class {cls}")
+
+
+def door_violations(source: str, cls: str, limit: int | None = None) -> list[str]:
+    names, doc = public_methods(source, cls)
+    # A listed method opens its line: `name(args)  what it is for`.
+    listed = {line.split()[0].split("(")[0] for line in doc.splitlines() if line.strip()}
+    out = [f"{cls}.{name} is not listed in the class docstring"
+           for name in names if name not in listed]
+    if limit is not None and len(names) > limit:
+        out.append(f"{cls} has {len(names)} public methods, more than {limit}")
+    return out
+
+
+def test_the_gang_manager_is_a_short_list_of_commands() -> None:
+    source = (ROOT / "core" / "manager.py").read_text()
+    assert door_violations(source, "GangManager", MANAGER_METHODS_MAX) == []
+    commands, _ = public_methods(source, "GangManager")
+    reads, _ = public_methods((ROOT / "core" / "reads.py").read_text(), "Reads")
+    assert set(commands) & set(reads) == set()  # a read lives in one place
+
+
+def test_every_door_lists_its_methods_one_a_line() -> None:
+    found = [v for path, cls in DOORS for v in door_violations((ROOT / path).read_text(), cls)]
+    assert found == []
+
+
+def test_the_door_check_fails_on_a_wide_or_undocumented_door() -> None:
+    source = ('class D:\n    """Doc.\n\n        a(x)   one\n    """\n'
+              "    def a(self): ...\n    def b(self): ...\n    def _c(self): ...\n")
+    assert door_violations(source, "D", 1) == [
+        "D.b is not listed in the class docstring", "D has 2 public methods, more than 1"]

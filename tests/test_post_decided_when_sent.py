@@ -46,7 +46,7 @@ def test_a_retry_is_not_sent_for_a_pod_deleted_since_the_first_try() -> None:
     # whether it took effect): not bound, so the error stands.
     assert kube.calls == [("bind", "p"), ("get_pod", "p")]
     assert error is not None and "deleted" in error
-    assert manager.binds_in_progress() == []
+    assert manager.reads.binds_in_progress() == []
 
 
 def test_a_held_binding_is_not_posted_once_the_lease_is_lost() -> None:
@@ -67,6 +67,6 @@ def test_a_held_binding_is_not_posted_once_the_lease_is_lost() -> None:
         await dispatcher.bindings_settled(1.0)
         await dispatcher.idle()
         assert [b[1] for b in kube.bindings] == ["duo-1"]  # sent before the loss
-        assert not manager.bind_in_flight("uid-duo-0")
+        assert not manager.reads.bind_in_flight("uid-duo-0")
 
     asyncio.run(go())

@@ -173,7 +173,7 @@ def test_objects_made_before_a_restart_are_taken_as_made() -> None:
     manager = GangManager()
     p = run(kube, CREATE, manager)
     assert [v for v, _, _ in kube.calls].count("patch") == 2  # went on to the members
-    assert p.manager.backoff("ns/train") is None
+    assert p.manager.reads.backoff("ns/train") is None
     assert not [c for c in kube.calls if c[0] == "delete"]
 
 
@@ -191,7 +191,7 @@ def test_a_409_against_an_object_not_ours_for_the_gang_is_not_adopted(
     run(kube, one, manager)
     assert not [c for c in kube.calls if c[1].startswith(REQUESTS)]
     assert not [c for c in kube.calls if c[0] in ("delete", "patch")]
-    bo = manager.backoff("ns/train")
+    bo = manager.reads.backoff("ns/train")
     assert bo is not None and bo.attempts == 1
     report = [a for a in manager.take_actions() if isinstance(a, ProvisioningReport)][-1]
     assert report.outcome == "not-created"  # an Event on the PodGroup; the status says it too
@@ -205,7 +205,7 @@ def test_a_409_against_an_object_not_ours_for_the_gang_is_not_adopted(
     assert [(v, p, u) for v, p, u in kube.calls if v == "delete"] == [
         ("delete", f"{TEMPLATES}/train-capacity-0", "uid-train-capacity-0"),
         ("delete", f"{TEMPLATES}/train-capacity-1", "uid-train-capacity-1")]
-    assert manager.backoff("ns/train") is not None
+    assert manager.reads.backoff("ns/train") is not None
 
 
 def _asked_manager() -> GangManager:
@@ -233,7 +233,7 @@ def test_a_request_that_cannot_be_made_backs_the_gang_off(fail: dict[str, ApiErr
     manager = _asked_manager()
     kube = FakeKube(fail=fail)
     run(kube, CREATE, manager)
-    bo = manager.backoff("ns/train")
+    bo = manager.reads.backoff("ns/train")
     assert bo is not None and bo.attempts == 1
     # What this call made it takes back itself, by uid; the core asks no delete of what
     # it never saw.
@@ -250,7 +250,7 @@ def test_a_member_gone_before_its_template_was_copied_backs_off() -> None:
     kube = FakeKube(pods={})
     run(kube, CREATE, manager)
     assert not [c for c in kube.calls if c[0] == "create"]
-    bo = manager.backoff("ns/train")
+    bo = manager.reads.backoff("ns/train")
     assert bo is not None and bo.attempts == 1
 
 

@@ -76,7 +76,7 @@ def test_events_go_to_the_sources_podgroup_and_no_status_is_written(
     # 3 × 3 CPUs fit no node of this cluster: set aside, with an Event of its own.
     assert reasons["Unplaceable"].startswith(f"gang {key}: ")
     assert env.api.patches == [], "the extender never writes these PodGroups' status"
-    env.metrics.refresh(env.manager)
+    env.metrics.refresh(env.manager.reads)
     text = generate_latest(env.metrics.registry).decode()
     assert (f'gang_extender_gangs{{phase="Scheduling",reason="Unplaceable",'
             f'source="{source}"}} 1.0') in text
@@ -98,14 +98,14 @@ def test_a_kueue_pod_groups_why_pending_goes_to_its_pods(env: Env) -> None:
     env.step(1)
     assert any(r == "Bound" for _, r, _ in events_on(env, "Pod", "kq-0"))
     assert env.api.patches == []
-    env.metrics.refresh(env.manager)
+    env.metrics.refresh(env.manager.reads)
     text = generate_latest(env.metrics.registry).decode()
     assert ('gang_extender_gang_transitions_total{reason="Reserved",source="kueue"} 1.0'
             in text)
     for uid in uids:
         env.sim.delete(uid)
     env.step(1)
-    assert env.manager.group(key) is None and key not in env.writer.groups
+    assert env.manager.reads.group(key) is None and key not in env.writer.groups
 
 
 def test_debug_podgroups_names_each_gangs_source(env: Env) -> None:
@@ -130,7 +130,7 @@ def test_debug_podgroups_names_each_gangs_source(env: Env) -> None:
 
 def test_a_pod_json_with_kueue_keys_joins_its_gang_through_the_kinds() -> None:
     manager = GangManager()
-    writer = StatusWriter(manager, None)
+    writer = StatusWriter(manager.reads, None)
     kinds = {k.name: k for k in (*observed_kinds(writer), *source_kinds(writer))}
     kinds["pods"].apply(manager, {
         "metadata": {"namespace": "ns", "name": "p", "uid": "pu",
@@ -138,14 +138,14 @@ def test_a_pod_json_with_kueue_keys_joins_its_gang_through_the_kinds() -> None:
                      "annotations": {KUEUE_TOTAL_ANNOTATION: "2"}},
         "spec": {"schedulerName": "gang-scheduler", "containers": []}}, T0)
     assert writer.dirty == {"kueue:ns/kq"}
-    g = manager.group("kueue:ns/kq")
+    g = manager.reads.group("kueue:ns/kq")
     assert g is not None and g.min_member == 2
     kinds["volcano-podgroups"].apply(manager, {
         "metadata": {"namespace": "ns", "name": "vc", "uid": "vu"},
         "spec": {"minMember": 4}}, T0)
-    assert "volcano:ns/vc" in writer.dirty and manager.group("volcano:ns/vc") is not None
+    assert "volcano:ns/vc" in writer.dirty and manager.reads.group("volcano:ns/vc") is not None
     kinds["volcano-podgroups"].delete(manager, "volcano:ns/vc", T0)
-    assert manager.group("volcano:ns/vc") is None
+    assert manager.reads.group("volcano:ns/vc") is None
 
 
 # ----- the informer: optional APIs --------------------------------------------------------
@@ -225,12 +225,12 @@ def test_a_crd_installed_later_is_picked_up_and_one_removed_is_forgotten() -> No
         server.volcano = True
 
     def check_and_remove(_: Informer) -> None:
-        assert manager.group("volcano:ns/vc") is not None, "picked up after installation"
+        assert manager.reads.group("volcano:ns/vc") is not None, "picked up after installation"
         server.volcano = False
 
     asyncio.run(_run_informer(server, manager, [
         (0.15, lambda inf: None), (0.0, install), (0.3, check_and_remove), (0.3, lambda i: None)]))
-    assert manager.group("volcano:ns/vc") is None, "forgotten with its API"
+    assert manager.reads.group("volcano:ns/vc") is None, "forgotten with its API"
     assert f"{VOLCANO_PATH}/podgroups?watch" in server.requests
 
 

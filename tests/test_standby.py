@@ -108,7 +108,7 @@ def test_standby_answers_every_verb_with_the_standby_error_and_changes_nothing(
         # Even a body it cannot read gets the standby error, not a parse error.
         r = await client.post("/filter", content=b"{not json")
         assert r.json()["Error"] == error
-        assert manager.reservations() == () and manager.binds_in_progress() == []
+        assert manager.reads.reservations() == () and manager.reads.binds_in_progress() == []
         assert kube.bindings == []
         assert (await client.get("/debug/gangs")).json()["leader"]["mode"] == "standby"
         text = (await client.get("/metrics")).text
@@ -121,7 +121,7 @@ def test_standby_answers_every_verb_with_the_standby_error_and_changes_nothing(
         leader.observe(lease("me_2", time.time()))
         r = await client.post("/filter", json=args)
         assert r.json()["Error"] == "" and len(r.json()["NodeNames"]) == 1
-        assert len(manager.reservations()) == 1
+        assert len(manager.reads.reservations()) == 1
         assert "gang_extender_leader 1.0" in (await client.get("/metrics")).text
         await client.aclose()
 
@@ -138,7 +138,7 @@ def test_after_losing_leadership_no_deadline_expires_no_binding_or_wakeup_goes_o
 
     async def go() -> None:
         leader = leadership("me_1")
-        wakeups = Wakeups(manager, kube, time.time)
+        wakeups = Wakeups(manager.reads, kube, time.time)
         dispatcher = Dispatcher(manager, kube, wakeups, DispatchConfig(tick_interval=0.02),
                                 leader=leader)
         names = base["NodeNames"]
@@ -146,13 +146,13 @@ def test_after_losing_leadership_no_deadline_expires_no_binding_or_wakeup_goes_o
         held = [asyncio.create_task(dispatcher.bind("default", f"trio-{i}", f"uid-trio-{i}",
                                                     nodes[i])) for i in range(2)]
         await asyncio.sleep(0.05)
-        assert len(manager.binds_in_progress()) == 2 and kube.bindings == []
+        assert len(manager.reads.binds_in_progress()) == 2 and kube.bindings == []
 
         leader.observe(lease("other_1", time.time()))  # lost
         assert not leader.active
         ticking = asyncio.create_task(dispatcher.tick_loop())
         await asyncio.sleep(0.6)  # twice the deadline
-        assert len(manager.reservations()) == 1, "a deadline expired on standby"
+        assert len(manager.reads.reservations()) == 1, "a deadline expired on standby"
         # minMember lowered to 2: the gang is complete, but no Binding goes out.
         manager.on_group(GroupInfo("default", "trio", 2, uid="g1"), time.time())
         dispatcher.cache_changed()
@@ -182,14 +182,14 @@ def test_an_active_replica_does_expire_deadlines_and_wake_pods() -> None:
 
     async def go() -> None:
         leader = leadership("me_1")
-        wakeups = Wakeups(manager, kube, time.time)
+        wakeups = Wakeups(manager.reads, kube, time.time)
         dispatcher = Dispatcher(manager, kube, wakeups, DispatchConfig(tick_interval=0.02),
                                 leader=leader)
         await dispatcher.filter(pod_from_k8s(pods[0]), base["NodeNames"])
-        assert len(manager.reservations()) == 1
+        assert len(manager.reads.reservations()) == 1
         ticking = asyncio.create_task(dispatcher.tick_loop())
         await asyncio.sleep(0.6)
-        assert manager.reservations() == ()
+        assert manager.reads.reservations() == ()
         manager.on_group(GroupInfo("default", "woken", 1, uid="g2"), time.time())
         manager.on_pod(pod_from_k8s(member(base, "woken", 0, unschedulable=True)),
                        time.time())
@@ -222,7 +222,7 @@ def test_standby_writes_no_status_and_posts_no_event() -> None:
     api = Writes()
     active = [False]
     recorder = EventRecorder(api, active=lambda: active[0], instance="replica-a")
-    writer = StatusWriter(manager, api, config=StatusConfig(settle=0, loop_interval=0.02))
+    writer = StatusWriter(manager.reads, api, config=StatusConfig(settle=0, loop_interval=0.02))
     writer.observe_group({"metadata": {"namespace": "ns", "name": "g", "uid": "u1"}})
     ref = ObjectRef("PodGroup", "scheduling.x-k8s.io/v1alpha1", "ns", "g", "u1")
 
@@ -312,14 +312,14 @@ def test_a_standby_never_commits_a_gang_directly() -> None:
                                 leader=leader)
         # Active: a filter call reserves "mixed", which waits for its PVC member.
         await dispatcher.filter(pod_from_k8s(mixed[0]), base["NodeNames"])
-        assert [r.gang for r in manager.reservations()] == ["default/mixed"]
+        assert [r.gang for r in manager.reads.reservations()] == ["default/mixed"]
         assert kube.bindings == []
         leader.observe(lease("other_1", time.time()))  # lost
         # A complete gang arrives: with no pass on standby, it is never reserved.
         add_gang(manager, base, "idle", 2)
         ticking = asyncio.create_task(dispatcher.tick_loop())
         await asyncio.sleep(0.2)
-        assert [r.gang for r in manager.reservations()] == ["default/mixed"]
+        assert [r.gang for r in manager.reads.reservations()] == ["default/mixed"]
         # minMember lowered to 2: its two direct members are ready, and nothing is posted.
         manager.on_group(GroupInfo("default", "mixed", 2, uid="g2"), time.time())
         dispatcher.cache_changed()

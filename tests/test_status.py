@@ -153,7 +153,7 @@ class Env:
         return p.uid
 
     def set_phase(self, uid: str, phase: str) -> None:
-        p = self.manager.pod(uid)
+        p = self.manager.reads.pod(uid)
         assert p is not None
         self.manager.on_pod(dataclasses.replace(p, phase=phase), self.clock.now)
         self.sim.drain()
@@ -174,10 +174,10 @@ def make_env() -> Env:
     clock = Clock()
     metrics = Metrics()
     recorder = EventRecorder(api, clock, on_result=lambda r: metrics.events.labels(r).inc())
-    events = GangEvents(recorder, manager)  # as extender/serve.py wires it
+    events = GangEvents(recorder, manager.reads)  # as extender/serve.py wires it
     # settle=0: these tests follow every status a gang goes through; the settling has its
     # own tests below.
-    writer = StatusWriter(manager, api, clock, StatusConfig(min_interval=1.0, settle=0.0),
+    writer = StatusWriter(manager.reads, api, clock, StatusConfig(min_interval=1.0, settle=0.0),
                           events=events,
                           on_write=lambda r: metrics.status_writes.labels(r).inc())
     metrics.status_counts = writer.counts
@@ -399,7 +399,7 @@ def test_restart_does_not_rewrite_an_unchanged_status(env: Env) -> None:
     env.add_pod("g-0", "g")
     env.step()
     written = last(env, "g")
-    fresh = StatusWriter(env.manager, env.api, env.clock)
+    fresh = StatusWriter(env.manager.reads, env.api, env.clock)
     fresh.observe_group({"metadata": {"namespace": "ns", "name": "g", "uid": "g-g"},
                          "status": written})
     before = len(env.api.patches)
@@ -524,7 +524,7 @@ def test_gauge_counts_gangs_by_phase_and_reason(env: Env) -> None:
     env.add_pod("a-0", "a")
     env.sim.schedule(env.add_pod("b-0", "b"))
     env.step()
-    env.metrics.refresh(env.manager)
+    env.metrics.refresh(env.manager.reads)
     text = generate_latest(env.metrics.registry).decode()
     assert ('gang_extender_gangs{phase="Pending",reason="WaitingForMembers",'
             'source="scheduler-plugins"} 1.0') in text
@@ -630,7 +630,7 @@ def test_namespaces_found_gone_are_forgotten_once_their_minute_is_over() -> None
 
 def test_observed_kinds_feed_owners_and_group_status() -> None:
     manager = GangManager()
-    writer = StatusWriter(manager, None)
+    writer = StatusWriter(manager.reads, None)
     kinds = {k.name: k for k in observed_kinds(writer)}
     kinds["podgroups"].apply(manager, {
         "metadata": {"namespace": "ns", "name": "g", "uid": "gu", "creationTimestamp":
@@ -645,7 +645,7 @@ def test_observed_kinds_feed_owners_and_group_status() -> None:
     assert writer.groups["ns/g"].observed == {"phase": "Running"}
     assert writer.groups["ns/g"].phase == "Running"
     kinds["pods"].delete(manager, "pu", T0)
-    assert writer.pods.owners == {} and manager.pod("pu") is None
+    assert writer.pods.owners == {} and manager.reads.pod("pu") is None
     kinds["pods"].apply(manager, {  # Coscheduling's pod, labelled for the same group
         "metadata": {"namespace": "ns", "name": "q", "uid": "qu",
                      "labels": {"scheduling.x-k8s.io/pod-group": "g"}},

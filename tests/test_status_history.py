@@ -115,7 +115,7 @@ def test_the_gangs_gauge_is_kept_as_statuses_change(
     def from_scratch() -> dict[tuple[str, str, str], int]:
         out: Counter[tuple[str, str, str]] = Counter()
         for key, rec in env.writer.groups.items():
-            group = env.manager.group(key)
+            group = env.manager.reads.group(key)
             if rec.current is not None and group is not None:
                 out[(rec.current.phase, rec.current.reason, group.source)] += 1
         return dict(out)
@@ -142,7 +142,7 @@ def test_the_gangs_gauge_is_kept_as_statuses_change(
     def no_lookups(key: str) -> None:
         raise AssertionError("a scrape looked a group up")
 
-    monkeypatch.setattr(env.manager, "group", no_lookups)
+    monkeypatch.setattr(env.manager.reads, "group", no_lookups)
     assert sum(env.writer.counts().values()) == 2
 
 

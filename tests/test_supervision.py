@@ -51,7 +51,7 @@ def gang_with_a_reservation(timeout: float) -> tuple[GangManager, float]:
         manager.on_pod(member(i), now)
     for i in range(2):
         assert manager.filter(member(i), ["n0"], now).nodes == ["n0"]
-    assert len(manager.reservations()) == 1
+    assert len(manager.reads.reservations()) == 1
     return manager, now
 
 
@@ -83,14 +83,14 @@ def test_a_raising_tick_is_logged_counted_and_the_loop_goes_on(
                                 loop_errors=LoopErrors("tick", counted.append))
         loop = asyncio.create_task(dispatcher.tick_loop())
         deadline = time.monotonic() + 5
-        while manager.reservations() and time.monotonic() < deadline:
+        while manager.reads.reservations() and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
         assert not loop.done(), loop
         loop.cancel()
 
     with caplog.at_level(logging.ERROR, "gang-extender"):
         asyncio.run(go())
-    assert manager.reservations() == (), "the reservation never expired after the errors"
+    assert manager.reads.reservations() == (), "the reservation never expired after the errors"
     assert counted == ["tick"] * 5
     # Rate-limited: the first error with its traceback, the next four only counted.
     logged = [r for r in caplog.records if "tick loop iteration failed" in r.getMessage()]
@@ -121,14 +121,14 @@ def test_a_wake_up_that_raises_is_reported_and_the_next_pod_is_still_woken() -> 
     for p in pods:
         manager.on_pod(PodInfo(p.uid, p.namespace, p.name, {"cpu": 1, "pods": 1},
                                scheduler_name="gang-scheduler"), 0.0)
-    still_pending = manager.still_pending
+    still_pending = manager.reads.still_pending
 
     def flaky(uid: str) -> bool:
         if uid == "u0":
             raise KeyError(uid)
         return still_pending(uid)
 
-    manager.still_pending = flaky  # type: ignore[method-assign]
+    manager.reads.still_pending = flaky  # type: ignore[method-assign]
     patched: list[str] = []
     counted: list[str] = []
 
@@ -137,7 +137,7 @@ def test_a_wake_up_that_raises_is_reported_and_the_next_pod_is_still_woken() -> 
             patched.append(path.rsplit("/", 1)[1])
 
     async def go() -> None:
-        wakeups = Wakeups(manager, Kube(), time.time, WakeConfig(rate=1000),
+        wakeups = Wakeups(manager.reads, Kube(), time.time, WakeConfig(rate=1000),
                           loop_errors=LoopErrors("wake", counted.append))
         loop = asyncio.create_task(wakeups.run())
         wakeups.add(WakePods("test", tuple(pods)))
@@ -153,7 +153,7 @@ def test_a_wake_up_that_raises_is_reported_and_the_next_pod_is_still_woken() -> 
 
 
 def test_a_status_round_that_raises_goes_through_the_loop_errors() -> None:
-    writer = StatusWriter(GangManager(), None)
+    writer = StatusWriter(GangManager().reads, None)
     counted: list[str] = []
     writer.errors.on_error = counted.append
 
@@ -349,7 +349,7 @@ def test_verbs_answer_not_synced_until_the_first_lists_are_applied(fast: bool) -
             assert (r.status_code, r.json()) == (200, {"Error": NOT_SYNCED})
             r = await client.post("/bind", json=bind)
             assert (r.status_code, r.json()) == (200, {"Error": NOT_SYNCED})
-            assert kube.bound == [] and manager.pod("u1") is None
+            assert kube.bound == [] and manager.reads.pod("u1") is None
             assert (await client.get("/readyz")).status_code == 503
             text = (await client.get("/metrics")).text
             assert ('gang_extender_verb_duration_seconds_count{result="not_synced",'
@@ -373,11 +373,11 @@ def test_the_tick_waits_for_the_first_lists() -> None:
         dispatcher.synced = lambda: synced[0]
         loop = asyncio.create_task(dispatcher.tick_loop())
         await asyncio.sleep(0.2)
-        assert len(manager.reservations()) == 1, "a tick ran before the sync"
+        assert len(manager.reads.reservations()) == 1, "a tick ran before the sync"
         assert dispatcher.tick_health() is None  # waiting is not dead
         synced[0] = True
         await asyncio.sleep(0.1)
         loop.cancel()
 
     asyncio.run(go())
-    assert manager.reservations() == ()
+    assert manager.reads.reservations() == ()

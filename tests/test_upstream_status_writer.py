@@ -47,8 +47,8 @@ def make(nodes: int = 1) -> tuple[Env, Api]:
     manager = GangManager(core)
     api, clock, metrics = Api(), Clock(), Metrics()
     recorder = EventRecorder(api, clock)
-    events = GangEvents(recorder, manager)
-    writer = StatusWriter(manager, api, clock, StatusConfig(min_interval=1.0, settle=0.0),
+    events = GangEvents(recorder, manager.reads)
+    writer = StatusWriter(manager.reads, api, clock, StatusConfig(min_interval=1.0, settle=0.0),
                           events=events)
 
     def forward(report: Report) -> None:

@@ -65,7 +65,7 @@ def run(served: str) -> tuple[OneVersionServer, int, str | None]:
                                 kinds=SOURCE_GROUP_KINDS, discovery_interval=0.05)
             task = asyncio.ensure_future(informer.run())
             await asyncio.sleep(0.3)
-            g = manager.group(KEY)
+            g = manager.reads.group(KEY)
             seen["version"] = None if g is None else group_api_version(g.source, g.key)
             seen["quorum"] = 0 if g is None else g.min_member
             task.cancel()
@@ -91,7 +91,7 @@ def test_the_served_version_is_watched_and_the_other_only_discovered(served: str
 def test_an_event_names_the_podgroup_in_the_version_it_was_read_in() -> None:
     manager = GangManager()
     WORKLOAD_BETA_GROUPS.apply(manager, PG, T0)
-    g = manager.group(KEY)
+    g = manager.reads.group(KEY)
     assert g is not None
     ref = group_ref(g)
     assert ref is not None and ref.api_version == "scheduling.k8s.io/v1beta1"

@@ -174,8 +174,8 @@ def test_the_metric_counts_connections_opened_ahead_and_on_demand() -> None:
         return metrics.registry.get_sample_value("gang_extender_api_connections_total",
                                                  {"opened": how})
 
-    metrics.refresh(manager)
+    metrics.refresh(manager.reads)
     assert (value("on_demand"), value("ahead")) == (3, 0)
     opened[0] = (10, 60)  # a gang's commit: 60 opened ahead, 7 more by requests
-    metrics.refresh(manager)
+    metrics.refresh(manager.reads)
     assert (value("on_demand"), value("ahead")) == (10, 60)

@@ -153,7 +153,7 @@ def extender(clock: Callable[[], float], timings: Timings, plans: Plans,
     manager = TimedManager(core, timings)
     kube = NullKube()
     # Wake-ups are queued, as the CLI's are, but never sent: no kube-scheduler is parked.
-    wakeups = Wakeups(manager, kube, clock)
+    wakeups = Wakeups(manager.reads, kube, clock)
     # No commit wait: it holds the call of the member that set a commit off until the
     # watch delivers its gang bound, a wait on kube-scheduler's loop that bench.e2e
     # measures (here it would time the gang's Bindings and their watch events, and on

@@ -99,14 +99,14 @@ def lifecycles() -> tuple[dict[str, int], dict[str, int], Core]:
     manager = GangManager(core)
     recorder = EventRecorder(api, clock=clock)
     gang_events = GangEvents(recorder)
-    status = StatusWriter(manager, api, clock=clock, events=gang_events,
+    status = StatusWriter(manager.reads, api, clock=clock, events=gang_events,
                           config=StatusConfig(min_interval=0, resync_seconds=5))
 
     def on_report(report: Report) -> None:
         gang_events.on_report(report)
         status.on_report(report)
 
-    wakeups = Wakeups(manager, api, clock, WakeConfig(rate=1e6, min_interval=0))
+    wakeups = Wakeups(manager.reads, api, clock, WakeConfig(rate=1e6, min_interval=0))
     dispatcher = Dispatcher(manager, api, wakeups, clock=clock, on_report=on_report)
     nodes_kind, pods_kind, groups_kind = observed_kinds(status)
     for n in NODES:

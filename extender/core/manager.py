@@ -3,49 +3,71 @@ plugin is a thin layer over its PodGroupManager.
 
 Adapters feed it watch events (`on_*`), ask it the verbs' questions (`filter`,
 `prioritize`, `bind`), tell it the time (`tick`), and take the I/O it wants done as
-typed actions (`take_actions`). Pure: no I/O, no clock, no threads; time comes in as
-`now`. Everything runs on the server's one event loop, so nothing is locked.
-docs/architecture.md draws the parts behind it and the paths of a filter and a bind.
+typed actions (`take_actions`). Adapters that only look (status, Events, metrics,
+`/debug`) take its read model instead (`reads`, core/reads.py): the door stays the
+commands, a short list as Coscheduling's manager interface is. Pure: no I/O, no
+clock, no threads; time comes in as `now`. Everything runs on the server's one event
+loop, so nothing is locked. docs/architecture.md draws the parts behind it and the
+paths of a filter and a bind.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence, Set
+from collections.abc import Set
+from typing import Final
 
 from extender.core.filter import reject
 from extender.core.model.provisioning_request import RequestInfo
-from extender.core.model.types import (
-    SCHEDULER_PLUGINS,
-    BudgetInfo,
-    GroupInfo,
-    NodeInfo,
-    PodInfo,
-)
-from extender.core.model.vocabulary import (
-    Action,
-    BindDecision,
-    FilterResult,
-    Gauges,
-    QueueRow,
-    ReservationView,
-    WaitingBindView,
-)
-from extender.core.provisioning import ProvisioningView
-from extender.core.queue.backoff import Backoff
+from extender.core.model.types import BudgetInfo, GroupInfo, NodeInfo, PodInfo
+from extender.core.model.vocabulary import Action, BindDecision, FilterResult
+from extender.core.reads import Reads
 from extender.core.watch_input import WatchInput
 from extender.core.wiring import Core
 
-# `bindings_ahead` counts the gangs a member of which arrived this recently.
-_ARRIVING_SECONDS = 5.0
-
 
 class GangManager:
+    """The commands into the core, one line each. What the core holds is read through
+    `reads` (`Reads`), never here.
+
+    watch inputs, from the informers:
+        on_node(node)                              a Node added or changed
+        on_node_deleted(name)                      a Node gone
+        on_pod(pod, now)                           a Pod added or changed
+        on_pod_deleted(uid, now)                   a Pod gone
+        on_group(group, now)                       a PodGroup (any source) added or changed
+        on_group_deleted(key)                      a PodGroup gone
+        on_budget(budget)                          a PodDisruptionBudget added or changed
+        on_budget_deleted(key)                     a PodDisruptionBudget gone
+        on_provisioning_request(request, now)      a ProvisioningRequest added or changed
+        on_provisioning_request_deleted(key)       a ProvisioningRequest gone
+        watch_broken(kind)                         a list+watch broke: commits wait
+        watch_listed(kind, now)                    listed again: the waiting commits go
+        pods_listed(uids, began, now)              a full list of pods: the unseen are gone
+    the verbs, from kube-scheduler's requests:
+        filter(pod, node_names, now, waited)       which nodes may take the pod, or wait
+        sample(uid, node_names)                    a filter call's nodes, for its Binding
+        prioritize(pod, node_names)                steer members to their slot
+        bind(namespace, name, uid, node, now)      bind now, wait for the gang, or refuse
+        bind_wait_expired(uid, waited)             the adapter stopped waiting: why
+    answers to the actions:
+        post_due(uid, node)                        post this Binding now? None, or why not
+        binding_finished(uid, node, error, now)    a Binding POST returned
+        eviction_answered(uid, refused, now)       the Eviction API let a victim go, or not
+        provisioning_served(served)                whether ProvisioningRequests are served
+        provisioning_failed(gang, name, error, now)  a ProvisioningRequest not created
+    time and output:
+        tick(now)                                  deadlines, backoffs, the queue pass
+        take_actions()                             the I/O asked for since the last call
+    """
+
     def __init__(self, core: Core | None = None) -> None:
         self._core = core = core or Core.wire()
         self._cache = core.cache
         self._ledger = core.ledger
         self._watch = WatchInput(core)
+        # What the readers take instead of the manager: the same parts, read only.
+        self.reads: Final = Reads(core)
 
     # ----- watch input ------------------------------------------------------------------
 
@@ -139,6 +161,11 @@ class GangManager:
             return reject(node_names, f"pod {pod.key} is already bound to node {pod.node_name}")
         return self._core.filter.filter(pod, node_names, now, waited)
 
+    def sample(self, uid: str, node_names: list[str] | None) -> None:
+        """The nodes of a member's filter call whose Binding the dispatcher holds for
+        that call's bind request; None when the call ends (`Staleness.sample`)."""
+        self._ledger.staleness.sample(uid, node_names)
+
     def prioritize(self, pod: PodInfo, node_names: list[str]) -> list[tuple[str, int]]:
         """Steer members to their slot (10), everything else neutral (0)."""
         known = self._cache.pods.get(pod.uid, pod)
@@ -169,15 +196,15 @@ class GangManager:
         moment, not the commit's (`Ledger.post_due`)."""
         return self._ledger.post_due(uid, node)
 
-    def eviction_done(self, uid: str, now: float) -> None:
-        """The Eviction API let a victim of a preemption go (`EvictPods.preemptor`)."""
-        self._core.preemptions.eviction_done(uid)
-
-    def eviction_refused(self, uid: str, reason: str, now: float) -> None:
-        """The Eviction API refused to let a victim of a preemption go (a
-        PodDisruptionBudget, 429; or an error): other victims are chosen, or the rest of
-        a gang already broken is evicted later (`core/preemption/leaving.py`)."""
-        self._core.preemptions.eviction_refused(uid, reason, now)
+    def eviction_answered(self, uid: str, refused: str | None, now: float) -> None:
+        """The Eviction API answered for a victim of a preemption (`EvictPods`): it let
+        the pod go (`refused` None), or refused (a PodDisruptionBudget, 429; or an
+        error), and then other victims are chosen, or the rest of a gang already broken
+        is evicted later (`core/preemption/leaving.py`)."""
+        if refused is None:
+            self._core.preemptions.eviction_done(uid)
+        else:
+            self._core.preemptions.eviction_refused(uid, refused, now)
 
     def bind_wait_expired(self, uid: str, waited: float) -> str:
         """The adapter stopped waiting for a bind's answer (its limit is below the HTTP
@@ -208,88 +235,3 @@ class GangManager:
     def take_actions(self) -> list[Action]:
         """The I/O asked for since the last call, in order."""
         return self._core.outbox.take()
-
-    # ----- read-only views --------------------------------------------------------------
-
-    def pod(self, uid: str) -> PodInfo | None:
-        return self._cache.pods.get(uid)
-
-    def group(self, key: str) -> GroupInfo | None:
-        return self._cache.groups.get(key)
-
-    def groups(self) -> list[GroupInfo]:
-        return list(self._cache.groups.values())
-
-    def group_pods(self, namespace: str, name: str,
-                   source: str = SCHEDULER_PLUGINS) -> Sequence[PodInfo]:
-        """Every pod that joins the group, finished ones included."""
-        return self._cache.group_pods(namespace, name, source)
-
-    def still_pending(self, uid: str) -> bool:
-        """Known, unbound, and with no bind waiting: a wake-up may still help it."""
-        pod = self._cache.pods.get(uid)
-        return pod is not None and not pod.node_name and uid not in self._ledger.waiting
-
-    def bind_in_flight(self, uid: str) -> bool:
-        return self._ledger.binding(uid)
-
-    def landing(self, gang: str | None, but: str | None = None) -> bool:
-        """Members `gang`'s commit let through (any gang's if None; `but` aside) are not
-        yet seen bound by the watch (the filter verb's commit wait)."""
-        return self._ledger.staleness.landing(gang, but)
-
-    def sample(self, uid: str, node_names: list[str] | None) -> None:
-        """The nodes of a member's filter call whose Binding the dispatcher holds for
-        that call's bind request; None when the call ends (`Staleness.sample`)."""
-        self._ledger.staleness.sample(uid, node_names)
-
-    def pod_landing(self, uid: str) -> bool:
-        return self._ledger.staleness.is_landing(uid)
-
-    def pod_bound(self, uid: str) -> bool:
-        """Bound as far as the extender knows: its Binding returned, or the watch said."""
-        pod = self._cache.pods.get(uid)
-        return pod is not None and bool(pod.node_name)
-
-    def queue(self) -> list[QueueRow]:
-        return self._core.queue.rows()
-
-    def reservations(self) -> tuple[ReservationView, ...]:
-        return self._ledger.views()
-
-    def binds_in_progress(self) -> list[WaitingBindView]:
-        return self._ledger.bind_views()
-
-    def gauges(self) -> Gauges:
-        return Gauges(len(self._ledger), self._ledger.slot_count(),
-                      len(self._ledger.waiting), self._core.explanations.reasons(),
-                      len(self._ledger.held()), self._ledger.held_idle())
-
-    def bindings_ahead(self, now: float) -> int:
-        """Members not yet bound of the gangs whose members are being created now and
-        that hold no reservation yet: about how many Bindings their commits will ask for
-        at once, so that the adapter can open the connections for them before
-        (scheduler/warm.py). A gang with a reservation is committing or waiting; its
-        Bindings in flight hold connections already."""
-        total = 0
-        for gang in self._core.arrivals.recent(now, _ARRIVING_SECONDS):
-            group = self._cache.groups.get(gang)
-            if group is not None and self._ledger.get(gang) is None:
-                tally = self._cache.tally(group)
-                total += tally.members - tally.bound_members
-        return total
-
-    def backoff(self, gang: str) -> Backoff | None:
-        """The gang's backoff, for the status that keeps it over a restart."""
-        return self._core.backoffs.get(gang)
-
-    def waiting_since(self, gang: str) -> float | None:
-        """When the gang began waiting for capacity, for the status that keeps it."""
-        return self._core.starvation.since(gang)
-
-    def provisioning(self, gang: str) -> ProvisioningView | None:
-        """The gang's live ProvisioningRequest, if it asked for capacity."""
-        return self._core.provisioning.view(gang)
-
-    def backoffs(self, now: float) -> list[dict[str, object]]:
-        return self._core.backoffs.view(now)

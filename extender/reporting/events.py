@@ -94,7 +94,7 @@ def quiet(st: GroupStatus) -> bool:
 class GangEvents:
     def __init__(self, recorder: EventRecorder, members: Members | None = None) -> None:
         self.recorder = recorder
-        self.members = members  # the gang manager: the pods of object-less gangs
+        self.members = members  # the gang manager's reads: the pods of object-less gangs
 
     def _group(self, group: GroupRef | GroupInfo, reason: str, message: str,
                warning: bool = False, pods_have_it: bool = False) -> None:

@@ -28,7 +28,7 @@ def observed_kinds(writer: StatusWriter) -> tuple[Kind, ...]:
         _guard(writer.observe_pod, obj)
 
     def delete_pod(manager: GangManager, key: str, now: float) -> None:
-        pod = manager.pod(key)
+        pod = manager.reads.pod(key)
         PODS.delete(manager, key, now)
         writer.pod_deleted(key, pod)
 

@@ -6,7 +6,6 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from extender.core.manager import GangManager
 from extender.core.model.types import SCHEDULER_PLUGINS
 from extender.core.model.vocabulary import (
     GangBound,
@@ -16,6 +15,7 @@ from extender.core.model.vocabulary import (
     Report,
     StatusChanged,
 )
+from extender.core.reads import Reads
 from extender.deprecated import METRICS
 
 _LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1,
@@ -198,9 +198,9 @@ class Metrics:
     def on_commit_wait(self, landed: bool, seconds: float) -> None:
         self.commit_waits.labels("landed" if landed else "timed_out").observe(seconds)
 
-    def refresh(self, manager: GangManager) -> None:
+    def refresh(self, reads: Reads) -> None:
         """Gauges are read at scrape time, never kept in step by hand."""
-        gauges = manager.gauges()
+        gauges = reads.gauges()
         if self.status_counts is not None:
             counts = self.status_counts()
         else:  # no status writer: the gang manager's reasons alone

@@ -35,7 +35,6 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from extender.core.manager import GangManager
 from extender.core.model.phase import (
     PENDING,
     GroupStatus,
@@ -45,6 +44,7 @@ from extender.core.model.phase import (
 from extender.core.model.types import SCHEDULER_PLUGINS, WORKLOAD_API, GroupInfo, PodInfo, gang_key
 from extender.core.model.upstream_status import Disruption, disruptions
 from extender.core.model.vocabulary import Decision, Preempting, Report, StatusChanged
+from extender.core.reads import Reads
 from extender.kube.client import PODGROUP_PATH, ApiError
 from extender.reporting import upstream
 from extender.reporting.events import GangEvents, quiet
@@ -79,14 +79,14 @@ def _scheduled_reason(status: dict[str, Any]) -> str:
 class StatusWriter:
     def __init__(
         self,
-        manager: GangManager,
+        reads: Reads,
         kube: StatusApi | None,
         clock: Callable[[], float] = time.time,
         config: StatusConfig | None = None,
         events: GangEvents | None = None,
         on_write: Callable[[str], None] | None = None,
     ) -> None:
-        self.manager = manager
+        self.reads = reads  # the gang manager's read model: the writer only looks
         self.kube = kube
         self.clock = clock
         self.config = config or StatusConfig()
@@ -148,7 +148,7 @@ class StatusWriter:
     def observe_pod(self, obj: dict[str, Any]) -> None:
         uid = str((obj.get("metadata") or {}).get("uid", ""))
         # As the gang manager applied it: its gang decided.
-        self.dirty.update(self.pods.observe(obj, self.manager.pod(uid)))
+        self.dirty.update(self.pods.observe(obj, self.reads.pod(uid)))
 
     def pod_deleted(self, uid: str, pod: PodInfo | None) -> None:
         named = self.pods.deleted(uid)
@@ -188,16 +188,16 @@ class StatusWriter:
         rec = self.groups.get(group.key)
         written = rec.written if rec is not None else None
         base = written if written is not None else (rec.observed if rec is not None else {})
-        pods = self.manager.group_pods(group.namespace, group.name, group.source)
+        pods = self.reads.group_pods(group.namespace, group.name, group.source)
         decision = self._decisions.get(group.key)
         owners: Iterable[tuple[str, ...]] = (self.pods.owners.get(p.uid, ()) for p in pods)
-        bo = self.manager.backoff(group.key)
+        bo = self.reads.backoff(group.key)
         return compute_status(
             group, pods, decision, now,
             retry_limit_reached=decision is not None and decision.retry_limit_reached,
             previous=Previous.from_k8s(base), owners=owners,
             requeue=(bo.attempts, bo.until) if bo is not None and bo.attempts else None,
-            waiting_since=self.manager.waiting_since(group.key),
+            waiting_since=self.reads.waiting_since(group.key),
         )
 
     def _transition(self, group: GroupInfo, rec: GroupRecord, st: GroupStatus) -> None:
@@ -229,7 +229,7 @@ class StatusWriter:
         out: list[tuple[GroupInfo, dict[str, Any]]] = []
         keep: set[str] = set()
         for key in keys:
-            group = self.manager.group(key)
+            group = self.reads.group(key)
             if group is None:
                 self._drop(key)  # a Kueue group goes with its last pod
                 continue
@@ -265,7 +265,7 @@ class StatusWriter:
             doc = st.to_k8s()
             if group.source != SCHEDULER_PLUGINS:
                 rec.observed = doc  # never written: what was computed is the previous
-                if disruption is not None and upstream.evicted(self.manager, disruption, rec):
+                if disruption is not None and upstream.evicted(self.reads, disruption, rec):
                     del self._disrupted[key]  # evicted and said: placed again, it ends
                     disruption = None
                 up = (upstream.doc(rec, st, disruption, upstream.api_version(group), now)

@@ -16,11 +16,11 @@ def _waiting(writer: StatusWriter, key: str) -> bool:
 
 def status_debug(writer: StatusWriter, now: float) -> dict[str, Any]:
     """Every PodGroup in queue order with its computed status and write state."""
-    manager = writer.manager
-    waiting = [row.gang for row in manager.queue() if _waiting(writer, row.gang)]
+    reads = writer.reads
+    waiting = [row.gang for row in reads.queue() if _waiting(writer, row.gang)]
     order = {gang: i for i, gang in enumerate(waiting)}
     groups = []
-    for group in sorted(manager.groups(),
+    for group in sorted(reads.groups(),
                         key=lambda g: (order.get(g.key, len(order)), g.key)):
         key = group.key
         rec = writer.groups.get(key)

@@ -16,7 +16,6 @@ from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
-from extender.core.manager import GangManager
 from extender.core.model.phase import GroupStatus, Previous
 from extender.core.model.types import GroupInfo
 from extender.core.model.upstream_status import (
@@ -25,6 +24,7 @@ from extender.core.model.upstream_status import (
     differs,
     upstream_conditions,
 )
+from extender.core.reads import Reads
 from extender.kube.source_kinds import group_api_version
 from extender.reporting.status_records import EMPTY_JSON, GroupRecord, compact_json
 
@@ -69,10 +69,10 @@ def doc(rec: GroupRecord, st: GroupStatus, disruption: Disruption | None, api_ve
     return {"conditions": [c.to_k8s() for c in conds]}
 
 
-def evicted(manager: GangManager, d: Disruption, rec: GroupRecord) -> bool:
+def evicted(reads: Reads, d: Disruption, rec: GroupRecord) -> bool:
     """Every member the preemption evicts is gone (or going), and the API shows (or this
     process set) DisruptionTarget True: from then on the gang placed again ends it."""
-    gone = all((p := manager.pod(u)) is None or p.deleting or not p.node_name
+    gone = all((p := reads.pod(u)) is None or p.deleting or not p.node_name
                for u in d.pods)
     return gone and shown(rec).get("DisruptionTarget", {}).get("status") == "True"
 

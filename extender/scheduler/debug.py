@@ -16,10 +16,10 @@ import orjson
 from fastapi import FastAPI
 from fastapi.responses import Response
 
-from extender.core.manager import GangManager
 from extender.core.model.phase import rfc3339
 from extender.core.model.types import split_gang_key
 from extender.core.model.vocabulary import QueueRow
+from extender.core.reads import Reads
 from extender.deprecated import with_old_keys
 from extender.kube.recorder import EventRecorder
 from extender.reporting.status import StatusWriter
@@ -36,11 +36,11 @@ def _queue_row(row: QueueRow) -> dict[str, object]:
 
 
 def gangs_view(dispatcher: Dispatcher) -> dict[str, Any]:
-    manager = dispatcher.manager
+    reads = dispatcher.manager.reads
     now = dispatcher.clock()
-    binds = manager.binds_in_progress()
+    binds = reads.binds_in_progress()
     return with_old_keys({
-        "queue": [_queue_row(r) for r in manager.queue()],
+        "queue": [_queue_row(r) for r in reads.queue()],
         "reservations": [
             {"gang": r.gang, "created": r.created,
              "deadline": None if r.held else r.deadline,
@@ -48,11 +48,11 @@ def gangs_view(dispatcher: Dispatcher) -> dict[str, Any]:
              "domain": r.domain,
              "slots": [{"pod": s.pod.key, "node": s.node, "requests": dict(s.requests)}
                        for s in r.slots]}
-            for r in manager.reservations()
+            for r in reads.reservations()
         ],
         "waitingBinds": [{"pod": b.pod, "node": b.node} for b in binds if not b.in_flight],
         "bindingsInFlight": [{"pod": b.pod, "node": b.node} for b in binds if b.in_flight],
-        "backoff": manager.backoffs(now),
+        "backoff": reads.backoffs(now),
         "filterWaits": dispatcher.filter_waits(),
         "leader": dispatcher.leader.view(),
     })
@@ -66,7 +66,7 @@ def install_gangs_route(app: FastAPI, dispatcher: Dispatcher) -> None:
 
 
 def podgroups_view(writer: StatusWriter, recorder: EventRecorder | None,
-                   manager: GangManager, now: float) -> dict[str, Any]:
+                   reads: Reads, now: float) -> dict[str, Any]:
     """Every PodGroup in queue order with its computed status and write state, the
     reservations (nodes, slots, deadline), the binds waiting at the permit barrier and
     the event sink."""
@@ -77,13 +77,13 @@ def podgroups_view(writer: StatusWriter, recorder: EventRecorder | None,
          "created": rfc3339(r.created),
          "deadline": None if r.held else rfc3339(r.deadline),
          "secondsLeft": None if r.held else round(r.deadline - now, 3), "held": r.held}
-        for r in manager.reservations()
+        for r in reads.reservations()
     ]
     body["waitingBinds"] = [
         {"pod": b.pod, "gang": b.gang, "node": b.node,
          "deadline": rfc3339(b.deadline) if b.deadline is not None else None,
          "secondsLeft": round(b.deadline - now, 3) if b.deadline is not None else None}
-        for b in manager.binds_in_progress() if not b.in_flight
+        for b in reads.binds_in_progress() if not b.in_flight
     ]
     body["events"] = recorder.debug() if recorder is not None else None
     return with_old_keys(body)
@@ -92,7 +92,7 @@ def podgroups_view(writer: StatusWriter, recorder: EventRecorder | None,
 def install_podgroups_route(app: FastAPI, writer: StatusWriter, recorder: EventRecorder | None,
                             clock: Callable[[], float]) -> None:
     async def debug_podgroups() -> Response:
-        body = podgroups_view(writer, recorder, writer.manager, clock())
+        body = podgroups_view(writer, recorder, writer.reads, clock())
         return Response(orjson.dumps(body), media_type="application/json")
 
     app.add_api_route("/debug/podgroups", debug_podgroups, methods=["GET"])

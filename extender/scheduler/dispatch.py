@@ -191,10 +191,7 @@ class Dispatcher:
 
     def _eviction_answer(self, uid: str, error: str | None) -> None:
         """What the Eviction API said about a preemption's victim, told to the manager."""
-        if error is None:
-            self.manager.eviction_done(uid, self.clock())
-        else:
-            self.manager.eviction_refused(uid, error, self.clock())
+        self.manager.eviction_answered(uid, error, self.clock())
         self.drain()
 
     def _post_due(self, uid: str, node: str) -> str | None:
@@ -236,7 +233,7 @@ class Dispatcher:
         deadline = time.monotonic() + timeout
         self.held.release_all()
         while True:
-            left = sum(1 for b in self.manager.binds_in_progress() if b.in_flight)
+            left = sum(1 for b in self.manager.reads.binds_in_progress() if b.in_flight)
             if not left or time.monotonic() >= deadline:
                 return left
             await asyncio.sleep(0.05)
@@ -290,7 +287,7 @@ class Dispatcher:
             return await asyncio.wait_for(asyncio.shield(answer), timeout=limit)
         except TimeoutError:
             message = self.manager.bind_wait_expired(uid, limit)
-            if not self.manager.bind_in_flight(uid):
+            if not self.manager.reads.bind_in_flight(uid):
                 self._answers.pop(uid, None)
             return message
 

@@ -16,17 +16,24 @@ from extender.core.model.types import PodInfo
 from extender.core.model.vocabulary import FilterResult
 
 
-class FilterManager(Protocol):
-    """What the waits ask the gang manager (`GangManager`)."""
-
-    def filter(self, pod: PodInfo, node_names: list[str], now: float,
-               waited: float = 0.0) -> FilterResult: ...
+class FilterReads(Protocol):
+    """What the waits read of the core (`Reads`): whether a commit has landed."""
 
     def landing(self, gang: str | None, but: str | None = None) -> bool: ...
 
     def pod_landing(self, uid: str) -> bool: ...
 
     def pod_bound(self, uid: str) -> bool: ...
+
+
+class FilterManager(Protocol):
+    """What the waits tell and ask the gang manager (`GangManager`)."""
+
+    @property
+    def reads(self) -> FilterReads: ...
+
+    def filter(self, pod: PodInfo, node_names: list[str], now: float,
+               waited: float = 0.0) -> FilterResult: ...
 
     def sample(self, uid: str, node_names: list[str] | None) -> None: ...
 
@@ -51,6 +58,7 @@ class FilterVerb:
         on_commit_wait: Callable[[bool, float], None] | None = None,
     ) -> None:
         self.manager = manager
+        self.reads = manager.reads
         self.clock = clock
         # Carry out what the manager asked for. A Binding of a pod whose filter call is
         # in progress here (`in_call`) is held by the dispatcher until kube-scheduler's
@@ -134,14 +142,14 @@ class FilterVerb:
                 # earlier with its Binding still queued) binds this member too, once
                 # kube-scheduler asks (`HeldBindings.hold`).
                 await self._commit(pod, but=pod.uid)
-            elif not (self.manager.pod_landing(pod.uid) or self.manager.pod_bound(pod.uid)):
+            elif not (self.reads.pod_landing(pod.uid) or self.reads.pod_bound(pod.uid)):
                 # A member kube-scheduler binds itself, through the bind verb.
                 await self._commit(pod)
             # (A member whose own Binding is already sent, or that is bound, is
             # answered at once: kube-scheduler must assume it before its informer sees
             # it bound, and a call held meanwhile would fail at assume.)
         elif waiting and not result.nodes and (
-                self.manager.pod_bound(pod.uid) or self.manager.pod_landing(pod.uid)):
+                self.reads.pod_bound(pod.uid) or self.reads.pod_landing(pod.uid)):
             # Bound, or being bound, on a node kube-scheduler did not pass (not in its
             # sample of a large cluster, or ruled out by its own stale view): this cycle
             # fails whatever the answer. Its next pops would be the other members the
@@ -164,13 +172,13 @@ class FilterVerb:
         not only the caller's: on a loaded control plane the tick commits the next
         gangs while the call waits, and their members come next in kube-scheduler's
         queue (docs/performance.md, "The commit wait")."""
-        if not self.manager.landing(None, but):
+        if not self.reads.landing(None, but):
             return
         start = self.clock()
         deadline = start + self.commit_wait
         self._waits[pod.uid] = (pod.key, start, "commit")
         try:
-            while (landing := self.manager.landing(None, but)) and (
+            while (landing := self.reads.landing(None, but)) and (
                     left := deadline - self.clock()) > 0:
                 await self._next_change(left)
         finally:

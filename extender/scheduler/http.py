@@ -27,9 +27,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from extender.core.manager import GangManager
 from extender.core.model.convert import pod_from_k8s
 from extender.core.model.types import PodInfo
+from extender.core.reads import Reads
 from extender.reporting.metrics import Metrics
 from extender.scheduler.debug import install_gangs_route
 from extender.scheduler.dispatch import Dispatcher
@@ -148,7 +148,7 @@ class Verbs:
             return 200, orjson.dumps({"NodeNames": None, "Nodes": None, "FailedNodes": {},
                                       "FailedAndUnresolvableNodes": {}, "Error": refused})
         try:
-            args, pod, names = _extender_args(await read(), self.manager.pod)
+            args, pod, names = _extender_args(await read(), self.manager.reads.pod)
         except (ValueError, ValidationError) as exc:
             self._observe("filter", start, "error")
             return 200, orjson.dumps({"NodeNames": None, "Nodes": None, "FailedNodes": {},
@@ -178,7 +178,7 @@ class Verbs:
             # the filter call before it has already failed with the same message.
             return 200, orjson.dumps({"Error": refused})
         try:
-            _, pod, names = _extender_args(await read(), self.manager.pod)
+            _, pod, names = _extender_args(await read(), self.manager.reads.pod)
         except (ValueError, ValidationError) as exc:
             self._observe("prioritize", start, "error")
             return 400, orjson.dumps({"Error": _describe(exc)})
@@ -208,7 +208,7 @@ Health = Callable[[], str | None]
 class MetricsEndpoint:
     """/metrics with a concurrency limit.
 
-    The gauges are refreshed on the loop (they read the gang manager), and the text is
+    The gauges are refreshed on the loop (they read the gang manager's `Reads`), and the text is
     rendered in a worker thread, so a large exposition does not hold the loop. One scrape
     refreshes and renders at a time (a second refresh would clear gauge families under a
     rendering); up to `limit` scrapes may be in progress, waiting their turn, and any
@@ -219,18 +219,18 @@ class MetricsEndpoint:
     serve the same gauges, so they share the turn and the limit.
     """
 
-    def __init__(self, manager: GangManager, m: Metrics,
+    def __init__(self, reads: Reads, m: Metrics,
                  limit: int = METRICS_MAX_CONCURRENT) -> None:
-        self.manager, self.m, self.limit = manager, m, limit
+        self.reads, self.m, self.limit = reads, m, limit
         self.in_progress = 0
         self._turn = asyncio.Lock()
 
     @classmethod
-    def for_metrics(cls, manager: GangManager, m: Metrics,
+    def for_metrics(cls, reads: Reads, m: Metrics,
                     limit: int = METRICS_MAX_CONCURRENT) -> MetricsEndpoint:
         endpoint = _ENDPOINTS.get(m)
-        if endpoint is None or endpoint.manager is not manager:
-            endpoint = _ENDPOINTS[m] = cls(manager, m, limit)
+        if endpoint is None or endpoint.reads is not reads:
+            endpoint = _ENDPOINTS[m] = cls(reads, m, limit)
         return endpoint
 
     async def __call__(self) -> Response:
@@ -241,7 +241,7 @@ class MetricsEndpoint:
         self.in_progress += 1
         try:
             async with self._turn:
-                self.m.refresh(self.manager)
+                self.m.refresh(self.reads)
                 body = await asyncio.to_thread(generate_latest, self.m.registry)
         finally:
             self.in_progress -= 1
@@ -251,7 +251,7 @@ class MetricsEndpoint:
 _ENDPOINTS: weakref.WeakKeyDictionary[Metrics, MetricsEndpoint] = weakref.WeakKeyDictionary()
 
 
-def _add_probes_and_metrics(app: FastAPI, manager: GangManager, m: Metrics, ready: Any,
+def _add_probes_and_metrics(app: FastAPI, reads: Reads, m: Metrics, ready: Any,
                             health: Health | None,
                             metrics_limit: int = METRICS_MAX_CONCURRENT) -> None:
     @app.get("/healthz")
@@ -268,11 +268,11 @@ def _add_probes_and_metrics(app: FastAPI, manager: GangManager, m: Metrics, read
             return Response("ok", media_type="text/plain")
         return Response("watches not synced yet", status_code=503, media_type="text/plain")
 
-    app.add_api_route("/metrics", MetricsEndpoint.for_metrics(manager, m, metrics_limit),
+    app.add_api_route("/metrics", MetricsEndpoint.for_metrics(reads, m, metrics_limit),
                       methods=["GET"])
 
 
-def create_metrics_app(manager: GangManager, metrics: Metrics, ready: Any = None,
+def create_metrics_app(reads: Reads, metrics: Metrics, ready: Any = None,
                        health: Health | None = None,
                        metrics_limit: int = METRICS_MAX_CONCURRENT) -> FastAPI:
     """Only /metrics and the probes, for an address reachable from outside the pod: the
@@ -280,7 +280,7 @@ def create_metrics_app(manager: GangManager, metrics: Metrics, ready: Any = None
     stay on the loopback listener."""
     app = FastAPI(title="gang-extender metrics", docs_url=None, redoc_url=None,
                   openapi_url=None)
-    _add_probes_and_metrics(app, manager, metrics, ready, health, metrics_limit)
+    _add_probes_and_metrics(app, reads, metrics, ready, health, metrics_limit)
     return app
 
 
@@ -315,7 +315,7 @@ def create_app(
     async def bind(request: Request) -> Response:
         return reply(await verbs.bind(lambda: _read(request)))
 
-    _add_probes_and_metrics(app, dispatcher.manager, m, ready, health)
+    _add_probes_and_metrics(app, dispatcher.manager.reads, m, ready, health)
     install_gangs_route(app, dispatcher)
     return app
 

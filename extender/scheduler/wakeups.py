@@ -10,8 +10,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from extender.core.manager import GangManager
 from extender.core.model.vocabulary import PodRef, WakePods
+from extender.core.reads import Reads
 from extender.kube.client import ApiError
 from extender.scheduler.supervise import LoopErrors
 
@@ -36,14 +36,14 @@ class WakeConfig:
 class Wakeups:
     def __init__(
         self,
-        manager: GangManager,
+        reads: Reads,
         kube: PatchApi | None,
         clock: Callable[[], float],
         config: WakeConfig | None = None,
         on_wake: Callable[[], None] | None = None,
         loop_errors: LoopErrors | None = None,
     ) -> None:
-        self.manager = manager
+        self.reads = reads  # whether a pod still waits: the wake-ups only look
         self.kube = kube
         self.clock = clock
         self.config = config or WakeConfig()
@@ -80,7 +80,7 @@ class Wakeups:
 
     async def _turn(self, pod: PodRef, reason: str) -> bool:
         """One queued pod: woken now (True), later, or not at all."""
-        if not self.manager.still_pending(pod.uid):
+        if not self.reads.still_pending(pod.uid):
             return False  # placed or gone meanwhile: nothing to wake
         now = self.clock()
         last = self._woken_at.get(pod, 0.0)

@@ -40,7 +40,7 @@ class WarmStats:
 
 class ConnectionWarmer:
     """`warm(n)` opens connections until `n` are idle (`Kube.warm`); `ahead(now)` says how
-    many Bindings are about to be asked for (`GangManager.bindings_ahead`); `limit` is the
+    many Bindings are about to be asked for (`Reads.bindings_ahead`); `limit` is the
     Binding concurrency, more than which are never in flight."""
 
     def __init__(self, warm: Warm, ahead: Callable[[float], int], limit: int,

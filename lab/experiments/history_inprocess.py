@@ -152,7 +152,7 @@ async def _measure(groups: int, per: int, by_watch: bool, freeze_every: int
                    ) -> dict[str, Any]:
     api = FakeApi(groups, per, by_watch=by_watch)
     manager = GangManager()
-    writer = StatusWriter(manager, None, time.time)
+    writer = StatusWriter(manager.reads, None, time.time)
     informer = Informer(api, manager, time.time,  # type: ignore[arg-type]
                         lambda: None, kinds=observed_kinds(writer), freeze_every=freeze_every)
     base = rss_mib()

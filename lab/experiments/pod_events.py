@@ -91,7 +91,7 @@ def informer() -> tuple[Informer, Callable[[], None]]:
     """An informer wired as the CLI wires it (no API access: it is fed by hand)."""
     clock = time.time
     ext = extender(clock, Timings(), Plans())
-    status = StatusWriter(ext.manager, None, clock)
+    status = StatusWriter(ext.manager.reads, None, clock)
     inf = Informer(None, ext.manager, clock, ext.dispatcher.cache_changed,  # type: ignore[arg-type]
                    kinds=observed_kinds(status))
     for i in range(NODES):

@@ -32,9 +32,9 @@ def podgroup(status: dict[str, Any] | None, min_member: int = 2, name: str = "g"
 
 def written(sim: SimScheduler, gang: str = GANG) -> GroupStatus:
     """The status the writer computes now, told what the gang manager reported."""
-    group_now = sim.manager.group(gang)
+    group_now = sim.manager.reads.group(gang)
     assert group_now is not None
-    writer = StatusWriter(sim.manager, None)
+    writer = StatusWriter(sim.manager.reads, None)
     for action in sim.actions:
         if isinstance(action, StatusChanged):
             writer.on_report(action)
@@ -47,6 +47,6 @@ def recorded(sim: SimScheduler, gang: str = GANG) -> GroupInfo:
     """The PodGroup as a restarted extender lists it: the status written, through JSON,
     read back by the converter."""
     doc = orjson.loads(orjson.dumps(written(sim, gang).to_k8s()))
-    group_now = sim.manager.group(gang)
+    group_now = sim.manager.reads.group(gang)
     assert group_now is not None
     return group_from_k8s(podgroup(doc, group_now.min_member, group_now.name))

@@ -1,4 +1,4 @@
-"""`GangManager.bindings_ahead`: how many Bindings the commits of the gangs being created
+"""`Reads.bindings_ahead`: how many Bindings the commits of the gangs being created
 now will ask for, which the adapter opens connections for ahead of them
 (scheduler/warm.py). It must count only what is still to come: a gang that is already
 committing holds its connections, and one that stopped arriving is not about to commit."""
@@ -26,19 +26,19 @@ def test_members_of_a_gang_being_created_count_until_it_is_planned() -> None:
     members = [pod(f"big-{i}", "big", creation=sim.now) for i in range(40)]
     for p in members[:25]:
         sim.add_pod(p)
-    assert sim.manager.bindings_ahead(sim.now) == 25  # those that exist, none bound
+    assert sim.manager.reads.bindings_ahead(sim.now) == 25  # those that exist, none bound
     for p in members[25:]:
         sim.add_pod(p)
-    assert sim.manager.bindings_ahead(sim.now) == 40
+    assert sim.manager.reads.bindings_ahead(sim.now) == 40
     sim.now += 0.2
     sim.manager.tick(sim.now)
     commit = [a for a in sim.manager.take_actions() if isinstance(a, BindPod)]
     assert len(commit) == 40
     # Committing: its Bindings hold their own connections.
-    assert sim.manager.bindings_ahead(sim.now) == 0
+    assert sim.manager.reads.bindings_ahead(sim.now) == 0
     for a in commit:
         sim.manager.binding_finished(a.pod.uid, a.node, None, sim.now)
-    assert sim.manager.bindings_ahead(sim.now) == 0
+    assert sim.manager.reads.bindings_ahead(sim.now) == 0
 
 
 def test_gangs_that_stopped_arriving_bound_members_and_groupless_pods_do_not_count() -> None:
@@ -47,7 +47,7 @@ def test_gangs_that_stopped_arriving_bound_members_and_groupless_pods_do_not_cou
     for i in range(3):  # waits for members that never come
         sim.add_pod(pod(f"old-{i}", "old", creation=sim.now))
     sim.now += 6.0  # past the arriving window
-    assert sim.manager.bindings_ahead(sim.now) == 0
+    assert sim.manager.reads.bindings_ahead(sim.now) == 0
 
     sim.add_group(group("fresh", 4))
     fresh = [pod(f"fresh-{i}", "fresh", creation=sim.now) for i in range(3)]
@@ -58,4 +58,4 @@ def test_gangs_that_stopped_arriving_bound_members_and_groupless_pods_do_not_cou
                                     node_name="n0"))
     # Members of a gang whose PodGroup does not exist yet cannot be committed.
     sim.add_pod(pod("orphan-0", "orphan", creation=sim.now))
-    assert sim.manager.bindings_ahead(sim.now) == 3
+    assert sim.manager.reads.bindings_ahead(sim.now) == 3

@@ -464,7 +464,7 @@ class CommitModel(RuleBasedStateMachine):
         if self.now < self.waiting[uid]:
             return
         self.manager.bind_wait_expired(uid, 2)
-        if not self.manager.bind_in_flight(uid):
+        if not self.manager.reads.bind_in_flight(uid):
             del self.waiting[uid]
         self._take()
 
@@ -567,7 +567,7 @@ class CommitModel(RuleBasedStateMachine):
         409 only confirms."""
         if not post.committed or post.gang is None:
             return False
-        known = self.manager.pod(post.uid)
+        known = self.manager.reads.pod(post.uid)
         if known is not None and known.node_name == post.node:
             return False
         return self.core_groups.get(post.gang.split("/", 1)[1]) != post.group_uid
@@ -591,7 +591,7 @@ class CommitModel(RuleBasedStateMachine):
                         del self.pods[ref.uid]
                         self.watches["pods"].emit(("delete", ref.uid))
                     if a.preemptor is not None:
-                        self.manager.eviction_done(ref.uid, self.now)
+                        self.manager.eviction_answered(ref.uid, None, self.now)
             if not actions:
                 actions = self.manager.take_actions()
 
@@ -628,12 +628,12 @@ class CommitModel(RuleBasedStateMachine):
         name = a.gang.split("/", 1)[1] if a.gang else None
         committed = a.gang is not None and any(
             r.gang == a.gang and any(s.pod.uid == uid for s in r.slots)
-            for r in self.manager.reservations())
+            for r in self.manager.reads.reservations())
         if committed and "released" in self.CHECKS:
             assert name in self.core_groups, (
                 f"Binding of {uid} decided for gang {a.gang}, whose PodGroup the core "
                 f"was told is gone")
-        pod = self.pods.get(uid) or self.manager.pod(uid)
+        pod = self.pods.get(uid) or self.manager.reads.pod(uid)
         requests: Resources = dict(pod.requests) if pod is not None else {}
         self.posts[uid] = Post(uid, a.node, a.gang,
                                self.core_groups.get(name) if name else None, committed,
@@ -715,7 +715,7 @@ class CommitModel(RuleBasedStateMachine):
         if "stuck" in self.CHECKS:
             left = sorted(uid for uid, _, flying in self.core.ledger.binds() if flying)
             assert not left, f"Bindings still in flight after the model drained: {left}"
-            assert not [b for b in self.manager.binds_in_progress() if b.in_flight]
+            assert not [b for b in self.manager.reads.binds_in_progress() if b.in_flight]
         if "phantom" in self.CHECKS:
             extra = sorted(set(self.core.cache.pods) - set(self.pods))
             assert not extra, f"pods the core holds after a relist that the API has not: {extra}"
@@ -730,7 +730,7 @@ class CommitModel(RuleBasedStateMachine):
         for bound in self.pods.values():
             if bound.node_name:
                 add(charged[bound.node_name], bound.requests)
-        for res in self.manager.reservations():
+        for res in self.manager.reads.reservations():
             for slot in res.slots:
                 add(charged[slot.node], slot.requests)
         for name, info in self.nodes.items():
@@ -993,7 +993,7 @@ def test_a_lowered_min_member_keeps_the_bindings_in_flight_charged() -> None:
     sim, pods, flying = committed_three()
     sim.manager.binding_finished(pods[0].uid, flying[pods[0].uid], None, sim.now)
     sim.manager.on_group(group("g", 1), sim.now)
-    assert not sim.manager.reservations()  # the quorum of 1 is bound
+    assert not sim.manager.reads.reservations()  # the quorum of 1 is bound
     target = flying[pods[1].uid]
     assert sim.core.cache.free[target]["cpu"] == 2000
     assert plain_bind(sim, target).outcome is BindOutcome.ERROR
@@ -1016,7 +1016,7 @@ def test_a_commit_held_by_a_broken_watch_waits_for_the_new_watch() -> None:
     sim.now += 1
     sim.manager.tick(sim.now)
     assert not [a for a in sim.manager.take_actions() if isinstance(a, BindPod)]
-    [res] = sim.manager.reservations()
+    [res] = sim.manager.reads.reservations()
     reserved = res.slots[0].node
     # The relist (it shows the member, not yet the neighbour), then the new watch.
     sim.manager.on_pod(member, sim.now)

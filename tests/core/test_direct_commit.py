@@ -83,12 +83,12 @@ def test_a_complete_reserved_gang_is_bound_without_a_bind_request_of_any_member(
     out = taken(sim)
     assert set(binds(out)) == {p.uid for p in pods}  # one batch, all three in flight
     assert not sim.held  # no member asked to be bound
-    res = sim.manager.reservations()[0]
+    res = sim.manager.reads.reservations()[0]
     assert {s.pod.uid: s.node for s in res.slots} == binds(out)  # the reserved nodes
     for uid, n in binds(out).items():
         sim.manager.binding_finished(uid, n, None, sim.now)
     sim.drain()
-    assert len(sim.bound("g")) == 3 and not sim.manager.reservations()
+    assert len(sim.bound("g")) == 3 and not sim.manager.reads.reservations()
 
 
 def test_the_first_members_filter_call_commits_the_whole_gang_and_gets_its_node() -> None:
@@ -105,7 +105,7 @@ def test_off_every_member_waits_at_the_barrier_as_before() -> None:
     sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30, direct_commit=False)))
     arrived(sim)
     run_pass(sim)
-    assert sim.manager.reservations() and not binds(taken(sim))
+    assert sim.manager.reads.reservations() and not binds(taken(sim))
 
 
 def test_members_with_volumes_or_claims_wait_at_the_barrier_and_the_rest_commit_with_them(
@@ -116,7 +116,7 @@ def test_members_with_volumes_or_claims_wait_at_the_barrier_and_the_rest_commit_
     for p in pods:
         sim.add_pod(p)
     run_pass(sim)
-    assert sim.manager.reservations() and not binds(taken(sim))  # waits for pods[1]
+    assert sim.manager.reads.reservations() and not binds(taken(sim))  # waits for pods[1]
     # kube-scheduler's cycle for the PVC member: filter, then bind, which commits all.
     target = sim.manager.filter(pods[1], sim.feasible(pods[1]), sim.now).nodes[0]
     assert sim.manager.bind("ns", "g-1", pods[1].uid, target, sim.now).outcome is (
@@ -208,10 +208,10 @@ def test_a_held_reservation_is_never_committed() -> None:
     run_pass(sim)
     out = taken(sim)
     assert [a for a in out if isinstance(a, EvictPods)]  # the victim is asked to leave
-    [res] = sim.manager.reservations()
+    [res] = sim.manager.reads.reservations()
     assert res.held and not binds(out)
     sim.add_group(group("g", 2))  # its status write coming back: the group is looked at
-    sim.manager.eviction_done(victim.uid, sim.now)
+    sim.manager.eviction_answered(victim.uid, None, sim.now)
     run_pass(sim)
     assert not binds(taken(sim))  # still held: the victim's capacity is still taken
     sim.manager.on_pod_deleted(victim.uid, sim.now)
@@ -231,7 +231,7 @@ def test_a_lost_node_moves_the_slot_before_the_commit_binds_anything() -> None:
     for p in pods:
         sim.add_pod(p)
     sim.tick(1)
-    [res] = sim.manager.reservations()
+    [res] = sim.manager.reads.reservations()
     slots = {s.pod.uid: s.node for s in res.slots}
     squeezed = slots[pods[1].uid]
     sim.bind_foreign(pod("intruder", cpu=1000, scheduler_name="default-scheduler"), squeezed)
@@ -268,7 +268,7 @@ def test_a_node_the_commit_just_filled_is_checked_for_plain_pods_and_extras() ->
     sim, pods, out = committed(nodes=1, members=4, cpu=2000)
     for uid, where in out.items():  # all four land on n0, 8000m of 8000m
         sim.manager.binding_finished(uid, where, None, sim.now)
-    assert not sim.manager.reservations()  # the quorum is bound: n0 holds no slot
+    assert not sim.manager.reads.reservations()  # the quorum is bound: n0 holds no slot
     plain = sim.add_pod(pod("plain", cpu=1000))
     result = sim.manager.filter(plain, ["n0"], sim.now)
     assert result.nodes == [] and "n0 is full" in result.unresolvable["n0"]
@@ -369,27 +369,27 @@ def test_no_direct_commit_while_the_pod_watch_is_broken() -> None:
         sim.add_pod(p)
     run_pass(sim)
     assert not binds(taken(sim))
-    assert sim.manager.reservations()  # planned and reserved, only the commit waits
+    assert sim.manager.reads.reservations()  # planned and reserved, only the commit waits
     sim.manager.watch_listed("pods", sim.now)
     assert set(binds(taken(sim))) == {p.uid for p in pods}
 
 
 def test_committed_members_are_landing_until_the_watch_delivers_them_bound() -> None:
-    """What the filter verb's commit wait asks (`GangManager.landing`): a Binding's own
+    """What the filter verb's commit wait asks (`Reads.landing`): a Binding's own
     answer is not enough, since kube-scheduler learns of the pod only from its watch;
     a failed Binding or a deleted pod never comes back bound, so it ends too."""
     sim, pods, flying = committed(members=4)
-    assert sim.manager.landing("ns/g")
+    assert sim.manager.reads.landing("ns/g")
     for p in pods[:3]:  # every Binding answered: three bound, one refused
         sim.manager.binding_finished(p.uid, flying[p.uid], None, sim.now)
     sim.manager.binding_finished(pods[3].uid, flying[pods[3].uid], "refused", sim.now)
-    assert sim.manager.landing("ns/g")  # bound, but the watch has not said so
+    assert sim.manager.reads.landing("ns/g")  # bound, but the watch has not said so
     sim.add_pod(dataclasses.replace(pods[0], node_name=flying[pods[0].uid]))
     sim.add_pod(dataclasses.replace(pods[1], node_name=flying[pods[1].uid]))
-    assert sim.manager.landing("ns/g")
+    assert sim.manager.reads.landing("ns/g")
     sim.delete(pods[2].uid)  # deleted before its bound copy arrived
-    assert not sim.manager.landing("ns/g")
-    assert not sim.manager.landing("ns/other")
+    assert not sim.manager.reads.landing("ns/g")
+    assert not sim.manager.reads.landing("ns/other")
 
 
 def planned_node(tick: bool) -> str:

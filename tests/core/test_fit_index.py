@@ -214,7 +214,7 @@ def test_a_gangs_indexes_are_built_when_its_members_arrive_not_when_it_is_planne
     index = manager._core.cache.fit_index
     rooms = index._views[next(iter(index._views))].rooms
     assert set(rooms) == {("zone",)}
-    res = manager.filter(manager.pod("g0") or PodInfo("x", "ml", "x", {}), ["n0", "n1", "n2",
+    res = manager.filter(manager.reads.pod("g0") or PodInfo("x", "ml", "x", {}), ["n0", "n1", "n2",
                                                                           "n3"], 0.0)
     assert res.nodes and builds == ["view"]  # planned without building anything
     # A full index is not made room for: the plan builds what it needs, as before.

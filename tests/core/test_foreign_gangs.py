@@ -28,7 +28,7 @@ def test_a_gang_of_another_scheduler_reserves_nothing_here() -> None:
     mine = [sim.add_pod(pod(f"ours-{i}", "ours", cpu=2000, creation=2.0)) for i in range(2)]
     sim.manager.tick(sim.now)
     assert "ns/theirs" not in sim.core.ledger
-    assert sim.manager.group_pods("ns", "theirs") == []
+    assert sim.manager.reads.group_pods("ns", "theirs") == []
     for p in mine:
         sim.schedule(p.uid)
     assert len(sim.bound("ours")) == 2
@@ -42,7 +42,7 @@ def test_a_bound_pod_of_another_scheduler_counts_as_capacity_not_as_a_member() -
     sim.add_pod(dataclasses.replace(pod("theirs-0", "theirs", cpu=3000, scheduler_name="volcano"),
                                     node_name="n0", phase="Running"))
     assert sim.cache.free["n0"]["cpu"] == 1000
-    assert sim.manager.group_pods("ns", "theirs") == []
+    assert sim.manager.reads.group_pods("ns", "theirs") == []
 
 
 def test_the_group_of_another_scheduler_gets_no_status_from_us() -> None:
@@ -68,7 +68,7 @@ def test_kueue_pods_of_the_default_scheduler_form_no_gang_here() -> None:
                         membership=Membership(KUEUE, "batch", 2)))
     sim.manager.tick(sim.now)
     assert sim.cache.groups == {}
-    assert sim.manager.group_pods("ns", "batch", KUEUE) == []
+    assert sim.manager.reads.group_pods("ns", "batch", KUEUE) == []
     assert not list(sim.core.ledger.values())
 
 
@@ -85,4 +85,4 @@ def test_a_member_that_moves_to_another_scheduler_leaves_the_gang() -> None:
     sim.add_pod(dataclasses.replace(a, scheduler_name="volcano",
                                     membership=Membership(SCHEDULER_PLUGINS, "g")))
     assert a.uid not in sim.core.ledger["ns/g"].slots
-    assert a.uid not in {p.uid for p in sim.manager.group_pods("ns", "g")}
+    assert a.uid not in {p.uid for p in sim.manager.reads.group_pods("ns", "g")}

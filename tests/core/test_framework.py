@@ -406,7 +406,7 @@ def test_succeeded_members_keep_counting_toward_the_quorum() -> None:
     sim.finish(pods[1].uid)
     sim.tick()
     assert sim.status("ns/job").reason == Reason.BOUND
-    assert sim.manager.queue() == []
+    assert sim.manager.reads.queue() == []
     late = sim.add_pod(pod("job-3", "job"))
     assert sim.schedule(late.uid) == "bound"
 
@@ -420,7 +420,7 @@ def test_finished_gang_leaves_the_queue_view() -> None:
     sim.run_all()
     for p in pods:
         sim.finish(p.uid)
-    assert [row.gang for row in sim.manager.queue()] == ["ns/waiting"]
+    assert [row.gang for row in sim.manager.reads.queue()] == ["ns/waiting"]
 
 
 def test_waiting_message_says_older_only_when_the_holder_is_older() -> None:

@@ -112,7 +112,7 @@ def test_every_starving_gang_that_can_be_placed_is_guarded(
                     assert st_.reason == Reason.UNPLACEABLE, (key, st_)
                 continue
             assert st_ is None or st_.reason != Reason.UNPLACEABLE, (key, st_)
-            since = sim.manager.waiting_since(key)
+            since = sim.manager.reads.waiting_since(key)
             pending = key not in sim.core.ledger and driver.gang_bound_at(job) is None
             ahead = holders_ahead[job.selector["pool"]]
             me = (sim.cache.groups[key].creation, key)

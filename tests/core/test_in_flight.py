@@ -156,7 +156,7 @@ def plain_bound_in_flight(sim: SimScheduler, on: str) -> str:
     """A plain 6-CPU pod's bind onto `on` accepted: its Binding in flight; its uid."""
     first = sim.add_pod(pod("first", cpu=6000))
     decision = sim.manager.bind(first.namespace, first.name, first.uid, on, sim.now)
-    assert decision.outcome is BindOutcome.BOUND or sim.manager.bind_in_flight(first.uid)
+    assert decision.outcome is BindOutcome.BOUND or sim.manager.reads.bind_in_flight(first.uid)
     sim.manager.take_actions()
     return first.uid
 
@@ -173,7 +173,7 @@ def unknown_outcome() -> tuple[SimScheduler, str]:
 
 def test_a_binding_of_unknown_outcome_keeps_its_charge() -> None:
     sim, uid = unknown_outcome()
-    assert not sim.manager.bind_in_flight(uid)  # not in flight: answered
+    assert not sim.manager.reads.bind_in_flight(uid)  # not in flight: answered
     assert core(sim).cache.free["n0"]["cpu"] == 2000
     assert plain_bind_refused(sim, "n0")
 

@@ -32,7 +32,7 @@ def reserved_mixed_gang(sim: SimScheduler, nodes: int) -> tuple[list[PodInfo], d
     for p in pods:
         sim.add_pod(p)
     sim.tick(1)
-    [res] = sim.manager.reservations()
+    [res] = sim.manager.reads.reservations()
     assert not sim.bound("g")
     return pods, {s.pod.uid: s.node for s in res.slots}
 
@@ -112,7 +112,7 @@ def test_the_barrier_commit_keeps_off_nominated_capacity_too() -> None:
     pods = [sim.add_pod(pod(f"g-{i}", "g", cpu=6000)) for i in range(3)]
     assert sim.schedule(pods[0].uid) == "held"
     assert sim.schedule(pods[1].uid) == "held"
-    [res] = sim.manager.reservations()
+    [res] = sim.manager.reads.reservations()
     kept = next(s.node for s in res.slots if s.pod.uid == pods[2].uid)
     p = sim.add_pod(preemptor("p", kept, priority=0))
     assert sim.schedule(pods[2].uid) != "bound"

@@ -32,8 +32,8 @@ def test_a_phantom_member_learned_from_a_filter_call_goes_with_the_relist() -> N
 
     sim.manager.pods_listed({real.uid}, began=sim.now + 5, now=sim.now + 6)
 
-    assert sim.manager.pod(phantom.uid) is None
-    assert sim.manager.pod(real.uid) is not None
+    assert sim.manager.reads.pod(phantom.uid) is None
+    assert sim.manager.reads.pod(real.uid) is not None
     res = sim.core.ledger.get("ns/g")
     assert res is None or phantom.uid not in res.slots
 
@@ -42,5 +42,5 @@ def test_a_pod_learned_after_the_list_began_stays() -> None:
     sim = SimScheduler()
     real, phantom = _gang(sim)
     sim.manager.pods_listed({real.uid}, began=sim.now - 1, now=sim.now + 1)
-    assert sim.manager.pod(phantom.uid) is not None
+    assert sim.manager.reads.pod(phantom.uid) is not None
 

@@ -74,7 +74,7 @@ def test_the_freed_capacity_is_held_for_the_preemptor_while_the_victims_leave() 
     assert "is held for it until they are gone" in st.message
     assert sim.status("ns/low").reason == Reason.PREEMPTED
     assert "preempted by gang ns/high (priority 10)" in sim.status("ns/low").message
-    (res,) = [r for r in sim.manager.reservations() if r.gang == "ns/high"]
+    (res,) = [r for r in sim.manager.reads.reservations() if r.gang == "ns/high"]
     assert res.held == "preemption"
     # A plain pod that arrives now finds the capacity held, even once victims are gone
     # from kube-scheduler's view (it does not see the extender's hold).

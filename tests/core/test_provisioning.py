@@ -63,7 +63,7 @@ def test_a_gang_short_of_capacity_asks_once_for_the_members_without_room() -> No
     assert "2 of 4" in st.message or "4 members" in st.message or "fit" in st.message
     [report] = of(sim, ProvisioningReport)
     assert report.outcome == "requested"
-    view = sim.manager.provisioning("ns/g")
+    view = sim.manager.reads.provisioning("ns/g")
     assert view is not None and view.state == "Creating"
 
 
@@ -145,7 +145,7 @@ def test_an_ended_request_backs_off_and_asks_again(ending: str) -> None:
     assert st.reason == Reason.BACKING_OFF, st
     assert f"ProvisioningRequest ns/g-capacity {ending} (out of quota)" in st.message
     assert "backing off 10s" in st.message
-    bo = sim.manager.backoff("ns/g")
+    bo = sim.manager.reads.backoff("ns/g")
     assert bo is not None and bo.attempts == 1  # requeueState in the status keeps it
     [delete] = of(sim, DeleteRequest)
     assert delete.name == "g-capacity"
@@ -211,7 +211,7 @@ def test_an_ended_request_of_a_reserved_gang_changes_nothing() -> None:
     sim.add_node(node("new-1", cpu=4000))
     sim.schedule(sim.cache.gang_pods("ns/g")[0].uid)  # reserved, waiting for its binds
     answer(sim, create, "BookingExpired")
-    assert sim.manager.backoff("ns/g") is None
+    assert sim.manager.reads.backoff("ns/g") is None
 
 
 def test_a_deleted_gang_leaves_no_request() -> None:
@@ -320,7 +320,7 @@ def test_reserved_nodes_are_protected_while_the_reservation_holds() -> None:
         sim.add_node(dataclasses.replace(node(n, cpu=4000), scale_down_disabled=True,
                                          scale_down_ours=True))
     sim.run_all()  # the gang binds: its reservation ends
-    assert len(sim.bound("g")) == 3 or sim.manager.reservations() == ()
+    assert len(sim.bound("g")) == 3 or sim.manager.reads.reservations() == ()
     sim.manager.on_group_deleted("ns/g")
     sim.tick(1.0)
     off = {a.node for a in of(sim, ProtectNode) if not a.on}

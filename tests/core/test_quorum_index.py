@@ -115,7 +115,7 @@ def test_a_pass_does_not_visit_groups_whose_quorum_is_bound(
     mgr.on_pod(pod("wait-1", "wait"), 2.0)
     mgr.tick(3.0)
     assert set(seen) == {"ns/wait"}
-    assert "ns/wait" in {r.gang for r in mgr.reservations()}  # and it was planned
+    assert "ns/wait" in {r.gang for r in mgr.reads.reservations()}  # and it was planned
 
 
 def test_a_pass_does_not_visit_groups_left_without_members(
@@ -147,7 +147,7 @@ def test_a_pass_does_not_visit_groups_left_without_members(
     mgr.on_pod(pod("wait-1", "wait"), 2.5)
     mgr.tick(3.0)
     assert set(seen) == {"ns/wait"}
-    assert "ns/wait" in {r.gang for r in mgr.reservations()}
+    assert "ns/wait" in {r.gang for r in mgr.reads.reservations()}
     # A member arriving makes an empty group one the pass looks at again.
     mgr.on_pod(pod("empty7-0", "empty7"), 4.0)
     mgr.tick(5.0)

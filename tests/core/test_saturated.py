@@ -67,7 +67,7 @@ def test_a_hostile_min_resources_gang_waits_and_the_ordinary_one_is_placed() -> 
     assert not out.nodes
     msg = next(iter(out.unresolvable.values()))
     assert "minResources {cpu: beyond int64}" in msg and len(msg) < 400, msg
-    assert "ns/hostile" not in {r.gang for r in sim.manager.reservations()}
+    assert "ns/hostile" not in {r.gang for r in sim.manager.reads.reservations()}
 
 
 def test_a_saturated_gang_evicts_nothing_and_says_what_does_not_fit() -> None:

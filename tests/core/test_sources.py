@@ -240,7 +240,7 @@ def test_kueue_pods_are_never_bound_one_by_one() -> None:
     pods = [sim.add_pod(kueue_pod(f"kq-{i}", 4)) for i in range(4)]
     sim.run_all()
     assert sim.bound() == []
-    g = sim.manager.group("kueue:ns/kq")
+    g = sim.manager.reads.group("kueue:ns/kq")
     assert g is not None and g.min_member == 4 and g.source == KUEUE
     assert "Unplaceable" in str(sim.status("kueue:ns/kq").reason)  # 3 nodes for 4 pods
     sim.add_node(node("n3", cpu=1000))
@@ -252,16 +252,16 @@ def test_kueue_group_follows_its_pods() -> None:
     sim = SimScheduler()
     sim.add_node(node("n0"))
     a = sim.add_pod(kueue_pod("kq-0", 2, creation=50.0))
-    assert sim.manager.group("kueue:ns/kq") == GroupInfo(
+    assert sim.manager.reads.group("kueue:ns/kq") == GroupInfo(
         "ns", "kq", 2, uid="kueue:ns/kq", creation=50.0, source=KUEUE)
     b = sim.add_pod(kueue_pod("kq-1", 3, creation=60.0))  # the largest count wins
-    g = sim.manager.group("kueue:ns/kq")
+    g = sim.manager.reads.group("kueue:ns/kq")
     assert g is not None and g.min_member == 3
     sim.delete(b.uid)
-    g = sim.manager.group("kueue:ns/kq")
+    g = sim.manager.reads.group("kueue:ns/kq")
     assert g is not None and g.min_member == 2 and g.creation == 50.0
     sim.delete(a.uid)
-    assert sim.manager.group("kueue:ns/kq") is None  # gone with its last pod
+    assert sim.manager.reads.group("kueue:ns/kq") is None  # gone with its last pod
 
 
 def test_kueue_group_keeps_its_place_when_its_oldest_pod_is_replaced() -> None:
@@ -270,7 +270,7 @@ def test_kueue_group_keeps_its_place_when_its_oldest_pod_is_replaced() -> None:
     sim.add_pod(kueue_pod("kq-1", 2, creation=60.0))
     sim.delete(old.uid)
     sim.add_pod(kueue_pod("kq-2", 2, creation=70.0))
-    g = sim.manager.group("kueue:ns/kq")
+    g = sim.manager.reads.group("kueue:ns/kq")
     assert g is not None and g.creation == 50.0
 
 
@@ -280,15 +280,15 @@ def test_kueue_pods_without_a_count_wait_with_the_reason() -> None:
     p = sim.add_pod(kueue_pod("kq-0", None))
     assert sim.schedule(p.uid) == "rejected"
     assert KUEUE_TOTAL_ANNOTATION in sim.last_filter[p.uid]
-    assert sim.manager.group("kueue:ns/kq") is None
+    assert sim.manager.reads.group("kueue:ns/kq") is None
 
 
 def test_a_pod_relabelled_out_of_a_kueue_group_shrinks_it_away() -> None:
     sim = SimScheduler()
     p = sim.add_pod(kueue_pod("kq-0", 2))
-    assert sim.manager.group("kueue:ns/kq") is not None
+    assert sim.manager.reads.group("kueue:ns/kq") is not None
     sim.add_pod(dataclasses.replace(p, membership=None))
-    assert sim.manager.group("kueue:ns/kq") is None
+    assert sim.manager.reads.group("kueue:ns/kq") is None
 
 
 @pytest.mark.parametrize("source", [WORKLOAD_API, VOLCANO])
@@ -316,7 +316,7 @@ def test_same_name_in_two_sources_is_two_gangs() -> None:
     sim.run_all()
     assert sorted(p.name for p in sim.bound()) == [p.name for p in sp]
     assert sim.status("volcano:ns/g").message.startswith("gang volcano:ns/g: 2 of 3")
-    assert {p.uid for p in sim.manager.group_pods("ns", "g", VOLCANO)} == {p.uid for p in vc}
+    assert {p.uid for p in sim.manager.reads.group_pods("ns", "g", VOLCANO)} == {p.uid for p in vc}
 
 
 def test_a_pod_with_keys_of_two_sources_counts_for_one_gang_only() -> None:
@@ -332,9 +332,9 @@ def test_a_pod_with_keys_of_two_sources_counts_for_one_gang_only() -> None:
                      "annotations": {VOLCANO_GROUP_ANNOTATION: "g"}},
         "spec": {"schedulerName": "gang-scheduler", "containers": [{"name": "c"}]}})
     sim.add_pod(both)
-    assert [p.uid for p in sim.manager.group_pods("ns", "g")] == ["u-both"]
-    assert sim.manager.group_pods("ns", "g", VOLCANO) == []
+    assert [p.uid for p in sim.manager.reads.group_pods("ns", "g")] == ["u-both"]
+    assert sim.manager.reads.group_pods("ns", "g", VOLCANO) == []
     sim.run_all()
     assert [p.name for p in sim.bound()] == ["both"]
-    rows = {r.gang: r.members for r in sim.manager.queue()}
+    rows = {r.gang: r.members for r in sim.manager.reads.queue()}
     assert rows.get("volcano:ns/g", 0) == 0

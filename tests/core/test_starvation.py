@@ -49,7 +49,7 @@ def test_the_big_gang_is_placed_within_the_bound_and_younger_ones_keep_running()
             nodes = {s.node for s in held[0].slots}
             longest_left = max((at - sim.now for uid, at in driver.finish_at.items()
                                 if sim.cache.pods[uid].node_name in nodes), default=0.0)
-        idle_cpu_seconds += (sim.manager.gauges().held_idle or {}).get("cpu", 0) / 1000 * 0.1
+        idle_cpu_seconds += (sim.manager.reads.gauges().held_idle or {}).get("cpu", 0) / 1000 * 0.1
     bound = driver.gang_bound_at(big)
     assert bound is not None and held_at is not None
     waited = bound - 2.0
@@ -76,7 +76,7 @@ def test_the_hold_says_where_and_why_and_keeps_younger_pods_off() -> None:
     assert st.reason == Reason.CAPACITY_HELD, st
     assert "held for it on node(s) n0, n1, n2, n3" in st.message, st.message
     assert "younger gangs and pods use only capacity elsewhere" in st.message
-    (res,) = [r for r in sim.manager.reservations() if r.gang == "ns/big"]
+    (res,) = [r for r in sim.manager.reads.reservations() if r.gang == "ns/big"]
     assert res.held == "starvation"
     # A member asking kube-scheduler's filter is told to wait, its slot stays put.
     member = sim.cache.pods[big.uids[0]]
@@ -84,7 +84,7 @@ def test_the_hold_says_where_and_why_and_keeps_younger_pods_off() -> None:
     assert not out.nodes and "held for it" in next(iter(out.unresolvable.values()))
     # Nothing younger is bound on a held node while the hold lasts.
     start = sim.now
-    while any(r.held for r in sim.manager.reservations()):
+    while any(r.held for r in sim.manager.reads.reservations()):
         driver.step()
     younger = [u for u, at in driver.bound_at.items() if at > start
                and sim.cache.pods.get(u) is not None and sim.cache.pods[u].group != "big"]
@@ -112,7 +112,7 @@ def test_an_impossible_head_holds_nothing_and_the_next_one_is_not_blocked() -> N
     small = Job("small", at=0.5, run=10, cpu=1000)
     driver = Driver(sim, [huge, small])
     driver.run(5)
-    assert not [r for r in sim.manager.reservations() if r.held]
+    assert not [r for r in sim.manager.reads.reservations() if r.held]
     assert driver.gang_bound_at(small) is not None
     assert sim.status("ns/huge").reason == Reason.UNPLACEABLE
 
@@ -130,9 +130,10 @@ def test_the_holder_is_taken_over_by_a_gang_ahead_of_it() -> None:
     urgent = Job("urgent", at=6.0, run=5.0, cpu=4000, members=4, priority=10)
     driver = Driver(sim, [*fillers, big, urgent])
     driver.run(6.5)
-    assert [(r.gang, r.held) for r in sim.manager.reservations()] == [("ns/big", "starvation")]
+    held = [(r.gang, r.held) for r in sim.manager.reads.reservations()]
+    assert held == [("ns/big", "starvation")]
     driver.run(6)  # urgent has waited 5 s now
-    assert [(r.gang, r.held) for r in sim.manager.reservations()] == [
+    assert [(r.gang, r.held) for r in sim.manager.reads.reservations()] == [
         ("ns/urgent", "starvation")]
     assert sim.status("ns/big").reason in (Reason.INSUFFICIENT_CAPACITY,
                                            Reason.WAITING_BEHIND_OLDER_GANG)
@@ -153,31 +154,31 @@ def held_cluster() -> tuple[SimScheduler, Driver, Job]:
     big = Job("big", at=0.5, run=5.0, cpu=4000, members=2)
     driver = Driver(sim, [*fillers, big])
     driver.run(2)
-    assert [r.held for r in sim.manager.reservations()] == ["starvation"]
+    assert [r.held for r in sim.manager.reads.reservations()] == ["starvation"]
     return sim, driver, big
 
 
 def test_a_pod_bound_by_others_on_a_held_node_does_not_move_the_hold() -> None:
     """Free capacity below zero is what a hold is: the repair of lost nodes leaves it."""
     sim, _, _ = held_cluster()
-    (res,) = sim.manager.reservations()
+    (res,) = sim.manager.reads.reservations()
     node_name = res.slots[0].node
     sim.bind_foreign(pod("intruder", cpu=500), node_name)
-    (after,) = sim.manager.reservations()
+    (after,) = sim.manager.reads.reservations()
     assert after.held == "starvation" and {s.node for s in after.slots} == {
         s.node for s in res.slots}
 
 
 def test_a_cordoned_held_node_gives_the_hold_up_and_the_gang_is_planned_again() -> None:
     sim, driver, _ = held_cluster()
-    (res,) = sim.manager.reservations()
+    (res,) = sim.manager.reads.reservations()
     lost = res.slots[0].node
     n = sim.cache.nodes[lost]
     sim.manager.on_node(dataclasses.replace(n, unschedulable=True))
     sim.drain()
-    assert not sim.manager.reservations()
+    assert not sim.manager.reads.reservations()
     driver.run(0.2)  # the next pass holds the other two nodes
-    (again,) = sim.manager.reservations()
+    (again,) = sim.manager.reads.reservations()
     assert again.held == "starvation" and lost not in {s.node for s in again.slots}
 
 
@@ -186,7 +187,7 @@ def test_the_hold_and_its_idle_capacity_are_gauges() -> None:
 
     sim, _, _ = held_cluster()
     m = Metrics()
-    m.refresh(sim.manager)
+    m.refresh(sim.manager.reads)
     value = m.registry.get_sample_value
     assert value("gang_extender_capacity_held_reservations") == 1
     # Two nodes held for 4 cpu each, 3 taken by the fillers on each: 1 cpu idle each.

@@ -48,7 +48,7 @@ def test_a_commits_bindings_and_status_writes_never_walk_the_gang(
         bound = dataclasses.replace(by_uid[a.pod.uid], node_name=a.node)
         sim.manager.on_pod(bound, sim.now)
         sim.manager.on_pod(dataclasses.replace(bound, phase="Running"), sim.now)
-    assert not sim.manager.reservations()  # the quorum was seen bound
+    assert not sim.manager.reads.reservations()  # the quorum was seen bound
     assert len(walks) <= 2, f"{len(walks)} walks of the gang for {size} members' events"
 
 

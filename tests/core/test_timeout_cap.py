@@ -29,7 +29,7 @@ def stalled_gang(config: Config, timeout: int | None) -> SimScheduler:
 def test_a_long_schedule_timeout_is_capped_and_the_status_says_so() -> None:
     sim = stalled_gang(Config(10, BackoffPolicy(5, 20), max_timeout_seconds=60,
                               direct_commit=False), 86_400)
-    (res,) = sim.manager.reservations()
+    (res,) = sim.manager.reads.reservations()
     assert res.deadline - res.created == 60
     st = sim.status("ns/g")
     assert st.reason == Reason.RESERVED
@@ -47,19 +47,19 @@ def test_a_long_schedule_timeout_is_capped_and_the_status_says_so() -> None:
 def test_a_timeout_within_the_cap_and_the_default_are_kept() -> None:
     sim = stalled_gang(Config(10, BackoffPolicy(5, 20), max_timeout_seconds=60,
                               direct_commit=False), 45)
-    (res,) = sim.manager.reservations()
+    (res,) = sim.manager.reads.reservations()
     assert res.deadline - res.created == 45
     assert "capped" not in sim.status("ns/g").message
     sim = stalled_gang(Config(10, BackoffPolicy(5, 20), max_timeout_seconds=60,
                               direct_commit=False), None)
-    (res,) = sim.manager.reservations()
+    (res,) = sim.manager.reads.reservations()
     assert res.deadline - res.created == 10
 
 
 def test_no_cap_keeps_what_the_podgroup_asks() -> None:
     sim = stalled_gang(Config(10, BackoffPolicy(5, 20), max_timeout_seconds=None,
                               direct_commit=False), 86_400)
-    (res,) = sim.manager.reservations()
+    (res,) = sim.manager.reads.reservations()
     assert res.deadline - res.created == 86_400
 
 

@@ -118,7 +118,7 @@ def test_a_bind_to_a_node_outside_the_rack_is_refused() -> None:
     sim = issue_case(RACK)
     a, _ = members(sim)
     sim.manager.filter(a, ["a1", "b1", "b2"], sim.now)
-    assert [r.domain for r in sim.manager.reservations()] == ["rack r2"]  # /debug views
+    assert [r.domain for r in sim.manager.reads.reservations()] == ["rack r2"]  # /debug views
     d = sim.manager.bind(a.namespace, a.name, a.uid, "a1", sim.now)
     assert d.outcome is BindOutcome.ERROR
     assert rack_of(sim, slots(sim)["g-0"]) == "r2"

@@ -173,7 +173,7 @@ def test_property_a_rack_gang_evicts_only_inside_the_rack_it_is_placed_in(
     high = Job("high", at=0, run=100, cpu=2000, members=members, priority=10, required=RACK)
     driver = Driver(sim, [high])
     driver.run(2)
-    held = [r for r in sim.manager.reservations() if r.gang == "ns/high"]
+    held = [r for r in sim.manager.reads.reservations() if r.gang == "ns/high"]
     where = {rack_of(sim, s.node) for r in held for s in r.slots} | {
         rack_of(sim, p.node_name) for p in sim.bound("high")}
     assert len(where) <= 1 and None not in where, where  # never split, never unlabelled
@@ -199,7 +199,7 @@ def test_the_forward_hold_of_a_rack_gang_is_in_one_rack_on_the_nodes_freeing_fir
     big = Job("big", at=0, run=10, cpu=4000, members=2, required=RACK)
     driver = Driver(sim, [big])
     driver.run_until(lambda: any(isinstance(a, GangHeld) for a in sim.actions), 5)
-    (res,) = [r for r in sim.manager.reservations() if r.gang == "ns/big"]
+    (res,) = [r for r in sim.manager.reads.reservations() if r.gang == "ns/big"]
     assert res.held == "starvation" and res.domain == "rack r1"
     nodes = {s.node for s in res.slots}
     assert "c" in nodes and {rack_of(sim, n) for n in nodes} == {"r1"}, nodes

@@ -66,7 +66,7 @@ def test_resources_beyond_any_node() -> None:
     assert "no eligible node has {nvidia.com/gpu: 4} allocatable (the most any has: " \
            "nvidia.com/gpu: 2)" in st.message, st.message
     assert st.message.endswith("at most 0 of 3 members could ever fit"), st.message
-    assert sim.manager.waiting_since("ns/g") is None  # not waiting for capacity
+    assert sim.manager.reads.waiting_since("ns/g") is None  # not waiting for capacity
 
 
 def test_a_node_selector_matching_too_few_nodes() -> None:
@@ -245,7 +245,7 @@ def test_a_starving_gang_never_holds_a_node_an_older_holder_holds() -> None:
     young = Job("young", at=1.0, run=3.0, cpu=2000)
     driver = Driver(sim, [*fillers, old, young])
     driver.run(7.0)
-    held = [(r.gang, r.held) for r in sim.manager.reservations()]
+    held = [(r.gang, r.held) for r in sim.manager.reads.reservations()]
     assert held == [("ns/old", "starvation")], held
     driver.run_until(lambda: driver.gang_bound_at(young) is not None, 30)
     assert (driver.gang_bound_at(old) or 99) <= 8.1 + 0.5, driver.gang_bound_at(old)
@@ -326,7 +326,7 @@ def test_a_gang_whose_pod_affinity_selects_no_pod_yet_waits_for_one() -> None:
     assert ZONE in st.message and "planned again when one appears" in st.message
     assert not sim.bound("g")
     # Not waiting for capacity: no starvation clock, no hold.
-    assert sim.manager.waiting_since("ns/g") is None
+    assert sim.manager.reads.waiting_since("ns/g") is None
 
 
 def test_the_gang_is_placed_whole_once_a_pod_its_affinity_selects_is_bound() -> None:

@@ -112,13 +112,13 @@ class Driver:
                     if self.refuse_once:
                         self.evict_refused.discard(ref.uid)
                     if a.preemptor is not None:
-                        sim.manager.eviction_refused(ref.uid, "429: disruption budget",
-                                                     sim.now)
+                        sim.manager.eviction_answered(ref.uid, "429: disruption budget",
+                                                      sim.now)
                     continue
                 p = sim.cache.pods.get(ref.uid)
                 if p is not None:
                     if a.preemptor is not None:
-                        sim.manager.eviction_done(ref.uid, sim.now)
+                        sim.manager.eviction_answered(ref.uid, None, sim.now)
                     sim.manager.on_pod(dataclasses.replace(p, deleting=True), sim.now)
                     if self.leave_now:
                         sim.delete(ref.uid)

@@ -115,7 +115,7 @@ class EvictPods:
     """Evict these pods through the Eviction API (policy/v1): a gang that ended below
     its quorum after its commit must not keep part of its members running; or, with
     `preemptor`, a victim unit (`gang` is its key) of a whole-gang preemption, whose
-    answers go back to the gang manager at once (`eviction_done`, `eviction_refused`)
+    answers go back to the gang manager at once (`eviction_answered`)
     so that a refusal makes it choose other victims instead of retrying."""
 
     gang: str

@@ -1,8 +1,8 @@
 """Victims on their way out: the evictions a preemption asked for, and what the
 Eviction API answered.
 
-The adapter tries each eviction once and reports at once (`GangManager.eviction_done`,
-`eviction_refused`); the decisions are made here:
+The adapter tries each eviction once and reports at once
+(`GangManager.eviction_answered`); the decisions are made here:
 
 * a **refusal** (a PodDisruptionBudget that moved since the victims were chosen, or any
   other error) of a unit none of whose pods was evicted yet gives the unit up: it stops
