@@ -18,7 +18,8 @@ import logging
 import time
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import orjson
 from fastapi import FastAPI, Request
@@ -108,6 +109,20 @@ def _extender_args(raw: bytes, known: Callable[[str], PodInfo | None]
 
 
 Reader = Callable[[], Awaitable[bytes]]
+_Args = TypeVar("_Args")
+
+
+@dataclass(frozen=True, slots=True)
+class _Refused:
+    """Why a verb does not act: it may not (`_refusal`), or its body could not be read
+    (`bad_body`), which prioritize answers with 400."""
+
+    error: str
+    bad_body: bool
+
+
+def _binding_args(raw: bytes) -> ExtenderBindingArgs:
+    return ExtenderBindingArgs.model_validate(_parse(raw))
 
 
 class Verbs:
@@ -141,19 +156,29 @@ class Verbs:
         self._observe(verb, start, result)
         return error
 
+    async def _arguments(self, verb: str, read: Reader, start: float,
+                         parse: Callable[[bytes], _Args]) -> _Args | _Refused:
+        """The verb's arguments read from its body, or why it does not act; a body that
+        cannot be read is observed as the verb's error."""
+        refused = await self._refusal(verb, read, start)
+        if refused is not None:
+            return _Refused(refused, bad_body=False)
+        try:
+            return parse(await read())
+        except (ValueError, ValidationError) as exc:
+            self._observe(verb, start, "error")
+            return _Refused(_describe(exc), bad_body=True)
+
+    def _filter_args(self, raw: bytes) -> tuple[ExtenderArgs, PodInfo, list[str]]:
+        return _extender_args(raw, self.manager.reads.pod)
+
     async def filter(self, read: Reader) -> tuple[int, bytes]:
         start = time.perf_counter()
-        refused = await self._refusal("filter", read, start)
-        if refused is not None:
+        got = await self._arguments("filter", read, start, self._filter_args)
+        if isinstance(got, _Refused):
             return 200, orjson.dumps({"NodeNames": None, "Nodes": None, "FailedNodes": {},
-                                      "FailedAndUnresolvableNodes": {}, "Error": refused})
-        try:
-            args, pod, names = _extender_args(await read(), self.manager.reads.pod)
-        except (ValueError, ValidationError) as exc:
-            self._observe("filter", start, "error")
-            return 200, orjson.dumps({"NodeNames": None, "Nodes": None, "FailedNodes": {},
-                                      "FailedAndUnresolvableNodes": {},
-                                      "Error": _describe(exc)})
+                                      "FailedAndUnresolvableNodes": {}, "Error": got.error})
+        args, pod, names = got
         result = await self.dispatcher.filter(pod, names)
         if args.NodeNames is None and args.Nodes is not None:
             keep = set(result.nodes)
@@ -172,30 +197,21 @@ class Verbs:
 
     async def prioritize(self, read: Reader) -> tuple[int, bytes]:
         start = time.perf_counter()
-        refused = await self._refusal("prioritize", read, start)
-        if refused is not None:
+        got = await self._arguments("prioritize", read, start, self._filter_args)
+        if isinstance(got, _Refused):
             # kube-scheduler cannot decode this as scores and ignores a failed prioritize;
             # the filter call before it has already failed with the same message.
-            return 200, orjson.dumps({"Error": refused})
-        try:
-            _, pod, names = _extender_args(await read(), self.manager.reads.pod)
-        except (ValueError, ValidationError) as exc:
-            self._observe("prioritize", start, "error")
-            return 400, orjson.dumps({"Error": _describe(exc)})
+            return (400 if got.bad_body else 200), orjson.dumps({"Error": got.error})
+        _, pod, names = got
         scores = self.manager.prioritize(pod, names)
         self._observe("prioritize", start, "ok")
         return 200, orjson.dumps([{"Host": h, "Score": int(s)} for h, s in scores])
 
     async def bind(self, read: Reader) -> tuple[int, bytes]:
         start = time.perf_counter()
-        refused = await self._refusal("bind", read, start)
-        if refused is not None:
-            return 200, orjson.dumps({"Error": refused})
-        try:
-            args = ExtenderBindingArgs.model_validate(_parse(await read()))
-        except (ValueError, ValidationError) as exc:
-            self._observe("bind", start, "error")
-            return 200, orjson.dumps({"Error": _describe(exc)})
+        args = await self._arguments("bind", read, start, _binding_args)
+        if isinstance(args, _Refused):
+            return 200, orjson.dumps({"Error": args.error})
         error = await self.dispatcher.bind(args.PodNamespace, args.PodName, args.PodUID,
                                           args.Node)
         self._observe("bind", start, "ok" if error is None else "error")
