@@ -467,7 +467,8 @@ def test_explain_only_puts_a_gang_s_reason_into_words() -> None:
 MANAGER_METHODS_MAX = 25
 # Each door lists its methods, one line each, in its class docstring (as scheduler-plugins'
 # Coscheduling Manager interface does), so that a new engineer reads the door, not the file.
-DOORS = (("core/manager.py", "GangManager"), ("core/reads.py", "Reads"))
+DOORS = (("core/manager.py", "GangManager"), ("core/reads.py", "Reads"),
+         ("core/ledger/_ledger.py", "Ledger"))
 
 
 def public_methods(source: str, cls: str) -> tuple[list[str], str]:

@@ -68,7 +68,7 @@ class Bind:
         if pod.deleting or pod.terminal:
             return _error(messages.pod_gone(pod.key))
         in_progress = self._ledger.node_of(uid)
-        if in_progress is not None and in_progress != node and self._ledger.binding(uid):
+        if in_progress is not None and in_progress != node and uid in self._ledger.in_flight:
             return _error(
                 f"gang {pod.gang}: the extender is committing pod {pod.key} to node "
                 f"{in_progress}, not {node}" if pod.gang else
@@ -80,7 +80,7 @@ class Bind:
                 f"pod {pod.key}: a bind to node {in_progress} is already in progress, "
                 f"not to {node}"
             )
-        if self._ledger.binding(uid):
+        if uid in self._ledger.in_flight:
             # The Binding in flight answers this request too.
             return BindDecision(BindOutcome.WAIT, deadline=now + BINDING_ANSWER_SECONDS)
         gang = pod.gang

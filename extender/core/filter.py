@@ -148,7 +148,7 @@ class Filter:
         # e.g. after a restart): that bind decides the node, so the slot must not move.
         if bind_node in node_names:
             return FilterResult([bind_node], {})
-        if self._ledger.binding(pod.uid):
+        if pod.uid in self._ledger.in_flight:
             return reject(
                 node_names,
                 f"gang {res.gang}: the extender is committing the gang; pod {pod.key} is "

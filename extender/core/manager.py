@@ -102,7 +102,7 @@ class GangManager:
         bookmark: what changed during the list has come): once no watch is behind, the
         commits held meanwhile are made, each checked against the cache as it is."""
         if self._ledger.staleness.caught_up(kind):
-            for key in self._ledger.gangs():
+            for key in list(self._ledger):
                 group = self._cache.groups.get(key)
                 if group is not None:
                     self._ledger.commit(group, now)
@@ -209,9 +209,9 @@ class GangManager:
     def bind_wait_expired(self, uid: str, waited: float) -> str:
         """The adapter stopped waiting for a bind's answer (its limit is below the HTTP
         timeout, so kube-scheduler never times out first): the message to answer with."""
-        if self._ledger.binding(uid):
+        if uid in self._ledger.in_flight:
             return f"binding of pod uid {uid} still in flight; kube-scheduler will retry"
-        self._ledger.wait_expired(uid)
+        self._ledger.reject(uid, None)  # nothing to answer: the adapter stopped waiting
         pod = self._cache.pods.get(uid)
         gang = pod.gang if pod else None
         group = self._cache.groups.get(gang) if gang else None

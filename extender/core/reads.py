@@ -83,7 +83,7 @@ class Reads:
     # ----- binds and commits under way ------------------------------------------------------
 
     def bind_in_flight(self, uid: str) -> bool:
-        return self._ledger.binding(uid)
+        return uid in self._ledger.in_flight
 
     def landing(self, gang: str | None, but: str | None = None) -> bool:
         """Members `gang`'s commit let through (any gang's if None; `but` aside) are not

@@ -260,4 +260,4 @@ class SimScheduler:
 
 def in_flight(ledger: Ledger) -> dict[str, str]:
     """Pod uid -> node of every Binding in flight (the ledger's view of binds)."""
-    return {uid: node for uid, node, flying in ledger.binds() if flying}
+    return dict(ledger.in_flight)

@@ -713,7 +713,7 @@ class CommitModel(RuleBasedStateMachine):
             if not self._settle_once() and not self.posts:
                 break
         if "stuck" in self.CHECKS:
-            left = sorted(uid for uid, _, flying in self.core.ledger.binds() if flying)
+            left = sorted(self.core.ledger.in_flight)
             assert not left, f"Bindings still in flight after the model drained: {left}"
             assert not [b for b in self.manager.reads.binds_in_progress() if b.in_flight]
         if "phantom" in self.CHECKS:

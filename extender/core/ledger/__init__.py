@@ -10,7 +10,7 @@ ledger keeps capacity and bind requests, and imports nothing of the queue above 
 A reservation, keyed by its gang (or "pod <ns>/<name>" for a plain preemptor's own).
 Each arrow is named by the method that makes it, and who calls it:
 
-                 reserve / reserve_key (held=...)
+                       reserve (held=...)
      (absent) ----------------------------------------> Held
       |  ^  ^                                             |  |
       |  |  +------------------ release ------------------+  | promote: every slot's
@@ -41,13 +41,13 @@ A bind request, keyed by its pod's uid:
     |  |  |             | lost node (repair), pod gone or           |     |
     |  |  |             | relabelled, gang released, timed out      |     |
     |  |  |             | or bound (RejectWaitingBind);             |     |
-    |  +--|-------------+ wait_expired: the adapter gave up         |     |
+    |  +--|-------------+ reject(None): the adapter gave up         |     |
     |     +------------ bind_now: a plain pod, an extra, -----------+     |
     |                   or a member once its quorum is bound        ^     |
     |                                                               |     |
     |   (no request) --- commit, direct: a reserved member with ----+     |
     |                    nothing for kube-scheduler's plugins to do       |
-    |                    (`direct`), once the rest of the quorum is ready |
+    |                    (`_direct`) once the rest of the quorum is ready |
     +---------- finished: bound, or refused (kube-scheduler retries) -----+
 
 A Binding in flight, from the commit (or `bind_now`) that decides it to its answer:

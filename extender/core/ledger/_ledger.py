@@ -35,6 +35,58 @@ from extender.core.planner import Plan
 
 
 class Ledger:
+    """What the filter, bind, the queue pass, timeouts, preemption and the manager ask
+    and tell about capacity held for gangs and about bind requests, one line each
+    (`len`, `in` and iteration go over the gangs holding a reservation):
+
+    reservations, read:
+        get(gang)                          the gang's reservation, or None
+        of(pod)                            the reservation holding capacity for the pod
+        values()                           every reservation
+        held()                             the reservations held ahead of free capacity
+        has_room(res)                      every slot's node has room for its charge
+        expired(now)                       the reservations whose deadline has passed
+        lowest_priority()                  the lowest priority any slot is held for
+        gangs_by_node()                    node -> the gangs with a slot there
+        without_reservations()             the cluster as if nothing were reserved
+        new_pass()                         a queue pass begins: cached views start afresh
+        slot_count()                       slots held, every reservation together
+        held_idle()                        free capacity held slots keep from others
+        views()                            every reservation, for reporting
+    reservations, changed:
+        reserve(key, owner_uid, plan, now, timeout, held)   reserve a whole plan
+        promote(res, now)                  a held reservation has room: it starts now
+        reserve_one(res, pod, node_names)  a slot for one member short of it
+        move(res, pod, node_names)         a member's slot to another of these nodes
+        retarget(res, pod, node)           a member's slot to kube-scheduler's choice
+        unreserve(res, uid, failure, bound_here)   drop one slot
+        release(res, why)                  the whole reservation ends, its binds rejected
+        withdraw(gang, why, also)          the gang's Bindings not yet sent are not sent
+        bound(gang)                        the quorum is bound: the reservation is done
+    bind requests, read:
+        waiting                            pod uid -> node of each bind at the barrier
+        in_flight                          pod uid -> node of each Binding not answered
+        node_of(uid)                       the node of the pod's bind, in flight or waiting
+        in_progress()                      uids of every bind waiting or in flight
+        assembled(group)                   members bound, binding or waiting
+        open_slots(slots)                  slots whose member has no bind in progress
+        binding_in_flight(gang)            a Binding of the gang is in flight
+        bind_views()                       every bind in progress, for reporting
+    bind requests, changed:
+        wait(uid, node, group, now)        a member's bind waits for its gang's quorum
+        reject(uid, message)               a waiting bind is answered with an error
+        bind_now(pod, node)                a plain pod or an extra: no barrier
+        post_due(uid, node)                may this Binding be posted now? None, or why not
+        finished(uid, error, unknown_since)   a Binding POST returned
+        settle(uid)                        a Binding of unknown outcome is seen decided
+        unknown_before(began)              Bindings of unknown outcome a list will settle
+    the commit, and lost nodes:
+        commit_with(pod, group, now)       commit, if this member may complete its gang
+        commit(group, now)                 the quorum is ready: all its members bound
+        squeezed(name)                     a pod bound to the node: move slots if short
+        repair(name)                       move every slot off the node that no longer fits
+    """
+
     def __init__(self, cache: Cache, parked: Parked, outbox: Outbox,
                  direct_commit: bool = False) -> None:
         self._cache = cache
@@ -83,9 +135,6 @@ class Ledger:
     def values(self) -> Iterator[Reservation]:
         return iter(self._by_gang.values())
 
-    def gangs(self) -> list[str]:
-        return list(self._by_gang)
-
     def of(self, pod: PodInfo) -> Reservation | None:
         """The reservation holding capacity for `pod`: its gang's, or a plain pod's own
         (a plain pod that preempted, `plain_key`)."""
@@ -123,13 +172,11 @@ class Ledger:
 
     # ----- reservations: changing ------------------------------------------------------
 
-    def reserve(self, group: GroupInfo, plan: Plan, now: float, timeout: float,
+    def reserve(self, key: str, owner_uid: str, plan: Plan, now: float, timeout: float,
                 held: str | None = None) -> Reservation:
-        """`held`: the plan's nodes are not free yet (see `Reservation.held`)."""
-        return self._book.reserve_key(group.key, group.uid, plan, now, timeout, held)
-
-    def reserve_key(self, key: str, owner_uid: str, plan: Plan, now: float, timeout: float,
-                    held: str | None = None) -> Reservation:
+        """Reserve `plan` for the gang `key` (a PodGroup's key and uid; or a plain
+        preemptor's `plain_key` and its pod's uid). `held`: the plan's nodes are not free
+        yet (see `Reservation.held`)."""
         return self._book.reserve_key(key, owner_uid, plan, now, timeout, held)
 
     def promote(self, res: Reservation, now: float) -> None:
@@ -214,12 +261,14 @@ class Ledger:
         """Pod uid -> node of every bind request waiting at the barrier."""
         return self._waiting
 
+    @property
+    def in_flight(self) -> Mapping[str, str]:
+        """Pod uid -> node of every Binding decided and not yet answered."""
+        return self._binding
+
     def node_of(self, uid: str) -> str | None:
         """The node of the pod's bind in progress: in flight, or waiting."""
         return self._binding.get(uid) or self._waiting.get(uid)
-
-    def binding(self, uid: str) -> bool:
-        return uid in self._binding
 
     def in_progress(self) -> set[str]:
         """Uids of every bind in progress: waiting at the barrier, or in flight."""
@@ -244,17 +293,13 @@ class Ledger:
                 return True
         return False
 
-    def binds(self) -> list[tuple[str, str, bool]]:
-        """(uid, node, in flight) of every bind in progress."""
-        return [(u, n, False) for u, n in self._waiting.items()] + [
-            (u, n, True) for u, n in self._binding.items()
-        ]
-
     def bind_views(self) -> list[WaitingBindView]:
         """Every bind in progress of a known pod, with its reservation's deadline while
         it waits."""
         out = []
-        for uid, node, in_flight in self.binds():
+        binds = [(u, n, False) for u, n in self._waiting.items()]
+        binds += [(u, n, True) for u, n in self._binding.items()]
+        for uid, node, in_flight in binds:
             pod = self._cache.pods.get(uid)
             if pod is None:
                 continue
@@ -275,11 +320,14 @@ class Ledger:
         if uid in self._waiting or uid in self._binding:
             self._parked.passed(uid)
 
-    def reject(self, uid: str, message: str) -> None:
+    def reject(self, uid: str, message: str | None) -> None:
         """Answer a waiting bind with an error; kube-scheduler re-queues the pod, and it
-        may park it, so it is remembered for a wake-up."""
+        may park it, so it is remembered for a wake-up. `message` None: the adapter
+        stopped waiting for the answer already (its limit, `bind_wait_expired`), so
+        nothing is sent."""
         if self._waiting.pop(uid, None) is not None:
-            self._outbox.append(RejectWaitingBind(uid, message))
+            if message is not None:
+                self._outbox.append(RejectWaitingBind(uid, message))
             self._parked.turned_away(uid)
 
     def bind_now(self, pod: PodInfo, node: str) -> None:
@@ -372,16 +420,9 @@ class Ledger:
         then shows whether each took effect."""
         return [uid for uid, (_, at) in self._unknown.items() if at <= began]
 
-    def wait_expired(self, uid: str) -> bool:
-        """The adapter stopped waiting for this bind; returns whether it was waiting."""
-        if self._waiting.pop(uid, None) is not None:
-            self._parked.turned_away(uid)
-            return True
-        return False
-
     # ----- the commit ------------------------------------------------------------------
 
-    def direct(self, res: Reservation) -> list[str]:
+    def _direct(self, res: Reservation) -> list[str]:
         """Members the commit binds without a bind request (architecture.md §7): a slot
         of an unheld reservation, no bind in progress, and nothing kube-scheduler's own
         plugins must do for it (`PodInfo.binds_via_scheduler`). Any other member comes
@@ -415,7 +456,7 @@ class Ledger:
     def commit(self, group: GroupInfo, now: float) -> None:
         """The moment a gang's quorum is ready and its members are bound, all together:
         the members waiting at the barrier and those the extender binds directly
-        (`direct`), which need no scheduling cycle of their own; so a planned gang with
+        (`_direct`), which need no scheduling cycle of their own; so a planned gang with
         no volume or claim to bind commits as soon as it is reserved. First every such
         member's node is checked against everything bound there since the plan, by
         anyone (architecture.md §11): a member whose node no longer takes it is moved (a
@@ -426,12 +467,12 @@ class Ledger:
         res = self._by_gang.get(group.key)
         if res is None or self.staleness.is_behind():
             return
-        if self.assembled(group) + len(self.direct(res)) < group.min_member:
+        if self.assembled(group) + len(self._direct(res)) < group.min_member:
             return
         if res.held is None:  # a held gang's slots stay (its hold)
             self._into_samples(res)
         ready = [(u, n) for u, n in self._waiting.items() if u in res.slots]
-        ready += [(u, res.slots[u].node) for u in self.direct(res)]
+        ready += [(u, res.slots[u].node) for u in self._direct(res)]
         for uid, node in ready:
             pod = self._cache.pods.get(uid)
             if pod is not None and _repair.lost(self._cache, node, pod) is not None:
@@ -441,7 +482,7 @@ class Ledger:
             # A member the repair moved fits its new node's free capacity, but maybe not
             # around a nomination there (`_repair.nominated_away`): the commit waits.
             return
-        direct = self.direct(res)
+        direct = self._direct(res)
         if self.assembled(group) + len(direct) < group.min_member:
             return  # a member fell out: the rest keep waiting for it
         through = [u for u in self._waiting if u in res.slots]

@@ -70,7 +70,7 @@ class Config:
     provisioning: bool = True
     provisioning_class: str = ATOMIC_CLASS
     # The commit binds a planned gang's members itself, without a bind request each
-    # (`Ledger.direct`, architecture.md §7). The one default: `--direct-commit` takes its
+    # (`Ledger._direct`, architecture.md §7). The one default: `--direct-commit` takes its
     # own from here, so a core built by hand behaves as the process does; tests of the
     # bind barrier, the path members with volumes or claims always take, turn it off.
     direct_commit: bool = True

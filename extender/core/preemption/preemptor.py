@@ -275,11 +275,11 @@ class Preemptions:
                     f"gang {unit.key} (priority {unit.priority}): {why}: {what}; it is "
                     f"placed again whole when there is room", now)
         if group is not None:
-            res = self._ledger.reserve(group, plan, now, timeout, held="preemption")
+            owner = group.uid
         else:
             assert pod is not None
-            res = self._ledger.reserve_key(key, pod.uid, plan, now, timeout,
-                                                 held="preemption")
+            owner = pod.uid
+        res = self._ledger.reserve(key, owner, plan, now, timeout, held="preemption")
         nodes = sorted({s.node for s in res.slots.values()})
         shown = ", ".join(f"{u.name} (priority {u.priority}"
                           + (f", {len(u.pods)} pod(s))" if u.pods else ")")

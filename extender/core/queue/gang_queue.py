@@ -262,7 +262,7 @@ class GangQueue:
         capacity only if it would not fit without the other gangs' reservations either
         (then it is waiting behind the first of them, in this pass's grants first)."""
         behind = None
-        holders = ([k for k in self._ledger.gangs() if k != group.key]
+        holders = ([k for k in self._ledger if k != group.key]
                    if not (shortfall.invalid or shortfall.awaits) else [])
         if holders:
             without = plan_group(group, members, self._cache.succeeded(group),
@@ -320,7 +320,7 @@ class GangQueue:
 
     def _reserve(self, group: GroupInfo, plan: Plan, now: float, scheduling: str | None) -> None:
         timeout = self._config.timeout_for(group.schedule_timeout_seconds)
-        res = self._ledger.reserve(group, plan, now, timeout)
+        res = self._ledger.reserve(group.key, group.uid, plan, now, timeout)
         self._announce(group, res, now, scheduling)
 
     def _promote(self, res: Reservation, now: float, scheduling: str | None) -> None:

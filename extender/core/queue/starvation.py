@@ -193,7 +193,7 @@ class Starvation:
                          f"over the capacity held for it")
                 self.taken_over.append(res.gang)
         self.took_over = self.took_over or bool(self.taken_over)
-        return self._ledger.reserve(group, result, now, timeout, held=STARVATION)
+        return self._ledger.reserve(group.key, group.uid, result, now, timeout, held=STARVATION)
 
     def _sort_key(self, gang: str) -> tuple[int, float, str] | None:
         key = self._keys.get(gang)
