@@ -113,7 +113,7 @@ _Args = TypeVar("_Args")
 
 
 @dataclass(frozen=True, slots=True)
-class _Refused:
+class _Declined:
     """Why a verb does not act: it may not (`_refusal`), or its body could not be read
     (`bad_body`), which prioritize answers with 400."""
 
@@ -157,17 +157,17 @@ class Verbs:
         return error
 
     async def _arguments(self, verb: str, read: Reader, start: float,
-                         parse: Callable[[bytes], _Args]) -> _Args | _Refused:
+                         parse: Callable[[bytes], _Args]) -> _Args | _Declined:
         """The verb's arguments read from its body, or why it does not act; a body that
         cannot be read is observed as the verb's error."""
         refused = await self._refusal(verb, read, start)
         if refused is not None:
-            return _Refused(refused, bad_body=False)
+            return _Declined(refused, bad_body=False)
         try:
             return parse(await read())
         except (ValueError, ValidationError) as exc:
             self._observe(verb, start, "error")
-            return _Refused(_describe(exc), bad_body=True)
+            return _Declined(_describe(exc), bad_body=True)
 
     def _filter_args(self, raw: bytes) -> tuple[ExtenderArgs, PodInfo, list[str]]:
         return _extender_args(raw, self.manager.reads.pod)
@@ -175,7 +175,7 @@ class Verbs:
     async def filter(self, read: Reader) -> tuple[int, bytes]:
         start = time.perf_counter()
         got = await self._arguments("filter", read, start, self._filter_args)
-        if isinstance(got, _Refused):
+        if isinstance(got, _Declined):
             return 200, orjson.dumps({"NodeNames": None, "Nodes": None, "FailedNodes": {},
                                       "FailedAndUnresolvableNodes": {}, "Error": got.error})
         args, pod, names = got
@@ -198,7 +198,7 @@ class Verbs:
     async def prioritize(self, read: Reader) -> tuple[int, bytes]:
         start = time.perf_counter()
         got = await self._arguments("prioritize", read, start, self._filter_args)
-        if isinstance(got, _Refused):
+        if isinstance(got, _Declined):
             # kube-scheduler cannot decode this as scores and ignores a failed prioritize;
             # the filter call before it has already failed with the same message.
             return (400 if got.bad_body else 200), orjson.dumps({"Error": got.error})
@@ -210,7 +210,7 @@ class Verbs:
     async def bind(self, read: Reader) -> tuple[int, bytes]:
         start = time.perf_counter()
         args = await self._arguments("bind", read, start, _binding_args)
-        if isinstance(args, _Refused):
+        if isinstance(args, _Declined):
             return 200, orjson.dumps({"Error": args.error})
         error = await self.dispatcher.bind(args.PodNamespace, args.PodName, args.PodUID,
                                           args.Node)
