@@ -90,7 +90,7 @@ class Bind:
         if group is None:
             return _error(f"gang {gang}: PodGroup not found (pod {pod.key})")
         if self._leaving.gang_leaving(gang):
-            return _error(f"gang {gang} is being preempted; pod {pod.key} is not bound")
+            return _error(f"{self._leaving.why(gang)}; pod {pod.key} is not bound")
         if self._cache.tally(group).bound_or_succeeded >= group.min_member:
             return self._bind_now(pod, node, now)
         res = self._ledger.get(gang)

@@ -80,8 +80,7 @@ class Filter:
         if group is None:
             return reject(node_names, missing_group_message(gang, pod))
         if self._leaving.gang_leaving(gang):
-            return reject(node_names, f"gang {gang} is being preempted: its members are "
-                                      f"evicted, and it is placed again whole later")
+            return reject(node_names, self._leaving.why(gang))
         tally = self._cache.tally(group)
         bound, present = tally.bound_or_succeeded, tally.present_or_succeeded
         if bound >= group.min_member:

@@ -57,7 +57,7 @@ class GangManager:
         provisioning_served(served)                whether ProvisioningRequests are served
         provisioning_failed(gang, name, error, now)  a ProvisioningRequest not created
     time and output:
-        tick(now)                                  deadlines, backoffs, the queue pass
+        tick(now)                                  deadlines, backoffs, lost nodes, the pass
         take_actions()                             the I/O asked for since the last call
     """
 
@@ -75,10 +75,12 @@ class GangManager:
         if self._cache.upsert_node(node):
             # Cordoned, tainted, relabelled or shrunk: slots that no longer fit move now.
             self._ledger.repair(node.name)
+            self._core.disruptions.node_changed(node.name)  # not ready: members lost
 
     def on_node_deleted(self, name: str) -> None:
         self._cache.remove_node(name)
         self._ledger.repair(name)
+        self._core.disruptions.node_changed(name)
 
     def on_pod(self, pod: PodInfo, now: float) -> None:
         self._watch.on_pod(pod, now)
@@ -227,6 +229,7 @@ class GangManager:
     def tick(self, now: float) -> None:
         """Deadlines, backoffs ending and capacity freed: called a few times a second."""
         self._core.timeouts.expire(now)
+        self._core.disruptions.tick(now)
         self._core.arrivals.prune(now)
         self._core.preemptions.tick(now)
         self._core.queue.run(now)

@@ -131,6 +131,7 @@ class WatchInput:
         self._derive_group(gang, now)
         if gang is not None:
             c.timeouts.check_quorum_bound(gang, now)
+        c.disruptions.pod_changed(pod, old, now)
 
     def on_pod_deleted(self, uid: str, now: float | None = None) -> None:
         c = self._core
@@ -154,6 +155,7 @@ class WatchInput:
         if nominated:
             self._nomination_ended(now if now is not None else 0.0)
         c.queue.members_changed()
+        c.disruptions.pod_deleted(pod, now if now is not None else 0.0)
         self._derive_group(pod.gang, now if now is not None else 0.0)
 
     def _nomination_ended(self, now: float) -> None:
@@ -210,6 +212,7 @@ class WatchInput:
         # A lower minMember may complete a gang whose binds wait.
         self._ledger.commit(group, now)
         c.timeouts.check_quorum_bound(group.key, now)
+        c.disruptions.group_changed(group.key, now)
 
     def on_group_deleted(self, key: str) -> None:
         c = self._core
@@ -223,5 +226,6 @@ class WatchInput:
         c.explanations.drop(key)
         c.queue.drop(key)
         c.arrivals.drop(key)
+        c.disruptions.group_deleted(key)
         self._cache.remove_group(key)
         c.queue.members_changed()

@@ -18,6 +18,7 @@ from extender.core.outbox import Outbox
 from extender.core.parked import Parked
 from extender.core.planner import GangPlanner, plan_group
 from extender.core.preemption.budgets import Budgets
+from extender.core.preemption.disruption import Disruptions
 from extender.core.preemption.preemptor import Preemptions
 from extender.core.provisioning import Provisioning
 from extender.core.queue.arrivals import Arrivals
@@ -50,6 +51,7 @@ class Core:
     preemptions: Preemptions
     starvation: Starvation
     provisioning: Provisioning
+    disruptions: Disruptions
 
     @classmethod
     def wire(cls, config: Config | None = None, planner: GangPlanner = plan_group) -> Core:
@@ -72,6 +74,7 @@ class Core:
             Bind(cache, ledger, parked, preemptions.leaving),
             Timeouts(view, ledger, backoffs, explanations, queue, outbox),
             budgets, preemptions, queue.starvation, provisioning,
+            Disruptions(cache, preemptions.leaving, outbox),
         )
 
 

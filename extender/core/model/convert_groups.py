@@ -20,7 +20,15 @@ from extender.core.model.fields import (
     shared,
 )
 from extender.core.model.resources import parse_resource_list
-from extender.core.model.types import VOLCANO, WORKLOAD_API, GroupInfo
+from extender.core.model.types import (
+    DISRUPT_ALL,
+    DISRUPT_SINGLE,
+    DISRUPTION_MODE,
+    MEMBER_DISRUPTED,
+    VOLCANO,
+    WORKLOAD_API,
+    GroupInfo,
+)
 
 __all__ = ["group_from_k8s", "volcano_group_from_k8s", "workload_group_from_k8s"]
 
@@ -40,8 +48,8 @@ def _build_group(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
         if timeout < 0:
             raise ValueError(f"spec.scheduleTimeoutSeconds must be >= 0, got {timeout}")
     min_resources = parse_resource_list(as_obj(spec.get("minResources"), "spec.minResources"))
-    required, preferred, error = topology_of(
-        as_str_map(meta.get("annotations"), "metadata.annotations"))
+    annotations = as_str_map(meta.get("annotations"), "metadata.annotations")
+    required, preferred, error = topology_of(annotations)
     requeue_count, requeue_at = _requeue_state(obj.get("status"))
     return GroupInfo(
         namespace=shared(as_str(meta.get("namespace"), "metadata.namespace", "default")),
@@ -59,7 +67,39 @@ def _build_group(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
         requeue_count=requeue_count,
         requeue_at=requeue_at,
         waiting_since=_waiting_since(obj.get("status")),
+        disruption_mode=_annotated_disruption_mode(annotations),
+        disrupted_since=_disrupted_since(obj.get("status")),
     )
+
+
+def _annotated_disruption_mode(annotations: Mapping[str, str]) -> str:
+    """The `gang-extender.x-k8s.io/disruption-mode` annotation of a PodGroup without a
+    field for it (scheduler-plugins, Volcano): "single" when absent. Any other value is a
+    user's mistake, refused with the allowed ones rather than guessed: read as "single",
+    a typo of "all" would leave a hung job holding its nodes after a member was lost."""
+    raw = annotations.get(DISRUPTION_MODE)
+    if raw is None:
+        return DISRUPT_SINGLE
+    mode = raw.strip()
+    if mode not in (DISRUPT_SINGLE, DISRUPT_ALL):
+        raise ValueError(f"metadata.annotations[{DISRUPTION_MODE}]: {raw!r} is not "
+                         f"{DISRUPT_SINGLE!r} or {DISRUPT_ALL!r}")
+    return mode
+
+
+def _disrupted_since(status: Any) -> float:
+    """When this extender evicted the gang whole (its `DisruptionTarget` condition, True
+    with our reason `MemberDisrupted`), 0 if it did not: lenient, as `_requeue_state`,
+    since only the extender writes it and an unreadable one only ends the record."""
+    raw = status.get("conditions") if isinstance(status, Mapping) else None
+    for c in raw if isinstance(raw, list) else ():
+        if (isinstance(c, Mapping) and c.get("type") == "DisruptionTarget"
+                and c.get("status") == "True" and c.get("reason") == MEMBER_DISRUPTED):
+            try:
+                return max(0.0, parse_time(c.get("lastTransitionTime")))
+            except ValueError:
+                return 0.0
+    return 0.0
 
 
 def _requeue_state(status: Any) -> tuple[int, float]:
@@ -122,18 +162,22 @@ def _build_volcano(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
     if min_member < 0:
         raise ValueError(f"spec.minMember must be >= 0, got {min_member}")
     min_resources = parse_resource_list(as_obj(spec.get("minResources"), "spec.minResources"))
+    meta = as_obj(obj.get("metadata"), "metadata")
     return GroupInfo(
         namespace=namespace, name=name, min_member=max(min_member, 1), uid=uid,
         creation=creation, min_resources=min_resources or None, source=VOLCANO,
         priority_class_name=as_str(spec.get("priorityClassName"),
                                  "spec.priorityClassName") or None,
+        disruption_mode=_annotated_disruption_mode(
+            as_str_map(meta.get("annotations"), "metadata.annotations")),
     )
 
 
 def volcano_group_from_k8s(obj: Any) -> GroupInfo:
     """A Volcano PodGroup (scheduling.volcano.sh/v1beta1) to `GroupInfo`: minMember (0 or
-    absent: 1), minResources, priorityClassName. queue and minTaskMember are Volcano's
-    own and not read; Volcano has no schedule timeout, so the extender's default holds."""
+    absent: 1), minResources, priorityClassName, and the disruption-mode annotation.
+    queue and minTaskMember are Volcano's own and not read; Volcano has no schedule
+    timeout, so the extender's default holds."""
     return guarded("volcano podgroup", obj, _build_volcano)
 
 
@@ -161,7 +205,29 @@ def _build_workload(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
                      creation=creation, source=WORKLOAD_API, topology_required=required,
                      topology_error=error,
                      priority_class_name=as_str(spec.get("priorityClassName"),
-                                              "spec.priorityClassName") or None)
+                                              "spec.priorityClassName") or None,
+                     disruption_mode=_workload_disruption_mode(spec.get("disruptionMode")),
+                     disrupted_since=_disrupted_since(obj.get("status")))
+
+
+def _workload_disruption_mode(raw: Any) -> str:
+    """spec.disruptionMode of an upstream PodGroup: v1beta1 (and v1alpha3) a one-of
+    object, `{"all": {}}` or `{"single": {}}`; v1alpha2 a string, "PodGroup" (all) or
+    "Pod" (single). Absent: single, the API's default."""
+    w = "spec.disruptionMode"
+    if raw is None:
+        return DISRUPT_SINGLE
+    if isinstance(raw, str):
+        modes = {"Pod": DISRUPT_SINGLE, "PodGroup": DISRUPT_ALL}
+        if raw not in modes:
+            raise ValueError(f"{w}: {raw!r} is not 'Pod' or 'PodGroup'")
+        return modes[raw]
+    members = [k for k, v in as_obj(raw, w).items() if v is not None]
+    if members == [DISRUPT_ALL]:
+        return DISRUPT_ALL
+    if members in ([DISRUPT_SINGLE], []):
+        return DISRUPT_SINGLE
+    raise ValueError(f"{w}: exactly one of 'single' or 'all' must be set, got {members}")
 
 
 def _composite_refusal(parent: str) -> str:
@@ -206,7 +272,8 @@ def workload_group_from_k8s(obj: Any) -> GroupInfo:
     (docs/topology.md): every member of the quorum in one domain of that node label.
     spec.priorityClassName (1.37) is carried like Volcano's. The Workload a PodGroup
     was made from (v1beta1 spec.workloadRef, v1alpha2 spec.podGroupTemplateRef) is not
-    read: the PodGroup already holds the policy copied from its template. A PodGroup
+    read: the PodGroup already holds the policy copied from its template.
+    spec.disruptionMode is the gang's disruption mode (`_workload_disruption_mode`). A PodGroup
     with spec.parentCompositePodGroupName (1.37 alpha) is kept but not placed
     (`_composite_refusal`)."""
     return guarded("podgroup.scheduling.k8s.io", obj, _build_workload)

@@ -19,6 +19,16 @@ GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 # narrowest first, whose domains it should preferably fit in. docs/topology.md.
 TOPOLOGY_REQUIRED = "gang-extender.x-k8s.io/topology-required"
 TOPOLOGY_PREFERRED = "gang-extender.x-k8s.io/topology-preferred"
+# How a started gang may be disrupted (core/preemption/disruption.py): "single" (the default), a
+# lost member is replaced beside the others; "all", the others are evicted with it, so
+# the job restarts whole. The upstream PodGroup says it in spec.disruptionMode; the
+# scheduler-plugins and Volcano PodGroups, which have no such field, in this annotation.
+DISRUPTION_MODE = "gang-extender.x-k8s.io/disruption-mode"
+DISRUPT_SINGLE, DISRUPT_ALL = "single", "all"
+# The reason of the `DisruptionTarget` condition this extender sets on a gang it evicts
+# whole after a member was lost (a preemption's is kube-scheduler's
+# "PreemptionByScheduler"); read back after a restart (`GroupInfo.disrupted_since`).
+MEMBER_DISRUPTED = "MemberDisrupted"
 
 # Where a gang comes from: the API or operator convention that marked it
 # (core/model/sources.py has each one's keys and objects; docs/integrations.md and
@@ -255,6 +265,13 @@ class GroupInfo:
     # (`status.waitingForCapacitySince`, epoch seconds, 0: not recorded): the starvation
     # guard's clock, carried over a restart (`queue/starvation.py`).
     waiting_since: float = 0.0
+    # DISRUPT_SINGLE or DISRUPT_ALL (`DISRUPTION_MODE`).
+    disruption_mode: str = DISRUPT_SINGLE
+    # When this extender evicted the gang whole after it lost a member, as its status
+    # recorded it (the `DisruptionTarget` condition of ours, True; epoch seconds, 0:
+    # not disrupted): a restarted extender carries the disruption on, never starts
+    # another for the members it evicted (`core/preemption/disruption.py`).
+    disrupted_since: float = 0.0
 
     @property
     def key(self) -> str:
@@ -265,7 +282,8 @@ class GroupInfo:
         depends on those, so the extender's own status write coming back must not
         have every waiting gang planned again (`Cache.upsert_group`)."""
         return replace(self, requeue_count=other.requeue_count, requeue_at=other.requeue_at,
-                       waiting_since=other.waiting_since) == other
+                       waiting_since=other.waiting_since,
+                       disrupted_since=other.disrupted_since) == other
 
 
 @dataclass(frozen=True, slots=True)

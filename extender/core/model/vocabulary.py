@@ -36,6 +36,9 @@ class Reason(StrEnum):
     PREEMPTED = "Preempted"  # a victim: evicted whole to make room for a higher priority
     BACKING_OFF = "BackingOff"
     TIMED_OUT = "TimedOut"  # an Event only: the gang moves on to BackingOff or Failed
+    # An Event only: a started gang whose disruption mode is "all" lost a member, and
+    # its other members are evicted (`core/preemption/disruption.py`); it waits for its new pods.
+    DISRUPTED = "Disrupted"
     BOUND = "Bound"
     FAILED = "Failed"
     MEMBER_FAILED = "MemberFailed"
@@ -188,6 +191,21 @@ class GangTimedOut:
 
 
 @dataclass(frozen=True, slots=True)
+class GangDisrupted:
+    """A started gang whose disruption mode is "all" lost members (`lost`: deleted,
+    evicted, failed, or on a node removed or not ready) and its other bound members are
+    evicted (`evicted`, an `EvictPods` beside this), so that its owner restarts the job
+    whole (`core/preemption/disruption.py`)."""
+
+    reason: ClassVar[Reason] = Reason.DISRUPTED
+    group: GroupRef
+    message: str
+    lost: tuple[PodRef, ...]
+    evicted: tuple[PodRef, ...]
+    since: float  # when it was disrupted (a restarted extender's carried-on one: then)
+
+
+@dataclass(frozen=True, slots=True)
 class StatusChanged:
     """A gang's `Decision` changed; `status` None: the gang is gone."""
 
@@ -291,7 +309,7 @@ ProvisioningAction = CreateRequest | DeleteRequest | ProtectNode | ProvisioningR
 
 
 
-Transition = GangReserved | GangBound | GangTimedOut | GangHeld
+Transition = GangReserved | GangBound | GangTimedOut | GangHeld | GangDisrupted
 # For the reporting adapters: status, Events, metrics.
 Report = Transition | StatusChanged | Preempting
 Action = BindPod | RejectWaitingBind | WakePods | EvictPods | Report | ProvisioningAction

@@ -14,11 +14,15 @@ The adapter tries each eviction once and reports at once
   backoff (1 s doubling to 30 s) until it is let go. The gang is never left half
   evicted for longer than the budget keeps it so, and its controller places it again
   whole.
+
+A gang disrupted whole after it lost a member (`core/preemption/disruption.py`) leaves too: its
+evicted members are on their way out (`disrupted`), and, as for a preempted gang, none
+of its pods is placed until they are gone, or the new attempt would start beside them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from extender.core.model.vocabulary import GANG, EvictPods
@@ -48,6 +52,8 @@ class Leaving(Mapping[str, str]):
         self._pods: dict[str, str] = {}
         self._refused: dict[str, tuple[float, int]] = {}  # unit -> (until, budgets epoch)
         self._retries: dict[str, tuple[float, float]] = {}  # uid -> (due, delay)
+        # Gangs disrupted whole -> uids of their evicted members not gone yet.
+        self._disrupting: dict[str, set[str]] = {}
 
     def __getitem__(self, uid: str) -> str:
         return self._pods[uid]
@@ -68,8 +74,25 @@ class Leaving(Mapping[str, str]):
     def gang_leaving(self, gang: str | None) -> bool:
         """Whether `gang` is being evicted whole: none of its members may be bound now
         (an extra bound after the victims were chosen would be left running alone)."""
+        if gang is not None and gang in self._disrupting:
+            return True
         return gang is not None and gang in self._units and (
             gang in self._pods.values() or gang not in self._refused)
+
+    def why(self, gang: str) -> str:
+        """What a member of a leaving gang is told (`gang_leaving`)."""
+        if gang in self._disrupting:
+            return (f"gang {gang} lost a member and is disrupted whole: its members left "
+                    f"are evicted, and it is placed again whole once they are gone")
+        return (f"gang {gang} is being preempted: its members are evicted, and it is "
+                f"placed again whole later")
+
+    def disrupted(self, gang: str, uids: Iterable[str]) -> None:
+        """`gang` is evicted whole after it lost a member: `uids` are on their way out."""
+        leaving = self._disrupting.setdefault(gang, set())
+        leaving.update(uids)
+        if not leaving:
+            del self._disrupting[gang]
 
     def excluded(self, now: float, budgets_epoch: int) -> dict[str, float]:
         """Units not to pick now: refused a moment ago (and no budget changed since)."""
@@ -119,6 +142,10 @@ class Leaving(Mapping[str, str]):
         """The pod was deleted: it left."""
         key = self._pods.pop(uid, None)
         self._retries.pop(uid, None)
+        for gang, leaving in list(self._disrupting.items()):
+            leaving.discard(uid)
+            if not leaving:
+                del self._disrupting[gang]
         if key is not None and not any(k == key for k in self._pods.values()):
             self._units.pop(key, None)
 

@@ -1,0 +1,269 @@
+"""Gangs disrupted whole (core/preemption/disruption.py): a started gang whose
+disruption mode is "all" that loses a member has the rest evicted, once; "single" keeps
+its members running and places a replacement beside them."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from extender.core.manager import GangManager
+from extender.core.model.config import Config
+from extender.core.model.convert_groups import (
+    group_from_k8s,
+    volcano_group_from_k8s,
+    workload_group_from_k8s,
+)
+from extender.core.model.types import (
+    DISRUPT_ALL,
+    DISRUPT_SINGLE,
+    DISRUPTION_MODE,
+    MEMBER_DISRUPTED,
+    GroupInfo,
+    PodInfo,
+    Taint,
+)
+from extender.core.model.vocabulary import EvictPods, GangDisrupted
+from extender.core.wiring import Core
+from tests.core.sim import SimScheduler, group, node, pod
+
+
+def started(mode: str = DISRUPT_ALL, members: int = 3, sim: SimScheduler | None = None,
+            name: str = "train") -> tuple[SimScheduler, list[PodInfo]]:
+    """A gang of `members` (quorum all of them) placed and bound, one per node."""
+    sim = sim or SimScheduler()
+    for i in range(members):
+        sim.add_node(node(f"{name}-n{i}", cpu=1000))
+    sim.add_group(group(name, members, disruption_mode=mode))
+    pods = [sim.add_pod(pod(f"{name}-{i}", name, creation=sim.now - 60))
+            for i in range(members)]
+    sim.run_all()
+    assert len(sim.bound(name)) == members
+    sim.actions.clear()
+    return sim, [sim.cache.pods[p.uid] for p in pods]
+
+
+def evictions(sim: SimScheduler) -> list[EvictPods]:
+    return [a for a in sim.actions if isinstance(a, EvictPods)]
+
+
+def disrupted(sim: SimScheduler) -> list[GangDisrupted]:
+    return [a for a in sim.actions if isinstance(a, GangDisrupted)]
+
+
+def test_a_deleted_member_has_the_others_evicted_once() -> None:
+    sim, pods = started()
+    sim.delete(pods[0].uid)
+    [ev] = evictions(sim)
+    assert {p.uid for p in ev.pods} == {pods[1].uid, pods[2].uid}
+    assert ev.gang == "ns/train" and ev.preemptor is None  # retried against budgets
+    [report] = disrupted(sim)
+    assert [p.uid for p in report.lost] == [pods[0].uid]
+    assert report.message.startswith("gang ns/train: member ns/train-0 was deleted")
+    assert "disruption mode is all" in report.message
+    # More events of the same pods, a relist, time passing: no second eviction.
+    for p in pods[1:]:
+        sim.manager.on_pod(dataclasses.replace(sim.cache.pods[p.uid], phase="Running"),
+                           sim.now)
+    sim.manager.pods_listed({p.uid for p in pods[1:]}, sim.now - 1, sim.now)
+    sim.tick(30)
+    assert len(evictions(sim)) == 1 and len(disrupted(sim)) == 1
+
+
+def test_single_keeps_the_others_running() -> None:
+    sim, pods = started(DISRUPT_SINGLE)
+    sim.delete(pods[0].uid)
+    sim.tick(1)
+    assert evictions(sim) == [] and disrupted(sim) == []
+    # Today's behaviour: the replacement is placed beside the running members.
+    repl = sim.add_pod(pod("train-r", "train"))
+    sim.run_all()
+    assert sim.cache.pods[repl.uid].node_name == pods[0].node_name
+
+
+def test_a_failed_or_evicted_member_is_lost_too() -> None:
+    sim, pods = started()
+    sim.manager.on_pod(dataclasses.replace(pods[1], phase="Failed"), sim.now)
+    sim.drain()
+    [report] = disrupted(sim)
+    assert "member ns/train-1 failed" in report.message
+    sim2, pods2 = started(name="other")
+    sim2.manager.on_pod(dataclasses.replace(pods2[2], deleting=True), sim2.now)
+    sim2.drain()
+    [report] = disrupted(sim2)
+    assert "member ns/other-2 is being deleted" in report.message
+    assert {p.uid for p in evictions(sim2)[0].pods} == {pods2[0].uid, pods2[1].uid}
+
+
+def test_a_member_on_a_node_removed_or_not_ready_is_lost() -> None:
+    sim, pods = started()
+    sim.manager.on_node_deleted(pods[0].node_name)
+    sim.tick(1)
+    [report] = disrupted(sim)
+    assert f"is on node {pods[0].node_name}, which was removed" in report.message
+    # Every bound member goes, the one on the lost node too: nobody else ends it.
+    assert {p.uid for p in evictions(sim)[0].pods} == {p.uid for p in pods}
+
+    sim2, pods2 = started(name="other")
+    n = sim2.cache.nodes[pods2[1].node_name]
+    sim2.manager.on_node(dataclasses.replace(n, taints=(
+        Taint("node.kubernetes.io/unreachable", "", "NoExecute"),)))
+    sim2.tick(1)
+    [report] = disrupted(sim2)
+    assert "which is not ready" in report.message
+
+
+def test_a_gang_that_never_started_is_not_disrupted() -> None:
+    """Two of three members bound, the quorum never: a loss is not a disruption (what
+    a commit bound is the reservation's business, `queue/timeouts.py`)."""
+    sim = SimScheduler()
+    for i in range(2):
+        sim.add_node(node(f"n{i}", cpu=1000))
+    sim.add_group(group("train", 3, disruption_mode=DISRUPT_ALL))
+    pods = [sim.add_pod(pod(f"train-{i}", "train")) for i in range(3)]
+    for i in range(2):
+        sim.bind_foreign(pods[i], f"n{i}")
+    sim.delete(pods[0].uid)
+    sim.tick(1)
+    assert disrupted(sim) == [] and evictions(sim) == []
+
+
+def test_a_member_that_succeeded_is_not_lost() -> None:
+    sim, pods = started()
+    sim.finish(pods[0].uid)
+    sim.delete(pods[0].uid)
+    sim.tick(1)
+    assert disrupted(sim) == [] and evictions(sim) == []
+
+
+def test_the_new_attempt_waits_for_the_old_then_is_placed_whole_and_can_be_disrupted_again(
+        ) -> None:
+    sim, pods = started()
+    sim.delete(pods[0].uid)
+    assert len(evictions(sim)) == 1
+    new = [sim.add_pod(pod(f"train-new-{i}", "train")) for i in range(3)]
+    sim.run_all()
+    # The evicted members still run: the new pods are turned away, none beside them.
+    assert not any(sim.cache.pods[p.uid].node_name for p in new)
+    assert "lost a member and is disrupted whole" in sim.last_filter[new[0].uid]
+    for p in pods[1:]:  # the Eviction API let them go
+        sim.manager.on_pod(dataclasses.replace(sim.cache.pods[p.uid], deleting=True),
+                           sim.now)
+        sim.delete(p.uid)
+    sim.run_all()
+    assert all(sim.cache.pods[p.uid].node_name for p in new)
+    assert len(disrupted(sim)) == 1
+    # Started again: its next loss is a new disruption.
+    sim.delete(new[1].uid)
+    assert len(disrupted(sim)) == 2
+    assert {p.uid for p in evictions(sim)[-1].pods} == {new[0].uid, new[2].uid}
+
+
+def test_an_extra_bound_after_the_start_is_evicted_with_the_rest() -> None:
+    sim, pods = started(members=2)
+    sim.add_node(node("spare", cpu=1000))
+    extra = sim.add_pod(pod("train-x", "train"))
+    sim.run_all()
+    assert sim.cache.pods[extra.uid].node_name
+    sim.delete(pods[0].uid)
+    assert {p.uid for p in evictions(sim)[0].pods} == {pods[1].uid, extra.uid}
+
+
+def test_a_restarted_extender_carries_a_disruption_on_once() -> None:
+    """Its predecessor evicted the gang and recorded it (`disrupted_since`): an old
+    member still bound (created before) goes once; a new one (created after) stays."""
+    now = 5000.0
+    core = Core.wire(Config(default_timeout_seconds=30, direct_commit=False))
+    manager = GangManager(core)
+    for i in range(3):
+        manager.on_node(node(f"n{i}", cpu=1000))
+    g: GroupInfo = group("train", 2, disruption_mode=DISRUPT_ALL, disrupted_since=now - 10)
+    old = dataclasses.replace(pod("train-0", "train", creation=now - 100), node_name="n0",
+                              phase="Running")
+    new = dataclasses.replace(pod("train-new", "train", creation=now - 5), node_name="n1",
+                              phase="Running")
+    manager.on_group(g, now)
+    manager.on_pod(old, now)
+    manager.on_pod(new, now)
+    actions = manager.take_actions()
+    [ev] = [a for a in actions if isinstance(a, EvictPods)]
+    assert [p.uid for p in ev.pods] == [old.uid]
+    [report] = [a for a in actions if isinstance(a, GangDisrupted)]
+    assert report.since == now - 10 and "before this extender started" in report.message
+    manager.on_pod(old, now + 1)
+    manager.on_group(g, now + 1)
+    assert not [a for a in manager.take_actions() if isinstance(a, EvictPods)]
+
+
+def test_a_disrupted_gang_whose_new_attempt_is_running_after_a_restart_is_left_alone(
+        ) -> None:
+    now = 5000.0
+    manager = GangManager(Core.wire(Config(direct_commit=False)))
+    for i in range(2):
+        manager.on_node(node(f"n{i}", cpu=1000))
+    manager.on_group(group("train", 2, disruption_mode=DISRUPT_ALL,
+                           disrupted_since=now - 100), now)
+    pods = [dataclasses.replace(pod(f"train-{i}", "train", creation=now - 50),
+                                node_name=f"n{i}", phase="Running") for i in range(2)]
+    for p in pods:
+        manager.on_pod(p, now)
+    assert not [a for a in manager.take_actions() if isinstance(a, EvictPods | GangDisrupted)]
+    # Started again: a loss now is a disruption of its own.
+    manager.on_pod_deleted(pods[0].uid, now + 1)
+    [ev] = [a for a in manager.take_actions() if isinstance(a, EvictPods)]
+    assert [p.uid for p in ev.pods] == [pods[1].uid]
+
+
+# ----- the mode, as each source says it (core/model/convert_groups.py) -------------------------
+
+def _upstream(mode: object, **status: object) -> dict[str, object]:
+    spec: dict[str, object] = {"schedulingPolicy": {"gang": {"minCount": 3}}}
+    if mode is not None:
+        spec["disruptionMode"] = mode
+    return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "train", "namespace": "ml", "uid": "u1"},
+            "spec": spec, "status": status}
+
+
+def test_the_upstream_mode_of_each_version() -> None:
+    assert workload_group_from_k8s(_upstream({"all": {}})).disruption_mode == DISRUPT_ALL
+    assert workload_group_from_k8s(_upstream({"single": {}})).disruption_mode == DISRUPT_SINGLE
+    assert workload_group_from_k8s(_upstream(None)).disruption_mode == DISRUPT_SINGLE
+    assert workload_group_from_k8s(_upstream("PodGroup")).disruption_mode == DISRUPT_ALL
+    assert workload_group_from_k8s(_upstream("Pod")).disruption_mode == DISRUPT_SINGLE
+    with pytest.raises(ValueError, match=r"spec\.disruptionMode: exactly one"):
+        workload_group_from_k8s(_upstream({"all": {}, "single": {}}))
+    with pytest.raises(ValueError, match=r"spec\.disruptionMode: 'Whole'"):
+        workload_group_from_k8s(_upstream("Whole"))
+
+
+def _annotated(value: str | None) -> dict[str, object]:
+    meta: dict[str, object] = {"name": "train", "namespace": "ml", "uid": "u1"}
+    if value is not None:
+        meta["annotations"] = {DISRUPTION_MODE: value}
+    return {"metadata": meta, "spec": {"minMember": 3}}
+
+
+@pytest.mark.parametrize("convert", [group_from_k8s, volcano_group_from_k8s],
+                         ids=["scheduler-plugins", "volcano"])
+def test_the_annotation_on_podgroups_without_the_field(convert: Any) -> None:
+    assert convert(_annotated("all")).disruption_mode == DISRUPT_ALL
+    assert convert(_annotated(" single ")).disruption_mode == DISRUPT_SINGLE
+    assert convert(_annotated(None)).disruption_mode == DISRUPT_SINGLE
+    with pytest.raises(ValueError, match=r"disruption-mode\]: 'All' is not 'single' or 'all'"):
+        convert(_annotated("All"))
+
+
+def test_our_disruption_condition_is_read_back_for_a_restart() -> None:
+    ours = {"type": "DisruptionTarget", "status": "True", "reason": MEMBER_DISRUPTED,
+            "lastTransitionTime": "2026-11-29T03:00:00Z"}
+    g = workload_group_from_k8s(_upstream({"all": {}}, conditions=[ours]))
+    assert g.disrupted_since == 1795921200.0
+    # A preemption's, or one ended: not a disruption to carry on.
+    for other in ({**ours, "reason": "PreemptionByScheduler"}, {**ours, "status": "False"}):
+        assert workload_group_from_k8s(
+            _upstream({"all": {}}, conditions=[other])).disrupted_since == 0.0
+    # A status write of our own does not make the gang a new spec (nothing is replanned).
+    assert g.same_spec(dataclasses.replace(g, disrupted_since=0.0))
