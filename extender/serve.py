@@ -1,5 +1,5 @@
 """`gang-extender serve` once its flags are read: every adapter wired around one
-GangManager, by concept, and the life of the process until its exit status.
+GangManager in one place (`wire`), and the life of the process until its exit status.
 
 Why it is apart from `cli.py`: the command line turns flags into settings and owns the
 event loop; this module says which part feeds which (architecture.md, "Layers"), so that
@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,18 +23,18 @@ import uvicorn
 
 from extender.core.manager import GangManager
 from extender.core.model.config import Config
-from extender.core.model.vocabulary import Report
+from extender.core.model.vocabulary import PodRef, Report
 from extender.core.wiring import Core
 from extender.kube.client import Kube, make_kube
-from extender.kube.informer import BUDGETS, Informer
+from extender.kube.informer import BUDGETS, Informer, InformerOptions
 from extender.kube.leader import Leadership
 from extender.kube.recorder import EventRecorder
 from extender.reporting.events import GangEvents, pod_ref
 from extender.reporting.kinds import observed_kinds, source_kinds
-from extender.reporting.metrics import Metrics
-from extender.reporting.status import StatusWriter
+from extender.reporting.metrics import GaugeSources, Metrics
+from extender.reporting.status import StatusHooks, StatusWriter
 from extender.scheduler.debug import install_podgroups_route
-from extender.scheduler.dispatch import DispatchConfig, Dispatcher
+from extender.scheduler.dispatch import DispatchConfig, Dispatcher, Gates, Outlets
 from extender.scheduler.evictions import Evictions
 from extender.scheduler.http import create_app, create_metrics_app, with_fast_verbs
 from extender.scheduler.provisioner import PROVISIONING_REQUESTS, Provisioner
@@ -53,123 +52,133 @@ EXIT_LOST_LEADERSHIP = 1
 log = logging.getLogger("gang-extender")
 
 
-@dataclass
-class Reporting:
-    """What users see (architecture.md §9), all off the request path: the Events, the
-    PodGroup status and the metrics, fed by one `on_report`."""
+@dataclass(frozen=True)
+class Parts:
+    """The adapters around one gang manager as `wire` made them: what `serve` runs."""
 
+    manager: GangManager
+    kube: Kube
+    leader: Leadership
+    lost: asyncio.Event  # set when leadership is lost
+    # Set once the informers' first lists are applied: until then the verbs answer "not
+    # synced", and the tick and the status writer wait.
+    synced: asyncio.Event
+    metrics: Metrics
     recorder: EventRecorder
     status: StatusWriter
-    on_report: Callable[[Report], None]
-    loop_error: Callable[[str], None]  # a loop's failed iteration, counted by loop name
+    dispatcher: Dispatcher
+    wakeups: Wakeups
+    provisioner: Provisioner
+    informer: Informer
+    servers: list[uvicorn.Server]
+    warmer: ConnectionWarmer | None
 
 
-def _reporting(args: argparse.Namespace, manager: GangManager, kube: Kube, metrics: Metrics,
-               leader: Leadership) -> Reporting:
-    # Switched off, a writer still computes (for /debug/podgroups, the gauges and the log)
-    # but sends nothing. On standby neither computes nor sends (extender/kube/leader.py).
+def wire(args: argparse.Namespace, config: Config) -> Parts:
+    """Every adapter, made with all it needs, each after the parts it needs; none is
+    changed afterwards (tests/test_layering.py checks that no attribute of another object
+    is set anywhere else). Two loops are cut here: the `synced` event is made first and
+    handed to the informer, which sets it, and to the dispatcher and the servers, which
+    wait for it; the gauges read from parts that count into the metrics (the status
+    writer's counts, the watches behind) go to the scrape, made last."""
+    manager = GangManager(Core.wire(config))
+    reads = manager.reads
+    # Idle connections kept: one for each Binding in flight, and a few for the other
+    # writes (status, Events, wake-ups), so that a commit finds them open (warm.py).
+    kube = make_kube(args.kubeconfig, max_idle=args.binding_concurrency + 8)
+    metrics = Metrics()
+    lost = asyncio.Event()
+    leader = Leadership(kube, args.leader_lease, args.leader_identity or socket.gethostname(),
+                        on_lost=lambda why: lost.set())
+    synced = asyncio.Event()
+
+    def loop_error(loop: str) -> None:  # a loop's failed iteration, counted by loop name
+        metrics.loop_errors.labels(loop).inc()
+
+    # What users see (architecture.md §9), all off the request path: the Events, the
+    # PodGroup status and the metrics, fed by one `on_report`. Switched off, a writer
+    # still computes (for /debug/podgroups, the gauges and the log) but sends nothing. On
+    # standby neither computes nor sends (extender/kube/leader.py).
     recorder = EventRecorder(kube if args.events == "on" else None,
                              on_result=lambda r: metrics.events.labels(r).inc(),
                              instance=args.leader_identity, active=lambda: leader.active)
-    gang_events = GangEvents(recorder, manager.reads)
-    status = StatusWriter(manager.reads, kube if args.podgroup_status == "on" else None,
+    clock = recorder.clock
+    gang_events = GangEvents(recorder, reads)
+    status = StatusWriter(reads, kube if args.podgroup_status == "on" else None, clock,
                           events=gang_events,
-                          on_write=lambda r: metrics.status_writes.labels(r).inc())
-    metrics.status_counts = status.counts
+                          hooks=StatusHooks(
+                              on_write=lambda r: metrics.status_writes.labels(r).inc(),
+                              on_loop_error=loop_error))
 
     def on_report(report: Report) -> None:
         metrics.on_report(report)
         gang_events.on_report(report)
         status.on_report(report)
 
-    def loop_error(loop: str) -> None:
-        metrics.loop_errors.labels(loop).inc()
-
-    status.errors.on_error = loop_error
-    status.clock = recorder.clock
-    return Reporting(recorder, status, on_report, loop_error)
-
-
-def _dispatcher(args: argparse.Namespace, manager: GangManager, kube: Kube, metrics: Metrics,
-                leader: Leadership, reporting: Reporting) -> tuple[Dispatcher, Wakeups]:
-    """The core's actions carried out: Bindings (the direct commit's among them, counted
-    by `on_binding`), waiting binds answered, wake-ups and evictions."""
-    clock = reporting.recorder.clock
-    wakeups = Wakeups(manager.reads, kube, clock, on_wake=metrics.wakeups.inc,
-                      loop_errors=LoopErrors("wake", reporting.loop_error))
+    # The core's actions carried out: Bindings (the direct commit's among them, counted
+    # by `on_binding`), waiting binds answered, wake-ups, evictions and the
+    # ProvisioningRequests; what the evictions and the provisioner learn goes back to
+    # the core, whose new actions the dispatcher drains.
+    wakeups = Wakeups(reads, kube, clock, on_wake=metrics.wakeups.inc,
+                      loop_errors=LoopErrors("wake", loop_error))
     evictions = Evictions(kube, on_result=lambda r: metrics.evictions.labels(r).inc())
-    dispatcher = Dispatcher(manager, kube, wakeups,
-                            DispatchConfig(bind_wait_limit=args.bind_wait_limit,
-                                           commit_wait=args.commit_wait,
-                                           binding_concurrency=args.binding_concurrency),
-                            clock,
-                            on_report=reporting.on_report,
-                            on_assembly_wait=metrics.on_assembly_wait,
-                            on_commit_wait=metrics.on_commit_wait,
-                            evictions=evictions, leader=leader,
-                            loop_errors=LoopErrors("tick", reporting.loop_error))
-    dispatcher.tick_fault = tick_faults_from_env()
-    dispatcher.on_binding = metrics.on_binding
-    # kube-scheduler posts a pod's Scheduled Event only when it binds the pod itself.
-    dispatcher.on_bound_directly = lambda pod, node: reporting.recorder.record(
-        pod_ref(pod), "Scheduled", f"Successfully assigned {pod.key} to {node}",
-        background=True)
-    return dispatcher, wakeups
-
-
-def _provisioner(manager: GangManager, kube: Kube, recorder: EventRecorder, metrics: Metrics,
-                 dispatcher: Dispatcher) -> Provisioner:
-    """The ProvisioningRequest adapter: the dispatcher hands it the core's provisioning
-    actions, and what it learns (a request made or refused) goes back to the core, whose
-    new actions the dispatcher drains."""
     provisioner = Provisioner(manager, kube, recorder,
                               on_result=lambda r: metrics.provisioning.labels(r).inc(),
-                              clock=recorder.clock)
+                              clock=clock)
 
-    def drained() -> None:
-        dispatcher.drain()
+    def bound_directly(pod: PodRef, node: str) -> None:
+        # kube-scheduler posts a pod's Scheduled Event only when it binds the pod itself.
+        recorder.record(pod_ref(pod), "Scheduled", f"Successfully assigned {pod.key} to {node}",
+                        background=True)
 
-    provisioner.changed = drained
-    dispatcher.provisioner = provisioner
-    return provisioner
+    dispatcher = Dispatcher(
+        manager, kube,
+        DispatchConfig(bind_wait_limit=args.bind_wait_limit, commit_wait=args.commit_wait,
+                       binding_concurrency=args.binding_concurrency),
+        clock,
+        Outlets(wakeups=wakeups, evictions=evictions, provisioner=provisioner,
+                on_report=on_report, on_binding=metrics.on_binding,
+                on_bound_directly=bound_directly, on_assembly_wait=metrics.on_assembly_wait,
+                on_commit_wait=metrics.on_commit_wait),
+        Gates(leader=leader, synced=synced.is_set, tick_errors=LoopErrors("tick", loop_error),
+              tick_fault=tick_faults_from_env()))
 
+    # The watches: what the status writer observes, the gangs' sources, the budgets, and
+    # the ProvisioningRequests while they are asked for and served.
+    informer = Informer(
+        kube, manager, clock, dispatcher.cache_changed,
+        kinds=(*observed_kinds(status), *source_kinds(status), BUDGETS,
+               *((PROVISIONING_REQUESTS,) if args.provisioning_requests == "on" else ())),
+        options=InformerOptions(
+            protobuf=args.pod_watch == "protobuf", synced=synced,
+            on_skip=lambda kind, why: metrics.skipped_objects.labels(kind, why).inc(),
+            on_served=provisioner.served))
 
-def _informer(args: argparse.Namespace, manager: GangManager, kube: Kube, metrics: Metrics,
-              dispatcher: Dispatcher, status: StatusWriter, provisioner: Provisioner
-              ) -> Informer:
-    """The watches: what the status writer observes, the gangs' sources, the budgets, and
-    the ProvisioningRequests while they are asked for and served."""
-    return Informer(kube, manager, status.clock, dispatcher.cache_changed,
-                    kinds=(*observed_kinds(status), *source_kinds(status), BUDGETS,
-                           *((PROVISIONING_REQUESTS,)
-                             if args.provisioning_requests == "on" else ())),
-                    on_served=provisioner.served,
-                    protobuf=args.pod_watch == "protobuf",
-                    on_skip=lambda kind, why: metrics.skipped_objects.labels(kind, why).inc())
-
-
-def _servers(args: argparse.Namespace, manager: GangManager, metrics: Metrics,
-             dispatcher: Dispatcher, reporting: Reporting, synced: asyncio.Event,
-             informer: Informer) -> list[uvicorn.Server]:
-    """The verbs' server on --listen, and the probes' and metrics' on --metrics-listen.
-    /healthz fails when the tick loop stopped or a watch has been behind too long."""
+    # The verbs' server on --listen, and the probes' and metrics' on --metrics-listen.
+    # /healthz fails when the tick loop stopped or a watch has been behind too long.
+    gauges = GaugeSources(status_counts=status.counts, leader_active=lambda: leader.active,
+                          connections_opened=kube.connections_opened,
+                          watches_behind=informer.behind)
 
     def health() -> str | None:
         return dispatcher.tick_health() or informer.health()
 
-    app = create_app(dispatcher, metrics, ready=synced, health=health)
-    install_podgroups_route(app, reporting.status, reporting.recorder, reporting.recorder.clock)
+    app = create_app(dispatcher, metrics, ready=synced, health=health, gauges=gauges)
+    install_podgroups_route(app, status, recorder, clock)
     host, port = args.listen
     servers = [uvicorn.Server(uvicorn.Config(
         with_fast_verbs(app), host=host, port=port, log_level="warning", timeout_keep_alive=120,
         access_log=False, lifespan="off"))]
     if args.metrics_listen:
         mhost, mport = args.metrics_listen
-        metrics_app = create_metrics_app(manager.reads, metrics, ready=synced, health=health)
+        metrics_app = create_metrics_app(reads, metrics, ready=synced, health=health,
+                                         gauges=gauges)
         servers.append(uvicorn.Server(uvicorn.Config(
             metrics_app, host=mhost, port=mport, log_level="warning", access_log=False,
             lifespan="off")))
-    return servers
+
+    return Parts(manager, kube, leader, lost, synced, metrics, recorder, status, dispatcher,
+                 wakeups, provisioner, informer, servers, _warmer(args, kube, manager))
 
 
 def _warmer(args: argparse.Namespace, kube: Kube,
@@ -183,27 +192,8 @@ def _warmer(args: argparse.Namespace, kube: Kube,
 
 async def serve(args: argparse.Namespace, config: Config) -> int:
     """Run until cancelled (SIGTERM: 0) or until leadership is lost (1)."""
-    manager = GangManager(Core.wire(config))
-    # Idle connections kept: one for each Binding in flight, and a few for the other
-    # writes (status, Events, wake-ups), so that a commit finds them open (warm.py).
-    kube = make_kube(args.kubeconfig, max_idle=args.binding_concurrency + 8)
-    metrics = Metrics()
-    lost = asyncio.Event()
-    leader = Leadership(kube, args.leader_lease, args.leader_identity or socket.gethostname(),
-                        on_lost=lambda why: lost.set())
-    metrics.leader_active = lambda: leader.active
-    metrics.connections_opened = kube.connections_opened
-    reporting = _reporting(args, manager, kube, metrics, leader)
-    dispatcher, wakeups = _dispatcher(args, manager, kube, metrics, leader, reporting)
-    provisioner = _provisioner(manager, kube, reporting.recorder, metrics, dispatcher)
-    informer = _informer(args, manager, kube, metrics, dispatcher, reporting.status,
-                         provisioner)
-    # The one coupling to the informers' start: their first lists applied. Until then the
-    # verbs answer "not synced", and the tick and the status writer wait.
-    synced = informer.synced
-    dispatcher.synced = synced.is_set
-    metrics.watches_behind = informer.behind
-    servers = _servers(args, manager, metrics, dispatcher, reporting, synced, informer)
+    parts = wire(args, config)
+    leader, synced, dispatcher = parts.leader, parts.synced, parts.dispatcher
     policy = config.backoff
     log.info("serving on %s:%d (scheduler %s, default timeout %gs, backoff %gs..%gs, limit %s, "
              "identity %s, leader lease %s)", *args.listen, args.scheduler_name,
@@ -211,26 +201,25 @@ async def serve(args: argparse.Namespace, config: Config) -> int:
              leader.identity, leader.lease or "off")
     # Each runs for the life of the process; one that ends is fatal (supervise.py).
     tasks = [
-        asyncio.create_task(informer.run(), name="informer"),
+        asyncio.create_task(parts.informer.run(), name="informer"),
         asyncio.create_task(dispatcher.tick_loop(), name="tick"),
-        asyncio.create_task(wakeups.run(), name="wake"),
-        asyncio.create_task(provisioner.run(), name="provisioning"),
-        asyncio.create_task(reporting.status.run(lambda: leader.active and synced.is_set()),
+        asyncio.create_task(parts.wakeups.run(), name="wake"),
+        asyncio.create_task(parts.provisioner.run(), name="provisioning"),
+        asyncio.create_task(parts.status.run(lambda: leader.active and synced.is_set()),
                             name="podgroup-status"),
-        asyncio.create_task(reporting.recorder.run(), name="events"),
-        asyncio.create_task(LagMonitor(metrics.event_loop_lag.observe).run(),
+        asyncio.create_task(parts.recorder.run(), name="events"),
+        asyncio.create_task(LagMonitor(parts.metrics.event_loop_lag.observe).run(),
                             name="event-loop-lag"),
     ]
-    warmer = _warmer(args, kube, manager)
-    if warmer is not None:
+    if parts.warmer is not None:
         tasks.append(asyncio.create_task(
-            warmer.run(lambda: leader.active and synced.is_set()), name="connections"))
+            parts.warmer.run(lambda: leader.active and synced.is_set()), name="connections"))
     if leader.lease is not None:  # without a lease to follow there is nothing to watch
         tasks.append(asyncio.create_task(leader.run(), name="leader"))
     try:
-        return await _until_exit(servers, lost, tasks, dispatcher, leader)
+        return await _until_exit(parts.servers, parts.lost, tasks, dispatcher, leader)
     finally:
-        await kube.http.aclose()
+        await parts.kube.http.aclose()
 
 
 async def _close(servers: list[uvicorn.Server], serving: asyncio.Future[Any]) -> None:

@@ -18,7 +18,7 @@ from extender.core.model.convert import pod_from_k8s
 from extender.core.model.types import GroupInfo
 from extender.core.wiring import Core
 from extender.reporting.metrics import Metrics
-from extender.scheduler.dispatch import DispatchConfig, Dispatcher
+from extender.scheduler.dispatch import DispatchConfig, Dispatcher, Outlets
 from extender.scheduler.http import create_app, with_fast_verbs
 from tests.test_http_contract import RecordingKube, fake_nodes, sample
 
@@ -41,7 +41,7 @@ def stack(fast: bool, **config: float) -> tuple[Core, GangManager, Dispatcher, M
     manager = GangManager(core)
     metrics = Metrics()
     dispatcher = Dispatcher(manager, RecordingKube(), config=DispatchConfig(bind_wait_limit=5),
-                            on_assembly_wait=metrics.on_assembly_wait)
+                            outlets=Outlets(on_assembly_wait=metrics.on_assembly_wait))
     app = create_app(dispatcher, metrics)
     served = with_fast_verbs(app) if fast else app
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=served), base_url="http://t")

@@ -20,7 +20,7 @@ from extender.core.model.config import Config
 from extender.core.model.convert import pod_from_k8s
 from extender.kube.client import ApiError
 from extender.reporting.metrics import Metrics
-from extender.scheduler.dispatch import DispatchConfig, Dispatcher
+from extender.scheduler.dispatch import DispatchConfig, Dispatcher, Outlets
 from tests.test_http_contract import RecordingKube
 from tests.test_standby import add_gang, sampled
 
@@ -46,7 +46,7 @@ def setup(commit_wait: float, refuse: str = "") -> tuple[
     kube = RefusingKube(refuse)
     metrics = Metrics()
     dispatcher = Dispatcher(manager, kube, config=DispatchConfig(commit_wait=commit_wait),
-                            on_commit_wait=metrics.on_commit_wait)
+                            outlets=Outlets(on_commit_wait=metrics.on_commit_wait))
     return base, manager, pods, kube, dispatcher, metrics
 
 

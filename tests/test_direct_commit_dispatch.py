@@ -11,7 +11,7 @@ from extender.core.model.config import Config
 from extender.core.model.convert import pod_from_k8s
 from extender.kube.client import ApiError
 from extender.reporting.metrics import Metrics
-from extender.scheduler.dispatch import DispatchConfig, Dispatcher
+from extender.scheduler.dispatch import DispatchConfig, Dispatcher, Outlets
 from tests.test_http_contract import RecordingKube
 from tests.test_standby import add_gang, sampled
 
@@ -43,10 +43,11 @@ def test_a_committed_gang_is_bound_without_bind_requests_and_its_bindings_counte
     async def go() -> None:
         # No commit wait: the filter answers while the Bindings fly, as it does when
         # they take longer than the wait (tests/test_commit_wait.py has the wait).
-        dispatcher = Dispatcher(manager, kube, config=DispatchConfig(commit_wait=0))
-        dispatcher.on_binding = metrics.on_binding
         directly: list[str] = []
-        dispatcher.on_bound_directly = lambda pod, node: directly.append(pod.name)
+        dispatcher = Dispatcher(manager, kube, config=DispatchConfig(commit_wait=0),
+                                outlets=Outlets(on_binding=metrics.on_binding,
+                                                on_bound_directly=lambda pod, node:
+                                                directly.append(pod.name)))
         first = await dispatcher.filter(pod_from_k8s(pods[0]), base["NodeNames"])
         flying = {b.pod: b.node for b in manager.reads.binds_in_progress() if b.in_flight}
         assert len(flying) == 3 and flying["default/trio-0"] == first.nodes[0]

@@ -19,7 +19,7 @@ from extender.core.model.vocabulary import (
     StatusChanged,
 )
 from extender.kube.client import ApiError
-from extender.scheduler.dispatch import Dispatcher
+from extender.scheduler.dispatch import Dispatcher, Outlets
 from extender.scheduler.evictions import EvictionConfig, Evictions
 
 
@@ -273,11 +273,10 @@ def evict_victim(outcomes: list[BaseException | None]) -> tuple[list[tuple[str, 
     kube = ScriptedKube(outcomes)
     answers: list[tuple[str, str | None]] = []
     ev = Evictions(kube, EvictionConfig(preemption_delay=0.001))
-    ev.feedback = lambda uid, error: answers.append((uid, error))
 
     async def run() -> None:
         ev.add(EvictPods("ns/low", (PodRef("ns", "low-0", "u0"),), "preempted",
-                         preemptor="ns/high"))
+                         preemptor="ns/high"), lambda uid, error: answers.append((uid, error)))
         await ev.idle()
 
     asyncio.run(run())
@@ -322,8 +321,8 @@ def test_the_dispatcher_feeds_a_victims_answer_to_the_manager() -> None:
     kube = ScriptedKube([err(429), err(429)])
     evictions = Evictions(kube)
     reports: list[Report] = []  # what the status writer and Events are told
-    dispatcher = Dispatcher(manager, kube, clock=lambda: 1.0, evictions=evictions,
-                            on_report=reports.append)
+    dispatcher = Dispatcher(manager, kube, clock=lambda: 1.0,
+                            outlets=Outlets(evictions=evictions, on_report=reports.append))
 
     async def run() -> None:
         dispatcher.drain()  # the EvictPods go to the evictions adapter
@@ -357,3 +356,15 @@ def test_a_retry_refused_after_a_lost_answer_reads_the_pod_back() -> None:
                                                                           "n0"))
     assert error is None
     assert [c for c, _ in kube.calls] == ["bind", "get_pod"]
+
+
+def test_every_action_of_the_vocabulary_has_its_route() -> None:
+    """The dispatcher's routes are a table made once, in its constructor: an action kind
+    added to the vocabulary without a route there would fail in `drain`, so the table
+    is checked whole against the vocabulary's `Action`."""
+    import typing
+
+    from extender.core.model.vocabulary import Action
+
+    routes = Dispatcher(GangManager(), None)._routes
+    assert set(typing.get_args(Action)) == set(routes)

@@ -45,10 +45,10 @@ from extender.core.wiring import Core
 from extender.kube.client import ApiError
 from extender.kube.recorder import EventRecorder
 from extender.reporting.events import GangEvents
-from extender.reporting.metrics import Metrics
+from extender.reporting.metrics import GaugeSources, Metrics
 from extender.reporting.status import StatusWriter
 from extender.scheduler.debug import install_podgroups_route
-from extender.scheduler.dispatch import DispatchConfig, Dispatcher
+from extender.scheduler.dispatch import DispatchConfig, Dispatcher, Outlets
 from extender.scheduler.http import MAX_BODY, create_app, with_fast_verbs
 from tests.core.sim import in_flight
 
@@ -152,7 +152,6 @@ def make_env(reject: Callable[[str], ApiError | None] | None = None,
     recorder = EventRecorder(kube)
     gang_events = GangEvents(recorder)
     status = StatusWriter(manager.reads, kube, events=gang_events)
-    metrics.status_counts = status.counts
 
     def on_report(report: Report) -> None:  # as extender/serve.py wires them
         metrics.on_report(report)
@@ -163,8 +162,8 @@ def make_env(reject: Callable[[str], ApiError | None] | None = None,
     # limit on every filter call that finds its gang committing: off.
     dispatcher = Dispatcher(manager, kube,
                             config=DispatchConfig(bind_wait_limit=wait_limit, commit_wait=0),
-                            on_report=on_report)
-    app = create_app(dispatcher, metrics)
+                            outlets=Outlets(on_report=on_report))
+    app = create_app(dispatcher, metrics, gauges=GaugeSources(status_counts=status.counts))
     install_podgroups_route(app, status, recorder, dispatcher.clock)
     for n in NODES:
         manager.on_node(node_from_k8s(node_obj(n)))

@@ -15,7 +15,13 @@ import pytest
 from extender.core.manager import GangManager
 from extender.kube.client import ResourceExpired
 from extender.kube.decode import UNDECODABLE, Undecodable
-from extender.kube.informer import CATCH_UP_WATCH_SECONDS, WATCH_SECONDS, Informer, Kind
+from extender.kube.informer import (
+    CATCH_UP_WATCH_SECONDS,
+    WATCH_SECONDS,
+    Informer,
+    InformerOptions,
+    Kind,
+)
 
 
 def _obj(name: str, **extra: Any) -> dict[str, Any]:
@@ -97,7 +103,7 @@ class FakeKube:
 
 async def _run(kube: FakeKube, store: Store, **kw: Any) -> Informer:
     inf = Informer(kube, GangManager(), lambda: 100.0, lambda: None,  # type: ignore[arg-type]
-                   kinds=(store.kind(),), **kw)
+                   kinds=(store.kind(),), options=InformerOptions(**kw))
     task = asyncio.create_task(inf.run())
     try:
         await asyncio.wait_for(kube.done.wait(), 5)
@@ -139,7 +145,7 @@ def test_skips_are_logged_at_most_once_per_interval_with_the_count(
     kube = FakeKube([[bad]], [[]])
     now = [100.0]
     inf = Informer(kube, GangManager(), lambda: now[0], lambda: None,  # type: ignore[arg-type]
-                   kinds=(store.kind(),), log_interval=10.0)
+                   kinds=(store.kind(),), options=InformerOptions(log_interval=10.0))
 
     async def go() -> None:
         await inf._relist(store.kind())
@@ -486,7 +492,7 @@ def test_a_watch_that_delivers_nothing_for_the_idle_timeout_is_restarted_from_a_
     async def go() -> Informer:
         inf = Informer(kube, manager, lambda: 0.0, lambda: None,  # type: ignore[arg-type]
                        kinds=(dataclasses.replace(store.kind(), holds_commits=True),),
-                       idle_timeout=0.05)
+                       options=InformerOptions(idle_timeout=0.05))
         task = asyncio.create_task(inf.run())
         for _ in range(200):
             if manager.told[1:]:
@@ -529,7 +535,7 @@ def test_how_long_a_kind_is_behind_is_measured_and_fails_health_past_the_limit()
     now = [1000.0]
     kube = FakeKube([[[_obj("a")]]], [[]])
     inf = Informer(kube, GangManager(), lambda: now[0], lambda: None,  # type: ignore[arg-type]
-                   kinds=(store.kind(),), behind_limit=180.0)
+                   kinds=(store.kind(),), options=InformerOptions(behind_limit=180.0))
     kind = inf.kinds[0]
     assert inf.behind() == {"things": 0.0} and inf.health() is None
     inf._broke(kind)
@@ -546,11 +552,11 @@ def test_how_long_a_kind_is_behind_is_measured_and_fails_health_past_the_limit()
 
 
 def test_the_behind_gauge_is_read_at_scrape_time() -> None:
-    from extender.reporting.metrics import Metrics
+    from extender.reporting.metrics import GaugeSources, Metrics
 
     m = Metrics()
-    m.watches_behind = lambda: {"pods": 12.5, "nodes": 0.0}
-    m.refresh(GangManager().reads)
+    m.refresh(GangManager().reads,
+              GaugeSources(watches_behind=lambda: {"pods": 12.5, "nodes": 0.0}))
     assert m.registry.get_sample_value("gang_extender_watch_behind_seconds",
                                        {"kind": "pods"}) == 12.5
     assert m.registry.get_sample_value("gang_extender_watch_behind_seconds",

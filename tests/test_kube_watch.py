@@ -160,11 +160,11 @@ class _RecordingKube:
 def test_the_informer_watches_pods_in_protobuf_only_when_asked(on: bool) -> None:
     from extender.core.manager import GangManager
     from extender.core.wiring import Core
-    from extender.kube.informer import NODES, PODS, Informer
+    from extender.kube.informer import NODES, PODS, Informer, InformerOptions
 
     kube = _RecordingKube()
     inf = Informer(kube, GangManager(Core.wire()), lambda: 0.0,  # type: ignore[arg-type]
-                   lambda: None, kinds=(NODES, PODS), protobuf=on)
+                   lambda: None, kinds=(NODES, PODS), options=InformerOptions(protobuf=on))
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(inf.run())
     assert kube.proto == {"/api/v1/nodes": None, "/api/v1/pods": _decoder() if on else None}

@@ -13,7 +13,7 @@ from extender.core.model.config import Config
 from extender.core.model.convert import pod_from_k8s
 from extender.core.model.types import NodeInfo, PodInfo
 from extender.kube.client import ApiError
-from extender.scheduler.dispatch import Dispatcher
+from extender.scheduler.dispatch import Dispatcher, Gates
 from tests.test_dispatch_failures import ScriptedKube
 from tests.test_http_contract import RecordingKube
 from tests.test_leader import lease
@@ -60,7 +60,7 @@ def test_a_held_binding_is_not_posted_once_the_lease_is_lost() -> None:
     async def go() -> None:
         kube = RecordingKube()
         leader = leadership("me_1")
-        dispatcher = Dispatcher(manager, kube, leader=leader)
+        dispatcher = Dispatcher(manager, kube, gates=Gates(leader=leader))
         await dispatcher.filter(pod_from_k8s(pods[0]), base["NodeNames"])
         assert dispatcher.held.held("uid-duo-0")
         leader.observe(lease("other_1", time.time()))  # lost

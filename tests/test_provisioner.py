@@ -36,9 +36,9 @@ from extender.core.model.vocabulary import (
 )
 from extender.core.wiring import Core
 from extender.kube.client import ApiError, Kube
-from extender.kube.informer import Informer
+from extender.kube.informer import Informer, InformerOptions
 from extender.kube.recorder import ObjectRef
-from extender.scheduler.dispatch import Dispatcher
+from extender.scheduler.dispatch import Dispatcher, Outlets
 from extender.scheduler.provisioner import PROVISIONING_REQUESTS, Provisioner
 
 GROUP = GroupRef("ns", "train", "uid-train")
@@ -208,8 +208,9 @@ def test_a_409_against_an_object_not_ours_for_the_gang_is_not_adopted(
     assert manager.reads.backoff("ns/train") is not None
 
 
-def _asked_manager() -> GangManager:
-    """A manager whose core asked for the request of gang ns/train."""
+def _asked_manager(taken: bool = True) -> GangManager:
+    """A manager whose core asked for the request of gang ns/train (`taken`: the
+    CreateRequest taken out of its actions already)."""
     manager = GangManager(Core.wire(Config(preemption=False, starvation_after_seconds=None)))
     manager.provisioning_served(True)
     manager.on_node(NodeInfo("n0", {"cpu": 4000, "memory": 1 << 34, "pods": 10}))
@@ -221,7 +222,8 @@ def _asked_manager() -> GangManager:
                                scheduler_name="gang-scheduler"), 0.0)
     manager.tick(1.0)
     manager.tick(1.1)
-    assert any(isinstance(a, CreateRequest) for a in manager.take_actions())
+    if taken:
+        assert any(isinstance(a, CreateRequest) for a in manager.take_actions())
     return manager
 
 
@@ -327,14 +329,14 @@ def test_the_dispatcher_hands_provisioning_actions_to_the_adapter() -> None:
         1.5)
     manager.on_group_deleted("ns/train")
     manager.tick(2.0)
-    dispatcher = Dispatcher(manager, None, clock=lambda: 2.0)
     seen: list[object] = []
 
     class Recording(Provisioner):
-        def add(self, action: Any) -> None:
+        def add(self, action: Any, changed: Any = None) -> None:
             seen.append(action)
 
-    dispatcher.provisioner = Recording(manager, None)
+    dispatcher = Dispatcher(manager, None, clock=lambda: 2.0,
+                            outlets=Outlets(provisioner=Recording(manager, None)))
     dispatcher.drain()
     assert [type(a) for a in seen] == [DeleteRequest]
 
@@ -354,7 +356,7 @@ def test_discovery_tells_the_core_whether_the_api_is_served() -> None:
 
     p = Provisioner(manager, None)
     inf = Informer(Discovery(), manager, lambda: 0.0, lambda: None,  # type: ignore[arg-type]
-                   kinds=(PROVISIONING_REQUESTS,), on_served=p.served)
+                   kinds=(PROVISIONING_REQUESTS,), options=InformerOptions(on_served=p.served))
 
     async def go() -> None:
         await asyncio.wait_for(inf._wait_until_served(PROVISIONING_REQUESTS), 5)
@@ -394,3 +396,31 @@ def test_the_clients_delete_carries_the_uid_precondition_and_get_reads_or_none()
     assert (method, path) == ("DELETE", f"{TEMPLATES}/x")
     assert orjson.loads(body) == {"kind": "DeleteOptions", "apiVersion": "v1",
                                   "preconditions": {"uid": "u1"}}
+
+
+def test_what_the_core_says_of_a_request_not_created_goes_out_at_once() -> None:
+    """The provisioner tells the core a request could not be made; what the core says
+    then (the gang backs off: its status and an Event) is carried out by the dispatcher
+    that handed the request over, at once rather than at the next tick's drain."""
+    manager = _asked_manager(taken=False)
+    outcomes: list[str] = []
+    reports: list[object] = []
+    kube = FakeKube(fail={"create /apis/autoscaling.x-k8s.io": _error(403)})
+    provisioner = Provisioner(manager, kube, on_result=outcomes.append, clock=lambda: 1.2)
+    dispatcher = Dispatcher(manager, None, clock=lambda: 1.2,
+                            outlets=Outlets(provisioner=provisioner, on_report=reports.append))
+
+    async def go() -> None:
+        dispatcher.drain()  # the CreateRequest, queued for the provisioner
+        reports.clear()
+        running = asyncio.create_task(provisioner.run())
+        for _ in range(200):
+            if "not-created" in outcomes:
+                break
+            await asyncio.sleep(0.01)
+        running.cancel()
+
+    asyncio.run(go())
+    assert outcomes == ["requested", "not-created"]
+    assert [type(r).__name__ for r in reports] == ["StatusChanged"]
+    assert manager.take_actions() == []

@@ -18,7 +18,7 @@ from extender.core.manager import GangManager
 from extender.core.model.sources import KUEUE_GROUP_LABEL, KUEUE_TOTAL_ANNOTATION
 from extender.core.model.types import KUEUE, VOLCANO, WORKLOAD_API, GroupInfo, Membership, gang_key
 from extender.kube.client import ApiError, Kube
-from extender.kube.informer import Informer
+from extender.kube.informer import Informer, InformerOptions
 from extender.kube.source_kinds import VOLCANO_GROUPS, VOLCANO_PATH, WORKLOAD_GROUPS
 from extender.reporting.kinds import observed_kinds, source_kinds
 from extender.reporting.status import StatusWriter
@@ -76,7 +76,7 @@ def test_events_go_to_the_sources_podgroup_and_no_status_is_written(
     # 3 × 3 CPUs fit no node of this cluster: set aside, with an Event of its own.
     assert reasons["Unplaceable"].startswith(f"gang {key}: ")
     assert env.api.patches == [], "the extender never writes these PodGroups' status"
-    env.metrics.refresh(env.manager.reads)
+    env.refresh()
     text = generate_latest(env.metrics.registry).decode()
     assert (f'gang_extender_gangs{{phase="Scheduling",reason="Unplaceable",'
             f'source="{source}"}} 1.0') in text
@@ -98,7 +98,7 @@ def test_a_kueue_pod_groups_why_pending_goes_to_its_pods(env: Env) -> None:
     env.step(1)
     assert any(r == "Bound" for _, r, _ in events_on(env, "Pod", "kq-0"))
     assert env.api.patches == []
-    env.metrics.refresh(env.manager.reads)
+    env.refresh()
     text = generate_latest(env.metrics.registry).decode()
     assert ('gang_extender_gang_transitions_total{reason="Reserved",source="kueue"} 1.0'
             in text)
@@ -190,7 +190,8 @@ async def _run_informer(server: FakeServer, manager: GangManager,
     async with httpx.AsyncClient(transport=httpx.MockTransport(server.handle),
                                  base_url="http://t") as http:
         informer = Informer(Kube(http), manager, lambda: T0, lambda: None,
-                            kinds=(VOLCANO_GROUPS, WORKLOAD_GROUPS), discovery_interval=0.05)
+                            kinds=(VOLCANO_GROUPS, WORKLOAD_GROUPS),
+                            options=InformerOptions(discovery_interval=0.05))
         task = asyncio.ensure_future(informer.run())
         try:
             for delay, action in steps:

@@ -20,9 +20,9 @@ from extender.core.model.types import GroupInfo
 from extender.core.wiring import Core
 from extender.kube.leader import Leadership
 from extender.kube.recorder import EventRecorder, ObjectRef
-from extender.reporting.metrics import Metrics
+from extender.reporting.metrics import GaugeSources, Metrics
 from extender.reporting.status import StatusConfig, StatusWriter
-from extender.scheduler.dispatch import DispatchConfig, Dispatcher
+from extender.scheduler.dispatch import DispatchConfig, Dispatcher, Gates, Outlets
 from extender.scheduler.http import create_app, with_fast_verbs
 from extender.scheduler.wakeups import Wakeups
 from tests.test_http_contract import RecordingKube, fake_nodes, sample
@@ -85,10 +85,10 @@ def test_standby_answers_every_verb_with_the_standby_error_and_changes_nothing(
 
     async def go() -> None:
         leader = standby()
-        metrics.leader_active = lambda: leader.active
         dispatcher = Dispatcher(manager, kube, config=DispatchConfig(bind_wait_limit=5),
-                                leader=leader)
-        app = create_app(dispatcher, metrics)
+                                gates=Gates(leader=leader))
+        app = create_app(dispatcher, metrics,
+                         gauges=GaugeSources(leader_active=lambda: leader.active))
         served = with_fast_verbs(app) if fast else app
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=served),
                                    base_url="http://t")
@@ -139,8 +139,8 @@ def test_after_losing_leadership_no_deadline_expires_no_binding_or_wakeup_goes_o
     async def go() -> None:
         leader = leadership("me_1")
         wakeups = Wakeups(manager.reads, kube, time.time)
-        dispatcher = Dispatcher(manager, kube, wakeups, DispatchConfig(tick_interval=0.02),
-                                leader=leader)
+        dispatcher = Dispatcher(manager, kube, DispatchConfig(tick_interval=0.02),
+                                outlets=Outlets(wakeups=wakeups), gates=Gates(leader=leader))
         names = base["NodeNames"]
         nodes = [(await dispatcher.filter(pod_from_k8s(p), names)).nodes[0] for p in pods[:2]]
         held = [asyncio.create_task(dispatcher.bind("default", f"trio-{i}", f"uid-trio-{i}",
@@ -183,8 +183,8 @@ def test_an_active_replica_does_expire_deadlines_and_wake_pods() -> None:
     async def go() -> None:
         leader = leadership("me_1")
         wakeups = Wakeups(manager.reads, kube, time.time)
-        dispatcher = Dispatcher(manager, kube, wakeups, DispatchConfig(tick_interval=0.02),
-                                leader=leader)
+        dispatcher = Dispatcher(manager, kube, DispatchConfig(tick_interval=0.02),
+                                outlets=Outlets(wakeups=wakeups), gates=Gates(leader=leader))
         await dispatcher.filter(pod_from_k8s(pods[0]), base["NodeNames"])
         assert len(manager.reads.reservations()) == 1
         ticking = asyncio.create_task(dispatcher.tick_loop())
@@ -309,7 +309,7 @@ def test_a_standby_never_commits_a_gang_directly() -> None:
     async def go() -> None:
         leader = leadership("me_1")
         dispatcher = Dispatcher(manager, kube, config=DispatchConfig(tick_interval=0.02),
-                                leader=leader)
+                                gates=Gates(leader=leader))
         # Active: a filter call reserves "mixed", which waits for its PVC member.
         await dispatcher.filter(pod_from_k8s(mixed[0]), base["NodeNames"])
         assert [r.gang for r in manager.reads.reservations()] == ["default/mixed"]

@@ -30,11 +30,11 @@ from extender.core.model.vocabulary import (
 )
 from extender.core.wiring import Core
 from extender.kube.client import ApiError
-from extender.kube.recorder import EventRecorder, ObjectRef
+from extender.kube.recorder import EventRecorder, ObjectRef, RecorderLimits
 from extender.reporting.events import GangEvents
 from extender.reporting.kinds import observed_kinds
-from extender.reporting.metrics import Metrics
-from extender.reporting.status import StatusConfig, StatusWriter
+from extender.reporting.metrics import GaugeSources, Metrics
+from extender.reporting.status import StatusConfig, StatusHooks, StatusWriter
 from extender.scheduler.debug import install_podgroups_route
 from tests.core.sim import SimScheduler, group, node, pod
 
@@ -117,6 +117,11 @@ class Env:
     metrics: Metrics
     sim: Sim
 
+    def refresh(self) -> None:
+        """The gauges as a scrape reads them, the gangs' from the writer's counts (as
+        extender/serve.py wires it)."""
+        self.metrics.refresh(self.manager.reads, GaugeSources(status_counts=self.writer.counts))
+
     def step(self, seconds: float = 0.0) -> int:
         self.clock.now += seconds
         self.sim.now = self.clock.now
@@ -179,8 +184,8 @@ def make_env() -> Env:
     # own tests below.
     writer = StatusWriter(manager.reads, api, clock, StatusConfig(min_interval=1.0, settle=0.0),
                           events=events,
-                          on_write=lambda r: metrics.status_writes.labels(r).inc())
-    metrics.status_counts = writer.counts
+                          hooks=StatusHooks(
+                              on_write=lambda r: metrics.status_writes.labels(r).inc()))
 
     def forward(report: Report) -> None:  # as extender/serve.py's on_report
         metrics.on_report(report)
@@ -524,7 +529,7 @@ def test_gauge_counts_gangs_by_phase_and_reason(env: Env) -> None:
     env.add_pod("a-0", "a")
     env.sim.schedule(env.add_pod("b-0", "b"))
     env.step()
-    env.metrics.refresh(env.manager.reads)
+    env.refresh()
     text = generate_latest(env.metrics.registry).decode()
     assert ('gang_extender_gangs{phase="Pending",reason="WaitingForMembers",'
             'source="scheduler-plugins"} 1.0') in text
@@ -534,7 +539,7 @@ def test_gauge_counts_gangs_by_phase_and_reason(env: Env) -> None:
 
 def test_recorder_folds_repeats_and_recreates_expired_events() -> None:
     api, clock = FakeApi(), Clock()
-    rec = EventRecorder(api, clock, window=600)
+    rec = EventRecorder(api, clock, RecorderLimits(window=600))
     ref = ObjectRef("PodGroup", "scheduling.x-k8s.io/v1alpha1", "ns", "g", "uid-g")
     rec.record(ref, "InsufficientCapacity", "needs 3; 2 fit", warning=True)
     rec.record(ref, "InsufficientCapacity", "needs 3; 1 fit", warning=True)
@@ -562,7 +567,7 @@ def test_recorder_folds_repeats_and_recreates_expired_events() -> None:
 
 def test_recorder_never_raises_and_bounds_its_queue() -> None:
     api = FakeApi()
-    rec = EventRecorder(api, Clock(), max_pending=2)
+    rec = EventRecorder(api, Clock(), RecorderLimits(max_pending=2))
     for i in range(4):
         rec.record(ObjectRef("Pod", "v1", "ns", f"p{i}", f"u{i}"), "Reserved", "m")
     assert rec.stats.dropped == 2
@@ -693,7 +698,7 @@ def test_background_events_wait_behind_the_rest_and_never_crowd_them_out() -> No
     """A big gang's commit queues a `Scheduled` Event per pod; a warning recorded after
     them is sent first, and neither lane's bound drops the other's events."""
     api = FakeApi()
-    rec = EventRecorder(api, Clock(), max_pending=2, max_background=3)
+    rec = EventRecorder(api, Clock(), RecorderLimits(max_pending=2, max_background=3))
     for i in range(5):
         rec.record(ObjectRef("Pod", "v1", "ns", f"p{i}", f"u{i}"), "Scheduled", "m",
                    background=True)

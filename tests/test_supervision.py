@@ -19,8 +19,8 @@ from extender.core.model.vocabulary import PodRef, WakePods
 from extender.core.wiring import Core
 from extender.kube.leader import Leadership
 from extender.reporting.metrics import Metrics
-from extender.reporting.status import StatusWriter
-from extender.scheduler.dispatch import DispatchConfig, Dispatcher
+from extender.reporting.status import StatusHooks, StatusWriter
+from extender.scheduler.dispatch import DispatchConfig, Dispatcher, Gates
 from extender.scheduler.http import NOT_SYNCED, create_app, with_fast_verbs
 from extender.scheduler.supervise import (
     EXIT_TASK_ENDED,
@@ -80,7 +80,7 @@ def test_a_raising_tick_is_logged_counted_and_the_loop_goes_on(
 
     async def go() -> None:
         dispatcher = Dispatcher(manager, None, config=DispatchConfig(tick_interval=0.01),
-                                loop_errors=LoopErrors("tick", counted.append))
+                                gates=Gates(tick_errors=LoopErrors("tick", counted.append)))
         loop = asyncio.create_task(dispatcher.tick_loop())
         deadline = time.monotonic() + 5
         while manager.reads.reservations() and time.monotonic() < deadline:
@@ -153,9 +153,9 @@ def test_a_wake_up_that_raises_is_reported_and_the_next_pod_is_still_woken() -> 
 
 
 def test_a_status_round_that_raises_goes_through_the_loop_errors() -> None:
-    writer = StatusWriter(GangManager().reads, None)
     counted: list[str] = []
-    writer.errors.on_error = counted.append
+    writer = StatusWriter(GangManager().reads, None,
+                          hooks=StatusHooks(on_loop_error=counted.append))
 
     async def broken() -> int:
         raise RuntimeError("status broke")
@@ -234,7 +234,7 @@ def test_healthz_fails_with_a_reason_when_the_tick_loop_stops_and_not_on_standby
         leader = Leadership(None, REF, "me")
         leader.observe(lease("other_1", time.time()))  # standby: no tick acts
         manager = GangManager()
-        dispatcher = Dispatcher(manager, None, config=config, leader=leader)
+        dispatcher = Dispatcher(manager, None, config=config, gates=Gates(leader=leader))
         app = create_app(dispatcher, Metrics(), health=dispatcher.tick_health)
         r = await get(app, "/healthz")
         assert (r.status_code, r.text) == (200, "ok")  # just started
@@ -369,8 +369,8 @@ def test_the_tick_waits_for_the_first_lists() -> None:
     synced = [False]
 
     async def go() -> None:
-        dispatcher = Dispatcher(manager, None, config=DispatchConfig(tick_interval=0.01))
-        dispatcher.synced = lambda: synced[0]
+        dispatcher = Dispatcher(manager, None, config=DispatchConfig(tick_interval=0.01),
+                                gates=Gates(synced=lambda: synced[0]))
         loop = asyncio.create_task(dispatcher.tick_loop())
         await asyncio.sleep(0.2)
         assert len(manager.reads.reservations()) == 1, "a tick ran before the sync"

@@ -13,7 +13,7 @@ import pytest
 
 from extender.core.manager import GangManager
 from extender.kube.client import Kube
-from extender.kube.informer import Informer
+from extender.kube.informer import Informer, InformerOptions
 from extender.kube.source_kinds import (
     SOURCE_GROUP_KINDS,
     WORKLOAD_BETA_GROUPS,
@@ -62,7 +62,8 @@ def run(served: str) -> tuple[OneVersionServer, int, str | None]:
         async with httpx.AsyncClient(transport=httpx.MockTransport(server.handle),
                                      base_url="http://t") as http:
             informer = Informer(Kube(http), manager, lambda: T0, lambda: None,
-                                kinds=SOURCE_GROUP_KINDS, discovery_interval=0.05)
+                                kinds=SOURCE_GROUP_KINDS,
+                                options=InformerOptions(discovery_interval=0.05))
             task = asyncio.ensure_future(informer.run())
             await asyncio.sleep(0.3)
             g = manager.reads.group(KEY)

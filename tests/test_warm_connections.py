@@ -15,7 +15,7 @@ import httpx
 from extender.core.manager import GangManager
 from extender.kube.client import _Writer
 from extender.kube.transport import AsyncioTransport
-from extender.reporting.metrics import Metrics
+from extender.reporting.metrics import GaugeSources, Metrics
 from extender.scheduler import warm as warm_mod
 from extender.scheduler.warm import ConnectionWarmer
 from tests.test_transport import answer_all, client_for, ok_json, response, run, serve
@@ -167,15 +167,15 @@ def test_nothing_is_opened_on_standby() -> None:
 def test_the_metric_counts_connections_opened_ahead_and_on_demand() -> None:
     metrics = Metrics()
     opened = [(3, 0)]  # three connections so far (lists, watches), none ahead
-    metrics.connections_opened = lambda: opened[0]
+    sources = GaugeSources(connections_opened=lambda: opened[0])
     manager = GangManager()
 
     def value(how: str) -> float | None:
         return metrics.registry.get_sample_value("gang_extender_api_connections_total",
                                                  {"opened": how})
 
-    metrics.refresh(manager.reads)
+    metrics.refresh(manager.reads, sources)
     assert (value("on_demand"), value("ahead")) == (3, 0)
     opened[0] = (10, 60)  # a gang's commit: 60 opened ahead, 7 more by requests
-    metrics.refresh(manager.reads)
+    metrics.refresh(manager.reads, sources)
     assert (value("on_demand"), value("ahead")) == (10, 60)

@@ -22,7 +22,7 @@ from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.model.vocabulary import BindDecision
 from extender.core.planner import Plan, Shortfall, plan_group
 from extender.core.wiring import Core
-from extender.scheduler.dispatch import DispatchConfig, Dispatcher
+from extender.scheduler.dispatch import DispatchConfig, Dispatcher, Outlets
 from extender.scheduler.http import create_app, with_fast_verbs
 from extender.scheduler.wakeups import Wakeups
 
@@ -159,6 +159,6 @@ def extender(clock: Callable[[], float], timings: Timings, plans: Plans,
     # measures (here it would time the gang's Bindings and their watch events, and on
     # the simulation's clock it never reaches its limit). Without it, the filter call
     # is timed as before the wait existed; the Bindings go out just the same.
-    dispatcher = Dispatcher(manager, kube, wakeups, DispatchConfig(commit_wait=0),
-                            clock=clock)
+    dispatcher = Dispatcher(manager, kube, DispatchConfig(commit_wait=0), clock,
+                            Outlets(wakeups=wakeups))
     return Extender(core, manager, dispatcher, with_fast_verbs(create_app(dispatcher)), kube)

@@ -21,7 +21,7 @@ from extender.kube.recorder import EventRecorder
 from extender.reporting.events import GangEvents
 from extender.reporting.kinds import observed_kinds
 from extender.reporting.status import StatusConfig, StatusWriter
-from extender.scheduler.dispatch import Dispatcher
+from extender.scheduler.dispatch import Dispatcher, Outlets
 from extender.scheduler.wakeups import WakeConfig, Wakeups
 
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -107,7 +107,8 @@ def lifecycles() -> tuple[dict[str, int], dict[str, int], Core]:
         status.on_report(report)
 
     wakeups = Wakeups(manager.reads, api, clock, WakeConfig(rate=1e6, min_interval=0))
-    dispatcher = Dispatcher(manager, api, wakeups, clock=clock, on_report=on_report)
+    dispatcher = Dispatcher(manager, api, clock=clock,
+                            outlets=Outlets(wakeups=wakeups, on_report=on_report))
     nodes_kind, pods_kind, groups_kind = observed_kinds(status)
     for n in NODES:
         nodes_kind.apply(manager, node(n), clock())

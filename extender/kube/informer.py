@@ -164,16 +164,30 @@ class WatchIdle(Exception):
     """Nothing delivered by a kind's watch for `Informer.idle_timeout` seconds."""
 
 
+@dataclass(slots=True)
 class _Skips:
     """Objects of one kind that could not be decoded or converted: at most one log line
     every `interval` seconds, so a flood of bad objects cannot flood the log."""
 
-    __slots__ = ("count", "logged_at", "unlogged")
+    count: int = 0
+    unlogged: int = 0
+    logged_at: float = float("-inf")
 
-    def __init__(self) -> None:
-        self.count = 0
-        self.unlogged = 0
-        self.logged_at = float("-inf")
+
+@dataclass(frozen=True)
+class InformerOptions:
+    protobuf: bool = False  # see `Informer`
+    # Set once every kind is listed; made by the wiring when others wait for it too.
+    synced: asyncio.Event | None = None
+    on_skip: Callable[[str, str], None] | None = None  # (kind, reason) of a skipped object
+    on_served: Callable[[str, bool], None] | None = None  # an optional kind's API came or went
+    discovery_interval: float = 10.0  # seconds between two looks for an optional kind
+    log_interval: float = 10.0  # at most one log line about skipped objects this often
+    yield_every: int = YIELD_EVERY
+    page_size: int = PAGE_SIZE
+    freeze_every: int = FREEZE_EVERY
+    idle_timeout: float = WATCH_IDLE_SECONDS
+    behind_limit: float = BEHIND_UNHEALTHY_SECONDS
 
 
 class Informer:
@@ -192,43 +206,35 @@ class Informer:
         clock: Callable[[], float],
         on_change: Callable[[], None],
         kinds: tuple[Kind, ...] = (NODES, PODS, GROUPS),
-        discovery_interval: float = 10.0,
-        protobuf: bool = False,
-        on_skip: Callable[[str, str], None] | None = None,
-        log_interval: float = 10.0,
-        yield_every: int = YIELD_EVERY,
-        page_size: int = PAGE_SIZE,
-        freeze_every: int = FREEZE_EVERY,
-        on_served: Callable[[str, bool], None] | None = None,
-        idle_timeout: float = WATCH_IDLE_SECONDS,
-        behind_limit: float = BEHIND_UNHEALTHY_SECONDS,
+        options: InformerOptions | None = None,
     ) -> None:
-        self.protobuf = protobuf
+        o = options or InformerOptions()
+        self.protobuf = o.protobuf
         self.kube = kube
         self.manager = manager
         self.clock = clock
         self.on_change = on_change
         self.kinds = kinds
-        self.synced = asyncio.Event()
+        self.synced = o.synced if o.synced is not None else asyncio.Event()
         self._listed: set[str] = set()
         self._known: dict[str, set[str]] = {k.name: set() for k in kinds}
-        self.discovery_interval = discovery_interval
+        self.discovery_interval = o.discovery_interval
         self.served: dict[str, bool] = {}  # optional kinds: served at the last look
-        self.on_served = on_served  # told (kind name, served) when that changes
-        self.on_skip = on_skip
-        self.log_interval = log_interval
-        self.yield_every = max(1, yield_every)
-        self.page_size = page_size
+        self.on_served = o.on_served
+        self.on_skip = o.on_skip
+        self.log_interval = o.log_interval
+        self.yield_every = max(1, o.yield_every)
+        self.page_size = o.page_size
         self._skips: dict[str, _Skips] = {k.name: _Skips() for k in kinds}
-        self._freezer = Freezer(freeze_every)
+        self._freezer = Freezer(o.freeze_every)
         # Kinds behind (their watch broke, and the one after the relist has delivered
         # nothing yet): since when.
         self._broken_at: dict[str, float] = {}
         # Per kind, how many times its watch broke: a catch-up scheduled before a break
         # must not apply after it.
         self._breaks: dict[str, int] = {k.name: 0 for k in kinds}
-        self.idle_timeout = idle_timeout
-        self.behind_limit = behind_limit
+        self.idle_timeout = o.idle_timeout
+        self.behind_limit = o.behind_limit
 
     @property
     def skipped(self) -> dict[str, int]:

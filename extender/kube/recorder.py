@@ -95,26 +95,34 @@ class RecorderStats:
     errors: int = 0
 
 
+@dataclass(frozen=True)
+class RecorderLimits:
+    # A repeat within this many seconds updates the Event sent rather than making one.
+    window: float = 600.0
+    rate: float = 20.0  # Events sent per second at most
+    # Distinct Events queued in each lane; a new one beyond is dropped (repeats fold).
+    max_pending: int = 2000
+    max_background: int = 20000
+
+
 class EventRecorder:
     def __init__(
         self,
         kube: EventApi | None,
         clock: Callable[[], float] = time.time,
-        window: float = 600.0,
-        rate: float = 20.0,
-        max_pending: int = 2000,
-        max_background: int = 20000,
+        limits: RecorderLimits | None = None,
         on_result: Callable[[str], None] | None = None,
         instance: str | None = None,
         active: Callable[[], bool] | None = None,
     ) -> None:
+        limits = limits or RecorderLimits()
         self.kube = kube
         self.active = active
         self.clock = clock
-        self.window = window
-        self.rate = rate
-        self.max_pending = max_pending
-        self.max_background = max_background
+        self.window = limits.window
+        self.rate = limits.rate
+        self.max_pending = limits.max_pending
+        self.max_background = limits.max_background
         self.on_result = on_result
         self.instance = instance or os.environ.get("POD_NAME") or socket.gethostname()
         self.stats = RecorderStats()

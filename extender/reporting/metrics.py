@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from extender.core.model.types import SCHEDULER_PLUGINS
 from extender.core.model.vocabulary import (
     GangBound,
+    GangDisrupted,
     GangTimedOut,
     Preempting,
     Reason,
@@ -25,6 +27,25 @@ _STARTUP_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300, 600)
 
 # new metric name → its deprecated old name, exported beside it for one release.
 _OLD_NAME = {new: old for old, new in METRICS.items()}
+
+
+@dataclass(frozen=True)
+class GaugeSources:
+    """What the gauges read at scrape time besides the gang manager. They belong to parts
+    that count into the metrics themselves (the status writer, the informer), so they
+    are handed to the scrape, made last, rather than to `Metrics`, made first."""
+
+    # The status writer's (phase, reason, source) counts for the gangs gauge; None: the
+    # gang manager's reasons alone.
+    status_counts: Callable[[], dict[tuple[str, str, str], int]] | None = None
+    leader_active: Callable[[], bool] | None = None  # None: always active
+    # Connections the API client opened so far (on demand, ahead).
+    connections_opened: Callable[[], tuple[int, int]] | None = None
+    # Seconds each watched kind has been behind (`Informer.behind`).
+    watches_behind: Callable[[], dict[str, float]] | None = None
+
+
+NO_SOURCES = GaugeSources()
 
 
 class Metrics:
@@ -72,10 +93,18 @@ class Metrics:
         self.partial_gangs = Counter("gang_extender_partial_gangs_total",
                                      "Gangs that ended below their quorum after their commit "
                                      "(their bound members are evicted).", registry=r)
+        self.disruptions = Counter("gang_extender_gang_disruptions_total",
+                                   "Started gangs of disruption mode all evicted whole after "
+                                   "they lost a member, by the gang's source.", ["source"],
+                                   registry=r)
+        self.disrupted_pods = Counter("gang_extender_disrupted_pods_total",
+                                      "Members evicted because their started gang (disruption "
+                                      "mode all) lost one.", registry=r)
         self.evictions = Counter("gang_extender_evictions_total",
-                                 "Evictions of a partial gang's members and of preemption "
-                                 "victims: evicted, gone, refused (a PodDisruptionBudget or "
-                                 "an error, at the last attempt), error.",
+                                 "Evictions of a partial or disrupted gang's members and of "
+                                 "preemption victims: evicted, gone, refused (a "
+                                 "PodDisruptionBudget or an error, at the last attempt), "
+                                 "error.",
                                  ["result"], registry=r)
         self.preemptions = Counter("gang_extender_preemptions_total",
                                    "Preemptions started, by preemptor: gang or pod.",
@@ -154,15 +183,6 @@ class Metrics:
                             "1 while this replica acts (its kube-scheduler holds the leader "
                             "lease, or election is off), 0 on standby.", registry=r)
 
-        # Set by the wiring: the status writer's (phase, reason, source) counts for the
-        # gangs gauge, and whether this replica is active.
-        self.status_counts: Callable[[], dict[tuple[str, str, str], int]] | None = None
-        self.leader_active: Callable[[], bool] | None = None
-        # Set by the wiring: connections the API client opened so far (on demand, ahead).
-        self.connections_opened: Callable[[], tuple[int, int]] | None = None
-        # Set by the wiring: seconds each watched kind has been behind (`Informer.behind`).
-        self.watches_behind: Callable[[], dict[str, float]] | None = None
-
     def on_report(self, report: Report) -> None:
         if isinstance(report, StatusChanged):
             return
@@ -186,6 +206,10 @@ class Metrics:
                 self.partial_gangs.inc()
         elif isinstance(report, GangBound) and report.seconds is not None:
             self.quorum_to_bound.observe(report.seconds)
+        elif isinstance(report, GangDisrupted):
+            if report.lost:  # a disruption carried over a restart was counted before
+                self.disruptions.labels(report.group.source).inc()
+            self.disrupted_pods.inc(len(report.evicted))
 
     def on_binding(self, error: str | None) -> None:
         """A Binding POST ended: one a bind request asked for, or one the direct commit
@@ -198,11 +222,11 @@ class Metrics:
     def on_commit_wait(self, landed: bool, seconds: float) -> None:
         self.commit_waits.labels("landed" if landed else "timed_out").observe(seconds)
 
-    def refresh(self, reads: Reads) -> None:
+    def refresh(self, reads: Reads, sources: GaugeSources = NO_SOURCES) -> None:
         """Gauges are read at scrape time, never kept in step by hand."""
         gauges = reads.gauges()
-        if self.status_counts is not None:
-            counts = self.status_counts()
+        if sources.status_counts is not None:
+            counts = sources.status_counts()
         else:  # no status writer: the gang manager's reasons alone
             counts = {("", reason, ""): n for reason, n in gauges.reasons.items()}
         self.gangs.clear()
@@ -217,12 +241,12 @@ class Metrics:
         self.held_idle.clear()
         for resource, amount in (gauges.held_idle or {}).items():
             self.held_idle.labels(resource).set(amount / 1000 if resource == "cpu" else amount)
-        self.leader.set(1 if self.leader_active is None or self.leader_active() else 0)
-        if self.watches_behind is not None:
-            for kind, seconds in self.watches_behind().items():
+        self.leader.set(1 if sources.leader_active is None or sources.leader_active() else 0)
+        if sources.watches_behind is not None:
+            for kind, seconds in sources.watches_behind().items():
                 self.watch_behind.labels(kind).set(seconds)
-        if self.connections_opened is not None:  # counted by the transport, told here
-            on_demand, ahead = self.connections_opened()
+        if sources.connections_opened is not None:  # counted by the transport, told here
+            on_demand, ahead = sources.connections_opened()
             seen_on_demand, seen_ahead = self._connections_seen
             self.connections.labels("on_demand").inc(max(0, on_demand - seen_on_demand))
             self.connections.labels("ahead").inc(max(0, ahead - seen_ahead))

@@ -33,6 +33,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from extender.core.model.phase import (
@@ -42,8 +43,14 @@ from extender.core.model.phase import (
     compute_status,
 )
 from extender.core.model.types import SCHEDULER_PLUGINS, WORKLOAD_API, GroupInfo, PodInfo, gang_key
-from extender.core.model.upstream_status import Disruption, disruptions
-from extender.core.model.vocabulary import Decision, Preempting, Report, StatusChanged
+from extender.core.model.upstream_status import Disruption, disruptions, member_lost
+from extender.core.model.vocabulary import (
+    Decision,
+    GangDisrupted,
+    Preempting,
+    Report,
+    StatusChanged,
+)
 from extender.core.reads import Reads
 from extender.kube.client import PODGROUP_PATH, ApiError
 from extender.reporting import upstream
@@ -55,7 +62,7 @@ from extender.scheduler.supervise import LoopErrors
 
 log = logging.getLogger("gang-extender.status")
 
-__all__ = ["StatusConfig", "StatusWriter"]
+__all__ = ["StatusConfig", "StatusHooks", "StatusWriter"]
 
 
 class StatusApi(Protocol):
@@ -76,6 +83,14 @@ def _scheduled_reason(status: dict[str, Any]) -> str:
     return ""
 
 
+@dataclass(frozen=True)
+class StatusHooks:
+    """Told of the writer's work, for the metrics."""
+
+    on_write: Callable[[str], None] | None = None  # each patch's result
+    on_loop_error: Callable[[str], None] | None = None  # a failed pass, by loop name
+
+
 class StatusWriter:
     def __init__(
         self,
@@ -84,14 +99,15 @@ class StatusWriter:
         clock: Callable[[], float] = time.time,
         config: StatusConfig | None = None,
         events: GangEvents | None = None,
-        on_write: Callable[[str], None] | None = None,
+        hooks: StatusHooks | None = None,
     ) -> None:
+        hooks = hooks or StatusHooks()
         self.reads = reads  # the gang manager's read model: the writer only looks
         self.kube = kube
         self.clock = clock
         self.config = config or StatusConfig()
         self.events = events
-        self.on_write = on_write
+        self.on_write = hooks.on_write
         self.groups: dict[str, GroupRecord] = {}
         self.pods = LabelledPods()  # owners of members, pods of other schedulers
         self.dirty: set[str] = set()
@@ -99,7 +115,7 @@ class StatusWriter:
         self.write_errors = 0
         self._decisions: dict[str, Decision] = {}  # the gang manager's, as reported
         self._last_resync = float("-inf")
-        self.errors = LoopErrors("podgroup-status")  # the wiring adds the metric
+        self.errors = LoopErrors("podgroup-status", hooks.on_loop_error)
         # Groups the periodic pass revisits: their last computed status had members.
         self._live: set[str] = set()
         self._counts = GangCounts()  # the gangs gauge, kept as statuses change
@@ -164,6 +180,9 @@ class StatusWriter:
         elif isinstance(report, Preempting):
             self.dirty.update(g.key for g in report.groups())
             self._disrupted.update((d.gang, d) for d in disruptions(report))
+        elif isinstance(report, GangDisrupted):
+            self._disrupted[report.group.key] = member_lost(report)
+            self.dirty.add(report.group.key)
         else:
             self.dirty.add(report.group.key)
 

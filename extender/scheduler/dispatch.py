@@ -18,22 +18,20 @@ import logging
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from extender.core.manager import GangManager
 from extender.core.model.types import PodInfo
 from extender.core.model.vocabulary import (
+    Action,
     BindOutcome,
     BindPod,
-    CreateRequest,
-    DeleteRequest,
     EvictPods,
     FilterResult,
     GangTimedOut,
     PodRef,
     Preempting,
-    ProtectNode,
-    ProvisioningReport,
+    ProvisioningAction,
     RejectWaitingBind,
     Report,
     StatusChanged,
@@ -48,7 +46,7 @@ from extender.scheduler.binding import (
     Withdrawn,
 )
 from extender.scheduler.evictions import Evictions
-from extender.scheduler.filter_verb import FilterVerb
+from extender.scheduler.filter_verb import FilterVerb, WaitListeners
 from extender.scheduler.provisioner import Provisioner
 from extender.scheduler.supervise import LoopErrors
 from extender.scheduler.wakeups import Wakeups
@@ -87,32 +85,68 @@ class DispatchConfig:
         return TICK_STALE_INTERVALS * self.tick_interval + self.tick_stale_margin
 
 
+def _always() -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Outlets:
+    """Where the dispatcher sends what the manager asks for besides Bindings, and whom it
+    tells what happened. Handed over whole when the dispatcher is made: what a part left
+    None would carry out is dropped (tests and benchmarks leave out what they do not
+    exercise)."""
+
+    wakeups: Wakeups | None = None
+    evictions: Evictions | None = None
+    # The ProvisioningRequest adapter (scheduler/provisioner.py).
+    provisioner: Provisioner | None = None
+    # Every report the manager makes (metrics, Events, PodGroup status).
+    on_report: Callable[[Report], None] | None = None
+    # Told the outcome of every Binding POST (None: bound), whether a bind request asked
+    # for it or the direct commit made it (`Metrics.on_binding`).
+    on_binding: Callable[[str | None], None] | None = None
+    # Told of each pod the direct commit bound with no bind request of kube-scheduler's
+    # waiting for it (pod, node): kube-scheduler posts the pod's Scheduled Event only
+    # for pods it bound through the bind verb, so the wiring posts one for these.
+    on_bound_directly: Callable[[PodRef, str], None] | None = None
+    # (placed, seconds) and (landed, seconds) after each filter call that waited for its
+    # gang's members or its commit (`FilterVerb`).
+    on_assembly_wait: Callable[[bool, float], None] | None = None
+    on_commit_wait: Callable[[bool, float], None] | None = None
+
+
+@dataclass(frozen=True)
+class Gates:
+    """Whether the dispatcher acts, and how its tick loop is watched."""
+
+    # Without a lease to follow (tests, one replica without election): always active.
+    leader: Leadership | None = None
+    # Whether the informers have applied their first lists (`Informer.synced.is_set`):
+    # until then the cache is partial and the tick waits.
+    synced: Callable[[], bool] = _always
+    tick_errors: LoopErrors | None = None
+    # Test-only fault injection (supervise.TICK_FAULTS_ENV): called in each tick.
+    tick_fault: Callable[[], None] | None = None
+
+
 class Dispatcher:
     def __init__(
         self,
         manager: GangManager,
         kube: BindingApi | None,
-        wakeups: Wakeups | None = None,
         config: DispatchConfig | None = None,
         clock: Callable[[], float] = time.time,
-        on_report: Callable[[Report], None] | None = None,
-        on_assembly_wait: Callable[[bool, float], None] | None = None,
-        on_commit_wait: Callable[[bool, float], None] | None = None,
-        evictions: Evictions | None = None,
-        leader: Leadership | None = None,
-        loop_errors: LoopErrors | None = None,
+        outlets: Outlets | None = None,
+        gates: Gates | None = None,
     ) -> None:
+        out = outlets or Outlets()
+        gates = gates or Gates()
         self.manager = manager
-        # Without a lease to follow (tests, one replica without election): always active.
-        self.leader = leader or Leadership(None, None, "")
+        self.leader = gates.leader or Leadership(None, None, "")
         self.kube = kube
-        self.wakeups = wakeups
-        self.evictions = evictions
-        # The ProvisioningRequest adapter (scheduler/provisioner.py), set by the wiring.
-        self.provisioner: Provisioner | None = None
+        self.outlets = out
         self.config = config or DispatchConfig()
         self.clock = clock
-        self.on_report = on_report
         self._answers: dict[str, asyncio.Future[str | None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._bindings = BindingPoster(kube, self.config.binding_concurrency, self._post_due,
@@ -120,28 +154,28 @@ class Dispatcher:
         self.held = HeldBindings(self._bindings, lambda a: self._spawn(self._bind(a)),
                                  self.config.commit_wait)
         self._filter = FilterVerb(manager, clock, self.drain, self.held,
-                                  self.config.commit_wait, on_assembly_wait, on_commit_wait)
-        if evictions is not None:
-            evictions.feedback = self._eviction_answer
-        # Whether the informers have applied their first lists (set by the wiring to
-        # `Informer.synced.is_set`): until then the cache is partial and the tick waits.
-        self.synced: Callable[[], bool] = lambda: True
-        self.tick_errors = loop_errors or LoopErrors("tick")
-        # Told the outcome of every Binding POST (None: bound), whether a bind request
-        # asked for it or the direct commit made it (`Metrics.on_binding`).
-        self.on_binding: Callable[[str | None], None] | None = None
-        # Told of each pod the direct commit bound with no bind request of
-        # kube-scheduler's waiting for it (pod, node): kube-scheduler posts the pod's
-        # Scheduled Event only for pods it bound through the bind verb, so the wiring
-        # posts one for these.
-        self.on_bound_directly: Callable[[PodRef, str], None] | None = None
+                                  self.config.commit_wait,
+                                  WaitListeners(out.on_assembly_wait, out.on_commit_wait))
+        self.synced = gates.synced
+        self.tick_errors = gates.tick_errors or LoopErrors("tick")
+        self.tick_fault = gates.tick_fault
         self._requested: set[str] = set()  # uids with a bind request being answered
-        # Test-only fault injection (supervise.TICK_FAULTS_ENV): called in each tick.
-        self.tick_fault: Callable[[], None] | None = None
         # When the tick loop last completed an iteration (time.monotonic), on standby
         # and before the sync too: /healthz asks whether the loop runs, not whether it
         # acted. Counted from construction, so a loop that never started fails too.
         self.ticked_at = time.monotonic()
+        # Each kind of action the manager asks for, and what carries it out: fixed here,
+        # checked complete against the vocabulary (tests/test_dispatch_failures.py). Every
+        # report goes the same way, so a report added to the vocabulary needs no route of
+        # its own. `drain` takes the Binding of its caller's bind request out first.
+        self._routes: dict[type[Action], Callable[[Any, bool], None]] = {
+            BindPod: self._route_binding,
+            RejectWaitingBind: self._route_rejection,
+            WakePods: self._route_wakeup,
+            EvictPods: self._route_eviction,
+            **{kind: self._route_provisioning for kind in get_args(ProvisioningAction)},
+            **{kind: self._report for kind in get_args(Report)},
+        }
 
     # ----- the manager's actions ------------------------------------------------------------
 
@@ -151,43 +185,54 @@ class Dispatcher:
         posts it itself, without waiting for the event loop to get round to a task."""
         own = None
         active = self.leader.active
+        routes = self._routes
         for action in self.manager.take_actions():
-            if isinstance(action, BindPod):
-                if not active:
-                    self._refuse(action)
-                elif action.pod.uid == caller:
-                    own = action
-                elif self._filter.in_call(action.pod.uid):
-                    self.held.hold(action)
-                else:
-                    self._spawn(self._bind(action))
-            elif isinstance(action, RejectWaitingBind):
-                self._resolve(action.uid, action.message)
-            elif isinstance(action, WakePods):
-                if self.wakeups is not None and active:
-                    self.wakeups.add(action)
-            elif isinstance(action, CreateRequest | DeleteRequest | ProtectNode
-                            | ProvisioningReport):
-                if self.provisioner is not None and active:
-                    self.provisioner.add(action)
-            elif isinstance(action, EvictPods):
-                what = (f"preempted for {action.preemptor}" if action.preemptor
-                        else "partial")
-                log.warning("%s %s: evicting %s", action.gang, what,
-                            ", ".join(p.key for p in action.pods))
-                if self.evictions is not None and active:
-                    self.evictions.add(action)
+            if active and type(action) is BindPod and action.pod.uid == caller:
+                own = action
             else:
-                if isinstance(action, Preempting):
-                    log.warning("%s reason=%s %s", action.preemptor, action.reason,
-                                action.message)
-                elif not isinstance(action, StatusChanged):
-                    level = logging.WARNING if isinstance(action, GangTimedOut) else logging.INFO
-                    log.log(level, "gang=%s reason=%s %s", action.group.key, action.reason,
-                            action.message)
-                if self.on_report is not None:
-                    self.on_report(action)
+                routes[type(action)](action, active)
         return own
+
+    def _route_binding(self, action: BindPod, active: bool) -> None:
+        if not active:
+            self._refuse(action)
+        elif self._filter.in_call(action.pod.uid):
+            self.held.hold(action)
+        else:
+            self._spawn(self._bind(action))
+
+    def _route_rejection(self, action: RejectWaitingBind, active: bool) -> None:
+        self._resolve(action.uid, action.message)
+
+    def _route_wakeup(self, action: WakePods, active: bool) -> None:
+        if self.outlets.wakeups is not None and active:
+            self.outlets.wakeups.add(action)
+
+    def _route_provisioning(self, action: ProvisioningAction, active: bool) -> None:
+        if self.outlets.provisioner is not None and active:
+            self.outlets.provisioner.add(action, self._drained)
+
+    def _route_eviction(self, action: EvictPods, active: bool) -> None:
+        what = f"preempted for {action.preemptor}" if action.preemptor else "partial"
+        log.warning("%s %s: evicting %s", action.gang, what,
+                    ", ".join(p.key for p in action.pods))
+        if self.outlets.evictions is not None and active:
+            self.outlets.evictions.add(action, self._eviction_answer)
+
+    def _report(self, action: Report, active: bool) -> None:
+        """Reports reach their consumers on standby too: the writers hold back there."""
+        if isinstance(action, Preempting):
+            log.warning("%s reason=%s %s", action.preemptor, action.reason, action.message)
+        elif not isinstance(action, StatusChanged):
+            level = logging.WARNING if isinstance(action, GangTimedOut) else logging.INFO
+            log.log(level, "gang=%s reason=%s %s", action.group.key, action.reason,
+                    action.message)
+        if self.outlets.on_report is not None:
+            self.outlets.on_report(action)
+
+    def _drained(self) -> None:
+        """The provisioner told the manager something (a request not created)."""
+        self.drain()
 
     def _eviction_answer(self, uid: str, error: str | None) -> None:
         """What the Eviction API said about a preemption's victim, told to the manager."""
@@ -346,11 +391,11 @@ class Dispatcher:
         self.manager.binding_finished(pod.uid, action.node, error, self.clock(),
                                       unknown=unknown)
         self._resolve(pod.uid, error)
-        if self.on_binding is not None:
-            self.on_binding(error)
+        if self.outlets.on_binding is not None:
+            self.outlets.on_binding(error)
         if (error is None and pod.uid not in self._requested
-                and self.on_bound_directly is not None):
-            self.on_bound_directly(pod, action.node)
+                and self.outlets.on_bound_directly is not None):
+            self.outlets.on_bound_directly(pod, action.node)
         if not cancelled:
             self.cache_changed()
 

@@ -9,8 +9,9 @@ retried with backoff for a while, then given up with a warning. Their controller
 
 A preemption's victims (`EvictPods.preemptor` set) are tried once each (a connection
 error or a 5xx a few times, quickly), and every answer goes straight back to the gang
-manager (`feedback`): a refusal there means choosing other victims or waiting, which
-only the core can decide, not retrying here for minutes.
+manager (through the `answer` the dispatcher passes with the action): a refusal there
+means choosing other victims or waiting, which only the core can decide, not retrying
+here for minutes.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ from extender.core.model.vocabulary import EvictPods, PodRef
 from extender.kube.client import ApiError
 
 log = logging.getLogger("gang-extender")
+
+
+# A preemption's answers: (pod uid, None) once it is let go (or gone), (uid, why) when
+# refused.
+Answer = Callable[[str, str | None], None]
 
 
 class EvictionApi(Protocol):
@@ -50,15 +56,14 @@ class Evictions:
         self.kube = kube
         self.config = config or EvictionConfig()
         self.on_result = on_result  # "evicted", "gone", "refused", "error"
-        # A preemption's answers: (pod uid, None) once it is let go (or gone), (uid,
-        # why) when refused. Set by the dispatcher, which tells the gang manager.
-        self.feedback: Callable[[str, str | None], None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def add(self, action: EvictPods) -> None:
+    def add(self, action: EvictPods, answer: Answer | None = None) -> None:
+        """Evict the action's pods. A preemption's victims are answered to `answer`
+        (the dispatcher's, which tells the gang manager)."""
         for pod in action.pods:
             if action.preemptor is not None:
-                coro = self._evict_victim(pod, action.gang, action.preemptor)
+                coro = self._evict_victim(pod, action.gang, action.preemptor, answer)
             else:
                 coro = self._evict(pod, action.gang)
             task = asyncio.ensure_future(coro)
@@ -104,7 +109,8 @@ class Evictions:
         log.warning("gave up evicting pod %s of partial gang %s after %d attempts", pod.key,
                     gang, self.config.attempts)
 
-    async def _evict_victim(self, pod: PodRef, unit: str, preemptor: str) -> None:
+    async def _evict_victim(self, pod: PodRef, unit: str, preemptor: str,
+                            answer: Answer | None) -> None:
         error = "no Kubernetes client configured"
         delay = self.config.preemption_delay
         for attempt in range(1, self.config.preemption_attempts + 1):
@@ -115,7 +121,7 @@ class Evictions:
             except ApiError as exc:
                 if exc.status in (404, 409):  # gone already: it left
                     self._result("gone")
-                    self._answer(pod.uid, None)
+                    _tell(answer, pod.uid, None)
                     return
                 error = str(exc)
                 if exc.status < 500:  # 429 (a budget), 403, ...: the core decides
@@ -125,7 +131,7 @@ class Evictions:
             else:
                 self._result("evicted")
                 log.warning("evicted pod=%s (%s) for %s", pod.key, unit, preemptor)
-                self._answer(pod.uid, None)
+                _tell(answer, pod.uid, None)
                 return
             if attempt < self.config.preemption_attempts:
                 await asyncio.sleep(delay)
@@ -133,8 +139,9 @@ class Evictions:
         self._result("refused")
         log.warning("eviction of pod %s (%s) for %s refused: %s", pod.key, unit, preemptor,
                     error)
-        self._answer(pod.uid, error)
+        _tell(answer, pod.uid, error)
 
-    def _answer(self, uid: str, error: str | None) -> None:
-        if self.feedback is not None:
-            self.feedback(uid, error)
+
+def _tell(answer: Answer | None, uid: str, error: str | None) -> None:
+    if answer is not None:
+        answer(uid, error)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from extender.core.model.types import PodInfo
@@ -46,6 +47,16 @@ class Holds(Protocol):
     def take_back(self, uid: str) -> bool: ...
 
 
+@dataclass(frozen=True)
+class WaitListeners:
+    """Told how each wait ended, for the metrics."""
+
+    # (placed, seconds) after each call that waited for its gang's members.
+    on_assembly_wait: Callable[[bool, float], None] | None = None
+    # (landed, seconds) after each call that waited for its gang's commit.
+    on_commit_wait: Callable[[bool, float], None] | None = None
+
+
 class FilterVerb:
     def __init__(
         self,
@@ -54,8 +65,7 @@ class FilterVerb:
         drain: Callable[[], object],
         bindings: Holds,
         commit_wait: float,
-        on_assembly_wait: Callable[[bool, float], None] | None = None,
-        on_commit_wait: Callable[[bool, float], None] | None = None,
+        listeners: WaitListeners | None = None,
     ) -> None:
         self.manager = manager
         self.reads = manager.reads
@@ -67,10 +77,9 @@ class FilterVerb:
         self.bindings = bindings
         self._in_call: set[str] = set()
         self.commit_wait = commit_wait
-        # (placed, seconds) after each call that waited for its gang's members.
-        self.on_assembly_wait = on_assembly_wait
-        # (landed, seconds) after each call that waited for its gang's commit.
-        self.on_commit_wait = on_commit_wait
+        listeners = listeners or WaitListeners()
+        self.on_assembly_wait = listeners.on_assembly_wait
+        self.on_commit_wait = listeners.on_commit_wait
         self._change_waiters: list[asyncio.Future[None]] = []
         # Calls waiting: pod uid -> (pod key, since, for what: "members" of a gang being
         # created, or its "commit" to land).

@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from extender.core.model.convert import pod_from_k8s
 from extender.core.model.types import PodInfo
 from extender.core.reads import Reads
-from extender.reporting.metrics import Metrics
+from extender.reporting.metrics import NO_SOURCES, GaugeSources, Metrics
 from extender.scheduler.debug import install_gangs_route
 from extender.scheduler.dispatch import Dispatcher
 from extender.scheduler.wire import ExtenderArgs, ExtenderBindingArgs
@@ -236,17 +236,18 @@ class MetricsEndpoint:
     """
 
     def __init__(self, reads: Reads, m: Metrics,
-                 limit: int = METRICS_MAX_CONCURRENT) -> None:
-        self.reads, self.m, self.limit = reads, m, limit
+                 limit: int = METRICS_MAX_CONCURRENT, gauges: GaugeSources = NO_SOURCES
+                 ) -> None:
+        self.reads, self.m, self.limit, self.gauges = reads, m, limit, gauges
         self.in_progress = 0
         self._turn = asyncio.Lock()
 
     @classmethod
-    def for_metrics(cls, reads: Reads, m: Metrics,
-                    limit: int = METRICS_MAX_CONCURRENT) -> MetricsEndpoint:
+    def for_metrics(cls, reads: Reads, m: Metrics, limit: int = METRICS_MAX_CONCURRENT,
+                    gauges: GaugeSources = NO_SOURCES) -> MetricsEndpoint:
         endpoint = _ENDPOINTS.get(m)
-        if endpoint is None or endpoint.reads is not reads:
-            endpoint = _ENDPOINTS[m] = cls(reads, m, limit)
+        if endpoint is None or endpoint.reads is not reads or endpoint.gauges is not gauges:
+            endpoint = _ENDPOINTS[m] = cls(reads, m, limit, gauges)
         return endpoint
 
     async def __call__(self) -> Response:
@@ -257,7 +258,7 @@ class MetricsEndpoint:
         self.in_progress += 1
         try:
             async with self._turn:
-                self.m.refresh(self.reads)
+                self.m.refresh(self.reads, self.gauges)
                 body = await asyncio.to_thread(generate_latest, self.m.registry)
         finally:
             self.in_progress -= 1
@@ -268,7 +269,7 @@ _ENDPOINTS: weakref.WeakKeyDictionary[Metrics, MetricsEndpoint] = weakref.WeakKe
 
 
 def _add_probes_and_metrics(app: FastAPI, reads: Reads, m: Metrics, ready: Any,
-                            health: Health | None,
+                            health: Health | None, gauges: GaugeSources,
                             metrics_limit: int = METRICS_MAX_CONCURRENT) -> None:
     @app.get("/healthz")
     async def healthz() -> Response:
@@ -284,19 +285,20 @@ def _add_probes_and_metrics(app: FastAPI, reads: Reads, m: Metrics, ready: Any,
             return Response("ok", media_type="text/plain")
         return Response("watches not synced yet", status_code=503, media_type="text/plain")
 
-    app.add_api_route("/metrics", MetricsEndpoint.for_metrics(reads, m, metrics_limit),
+    app.add_api_route("/metrics", MetricsEndpoint.for_metrics(reads, m, metrics_limit, gauges),
                       methods=["GET"])
 
 
 def create_metrics_app(reads: Reads, metrics: Metrics, ready: Any = None,
                        health: Health | None = None,
-                       metrics_limit: int = METRICS_MAX_CONCURRENT) -> FastAPI:
+                       metrics_limit: int = METRICS_MAX_CONCURRENT,
+                       gauges: GaugeSources = NO_SOURCES) -> FastAPI:
     """Only /metrics and the probes, for an address reachable from outside the pod: the
     verbs (a /bind binds any pod anywhere with the extender's rights) and the debug view
     stay on the loopback listener."""
     app = FastAPI(title="gang-extender metrics", docs_url=None, redoc_url=None,
                   openapi_url=None)
-    _add_probes_and_metrics(app, reads, metrics, ready, health, metrics_limit)
+    _add_probes_and_metrics(app, reads, metrics, ready, health, gauges, metrics_limit)
     return app
 
 
@@ -305,9 +307,11 @@ def create_app(
     metrics: Metrics | None = None,
     ready: Any = None,
     health: Health | None = None,
+    gauges: GaugeSources = NO_SOURCES,
 ) -> FastAPI:
     """`ready` is an object with `is_set()` (the informers' synced event); None: ready.
-    `health` says why /healthz fails (`Dispatcher.tick_health`); None: always ok."""
+    `health` says why /healthz fails (`Dispatcher.tick_health`); None: always ok.
+    `gauges`: what /metrics reads besides the gang manager."""
     m = metrics or Metrics()
     app = FastAPI(title="gang-extender", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.dispatcher = dispatcher
@@ -331,7 +335,7 @@ def create_app(
     async def bind(request: Request) -> Response:
         return reply(await verbs.bind(lambda: _read(request)))
 
-    _add_probes_and_metrics(app, dispatcher.manager.reads, m, ready, health)
+    _add_probes_and_metrics(app, dispatcher.manager.reads, m, ready, health, gauges)
     install_gangs_route(app, dispatcher)
     return app
 

@@ -74,6 +74,10 @@ class EventSink(Protocol):
                warning: bool = False) -> None: ...
 
 
+def _nothing() -> None:
+    pass
+
+
 def _apply(manager: GangManager, obj: dict[str, Any], now: float) -> None:
     manager.on_provisioning_request(request_from_k8s(obj), now)
 
@@ -157,15 +161,16 @@ class Provisioner:
         self.events = events
         self.on_result = on_result  # the outcome of each report, for the metric
         self.clock = clock
-        self._queue: asyncio.Queue[ProvisioningAction] = asyncio.Queue()
-        # Set by the wiring to drain the manager's actions after a failure was told.
-        self.changed: Callable[[], None] = lambda: None
+        self._queue: asyncio.Queue[tuple[ProvisioningAction, Callable[[], None]]] = (
+            asyncio.Queue())
 
-    def add(self, action: ProvisioningAction) -> None:
+    def add(self, action: ProvisioningAction, changed: Callable[[], None] = _nothing) -> None:
+        """Carry out `action` in turn; `changed` is called once the manager was told
+        something that may give it new actions (the dispatcher's, which drains them)."""
         if isinstance(action, ProvisioningReport):
             self._report(action)
         else:
-            self._queue.put_nowait(action)
+            self._queue.put_nowait((action, changed))
 
     def served(self, kind: str, served: bool) -> None:
         """The informer's discovery: whether the request API is served."""
@@ -174,15 +179,16 @@ class Provisioner:
 
     async def run(self) -> None:
         while True:
-            action = await self._queue.get()
+            action, changed = await self._queue.get()
             try:
-                await self.do(action)
+                await self.do(action, changed)
             except asyncio.CancelledError:
                 raise
             except Exception:  # one action's bug must not stop the others
                 log.exception("provisioning action %s failed", action)
 
-    async def do(self, action: ProvisioningAction) -> None:
+    async def do(self, action: ProvisioningAction,
+                 changed: Callable[[], None] = _nothing) -> None:
         if self.kube is None:
             return
         if isinstance(action, CreateRequest):
@@ -191,7 +197,7 @@ class Provisioner:
                 log.warning("gang=%s ProvisioningRequest %s not created: %s", action.gang,
                             action.name, error)
                 self.manager.provisioning_failed(action.gang, action.name, error, self.clock())
-                self.changed()
+                changed()
         elif isinstance(action, DeleteRequest):
             await self._delete(action)
         elif isinstance(action, ProtectNode):

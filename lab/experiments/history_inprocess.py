@@ -45,7 +45,7 @@ from extender.core.manager import GangManager
 from extender.core.model.phase import compute_status
 from extender.core.model.types import GROUP_LABEL, GroupInfo, PodInfo
 from extender.kube.gc_freeze import FREEZE_EVERY
-from extender.kube.informer import Informer
+from extender.kube.informer import Informer, InformerOptions
 from extender.reporting.kinds import observed_kinds
 from extender.reporting.status import StatusWriter
 
@@ -154,7 +154,8 @@ async def _measure(groups: int, per: int, by_watch: bool, freeze_every: int
     manager = GangManager()
     writer = StatusWriter(manager.reads, None, time.time)
     informer = Informer(api, manager, time.time,  # type: ignore[arg-type]
-                        lambda: None, kinds=observed_kinds(writer), freeze_every=freeze_every)
+                        lambda: None, kinds=observed_kinds(writer),
+                        options=InformerOptions(freeze_every=freeze_every))
     base = rss_mib()
     # The loop's CPU time between two turns of a task that only sleeps: what a verb
     # would wait for, on a machine of its own (wall time on a shared one adds the
