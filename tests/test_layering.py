@@ -13,8 +13,9 @@
   vocabulary) imports nothing of the core above it, only other model modules;
 * no module of `extender/` imports a private name (`from x import _helper`) of another:
   a helper two modules share is public in one of them, or in a module of its own;
-* no class of the core takes more than 6 collaborators. A collaborator is a parameter of
-  a class's own `__init__` other than `self` (positional, keyword-only, `*args` and
+* no class of `extender/`, core or adapter, takes more than 6 collaborators (more go
+  in an options dataclass). A collaborator is a parameter of a class's own `__init__`
+  other than `self` (positional, keyword-only, `*args` and
   `**kwargs` each count one). Dataclasses are not counted: their fields are the data
   they carry (`PodInfo`), or parts grouped as one concept (`ClusterView`, `Waiting`),
   or the gang manager's wiring record (`wiring.Core`, built by `Core.wire`, which is
@@ -291,9 +292,9 @@ def test_the_private_import_check_passes_public_names_and_own_private_modules() 
     assert private_import_violations(own, "extender/core/ledger/_ledger.py") == []
 
 
-def test_no_core_constructor_takes_more_than_six_collaborators() -> None:
-    files = sorted((ROOT / "core").rglob("*.py"))
-    assert len(files) > 20
+def test_no_constructor_takes_more_than_six_collaborators() -> None:
+    files = sorted(ROOT.rglob("*.py"))  # the core and the adapters
+    assert len(files) > 50 and ROOT / "scheduler" / "dispatch.py" in files
     found = [v for src, path in _sources(files) for v in constructor_violations(src, path)]
     assert not found, "\n".join(map(str, found))
 
@@ -511,3 +512,156 @@ def test_the_door_check_fails_on_a_wide_or_undocumented_door() -> None:
               "    def a(self): ...\n    def b(self): ...\n    def _c(self): ...\n")
     assert door_violations(source, "D", 1) == [
         "D.b is not listed in the class docstring", "D has 2 public methods, more than 1"]
+
+
+# ----- adapters built by construction only -----------------------------------------------
+#
+# Everything a part needs is passed when it is made, so that its class says what it
+# works with: no `x.y = ...` on another object afterwards, which no reader of x's class
+# can see. Records are not wiring: a dataclass's fields (a counter, a reservation's
+# deadline, a status record) are data its owner updates in place, so a field, or a
+# property a dataclass defines a setter for, may be set from outside; a field typed
+# Callable is a collaborator, and is not exempt. The one place that could set a
+# collaborator afterwards is the adapters' wiring function (it sets none today).
+
+WIRING = ("extender/serve.py", "wire")
+
+# Set from outside through a library's or a neighbour's own interface, with the reason.
+SET_OUTSIDE_BY_DESIGN = {
+    ("extender/kube/client.py", "ctx.check_hostname"):
+        "ssl.SSLContext is configured through its attributes",
+    ("extender/kube/client.py", "ctx.verify_mode"):
+        "ssl.SSLContext is configured through its attributes",
+    ("extender/kube/transport.py", "exc.request"):
+        "httpx's error carries the request it failed on; the parser raises it without one",
+    ("extender/scheduler/http.py", "app.state.dispatcher"): "Starlette's per-app state",
+    ("extender/scheduler/http.py", "app.state.metrics"): "Starlette's per-app state",
+    ("extender/scheduler/http.py", "app.state.verbs"): "Starlette's per-app state",
+    ("extender/serve.py", "server.should_exit"): "how a uvicorn server is told to stop",
+    ("extender/deprecated.py", "namespace.deprecated_flags"):
+        "an argparse Action records what it saw on the namespace argparse hands it",
+    ("extender/deprecated.py", "setattr(namespace)"):
+        "an argparse Action records what it saw on the namespace argparse hands it",
+    # The property setter of core/provisioning.py, called by the gang manager's command
+    # `provisioning_served`; its module is being reworked beside this check (issue 43).
+    ("extender/core/manager.py", "self._core.provisioning.served"):
+        "the core's provisioning part is told through a property setter",
+}
+
+
+def _is_dataclass(node: ast.ClassDef) -> bool:
+    for d in node.decorator_list:
+        f = d.func if isinstance(d, ast.Call) else d
+        if (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")) == "dataclass":
+            return True
+    return False
+
+
+def record_fields(sources: list[str]) -> set[str]:
+    """Names of the dataclasses' fields not typed Callable, and of the properties a
+    dataclass defines setters for: the attributes a record's owner may set."""
+    names = set()
+    for source in sources:
+        for node in ast.walk(ast.parse(source)):
+            if not (isinstance(node, ast.ClassDef) and _is_dataclass(node)):
+                continue
+            for item in node.body:
+                if (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+                        and not any(w in ast.unparse(item.annotation)
+                                    for w in ("Callable", "ClassVar"))):
+                    names.add(item.target.id)
+                elif isinstance(item, ast.FunctionDef) and any(
+                        isinstance(d, ast.Attribute) and d.attr == "setter"
+                        for d in item.decorator_list):
+                    names.add(item.name)
+    return names
+
+
+def _stored_attributes(node: ast.AST) -> list[ast.Attribute]:
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        targets = [node.target]
+    else:
+        return []
+    return [t for target in targets for t in ast.walk(target)
+            if isinstance(t, ast.Attribute) and isinstance(t.ctx, ast.Store)]
+
+
+def late_wiring_violations(source: str, path: str, fields: set[str]) -> list[Violation]:
+    """Assignments to an attribute of an object other than `self`/`cls` (`self.x.y = `
+    included), and `setattr` on one, outside the wiring function, unless the attribute
+    is a record's field (`fields`) or set by design (`SET_OUTSIDE_BY_DESIGN`)."""
+    out: list[Violation] = []
+
+    def visit(node: ast.AST, function: str) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            function = node.name
+        wiring = (path, function) == WIRING
+        for attr in _stored_attributes(node):
+            what = ast.unparse(attr)
+            own = isinstance(attr.value, ast.Name) and attr.value.id in ("self", "cls")
+            if not (own or wiring or attr.attr in fields
+                    or (path, what) in SET_OUTSIDE_BY_DESIGN):
+                out.append(Violation(path, _line(node), f"sets {what} from outside"))
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id == "setattr" and node.args):
+            target = ast.unparse(node.args[0])
+            if not (target in ("self", "cls") or wiring
+                    or (path, f"setattr({target})") in SET_OUTSIDE_BY_DESIGN):
+                out.append(Violation(path, _line(node), f"setattr on {target} from outside"))
+        for child in ast.iter_child_nodes(node):
+            visit(child, function)
+
+    visit(ast.parse(source), "")
+    return out
+
+
+def test_nothing_is_wired_after_construction_outside_the_wiring_function() -> None:
+    files = sorted(ROOT.rglob("*.py"))
+    sources = _sources(files)
+    fields = record_fields([src for src, _ in sources])
+    assert {"deadline", "observed"} <= fields  # a reservation's, a status record's
+    found = [v for src, path in sources for v in late_wiring_violations(src, path, fields)]
+    assert not found, "\n".join(map(str, found))
+    # The wiring function is where it says it is.
+    wire = ast.parse((ROOT.parent / WIRING[0]).read_text())
+    assert any(isinstance(n, ast.FunctionDef) and n.name == WIRING[1] for n in wire.body)
+
+
+LATE = '''
+from dataclasses import dataclass
+from typing import Callable
+
+@dataclass
+class Record:
+    count: int = 0
+    hook: Callable[[], None] | None = None
+
+def make(a, b, rec):
+    rec.count += 1
+    a.on_change = b.drain
+    rec.hook = b.drain
+    setattr(a, "synced", b.synced)
+
+class Part:
+    def __init__(self, other):
+        self.other = other
+        self.other.clock = lambda: 0.0
+'''
+
+
+def test_the_late_wiring_check_fails_on_an_attribute_set_from_outside() -> None:
+    found = late_wiring_violations(LATE, "x.py", record_fields([LATE]))
+    assert [(v.line, v.what) for v in found] == [
+        (12, "sets a.on_change from outside"), (13, "sets rec.hook from outside"),
+        (14, "setattr on a from outside"), (19, "sets self.other.clock from outside")]
+
+
+def test_the_late_wiring_check_lets_the_wiring_function_and_records_be() -> None:
+    source = LATE.replace("def make(", "def wire(")
+    found = late_wiring_violations(source, WIRING[0], record_fields([LATE]))
+    assert [v.line for v in found] == [19]  # the constructor is not the wiring function
+    own = "class A:\n    def __init__(self):\n        self.x = 1\n        self.y.z = 2\n"
+    assert [v.what for v in late_wiring_violations(own, "x.py", set())] == [
+        "sets self.y.z from outside"]
