@@ -44,7 +44,8 @@ from extender.core.model.types import (
     Toleration,
 )
 
-__all__ = ["budget_from_k8s", "node_from_k8s", "parse_time", "pod_from_k8s"]
+__all__ = ["budget_from_k8s", "node_from_k8s", "node_selector_terms", "parse_time",
+           "pod_from_k8s"]
 
 _NODE_SELECTOR_OPS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 _LABEL_SELECTOR_OPS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
@@ -81,6 +82,11 @@ def _node_selector_terms(v: Any, where: str) -> tuple[NodeSelectorTerm, ...]:
             )
         )
     return tuple(terms)
+
+
+def node_selector_terms(v: Any, where: str) -> tuple[NodeSelectorTerm, ...]:
+    """A NodeSelector's terms; public for the device model (ResourceSlice.spec.nodeSelector)."""
+    return _node_selector_terms(v, where)
 
 
 def _label_selector(v: Any, where: str) -> LabelSelector | None:
