@@ -2,14 +2,17 @@
 
 PodGroup: Reserved, CapacityHeld, Preempting, Preempted (Warning), Bound, TimedOut (Warning),
 Released, BackingOff (Warning),
-RetryLimitReached (Warning), PartialGangEvicted (Warning), WaitingForMembers, Queued,
+RetryLimitReached (Warning), PartialGangEvicted (Warning), Disrupted (Warning),
+WaitingForMembers, Queued,
 WaitingBehindOlderGang, WaitingForPodAffinity, InsufficientCapacity (Warning), Unplaceable
 (Warning), InvalidTopology (Warning), Running,
 Finished, MemberFailed (Warning).
 Pods: Preempting (a plain pod that preempts), Preempted (Warning, on every victim pod),
 Reserved (the node reserved for the pod), TimedOut (Warning) on members still
 unbound when their gang's reservation expires, PartialGangEvicted (Warning) on members
-evicted because their gang never reached its quorum. Bind on pods is kube-scheduler's own
+evicted because their gang never reached its quorum, Disrupted (Warning) on members
+evicted because their started gang (disruption mode "all") lost one. Bind on pods is
+kube-scheduler's own
 `Scheduled` event; rejections are its `FailedScheduling` events with our message.
 
 The PodGroup is the gang's object in its source (scheduler-plugins, Volcano or the
@@ -38,6 +41,7 @@ from extender.core.model.phase import (
 from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.model.vocabulary import (
     GangBound,
+    GangDisrupted,
     GangHeld,
     GangReserved,
     GangTimedOut,
@@ -124,6 +128,20 @@ class GangEvents:
             self._group(report.group, Reason.CAPACITY_HELD, report.message)
         elif isinstance(report, Preempting):
             self._preempting(report)
+        elif isinstance(report, GangDisrupted):
+            self._disrupted(report)
+
+    def _disrupted(self, ev: GangDisrupted) -> None:
+        """The gang says which member it lost and that the rest go; each evicted member
+        says why it goes, as `kubectl describe pod` is where a user looks first."""
+        self._group(ev.group, Reason.DISRUPTED, ev.message, warning=True,
+                    pods_have_it=bool(ev.evicted))
+        lost = ", ".join(p.key for p in ev.lost) or "a member"
+        for pod in ev.evicted:
+            self.recorder.record(
+                pod_ref(pod), Reason.DISRUPTED,
+                f"evicted: gang {ev.group.key} lost {lost} after it had started, and its "
+                f"disruption mode is all", warning=True)
 
     def _preempting(self, ev: Preempting) -> None:
         """Both sides: the preemptor says whom it evicts and why; every victim gang and

@@ -71,8 +71,10 @@ def doc(rec: GroupRecord, st: GroupStatus, disruption: Disruption | None, api_ve
 
 def evicted(reads: Reads, d: Disruption, rec: GroupRecord) -> bool:
     """Every member the preemption evicts is gone (or going), and the API shows (or this
-    process set) DisruptionTarget True: from then on the gang placed again ends it."""
-    gone = all((p := reads.pod(u)) is None or p.deleting or not p.node_name
+    process set) DisruptionTarget True: from then on the gang placed again ends it. A
+    member lost whole waits for its evicted pods to be deleted, not only going: one
+    still terminating counts as running, and the status would say the gang placed."""
+    gone = all((p := reads.pod(u)) is None or (not d.lost and (p.deleting or not p.node_name))
                for u in d.pods)
     return gone and shown(rec).get("DisruptionTarget", {}).get("status") == "True"
 

@@ -213,7 +213,8 @@ class Dispatcher:
             self.outlets.provisioner.add(action, self._drained)
 
     def _route_eviction(self, action: EvictPods, active: bool) -> None:
-        what = f"preempted for {action.preemptor}" if action.preemptor else "partial"
+        what = (f"preempted for {action.preemptor}" if action.preemptor
+                else "partial, or disrupted whole")
         log.warning("%s %s: evicting %s", action.gang, what,
                     ", ".join(p.key for p in action.pods))
         if self.outlets.evictions is not None and active:

@@ -5,7 +5,8 @@ A gang that ended below its quorum after its commit must not keep part of its me
 running: they would hold nodes and wait for peers that never come. They are evicted
 through the Eviction API, so a PodDisruptionBudget is respected: a refusal (429) is
 retried with backoff for a while, then given up with a warning. Their controller
-(Job, MPIJob, JobSet) recreates them and the gang is placed again whole.
+(Job, MPIJob, JobSet) recreates them and the gang is placed again whole. So are the
+members of a started gang of disruption mode all that lost one (`GangDisrupted`).
 
 A preemption's victims (`EvictPods.preemptor` set) are tried once each (a connection
 error or a 5xx a few times, quickly), and every answer goes straight back to the gang
@@ -100,13 +101,13 @@ class Evictions:
                          gang, attempt, exc)
             else:
                 self._result("evicted")
-                log.warning("evicted pod=%s gang=%s: bound by a commit whose gang never "
-                            "reached its quorum", pod.key, gang)
+                log.warning("evicted pod=%s gang=%s (partial, or disrupted whole)", pod.key,
+                            gang)
                 return
             await asyncio.sleep(delay)
             delay *= 2
         self._result("refused")
-        log.warning("gave up evicting pod %s of partial gang %s after %d attempts", pod.key,
+        log.warning("gave up evicting pod %s of gang %s after %d attempts", pod.key,
                     gang, self.config.attempts)
 
     async def _evict_victim(self, pod: PodRef, unit: str, preemptor: str,

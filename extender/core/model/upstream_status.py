@@ -33,6 +33,11 @@ Rules, following kube-scheduler's `updatePodGroupCondition` where it has one:
   unbound reservation was preempted is not disrupted (nothing of it is evicted): its
   scheduling condition says why it waits. kube-scheduler 1.37 defines this condition
   for PodGroups but does not write it yet; this follows its pod-level twin.
+* `DisruptionTarget` True with reason `MemberDisrupted` when a started gang whose
+  disruption mode is all lost a member and the rest are evicted (`member_lost`, from a
+  `GangDisrupted` report; `core/preemption/disruption.py`); its `lastTransitionTime` is
+  when that happened, which a restarted extender reads back (`GroupInfo.disrupted_since`).
+  Ended as a preemption's is, once the gang is placed again.
 
 `lastTransitionTime` moves only when a condition's status changes; `observedGeneration`
 is the PodGroup's generation, as kube-scheduler sets it.
@@ -45,7 +50,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.core.model.phase import Condition, GroupStatus, Previous, rfc3339
-from extender.core.model.vocabulary import GANG, Preempting, Reason
+from extender.core.model.types import MEMBER_DISRUPTED
+from extender.core.model.vocabulary import GANG, GangDisrupted, Preempting, Reason
 
 INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"  # scheduling.k8s.io/v1beta1 (1.37)
 SCHEDULED_V1ALPHA2 = "PodGroupScheduled"  # scheduling.k8s.io/v1alpha2 (1.36)
@@ -73,16 +79,25 @@ def scheduled_type(api_version: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Disruption:
-    """Our preemption evicts a gang's bound members."""
+    """Our preemption evicts a gang's bound members; or, with `lost` set, the gang lost
+    a member and the rest are evicted (disruption mode all)."""
 
     gang: str
     priority: int
     pods: tuple[str, ...]  # uids of the bound members evicted
     preemptor: str  # "gang ns/x" or "pod ns/p"
     preemptor_priority: int
+    lost: str = ""  # the core's message about the member lost
+    since: float = 0.0  # when the member was lost
+
+    @property
+    def reason(self) -> str:
+        return MEMBER_DISRUPTED if self.lost else PREEMPTION_BY_SCHEDULER
 
     @property
     def message(self) -> str:
+        if self.lost:
+            return self.lost
         return (f"gang {self.gang} (priority {self.priority}): preempted by "
                 f"{self.preemptor} (priority {self.preemptor_priority}): its {len(self.pods)} "
                 f"bound member(s) are evicted; it is placed again whole when there is room")
@@ -93,6 +108,12 @@ def disruptions(report: Preempting) -> list[Disruption]:
     return [Disruption(v.group.key, v.priority, tuple(p.uid for p in v.pods),
                        report.preemptor, report.priority)
             for v in report.victims if v.kind == GANG and v.group is not None and v.pods]
+
+
+def member_lost(report: GangDisrupted) -> Disruption:
+    """The gang a member's loss disrupts whole."""
+    return Disruption(report.group.key, 0, tuple(p.uid for p in report.evicted), "", 0,
+                      lost=report.message, since=report.since)
 
 
 def upstream_conditions(
@@ -110,9 +131,11 @@ def upstream_conditions(
     sched = scheduled_type(api_version)
     was_true = previous.conditions.get(sched, ("", ""))[0] == "True"
 
-    def cond(type_: str, state: str, reason: str, message: str) -> Condition:
+    def cond(type_: str, state: str, reason: str, message: str, at: float = 0.0
+             ) -> Condition:
         old = previous.conditions.get(type_)
-        since = old[1] if old is not None and old[0] == state and old[1] else rfc3339(now)
+        since = (old[1] if old is not None and old[0] == state and old[1]
+                 else rfc3339(at or now))
         return Condition(type_, state, reason, message, since, generation)
 
     out: list[Condition] = []
@@ -126,11 +149,11 @@ def upstream_conditions(
 
     disrupted = previous.conditions.get(DISRUPTION_TARGET, ("", ""))[0] == "True"
     if disruption is not None:
-        out.append(cond(DISRUPTION_TARGET, "True", PREEMPTION_BY_SCHEDULER,
-                         disruption.message))
+        out.append(cond(DISRUPTION_TARGET, "True", disruption.reason, disruption.message,
+                        disruption.since))
     elif disrupted and bound:
         out.append(cond(DISRUPTION_TARGET, "False", SCHEDULED,
-                        f"placed again after the preemption; {status.message}"))
+                        f"placed again after the disruption; {status.message}"))
     return tuple(out)
 
 
