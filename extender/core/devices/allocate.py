@@ -50,7 +50,7 @@ from extender.core.devices.model import (
     SubRequest,
 )
 
-__all__ = ["MAX_CHOICES", "Claim", "Fit", "NoFit", "allocate"]
+__all__ = ["MAX_CHOICES", "Claim", "DeviceKey", "Fit", "NoFit", "allocate"]
 
 MAX_CHOICES = 10_000
 _BLOCKING_TAINTS = frozenset({"NoSchedule", "NoExecute"})

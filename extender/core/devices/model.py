@@ -467,6 +467,7 @@ class Allocated:
     pool: str
     device: str
     request: str
+    admin_access: bool = False  # such a result does not keep the device from others
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -506,7 +507,8 @@ def _build_claim(obj: Mapping[str, Any], _ident: str) -> ResourceClaim:
                 shared(as_str(r.get("driver"), f"{w}.driver")),
                 shared(as_str(r.get("pool"), f"{w}.pool")),
                 as_str(r.get("device"), f"{w}.device"),
-                as_str(r.get("request"), f"{w}.request")))
+                as_str(r.get("request"), f"{w}.request"),
+                r.get("adminAccess") is True))
         if alloc.get("nodeSelector") is not None:
             nodes = node_selector_terms(alloc["nodeSelector"], "status.allocation.nodeSelector")
     reserved = tuple(

@@ -1,0 +1,195 @@
+"""The devices of the cluster as the planner asks about them: which devices a node can
+use, which are allocated, what a pod's claims ask for, and how many members of a shape a
+node's free devices hold.
+
+Kept up to date from watch events (`upsert_*`, `remove_*`), like the cache's nodes and
+pods; answers are memoized per node and dropped when a slice changes, so a planning pass
+over thousands of nodes reads each node's devices once.
+
+What a node can use, in order (the order the allocation check tries them): the devices of
+pools published for that node (`nodeName`), then those of pools for a node selector the
+node matches, then those of pools for all nodes. Only a pool's newest generation counts:
+while a driver replaces a pool, the slices of the older generation are stale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from extender.core.devices.allocate import Claim, DeviceKey, Fit, NoFit, allocate
+from extender.core.devices.model import (
+    Device,
+    DeviceClass,
+    PodClaims,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
+    SelectorCompiler,
+)
+from extender.core.model.constraints import node_selector_term_matches
+from extender.core.model.types import NodeInfo
+
+__all__ = ["MAX_COPIES", "DeviceInventory", "MemberClaims"]
+
+# How many members of one shape `copies` counts on a node at most: a gang member's
+# devices are few, and a node publishing more devices than this many members use is
+# counted as holding this many.
+MAX_COPIES = 64
+
+
+@dataclass(frozen=True, slots=True)
+class MemberClaims:
+    """A member's claims, resolved: `own` are its alone (from templates, or named claims
+    only it uses), `shared` are named claims other pods may use too (one allocation for
+    all of them). `missing` names what could not be resolved (a template or claim not
+    seen yet), in which case the member cannot be planned on devices."""
+
+    own: tuple[Claim, ...] = ()
+    shared: tuple[Claim, ...] = ()
+    missing: str = ""
+
+    @property
+    def empty(self) -> bool:
+        return not self.own and not self.shared and not self.missing
+
+
+class DeviceInventory:
+    """Slices, classes, claims and templates, and the questions the planner asks of them.
+
+    Public: `upsert_slice`, `remove_slice`, `upsert_class`, `remove_class`,
+    `upsert_claim`, `remove_claim`, `upsert_template`, `remove_template` (watch events);
+    `devices_for(node)`, `allocated()`, `member_claims(...)`, `fit(...)`, `copies(...)`.
+    """
+
+    def __init__(self, compile_selector: SelectorCompiler) -> None:
+        self._compile = compile_selector
+        self._slices: dict[str, ResourceSlice] = {}
+        self._classes: dict[str, DeviceClass] = {}
+        self._claims: dict[tuple[str, str], ResourceClaim] = {}
+        self._templates: dict[tuple[str, str], ResourceClaimTemplate] = {}
+        self._by_node: dict[str, tuple[Device, ...]] = {}
+        self._allocated: frozenset[DeviceKey] | None = None
+
+    # ----- watch events ------------------------------------------------------------------
+
+    def upsert_slice(self, s: ResourceSlice) -> None:
+        self._slices[s.name] = s
+        self._by_node.clear()
+
+    def remove_slice(self, name: str) -> None:
+        if self._slices.pop(name, None) is not None:
+            self._by_node.clear()
+
+    def upsert_class(self, c: DeviceClass) -> None:
+        self._classes[c.name] = c
+
+    def remove_class(self, name: str) -> None:
+        self._classes.pop(name, None)
+
+    def upsert_claim(self, c: ResourceClaim) -> None:
+        self._claims[(c.namespace, c.name)] = c
+        self._allocated = None
+
+    def remove_claim(self, namespace: str, name: str) -> None:
+        if self._claims.pop((namespace, name), None) is not None:
+            self._allocated = None
+
+    def upsert_template(self, t: ResourceClaimTemplate) -> None:
+        self._templates[(t.namespace, t.name)] = t
+
+    def remove_template(self, namespace: str, name: str) -> None:
+        self._templates.pop((namespace, name), None)
+
+    # ----- questions ---------------------------------------------------------------------
+
+    def devices_for(self, node: NodeInfo) -> tuple[Device, ...]:
+        """The devices `node` can use (module docstring: its own pools first)."""
+        cached = self._by_node.get(node.name)
+        if cached is not None:
+            return cached
+        newest: dict[tuple[str, str], int] = {}
+        for s in self._slices.values():
+            k = (s.driver, s.pool)
+            newest[k] = max(newest.get(k, s.generation), s.generation)
+        local: list[Device] = []
+        selected: list[Device] = []
+        everywhere: list[Device] = []
+        for name in sorted(self._slices):
+            s = self._slices[name]
+            if s.generation != newest[(s.driver, s.pool)]:
+                continue
+            if s.node_name is not None:
+                if s.node_name == node.name:
+                    local += s.devices
+            elif s.node_selector is not None:
+                if any(node_selector_term_matches(t, node) for t in s.node_selector):
+                    selected += s.devices
+            elif s.all_nodes:
+                everywhere += s.devices
+        out = (*local, *selected, *everywhere)
+        self._by_node[node.name] = out
+        return out
+
+    def allocated(self) -> frozenset[DeviceKey]:
+        """Devices some claim is allocated (admin access excepted)."""
+        if self._allocated is None:
+            self._allocated = frozenset(
+                a.key for c in self._claims.values() for a in c.allocated
+                if not a.admin_access)
+        return self._allocated
+
+    def member_claims(self, namespace: str, claims: PodClaims,
+                      shared_names: Iterable[str] = ()) -> MemberClaims:
+        """A pod's claims resolved to specs. A template whose claim is not made yet
+        stands for a claim of the template's spec; `shared_names` are the named claims
+        the gang's members have in common (one allocation)."""
+        shared_set = set(shared_names)
+        own: list[Claim] = []
+        shared: list[Claim] = []
+        for ref in claims.refs:
+            name = claims.claim_name(ref)
+            claim = self._claims.get((namespace, name)) if name else None
+            if claim is not None:
+                entry = Claim(f"{namespace}/{claim.name}", claim.spec,
+                              tuple(a.key for a in claim.allocated))
+                (shared if ref.claim is not None and ref.claim in shared_set
+                 else own).append(entry)
+                continue
+            if ref.template is not None:
+                t = self._templates.get((namespace, ref.template))
+                if t is None:
+                    return MemberClaims(missing=f"resource claim template "
+                                                f"{namespace}/{ref.template} not found")
+                own.append(Claim(f"{namespace}/{ref.template} (template)", t.spec))
+                continue
+            return MemberClaims(missing=f"resource claim {namespace}/{name} not found")
+        return MemberClaims(tuple(own), tuple(shared))
+
+    def fit(self, node: NodeInfo, claims: Sequence[Claim],
+            taken: frozenset[DeviceKey] = frozenset()) -> Fit | NoFit:
+        """Whether `claims` can be allocated on `node`, besides what is allocated and
+        `taken` (devices reserved for planned gangs)."""
+        return allocate(claims, self.devices_for(node), self._classes, self._compile,
+                        self.allocated() | taken)
+
+    def copies(self, node: NodeInfo, member: Sequence[Claim],
+               taken: frozenset[DeviceKey] = frozenset(), limit: int = MAX_COPIES) -> int:
+        """How many members with claims like `member` (own claims, unallocated) the
+        node's free devices hold, at most `limit`: one member's devices taken after the
+        other, as kube-scheduler allocates them pod by pod."""
+        if not member:
+            return limit
+        used = self.allocated() | taken
+        devices = self.devices_for(node)
+        n = 0
+        while n < limit:
+            result = allocate(member, devices, self._classes, self._compile, used)
+            if isinstance(result, NoFit):
+                break
+            chosen = result.devices()
+            if not chosen - used:
+                return limit  # takes no device (admin access, shared devices): no bound
+            used = used | chosen
+            n += 1
+        return n
