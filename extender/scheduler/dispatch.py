@@ -164,12 +164,11 @@ class Dispatcher:
         # and before the sync too: /healthz asks whether the loop runs, not whether it
         # acted. Counted from construction, so a loop that never started fails too.
         self.ticked_at = time.monotonic()
-        # Each kind of action the manager asks for, and what carries it out: fixed here,
-        # checked complete against the vocabulary (tests/test_dispatch_failures.py). Every
-        # report goes the same way, so a report added to the vocabulary needs no route of
-        # its own. `drain` takes the Binding of its caller's bind request out first.
+        # Each kind of action the manager asks for besides Bindings, and what carries it
+        # out: fixed here, checked complete against the vocabulary
+        # (tests/test_dispatch_failures.py). Every report goes the same way, so a report
+        # added to the vocabulary needs no route of its own. Bindings are `drain`'s own.
         self._routes: dict[type[Action], Callable[[Any, bool], None]] = {
-            BindPod: self._route_binding,
             RejectWaitingBind: self._route_rejection,
             WakePods: self._route_wakeup,
             EvictPods: self._route_eviction,
@@ -187,19 +186,17 @@ class Dispatcher:
         active = self.leader.active
         routes = self._routes
         for action in self.manager.take_actions():
-            if active and type(action) is BindPod and action.pod.uid == caller:
-                own = action
-            else:
+            if type(action) is not BindPod:
                 routes[type(action)](action, active)
+            elif not active:
+                self._refuse(action)
+            elif action.pod.uid == caller:
+                own = action
+            elif self._filter.in_call(action.pod.uid):
+                self.held.hold(action)
+            else:
+                self._spawn(self._bind(action))
         return own
-
-    def _route_binding(self, action: BindPod, active: bool) -> None:
-        if not active:
-            self._refuse(action)
-        elif self._filter.in_call(action.pod.uid):
-            self.held.hold(action)
-        else:
-            self._spawn(self._bind(action))
 
     def _route_rejection(self, action: RejectWaitingBind, active: bool) -> None:
         self._resolve(action.uid, action.message)
