@@ -87,9 +87,9 @@ def test_all_evicts_the_rest_and_single_leaves_it_running(
         [p for p in pods if not running(ns, p)]), 60, "both gangs bound and running",
         logs=gang.logs())
 
+    began = time.monotonic()
     evict(ns, "whole-0")
     evict(ns, "single-0")
-    began = time.monotonic()
     # `all`: the other two members evicted (being deleted, or gone) within 10 s.
     wait_for(lambda: not any(running(ns, p) for p in ("whole-1", "whole-2")) or NotYet(
         {p: running(ns, p) for p in ("whole-1", "whole-2")}), 10,
