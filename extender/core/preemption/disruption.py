@@ -136,6 +136,11 @@ class Disruptions:
             self._running.pop(gang, None)
             self._disrupted.pop(gang, None)
             return
+        if self._leaving.preempted(gang):
+            # Evicted whole by a preemption already: its members leaving are not losses;
+            # it starts again once placed again.
+            self._running.pop(gang, None)
+            return
         d = self._disrupted.get(gang)
         if d is None and group.disrupted_since and gang not in self._running:
             d = self._disrupted[gang] = _Disrupted(group.disrupted_since, carried=True)

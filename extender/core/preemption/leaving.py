@@ -79,6 +79,11 @@ class Leaving(Mapping[str, str]):
         return gang is not None and gang in self._units and (
             gang in self._pods.values() or gang not in self._refused)
 
+    def preempted(self, gang: str) -> bool:
+        """Whether `gang` is a preemption's victim on its way out (not a disruption; not
+        one whose eviction was refused before any of it went)."""
+        return gang in self._units and gang in self._pods.values()
+
     def why(self, gang: str) -> str:
         """What a member of a leaving gang is told (`gang_leaving`)."""
         if gang in self._disrupting:

@@ -267,3 +267,28 @@ def test_our_disruption_condition_is_read_back_for_a_restart() -> None:
             _upstream({"all": {}}, conditions=[other])).disrupted_since == 0.0
     # A status write of our own does not make the gang a new spec (nothing is replanned).
     assert g.same_spec(dataclasses.replace(g, disrupted_since=0.0))
+
+
+def test_a_gang_our_preemption_evicts_is_not_disrupted_too() -> None:
+    """Preempted whole already: its members leaving are not losses that evict it again,
+    nor make it a `MemberDisrupted` target instead of a preempted one."""
+    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30, preemption=True,
+                                        starvation_after_seconds=None, direct_commit=False)))
+    sim, low = started(sim=sim, members=2)
+    for p in low:
+        sim.manager.on_pod(dataclasses.replace(sim.cache.pods[p.uid], priority=1), sim.now)
+    sim.add_group(group("high", 2))
+    for i in range(2):
+        sim.add_pod(pod(f"high-{i}", "high", priority=10))
+    sim.run_all()
+    sim.tick(1)
+    [ev] = evictions(sim)
+    assert ev.preemptor == "ns/high"
+    for p in low:  # the Eviction API lets them go, one after the other
+        sim.manager.eviction_answered(p.uid, None, sim.now)
+        sim.manager.on_pod(dataclasses.replace(sim.cache.pods[p.uid], deleting=True),
+                           sim.now)
+        sim.delete(p.uid)
+    sim.tick(1)
+    sim.run_all()
+    assert disrupted(sim) == [] and len(evictions(sim)) == 1
