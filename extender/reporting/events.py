@@ -133,7 +133,11 @@ class GangEvents:
 
     def _disrupted(self, ev: GangDisrupted) -> None:
         """The gang says which member it lost and that the rest go; each evicted member
-        says why it goes, as `kubectl describe pod` is where a user looks first."""
+        says why it goes, as `kubectl describe pod` is where a user looks first. A
+        disruption a restarted extender carries on with nothing left to evict says
+        nothing new: no Event."""
+        if not ev.lost and not ev.evicted:
+            return
         self._group(ev.group, Reason.DISRUPTED, ev.message, warning=True,
                     pods_have_it=bool(ev.evicted))
         lost = ", ".join(p.key for p in ev.lost) or "a member"

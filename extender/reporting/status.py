@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -181,7 +181,8 @@ class StatusWriter:
             self.dirty.update(g.key for g in report.groups())
             self._disrupted.update((d.gang, d) for d in disruptions(report))
         elif isinstance(report, GangDisrupted):
-            self._disrupted[report.group.key] = member_lost(report)
+            if report.group.source in (SCHEDULER_PLUGINS, WORKLOAD_API):  # status of ours
+                self._disrupted[report.group.key] = member_lost(report)
             self.dirty.add(report.group.key)
         else:
             self.dirty.add(report.group.key)
@@ -217,7 +218,23 @@ class StatusWriter:
             previous=Previous.from_k8s(base), owners=owners,
             requeue=(bo.attempts, bo.until) if bo is not None and bo.attempts else None,
             waiting_since=self.reads.waiting_since(group.key),
+            disrupted=self._member_lost(group, pods),
         )
+
+    def _member_lost(self, group: GroupInfo, pods: Sequence[PodInfo]
+                     ) -> tuple[str, float] | None:
+        """A scheduler-plugins gang disrupted whole (its `DisruptionTarget`), until its
+        evicted members are deleted (one terminating still runs, and would read as the
+        gang placed) and a quorum of new ones is bound: then it is over. Upstream
+        PodGroups have their own record keeping (`upstream.evicted`)."""
+        d = self._disrupted.get(group.key)
+        if group.source != SCHEDULER_PLUGINS or d is None or not d.lost:
+            return None
+        bound = sum(1 for p in pods if p.node_name and not p.terminal and not p.deleting)
+        if bound >= group.min_member and all(self.reads.pod(u) is None for u in d.pods):
+            del self._disrupted[group.key]
+            return None
+        return d.message, d.since
 
     def _transition(self, group: GroupInfo, rec: GroupRecord, st: GroupStatus) -> None:
         # Still a transition when only the quietness ends: "0 of 3 members exist" then

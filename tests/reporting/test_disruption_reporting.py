@@ -9,8 +9,8 @@ from typing import Any
 
 from extender.core.manager import GangManager
 from extender.core.model.config import Config
-from extender.core.model.convert_groups import workload_group_from_k8s
-from extender.core.model.types import WORKLOAD_API, Membership, Taint
+from extender.core.model.convert_groups import group_from_k8s, workload_group_from_k8s
+from extender.core.model.types import DISRUPT_ALL, WORKLOAD_API, Membership, Taint
 from extender.core.model.vocabulary import (
     BindPod,
     EvictPods,
@@ -31,7 +31,7 @@ from extender.reporting.metrics import Metrics
 from extender.reporting.status import StatusConfig, StatusWriter
 from tests.core.sim import node, pod
 from tests.test_preemption_reporting import Captured
-from tests.test_status import Clock, Env, Sim
+from tests.test_status import Clock, Env, Sim, cond, last, make_env
 from tests.test_upstream_status_writer import Api, conds, writes
 
 BETA = "scheduling.k8s.io/v1beta1"
@@ -201,3 +201,33 @@ def test_disruption_metrics() -> None:
     assert value("gang_extender_disrupted_pods_total") == 3
     assert value("gang_extender_gang_transitions_total",
                  {"reason": "Disrupted", "source": "scheduler-plugins"}) == 2
+
+
+def test_a_scheduler_plugins_podgroup_is_a_disruption_target_until_placed_again() -> None:
+    env = make_env()
+    sim = env.sim = Forwarding(env.core, env.sim.forward)
+    env.add_group("train", 2, disruption_mode=DISRUPT_ALL)
+    uids = [env.add_pod(f"train-{i}", "train") for i in range(2)]
+    sim.run_all()
+    env.step(1)
+    env.sim.delete(uids[0])
+    env.writer.pod_deleted(uids[0], None)
+    [ev] = sim.evicted
+    env.step(2)
+    dt = cond(last(env, "train"), "DisruptionTarget")
+    assert (dt["status"], dt["reason"]) == ("True", "MemberDisrupted")
+    assert dt["message"].startswith("gang ns/train: member ns/train-0 was deleted"), dt
+    back = group_from_k8s({"metadata": {"name": "train", "namespace": "ns"},
+                           "spec": {"minMember": 2}, "status": last(env, "train")})
+    assert back.disrupted_since > 0
+    env.sim.delete(uids[1])  # the Eviction API let it go
+    env.writer.pod_deleted(uids[1], None)
+    env.step(2)
+    assert cond(last(env, "train"), "DisruptionTarget")["status"] == "True"
+    for i in range(2):
+        env.add_pod(f"train-new-{i}", "train")
+    sim.run_all()
+    env.step(2)
+    dt = cond(last(env, "train"), "DisruptionTarget")
+    assert (dt["status"], dt["reason"]) == ("False", "Scheduled")
+    assert len(sim.evicted) == 1 and ev.pods[0].uid == uids[1]

@@ -32,6 +32,10 @@ Conditions:
   docs/observability.md) and a message that names the numbers.
 * `Failed`: present only in phase Failed; reason `MemberFailed` or
   `RetryLimitReached`.
+* `DisruptionTarget`: True with reason `MemberDisrupted` while a started gang of
+  disruption mode all that lost a member is evicted whole and not yet placed again
+  (`core/preemption/disruption.py`; the upstream PodGroup's twin is in
+  `upstream_status.py`); then False with reason `Scheduled`, kept so.
 
 `lastTransitionTime` moves only when a condition's status changes.
 """
@@ -45,7 +49,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from extender.core.model import messages
-from extender.core.model.types import GroupInfo, PodInfo
+from extender.core.model.types import MEMBER_DISRUPTED, GroupInfo, PodInfo
 from extender.core.model.vocabulary import Decision, Reason
 
 PENDING = "Pending"
@@ -60,6 +64,7 @@ _NOT_TRIED = (Reason.WAITING_FOR_MEMBERS, Reason.BOUND)
 
 SCHEDULED = "Scheduled"
 FAILED_CONDITION = "Failed"
+DISRUPTION_TARGET = "DisruptionTarget"
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,12 +204,14 @@ def compute_status(
     owners: Iterable[Iterable[str]] = (),
     requeue: tuple[int, float] | None = None,
     waiting_since: float | None = None,
+    disrupted: tuple[str, float] | None = None,
 ) -> GroupStatus | None:
     """The status the PodGroup should show. `pods`: every pod labelled for the group,
     finished ones included. `decision`: the gang manager's status for the gang (None if it
     has none). `owners`: owner names of the pods. `requeue` and `waiting_since`: what
-    a restart carries on, as the `GroupStatus` fields of those names. None: leave the
-    status as it is (a finished group whose pods are all gone)."""
+    a restart carries on, as the `GroupStatus` fields of those names. `disrupted`: the
+    message and time of a disruption of the gang in progress (`DisruptionTarget`). None:
+    leave the status as it is (a finished group whose pods are all gone)."""
     prev = previous or Previous()
     key, need = group.key, group.min_member
     running = sum(1 for p in pods if p.phase == "Running")
@@ -276,6 +283,16 @@ def compute_status(
     if phase == FAILED_PHASE:
         conditions.append(Condition(FAILED_CONDITION, "True", failed_reason, failed_message,
                                     transition(FAILED_CONDITION, "True")))
+    if disrupted is not None:
+        old = prev.conditions.get(DISRUPTION_TARGET)
+        since = old[1] if old is not None and old[0] == "True" and old[1] else rfc3339(
+            disrupted[1] or now)
+        conditions.append(Condition(DISRUPTION_TARGET, "True", MEMBER_DISRUPTED,
+                                    disrupted[0], since))
+    elif DISRUPTION_TARGET in prev.conditions:
+        conditions.append(Condition(DISRUPTION_TARGET, "False", SCHEDULED,
+                                    f"placed again after the disruption; {message}",
+                                    transition(DISRUPTION_TARGET, "False")))
 
     start = prev.schedule_start_time
     if not start and phase != PENDING:

@@ -65,6 +65,7 @@ class _Disrupted:
     # and each of its members found bound is evicted, once (`evicted`).
     carried: bool = False
     evicted: set[str] = field(default_factory=set)
+    reported: bool = False  # a carried one is reported once, evicting or not
 
 
 class Disruptions:
@@ -214,13 +215,16 @@ class Disruptions:
             # The old attempt's members, by creation: a pod made before the disruption.
             old = [p for p in pods if p.gang == group.key and p.node_name and is_member(p)
                    and p.creation < d.since and p.uid not in d.evicted]
-            if old:
+            if old or not d.reported:
+                # Reported even with nothing to evict: the status keeps saying it.
+                d.reported = True
                 d.old.update(p.uid for p in old)
                 d.evicted.update(p.uid for p in old)
                 evicted = tuple(ref(p) for p in old)
+                what = (f"{len(evicted)} member(s) of that attempt still bound are evicted"
+                        if evicted else "it waits for its new pods to be placed whole")
                 msg = (f"gang {group.key}: disrupted whole (its disruption mode is all) "
-                       f"before this extender started; {len(evicted)} member(s) of that "
-                       f"attempt still bound are evicted")
+                       f"before this extender started; {what}")
                 self._leave(group, evicted, (), msg, d.since)
         if d.old or self._cache.tally(group).bound_or_succeeded < group.min_member:
             return

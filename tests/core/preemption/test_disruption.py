@@ -190,8 +190,11 @@ def test_a_restarted_extender_carries_a_disruption_on_once() -> None:
     actions = manager.take_actions()
     [ev] = [a for a in actions if isinstance(a, EvictPods)]
     assert [p.uid for p in ev.pods] == [old.uid]
-    [report] = [a for a in actions if isinstance(a, GangDisrupted)]
-    assert report.since == now - 10 and "before this extender started" in report.message
+    # Said when the group came (its status keeps saying it), and with the eviction.
+    reports = [a for a in actions if isinstance(a, GangDisrupted)]
+    assert [r.evicted for r in reports] == [(), ev.pods]
+    assert all(r.since == now - 10 and r.lost == () for r in reports)
+    assert reports[1].message.endswith("1 member(s) of that attempt still bound are evicted")
     manager.on_pod(old, now + 1)
     manager.on_group(g, now + 1)
     assert not [a for a in manager.take_actions() if isinstance(a, EvictPods)]
@@ -209,7 +212,11 @@ def test_a_disrupted_gang_whose_new_attempt_is_running_after_a_restart_is_left_a
                                 node_name=f"n{i}", phase="Running") for i in range(2)]
     for p in pods:
         manager.on_pod(p, now)
-    assert not [a for a in manager.take_actions() if isinstance(a, EvictPods | GangDisrupted)]
+    actions = manager.take_actions()
+    assert not [a for a in actions if isinstance(a, EvictPods)]
+    [report] = [a for a in actions if isinstance(a, GangDisrupted)]
+    assert report.evicted == () and report.message.endswith(
+        "it waits for its new pods to be placed whole")
     # Started again: a loss now is a disruption of its own.
     manager.on_pod_deleted(pods[0].uid, now + 1)
     [ev] = [a for a in manager.take_actions() if isinstance(a, EvictPods)]
