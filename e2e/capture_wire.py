@@ -1,7 +1,7 @@
 """Record what a stock kube-scheduler sends to an HTTP extender, for the tests to replay.
 
 The HTTP layer's tests (tests/test_http_contract.py) and the converters' tests
-(tests/core/test_convert.py) decode request bodies exactly as kube-scheduler sends them;
+(tests/core/model/test_convert.py) decode request bodies exactly as kube-scheduler sends them;
 hand-written bodies would only show what their author believed. This script makes those
 bodies with the project's own e2e control plane, so a fresh clone has them and a new
 Kubernetes release can be recorded again with one command::

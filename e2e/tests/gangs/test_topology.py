@@ -234,7 +234,7 @@ def test_a_spread_among_members_is_bound_whole_whatever_order_kube_scheduler_tak
     zones = [rack_of(n) for n in placed.values()]
     assert sorted(zones) == ["z1", "z1", "z2", "z2"], placed
     # On the barrier path not one member was turned away for its zone (without the swap,
-    # spread-2 is, and waits for a retry; tests/core/test_topology_gangs.py keeps that).
+    # spread-2 is, and waits for a retry; tests/core/planner/test_topology_gangs.py keeps that).
     # With the direct commit the plan's nodes are bound as planned (the plan keeps the
     # spread as a whole), and kube-scheduler may take a member through a cycle while its
     # Binding flies: its own spread filter, counting the members it assumed, may rule out

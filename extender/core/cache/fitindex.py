@@ -79,7 +79,7 @@ class FitIndex:
     as soon as its members are placed. The cache calls `node_added`, `node_removed` and `changed`
     whenever a node or its free capacity changes; each shape's view catches up from
     that change log when it is next used. Plans made through the index are the
-    same as the scan's (tests/core/test_fit_index.py checks it on random clusters).
+    same as the scan's (tests/core/cache/test_fit_index.py checks it on random clusters).
     """
 
     MAX_VIEWS = 32

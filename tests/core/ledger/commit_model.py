@@ -1,5 +1,5 @@
 """The world around the pure core, as the model-based test of the commit plays it
-(tests/core/test_commit_model.py has the rules, the invariants and what the model
+(tests/core/ledger/test_commit_model.py has the rules, the invariants and what the model
 guarantees): the API server's truth, the informers' watches and relists, and the
 adapter's side of Bindings (pending posts, `post_due`, outcomes, retries, the lease).
 

@@ -24,7 +24,7 @@ from extender.core.model.types import (
 from extender.core.model.vocabulary import CreateRequest, GangHeld, Reason
 from extender.core.planner import Plan, Shortfall, plan_group
 from extender.core.wiring import Core
-from tests.core.restart import recorded, written
+from tests.core.queue.restart import recorded, written
 from tests.core.sim import SimScheduler, group, node, pod
 from tests.core.workload import Driver, Job
 

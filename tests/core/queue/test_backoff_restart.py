@@ -13,7 +13,7 @@ from extender.core.model.phase import rfc3339
 from extender.core.model.vocabulary import GroupRef, Reason
 from extender.core.queue.backoff import Backoffs
 from extender.core.wiring import Core
-from tests.core.restart import GANG, podgroup, recorded, written
+from tests.core.queue.restart import GANG, podgroup, recorded, written
 from tests.core.sim import SimScheduler, group, node, pod
 
 

@@ -1,7 +1,7 @@
 """A model-based test of the commit (issue 42): random interleavings of what the cluster
 and the adapters do around the pure core, with the promises checked after every step.
 
-The model (`CommitModel`, the world in tests/core/commit_model.py) keeps the API
+The model (`CommitModel`, the world in tests/core/ledger/commit_model.py) keeps the API
 server's truth: two nodes of 8 CPU, PodGroups "a" and "b" (uid, minMember), their
 members, plain pods of our scheduler and foreign pods of another one (created bound, as
 with spec.nodeName), and which pod is bound where. Its rules: pods and groups created,
@@ -79,7 +79,7 @@ until the pod is seen); and BOUND_THEN_DELETED, a commit's Bindings still posted
 the PodGroup was deleted, once a lowered minMember had made its quorum bound (now a
 deleted or recreated PodGroup withdraws its pods' Bindings, reservation or not).
 
-`COMMIT_MODEL_EXAMPLES=5000 pytest tests/core/test_commit_model.py` runs more examples;
+`COMMIT_MODEL_EXAMPLES=5000 pytest tests/core/ledger/test_commit_model.py` runs more examples;
 the default run is derandomized, so CI sees the same examples every time
 (`COMMIT_MODEL_RANDOM=1` draws new ones; `COMMIT_MODEL_OLD_ORDER=1` plays the old
 informer order, and fails).
@@ -122,7 +122,7 @@ from extender.core.model.vocabulary import (
     RejectWaitingBind,
 )
 from extender.core.wiring import Core
-from tests.core.commit_model import (
+from tests.core.ledger.commit_model import (
     CATCHING,
     DOWN,
     LISTING,

@@ -14,8 +14,8 @@ import dataclasses
 
 from extender.core.model.vocabulary import BindOutcome
 from extender.core.wiring import Core
+from tests.core.ledger.test_direct_commit import binds, direct_sim, run_pass, taken
 from tests.core.sim import SimScheduler, group, node, pod
-from tests.core.test_direct_commit import binds, direct_sim, run_pass, taken
 
 
 def commit_in_flight() -> tuple[SimScheduler, dict[str, str]]:

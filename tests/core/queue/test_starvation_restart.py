@@ -17,7 +17,7 @@ from extender.core.model.types import GroupInfo
 from extender.core.model.vocabulary import GangHeld, Reason
 from extender.core.planner import plan_group
 from extender.core.wiring import Core
-from tests.core.restart import GANG, podgroup, recorded, written
+from tests.core.queue.restart import GANG, podgroup, recorded, written
 from tests.core.sim import SimScheduler, group, node, pod
 
 AFTER = 10.0
