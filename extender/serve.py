@@ -21,11 +21,13 @@ from typing import Any
 
 import uvicorn
 
+from extender.cel_selectors import compile_selector
 from extender.core.manager import GangManager
 from extender.core.model.config import Config
 from extender.core.model.vocabulary import PodRef, Report
 from extender.core.wiring import Core
 from extender.kube.client import Kube, make_kube
+from extender.kube.device_kinds import DEVICE_KINDS
 from extender.kube.informer import BUDGETS, Informer, InformerOptions
 from extender.kube.leader import Leadership
 from extender.kube.recorder import EventRecorder
@@ -81,7 +83,7 @@ def wire(args: argparse.Namespace, config: Config) -> Parts:
     handed to the informer, which sets it, and to the dispatcher and the servers, which
     wait for it; the gauges read from parts that count into the metrics (the status
     writer's counts, the watches behind) go to the scrape, made last."""
-    manager = GangManager(Core.wire(config))
+    manager = GangManager(Core.wire(config, selectors=compile_selector))
     reads = manager.reads
     # Idle connections kept: one for each Binding in flight, and a few for the other
     # writes (status, Events, wake-ups), so that a commit finds them open (warm.py).
@@ -147,7 +149,7 @@ def wire(args: argparse.Namespace, config: Config) -> Parts:
     # the ProvisioningRequests while they are asked for and served.
     informer = Informer(
         kube, manager, clock, dispatcher.cache_changed,
-        kinds=(*observed_kinds(status), *source_kinds(status), BUDGETS,
+        kinds=(*observed_kinds(status), *source_kinds(status), BUDGETS, *DEVICE_KINDS,
                *((PROVISIONING_REQUESTS,) if args.provisioning_requests == "on" else ())),
         options=InformerOptions(
             protobuf=args.pod_watch == "protobuf", synced=synced,

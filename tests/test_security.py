@@ -237,6 +237,10 @@ NEEDED = {
     ("", "pods/eviction", "create"),  # kube.evict: a partial gang's members, preemption victims
     ("policy", "poddisruptionbudgets", "list"),  # informer.BUDGETS: victims no budget refuses
     ("policy", "poddisruptionbudgets", "watch"),
+    # kube/device_kinds.py: DRA objects, listed and watched while served
+    *{("resource.k8s.io", r, v)
+      for r in ("resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates")
+      for v in ("list", "watch")},
     ("scheduling.x-k8s.io", "podgroups", "list"),  # informer.GROUPS
     ("scheduling.x-k8s.io", "podgroups", "watch"),
     ("scheduling.x-k8s.io", "podgroups/status", "patch"),  # status.StatusWriter.write

@@ -17,6 +17,7 @@ import dataclasses
 from collections.abc import Set
 from typing import Final
 
+from extender.core.cache.devices import DeviceObject
 from extender.core.filter import reject
 from extender.core.model.provisioning_request import RequestInfo
 from extender.core.model.types import BudgetInfo, GroupInfo, NodeInfo, PodInfo
@@ -37,8 +38,8 @@ class GangManager:
         on_pod_deleted(uid, now)                   a Pod gone
         on_group(group, now)                       a PodGroup (any source) added or changed
         on_group_deleted(key)                      a PodGroup gone
-        on_budget(budget)                          a PodDisruptionBudget added or changed
-        on_budget_deleted(key)                     a PodDisruptionBudget gone
+        on_budget(budget | key)                    a PodDisruptionBudget added, changed, gone
+        on_devices(kind, key, obj | None)          a DRA slice, class, claim, template
         on_provisioning_request(request, now)      a ProvisioningRequest added or changed
         on_provisioning_request_deleted(key)       a ProvisioningRequest gone
         watch_broken(kind)                         a list+watch broke: commits wait
@@ -129,13 +130,20 @@ class GangManager:
         """Whether the ProvisioningRequest API is served (the adapter's discovery)."""
         self._core.provisioning.served = served
 
-    def on_budget(self, budget: BudgetInfo) -> None:
-        """A PodDisruptionBudget (policy/v1) was added or changed."""
-        self._core.budgets.upsert(budget)
+    def on_budget(self, budget: BudgetInfo | str) -> None:
+        """A PodDisruptionBudget (policy/v1) was added or changed, or (its key) deleted."""
+        if isinstance(budget, str):
+            self._core.budgets.remove(budget)
+        else:
+            self._core.budgets.upsert(budget)
         self._core.queue.members_changed()  # a preemptor may find victims now
 
-    def on_budget_deleted(self, key: str) -> None:
-        self._core.budgets.remove(key)
+    def on_devices(self, kind: str, key: str, obj: DeviceObject | None) -> None:
+        """A ResourceSlice, DeviceClass, ResourceClaim or ResourceClaimTemplate
+        (`resource.k8s.io/v1`, `kind` as `DEVICE_KINDS` names it) was added or changed
+        (`obj`), or deleted (None). What is free changed: waiting gangs are planned
+        again; slots whose devices went (a slice gone) are not moved yet."""
+        self._cache.upsert_devices(kind, key, obj)
         self._core.queue.members_changed()
 
     # ----- the verbs --------------------------------------------------------------------

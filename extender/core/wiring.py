@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from extender.core.bind import Bind
 from extender.core.cache import Cache
 from extender.core.cache.tombstones import Tombstones
+from extender.core.devices.model import SelectorCompiler
 from extender.core.explain import Explanations
 from extender.core.filter import Filter
 from extender.core.ledger import Ledger
@@ -54,9 +55,12 @@ class Core:
     disruptions: Disruptions
 
     @classmethod
-    def wire(cls, config: Config | None = None, planner: GangPlanner = plan_group) -> Core:
+    def wire(cls, config: Config | None = None, planner: GangPlanner = plan_group,
+             selectors: SelectorCompiler | None = None) -> Core:
+        """`selectors` compiles DRA selectors (the CEL runtime is an adapter,
+        `extender/cel_selectors.py`); without it no selector selects a device."""
         config = config or Config()
-        cache, outbox, arrivals, budgets = Cache(), Outbox(), Arrivals(), Budgets()
+        cache, outbox, arrivals, budgets = Cache(selectors), Outbox(), Arrivals(), Budgets()
         backoffs = Backoffs(config.backoff)
         parked = Parked(cache.pods)
         view = ClusterView(config, cache, planner)

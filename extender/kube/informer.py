@@ -128,7 +128,7 @@ GROUPS = Kind(
 # What the preemption needs to know to never pick a victim the Eviction API would refuse.
 BUDGETS = Kind(
     "poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", _ns_name, _apply_budget,
-    lambda m, key, now: m.on_budget_deleted(key),
+    lambda m, key, now: m.on_budget(key),
 )
 
 

@@ -8,12 +8,14 @@ reserved a slot must be kept off it.
 
 from __future__ import annotations
 
+from extender.core.cache.devices import DeviceObject, DeviceState, DeviceView, no_selectors
 from extender.core.cache.fitindex import FitIndex
 from extender.core.cache.pods_on_node import PodsOnNode
 from extender.core.cache.quorum import QuorumIndex
 from extender.core.cache.snapshot import Snapshot
 from extender.core.cache.tally import GangPods, QuorumCounts, Tallies, Tally, is_member
 from extender.core.cache.topology import Domains
+from extender.core.devices.model import SelectorCompiler
 from extender.core.model.constraints import repels_beyond_node
 from extender.core.model.types import (
     SCHEDULER_PLUGINS,
@@ -38,7 +40,7 @@ class Cache:
     one epoch need not be planned again until it moves.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, selectors: SelectorCompiler | None = None) -> None:
         self.nodes: dict[str, NodeInfo] = {}
         self.pods: dict[str, PodInfo] = {}
         self.groups: dict[str, GroupInfo] = {}
@@ -67,8 +69,11 @@ class Cache:
         # anti-affinity reaches beyond their node (a zone, a rack): they keep members out
         # of whole domains, and finding them would mean walking every pod per plan.
         self._repellers: dict[tuple[str, str], tuple[str, PodInfo]] = {}
+        # Devices (DRA) from their watches, and those reservation slots hold.
+        self.devices = DeviceState(selectors or no_selectors)
         self.snapshot = Snapshot(self.nodes, self.free, self.pods_on_node, self.fit_index,
-                                 self.domains, self._repellers)
+                                 self.domains, self._repellers,
+                                 DeviceView(self.devices, self.nodes))
         # Nodes where at least one reservation has capacity: the only nodes where
         # the extender can disagree with kube-scheduler's own fit check.
         self.reserved_nodes: dict[str, int] = {}
@@ -128,6 +133,16 @@ class Cache:
             self.fit_index.node_removed(name)
         self.capacity_epoch += 1
         self.node_epoch += 1
+
+    def upsert_devices(self, kind: str, key: str, obj: DeviceObject | None) -> None:
+        """A device watch event (`DeviceState.apply`). Slices, classes and templates
+        change what can be placed at all (`node_epoch`, which the unplaceable test
+        depends on); a claim allocated or released changes what is free."""
+        self.devices.apply(kind, key, obj)
+        self.capacity_epoch += 1
+        self.free_epoch += 1
+        if kind != "resourceclaims":
+            self.node_epoch += 1
 
     def _adjust(self, node: str, requests: Resources, sign: int) -> None:
         """Every change to a node's free capacity after `upsert_node`."""
@@ -382,6 +397,8 @@ class Cache:
         """Charge a reservation slot for `pod` to `node`; `held`: ahead of capacity."""
         self._reserved_on_node.setdefault(node, {})[pod.uid] = pod
         self._adjust(node, pod.requests, -1)
+        if pod.claims is not None:
+            self.devices.reserve(node, pod)
         if pod.required_anti_affinity and repels_beyond_node(pod):
             self._repellers["reserved", pod.uid] = (node, pod)
         self.reserved_nodes[node] = self.reserved_nodes.get(node, 0) + 1
@@ -410,6 +427,8 @@ class Cache:
                 del self._reserved_on_node[node]
         self._repellers.pop(("reserved", pod.uid), None)
         self._adjust(node, pod.requests, +1)
+        if pod.claims is not None:
+            self.devices.release(pod.uid)
         count = self.reserved_nodes.get(node, 0) - 1
         if count > 0:
             self.reserved_nodes[node] = count

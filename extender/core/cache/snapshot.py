@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from extender.core.cache.devices import DeviceView
 from extender.core.cache.fitindex import FitIndex
 from extender.core.cache.topology import Domains
 from extender.core.model.constraints import repels_beyond_node
@@ -34,6 +35,9 @@ class Snapshot:
     # The pods of `pods_on_node` whose anti-affinity reaches beyond their node, with
     # their node: kept by the cache; None: looked for in `pods_on_node` when needed.
     repellers: Mapping[tuple[str, str], tuple[str, PodInfo]] | None = None
+    # The devices (DRA) and what of them is taken, for members with claims; None: no
+    # member's claims are planned (a view built by hand, without devices).
+    devices: DeviceView | None = None
 
     def __post_init__(self) -> None:
         if self.index is not None and (
@@ -47,7 +51,7 @@ class Snapshot:
         """The same nodes with other free capacity (e.g. as if no reservation held any),
         planned by scanning, since the index does not describe it."""
         return Snapshot(self.nodes, free, self.pods_on_node, domains=self.domains,
-                        repellers=self.repellers)
+                        repellers=self.repellers, devices=self.devices)
 
     def beyond_node_repellers(self) -> list[tuple[str, PodInfo]]:
         """(node, pod) of every pod on a node whose anti-affinity reaches beyond it."""

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Protocol
 
+from extender.core.model.claims import ClaimRef, PodClaims, read_pod_claims
 from extender.core.model.convert import node_selector_terms
 from extender.core.model.fields import (
     as_int,
@@ -89,7 +90,10 @@ class SelectorError(ValueError):
 
 
 class CompiledSelector(Protocol):
-    text: str
+    @property
+    def text(self) -> str:
+        """The expression as written (read only: a compiled selector is shared)."""
+        ...
 
     def matches(self, device: Mapping[str, Any]) -> bool:
         """Whether the device (`Device.cel`) is selected; `SelectorError` when the
@@ -546,51 +550,9 @@ def claim_template_from_k8s(obj: Any) -> ResourceClaimTemplate:
 # ----- a pod's claims -------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimRef:
-    """One `spec.resourceClaims[]` entry: a named claim (shared by whoever names it) or a
-    template (a claim of the pod's own, named in `status.resourceClaimStatuses` once the
-    control plane has made it)."""
-
-    name: str
-    claim: str | None = None
-    template: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PodClaims:
-    refs: tuple[ClaimRef, ...] = ()
-    generated: Mapping[str, str | None] = field(default_factory=dict)
-
-    def claim_name(self, ref: ClaimRef) -> str | None:
-        """The ResourceClaim the entry stands for, None while a template's claim is
-        not made yet (or when the control plane decided none is needed)."""
-        return ref.claim if ref.claim is not None else self.generated.get(ref.name)
-
-
 def _build_pod_claims(obj: Mapping[str, Any], _ident: str) -> PodClaims:
     _meta, spec, status, _name = sections(obj)
-    refs = []
-    for i, raw in enumerate(as_list(spec.get("resourceClaims"), "spec.resourceClaims")):
-        w = f"spec.resourceClaims[{i}]"
-        r = as_obj(raw, w)
-        claim, template = r.get("resourceClaimName"), r.get("resourceClaimTemplateName")
-        if (claim is None) == (template is None):
-            raise ValueError(f"{w}: exactly one of resourceClaimName and "
-                             "resourceClaimTemplateName must be set")
-        refs.append(ClaimRef(
-            as_str(r.get("name"), f"{w}.name"),
-            None if claim is None else as_str(claim, f"{w}.resourceClaimName"),
-            None if template is None else as_str(template, f"{w}.resourceClaimTemplateName")))
-    generated: dict[str, str | None] = {}
-    for i, raw in enumerate(as_list(status.get("resourceClaimStatuses"),
-                                    "status.resourceClaimStatuses")):
-        w = f"status.resourceClaimStatuses[{i}]"
-        s = as_obj(raw, w)
-        claim_name = s.get("resourceClaimName")
-        generated[as_str(s.get("name"), f"{w}.name")] = (
-            None if claim_name is None else as_str(claim_name, f"{w}.resourceClaimName"))
-    return PodClaims(tuple(refs), generated)
+    return read_pod_claims(spec, status)
 
 
 def pod_claims_from_k8s(obj: Any) -> PodClaims:

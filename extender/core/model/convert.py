@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from extender.core.model.claims import PodClaims, read_pod_claims
 from extender.core.model.fields import (
     as_int,
     as_list,
@@ -256,7 +257,14 @@ def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
         binds_via_scheduler=_binds_via_scheduler(spec),
         nominated_node=shared(as_str(status.get("nominatedNodeName"),
                                      "status.nominatedNodeName")),
+        # Looked for only when present: most pods have no claims (the filter path).
+        claims=_claims(spec, status) if "resourceClaims" in spec else None,
     )
+
+
+def _claims(spec: Mapping[str, Any], status: Mapping[str, Any]) -> PodClaims | None:
+    claims = read_pod_claims(spec, status)
+    return claims if claims.refs else None
 
 
 # Volume sources whose claim kube-scheduler's VolumeBinding plugin may have to bind.

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from extender.core.model.claims import PodClaims
+
 # Resource name -> integer amount in kube-scheduler's units: "cpu" in millicores,
 # "memory"/"ephemeral-storage"/hugepages in bytes, "pods" as a count, extended
 # resources (e.g. "nvidia.com/gpu") as whole values.
@@ -199,6 +201,9 @@ class PodInfo:
     # for this pending pod. Its requests are kept there for it, from pods of equal or
     # lower priority, as kube-scheduler keeps them (`Cache.nominated_on`).
     nominated_node: str = ""
+    # spec.resourceClaims and their status (DRA), None for a pod without claims: the
+    # devices it needs are planned with its other requests (docs/devices.md).
+    claims: PodClaims | None = None
 
     @property
     def key(self) -> str:

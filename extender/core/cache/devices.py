@@ -1,0 +1,167 @@
+"""The cache's devices (DRA): the inventory kept from the watches, and the devices
+reservation slots hold, so that a plan counts what is free as kube-scheduler's
+DynamicResources plugin will find it.
+
+What is taken on a node is what claims have allocated plus what slots hold: a slot of a
+member with claims holds the devices its claims would get on the slot's node, chosen in
+the order the slots were made, none of another's. A member whose claims kube-scheduler
+has allocated meanwhile holds its allocation (already taken), nothing more. The set is
+computed when asked and kept until a slot, a claim or a slice changes; no slot of a pod
+without claims ever enters it, so a cluster without DRA pays nothing.
+
+The planner reads it through `DeviceView`: the cluster as it is, or emptied of every
+allocation and slot (the test whether a gang could ever be placed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from extender.core.devices.allocate import Claim, DeviceKey, Fit, NoFit
+from extender.core.devices.inventory import MAX_COPIES, DeviceInventory, MemberClaims
+from extender.core.devices.model import (
+    ALL,
+    DeviceClass,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
+    SelectorCompiler,
+    SelectorError,
+)
+from extender.core.model.types import NodeInfo, PodInfo
+
+__all__ = ["DEVICE_KINDS", "DeviceObject", "DeviceState", "DeviceView", "no_selectors",
+           "requests_words"]
+
+DeviceObject = ResourceSlice | DeviceClass | ResourceClaim | ResourceClaimTemplate
+# The informer kinds whose objects `DeviceState.apply` takes, keyed as the API names them.
+DEVICE_KINDS = ("resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates")
+
+
+def no_selectors(text: str) -> Any:
+    """The compiler of a core built without a CEL runtime (tests that plan no device
+    with a selector): every selector is an error, so no device is selected by one."""
+    raise SelectorError(f"no CEL runtime to evaluate selector {text[:60]!r}")
+
+
+class DeviceState:
+    """The inventory, the slots' devices, and what is taken."""
+
+    def __init__(self, compile_selector: SelectorCompiler) -> None:
+        self.inventory = DeviceInventory(compile_selector)
+        self._slots: dict[str, tuple[str, PodInfo]] = {}  # uid -> (node, pod), in order
+        self._held: frozenset[DeviceKey] | None = frozenset()
+
+    def apply(self, kind: str, key: str, obj: DeviceObject | None) -> None:
+        """A watch event of `kind` (`DEVICE_KINDS`): `obj` added or changed, or the
+        object `key` ("name" or "namespace/name") deleted when `obj` is None."""
+        inv = self.inventory
+        ns, _, name = key.rpartition("/")
+        if kind == "resourceslices":
+            if isinstance(obj, ResourceSlice):
+                inv.upsert_slice(obj)
+            else:
+                inv.remove_slice(key)
+        elif kind == "deviceclasses":
+            if isinstance(obj, DeviceClass):
+                inv.upsert_class(obj)
+            else:
+                inv.remove_class(key)
+        elif kind == "resourceclaims":
+            if isinstance(obj, ResourceClaim):
+                inv.upsert_claim(obj)
+            else:
+                inv.remove_claim(ns, name)
+        elif kind == "resourceclaimtemplates":
+            if isinstance(obj, ResourceClaimTemplate):
+                inv.upsert_template(obj)
+            else:
+                inv.remove_template(ns, name)
+        else:
+            raise ValueError(f"unknown device kind {kind!r}")
+        self._held = None if self._slots else frozenset()
+
+    # ----- slots -------------------------------------------------------------------------
+
+    def reserve(self, node: str, pod: PodInfo) -> None:
+        if pod.claims is not None:
+            self._slots[pod.uid] = (node, pod)
+            self._held = None
+
+    def release(self, uid: str) -> None:
+        if self._slots.pop(uid, None) is not None:
+            self._held = None
+
+    def held(self, nodes: Mapping[str, NodeInfo]) -> frozenset[DeviceKey]:
+        """The devices the slots hold (module docstring)."""
+        if self._held is None:
+            inv = self.inventory
+            held: set[DeviceKey] = set()
+            for node_name, pod in self._slots.values():
+                node = nodes.get(node_name)
+                member = self.member(pod)
+                if node is None or member.missing or not member.own:
+                    continue
+                fit = inv.fit(node, member.own, frozenset(held))
+                if isinstance(fit, Fit):
+                    held |= fit.devices()
+            self._held = frozenset(held)
+        return self._held
+
+    def taken(self, nodes: Mapping[str, NodeInfo]) -> frozenset[DeviceKey]:
+        """Allocated or held by a slot."""
+        held = self.held(nodes)
+        allocated = self.inventory.allocated()
+        return allocated | held if held else allocated
+
+    def member(self, pod: PodInfo) -> MemberClaims:
+        """The pod's claims resolved (none for a pod without claims)."""
+        if pod.claims is None:
+            return MemberClaims()
+        return self.inventory.member_claims(pod.namespace, pod.claims)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceView:
+    """The devices as a plan reads them: `emptied` counts nothing taken (no allocation,
+    no slot), as the test whether a gang could ever be placed needs."""
+
+    state: DeviceState
+    nodes: Mapping[str, NodeInfo]
+    emptied: bool = False
+
+    def taken(self) -> frozenset[DeviceKey]:
+        return frozenset() if self.emptied else self.state.taken(self.nodes)
+
+    def member(self, pod: PodInfo) -> MemberClaims:
+        return self.state.member(pod)
+
+    def copies(self, node: NodeInfo, claims: tuple[Claim, ...],
+               taken: frozenset[DeviceKey]) -> int:
+        """How many members with `claims` the node's devices hold besides `taken`."""
+        return self.state.inventory.copies(node, claims, taken, MAX_COPIES)
+
+    def choose(self, node: NodeInfo, claims: tuple[Claim, ...],
+               taken: frozenset[DeviceKey]) -> frozenset[DeviceKey]:
+        """The devices one member with `claims` would get on `node` (none if it does not
+        fit, which `copies` said it does)."""
+        fit = self.state.inventory.fit(node, claims, taken)
+        return frozenset() if isinstance(fit, NoFit) else fit.devices()
+
+    def free_on(self, node: NodeInfo, taken: frozenset[DeviceKey]) -> int:
+        """Devices the node can use that nothing takes, for messages."""
+        return sum(1 for d in self.state.inventory.devices_for(node) if d.key not in taken)
+
+
+def requests_words(claims: tuple[Claim, ...]) -> str:
+    """A member's devices as messages say them: "{2 × gpu.example.com}" (each request's
+    first alternative: count and device class)."""
+    parts = []
+    for c in claims:
+        for r in c.spec.requests:
+            sub = r.alternatives[0]
+            count = "all" if sub.mode == ALL else str(sub.count)
+            parts.append(f"{count} \u00d7 {sub.device_class}")
+    return "{" + ", ".join(parts) + "}"
