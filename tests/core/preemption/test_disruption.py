@@ -8,6 +8,8 @@ import dataclasses
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from extender.core.manager import GangManager
 from extender.core.model.config import Config
@@ -299,3 +301,93 @@ def test_a_gang_our_preemption_evicts_is_not_disrupted_too() -> None:
     sim.tick(1)
     sim.run_all()
     assert disrupted(sim) == [] and len(evictions(sim)) == 1
+
+
+# ----- random runs: the promises under any order of events ------------------------------------
+
+_OPS = st.lists(st.tuples(
+    st.sampled_from(["create", "schedule", "delete", "fail", "evicting", "succeed", "taint",
+                     "untaint", "remove_node", "add_node", "tick", "relist", "evict"]),
+    st.sampled_from(["a", "b"]), st.integers(0, 5)), max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_OPS)
+def test_random_runs_keep_the_promises(ops: list[tuple[str, str, int]]) -> None:
+    """Gang "a" (quorum 2 of 3, mode all) and "b" (quorum 2, single) on three nodes, under
+    random pod, node, relist and eviction events. After every step: every disruption is
+    of a gang whose quorum was bound since its last one, by pods it had not evicted (once
+    per start); it evicts only bound members of that gang, never one being deleted; "b"
+    is never disrupted."""
+    sim = SimScheduler()
+    nodes = {f"n{i}": node(f"n{i}", cpu=2000) for i in range(3)}
+    for n in nodes.values():
+        sim.add_node(n)
+    sim.add_group(group("a", 2, disruption_mode=DISRUPT_ALL))
+    sim.add_group(group("b", 2))
+    made: dict[str, list[str]] = {"a": [], "b": []}
+    for g, n in (("a", 3), ("b", 2)):  # both placed and running: the case that matters;
+        # "a" with an extra beyond its quorum, so that a loss leaves a quorum bound
+        made[g] = [sim.add_pod(pod(f"{g}-{k}", g, creation=sim.now)).uid for k in range(n)]
+    sim.run_all()
+    assert (len(sim.bound("a")), len(sim.bound("b"))) == (3, 2)
+    started = {"a": True}
+    pending: list[EvictPods] = []
+    gone: set[str] = set()  # asked to be evicted: never part of a new start
+    seen = len(sim.actions)
+
+    def pick(g: str, i: int) -> PodInfo | None:
+        live = [u for u in made[g] if u in sim.cache.pods]
+        return sim.cache.pods[live[i % len(live)]] if live else None
+
+    for op, g, i in ops:
+        p = pick(g, i)
+        name = f"n{i % 3}"
+        if op == "create":
+            made[g].append(sim.add_pod(pod(f"{g}-{len(made[g])}", g, creation=sim.now)).uid)
+            sim.drain()
+        elif op == "schedule":
+            sim.run_all(rounds=1)
+        elif op == "delete" and p is not None:
+            sim.delete(p.uid)
+        elif op in ("fail", "evicting", "succeed") and p is not None:
+            change = {"fail": {"phase": "Failed"}, "evicting": {"deleting": True},
+                      "succeed": {"phase": "Succeeded"}}[op]
+            sim.manager.on_pod(dataclasses.replace(p, **change), sim.now)  # type: ignore[arg-type]
+        elif op in ("taint", "untaint") and name in nodes:
+            taints = (Taint("node.kubernetes.io/not-ready", "", "NoExecute"),) if op == "taint" \
+                else ()
+            nodes[name] = dataclasses.replace(nodes[name], taints=taints)
+            sim.manager.on_node(nodes[name])
+        elif op == "remove_node" and name in nodes:
+            del nodes[name]
+            sim.manager.on_node_deleted(name)
+        elif op == "add_node" and name not in nodes:
+            nodes[name] = node(name, cpu=2000)
+            sim.add_node(nodes[name])
+        elif op == "tick":
+            sim.tick(1)
+        elif op == "relist":
+            sim.manager.pods_listed(set(sim.cache.pods), sim.now, sim.now)
+        elif op == "evict" and pending:  # the Eviction API lets the next one go
+            ev = pending.pop(0)
+            for ref_ in ev.pods:
+                if ref_.uid in sim.cache.pods:
+                    sim.delete(ref_.uid)
+        sim.drain()
+        for a in sim.actions[seen:]:
+            if isinstance(a, GangDisrupted):
+                assert a.group.name == "a", a
+                assert started["a"] or not a.lost, ("disrupted before it started", a)
+                started["a"] = False
+            elif isinstance(a, EvictPods) and a.preemptor is None and a.gang == "ns/a":
+                for ref_ in a.pods:
+                    q = sim.cache.pods[ref_.uid]
+                    assert q.gang == "ns/a" and q.node_name and not q.deleting, (q, a)
+                pending.append(a)
+                gone.update(r.uid for r in a.pods)
+        seen = len(sim.actions)
+        bound = [q for q in sim.cache.pods.values() if q.gang == "ns/a" and q.node_name
+                 and not (q.deleting or q.terminal) and q.uid not in gone]
+        if len(bound) + sim.cache.tally(sim.cache.groups["ns/a"]).succeeded >= 2:
+            started["a"] = True
