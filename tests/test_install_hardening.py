@@ -35,6 +35,7 @@ from extender.core.model.provisioning_request import (
     request_name,
 )
 from extender.core.model.sources import (
+    JOBSET_NAME_LABEL,
     KUEUE_GROUP_LABEL,
     PRECEDENCE,
     VOLCANO_GROUP_ANNOTATION,
@@ -150,10 +151,11 @@ def test_the_pod_patch_policy_puts_the_consume_annotation_only_on_its_gangs_pods
                  "== variables.gang", "== variables.requestName"):
         assert term in " ".join(rule.split()), term
     # The sources' keys, in sources.PRECEDENCE, and the names request_name makes.
-    keys = [GROUP_LABEL, "schedulingGroup", VOLCANO_GROUP_ANNOTATION, KUEUE_GROUP_LABEL]
+    keys = [GROUP_LABEL, "schedulingGroup", VOLCANO_GROUP_ANNOTATION, JOBSET_NAME_LABEL,
+            KUEUE_GROUP_LABEL]
     at = [variables["gangSource"].index(k) for k in keys]
     assert at == sorted(at)
-    assert [f"'{s}'" in variables["gangSource"] for s in PRECEDENCE] == [True] * 4
+    assert [f"'{s}'" in variables["gangSource"] for s in PRECEDENCE] == [True] * 5
     assert f"size(variables.requestName) <= {MAX_REQUEST_NAME}" in variables["plainName"]
     assert f"'^{DNS_SUBDOMAIN.pattern}$'" in variables["plainName"]
     assert request_name("ns/train") == "train-capacity"  # '-capacity' and no source

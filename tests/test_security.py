@@ -248,6 +248,7 @@ NEEDED = {
     ("scheduling.volcano.sh", "podgroups", "list"), ("scheduling.volcano.sh", "podgroups", "watch"),
     ("scheduling.k8s.io", "podgroups", "list"), ("scheduling.k8s.io", "podgroups", "watch"),
     ("scheduling.k8s.io", "podgroups/status", "patch"),  # upstream conditions (status.write)
+    ("jobset.x-k8s.io", "jobsets", "list"), ("jobset.x-k8s.io", "jobsets", "watch"),  # JOBSETS
     ("", "events", "create"), ("", "events", "patch"),  # events.EventRecorder
     # leader.Leadership: its kube-scheduler's lease, read only (list, then watch; a list
     # again to confirm an expiry), by name in a Role of its namespace

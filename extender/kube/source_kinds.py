@@ -14,6 +14,11 @@ All are optional APIs, watched only while served (`informer.Kind.discover`):
   (`convert_groups.workload_group_from_k8s`), and both feed the same gangs
   (`workload-api:<ns>/<name>`).
 
+* JobSet, `jobset.x-k8s.io/v1alpha2`: a CRD that the JobSet controller installs. A
+  JobSet is a group object of its own (`convert_jobset.jobset_group_from_k8s`); its gang
+  is named by its restart attempt too, so when the JobSet restarts, the old attempt's
+  gang is dropped as the new one is read (`_jobset_apply`).
+
 Kueue's plain pod groups have no object; the gang manager derives them from the pods.
 The extender never writes these objects. Of their status it writes only the conditions of
 an upstream PodGroup whose pods name this scheduler, as kube-scheduler writes them on its
@@ -26,13 +31,23 @@ from typing import Any
 
 from extender.core.manager import GangManager
 from extender.core.model.convert_groups import volcano_group_from_k8s, workload_group_from_k8s
-from extender.core.model.types import SCHEDULER_PLUGINS, VOLCANO, WORKLOAD_API, gang_key
+from extender.core.model.convert_jobset import jobset_group_from_k8s
+from extender.core.model.fields import as_int, as_obj, as_str
+from extender.core.model.sources import JOBSET, jobset_gang_name
+from extender.core.model.types import (
+    SCHEDULER_PLUGINS,
+    VOLCANO,
+    WORKLOAD_API,
+    gang_key,
+    split_gang_key,
+)
 from extender.kube.client import PODGROUP_PATH
 from extender.kube.informer import Kind
 
 VOLCANO_PATH = "/apis/scheduling.volcano.sh/v1beta1"
 WORKLOAD_PATH = "/apis/scheduling.k8s.io/v1alpha2"  # Kubernetes 1.36
 WORKLOAD_BETA_PATH = "/apis/scheduling.k8s.io/v1beta1"  # Kubernetes 1.37
+JOBSET_PATH = "/apis/jobset.x-k8s.io/v1alpha2"
 
 # apiVersion of each source's group object, for Events' involvedObject; Kueue has none.
 # An upstream PodGroup's is the version it was read in (`group_api_version`).
@@ -86,9 +101,49 @@ def _delete(manager: GangManager, key: str, now: float) -> None:
     manager.on_group_deleted(key)
 
 
+# JobSet namespace/name -> the gang key of the attempt last read, so a restart drops the
+# old attempt's gang (the informer keys objects by gang key, and sees a new one).
+_jobset_gangs: dict[str, str] = {}
+
+
+def _jobset_key(obj: dict[str, Any]) -> str:
+    """The gang key of a JobSet's current attempt (`sources.jobset_gang_name`)."""
+    meta = as_obj(obj.get("metadata"), "metadata")
+    status = as_obj(obj.get("status"), "status")
+    name = jobset_gang_name(as_str(meta.get("name"), "metadata.name"),
+                            as_str(meta.get("uid"), "metadata.uid"),
+                            as_int(status.get("restarts"), "status.restarts", 0))
+    return gang_key(JOBSET, as_str(meta.get("namespace"), "metadata.namespace", "default"),
+                    name)
+
+
+def _jobset_apply(manager: GangManager, obj: dict[str, Any], now: float) -> None:
+    group = jobset_group_from_k8s(obj)
+    meta = as_obj(obj.get("metadata"), "metadata")
+    name = f"{group.namespace}/{as_str(meta.get('name'), 'metadata.name')}"
+    old = _jobset_gangs.get(name)
+    if old is not None and old != group.key:
+        # Restarted (or made again under its name): its pods of before are no members
+        # of the new gang, and their gang, no longer anyone's, goes.
+        manager.on_group_deleted(old)
+    _jobset_gangs[name] = group.key
+    manager.on_group(group, now)
+
+
+def _jobset_delete(manager: GangManager, key: str, now: float) -> None:
+    # The JobSet's name is its gang name up to the first dot (a DNS label has none).
+    _, namespace, gang = split_gang_key(key)
+    name = f"{namespace}/{gang.partition('.')[0]}"
+    if _jobset_gangs.get(name) == key:  # not when a relist drops an old attempt's key
+        del _jobset_gangs[name]
+    manager.on_group_deleted(key)
+
+
 VOLCANO_GROUPS = Kind("volcano-podgroups", f"{VOLCANO_PATH}/podgroups", _key(VOLCANO),
                       _apply_volcano, _delete, discover=(VOLCANO_PATH, "podgroups"))
 WORKLOAD_GROUPS = _workload_kind("workload-podgroups", WORKLOAD_PATH)
 WORKLOAD_BETA_GROUPS = _workload_kind("workload-podgroups-v1beta1", WORKLOAD_BETA_PATH)
+JOBSETS = Kind("jobsets", f"{JOBSET_PATH}/jobsets", _jobset_key, _jobset_apply,
+               _jobset_delete, discover=(JOBSET_PATH, "jobsets"))
 # Every kind above, in the order the extender starts their watches.
-SOURCE_GROUP_KINDS = (VOLCANO_GROUPS, WORKLOAD_BETA_GROUPS, WORKLOAD_GROUPS)
+SOURCE_GROUP_KINDS = (VOLCANO_GROUPS, WORKLOAD_BETA_GROUPS, WORKLOAD_GROUPS, JOBSETS)

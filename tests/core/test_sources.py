@@ -14,10 +14,15 @@ from hypothesis import strategies as st
 from extender.core.model.convert import pod_from_k8s
 from extender.core.model.convert_groups import volcano_group_from_k8s, workload_group_from_k8s
 from extender.core.model.sources import (
+    JOBSET,
+    JOBSET_ATTEMPT_LABEL,
+    JOBSET_NAME_LABEL,
+    JOBSET_UID_LABEL,
     KUEUE_GROUP_LABEL,
     KUEUE_TOTAL_ANNOTATION,
     PRECEDENCE,
     VOLCANO_GROUP_ANNOTATION,
+    jobset_gang_name,
     membership,
 )
 from extender.core.model.types import (
@@ -48,8 +53,12 @@ KEYS = {
     WORKLOAD_API: ("spec", "schedulingGroup", {"podGroupName": "up"}),
     VOLCANO: ("annotations", VOLCANO_GROUP_ANNOTATION, "vc"),
     KUEUE: ("labels", KUEUE_GROUP_LABEL, "kq"),
+    JOBSET: ("labels", JOBSET_NAME_LABEL, "js"),
 }
-NAMES = {SCHEDULER_PLUGINS: "sp", WORKLOAD_API: "up", VOLCANO: "vc", KUEUE: "kq"}
+# The JobSet controller sets the uid and attempt beside the name (a JobSet's pod).
+JOBSET_UID = "6d1f0a2c-0b7e-4a55-9c1e-3f1f6a9e2b10"
+NAMES = {SCHEDULER_PLUGINS: "sp", WORKLOAD_API: "up", VOLCANO: "vc", KUEUE: "kq",
+         JOBSET: jobset_gang_name("js", JOBSET_UID, 0)}
 
 
 def pod_json(*sources: str, total: str | None = "4") -> dict[str, Any]:
@@ -60,6 +69,9 @@ def pod_json(*sources: str, total: str | None = "4") -> dict[str, Any]:
             obj["spec"][key] = value
         else:
             obj["metadata"].setdefault(where, {})[key] = value
+    if JOBSET in sources:
+        obj["metadata"]["labels"].update({JOBSET_UID_LABEL: JOBSET_UID,
+                                          JOBSET_ATTEMPT_LABEL: "0"})
     if KUEUE in sources and total is not None:
         obj["metadata"].setdefault("annotations", {})[KUEUE_TOTAL_ANNOTATION] = total
     return obj
@@ -90,7 +102,7 @@ def test_the_first_source_in_precedence_wins(sources: set[str]) -> None:
 
 
 def test_precedence_is_the_documented_order() -> None:
-    assert PRECEDENCE == (SCHEDULER_PLUGINS, WORKLOAD_API, VOLCANO, KUEUE)
+    assert PRECEDENCE == (SCHEDULER_PLUGINS, WORKLOAD_API, VOLCANO, JOBSET, KUEUE)
 
 
 @pytest.mark.parametrize("value,total", [("4", 4), (" 12 ", 12), ("0", None), ("-2", None),

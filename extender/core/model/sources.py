@@ -11,7 +11,11 @@ so the queue, the planner, reservations and the permit barrier never know the di
 * volcano: pods annotated `scheduling.k8s.io/group-name: <name>`, a PodGroup
   `scheduling.volcano.sh/v1beta1`;
 * kueue: pods labelled `kueue.x-k8s.io/pod-group-name: <name>` and annotated
-  `kueue.x-k8s.io/pod-group-total-count: "<n>"`; no object, the gang is its pods.
+  `kueue.x-k8s.io/pod-group-total-count: "<n>"`; no object, the gang is its pods;
+* jobset: pods labelled by the JobSet controller (`jobset.sigs.k8s.io/jobset-name`,
+  `jobset-uid`, `restart-attempt`), a JobSet `jobset.x-k8s.io/v1alpha2`: one gang per
+  JobSet and restart attempt (`jobset_gang_name`), its quorum derived from the JobSet's
+  replicated Jobs (`convert_groups.jobset_group_from_k8s`).
 
 **Precedence** (`PRECEDENCE`), when one pod carries keys of several sources: the first
 in that order wins and the pod is a member of that gang only, so one group is never
@@ -24,7 +28,10 @@ shows as a rejection naming it (`missing_group_message`), not as a silent switch
 2. upstream `spec.schedulingGroup`: part of the pod's own spec, immutable, set by
    Kubernetes' workload controllers;
 3. Volcano annotation: set by operators in their Volcano mode;
-4. Kueue labels: Kueue's pod groups are about admission (quota) first; the weakest
+4. JobSet labels: set by the JobSet controller on every pod of a JobSet, whether or
+   not its user meant a gang; a user who wrote a PodGroup by hand for a JobSet (and its
+   label into the templates) keeps that gang, as before JobSets were read;
+5. Kueue labels: Kueue's pod groups are about admission (quota) first; the weakest
    statement of how the pods must be placed.
 """
 
@@ -46,10 +53,15 @@ from extender.core.model.types import (
 )
 
 __all__ = [
+    "JOBSET",
+    "JOBSET_ATTEMPT_LABEL",
+    "JOBSET_NAME_LABEL",
+    "JOBSET_UID_LABEL",
     "KUEUE_GROUP_LABEL",
     "KUEUE_TOTAL_ANNOTATION",
     "PRECEDENCE",
     "VOLCANO_GROUP_ANNOTATION",
+    "jobset_gang_name",
     "kueue_group",
     "membership",
     "missing_group_message",
@@ -59,7 +71,15 @@ VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 KUEUE_TOTAL_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 
-PRECEDENCE = (SCHEDULER_PLUGINS, WORKLOAD_API, VOLCANO, KUEUE)
+# The JobSet source: kept here rather than with the others in types.py, as everything
+# about it (its pod labels, its gang names) is.
+JOBSET = "jobset"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
+# The JobSet's status.restarts when the pod's Job was made: a label and an annotation.
+JOBSET_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+
+PRECEDENCE = (SCHEDULER_PLUGINS, WORKLOAD_API, VOLCANO, JOBSET, KUEUE)
 
 
 def _count(value: object) -> int | None:
@@ -82,10 +102,41 @@ def membership(labels: Mapping[str, str], annotations: Mapping[str, Any],
     volcano = annotations.get(VOLCANO_GROUP_ANNOTATION)
     if isinstance(volcano, str) and volcano:
         return Membership(VOLCANO, volcano)
+    jobset = _jobset_membership(labels)
+    if jobset is not None:
+        return jobset
     name = labels.get(KUEUE_GROUP_LABEL)
     if name:
         return Membership(KUEUE, name, _count(annotations.get(KUEUE_TOTAL_ANNOTATION)))
     return None
+
+
+def jobset_gang_name(name: str, uid: str, attempt: int | str) -> str:
+    """The gang of one restart attempt of one JobSet, by the JobSet's name, uid and
+    attempt: the JobSet and its pods both name it. The attempt keeps an old attempt's
+    pods (still terminating while the new Jobs' pods arrive) out of the new gang, which
+    is then placed whole again; the uid (its first 8 characters: a clash needs two
+    JobSets of one name, one deleted, whose uids share them) does the same for a JobSet
+    deleted and made again under its name. Dots separate them: a JobSet's name is a
+    DNS label, which has none, so no other JobSet's gang can have this name."""
+    return f"{name}.{attempt}.{uid[:8]}"
+
+
+def _jobset_membership(labels: Mapping[str, str]) -> Membership | None:
+    """A pod of a JobSet: its name, uid and attempt labels, which the JobSet controller
+    sets together, the attempt as a plain decimal number. A pod without all three, or
+    with another attempt spelling, was not made by it: not a member, so no gang waits
+    on a pod that names no attempt. The admission policy on the extender's pod patches
+    (deploy/admission/extender-pod-patches.yaml) derives the same gang by the same
+    rule."""
+    name = labels.get(JOBSET_NAME_LABEL)
+    if not name:
+        return None
+    uid = labels.get(JOBSET_UID_LABEL, "")
+    attempt = labels.get(JOBSET_ATTEMPT_LABEL, "")
+    if not uid or not attempt.isascii() or not attempt.isdigit() or str(int(attempt)) != attempt:
+        return None
+    return Membership(JOBSET, jobset_gang_name(name, uid, attempt))
 
 
 def missing_group_message(gang: str, pod: PodInfo) -> str:
@@ -100,6 +151,11 @@ def missing_group_message(gang: str, pod: PodInfo) -> str:
         return (f"gang {gang}: PodGroup {namespace}/{name} (scheduling.volcano.sh/v1beta1) "
                 f"not found; create it (the CRD must be installed) or fix the "
                 f"{VOLCANO_GROUP_ANNOTATION} annotation of pod {pod.key}")
+    if source == JOBSET:
+        return (f"gang {gang}: the JobSet of pod {pod.key} (label {JOBSET_NAME_LABEL}), "
+                f"at this restart attempt ({JOBSET_ATTEMPT_LABEL}), is not known: it was "
+                f"deleted or has restarted since (the pod is of an old attempt), or the "
+                f"JobSet API (jobset.x-k8s.io/v1alpha2) is not served or not readable")
     if source == KUEUE:
         return (f"gang {gang}: no pod of Kueue pod group {name} has a valid "
                 f"{KUEUE_TOTAL_ANNOTATION} annotation (a positive integer), so the size "

@@ -1,0 +1,184 @@
+"""A JobSet (`jobset.x-k8s.io/v1alpha2`) to the `GroupInfo` of its gang: a set of Jobs
+is one gang, so a user writes no PodGroup for it (docs/integrations.md, "JobSet").
+
+The gang of a JobSet is named by its name, uid and restart attempt
+(`sources.jobset_gang_name`), as its pods name it from their labels; each restart
+(`status.restarts`) is a new gang, placed whole again, that no pod of an earlier
+attempt counts toward.
+
+Its quorum is every pod its Jobs run at once: over `spec.replicatedJobs`, replicas ×
+the Job template's parallelism (capped by completions, as the Job controller caps the
+pods it starts). `successPolicy` does not lower it: it says when the set has succeeded,
+not how many of its pods must start together. Three things change that count:
+
+* **Stages.** Where the JobSet controller creates replicated Jobs one after another
+  (`spec.startupPolicy.startupPolicyOrder: InOrder`, or a replicated Job's
+  `dependsOn`), the whole set never exists at once, and a quorum of all of it would
+  wait forever. The quorum is then the replicated Jobs the controller has created so
+  far, by the same rules it uses (read from `status.replicatedJobsStatus`): the stage
+  it is creating joins those already running, so each stage is placed whole, in order,
+  beside the running ones (their bound and succeeded pods count toward the quorum).
+* **Exclusive placement** (`alpha.jobset.sigs.k8s.io/exclusive-topology` on the JobSet
+  or on a replicated Job's template), unless the JobSet asks for its node-selector
+  strategy (`alpha.jobset.sigs.k8s.io/node-selector`): JobSet's admission webhook
+  refuses a Job's other pods until its first ("leader") pod is bound, so only the
+  leaders exist before anything is bound. Each such Job counts one pod: its leaders,
+  one per Job, are placed together or not at all, each in a domain of its own by the
+  affinity JobSet gives them, and the rest of each Job follows its leader.
+* **Opting out**: the annotation `gang-extender.x-k8s.io/jobset-gang: "off"` makes the
+  quorum 1, each pod placed on its own as if no gang existed.
+
+The JobSet's `gang-extender.x-k8s.io/topology-required` and `topology-preferred`
+annotations are the gang's topology, as on a PodGroup (docs/topology.md): the whole
+set in one domain when the user asks for one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from extender.core.model.annotations import topology_of
+from extender.core.model.fields import (
+    as_int,
+    as_list,
+    as_obj,
+    as_str,
+    as_str_map,
+    guarded,
+    parse_time,
+    sections,
+    shared,
+)
+from extender.core.model.sources import JOBSET, jobset_gang_name
+from extender.core.model.types import GroupInfo
+
+__all__ = ["JOBSET_GANG_ANNOTATION", "jobset_group_from_k8s"]
+
+# How the pods of a JobSet are gang-placed: "set" (the default, one gang) or "off".
+JOBSET_GANG_ANNOTATION = "gang-extender.x-k8s.io/jobset-gang"
+_MODES = ("set", "off")
+
+# JobSet's own annotations (JobSet API v1alpha2, read as documented there).
+EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+NODE_SELECTOR_STRATEGY = "alpha.jobset.sigs.k8s.io/node-selector"
+
+
+def _mode(annotations: Mapping[str, str]) -> str:
+    """The gang annotation, refused with the allowed values when it is none of them:
+    read as "set", a misspelt "off" would make a JobSet whose user wanted no gang wait
+    for all of its pods."""
+    raw = annotations.get(JOBSET_GANG_ANNOTATION)
+    if raw is None:
+        return "set"
+    mode = raw.strip()
+    if mode not in _MODES:
+        raise ValueError(f"metadata.annotations[{JOBSET_GANG_ANNOTATION}]: {raw!r} is not "
+                         f"one of {', '.join(map(repr, _MODES))}")
+    return mode
+
+
+def _pods_per_job(template: Mapping[str, Any], w: str) -> int:
+    """Pods one Job of the template runs at once: parallelism (default 1), no more than
+    completions where those are set, as the Job controller starts them."""
+    spec = as_obj(template.get("spec"), f"{w}.spec")
+    parallelism = as_int(spec.get("parallelism"), f"{w}.spec.parallelism", 1)
+    if parallelism < 0:
+        raise ValueError(f"{w}.spec.parallelism must be >= 0, got {parallelism}")
+    completions = spec.get("completions")
+    if completions is not None:
+        done = as_int(completions, f"{w}.spec.completions", parallelism)
+        if done < 0:
+            raise ValueError(f"{w}.spec.completions must be >= 0, got {done}")
+        parallelism = min(parallelism, done)
+    return parallelism
+
+
+def _started(statuses: Mapping[str, Mapping[str, Any]], name: str, replicas: int,
+             need: str) -> bool:
+    """Whether a replicated Job reached what a later one waits for, by the counts the
+    JobSet controller itself compares: "Complete" every Job succeeded; "Ready" (and the
+    InOrder startup) every Job ready, succeeded or failed. No status yet: not reached."""
+    st = statuses.get(name)
+    if st is None:
+        return False
+
+    def count(field: str) -> int:
+        return as_int(st.get(field), f"status.replicatedJobsStatus[{name}].{field}", 0)
+
+    if need == "Complete":
+        return count("succeeded") == replicas
+    return count("ready") + count("succeeded") + count("failed") == replicas
+
+
+def _build_jobset(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
+    meta, spec, status, name = sections(obj)
+    uid = as_str(meta.get("uid"), "metadata.uid")
+    if not uid:
+        raise ValueError("metadata.uid is missing")
+    annotations = as_str_map(meta.get("annotations"), "metadata.annotations")
+    mode = _mode(annotations)
+    attempt = as_int(status.get("restarts"), "status.restarts", 0)
+    if attempt < 0:
+        raise ValueError(f"status.restarts must be >= 0, got {attempt}")
+    in_order = as_str(as_obj(spec.get("startupPolicy"), "spec.startupPolicy")
+                      .get("startupPolicyOrder"),
+                      "spec.startupPolicy.startupPolicyOrder") == "InOrder"
+    statuses: dict[str, Mapping[str, Any]] = {}
+    for i, st in enumerate(as_list(status.get("replicatedJobsStatus"),
+                                   "status.replicatedJobsStatus")):
+        st = as_obj(st, f"status.replicatedJobsStatus[{i}]")
+        statuses[as_str(st.get("name"), f"status.replicatedJobsStatus[{i}].name")] = st
+    set_exclusive = (EXCLUSIVE_TOPOLOGY in annotations
+                     and NODE_SELECTOR_STRATEGY not in annotations)
+
+    quorum = 0
+    replicas_of: dict[str, int] = {}
+    for i, rjob in enumerate(as_list(spec.get("replicatedJobs"), "spec.replicatedJobs")):
+        w = f"spec.replicatedJobs[{i}]"
+        rjob = as_obj(rjob, w)
+        rname = as_str(rjob.get("name"), f"{w}.name")
+        replicas = as_int(rjob.get("replicas"), f"{w}.replicas", 1)
+        if replicas < 0:
+            raise ValueError(f"{w}.replicas must be >= 0, got {replicas}")
+        replicas_of[rname] = replicas
+        # Created only once every replicated Job it depends on reached the status named.
+        waits = False
+        for j, dep in enumerate(as_list(rjob.get("dependsOn"), f"{w}.dependsOn")):
+            dep = as_obj(dep, f"{w}.dependsOn[{j}]")
+            dname = as_str(dep.get("name"), f"{w}.dependsOn[{j}].name")
+            need = as_str(dep.get("status"), f"{w}.dependsOn[{j}].status")
+            if not _started(statuses, dname, replicas_of.get(dname, 0), need):
+                waits = True
+        if waits:
+            continue
+        template = as_obj(rjob.get("template"), f"{w}.template")
+        tmeta = as_obj(template.get("metadata"), f"{w}.template.metadata")
+        tann = as_str_map(tmeta.get("annotations"), f"{w}.template.metadata.annotations")
+        exclusive = set_exclusive or (EXCLUSIVE_TOPOLOGY in tann
+                                      and NODE_SELECTOR_STRATEGY not in tann)
+        per_job = _pods_per_job(template, f"{w}.template")
+        quorum += replicas * (min(per_job, 1) if exclusive else per_job)
+        if in_order and not _started(statuses, rname, replicas, "Ready"):
+            break  # InOrder: the next replicated Job waits until this one has started
+
+    required, preferred, error = topology_of(annotations)
+    return GroupInfo(
+        namespace=shared(as_str(meta.get("namespace"), "metadata.namespace", "default")),
+        name=jobset_gang_name(name, uid, attempt),
+        # "off": a gang of one, each pod placed alone. A JobSet of no pods at all is
+        # the same: a quorum of 0 would let nothing count as short of it.
+        min_member=1 if mode == "off" else max(quorum, 1),
+        uid=uid,
+        creation=parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        source=JOBSET,
+        topology_required=required,
+        topology_preferred=preferred,
+        topology_error=error,
+    )
+
+
+def jobset_group_from_k8s(obj: Any) -> GroupInfo:
+    """A JobSet to its gang (this module's docstring says how); a `ValueError` naming the
+    JobSet and the field for anything malformed, like every other source's objects."""
+    return guarded("jobset", obj, _build_jobset)

@@ -1,0 +1,261 @@
+"""A JobSet as a gang (core/model/convert_jobset.py, the JobSet keys of sources.py): its
+quorum from its replicated Jobs, stages, exclusive placement, the opt-out annotation,
+one gang per restart attempt, and the pods that join it; then in the simulator, the
+5-pod JobSet of issue 45 placed whole or not at all."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from extender.core.model.convert import pod_from_k8s
+from extender.core.model.convert_jobset import JOBSET_GANG_ANNOTATION, jobset_group_from_k8s
+from extender.core.model.sources import (
+    JOBSET,
+    JOBSET_ATTEMPT_LABEL,
+    JOBSET_NAME_LABEL,
+    JOBSET_UID_LABEL,
+    jobset_gang_name,
+)
+from extender.core.model.types import Membership
+from tests.core.sim import SimScheduler, node, pod
+
+UID = "0f6a3c2e-8d41-4b7a-9e10-5c2d7f3b9a61"
+
+
+def job_template(parallelism: int | None = None, completions: int | None = None,
+                 annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"template": {"spec": {"containers": [{"name": "c"}]}}}
+    if parallelism is not None:
+        spec["parallelism"] = parallelism
+    if completions is not None:
+        spec["completions"] = completions
+    t: dict[str, Any] = {"spec": spec}
+    if annotations:
+        t["metadata"] = {"annotations": annotations}
+    return t
+
+
+def rjob(name: str, replicas: int | None, parallelism: int | None = None,
+         **kw: Any) -> dict[str, Any]:
+    template = job_template(parallelism, kw.pop("completions", None), kw.pop("annotations", None))
+    r: dict[str, Any] = {"name": name, "template": template}
+    if replicas is not None:
+        r["replicas"] = replicas
+    r.update(kw)
+    return r
+
+
+# The JobSet of issue 45: a driver (1 Job x 1 pod) and workers (2 Jobs x 2 pods).
+TRAIN: dict[str, Any] = {
+    "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+    "metadata": {"name": "train", "namespace": "ml", "uid": UID,
+                 "creationTimestamp": "2026-11-29T03:00:00Z"},
+    "spec": {"replicatedJobs": [rjob("driver", 1, 1), rjob("workers", 2, 2)],
+             "successPolicy": {"operator": "Any", "targetReplicatedJobs": ["driver"]}},
+}
+
+
+def jobset(**changes: Any) -> dict[str, Any]:
+    obj = copy.deepcopy(TRAIN)
+    for path, value in changes.items():
+        *head, last = path.split("__")
+        at = obj
+        for part in head:
+            at = at.setdefault(part, {})
+        at[last] = value
+    return obj
+
+
+def test_the_quorum_is_every_pod_of_every_replicated_job() -> None:
+    """1 x 1 + 2 x 2; the success policy (the driver alone) does not lower it."""
+    g = jobset_group_from_k8s(TRAIN)
+    assert (g.source, g.namespace, g.min_member, g.uid) == (JOBSET, "ml", 5, UID)
+    assert g.name == jobset_gang_name("train", UID, 0) == "train.0.0f6a3c2e"
+    assert g.key == "jobset:ml/train.0.0f6a3c2e"
+
+
+@pytest.mark.parametrize("replicas,parallelism,completions,quorum", [
+    (None, None, None, 1),  # both default to 1
+    (3, 4, None, 12),
+    (3, 4, 2, 6),  # completions caps the pods a Job starts
+    (2, 0, None, 1),  # no pod at all: a gang of one, never "short" of nothing
+])
+def test_replicas_times_parallelism(replicas: int | None, parallelism: int | None,
+                                    completions: int | None, quorum: int) -> None:
+    obj = jobset(spec__replicatedJobs=[rjob("w", replicas, parallelism, completions=completions)])
+    assert jobset_group_from_k8s(obj).min_member == quorum
+
+
+def test_each_restart_attempt_is_its_own_gang() -> None:
+    first = jobset_group_from_k8s(TRAIN)
+    again = jobset_group_from_k8s(jobset(status__restarts=1))
+    assert again.name == "train.1.0f6a3c2e" and again.key != first.key
+    assert again.min_member == 5  # placed whole again
+    other = jobset(metadata__uid="9b2e" + UID[4:])  # made again under its name
+    assert jobset_group_from_k8s(other).key != first.key
+
+
+def test_off_makes_each_pod_its_own() -> None:
+    obj = jobset(metadata__annotations={JOBSET_GANG_ANNOTATION: "off"})
+    assert jobset_group_from_k8s(obj).min_member == 1
+    obj = jobset(metadata__annotations={JOBSET_GANG_ANNOTATION: " set "})
+    assert jobset_group_from_k8s(obj).min_member == 5
+
+
+def test_an_unknown_gang_mode_is_refused_naming_the_allowed_ones() -> None:
+    obj = jobset(metadata__annotations={JOBSET_GANG_ANNOTATION: "of"})
+    with pytest.raises(ValueError, match=r"jobset ml/train: .*jobset-gang\]: 'of' is not one "
+                                         r"of 'set', 'off'"):
+        jobset_group_from_k8s(obj)
+
+
+@pytest.mark.parametrize("path,value,field", [
+    ("spec__replicatedJobs", "x", "spec.replicatedJobs"),
+    ("spec__replicatedJobs", [{"name": "w", "replicas": -1}], r"spec.replicatedJobs\[0\].replicas"),
+    ("spec__replicatedJobs", [rjob("w", 1, -2)], r"parallelism must be >= 0"),
+    ("status__restarts", "one", "status.restarts"),
+    ("metadata__uid", "", "metadata.uid is missing"),
+    ("status__replicatedJobsStatus", [{"name": "w", "ready": "x"}],
+     r"replicatedJobsStatus\[w\].ready"),
+])
+def test_malformed_jobsets_are_errors_naming_the_field(path: str, value: Any, field: str) -> None:
+    obj = jobset(**{path: value})
+    if path == "status__replicatedJobsStatus":
+        obj["spec"]["replicatedJobs"] = [rjob("w", 1), rjob("v", 1, dependsOn=[
+            {"name": "w", "status": "Ready"}])]
+    with pytest.raises(ValueError, match=field):
+        jobset_group_from_k8s(obj)
+
+
+def status(**ready: int) -> list[dict[str, Any]]:
+    return [{"name": n, "ready": r, "succeeded": 0, "failed": 0, "active": r}
+            for n, r in ready.items()]
+
+
+def test_in_order_each_stage_joins_when_the_controller_creates_it() -> None:
+    """InOrder: the workers' Jobs are made once the driver's are ready; until then a
+    quorum of all five would never be met."""
+    obj = jobset(spec__startupPolicy={"startupPolicyOrder": "InOrder"})
+    assert jobset_group_from_k8s(obj).min_member == 1  # the driver alone
+    obj["status"] = {"replicatedJobsStatus": status(driver=0, workers=0)}
+    assert jobset_group_from_k8s(obj).min_member == 1
+    obj["status"] = {"replicatedJobsStatus": status(driver=1, workers=0)}
+    assert jobset_group_from_k8s(obj).min_member == 5  # the workers, beside the driver
+    obj["spec"]["startupPolicy"] = {"startupPolicyOrder": "AnyOrder"}
+    obj.pop("status")
+    assert jobset_group_from_k8s(obj).min_member == 5
+
+
+def test_depends_on_waits_for_the_status_named() -> None:
+    obj = jobset(spec__replicatedJobs=[
+        rjob("init", 1, 1),
+        rjob("workers", 2, 2, dependsOn=[{"name": "init", "status": "Complete"}])])
+    assert jobset_group_from_k8s(obj).min_member == 1
+    obj["status"] = {"replicatedJobsStatus": status(init=1)}  # ready is not complete
+    assert jobset_group_from_k8s(obj).min_member == 1
+    obj["status"]["replicatedJobsStatus"][0].update(ready=0, succeeded=1)
+    # The init pod has succeeded (it counts toward the quorum as a succeeded member).
+    assert jobset_group_from_k8s(obj).min_member == 5
+
+
+def test_exclusive_placement_counts_one_leader_per_job() -> None:
+    """JobSet's webhook creates a Job's other pods only once its leader is bound, so
+    only the leaders (one per Job) exist before anything binds."""
+    excl = {"alpha.jobset.sigs.k8s.io/exclusive-topology": "rack"}
+    assert jobset_group_from_k8s(jobset(metadata__annotations=excl)).min_member == 3
+    per_rjob = jobset(spec__replicatedJobs=[rjob("driver", 1, 1),
+                                            rjob("workers", 2, 2, annotations=excl)])
+    assert jobset_group_from_k8s(per_rjob).min_member == 3  # 1 + 2 leaders
+    strategy = {**excl, "alpha.jobset.sigs.k8s.io/node-selector": "true"}
+    assert jobset_group_from_k8s(jobset(metadata__annotations=strategy)).min_member == 5
+
+
+def test_the_topology_annotations_are_the_whole_sets() -> None:
+    obj = jobset(metadata__annotations={"gang-extender.x-k8s.io/topology-required": "rack"})
+    g = jobset_group_from_k8s(obj)
+    assert g.topology_required == "rack" and g.min_member == 5
+
+
+# ----- the pods that join it ------------------------------------------------------------
+
+POD: dict[str, Any] = {
+    "metadata": {"name": "train-workers-0-0-x", "namespace": "ml", "uid": "p-0",
+                 "creationTimestamp": "2026-11-29T03:00:01Z",
+                 "labels": {JOBSET_NAME_LABEL: "train", JOBSET_UID_LABEL: UID,
+                            JOBSET_ATTEMPT_LABEL: "0"}},
+    "spec": {"schedulerName": "gang-scheduler", "containers": [{"name": "c"}]},
+}
+
+
+def pod_json(**labels: str | None) -> dict[str, Any]:
+    obj = copy.deepcopy(POD)
+    for k, v in labels.items():
+        key = {"attempt": JOBSET_ATTEMPT_LABEL, "uid": JOBSET_UID_LABEL}[k]
+        if v is None:
+            del obj["metadata"]["labels"][key]
+        else:
+            obj["metadata"]["labels"][key] = v
+    return obj
+
+
+def test_a_jobset_pod_joins_its_attempts_gang() -> None:
+    p = pod_from_k8s(POD)
+    assert p.gang == jobset_group_from_k8s(TRAIN).key
+    old = pod_from_k8s(pod_json(attempt="1"))
+    assert old.gang == jobset_group_from_k8s(jobset(status__restarts=1)).key != p.gang
+
+
+@pytest.mark.parametrize("labels", [{"attempt": None}, {"uid": None}, {"attempt": "01"},
+                                    {"attempt": "-1"}, {"attempt": " 1"}, {"uid": ""}])
+def test_a_pod_without_the_controllers_three_labels_is_no_member(
+        labels: dict[str, str | None]) -> None:
+    assert pod_from_k8s(pod_json(**labels)).gang is None
+
+
+# ----- in the simulator -----------------------------------------------------------------
+
+
+def jobset_pods(attempt: int = 0) -> list[Any]:
+    name = jobset_gang_name("train", UID, attempt)
+    return [pod(f"train-{r}-{attempt}", cpu=4000, ns="ml", membership=Membership(JOBSET, name))
+            for r in ("driver-0-0", "workers-0-0", "workers-0-1", "workers-1-0", "workers-1-1")]
+
+
+def test_the_five_pod_jobset_is_placed_whole_or_not_at_all() -> None:
+    """Issue 45: on four 4-CPU nodes, 4 of its 5 pods were bound. Now none is, until a
+    fifth node appears; then all five."""
+    sim = SimScheduler()
+    for i in range(4):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    sim.add_group(jobset_group_from_k8s(TRAIN))
+    pods = [sim.add_pod(p) for p in jobset_pods()]
+    sim.run_all()
+    assert sim.bound() == []
+    sim.add_node(node("n4", cpu=4000))
+    sim.run_all()
+    assert sorted(p.name for p in sim.bound()) == sorted(p.name for p in pods)
+
+
+def test_an_old_attempts_pods_never_count_toward_the_new_one() -> None:
+    """Attempt 0's five pods are bound; the JobSet restarts. Its new gang counts only
+    attempt 1's pods: with four of them, none is bound, though nine pods carry the
+    JobSet's name; the fifth, once the old ones are gone, completes it."""
+    sim = SimScheduler()
+    for i in range(10):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    sim.add_group(jobset_group_from_k8s(TRAIN))
+    for p in jobset_pods(0):
+        sim.add_pod(p)
+    sim.run_all()
+    assert len(sim.bound()) == 5
+    sim.add_group(jobset_group_from_k8s(jobset(status__restarts=1)))
+    new = [sim.add_pod(p) for p in jobset_pods(1)[:4]]
+    sim.run_all()
+    assert not any(p.node_name for p in (sim.manager.reads.pod(q.uid) for q in new) if p)
+    last = sim.add_pod(jobset_pods(1)[4])
+    sim.run_all()
+    bound = {p.uid for p in sim.bound()}
+    assert {p.uid for p in (*new, last)} <= bound
