@@ -1,6 +1,6 @@
 """Record what a stock kube-scheduler sends to an HTTP extender, for the tests to replay.
 
-The HTTP layer's tests (tests/test_http_contract.py) and the converters' tests
+The HTTP layer's tests (tests/scheduler/test_http_contract.py) and the converters' tests
 (tests/core/model/test_convert.py) decode request bodies exactly as kube-scheduler sends them;
 hand-written bodies would only show what their author believed. This script makes those
 bodies with the project's own e2e control plane, so a fresh clone has them and a new

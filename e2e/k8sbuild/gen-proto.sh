@@ -3,7 +3,7 @@
 # and everything it imports from k8s.io/apimachinery, compiled by protoc (grpcio-tools, a
 # dev dependency) from the generated.proto files of the module versions that go.mod here
 # pins for the control plane the tests run. extender/kube/protobuf.py builds its message
-# classes from it; tests/test_protobuf.py checks it matches what this script writes.
+# classes from it; tests/kube/test_protobuf.py checks it matches what this script writes.
 #
 #   bash e2e/k8sbuild/gen-proto.sh [OUT]     (OUT defaults to the file in the package)
 #

@@ -2,7 +2,7 @@
 body framed by Content-Length, chunked encoding or the connection's end.
 
 Apart from the pool in `transport` because this half is the wire format alone: what
-it accepts and refuses is what tests/test_transport.py checks byte by byte.
+it accepts and refuses is what tests/kube/test_transport.py checks byte by byte.
 """
 
 from __future__ import annotations

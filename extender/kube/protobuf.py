@@ -7,7 +7,7 @@ event a second time. Measured in docs/performance.md ("CPU per pod").
 
 The message classes come from `k8s_core_v1.binpb`, a descriptor set compiled by `protoc`
 from k8s.io/api's and k8s.io/apimachinery's `generated.proto` at the versions pinned in
-`e2e/k8sbuild/go.mod` (`e2e/k8sbuild/gen-proto.sh` writes it; `tests/test_protobuf.py`
+`e2e/k8sbuild/go.mod` (`e2e/k8sbuild/gen-proto.sh` writes it; `tests/kube/test_protobuf.py`
 checks it is current). Built at import through the `protobuf` runtime's message factory,
 the classes are exactly what `protoc --python_out` would give, without hundreds of lines
 of generated Python in the package.
@@ -174,7 +174,7 @@ def _claim_volumes(spec: Any) -> list[dict[str, Any]]:
 
 def pod_dict(pod: Any) -> dict[str, Any]:
     """The fields of a Pod message that `convert.pod_from_k8s` reads, in their JSON
-    shape; `tests/test_protobuf.py` checks that a pod converts to the same `PodInfo`
+    shape; `tests/kube/test_protobuf.py` checks that a pod converts to the same `PodInfo`
     from either encoding. Field by field rather than by walking the message: a pod's
     spec carries volumes, env and managed fields that conversion never reads."""
     meta, spec, status = pod.metadata, pod.spec, pod.status

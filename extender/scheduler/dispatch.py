@@ -166,7 +166,7 @@ class Dispatcher:
         self.ticked_at = time.monotonic()
         # Each kind of action the manager asks for besides Bindings, and what carries it
         # out: fixed here, checked complete against the vocabulary
-        # (tests/test_dispatch_failures.py). Every report goes the same way, so a report
+        # (tests/scheduler/test_dispatch_failures.py). Every report goes the same way, so a report
         # added to the vocabulary needs no route of its own. Bindings are `drain`'s own.
         self._routes: dict[type[Action], Callable[[Any, bool], None]] = {
             RejectWaitingBind: self._route_rejection,

@@ -12,8 +12,8 @@ from extender.core.model.convert import pod_from_k8s
 from extender.kube.client import ApiError
 from extender.reporting.metrics import Metrics
 from extender.scheduler.dispatch import DispatchConfig, Dispatcher, Outlets
-from tests.test_http_contract import RecordingKube
-from tests.test_standby import add_gang, sampled
+from tests.scheduler.test_http_contract import RecordingKube
+from tests.scheduler.test_standby import add_gang, sampled
 
 
 class SlowKube(RecordingKube):
@@ -42,7 +42,7 @@ def test_a_committed_gang_is_bound_without_bind_requests_and_its_bindings_counte
 
     async def go() -> None:
         # No commit wait: the filter answers while the Bindings fly, as it does when
-        # they take longer than the wait (tests/test_commit_wait.py has the wait).
+        # they take longer than the wait (tests/scheduler/test_commit_wait.py has the wait).
         directly: list[str] = []
         dispatcher = Dispatcher(manager, kube, config=DispatchConfig(commit_wait=0),
                                 outlets=Outlets(on_binding=metrics.on_binding,

@@ -14,10 +14,10 @@ from extender.core.model.convert import pod_from_k8s
 from extender.core.model.types import NodeInfo, PodInfo
 from extender.kube.client import ApiError
 from extender.scheduler.dispatch import Dispatcher, Gates
-from tests.test_dispatch_failures import ScriptedKube
-from tests.test_http_contract import RecordingKube
-from tests.test_leader import lease
-from tests.test_standby import add_gang, leadership, sampled
+from tests.kube.test_leader import lease
+from tests.scheduler.test_dispatch_failures import ScriptedKube
+from tests.scheduler.test_http_contract import RecordingKube
+from tests.scheduler.test_standby import add_gang, leadership, sampled
 
 
 class DeletedOnFirstTry(ScriptedKube):

@@ -1,7 +1,7 @@
 """Who may act, decided from kube-scheduler's lease (extender/kube/leader.py): the pure
 decision, and following the lease by watch, with a timer and a second read at expiry.
 
-What a standby holds back is tests/test_standby.py; the two-replica failover on a real
+What a standby holds back is tests/scheduler/test_standby.py; the two-replica failover on a real
 control plane is e2e/tests/faults/test_failover.py.
 """
 

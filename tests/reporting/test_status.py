@@ -489,7 +489,7 @@ def test_an_unusable_upstream_topology_key_is_a_warning_on_the_upstream_podgroup
         env: Env) -> None:
     """The upstream PodGroup (scheduling.k8s.io/v1alpha2) gets the InvalidTopology Event.
     Its conditions go through `strategic_patch`, which this API has not
-    (tests/test_upstream_status_writer.py): no merge patch of a status here."""
+    (tests/reporting/test_upstream_status_writer.py): no merge patch of a status here."""
     g = workload_group_from_k8s({
         "metadata": {"name": "up", "namespace": "ns", "uid": "up-1"},
         "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},

@@ -15,7 +15,7 @@ import pytest
 
 from extender.kube import protobuf
 from extender.kube.client import Kube, ProtoDecoder, ResourceExpired
-from tests.test_protobuf import _fill, _frame
+from tests.kube.test_protobuf import _fill, _frame
 
 
 def _decoder() -> ProtoDecoder:

@@ -15,8 +15,8 @@ import pytest
 from extender.kube import decode, protobuf
 from extender.kube.client import Kube
 from extender.kube.decode import UNDECODABLE, Undecodable
-from tests.test_kube_watch import _Chunks
-from tests.test_protobuf import _fill, _frame
+from tests.kube.test_kube_watch import _Chunks
+from tests.kube.test_protobuf import _fill, _frame
 
 DEPTH = 3000
 

@@ -25,8 +25,8 @@ from extender.reporting.status import StatusConfig, StatusWriter
 from extender.scheduler.dispatch import DispatchConfig, Dispatcher, Gates, Outlets
 from extender.scheduler.http import create_app, with_fast_verbs
 from extender.scheduler.wakeups import Wakeups
-from tests.test_http_contract import RecordingKube, fake_nodes, sample
-from tests.test_leader import REF, lease
+from tests.kube.test_leader import REF, lease
+from tests.scheduler.test_http_contract import RecordingKube, fake_nodes, sample
 
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 

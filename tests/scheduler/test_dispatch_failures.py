@@ -207,7 +207,7 @@ def test_a_reset_binding_through_the_real_transport_is_tried_again() -> None:
     server that drops the first Binding's connection without an answer."""
     from extender.kube.client import Kube, _Writer
     from extender.kube.transport import AsyncioTransport
-    from tests.test_transport import Peer, response, serve
+    from tests.kube.test_transport import Peer, response, serve
 
     async def handler(peer: Peer) -> None:
         req = await peer.request()

@@ -24,7 +24,7 @@ from extender.reporting.kinds import observed_kinds, source_kinds
 from extender.reporting.status import StatusWriter
 from extender.scheduler.debug import install_podgroups_route
 from tests.core.sim import pod
-from tests.test_status import T0, Env, make_env
+from tests.reporting.test_status import T0, Env, make_env
 
 
 @pytest.fixture(name="env")

@@ -14,7 +14,7 @@ error path kube-scheduler ignores anyway) with a JSON body of the verb's shape, 
 (`assert_consistent`): per-node free capacity, reservations, binds waiting at the permit
 barrier and in flight, and no gang bound short of its quorum.
 
-`FUZZ_EXAMPLES=2000 .venv/bin/pytest tests/test_fuzz_http.py` runs a longer campaign.
+`FUZZ_EXAMPLES=2000 .venv/bin/pytest tests/scheduler/test_fuzz_http.py` runs a longer campaign.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import pytest
 
 from extender.kube.client import ApiError, Kube, _Writer
 from extender.kube.transport import AsyncioTransport
-from tests.test_transport import Peer, Req, answer_all, response, run, serve
+from tests.kube.test_transport import Peer, Req, answer_all, response, run, serve
 
 
 def _kube(url: str, path_prefix: str = "") -> tuple[Kube, AsyncioTransport]:

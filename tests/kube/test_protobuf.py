@@ -17,7 +17,7 @@ from google.protobuf import descriptor_pb2
 from extender.core.model.convert import pod_from_k8s
 from extender.kube import protobuf
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 RICH_POD: dict[str, Any] = {
     "apiVersion": "v1", "kind": "Pod",

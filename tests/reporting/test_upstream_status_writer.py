@@ -23,7 +23,7 @@ from extender.reporting.kinds import source_kinds
 from extender.reporting.metrics import Metrics
 from extender.reporting.status import StatusConfig, StatusWriter
 from tests.core.sim import node, pod
-from tests.test_status import Clock, Env, FakeApi, Sim
+from tests.reporting.test_status import Clock, Env, FakeApi, Sim
 
 BETA = "scheduling.k8s.io/v1beta1"
 ALPHA = "scheduling.k8s.io/v1alpha2"
