@@ -3,7 +3,9 @@ the issue tried it: two upstream gangs of 3, one `disruptionMode: all` and one
 `single`, both bound and running; one member of each evicted through the Eviction API.
 The `all` gang's other two members are evicted within 10 s and its PodGroup is a
 `DisruptionTarget`; the `single` gang's are left running. The `all` gang's new pods (its
-owner's restart, made here by hand) are then placed whole, and the disruption ends.
+owner's restart, made here by hand) are then placed whole, and the disruption ends. And
+a scheduler-plugins PodGroup asks for it with the `gang-extender.x-k8s.io/disruption-mode`
+annotation.
 
 Runs on the session's gang stack (`gang-scheduler`); the nodes are labelled for the test
 and the pods select them. Fails without the feature: the `all` gang's members stay
@@ -19,7 +21,7 @@ import pytest
 
 from e2e.gang import GangStack
 from e2e.harness.fixtures import NodeSet
-from e2e.harness.objects import GANG_SCHEDULER, create_pod
+from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
 from e2e.harness.queries import get_pod, served_workload_version
 from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for
@@ -124,3 +126,35 @@ def test_all_evicts_the_rest_and_single_leaves_it_running(
     wait_for(lambda: conditions(ns, "whole", v)["DisruptionTarget"]["status"] == "False"
              or NotYet(conditions(ns, "whole", v)), 10, "the disruption over",
              logs=gang.logs())
+
+
+def test_the_annotation_disrupts_a_scheduler_plugins_gang_whose_member_was_deleted(
+        gang: GangStack, fake_nodes: NodeSet, namespace: str) -> None:
+    """A scheduler-plugins PodGroup has no disruptionMode: the annotation says it. One
+    member deleted (not evicted): the other two are evicted, and the PodGroup's status
+    says `DisruptionTarget`."""
+    ns = namespace
+    sel = {"disruption-e2e": ns}
+    fake_nodes.add_nodes(3, prefix=f"{ns}-s", cpu="2", memory="4Gi", labels=sel)
+    create_podgroup(ns, "sp", 3, annotations={"gang-extender.x-k8s.io/disruption-mode": "all"})
+    names = [f"sp-{i}" for i in range(3)]
+    for name in names:
+        create_pod(ns, name, cpu="1", scheduler_name=GANG_SCHEDULER, pod_group="sp",
+                   node_selector=sel, labels=sel)
+    wait_for(lambda: all(running(ns, p) for p in names) or NotYet(
+        [p for p in names if not running(ns, p)]), 60, "the gang bound and running",
+        logs=gang.logs())
+    kube().core.delete_namespaced_pod("sp-0", ns, _preload_content=False)
+    wait_for(lambda: not any(running(ns, p) for p in names[1:]) or NotYet(
+        {p: running(ns, p) for p in names[1:]}), 10, "the rest evicted", logs=gang.logs())
+
+    def disruption_target() -> dict[str, Any] | NotYet:
+        obj = kube().custom.get_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1",
+                                                         ns, "podgroups", "sp")
+        c = {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+        dt = c.get("DisruptionTarget")
+        return dt if dt is not None and dt["status"] == "True" else NotYet(c)
+
+    dt = wait_for(disruption_target, 10, "DisruptionTarget on the PodGroup", logs=gang.logs())
+    assert dt["reason"] == "MemberDisrupted" and dt["message"].startswith(
+        f"gang {ns}/sp: member {ns}/sp-0 "), dt
