@@ -7,7 +7,7 @@ the CPU the whole pipeline spends per pod, not by the scheduler's speed alone. A
 whose scheduler is cheaper but makes the API server work harder is no faster. CPU per
 pod moves by tens of percent between minutes on this machine, so only the pairs of one
 repetition are compared. Pure functions of the run records, tested in
-tests/test_bench_e2e_report.py.
+tests/bench/test_bench_e2e_report.py.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ A repetition runs every system once, back to back, so it is a *pair* for each ra
 minutes, and only ratios of runs taken next to each other travel. Each ratio is reported
 as the median of its pairs, a bootstrap interval, and how many pairs met the issue's
 target (at or above it for a throughput, at or below for a time). Pure functions of the
-run records, unit-tested in tests/test_bench_e2e_report.py.
+run records, unit-tested in tests/bench/test_bench_e2e_report.py.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ setting. Within a point every system runs once per repetition, back to back, so 
 repetition is a *pair* for each ratio B/X: on a 2-core machine shared with other work,
 absolute numbers move by tens of percent between minutes, and only ratios of runs taken
 next to each other travel. Pure functions of the run records, unit-tested in
-tests/test_bench_e2e_report.py.
+tests/bench/test_bench_e2e_report.py.
 """
 
 from __future__ import annotations

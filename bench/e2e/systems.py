@@ -38,7 +38,7 @@ kube-scheduler's adaptive default, which on thousands of nodes stops filtering a
 hundred feasible ones (every node up to 100 nodes, 42 % of 1,000, 10 % of 5,000).
 Sharing B's 100 made "5,000 nodes: B/A" compare B against a stock scheduler slowed to B's
 setting; `shared_scoring` (`bench.e2e --shared-scoring`) still runs that layout. Pure
-functions, so the manifests are unit-tested (tests/test_bench_systems.py) without a
+functions, so the manifests are unit-tested (tests/bench/test_bench_systems.py) without a
 cluster.
 """
 

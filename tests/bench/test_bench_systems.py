@@ -20,7 +20,7 @@ from e2e.gang import scheduler_config as shipped_config
 from e2e.harness.objects import POD_GROUP_LABEL
 from e2e.harness.versions import upstream_gang_gates, workload_api_version
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # scheduler-plugins v0.34.7 manifests/coscheduling/scheduler-config.yaml, as parsed
 # (the benchmark reads the copy e2e/build-operator.sh caches).

@@ -25,7 +25,7 @@ from extender.cli import DEFAULT_LEASE, build_parser
 from extender.kube.leader import LeaseRef
 from tests.kube.test_leader import lease
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_leader_flags() -> None:

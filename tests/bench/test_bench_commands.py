@@ -18,7 +18,7 @@ import re
 import tokenize
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # `bench.` or `lab.` then dotted lowercase identifiers; not part of a longer name or path.
 NAME = re.compile(r"(?<![\w./-])(?:bench|lab)(?:\.[a-z_][a-z0-9_]*)+")
 

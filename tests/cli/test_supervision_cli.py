@@ -27,7 +27,7 @@ from extender.scheduler.http import NOT_SYNCED
 from extender.scheduler.supervise import EXIT_TASK_ENDED, TICK_FAULTS_ENV
 from tests.test_security import _free_port
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 PODGROUP = {
     "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",

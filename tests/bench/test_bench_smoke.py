@@ -1,5 +1,5 @@
 """The benchmarks keep working: bench.core at a tiny size writes its JSON and markdown
-(bench.e2e's report: tests/test_bench_e2e_report.py). No timing is asserted, ever: speed is
+(bench.e2e's report: tests/bench/test_bench_e2e_report.py). No timing is asserted, ever: speed is
 measured by `python -m bench.core --full` / `python -m bench.e2e --full`, not by CI."""
 
 from __future__ import annotations
