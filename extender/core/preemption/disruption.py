@@ -83,11 +83,6 @@ class Disruptions:
         self._disrupted: dict[str, _Disrupted] = {}
         self._nodes: set[str] = set()  # nodes changed or removed since the last tick
 
-    def disrupted(self, gang: str) -> float | None:
-        """When `gang` was disrupted, while it is."""
-        d = self._disrupted.get(gang)
-        return None if d is None else d.since
-
     # ----- what the watches say --------------------------------------------------------------
 
     def pod_changed(self, pod: PodInfo, old: PodInfo | None, now: float) -> None:
