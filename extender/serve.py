@@ -78,7 +78,7 @@ class Parts:
 
 def wire(args: argparse.Namespace, config: Config) -> Parts:
     """Every adapter, made with all it needs, each after the parts it needs; none is
-    changed afterwards (tests/test_layering.py checks that no attribute of another object
+    changed afterwards (tests/repo/test_layering.py checks that no attribute of another object
     is set anywhere else). Two loops are cut here: the `synced` event is made first and
     handed to the informer, which sets it, and to the dispatcher and the servers, which
     wait for it; the gauges read from parts that count into the metrics (the status

@@ -11,7 +11,7 @@ show as stale.
     python -m tools.sync_crds           # write the copies (`make crds`)
     python -m tools.sync_crds --check   # only list the stale ones; exit 1 if any
 
-tests/test_crds.py runs the check, so a stale copy fails the tests.
+tests/repo/test_crds.py runs the check, so a stale copy fails the tests.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ A newcomer changing what a bind does should find one place to change, and a read
 following a bind should read it top-down. Both show in the walk: a request that visits
 few files and seldom returns to one it left reads like kube-scheduler's `ScheduleOne`;
 one that goes back and forth between the same files is hard to follow and to change.
-docs/architecture.md shows the walks; tests/test_walks.py holds the bind walk to its
+docs/architecture.md shows the walks; tests/repo/test_walks.py holds the bind walk to its
 bound, so a change that scatters it again fails a test.
 
 The request goes through the real path, adapters included: the ASGI app the CLI serves,

@@ -88,7 +88,7 @@ from e2e.integrations.autoscaler_standin_plan import (
 CRD_DIR = Path(__file__).resolve().parents[1] / "crds" / "autoscaler"
 """The ProvisioningRequest CRD, copied from the autoscaler's tag cluster-autoscaler-1.36.1
 (``cluster-autoscaler/apis/config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml``);
-tests/test_provisioning_crd.py checks it equals the built autoscaler's copy."""
+tests/repo/test_provisioning_crd.py checks it equals the built autoscaler's copy."""
 BOOKING = 600.0
 log = logging.getLogger("gang-e2e.integrations.autoscaler_standin")
 

@@ -93,7 +93,7 @@ def lease_api() -> Iterator[str]:
 
 def test_losing_the_lease_while_active_exits_with_status_1(lease_api: str,
                                                           tmp_path: Path) -> None:
-    from tests.test_security import _free_port
+    from tests.deploy.test_security import _free_port
 
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump({

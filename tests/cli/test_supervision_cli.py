@@ -25,7 +25,7 @@ import yaml
 from extender.kube.source_kinds import VOLCANO_PATH, WORKLOAD_PATH
 from extender.scheduler.http import NOT_SYNCED
 from extender.scheduler.supervise import EXIT_TASK_ENDED, TICK_FAULTS_ENV
-from tests.test_security import _free_port
+from tests.deploy.test_security import _free_port
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -5,5 +5,5 @@ them (`constraints`, `fit`), the conversion of API objects into that data (`conv
 
 It is the bottom layer: nothing here imports anything of the core above it (the cache,
 the planner, the queue, the ledger, preemption, the verbs, the manager), which
-tests/test_layering.py checks. Everything here is a value or a pure function of values,
+tests/repo/test_layering.py checks. Everything here is a value or a pure function of values,
 so the lifecycle modules above and the adapters share one meaning of each word."""

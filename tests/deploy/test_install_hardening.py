@@ -1,5 +1,5 @@
 """How the install keeps each part to its own (issue 27, item 6), read from deploy/ and
-the Dockerfile; what the accounts may do is tests/test_security.py, and the behaviour on a
+the Dockerfile; what the accounts may do is tests/deploy/test_security.py, and the behaviour on a
 real API server is e2e test_deploy and test_admission_policy.
 
 * Each container reads only its own account's token: the kube-scheduler the pod's
@@ -42,7 +42,7 @@ from extender.core.model.sources import (
 )
 from extender.core.model.types import GROUP_LABEL
 from extender.scheduler.wakeups import WAKE_ANNOTATION
-from tests.test_security import EXTENDER_SA, NS, REPO, SCHEDULER_SA
+from tests.deploy.test_security import EXTENDER_SA, NS, REPO, SCHEDULER_SA
 
 
 def _rbac_docs() -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@
   test_deploy (test_service_account_rbac_is_sufficient_to_schedule_a_gang,
   test_service_accounts_are_refused_outside_their_roles), and that the extender's pod
   patches are limited to its wake-up annotation by e2e test_admission_policy.
-  tests/test_install_hardening.py checks how each container gets its own token, the
+  tests/deploy/test_install_hardening.py checks how each container gets its own token, the
   admission policy, the exposure and availability objects and the image's pinned inputs.
 """
 
@@ -37,7 +37,7 @@ import yaml
 
 from extender.cli import build_parser
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TOKEN = "s3cr3t-token-" + "7f1d2c9e4b8a"  # a marker searched for in logs
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent / "extender"
+ROOT = Path(__file__).resolve().parents[2] / "extender"
 ADAPTERS = ("kube", "scheduler", "reporting")
 
 # Pure modules the core may use. Anything else (asyncio, time, os, socket, logging,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 SCANNED = ("tests", "e2e", "demo", "bench", "lab", "docs", "examples", "deploy", "charts",
            ".ci", "README.md", "Makefile", "Dockerfile", "pyproject.toml")

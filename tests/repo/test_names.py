@@ -18,7 +18,7 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 ROLES = frozenset({"__init__.py", "__main__.py", "main.py"})
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "architecture.md"
 # Where a relative path in the doc may start: the repository, the package, the core, docs/.
 ROOTS = (REPO, REPO / "extender", REPO / "extender" / "core", REPO / "docs")

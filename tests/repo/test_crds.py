@@ -12,7 +12,7 @@ import yaml
 
 from tools import sync_crds
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CRD = "scheduling.x-k8s.io_podgroups.yaml"
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FILE = "autoscaling.x-k8s.io_provisioningrequests.yaml"
 COPY = REPO / "e2e" / "crds" / "autoscaler" / FILE
 

@@ -11,7 +11,7 @@ import pytest
 
 from extender.core.model import messages
 
-ROOT = Path(__file__).resolve().parent.parent / "extender"
+ROOT = Path(__file__).resolve().parents[2] / "extender"
 HOME = ROOT / "core" / "model" / "messages.py"
 
 # Each template as the code writes it, a replacement field shown as {}.
