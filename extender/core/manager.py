@@ -19,6 +19,7 @@ from typing import Final
 
 from extender.core.cache.devices import DeviceObject
 from extender.core.filter import reject
+from extender.core.model.composite import CompositeInfo
 from extender.core.model.provisioning_request import RequestInfo
 from extender.core.model.types import BudgetInfo, GroupInfo, NodeInfo, PodInfo
 from extender.core.model.vocabulary import Action, BindDecision, FilterResult
@@ -89,7 +90,10 @@ class GangManager:
     def on_pod_deleted(self, uid: str, now: float | None = None) -> None:
         self._watch.on_pod_deleted(uid, now)
 
-    def on_group(self, group: GroupInfo, now: float) -> None:
+    def on_group(self, group: GroupInfo | CompositeInfo, now: float) -> None:
+        """A group object was added or changed: a gang's group, or a CompositePodGroup
+        (the group of groups its children are planned with, `queue/composite.py`);
+        `on_group_deleted` takes either's key."""
         self._watch.on_group(group, now)
 
     def on_group_deleted(self, key: str) -> None:

@@ -15,6 +15,7 @@ import math
 from collections.abc import Set
 
 from extender.core.model import messages
+from extender.core.model.composite import CompositeInfo
 from extender.core.model.sources import kueue_group
 from extender.core.model.types import KUEUE, NOT_A_MEMBER, GroupInfo, PodInfo
 from extender.core.model.vocabulary import WakePods
@@ -192,8 +193,14 @@ class WatchInput:
         elif new != old:
             self.on_group(new, now)
 
-    def on_group(self, group: GroupInfo, now: float) -> None:
+    def on_group(self, group: GroupInfo | CompositeInfo, now: float) -> None:
         c = self._core
+        if isinstance(group, CompositeInfo):
+            # Its children are planned with it, and committed together
+            # (`queue/composite.py`): both look again at what it asks.
+            self._cache.upsert_composite(group)
+            c.queue.members_changed()
+            return
         old = self._cache.groups.get(group.key)
         if c.backoffs.group_changed(old, group):
             c.explanations.retry_limit_lifted(group.key)
@@ -216,6 +223,9 @@ class WatchInput:
 
     def on_group_deleted(self, key: str) -> None:
         c = self._core
+        if self._cache.remove_composite(key) is not None:
+            c.queue.members_changed()
+            return
         res = self._ledger.get(key)
         if res is not None:
             self._ledger.release(res, f"PodGroup {key} was deleted")

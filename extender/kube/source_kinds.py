@@ -19,6 +19,12 @@ All are optional APIs, watched only while served (`informer.Kind.discover`):
   is named by its restart attempt too, so when the JobSet restarts, the old attempt's
   gang is dropped as the new one is read (`_jobset_apply`).
 
+* CompositePodGroup, `scheduling.k8s.io/v1alpha3` on Kubernetes 1.37 (alpha: served with
+  `--runtime-config=scheduling.k8s.io/v1alpha3=true` and the CompositePodGroup gate): not
+  a gang but the group of gangs its children (v1beta1 PodGroups naming it in
+  spec.parentCompositePodGroupName) are planned with (`model/composite.py`). Its
+  PodGroups are read in v1beta1 only, though v1alpha3 serves them too: one watch each.
+
 Kueue's plain pod groups have no object; the gang manager derives them from the pods.
 The extender never writes these objects. Of their status it writes only the conditions of
 an upstream PodGroup whose pods name this scheduler, as kube-scheduler writes them on its
@@ -30,6 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from extender.core.manager import GangManager
+from extender.core.model.composite import composite_from_k8s, composite_key
 from extender.core.model.convert_groups import volcano_group_from_k8s, workload_group_from_k8s
 from extender.core.model.convert_jobset import jobset_group_from_k8s
 from extender.core.model.fields import as_int, as_obj, as_str
@@ -48,6 +55,7 @@ VOLCANO_PATH = "/apis/scheduling.volcano.sh/v1beta1"
 WORKLOAD_PATH = "/apis/scheduling.k8s.io/v1alpha2"  # Kubernetes 1.36
 WORKLOAD_BETA_PATH = "/apis/scheduling.k8s.io/v1beta1"  # Kubernetes 1.37
 JOBSET_PATH = "/apis/jobset.x-k8s.io/v1alpha2"
+COMPOSITE_PATH = "/apis/scheduling.k8s.io/v1alpha3"  # Kubernetes 1.37, alpha
 
 # apiVersion of each source's group object, for Events' involvedObject; Kueue has none.
 # An upstream PodGroup's is the version it was read in (`group_api_version`).
@@ -145,5 +153,21 @@ WORKLOAD_GROUPS = _workload_kind("workload-podgroups", WORKLOAD_PATH)
 WORKLOAD_BETA_GROUPS = _workload_kind("workload-podgroups-v1beta1", WORKLOAD_BETA_PATH)
 JOBSETS = Kind("jobsets", f"{JOBSET_PATH}/jobsets", _jobset_key, _jobset_apply,
                _jobset_delete, discover=(JOBSET_PATH, "jobsets"))
+
+
+def _composite_key(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    return composite_key(str(meta.get("namespace", "")), str(meta.get("name", "")))
+
+
+def _composite_apply(manager: GangManager, obj: dict[str, Any], now: float) -> None:
+    manager.on_group(composite_from_k8s(obj), now)
+
+
+COMPOSITES = Kind("compositepodgroups", f"{COMPOSITE_PATH}/compositepodgroups",
+                  _composite_key, _composite_apply, _delete,
+                  discover=(COMPOSITE_PATH, "compositepodgroups"))
 # Every kind above, in the order the extender starts their watches.
-SOURCE_GROUP_KINDS = (VOLCANO_GROUPS, WORKLOAD_BETA_GROUPS, WORKLOAD_GROUPS, JOBSETS)
+SOURCE_GROUP_KINDS = (VOLCANO_GROUPS, WORKLOAD_BETA_GROUPS, WORKLOAD_GROUPS, JOBSETS,
+                      COMPOSITES)

@@ -249,6 +249,8 @@ NEEDED = {
     ("scheduling.k8s.io", "podgroups", "list"), ("scheduling.k8s.io", "podgroups", "watch"),
     ("scheduling.k8s.io", "podgroups/status", "patch"),  # upstream conditions (status.write)
     ("jobset.x-k8s.io", "jobsets", "list"), ("jobset.x-k8s.io", "jobsets", "watch"),  # JOBSETS
+    ("scheduling.k8s.io", "compositepodgroups", "list"),  # COMPOSITES
+    ("scheduling.k8s.io", "compositepodgroups", "watch"),
     ("", "events", "create"), ("", "events", "patch"),  # events.EventRecorder
     # leader.Leadership: its kube-scheduler's lease, read only (list, then watch; a list
     # again to confirm an expiry), by name in a Role of its namespace

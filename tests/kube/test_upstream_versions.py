@@ -104,4 +104,4 @@ def test_an_event_names_the_podgroup_in_the_version_it_was_read_in() -> None:
 def test_every_source_kind_is_watched() -> None:
     names = {k.name for k in SOURCE_GROUP_KINDS}
     assert names == {"volcano-podgroups", "workload-podgroups", "workload-podgroups-v1beta1",
-                     "jobsets"}
+                     "jobsets", "compositepodgroups"}

@@ -16,6 +16,7 @@ from extender.core.cache.snapshot import Snapshot
 from extender.core.cache.tally import GangPods, QuorumCounts, Tallies, Tally, is_member
 from extender.core.cache.topology import Domains
 from extender.core.devices.model import SelectorCompiler
+from extender.core.model.composite import CompositeInfo
 from extender.core.model.constraints import repels_beyond_node
 from extender.core.model.types import (
     SCHEDULER_PLUGINS,
@@ -44,6 +45,8 @@ class Cache:
         self.nodes: dict[str, NodeInfo] = {}
         self.pods: dict[str, PodInfo] = {}
         self.groups: dict[str, GroupInfo] = {}
+        # CompositePodGroups by key (`model/composite.py`): what a child's `parent` names.
+        self.composites: dict[str, CompositeInfo] = {}
         self.free: dict[str, Resources] = {}
         # uid -> pod for pods whose requests are charged to a node (bound, not finished).
         self._charged: dict[str, PodInfo] = {}
@@ -366,6 +369,29 @@ class Cache:
         if group is not None and key not in self._group_pods:
             self.members_epoch.pop(key, None)
         return group
+
+    def upsert_composite(self, composite: CompositeInfo) -> None:
+        """Its children's plans depend on it: they are planned again."""
+        self.composites[composite.key] = composite
+        self._touch_children(composite.key)
+
+    def remove_composite(self, key: str) -> CompositeInfo | None:
+        composite = self.composites.pop(key, None)
+        if composite is not None:
+            self._touch_children(key)
+        return composite
+
+    def children(self, composite: str) -> list[GroupInfo]:
+        """The groups whose parent is `composite`, by name (the order they are planned
+        in). A walk over the groups: asked only for a group that has a parent."""
+        return sorted((g for g in self.groups.values() if g.parent == composite),
+                      key=lambda g: g.name)
+
+    def _touch_children(self, composite: str) -> None:
+        self.capacity_epoch += 1
+        for g in self.children(composite):
+            self._epoch_seq += 1
+            self.members_epoch[g.key] = self._epoch_seq
 
     # ----- placements whose Binding is in flight ------------------------------------
 

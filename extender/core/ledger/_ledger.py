@@ -463,12 +463,37 @@ class Ledger:
         waiting bind is rejected, kube-scheduler retries it onto the new slot), and the
         gang commits only when the whole quorum still fits. Never a partial set. Nor
         while a watch is broken (`Staleness.behind`): the check would read a cache
-        behind the API."""
-        res = self._by_gang.get(group.key)
-        if res is None or self.staleness.is_behind():
+        behind the API. A child of a CompositePodGroup commits with every reserved
+        sibling, when each of them is ready, or not at all (`_siblings`)."""
+        if self._by_gang.get(group.key) is None or self.staleness.is_behind():
             return
+        ready: list[tuple[GroupInfo, Reservation, list[str]]] = []
+        for g in self._siblings(group):
+            res = self._by_gang[g.key]
+            direct = self._ready(g, res)
+            if direct is None:
+                return
+            ready.append((g, res, direct))
+        for g, res, direct in ready:
+            self._bind(g, res, direct, now)
+
+    def _siblings(self, group: GroupInfo) -> list[GroupInfo]:
+        """The gangs that commit together with `group`: itself, and if it is a child of
+        a CompositePodGroup with a gang policy, every child of it holding a reservation,
+        reserved together by the queue pass (`queue/composite.py`); a child whose quorum
+        is bound holds none and waits for nothing."""
+        composite = self._cache.composites.get(group.parent) if group.parent else None
+        if composite is None or composite.min_group_count == 0:
+            return [group]
+        out = [g for g in self._cache.children(composite.key)
+               if (r := self._by_gang.get(g.key)) is not None and r.held is None]
+        return out if group in out else [group]
+
+    def _ready(self, group: GroupInfo, res: Reservation) -> list[str] | None:
+        """The members `commit` binds directly, once the gang's quorum is ready and its
+        nodes still take it; None: not ready."""
         if self.assembled(group) + len(self._direct(res)) < group.min_member:
-            return
+            return None
         if res.held is None:  # a held gang's slots stay (its hold)
             self._into_samples(res)
         ready = [(u, n) for u, n in self._waiting.items() if u in res.slots]
@@ -481,10 +506,15 @@ class Ledger:
                and _repair.lost(self._cache, s.node, s.pod) is not None for u, n in ready):
             # A member the repair moved fits its new node's free capacity, but maybe not
             # around a nomination there (`_repair.nominated_away`): the commit waits.
-            return
+            return None
         direct = self._direct(res)
         if self.assembled(group) + len(direct) < group.min_member:
-            return  # a member fell out: the rest keep waiting for it
+            return None  # a member fell out: the rest keep waiting for it
+        return direct
+
+    def _bind(self, group: GroupInfo, res: Reservation, direct: list[str], now: float) -> None:
+        """The commit of a ready gang (`_ready`): every member at the barrier and every
+        direct one gets its Binding."""
         through = [u for u in self._waiting if u in res.slots]
         for uid in through:
             node = self._waiting.pop(uid)

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from extender.core.model.annotations import label_key_problem, topology_of
+from extender.core.model.composite import composite_key
 from extender.core.model.fields import (
     as_int,
     as_list,
@@ -199,15 +200,14 @@ def _build_workload(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
             for i, t in enumerate(topology)]
     required, error = _workload_topology(keys)
     parent = as_str(spec.get("parentCompositePodGroupName"), "spec.parentCompositePodGroupName")
-    if parent:
-        required, error = "", _composite_refusal(parent)
     return GroupInfo(namespace=namespace, name=name, min_member=min_count, uid=uid,
                      creation=creation, source=WORKLOAD_API, topology_required=required,
                      topology_error=error,
                      priority_class_name=as_str(spec.get("priorityClassName"),
                                               "spec.priorityClassName") or None,
                      disruption_mode=_workload_disruption_mode(spec.get("disruptionMode")),
-                     disrupted_since=_disrupted_since(obj.get("status")))
+                     disrupted_since=_disrupted_since(obj.get("status")),
+                     parent=composite_key(namespace, parent) if parent else "")
 
 
 def _workload_disruption_mode(raw: Any) -> str:
@@ -228,20 +228,6 @@ def _workload_disruption_mode(raw: Any) -> str:
     if members in ([DISRUPT_SINGLE], []):
         return DISRUPT_SINGLE
     raise ValueError(f"{w}: exactly one of 'single' or 'all' must be set, got {members}")
-
-
-def _composite_refusal(parent: str) -> str:
-    """Why a PodGroup inside a CompositePodGroup (Kubernetes 1.37 alpha) is not placed.
-    The composite's own quorum (minGroupCount of its child groups) is a second level of
-    all-or-nothing this extender does not keep: placing the child on its own quorum could
-    start one part of a composite that never gets the rest, the partial start a gang
-    scheduler exists to prevent. Refusing, with this reason on the group and its pods,
-    is the honest answer until composites are modelled (docs/workload-api.md)."""
-    return (f"spec.parentCompositePodGroupName: {parent!r}: this PodGroup is part of "
-            f"CompositePodGroup {parent}, whose quorum of groups gang-extender does not "
-            f"enforce, so placing it alone could start part of the composite; the gang is "
-            f"not placed (leave the field unset to make it a gang of its own, or let the "
-            f"in-tree scheduler place composites)")
 
 
 def _workload_topology(keys: list[str]) -> tuple[str, str]:
@@ -273,7 +259,7 @@ def workload_group_from_k8s(obj: Any) -> GroupInfo:
     spec.priorityClassName (1.37) is carried like Volcano's. The Workload a PodGroup
     was made from (v1beta1 spec.workloadRef, v1alpha2 spec.podGroupTemplateRef) is not
     read: the PodGroup already holds the policy copied from its template.
-    spec.disruptionMode is the gang's disruption mode (`_workload_disruption_mode`). A PodGroup
-    with spec.parentCompositePodGroupName (1.37 alpha) is kept but not placed
-    (`_composite_refusal`)."""
+    spec.disruptionMode is the gang's disruption mode (`_workload_disruption_mode`).
+    spec.parentCompositePodGroupName (1.37 alpha) links the group to its
+    CompositePodGroup (`GroupInfo.parent`), which it is planned with."""
     return guarded("podgroup.scheduling.k8s.io", obj, _build_workload)

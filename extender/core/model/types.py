@@ -277,6 +277,10 @@ class GroupInfo:
     # not disrupted): a restarted extender carries the disruption on, never starts
     # another for the members it evicted (`core/preemption/disruption.py`).
     disrupted_since: float = 0.0
+    # The key of the CompositePodGroup this group is a child of (an upstream PodGroup's
+    # spec.parentCompositePodGroupName, `model/composite.py`), "" for none: a child of a
+    # gang composite is planned with its siblings, never alone (`queue/composite.py`).
+    parent: str = ""
 
     @property
     def key(self) -> str:

@@ -40,9 +40,11 @@ from extender.core.model.vocabulary import (
 from extender.core.outbox import Outbox
 from extender.core.parked import ref
 from extender.core.planner import Plan, Shortfall, plan_group
+from extender.core.planner.composite import Child, plan_composite
 from extender.core.planner.relations import Term
 from extender.core.preemption.preemptor import Preemptions
 from extender.core.provisioning import Provisioning
+from extender.core.queue.composite import not_planned, short_words, unit_of
 from extender.core.queue.starvation import Starvation
 from extender.core.queue.unplaceable import Unplaceable, message
 from extender.core.queue.waiting import Waiting
@@ -163,7 +165,9 @@ class GangQueue:
         for key in self._backoffs.ended(now):
             if key in self._cache.groups and key not in self._ledger:
                 self._backoffs.clear_ended(key, now)  # eligible again
-        waiting: list[tuple[QueueKey, GroupInfo, list[PodInfo]]] = []
+        waiting: list[tuple[QueueKey, GroupInfo, list[PodInfo], str | None]] = []
+        # Children of a composite, planned as one unit in their eldest's place (step 4).
+        units: dict[str, list[tuple[QueueKey, GroupInfo, list[PodInfo]]]] = {}
         for key, group in self._cache.short_of_quorum():  # not every group ever created
             if key in self._ledger or self._backoffs.blocks(key, now):
                 continue
@@ -177,13 +181,26 @@ class GangQueue:
                         messages.members_exist(key, present, group.min_member), now)
                 continue
             members = list(pods)
-            waiting.append((queue_sort_key(group, members), group, members))
+            unit = unit_of(group, self._cache)
+            if unit is not None:
+                units.setdefault(unit, []).append((queue_sort_key(group, members), group,
+                                                   members))
+                continue
+            waiting.append((queue_sort_key(group, members), group, members, None))
+        for unit, children in units.items():
+            first = min(children, key=lambda c: c[0])
+            waiting.append((*first, unit))
         # 2. In gang order.
         waiting.sort(key=lambda w: w[0])
         granted: list[str] = []
-        for sort_key, group, members in waiting:
+        for sort_key, group, members, unit in waiting:
             key = group.key
             self._quorum_since.setdefault(key, now)
+            if unit is not None:
+                # 4'. A composite's children: planned together, reserved together or not
+                # at all (`queue/composite.py`); no preemption or hold is made for them.
+                self._composite(unit, units[unit], now, scheduling, granted)
+                continue
             # 3. Unchanged since its last failed plan: it would fail the same way.
             if self._last_failure.get(key) != self._failure_signature(group):
                 # 4. Plan the whole gang; reserve, or say why not.
@@ -255,6 +272,45 @@ class GangQueue:
         again = self.starvation.took_over or self._preemptions.released
         self._passed_at = None if again else (self._cache.capacity_epoch,
                                               self._members_version)
+
+    def _composite(self, key: str, children: list[tuple[QueueKey, GroupInfo, list[PodInfo]]],
+                   now: float, scheduling: str | None, granted: list[str]) -> None:
+        """Step 4 for a composite's complete children: plan them together (by name);
+        reserve every one that fits if at least minGroupCount do, else none, and tell each
+        why. One deadline for all: the earliest any of them asks for, so none of them is
+        left reserved after the others timed out."""
+        children = sorted(children, key=lambda c: c[1].name)
+        groups = [g for _, g, _ in children]
+        composite = self._cache.composites.get(key)
+        why = not_planned(key, composite, groups)
+        if why is not None or composite is None:
+            reason, msg = why or (Reason.WAITING_FOR_MEMBERS, "")
+            for g in groups:
+                self._explanations.set(g.key, reason, f"gang {g.key}: {msg}", now)
+            return
+        result = plan_composite(
+            composite, [Child(g, m, self._cache.succeeded(g)) for _, g, m in children],
+            self._cache.snapshot, self._plan)
+        if not result.placed:
+            msg = short_words(key, composite, list(result.plans), len(groups), result.where)
+            for g in groups:
+                own = result.short.get(g.key)
+                self._explanations.set(
+                    g.key, Reason.INSUFFICIENT_CAPACITY,
+                    f"gang {g.key}: {msg}" + (f"; this one: {own.message}" if own else ""),
+                    now)
+            return
+        timeout = min(self._config.timeout_for(g.schedule_timeout_seconds) for g in groups)
+        reserved = [(g, self._ledger.reserve(g.key, g.uid, result.plans[g.key], now, timeout))
+                    for g in groups if g.key in result.plans]
+        for g, res in reserved:  # all reserved before the first commit looks at them
+            self._announce(g, res, now, scheduling)
+            granted.append(g.key)
+        for g in groups:
+            own = result.short.get(g.key)
+            if own is not None:  # placed later, on its own (`composite.unit_of`)
+                self._explanations.set(g.key, Reason.INSUFFICIENT_CAPACITY,
+                                       f"gang {g.key}: {own.message}", now)
 
     def _short(self, group: GroupInfo, members: list[PodInfo], sort_key: QueueKey,
                shortfall: Shortfall, granted_now: Sequence[str], now: float) -> None:

@@ -1,6 +1,6 @@
 """The upstream PodGroup in both versions the extender reads (issue 28):
 scheduling.k8s.io/v1alpha2 (Kubernetes 1.36) and v1beta1 (1.37), the same gang from
-either; and a PodGroup inside a CompositePodGroup (1.37 alpha), refused with its reason."""
+either; and a PodGroup inside a CompositePodGroup (1.37 alpha), linked to it."""
 
 from __future__ import annotations
 
@@ -85,14 +85,13 @@ def composite_child() -> dict[str, Any]:
     return obj
 
 
-def test_a_composite_member_is_kept_but_refused_with_its_reason() -> None:
-    """Kept (its pods would otherwise be told "PodGroup not found", which is not why),
-    with the refusal in place of a topology, so nothing of it is placed."""
+def test_a_composite_member_names_its_composite() -> None:
+    """Linked to its CompositePodGroup, with which it is planned (queue/composite.py);
+    its own quorum and topology are read as for any PodGroup."""
     g = workload_group_from_k8s(composite_child())
-    assert g.min_member == 4 and g.topology_required == ""
-    assert g.topology_error.startswith(
-        "spec.parentCompositePodGroupName: 'job-set': this PodGroup is part of "
-        "CompositePodGroup job-set, whose quorum of groups gang-extender does not enforce")
+    assert g.min_member == 4 and g.topology_error == ""
+    assert g.parent == "composite-podgroup:ml/job-set"
+    assert workload_group_from_k8s(V1BETA1).parent == ""
 
 
 def _sim_with(obj: dict[str, Any], members: int) -> SimScheduler:
@@ -121,14 +120,15 @@ def test_either_version_places_the_gang_whole(obj: dict[str, Any]) -> None:
     assert all(p.node_name for p in sim.cache.pods.values())
 
 
-def test_a_composite_member_places_nothing_and_says_why() -> None:
+def test_a_composite_member_without_its_composite_places_nothing_and_says_why() -> None:
     sim = _sim_with(composite_child(), 4)
     for uid in sorted(sim.cache.pods):
         sim.schedule(uid)
     assert not any(p.node_name for p in sim.cache.pods.values())
     st = sim.status("workload-api:ml/train")
-    assert st.reason == Reason.INVALID_TOPOLOGY
-    assert st.message.startswith("gang workload-api:ml/train: spec.parentCompositePodGroupName:")
+    assert st.reason == Reason.WAITING_FOR_MEMBERS
+    assert st.message.startswith("gang workload-api:ml/train: part of CompositePodGroup "
+                                 "ml/job-set, which is not seen (yet)")
 
 
 def test_a_missing_upstream_podgroup_names_both_versions() -> None:

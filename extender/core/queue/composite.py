@@ -1,0 +1,77 @@
+"""Which waiting gangs the queue pass plans as one CompositePodGroup, and what their
+members are told while it waits (`model/composite.py`, `planner/composite.py`).
+
+A child of a composite with a gang policy is never planned alone: half of a leader and
+its workers started is the partial start gang scheduling exists to prevent, one level
+up. It is planned alone only where the composite asks for nothing more: a "basic"
+policy, or once the composite has been placed (at least `minGroupCount` children at
+their quorum bound), as upstream's `CompositePodGroupInitiallyScheduled` never reverts:
+a child that starts later, or lost members and waits again, is then a gang of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from extender.core.cache import Cache
+from extender.core.model.composite import CompositeInfo
+from extender.core.model.types import GroupInfo
+from extender.core.model.vocabulary import Reason
+
+
+def unit_of(group: GroupInfo, cache: Cache) -> str | None:
+    """The key of the composite the waiting `group` is planned with; None: alone."""
+    if not group.parent:
+        return None
+    composite = cache.composites.get(group.parent)
+    if composite is None or composite.error:
+        return group.parent  # it waits, and says why (`not_planned`)
+    if composite.min_group_count == 0 or placed(composite, cache):
+        return None
+    return group.parent
+
+
+def placed(composite: CompositeInfo, cache: Cache) -> bool:
+    """At least `minGroupCount` of its children have their quorum bound."""
+    count = 0
+    for child in cache.children(composite.key):
+        if cache.quorum_counts(child).bound_or_succeeded >= child.min_member:
+            count += 1
+    return count >= composite.min_group_count
+
+
+def _name(key: str) -> str:
+    return key.split(":", 1)[-1]
+
+
+def not_planned(key: str, composite: CompositeInfo | None,
+                complete: Sequence[GroupInfo]) -> tuple[Reason, str] | None:
+    """Why the complete children `complete` of the composite `key` are not planned at
+    all this pass (their reason, the message after "gang <key>: "); None: they are."""
+    if composite is None:
+        return (Reason.WAITING_FOR_MEMBERS,
+                f"part of CompositePodGroup {_name(key)}, which is not seen (yet); its "
+                f"groups are planned together once it is")
+    if composite.error:
+        return (Reason.INVALID_TOPOLOGY,
+                f"CompositePodGroup {_name(key)}: {composite.error}; none of its groups "
+                f"is placed until it is fixed")
+    if len(complete) < composite.min_group_count:
+        names = ", ".join(_name(g.key) for g in complete)
+        return (Reason.WAITING_FOR_MEMBERS,
+                f"part of CompositePodGroup {_name(key)}, whose groups are placed together, "
+                f"{composite.min_group_count} at least (minGroupCount); {len(complete)} "
+                f"ha{'s' if len(complete) == 1 else 've'} its quorum of pods ({names}): "
+                f"waiting for the others' pods")
+    return None
+
+
+def short_words(key: str, composite: CompositeInfo, fit: Sequence[str], complete: int,
+                where: str) -> str:
+    """Why none of the composite's children is placed: too few fit together."""
+    names = ", ".join(_name(k) for k in fit) or "none"
+    inside = f" in one {where.split(' ', 1)[0]}" if where else ""
+    return (f"part of CompositePodGroup {_name(key)}, whose groups are placed together, "
+            f"{composite.min_group_count} at least (minGroupCount); {len(fit)} of its "
+            f"{complete} groups with their pods fit together{inside} now ({names}), so "
+            f"none is placed")

@@ -1,0 +1,193 @@
+"""CompositePodGroups (Kubernetes 1.37 alpha): a composite's child groups, each with its
+own quorum, are planned together: at least minGroupCount of them placed in one pass or
+none, inside one domain of the composite's topology key, and committed together
+(`queue/composite.py`, `planner/composite.py`, `Ledger.commit`)."""
+
+from __future__ import annotations
+
+from extender.core.model.composite import CompositeInfo, composite_key
+from extender.core.model.config import Config
+from extender.core.model.types import PodInfo
+from extender.core.model.vocabulary import Reason
+from extender.core.wiring import Core
+from tests.core.sim import SimScheduler, group, node, pod
+
+ZONE = "topology.kubernetes.io/zone"
+PARENT = composite_key("ns", "lw")
+
+
+def composite(min_groups: int = 2) -> CompositeInfo:
+    return CompositeInfo("ns", "lw", min_groups, uid="c-lw")
+
+
+def leader_and_workers(sim: SimScheduler, workers: int = 3, cpu: int = 4000,
+                       with_composite: bool = True) -> list[PodInfo]:
+    """A leader group of one pod and a worker group of `workers`, both children of
+    ns/lw; every pod `cpu`."""
+    if with_composite:
+        sim.manager.on_group(composite(), sim.now)
+    sim.add_group(group("leader", 1, parent=PARENT))
+    sim.add_group(group("workers", workers, parent=PARENT))
+    pods = [pod("leader-0", "leader", cpu=cpu)]
+    pods += [pod(f"workers-{i}", "workers", cpu=cpu) for i in range(workers)]
+    for p in pods:
+        sim.add_pod(p)
+    return pods
+
+
+def schedule_all(sim: SimScheduler, pods: list[PodInfo]) -> None:
+    for p in pods:
+        sim.schedule(p.uid)
+
+
+def bound(sim: SimScheduler, pods: list[PodInfo]) -> list[str]:
+    return [p.name for p in pods if sim.cache.pods[p.uid].node_name]
+
+
+def test_nothing_is_bound_until_both_groups_fit_then_all_are() -> None:
+    sim = SimScheduler()
+    for i in range(3):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    pods = leader_and_workers(sim)
+    schedule_all(sim, pods)
+    assert bound(sim, pods) == []  # the leader alone would fit: it waits for its workers
+    for gang in ("ns/leader", "ns/workers"):
+        st = sim.status(gang)
+        assert st.reason == Reason.INSUFFICIENT_CAPACITY
+        assert "part of CompositePodGroup ns/lw" in st.message
+        assert "1 of its 2 groups with their pods fit together now (ns/leader)" in st.message
+    assert "this one: " in sim.status("ns/workers").message
+    sim.add_node(node("n3", cpu=4000))
+    schedule_all(sim, pods)
+    assert sorted(bound(sim, pods)) == sorted(p.name for p in pods)
+
+
+def test_a_child_alone_waits_for_its_siblings_pods() -> None:
+    sim = SimScheduler()
+    for i in range(4):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    sim.manager.on_group(composite(), sim.now)
+    sim.add_group(group("leader", 1, parent=PARENT))
+    sim.add_group(group("workers", 3, parent=PARENT))
+    leader = sim.add_pod(pod("leader-0", "leader", cpu=4000))
+    sim.schedule(leader.uid)
+    assert not sim.cache.pods[leader.uid].node_name
+    st = sim.status("ns/leader")
+    assert st.reason == Reason.WAITING_FOR_MEMBERS
+    assert "2 at least (minGroupCount); 1 has its quorum of pods (ns/leader)" in st.message
+
+
+def test_a_child_of_a_composite_not_seen_is_not_placed() -> None:
+    sim = SimScheduler()
+    for i in range(4):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    pods = leader_and_workers(sim, with_composite=False)
+    schedule_all(sim, pods)
+    assert bound(sim, pods) == []
+    assert "CompositePodGroup ns/lw, which is not seen (yet)" in sim.status("ns/leader").message
+    sim.manager.on_group(composite(), sim.now)
+    schedule_all(sim, pods)
+    assert len(bound(sim, pods)) == 4
+
+
+def test_a_composite_deleted_leaves_its_children_waiting() -> None:
+    sim = SimScheduler()
+    for i in range(3):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    pods = leader_and_workers(sim)
+    sim.manager.on_group_deleted(PARENT)
+    assert PARENT not in sim.cache.composites
+    schedule_all(sim, pods)
+    assert bound(sim, pods) == []
+    assert "not seen (yet)" in sim.status("ns/leader").message
+
+
+def test_the_composite_topology_holds_for_every_child() -> None:
+    """Zone a has room for the leader only, zone b for everyone: planned alone, the
+    leader would take zone a's node (first of equals); the composite's domain puts all
+    of them in zone b."""
+    sim = SimScheduler()
+    zones = {"a0": "a", "b0": "b", "b1": "b", "b2": "b"}
+    for name, zone in zones.items():
+        n = node(name, cpu=8000)
+        n.labels[ZONE] = zone
+        sim.add_node(n)
+    sim.manager.on_group(CompositeInfo("ns", "lw", 2, topology_required=ZONE), sim.now)
+    sim.add_group(group("leader", 1, parent=PARENT))
+    sim.add_group(group("workers", 2, parent=PARENT))
+    pods = [pod("leader-0", "leader", cpu=1000),
+            *(pod(f"workers-{i}", "workers", cpu=8000) for i in range(2))]
+    for p in pods:
+        sim.add_pod(p)
+    schedule_all(sim, pods)
+    where = {zones[sim.cache.pods[p.uid].node_name] for p in pods}
+    assert where == {"b"}
+
+
+def test_a_malformed_composite_places_none_of_its_groups() -> None:
+    sim = SimScheduler()
+    for i in range(4):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    sim.manager.on_group(CompositeInfo("ns", "lw", 2, error="nested"), sim.now)
+    pods = leader_and_workers(sim, with_composite=False)
+    schedule_all(sim, pods)
+    assert bound(sim, pods) == []
+    st = sim.status("ns/workers")
+    assert st.reason == Reason.INVALID_TOPOLOGY
+    assert st.message == ("gang ns/workers: CompositePodGroup ns/lw: nested; none of its "
+                          "groups is placed until it is fixed")
+
+
+def test_a_basic_composite_places_each_child_on_its_own() -> None:
+    sim = SimScheduler()
+    for i in range(3):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    sim.manager.on_group(composite(0), sim.now)
+    pods = leader_and_workers(sim, with_composite=False)
+    schedule_all(sim, pods)
+    assert bound(sim, pods) == ["leader-0"]
+
+
+def test_two_of_three_children_placed_the_third_later_on_its_own() -> None:
+    """minGroupCount 2 of 3 children: the two that fit are placed together; once the
+    composite is placed, the third is a gang of its own, placed when room comes."""
+    sim = SimScheduler()
+    for i in range(3):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    sim.manager.on_group(composite(2), sim.now)
+    for name, n in (("a", 1), ("b", 2), ("c", 2)):
+        sim.add_group(group(name, n, parent=PARENT))
+    pods = {name: [sim.add_pod(pod(f"{name}-{i}", name, cpu=4000)) for i in range(n)]
+            for name, n in (("a", 1), ("b", 2), ("c", 2))}
+    everyone = [p for ps in pods.values() for p in ps]
+    schedule_all(sim, everyone)
+    assert sorted(bound(sim, everyone)) == ["a-0", "b-0", "b-1"]
+    assert sim.status("ns/c").reason == Reason.INSUFFICIENT_CAPACITY
+    for i in (3, 4):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    schedule_all(sim, pods["c"])
+    assert sorted(bound(sim, pods["c"])) == ["c-0", "c-1"]
+
+
+def test_a_child_commits_only_with_its_siblings() -> None:
+    """At the bind barrier: the leader's quorum (one pod) is ready at its own bind, but
+    its Binding waits until the workers' binds are there too; then all are bound."""
+    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30, direct_commit=False)))
+    for i in range(4):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    pods = leader_and_workers(sim)
+    assert sim.schedule(pods[0].uid) == "held"
+    assert sim.schedule(pods[1].uid) == "held"
+    assert sim.schedule(pods[2].uid) == "held"
+    assert bound(sim, pods) == []
+    sim.schedule(pods[3].uid)
+    assert len(bound(sim, pods)) == 4
+
+
+def test_direct_commit_binds_the_composite_at_once() -> None:
+    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30, direct_commit=True)))
+    for i in range(4):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    pods = leader_and_workers(sim)
+    sim.schedule(pods[0].uid)
+    assert len(bound(sim, pods)) == 4
