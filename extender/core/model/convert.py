@@ -12,18 +12,9 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from extender.core.model import fields
 from extender.core.model.claims import PodClaims, read_pod_claims
-from extender.core.model.fields import (
-    as_int,
-    as_list,
-    as_obj,
-    as_str,
-    as_str_map,
-    guarded,
-    parse_time,
-    sections,
-    shared,
-)
+from extender.core.model.fields import parse_time  # re-exported: adapters read times alike
 from extender.core.model.provisioning_request import (
     CONSUME_ANNOTATION,
     DEPRECATED_CONSUME_ANNOTATION,
@@ -56,29 +47,30 @@ _LABEL_SELECTOR_OPS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 
 
 def _requirement(v: Any, where: str, ops: frozenset[str]) -> Requirement:
-    r = as_obj(v, where)
-    op = as_str(r.get("operator"), f"{where}.operator")
+    r = fields.as_obj(v, where)
+    op = fields.as_str(r.get("operator"), f"{where}.operator")
     if op not in ops:
         raise ValueError(f"{where}.operator: unknown operator {op!r}")
-    values = tuple(as_str(x, f"{where}.values")
-                   for x in as_list(r.get("values"), f"{where}.values"))
-    return Requirement(as_str(r.get("key"), f"{where}.key"), op, values)
+    values = tuple(fields.as_str(x, f"{where}.values")
+                   for x in fields.as_list(r.get("values"), f"{where}.values"))
+    return Requirement(fields.as_str(r.get("key"), f"{where}.key"), op, values)
 
 
 def _node_selector_terms(v: Any, where: str) -> tuple[NodeSelectorTerm, ...]:
     terms = []
-    for i, raw in enumerate(as_list(as_obj(v, where).get("nodeSelectorTerms"), where)):
+    raws = fields.as_list(fields.as_obj(v, where).get("nodeSelectorTerms"), where)
+    for i, raw in enumerate(raws):
         w = f"{where}.nodeSelectorTerms[{i}]"
-        t = as_obj(raw, w)
+        t = fields.as_obj(raw, w)
         terms.append(
             NodeSelectorTerm(
                 tuple(
                     _requirement(x, f"{w}.matchExpressions[{j}]", _NODE_SELECTOR_OPS)
-                    for j, x in enumerate(as_list(t.get("matchExpressions"), w))
+                    for j, x in enumerate(fields.as_list(t.get("matchExpressions"), w))
                 ),
                 tuple(
                     _requirement(x, f"{w}.matchFields[{j}]", _NODE_SELECTOR_OPS)
-                    for j, x in enumerate(as_list(t.get("matchFields"), w))
+                    for j, x in enumerate(fields.as_list(t.get("matchFields"), w))
                 ),
             )
         )
@@ -93,12 +85,12 @@ def node_selector_terms(v: Any, where: str) -> tuple[NodeSelectorTerm, ...]:
 def _label_selector(v: Any, where: str) -> LabelSelector | None:
     if v is None:
         return None
-    s = as_obj(v, where)
+    s = fields.as_obj(v, where)
     return LabelSelector(
-        tuple(sorted(as_str_map(s.get("matchLabels"), f"{where}.matchLabels").items())),
+        tuple(sorted(fields.as_str_map(s.get("matchLabels"), f"{where}.matchLabels").items())),
         tuple(
             _requirement(x, f"{where}.matchExpressions[{j}]", _LABEL_SELECTOR_OPS)
-            for j, x in enumerate(as_list(s.get("matchExpressions"), where))
+            for j, x in enumerate(fields.as_list(s.get("matchExpressions"), where))
         ),
     )
 
@@ -106,12 +98,12 @@ def _label_selector(v: Any, where: str) -> LabelSelector | None:
 def _affinity_term(v: Any, where: str) -> PodAffinityTerm:
     # matchLabelKeys/mismatchLabelKeys need no handling: the API server merges them
     # into labelSelector when the pod is created.
-    t = as_obj(v, where)
+    t = fields.as_obj(v, where)
     return PodAffinityTerm(
         selector=_label_selector(t.get("labelSelector"), f"{where}.labelSelector"),
-        topology_key=as_str(t.get("topologyKey"), f"{where}.topologyKey"),
-        namespaces=tuple(as_str(x, f"{where}.namespaces")
-                         for x in as_list(t.get("namespaces"), where)),
+        topology_key=fields.as_str(t.get("topologyKey"), f"{where}.topologyKey"),
+        namespaces=tuple(fields.as_str(x, f"{where}.namespaces")
+                         for x in fields.as_list(t.get("namespaces"), where)),
         namespace_selector=_label_selector(
             t.get("namespaceSelector"), f"{where}.namespaceSelector"
         ),
@@ -121,48 +113,48 @@ def _affinity_term(v: Any, where: str) -> PodAffinityTerm:
 def _affinity_terms(affinity: Mapping[str, Any], kind: str) -> tuple[PodAffinityTerm, ...]:
     """The required terms of `kind` (podAffinity or podAntiAffinity)."""
     w = f"spec.affinity.{kind}.required"
-    required = as_obj(affinity.get(kind), f"spec.affinity.{kind}").get(
+    required = fields.as_obj(affinity.get(kind), f"spec.affinity.{kind}").get(
         "requiredDuringSchedulingIgnoredDuringExecution")
-    return tuple(_affinity_term(x, f"{w}[{i}]") for i, x in enumerate(as_list(required, w)))
+    return tuple(_affinity_term(x, f"{w}[{i}]") for i, x in enumerate(fields.as_list(required, w)))
 
 
 def _spread(spec: Mapping[str, Any]) -> tuple[SpreadConstraint, ...]:
     """DoNotSchedule constraints only: ScheduleAnyway ones never filter a node. As with
     affinity terms, matchLabelKeys is merged into labelSelector by the API server."""
     out = []
-    for i, raw in enumerate(as_list(spec.get("topologySpreadConstraints"),
-                                     "spec.topologySpreadConstraints")):
+    for i, raw in enumerate(fields.as_list(spec.get("topologySpreadConstraints"),
+                                           "spec.topologySpreadConstraints")):
         w = f"spec.topologySpreadConstraints[{i}]"
-        c = as_obj(raw, w)
-        if as_str(c.get("whenUnsatisfiable"), f"{w}.whenUnsatisfiable") != "DoNotSchedule":
+        c = fields.as_obj(raw, w)
+        if fields.as_str(c.get("whenUnsatisfiable"), f"{w}.whenUnsatisfiable") != "DoNotSchedule":
             continue
-        skew = as_int(c.get("maxSkew"), f"{w}.maxSkew", 1)
+        skew = fields.as_int(c.get("maxSkew"), f"{w}.maxSkew", 1)
         if skew < 1:
             raise ValueError(f"{w}.maxSkew must be >= 1, got {skew}")
         out.append(SpreadConstraint(
             max_skew=skew,
-            topology_key=as_str(c.get("topologyKey"), f"{w}.topologyKey"),
+            topology_key=fields.as_str(c.get("topologyKey"), f"{w}.topologyKey"),
             selector=_label_selector(c.get("labelSelector"), f"{w}.labelSelector"),
-            min_domains=max(1, as_int(c.get("minDomains"), f"{w}.minDomains", 1)),
-            node_affinity_policy=as_str(c.get("nodeAffinityPolicy"),
-                                      f"{w}.nodeAffinityPolicy", "Honor") or "Honor",
-            node_taints_policy=as_str(c.get("nodeTaintsPolicy"),
-                                    f"{w}.nodeTaintsPolicy", "Ignore") or "Ignore",
+            min_domains=max(1, fields.as_int(c.get("minDomains"), f"{w}.minDomains", 1)),
+            node_affinity_policy=fields.as_str(c.get("nodeAffinityPolicy"),
+                                               f"{w}.nodeAffinityPolicy", "Honor") or "Honor",
+            node_taints_policy=fields.as_str(c.get("nodeTaintsPolicy"),
+                                             f"{w}.nodeTaintsPolicy", "Ignore") or "Ignore",
         ))
     return tuple(out)
 
 
 def _toleration(v: Any, where: str) -> Toleration:
     if type(v) is dict:
-        fields = (v.get("key"), v.get("operator"), v.get("value"), v.get("effect"))
-        if all(x is None or type(x) is str for x in fields):
-            return _toleration_of(*fields)
-    t = as_obj(v, where)
+        given = (v.get("key"), v.get("operator"), v.get("value"), v.get("effect"))
+        if all(x is None or type(x) is str for x in given):
+            return _toleration_of(*given)
+    t = fields.as_obj(v, where)
     return Toleration(
-        key=as_str(t.get("key"), f"{where}.key"),
-        operator=as_str(t.get("operator"), f"{where}.operator") or "Equal",
-        value=as_str(t.get("value"), f"{where}.value"),
-        effect=as_str(t.get("effect"), f"{where}.effect"),
+        key=fields.as_str(t.get("key"), f"{where}.key"),
+        operator=fields.as_str(t.get("operator"), f"{where}.operator") or "Equal",
+        value=fields.as_str(t.get("value"), f"{where}.value"),
+        effect=fields.as_str(t.get("effect"), f"{where}.effect"),
     )
 
 
@@ -184,14 +176,14 @@ def _unschedulable(status: Mapping[str, Any]) -> bool:
     what still tells it which pending members may be parked and need a wake-up.
     SchedulingGated does not count: a gated pod was never in the scheduling queue,
     and removing its gates queues it by itself."""
-    for i, raw in enumerate(as_list(status.get("conditions"), "status.conditions")):
+    for i, raw in enumerate(fields.as_list(status.get("conditions"), "status.conditions")):
         w = f"status.conditions[{i}]"
-        cond = as_obj(raw, w)
-        if as_str(cond.get("type"), f"{w}.type") != "PodScheduled":
+        cond = fields.as_obj(raw, w)
+        if fields.as_str(cond.get("type"), f"{w}.type") != "PodScheduled":
             continue
         return (
-            as_str(cond.get("status"), f"{w}.status") == "False"
-            and as_str(cond.get("reason"), f"{w}.reason") != "SchedulingGated"
+            fields.as_str(cond.get("status"), f"{w}.status") == "False"
+            and fields.as_str(cond.get("reason"), f"{w}.reason") != "SchedulingGated"
         )
     return False
 
@@ -199,49 +191,52 @@ def _unschedulable(status: Mapping[str, Any]) -> bool:
 def _consumes(annotations: Mapping[str, Any]) -> str:
     """The ProvisioningRequest a pod consumes: the autoscaler reads either key."""
     for key in (CONSUME_ANNOTATION, DEPRECATED_CONSUME_ANNOTATION):
-        value = as_str(annotations.get(key), f"metadata.annotations[{key}]")
+        value = fields.as_str(annotations.get(key), f"metadata.annotations[{key}]")
         if value:
             return value
     return ""
 
 
 def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
-    meta, spec, status, name = sections(obj)
-    uid = as_str(meta.get("uid"), "metadata.uid")
+    meta, spec, status, name = fields.sections(obj)
+    uid = fields.as_str(meta.get("uid"), "metadata.uid")
     if not uid:
         raise ValueError("metadata.uid is missing")
 
-    affinity = as_obj(spec.get("affinity"), "spec.affinity")
+    affinity = fields.as_obj(spec.get("affinity"), "spec.affinity")
     required_node_affinity: tuple[NodeSelectorTerm, ...] | None = None
-    node_aff = as_obj(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    node_aff = fields.as_obj(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
     req_node = node_aff.get("requiredDuringSchedulingIgnoredDuringExecution")
     if req_node is not None:
         required_node_affinity = _node_selector_terms(
             req_node, "spec.affinity.nodeAffinity.required"
         )
 
-    labels = as_str_map(meta.get("labels"), "metadata.labels")
-    annotations = as_obj(meta.get("annotations"), "metadata.annotations")
-    group = as_obj(spec.get("schedulingGroup"), "spec.schedulingGroup")
+    labels = fields.as_str_map(meta.get("labels"), "metadata.labels")
+    annotations = fields.as_obj(meta.get("annotations"), "metadata.annotations")
+    group = fields.as_obj(spec.get("schedulingGroup"), "spec.schedulingGroup")
     return PodInfo(
         uid=uid,
-        namespace=shared(as_str(meta.get("namespace"), "metadata.namespace", "default")),
+        namespace=fields.shared(fields.as_str(meta.get("namespace"), "metadata.namespace",
+                                              "default")),
         name=name,
         requests=pod_requests(spec),
         labels=labels,
-        priority=as_int(spec.get("priority"), "spec.priority", 0),
-        node_name=shared(as_str(spec.get("nodeName"), "spec.nodeName")),
-        phase=shared(as_str(status.get("phase"), "status.phase", "Pending") or "Pending"),
+        priority=fields.as_int(spec.get("priority"), "spec.priority", 0),
+        node_name=fields.shared(fields.as_str(spec.get("nodeName"), "spec.nodeName")),
+        phase=fields.shared(fields.as_str(status.get("phase"), "status.phase", "Pending")
+                            or "Pending"),
         deleting=meta.get("deletionTimestamp") is not None,
-        gated=bool(as_list(spec.get("schedulingGates"), "spec.schedulingGates")),
-        scheduler_name=shared(as_str(spec.get("schedulerName"), "spec.schedulerName",
-                                    "default-scheduler") or "default-scheduler"),
-        creation=parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-        node_selector=as_str_map(spec.get("nodeSelector"), "spec.nodeSelector"),
+        gated=bool(fields.as_list(spec.get("schedulingGates"), "spec.schedulingGates")),
+        scheduler_name=fields.shared(fields.as_str(spec.get("schedulerName"),
+                                                   "spec.schedulerName", "default-scheduler")
+                                     or "default-scheduler"),
+        creation=fields.parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        node_selector=fields.as_str_map(spec.get("nodeSelector"), "spec.nodeSelector"),
         required_node_affinity=required_node_affinity,
         tolerations=tuple(
             _toleration(x, f"spec.tolerations[{i}]")
-            for i, x in enumerate(as_list(spec.get("tolerations"), "spec.tolerations"))
+            for i, x in enumerate(fields.as_list(spec.get("tolerations"), "spec.tolerations"))
         ),
         # Most pods have none of these: not looked for then (this runs per filter call).
         required_anti_affinity=_affinity_terms(affinity, "podAntiAffinity") if affinity else (),
@@ -250,13 +245,15 @@ def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
         unschedulable=_unschedulable(status),
         membership=membership(
             labels, annotations,
-            as_str(group.get("podGroupName"), "spec.schedulingGroup.podGroupName")),
-        preemption_policy=shared(as_str(spec.get("preemptionPolicy"), "spec.preemptionPolicy",
-                                       "PreemptLowerPriority") or "PreemptLowerPriority"),
+            fields.as_str(group.get("podGroupName"), "spec.schedulingGroup.podGroupName")),
+        preemption_policy=fields.shared(fields.as_str(spec.get("preemptionPolicy"),
+                                                      "spec.preemptionPolicy",
+                                                      "PreemptLowerPriority")
+                                        or "PreemptLowerPriority"),
         provisioning_request=_consumes(annotations),
         binds_via_scheduler=_binds_via_scheduler(spec),
-        nominated_node=shared(as_str(status.get("nominatedNodeName"),
-                                     "status.nominatedNodeName")),
+        nominated_node=fields.shared(fields.as_str(status.get("nominatedNodeName"),
+                                                   "status.nominatedNodeName")),
         # Looked for only when present: most pods have no claims (the filter path).
         claims=_claims(spec, status) if "resourceClaims" in spec else None,
     )
@@ -274,54 +271,55 @@ _CLAIM_VOLUMES = ("persistentVolumeClaim", "ephemeral")
 def _binds_via_scheduler(spec: Mapping[str, Any]) -> bool:
     """Whether kube-scheduler's own plugins must place the pod (`PodInfo.binds_via_scheduler`):
     a claim-backed volume, a resource claim, or a host port."""
-    if as_list(spec.get("resourceClaims"), "spec.resourceClaims"):
+    if fields.as_list(spec.get("resourceClaims"), "spec.resourceClaims"):
         return True
-    for i, v in enumerate(as_list(spec.get("volumes"), "spec.volumes")):
-        vol = as_obj(v, f"spec.volumes[{i}]")
+    for i, v in enumerate(fields.as_list(spec.get("volumes"), "spec.volumes")):
+        vol = fields.as_obj(v, f"spec.volumes[{i}]")
         if any(k in vol for k in _CLAIM_VOLUMES):
             return True
     for kind in ("containers", "initContainers"):
-        for i, c in enumerate(as_list(spec.get(kind), f"spec.{kind}")):
-            ports = as_list(as_obj(c, f"spec.{kind}[{i}]").get("ports"), f"spec.{kind}[{i}].ports")
+        for i, c in enumerate(fields.as_list(spec.get(kind), f"spec.{kind}")):
+            ports = fields.as_list(fields.as_obj(c, f"spec.{kind}[{i}]").get("ports"),
+                                   f"spec.{kind}[{i}].ports")
             for j, port in enumerate(ports):
                 w = f"spec.{kind}[{i}].ports[{j}]"
-                if as_int(as_obj(port, w).get("hostPort"), f"{w}.hostPort", 0) > 0:
+                if fields.as_int(fields.as_obj(port, w).get("hostPort"), f"{w}.hostPort", 0) > 0:
                     return True
     return False
 
 
 def pod_from_k8s(obj: Any) -> PodInfo:
     """A Pod object to `PodInfo`, requests computed as kube-scheduler does."""
-    return guarded("pod", obj, _build_pod)
+    return fields.guarded("pod", obj, _build_pod)
 
 
 # ----- nodes --------------------------------------------------------------------------
 
 
 def _build_node(obj: Mapping[str, Any], _ident: str) -> NodeInfo:
-    meta, spec, status, name = sections(obj)
+    meta, spec, status, name = fields.sections(obj)
     # kube-scheduler uses allocatable; capacity only stands in for a node whose
     # kubelet has not reported allocatable yet.
     raw = status.get("allocatable") or status.get("capacity")
     taints = []
-    for i, t in enumerate(as_list(spec.get("taints"), "spec.taints")):
+    for i, t in enumerate(fields.as_list(spec.get("taints"), "spec.taints")):
         w = f"spec.taints[{i}]"
-        tm = as_obj(t, w)
+        tm = fields.as_obj(t, w)
         taints.append(
             Taint(
-                as_str(tm.get("key"), f"{w}.key"),
-                as_str(tm.get("value"), f"{w}.value"),
-                as_str(tm.get("effect"), f"{w}.effect"),
+                fields.as_str(tm.get("key"), f"{w}.key"),
+                fields.as_str(tm.get("value"), f"{w}.value"),
+                fields.as_str(tm.get("effect"), f"{w}.effect"),
             )
         )
     unschedulable = spec.get("unschedulable")
     if unschedulable is not None and not isinstance(unschedulable, bool):
         raise ValueError(f"spec.unschedulable must be a boolean, got {unschedulable!r}")
-    annotations = as_str_map(meta.get("annotations"), "metadata.annotations")
+    annotations = fields.as_str_map(meta.get("annotations"), "metadata.annotations")
     return NodeInfo(
         name=name,
-        allocatable=parse_resource_list(as_obj(raw, "status.allocatable"), capacity=True),
-        labels=as_str_map(meta.get("labels"), "metadata.labels"),
+        allocatable=parse_resource_list(fields.as_obj(raw, "status.allocatable"), capacity=True),
+        labels=fields.as_str_map(meta.get("labels"), "metadata.labels"),
         taints=tuple(taints),
         unschedulable=bool(unschedulable),
         # Any value: an operator's annotation, "false" too, is theirs and left as it is
@@ -333,20 +331,20 @@ def _build_node(obj: Mapping[str, Any], _ident: str) -> NodeInfo:
 
 def node_from_k8s(obj: Any) -> NodeInfo:
     """A Node object to `NodeInfo`."""
-    return guarded("node", obj, _build_node)
+    return fields.guarded("node", obj, _build_node)
 
 
 # ----- PodDisruptionBudgets -----------------------------------------------------------
 
 
 def _build_budget(obj: Mapping[str, Any], _ident: str) -> BudgetInfo:
-    meta, spec, status, name = sections(obj)
+    meta, spec, status, name = fields.sections(obj)
     return BudgetInfo(
-        namespace=as_str(meta.get("namespace"), "metadata.namespace", "default"),
+        namespace=fields.as_str(meta.get("namespace"), "metadata.namespace", "default"),
         name=name,
         selector=_label_selector(spec.get("selector"), "spec.selector"),
-        disruptions_allowed=max(0, as_int(status.get("disruptionsAllowed"),
-                                        "status.disruptionsAllowed", 0)),
+        disruptions_allowed=max(0, fields.as_int(status.get("disruptionsAllowed"),
+                                                 "status.disruptionsAllowed", 0)),
     )
 
 
@@ -354,4 +352,4 @@ def budget_from_k8s(obj: Any) -> BudgetInfo:
     """A PodDisruptionBudget (policy/v1) to `BudgetInfo`. Without a status (the
     disruption controller has not looked yet) it allows no disruption, as the Eviction
     API would answer."""
-    return guarded("poddisruptionbudget", obj, _build_budget)
+    return fields.guarded("poddisruptionbudget", obj, _build_budget)

@@ -27,15 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from extender.core.model.fields import (
-    as_list,
-    as_obj,
-    as_str,
-    as_str_map,
-    guarded,
-    parse_time,
-    sections,
-)
+from extender.core.model import fields
 from extender.core.model.types import SCHEDULER_PLUGINS, PodInfo, split_gang_key
 from extender.core.model.vocabulary import PodRef, PodSet
 
@@ -110,25 +102,26 @@ def state(conditions: Sequence[tuple[str, str, float, str]]) -> tuple[str, float
 
 
 def _build(obj: Mapping[str, Any], _ident: str) -> RequestInfo:
-    meta, spec, status, name = sections(obj)
+    meta, spec, status, name = fields.sections(obj)
     conds = []
     not_yet: tuple[str, str] | None = None  # Provisioned=False: (reason, message)
-    for i, raw in enumerate(as_list(status.get("conditions"), "status.conditions")):
+    for i, raw in enumerate(fields.as_list(status.get("conditions"), "status.conditions")):
         w = f"status.conditions[{i}]"
-        c = as_obj(raw, w)
-        conds.append((as_str(c.get("type"), f"{w}.type"), as_str(c.get("status"), f"{w}.status"),
-                      parse_time(c.get("lastTransitionTime"), f"{w}.lastTransitionTime"),
-                      as_str(c.get("message"), f"{w}.message")))
+        c = fields.as_obj(raw, w)
+        conds.append((fields.as_str(c.get("type"), f"{w}.type"),
+                      fields.as_str(c.get("status"), f"{w}.status"),
+                      fields.parse_time(c.get("lastTransitionTime"), f"{w}.lastTransitionTime"),
+                      fields.as_str(c.get("message"), f"{w}.message")))
         if conds[-1][:2] == (PROVISIONED, "False"):
-            not_yet = (as_str(c.get("reason"), f"{w}.reason"), conds[-1][3])
+            not_yet = (fields.as_str(c.get("reason"), f"{w}.reason"), conds[-1][3])
     st, since, message = state(conds)
     templates = []
     count = 0
-    for i, raw in enumerate(as_list(spec.get("podSets"), "spec.podSets")):
+    for i, raw in enumerate(fields.as_list(spec.get("podSets"), "spec.podSets")):
         w = f"spec.podSets[{i}].podTemplateRef"
-        pod_set = as_obj(raw, f"spec.podSets[{i}]")
-        ref = as_obj(pod_set.get("podTemplateRef"), w)
-        templates.append(as_str(ref.get("name"), f"{w}.name"))
+        pod_set = fields.as_obj(raw, f"spec.podSets[{i}]")
+        ref = fields.as_obj(pod_set.get("podTemplateRef"), w)
+        templates.append(fields.as_str(ref.get("name"), f"{w}.name"))
         n = pod_set.get("count", 0)
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise ValueError(f"spec.podSets[{i}].count is not a count: {n!r}")
@@ -136,13 +129,13 @@ def _build(obj: Mapping[str, Any], _ident: str) -> RequestInfo:
     waiting = ""
     if st in (PENDING, ACCEPTED) and not_yet:
         waiting = ": ".join(x for x in not_yet if x) or "Provisioned=False"
-    created = parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp")
-    annotations = as_str_map(meta.get("annotations"), "metadata.annotations")
+    created = fields.parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp")
+    annotations = fields.as_str_map(meta.get("annotations"), "metadata.annotations")
     return RequestInfo(
-        namespace=as_str(meta.get("namespace"), "metadata.namespace", "default"),
-        name=name, uid=as_str(meta.get("uid"), "metadata.uid"),
+        namespace=fields.as_str(meta.get("namespace"), "metadata.namespace", "default"),
+        name=name, uid=fields.as_str(meta.get("uid"), "metadata.uid"),
         gang=annotations.get(GANG_ANNOTATION, ""),
-        class_name=as_str(spec.get("provisioningClassName"), "spec.provisioningClassName"),
+        class_name=fields.as_str(spec.get("provisioningClassName"), "spec.provisioningClassName"),
         created=created, state=st, since=since or created, message=message,
         templates=tuple(t for t in templates if t), count=count, waiting=waiting,
     )
@@ -150,7 +143,7 @@ def _build(obj: Mapping[str, Any], _ident: str) -> RequestInfo:
 
 def request_from_k8s(obj: Any) -> RequestInfo:
     """A ProvisioningRequest object to `RequestInfo`; a wrong shape is a ValueError."""
-    return guarded("provisioningrequest", obj, _build)
+    return fields.guarded("provisioningrequest", obj, _build)
 
 
 def request_name(gang: str) -> str:
