@@ -212,7 +212,8 @@ def pod_dict(pod: Any) -> dict[str, Any]:
         if volumes:
             sp["volumes"] = volumes
     if spec.resourceClaims:
-        sp["resourceClaims"] = [{"name": c.name} for c in spec.resourceClaims]
+        # With the claim or template each names: the planner counts their devices.
+        sp["resourceClaims"] = [to_dict(c) for c in spec.resourceClaims]
     for name in ("affinity", "resources", "schedulingGroup"):  # rare: every field
         if spec.HasField(name):
             sp[name] = to_dict(getattr(spec, name))
@@ -224,4 +225,6 @@ def pod_dict(pod: Any) -> dict[str, Any]:
     if status.conditions:
         st["conditions"] = [{"type": c.type, "status": c.status, "reason": c.reason}
                             for c in status.conditions]
+    if status.resourceClaimStatuses:
+        st["resourceClaimStatuses"] = [to_dict(c) for c in status.resourceClaimStatuses]
     return {"metadata": m, "spec": sp, "status": st}

@@ -236,11 +236,17 @@ def test_what_kube_scheduler_must_place_is_read_from_either_encoding(
         else:
             pv.volumeSource.emptyDir.SetInParent()
     for claim in obj["spec"].get("resourceClaims", []):
-        msg.spec.resourceClaims.add().name = claim["name"]
+        pc = msg.spec.resourceClaims.add()
+        pc.name, pc.resourceClaimTemplateName = claim["name"], claim["resourceClaimTemplateName"]
+        # The claim made from the template, as the pod's status names it.
+        made = msg.status.resourceClaimStatuses.add()
+        made.name, made.resourceClaimName = claim["name"], "p-gpu-x"
+        obj["status"] = {"resourceClaimStatuses": [{"name": claim["name"],
+                                                    "resourceClaimName": "p-gpu-x"}]}
     decoded = protobuf.Pod.FromString(msg.SerializeToString())
     from_json = pod_from_k8s(obj)
     assert from_json.binds_via_scheduler is expected
-    assert pod_from_k8s(protobuf.pod_dict(decoded)) == from_json
+    assert pod_from_k8s(protobuf.pod_dict(decoded)) == from_json  # claims included
 
 
 def test_a_malformed_host_port_is_a_clear_error() -> None:

@@ -271,6 +271,8 @@ class Cache:
         self._adjust(pod.node_name, pod.requests, -1)
         if pod.required_anti_affinity and repels_beyond_node(pod):
             self._repellers["bound", pod.uid] = (pod.node_name, pod)
+        if pod.claims is not None:
+            self.devices.reserve(pod.node_name, pod, bound=True)
 
     def _uncharge(self, uid: str) -> None:
         pod = self._charged.pop(uid, None)
@@ -285,6 +287,8 @@ class Cache:
             self._charged_priorities.pop(pod.priority, None)
         self._on_node.get(pod.node_name, {}).pop(uid, None)
         self._adjust(pod.node_name, pod.requests, +1)
+        if pod.claims is not None:
+            self.devices.release(uid, bound=True)
         self.capacity_epoch += 1
 
     def _bump_members(self, key: str) -> None:

@@ -4,10 +4,12 @@ DynamicResources plugin will find it.
 
 What is taken on a node is what claims have allocated plus what slots hold: a slot of a
 member with claims holds the devices its claims would get on the slot's node, chosen in
-the order the slots were made, none of another's. A member whose claims kube-scheduler
-has allocated meanwhile holds its allocation (already taken), nothing more. The set is
-computed when asked and kept until a slot, a claim or a slice changes; no slot of a pod
-without claims ever enters it, so a cluster without DRA pays nothing.
+the order the slots were made, none of another's. So does a pod with claims bound to a
+node, until the watch shows its claims allocated: kube-scheduler writes the allocation
+before the Binding, but the two watches may deliver them in either order. A pod whose
+claims are allocated holds its allocation (already taken), nothing more. The set is
+computed when asked and kept until a slot, a bound pod with claims, a claim or a slice
+changes; no pod without claims ever enters it, so a cluster without DRA pays nothing.
 
 The planner reads it through `DeviceView`: the cluster as it is, or emptied of every
 allocation and slot (the test whether a gang could ever be placed).
@@ -51,7 +53,8 @@ class DeviceState:
 
     def __init__(self, compile_selector: SelectorCompiler) -> None:
         self.inventory = DeviceInventory(compile_selector)
-        self._slots: dict[str, tuple[str, PodInfo]] = {}  # uid -> (node, pod), in order
+        # ("slot" | "bound", uid) -> (node, pod), in the order they came
+        self._slots: dict[tuple[str, str], tuple[str, PodInfo]] = {}
         self._held: frozenset[DeviceKey] | None = frozenset()
 
     def apply(self, kind: str, key: str, obj: DeviceObject | None) -> None:
@@ -85,13 +88,14 @@ class DeviceState:
 
     # ----- slots -------------------------------------------------------------------------
 
-    def reserve(self, node: str, pod: PodInfo) -> None:
+    def reserve(self, node: str, pod: PodInfo, bound: bool = False) -> None:
+        """A slot (or, `bound`, the pod itself) on `node` holds the pod's devices."""
         if pod.claims is not None:
-            self._slots[pod.uid] = (node, pod)
+            self._slots["bound" if bound else "slot", pod.uid] = (node, pod)
             self._held = None
 
-    def release(self, uid: str) -> None:
-        if self._slots.pop(uid, None) is not None:
+    def release(self, uid: str, bound: bool = False) -> None:
+        if self._slots.pop(("bound" if bound else "slot", uid), None) is not None:
             self._held = None
 
     def held(self, nodes: Mapping[str, NodeInfo]) -> frozenset[DeviceKey]:

@@ -38,6 +38,7 @@ from extender.core.model.constraints import term_matches
 from extender.core.model.fit import fit_count
 from extender.core.model.resources import format_resources
 from extender.core.model.types import GroupInfo, NodeInfo, PodInfo
+from extender.core.planner.device_plan import DevicePlan, device_room
 from extender.core.planner.plan import Plan, Shortfall, plan_gang
 from extender.core.planner.relations import Term, Ties
 from extender.core.planner.shapes import Shape, shapes_of
@@ -138,7 +139,7 @@ def _plan_in_domains(
     """`plan_in_domains` with the pods that the members' affinity awaits taken as able to
     come in any domain: only the domains of pods already there bound the search."""
     relate = ties if Ties.needed(pods, snapshot) else None
-    shapes = shapes_of(pods[:need], None)
+    shapes = shapes_of(pods[:need], None, devices=snapshot.devices)
     domains = snapshot.topology()
     for keys in topo.levels():
         if not keys:
@@ -187,7 +188,22 @@ def _room(shape: Shape, rooms: Mapping[Values, Sequence[int]], d: Values) -> int
 
 def _rooms(shape: Shape, keys: tuple[str, ...], groups: Mapping[Values, Sequence[str]],
            snapshot: Snapshot) -> Mapping[Values, Sequence[int]]:
-    """Per domain: [members of `shape` that fit, nodes where one does]."""
+    """Per domain: [members of `shape` that fit, nodes where one does]; for members with
+    claims, counted with their devices (the index counts requests alone)."""
+    if shape.devices is not None and snapshot.devices is not None:
+        plan = DevicePlan(snapshot.devices)
+        dev: dict[Values, list[int]] = {}
+        for d, names in groups.items():
+            total = nodes = 0
+            for n in names:
+                node = snapshot.nodes.get(n)
+                c = 0 if node is None else device_room(shape, plan, node, snapshot.free.get(n))
+                if c > 0:
+                    total += c
+                    nodes += 1
+            if nodes:
+                dev[d] = [total, nodes]
+        return dev
     if snapshot.index is not None:
         return snapshot.index.rooms(shape.items, shape.proto, shape.plain, keys,
                                     snapshot.topology().of_node(keys))

@@ -15,6 +15,7 @@ from extender.core.planner.candidates import (
     PlanState,
     node_source,
 )
+from extender.core.planner.device_plan import DeviceCandidates, DevicePlan
 from extender.core.planner.relations import Ties, relations_for
 from extender.core.planner.shapes import Shape, pod_size_key, shapes_of
 from extender.core.planner.shortfall import Awaited, explain_shortfall
@@ -43,9 +44,14 @@ class Shortfall:
     fits_otherwise: bool = False
 
 
-def place_shape(pl: PlanState, shape: Shape, members: Sequence[PodInfo]) -> Outcome:
+def place_shape(pl: PlanState, shape: Shape, members: Sequence[PodInfo],
+                devices: DevicePlan | None = None) -> Outcome:
+    """`devices`: what the attempt takes of the devices, for a shape with claims."""
     cand: Candidates | IndexedCandidates
-    if pl.index is not None and shape.allowed is None and pl.within is None:
+    if shape.devices is not None and devices is not None:
+        cand = DeviceCandidates(pl, shape, node_source(shape, pl.free, pl.within),
+                                devices=devices)
+    elif pl.index is not None and shape.allowed is None and pl.within is None:
         cand = IndexedCandidates.open(pl, pl.index, shape)
     else:
         cand = Candidates(pl, shape, node_source(shape, pl.free, pl.within))
@@ -56,6 +62,7 @@ def place_shape(pl: PlanState, shape: Shape, members: Sequence[PodInfo]) -> Outc
     unplaced: list[PodInfo] = []
     blocked: set[str] = set()
     failed_labels: list[dict[str, str]] = []
+    taking = devices if shape.devices else None
     for idx, pod in enumerate(members):
         if len(pl.assignments) >= pl.need:
             break
@@ -89,6 +96,8 @@ def place_shape(pl: PlanState, shape: Shape, members: Sequence[PodInfo]) -> Outc
             failed_labels.append(pod.labels)
             continue
         pl.place(pod, shape, chosen)
+        if taking is not None:
+            taking.place(shape, pl.nodes[chosen])
         left[chosen] -= 1
         placed += 1
     return Outcome(placed, unplaced, cand, blocked)
@@ -188,16 +197,21 @@ def _attempt(
     pl = PlanState(snapshot.nodes, snapshot.free, snapshot.pods_on_node, need, snapshot.index,
                    relations=relations_for(pods, snapshot, ties) if ties else None,
                    within=within)
-    shapes = shapes_of(pods[:need], allowed)
+    view = snapshot.devices
+    shapes = shapes_of(pods[:need], allowed, devices=view)
+    devices = (DevicePlan(view) if view is not None
+               and any(s.devices is not None for s in shapes) else None)
     failure: Failure | None = None
     for shape in shapes:
-        outcome = place_shape(pl, shape, shape.members)
+        outcome = place_shape(pl, shape, shape.members, devices)
         if outcome.unplaced and failure is None:
             failure = (shapes, shape, outcome)
     if failure is not None and len(pods) > need:
         # Stand-ins are taken in preference order, not by size: any that fits will do.
-        for shape in shapes_of(pods[need:], allowed, by_size=False):
-            place_shape(pl, shape, shape.members)
+        for shape in shapes_of(pods[need:], allowed, by_size=False, devices=view):
+            if devices is None and shape.devices is not None and view is not None:
+                devices = DevicePlan(view)
+            place_shape(pl, shape, shape.members, devices)
             if len(pl.assignments) >= need:
                 break
     return pl, (None if len(pl.assignments) >= need else failure)

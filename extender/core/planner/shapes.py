@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from extender.core.cache.devices import DeviceView
+from extender.core.devices.allocate import Claim
+from extender.core.devices.inventory import MemberClaims
 from extender.core.model.constraints import self_anti_affine
 from extender.core.model.types import PodInfo
 
@@ -26,13 +29,19 @@ class Shape:
     allowed: Collection[str] | None
     plain: bool  # no node selector, no node affinity: only taints/unschedulable matter
     one_per_node: bool  # every member repels every other
+    # The members' own claims resolved (planner/device_plan.py), None for members without
+    # claims; `device_missing` says what could not be resolved (a template not seen).
+    devices: tuple[Claim, ...] | None = None
+    device_missing: str = ""
 
-    def size_key(self) -> tuple[int, int, int, int, int, int]:
-        """Descending sort key: extended resources outweigh cpu, which outweighs memory;
-        on a tie the more constrained shape goes first."""
+    def size_key(self) -> tuple[int, int, int, int, int, int, int]:
+        """Descending sort key: devices first (the scarcest, and counted per node),
+        then extended resources outweigh cpu, which outweighs memory; on a tie the
+        more constrained shape goes first."""
         req = self.proto.requests
         extended = sum(v for k, v in req.items() if k not in STANDARD)
         return (
+            0 if self.devices else 1,
             -extended,
             -req.get("cpu", 0),
             -req.get("memory", 0),
@@ -43,12 +52,15 @@ class Shape:
 
 
 def shapes_of(
-    pods: Sequence[PodInfo], allowed: Mapping[str, Collection[str]] | None, by_size: bool = True
+    pods: Sequence[PodInfo], allowed: Mapping[str, Collection[str]] | None, by_size: bool = True,
+    devices: DeviceView | None = None,
 ) -> list[Shape]:
+    """`devices`: resolve the claims of members that have some (without it, claims are
+    not planned: a view built by hand)."""
     by_key: dict[object, Shape] = {}
     for p in pods:
         restriction = allowed.get(p.uid) if allowed is not None else None
-        key = (
+        key: object = (
             p.namespace,
             tuple(sorted(p.requests.items())),
             tuple(sorted(p.node_selector.items())),
@@ -59,6 +71,13 @@ def shapes_of(
             p.spread_constraints,
             None if restriction is None else p.uid,
         )
+        member: MemberClaims | None = None
+        if p.claims is not None and devices is not None:
+            # Members whose claims ask the same (a template's claims differ by name
+            # only) are one shape; one with an allocated claim is pinned, its own.
+            member = devices.member(p)
+            key = (key, member.missing,
+                   tuple((c.spec, c.allocated) for c in (*member.own, *member.shared)))
         shape = by_key.get(key)
         if shape is None:
             items = tuple(
@@ -75,6 +94,9 @@ def shapes_of(
                 plain=not p.node_selector and p.required_node_affinity is None,
                 one_per_node=False,
             )
+            if member is not None:
+                shape.devices = (*member.own, *member.shared)
+                shape.device_missing = member.missing
         shape.members.append(p)
     out = list(by_key.values())
     for s in out:

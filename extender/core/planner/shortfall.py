@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from extender.core.cache.devices import requests_words
 from extender.core.cache.topology import word
 from extender.core.model.constraints import (
     HOSTNAME,
@@ -14,10 +15,11 @@ from extender.core.model.constraints import (
     NODE_UNSCHEDULABLE,
     node_matches,
 )
-from extender.core.model.fit import BIG, labels_have
+from extender.core.model.fit import BIG, fit_count, labels_have
 from extender.core.model.resources import format_resources, shortfall
 from extender.core.model.types import LabelSelector, PodAffinityTerm, Resources
 from extender.core.planner.candidates import Outcome, PlanState
+from extender.core.planner.device_plan import DeviceCandidates, DevicePlan
 from extender.core.planner.shapes import Shape
 
 TIMES = "\u00d7"  # multiplication sign: "3 \u00d7 {cpu: 1}" in messages
@@ -99,6 +101,11 @@ def explain_shortfall(
 
     if not eligible:
         return head, f"no node matches{excluded()}"
+    cand = outcome.candidates
+    if shape.devices is not None and isinstance(cand, DeviceCandidates) and cand.devices:
+        said = _devices_short(pl, shape, cand.devices, eligible, fit)
+        if said is not None:
+            return said[0], f"{said[1]}{excluded()}"
 
     usable = len(outcome.candidates.order) - len(outcome.blocked_by_existing)
     if shape.one_per_node and usable < n:
@@ -150,6 +157,34 @@ def explain_shortfall(
         if amount >= (n - fit) * shape.proto.requests[r]:
             detail += " (enough in total, but split across nodes)"
     return head, f"{detail}{excluded()}"
+
+
+def _devices_short(pl: PlanState, shape: Shape, plan: DevicePlan, eligible: list[str],
+                   fit: int) -> tuple[str, str] | None:
+    """The head and detail when the members' devices, not their other requests, are what
+    is short: "needs 4 × {2 × gpu.example.com}; 0 fit", "2 nodes have 2 free, 2 nodes
+    have 0 free" (free: devices the node can use that no claim has allocated and no slot
+    holds). None when requests alone would not fit either: that is said as for any shape."""
+    n = len(shape.members)
+    assert shape.devices is not None
+    head = f"needs {n} {TIMES} {requests_words(shape.devices)}; {fit} fit"
+    if shape.device_missing:
+        return head, shape.device_missing
+    room = 0
+    selector = tuple(shape.proto.node_selector.items())
+    for name in eligible:
+        room += fit_count(shape.items, pl.free_of(name), pl.nodes.get(name), shape.proto,
+                          shape.plain, selector)
+        if room + fit >= n:
+            break
+    else:
+        return None
+    taken = plan.view.taken()
+    by_free: Counter[int] = Counter(plan.view.free_on(pl.nodes[name], taken)
+                                    for name in eligible)
+    parts = [f"{c} node{'s' if c != 1 else ''} {'have' if c != 1 else 'has'} {k} free"
+             for k, c in sorted(by_free.items(), key=lambda kc: -kc[0])[:4]]
+    return head, ", ".join(parts) + " (devices not allocated or reserved)"
 
 
 def min_resources_shortfall(total_free: Resources, min_resources: Resources) -> str | None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from extender.core.cache import Cache
+from extender.core.cache.devices import DeviceView
 from extender.core.cache.snapshot import Snapshot
 from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.planner import GangPlanner, Shortfall, awaited_words
@@ -83,8 +84,11 @@ class Unplaceable:
         cache = self._cache
         if self._empty is None or self._empty[0] != cache.node_epoch:
             free = {name: node.allocatable for name, node in cache.nodes.items()}
+            # No claim's allocation and no slot's devices either (`DeviceView.emptied`).
             self._empty = (cache.node_epoch,
-                           Snapshot(cache.nodes, free, {}, domains=cache.domains, repellers={}))
+                           Snapshot(cache.nodes, free, {}, domains=cache.domains, repellers={},
+                                    devices=DeviceView(cache.devices, cache.nodes,
+                                                       emptied=True)))
         return self._empty[1]
 
 

@@ -1,0 +1,173 @@
+"""Members with DRA claims are planned on devices as on CPU (issue 44, step 2-3): the
+issue's two gangs of 4 × (1 CPU + 2 devices) on four 16-CPU nodes of 2 devices each are
+planned one whole gang at a time, on four nodes, never both on one node each; devices a
+gang's slots hold are no other gang's; a gang no node set can ever give its devices is
+Unplaceable, its message naming the class and the counts."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from extender.cel_selectors import compile_selector
+from extender.core.devices.model import (
+    claim_template_from_k8s,
+    device_class_from_k8s,
+    resource_slice_from_k8s,
+)
+from extender.core.model.claims import ClaimRef, PodClaims
+from extender.core.model.config import Config
+from extender.core.model.convert import pod_from_k8s
+from extender.core.model.types import GROUP_LABEL, PodInfo
+from extender.core.model.vocabulary import Reason
+from extender.core.wiring import Core
+from tests.core.sim import SimScheduler, group, node, pod
+
+CLASS = "gpu.example.com"
+
+
+def _sim(devices: tuple[int, ...], cpu: int = 16000, direct: bool = False) -> SimScheduler:
+    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30, direct_commit=direct),
+                                 selectors=compile_selector))
+    m = sim.manager
+    m.on_devices("deviceclasses", CLASS, device_class_from_k8s({
+        "metadata": {"name": CLASS},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{CLASS}"'}}]}}))
+    for count in (2, 4, 1):
+        m.on_devices("resourceclaimtemplates", f"ns/gpu-{count}", claim_template_from_k8s({
+            "metadata": {"name": f"gpu-{count}", "namespace": "ns"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
+                "deviceClassName": CLASS, "count": count}}]}}}}))
+    for i, n in enumerate(devices):
+        sim.add_node(node(f"node-{i}", cpu=cpu))
+        m.on_devices("resourceslices", f"node-{i}-gpu", _slice(f"node-{i}", n))
+    return sim
+
+
+def _slice(node_name: str, n: int) -> Any:
+    return resource_slice_from_k8s({"metadata": {"name": f"{node_name}-gpu"}, "spec": {
+        "driver": CLASS, "pool": {"name": node_name, "generation": 1}, "nodeName": node_name,
+        "devices": [{"name": f"gpu-{j}"} for j in range(n)]}})
+
+
+def _member(name: str, gang: str, count: int = 2, creation: float = 0.0) -> PodInfo:
+    claims = PodClaims((ClaimRef("gpu", None, f"gpu-{count}"),), {})
+    return pod(name, gang, cpu=1000, memory=1 << 20, creation=creation, claims=claims,
+               binds_via_scheduler=True)
+
+
+def _slots(sim: SimScheduler, gang: str) -> dict[str, str]:
+    res = sim.core.ledger.get(f"ns/{gang}")
+    return {} if res is None else {s.pod.name: s.node for s in res.slots.values()}
+
+
+def test_two_dra_gangs_created_interleaved_are_planned_one_whole_then_the_other() -> None:
+    sim = _sim((2, 2, 2, 2))
+    sim.add_group(group("a", 4, creation=1.0))
+    sim.add_group(group("b", 4, creation=2.0))
+    members: dict[str, list[PodInfo]] = {"a": [], "b": []}
+    for i in range(4):
+        for g in ("a", "b"):
+            members[g].append(sim.add_pod(_member(f"{g}-{i}", g, creation=float(i))))
+    for i in range(4):
+        for g in ("a", "b"):
+            if (g, i) == ("a", 3):
+                # Before a's last member: a holds a slot on each node, b none.
+                a, b = _slots(sim, "a"), _slots(sim, "b")
+                assert sorted(a.values()) == ["node-0", "node-1", "node-2", "node-3"], a
+                assert b == {}, b
+            sim.schedule(members[g][i].uid)
+    assert sorted(p.node_name for p in sim.bound("a")) == ["node-0", "node-1", "node-2",
+                                                          "node-3"]
+    assert not sim.bound("b") and _slots(sim, "b") == {}
+    st = sim.status("ns/b")
+    assert st.reason is Reason.INSUFFICIENT_CAPACITY, st  # it waits; it is not hopeless
+    assert "needs 4 × {2 × gpu.example.com}; 0 fit; 4 nodes have 0 free" in st.message
+    # a's members finish, their devices come free: b goes whole.
+    for p in sim.bound("a"):
+        sim.finish(p.uid)
+    sim.tick(1.0)
+    sim.run_all()
+    assert sorted(p.node_name for p in sim.bound("b")) == ["node-0", "node-1", "node-2",
+                                                          "node-3"]
+
+
+def test_devices_a_gangs_slots_hold_are_no_other_gangs() -> None:
+    """Gang a (2 members × 2 devices) holds all four devices of nodes 0 and 1 while it
+    waits for its last member; gang c (1 device each) finds only the other nodes'."""
+    sim = _sim((2, 2, 2, 0))
+    sim.add_group(group("a", 2, creation=1.0))
+    sim.add_group(group("c", 2, creation=2.0))
+    a0 = sim.add_pod(_member("a-0", "a"))
+    sim.add_pod(_member("a-1", "a"))
+    sim.schedule(a0.uid)
+    held = set(_slots(sim, "a").values())
+    assert len(held) == 2
+    c = [sim.add_pod(_member(f"c-{i}", "c", count=1)) for i in range(2)]
+    sim.schedule(c[0].uid)
+    on = set(_slots(sim, "c").values())
+    assert on and not on & held, (on, held)
+    assert on <= {"node-0", "node-1", "node-2"}
+
+
+def test_fragmented_devices_hold_no_gang_of_three_times_four() -> None:
+    sim = _sim((6, 2, 2, 2))
+    sim.add_group(group("f", 3))
+    ms = [sim.add_pod(_member(f"f-{i}", "f", count=4)) for i in range(3)]
+    for m in ms:
+        sim.schedule(m.uid)
+    assert _slots(sim, "f") == {} and not sim.bound("f")
+    assert "4 × gpu.example.com" in sim.status("ns/f").message
+
+
+def test_a_gang_no_node_set_can_ever_give_its_devices_is_unplaceable() -> None:
+    sim = _sim((2, 2))
+    sim.add_group(group("u", 4))
+    ms = [sim.add_pod(_member(f"u-{i}", "u")) for i in range(4)]
+    sim.schedule(ms[0].uid)
+    sim.tick(1.0)
+    st = sim.status("ns/u")
+    assert st.reason is Reason.UNPLACEABLE, st
+    assert "needs 4 × {2 × gpu.example.com}" in st.message, st.message
+    assert "2 nodes have 2 free" in st.message, st.message
+
+
+def test_a_member_whose_template_is_missing_is_planned_nowhere_and_says_why() -> None:
+    sim = _sim((2, 2))
+    sim.add_group(group("m", 1))
+    p = sim.add_pod(dataclasses.replace(
+        _member("m-0", "m"), claims=PodClaims((ClaimRef("gpu", None, "nope"),), {})))
+    sim.schedule(p.uid)
+    assert _slots(sim, "m") == {}
+    assert "resource claim template ns/nope not found" in sim.status("ns/m").message
+
+
+def test_the_direct_commit_binds_no_member_with_claims_itself() -> None:
+    """kube-scheduler's DynamicResources plugin writes a claim's allocation in the
+    member's own cycle: a Binding made for it by the commit would start a pod whose
+    claims are not allocated. Members read from JSON with claims go through their own
+    bind call; the launcher without claims is committed directly with them."""
+    direct = _sim((2, 2), direct=True)
+    direct.add_group(group("d", 3))
+
+    def from_json(name: str, claims: bool) -> PodInfo:
+        spec: dict[str, Any] = {"schedulerName": "gang-scheduler", "containers": [
+            {"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+        if claims:
+            spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "gpu-2"}]
+        return pod_from_k8s({"metadata": {"uid": f"u-{name}", "name": name, "namespace": "ns",
+                                          "labels": {GROUP_LABEL: "d"}},
+                             "spec": spec, "status": {"phase": "Pending"}})
+
+    launcher = direct.add_pod(from_json("d-launcher", claims=False))
+    workers = [direct.add_pod(from_json(f"d-{i}", claims=True)) for i in range(2)]
+    assert launcher.claims is None and all(w.binds_via_scheduler for w in workers)
+    assert direct.schedule(workers[0].uid) == "held"
+    assert not direct.bound("d")  # the launcher waits for the quorum, the other worker too
+    assert direct.schedule(workers[1].uid) == "bound"
+    bound = {p.name: p.node_name for p in direct.bound("d")}
+    assert set(bound) == {"d-launcher", "d-0", "d-1"}
+    assert bound["d-0"] != bound["d-1"]  # 2 devices each, 2 per node
+    # The launcher was bound by the commit without a bind call of its own.
+    assert launcher.uid not in direct.held and direct.schedule(launcher.uid) == "skip"
+
