@@ -92,7 +92,7 @@ class GangManager:
 
     def on_group(self, group: GroupInfo | CompositeInfo, now: float) -> None:
         """A group object was added or changed: a gang's group, or a CompositePodGroup
-        (the group of groups its children are planned with, `queue/composite.py`);
+        (the group of groups its children are planned with, `queue/composite_unit.py`);
         `on_group_deleted` takes either's key."""
         self._watch.on_group(group, now)
 

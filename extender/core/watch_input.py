@@ -197,7 +197,7 @@ class WatchInput:
         c = self._core
         if isinstance(group, CompositeInfo):
             # Its children are planned with it, and committed together
-            # (`queue/composite.py`): both look again at what it asks.
+            # (`queue/composite_unit.py`): both look again at what it asks.
             self._cache.upsert_composite(group)
             c.queue.members_changed()
             return

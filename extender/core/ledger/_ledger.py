@@ -480,7 +480,7 @@ class Ledger:
     def _siblings(self, group: GroupInfo) -> list[GroupInfo]:
         """The gangs that commit together with `group`: itself, and if it is a child of
         a CompositePodGroup with a gang policy, every child of it holding a reservation,
-        reserved together by the queue pass (`queue/composite.py`); a child whose quorum
+        reserved together by the queue pass (`queue/composite_unit.py`); a child whose quorum
         is bound holds none and waits for nothing."""
         composite = self._cache.composites.get(group.parent) if group.parent else None
         if composite is None or composite.min_group_count == 0:

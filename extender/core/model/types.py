@@ -279,7 +279,7 @@ class GroupInfo:
     disrupted_since: float = 0.0
     # The key of the CompositePodGroup this group is a child of (an upstream PodGroup's
     # spec.parentCompositePodGroupName, `model/composite.py`), "" for none: a child of a
-    # gang composite is planned with its siblings, never alone (`queue/composite.py`).
+    # gang composite is planned with its siblings, never alone (`queue/composite_unit.py`).
     parent: str = ""
 
     @property

@@ -40,11 +40,11 @@ from extender.core.model.vocabulary import (
 from extender.core.outbox import Outbox
 from extender.core.parked import ref
 from extender.core.planner import Plan, Shortfall, plan_group
-from extender.core.planner.composite import Child, plan_composite
+from extender.core.planner.composite_plan import Child, plan_composite
 from extender.core.planner.relations import Term
 from extender.core.preemption.preemptor import Preemptions
 from extender.core.provisioning import Provisioning
-from extender.core.queue.composite import not_planned, short_words, unit_of
+from extender.core.queue.composite_unit import not_planned, short_words, unit_of
 from extender.core.queue.starvation import Starvation
 from extender.core.queue.unplaceable import Unplaceable, message
 from extender.core.queue.waiting import Waiting
@@ -198,7 +198,7 @@ class GangQueue:
             self._quorum_since.setdefault(key, now)
             if unit is not None:
                 # 4'. A composite's children: planned together, reserved together or not
-                # at all (`queue/composite.py`); no preemption or hold is made for them.
+                # at all (`queue/composite_unit.py`); no preemption or hold is made for them.
                 self._composite(unit, units[unit], now, scheduling, granted)
                 continue
             # 3. Unchanged since its last failed plan: it would fail the same way.

@@ -86,7 +86,7 @@ def composite_child() -> dict[str, Any]:
 
 
 def test_a_composite_member_names_its_composite() -> None:
-    """Linked to its CompositePodGroup, with which it is planned (queue/composite.py);
+    """Linked to its CompositePodGroup, with which it is planned (queue/composite_unit.py);
     its own quorum and topology are read as for any PodGroup."""
     g = workload_group_from_k8s(composite_child())
     assert g.min_member == 4 and g.topology_error == ""

@@ -1,7 +1,7 @@
 """CompositePodGroups (Kubernetes 1.37 alpha): a composite's child groups, each with its
 own quorum, are planned together: at least minGroupCount of them placed in one pass or
 none, inside one domain of the composite's topology key, and committed together
-(`queue/composite.py`, `planner/composite.py`, `Ledger.commit`)."""
+(`queue/composite_unit.py`, `planner/composite_plan.py`, `Ledger.commit`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Which waiting gangs the queue pass plans as one CompositePodGroup, and what their
-members are told while it waits (`model/composite.py`, `planner/composite.py`).
+members are told while it waits (`model/composite.py`, `planner/composite_plan.py`).
 
 A child of a composite with a gang policy is never planned alone: half of a leader and
 its workers started is the partial start gang scheduling exists to prevent, one level
