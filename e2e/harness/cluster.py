@@ -49,7 +49,7 @@ from .crds import DEFAULT_CRD_DIRS, install_crds
 from .pki import PKI, generate_pki, write_kubeconfig
 from .process import ManagedProcess, free_port, stop_all
 from .readiness import http_ok
-from .versions import k8s_minor, podgroups_served, workload_runtime_config
+from .versions import composite_gates, k8s_minor, podgroups_served, workload_runtime_config
 
 ETCD_DIR_PREFIX = "gang-e2e-etcd-"
 OWNER_FILE = "harness-owner.pid"
@@ -202,8 +202,10 @@ class ControlPlane(Cluster):
         apiserver = ManagedProcess(apiserver_args(
             self._bin("kube-apiserver"), etcd_url, self.apiserver_port, pki, self.workdir,
             self.verbosity,
-            self._fg(apiserver_gates(self.workload_api, self.apiserver_feature_gates,
-                                     self.workload_with_job)),
+            self._fg(apiserver_gates(self.workload_api, ",".join(g for g in (
+                self.apiserver_feature_gates,
+                composite_gates(self.minor) if self.workload_api else "") if g),
+                self.workload_with_job)),
             workload_runtime_config(k8s_minor(self.bin_dir)) if self.workload_api else None,
             self.extra_apiserver_args,
         ), "kube-apiserver", self.log_dir / "kube-apiserver.log",

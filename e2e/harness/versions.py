@@ -70,7 +70,24 @@ def workload_api_version(minor: tuple[int, int]) -> str:
 
 
 def workload_runtime_config(minor: tuple[int, int]) -> str:
-    return f"scheduling.k8s.io/{workload_api_version(minor)}=true"
+    """The PodGroups' version, and on 1.37 also v1alpha3, which serves CompositePodGroups
+    (with the gate of `composite_gates`; it serves v1alpha3 PodGroups too, which the
+    extender does not watch: v1beta1 is how it reads them)."""
+    own = f"scheduling.k8s.io/{workload_api_version(minor)}=true"
+    return f"{own},scheduling.k8s.io/v1alpha3=true" if composites_served(minor) else own
+
+
+def composites_served(minor: tuple[int, int]) -> bool:
+    """Whether that release has CompositePodGroups (scheduling.k8s.io/v1alpha3, alpha
+    since 1.37; found by experiment on v1.37.2: served with the gate and the runtime-config
+    of `workload_runtime_config`, and a PodGroup naming one in
+    spec.parentCompositePodGroupName must then have spec.workloadRef)."""
+    return minor >= (1, 37)
+
+
+def composite_gates(minor: tuple[int, int]) -> str:
+    """The API server's gate for CompositePodGroups on releases that have them."""
+    return "CompositePodGroup=true" if composites_served(minor) else ""
 
 
 def upstream_gang_gates(minor: tuple[int, int]) -> str:
