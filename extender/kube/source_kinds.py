@@ -36,8 +36,12 @@ from __future__ import annotations
 from typing import Any
 
 from extender.core.manager import GangManager
-from extender.core.model.composite import composite_from_k8s, composite_key
-from extender.core.model.convert_groups import volcano_group_from_k8s, workload_group_from_k8s
+from extender.core.model.composite import composite_key
+from extender.core.model.convert_groups import (
+    composite_from_k8s,
+    volcano_group_from_k8s,
+    workload_group_from_k8s,
+)
 from extender.core.model.convert_jobset import jobset_group_from_k8s
 from extender.core.model.fields import as_int, as_obj, as_str
 from extender.core.model.sources import JOBSET, jobset_gang_name

@@ -8,18 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from extender.core.model import fields
 from extender.core.model.annotations import label_key_problem, topology_of
-from extender.core.model.composite import composite_key
-from extender.core.model.fields import (
-    as_int,
-    as_list,
-    as_obj,
-    as_str,
-    as_str_map,
-    guarded,
-    parse_time,
-    shared,
-)
+from extender.core.model.composite import CompositeInfo, composite_key
 from extender.core.model.resources import parse_resource_list
 from extender.core.model.types import (
     DISRUPT_ALL,
@@ -31,34 +22,37 @@ from extender.core.model.types import (
     GroupInfo,
 )
 
-__all__ = ["group_from_k8s", "volcano_group_from_k8s", "workload_group_from_k8s"]
+__all__ = ["composite_from_k8s", "group_from_k8s", "volcano_group_from_k8s",
+           "workload_group_from_k8s"]
 
 
 def _build_group(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
-    meta = as_obj(obj.get("metadata"), "metadata")
-    spec = as_obj(obj.get("spec"), "spec")
-    name = as_str(meta.get("name"), "metadata.name")
+    meta = fields.as_obj(obj.get("metadata"), "metadata")
+    spec = fields.as_obj(obj.get("spec"), "spec")
+    name = fields.as_str(meta.get("name"), "metadata.name")
     if not name:
         raise ValueError("metadata.name is missing")
-    min_member = as_int(spec.get("minMember"), "spec.minMember", 1)
+    min_member = fields.as_int(spec.get("minMember"), "spec.minMember", 1)
     if min_member < 0:
         raise ValueError(f"spec.minMember must be >= 1, got {min_member}")
     timeout = spec.get("scheduleTimeoutSeconds")
     if timeout is not None:
-        timeout = as_int(timeout, "spec.scheduleTimeoutSeconds", 0)
+        timeout = fields.as_int(timeout, "spec.scheduleTimeoutSeconds", 0)
         if timeout < 0:
             raise ValueError(f"spec.scheduleTimeoutSeconds must be >= 0, got {timeout}")
-    min_resources = parse_resource_list(as_obj(spec.get("minResources"), "spec.minResources"))
-    annotations = as_str_map(meta.get("annotations"), "metadata.annotations")
+    min_resources = parse_resource_list(fields.as_obj(spec.get("minResources"),
+                                                      "spec.minResources"))
+    annotations = fields.as_str_map(meta.get("annotations"), "metadata.annotations")
     required, preferred, error = topology_of(annotations)
     requeue_count, requeue_at = _requeue_state(obj.get("status"))
     return GroupInfo(
-        namespace=shared(as_str(meta.get("namespace"), "metadata.namespace", "default")),
+        namespace=fields.shared(fields.as_str(meta.get("namespace"), "metadata.namespace",
+                                              "default")),
         name=name,
         # 0 and 1 mean the same thing: a bound member is already a quorum of one.
         min_member=max(min_member, 1),
-        uid=as_str(meta.get("uid"), "metadata.uid"),
-        creation=parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        uid=fields.as_str(meta.get("uid"), "metadata.uid"),
+        creation=fields.parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         min_resources=min_resources or None,
         # 0 would expire every reservation at once; treat it as "not set".
         schedule_timeout_seconds=timeout or None,
@@ -97,7 +91,7 @@ def _disrupted_since(status: Any) -> float:
         if (isinstance(c, Mapping) and c.get("type") == "DisruptionTarget"
                 and c.get("status") == "True" and c.get("reason") == MEMBER_DISRUPTED):
             try:
-                return max(0.0, parse_time(c.get("lastTransitionTime")))
+                return max(0.0, fields.parse_time(c.get("lastTransitionTime")))
             except ValueError:
                 return 0.0
     return 0.0
@@ -115,7 +109,7 @@ def _requeue_state(status: Any) -> tuple[int, float]:
     if type(count) is not int or count < 1:
         return 0, 0.0
     try:
-        return count, parse_time(state.get("requeueAt"))
+        return count, fields.parse_time(state.get("requeueAt"))
     except ValueError:
         return 0, 0.0
 
@@ -126,7 +120,7 @@ def _waiting_since(status: Any) -> float:
     if not isinstance(status, Mapping):
         return 0.0
     try:
-        return max(0.0, parse_time(status.get("waitingForCapacitySince")))
+        return max(0.0, fields.parse_time(status.get("waitingForCapacitySince")))
     except ValueError:
         return 0.0
 
@@ -143,34 +137,35 @@ def group_from_k8s(obj: Any) -> GroupInfo:
     `topology_error`, and reported on the PodGroup. status.requeueState, the backoff
     the extender recorded, is read back for a restart (`_requeue_state`).
     """
-    return guarded("podgroup", obj, _build_group)
+    return fields.guarded("podgroup", obj, _build_group)
 
 
 def _meta_fields(obj: Mapping[str, Any]) -> tuple[str, str, str, float]:
-    meta = as_obj(obj.get("metadata"), "metadata")
-    name = as_str(meta.get("name"), "metadata.name")
+    meta = fields.as_obj(obj.get("metadata"), "metadata")
+    name = fields.as_str(meta.get("name"), "metadata.name")
     if not name:
         raise ValueError("metadata.name is missing")
-    return (as_str(meta.get("namespace"), "metadata.namespace", "default"), name,
-            as_str(meta.get("uid"), "metadata.uid"),
-            parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"))
+    return (fields.as_str(meta.get("namespace"), "metadata.namespace", "default"), name,
+            fields.as_str(meta.get("uid"), "metadata.uid"),
+            fields.parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"))
 
 
 def _build_volcano(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
     namespace, name, uid, creation = _meta_fields(obj)
-    spec = as_obj(obj.get("spec"), "spec")
-    min_member = as_int(spec.get("minMember"), "spec.minMember", 1)
+    spec = fields.as_obj(obj.get("spec"), "spec")
+    min_member = fields.as_int(spec.get("minMember"), "spec.minMember", 1)
     if min_member < 0:
         raise ValueError(f"spec.minMember must be >= 0, got {min_member}")
-    min_resources = parse_resource_list(as_obj(spec.get("minResources"), "spec.minResources"))
-    meta = as_obj(obj.get("metadata"), "metadata")
+    min_resources = parse_resource_list(fields.as_obj(spec.get("minResources"),
+                                                      "spec.minResources"))
+    meta = fields.as_obj(obj.get("metadata"), "metadata")
     return GroupInfo(
         namespace=namespace, name=name, min_member=max(min_member, 1), uid=uid,
         creation=creation, min_resources=min_resources or None, source=VOLCANO,
-        priority_class_name=as_str(spec.get("priorityClassName"),
-                                 "spec.priorityClassName") or None,
+        priority_class_name=fields.as_str(spec.get("priorityClassName"),
+                                          "spec.priorityClassName") or None,
         disruption_mode=_annotated_disruption_mode(
-            as_str_map(meta.get("annotations"), "metadata.annotations")),
+            fields.as_str_map(meta.get("annotations"), "metadata.annotations")),
     )
 
 
@@ -179,32 +174,22 @@ def volcano_group_from_k8s(obj: Any) -> GroupInfo:
     absent: 1), minResources, priorityClassName, and the disruption-mode annotation.
     queue and minTaskMember are Volcano's own and not read; Volcano has no schedule
     timeout, so the extender's default holds."""
-    return guarded("volcano podgroup", obj, _build_volcano)
+    return fields.guarded("volcano podgroup", obj, _build_volcano)
 
 
 def _build_workload(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
     namespace, name, uid, creation = _meta_fields(obj)
-    spec = as_obj(obj.get("spec"), "spec")
-    policy = as_obj(spec.get("schedulingPolicy"), "spec.schedulingPolicy")
-    gang = policy.get("gang")
-    min_count = 1  # "basic" (or no policy): each pod is scheduled on its own
-    if gang is not None:
-        w = "spec.schedulingPolicy.gang.minCount"
-        min_count = as_int(as_obj(gang, "spec.schedulingPolicy.gang").get("minCount"), w, 1)
-        if min_count < 1:
-            raise ValueError(f"{w} must be >= 1, got {min_count}")
-    w = "spec.schedulingConstraints.topology"
-    topology = as_list(as_obj(spec.get("schedulingConstraints"),
-                          "spec.schedulingConstraints").get("topology"), w)
-    keys = [as_str(as_obj(t, f"{w}[{i}]").get("key"), f"{w}[{i}].key")
-            for i, t in enumerate(topology)]
-    required, error = _workload_topology(keys)
-    parent = as_str(spec.get("parentCompositePodGroupName"), "spec.parentCompositePodGroupName")
+    spec = fields.as_obj(obj.get("spec"), "spec")
+    # "basic" (or no policy): each pod is scheduled on its own
+    min_count = _gang_count(spec, "minCount", 1)
+    required, error = _workload_topology(_topology_keys(spec))
+    parent = fields.as_str(spec.get("parentCompositePodGroupName"),
+                           "spec.parentCompositePodGroupName")
     return GroupInfo(namespace=namespace, name=name, min_member=min_count, uid=uid,
                      creation=creation, source=WORKLOAD_API, topology_required=required,
                      topology_error=error,
-                     priority_class_name=as_str(spec.get("priorityClassName"),
-                                              "spec.priorityClassName") or None,
+                     priority_class_name=fields.as_str(spec.get("priorityClassName"),
+                                                       "spec.priorityClassName") or None,
                      disruption_mode=_workload_disruption_mode(spec.get("disruptionMode")),
                      disrupted_since=_disrupted_since(obj.get("status")),
                      parent=composite_key(namespace, parent) if parent else "")
@@ -222,7 +207,7 @@ def _workload_disruption_mode(raw: Any) -> str:
         if raw not in modes:
             raise ValueError(f"{w}: {raw!r} is not 'Pod' or 'PodGroup'")
         return modes[raw]
-    members = [k for k, v in as_obj(raw, w).items() if v is not None]
+    members = [k for k, v in fields.as_obj(raw, w).items() if v is not None]
     if members == [DISRUPT_ALL]:
         return DISRUPT_ALL
     if members in ([DISRUPT_SINGLE], []):
@@ -249,6 +234,31 @@ def _workload_topology(keys: list[str]) -> tuple[str, str]:
     return keys[0], ""
 
 
+def _gang_count(spec: Mapping[str, Any], field: str, default: int) -> int:
+    """The count of spec.schedulingPolicy.gang (`field`), the one shape upstream PodGroups
+    and CompositePodGroups share: `default` under a "basic" policy or none, and where a
+    gang policy leaves it out (then below 1 is refused, as any count below 1)."""
+    policy = fields.as_obj(spec.get("schedulingPolicy"), "spec.schedulingPolicy")
+    gang = policy.get("gang")
+    if gang is None:
+        return default
+    w = f"spec.schedulingPolicy.gang.{field}"
+    count = fields.as_int(fields.as_obj(gang, "spec.schedulingPolicy.gang").get(field), w,
+                          default)
+    if count < 1:
+        raise ValueError(f"{w} must be >= 1, got {count}")
+    return count
+
+
+def _topology_keys(spec: Mapping[str, Any]) -> list[str]:
+    """The node label keys of spec.schedulingConstraints.topology, as upstream PodGroups
+    and CompositePodGroups write them; what to make of them is each one's own."""
+    w = "spec.schedulingConstraints.topology"
+    constraints = fields.as_obj(spec.get("schedulingConstraints"), "spec.schedulingConstraints")
+    return [fields.as_str(fields.as_obj(t, f"{w}[{i}]").get("key"), f"{w}[{i}].key")
+            for i, t in enumerate(fields.as_list(constraints.get("topology"), w))]
+
+
 def workload_group_from_k8s(obj: Any) -> GroupInfo:
     """An upstream PodGroup to `GroupInfo`, of either version, whose fields read here are
     the same: scheduling.k8s.io/v1beta1 (Kubernetes 1.37) and v1alpha2 (1.36).
@@ -262,4 +272,43 @@ def workload_group_from_k8s(obj: Any) -> GroupInfo:
     spec.disruptionMode is the gang's disruption mode (`_workload_disruption_mode`).
     spec.parentCompositePodGroupName (1.37 alpha) links the group to its
     CompositePodGroup (`GroupInfo.parent`), which it is planned with."""
-    return guarded("podgroup.scheduling.k8s.io", obj, _build_workload)
+    return fields.guarded("podgroup.scheduling.k8s.io", obj, _build_workload)
+
+
+def _build_composite(obj: Mapping[str, Any], _ident: str) -> CompositeInfo:
+    meta = fields.as_obj(obj.get("metadata"), "metadata")
+    name = fields.as_str(meta.get("name"), "metadata.name")
+    if not name:
+        raise ValueError("metadata.name is missing")
+    spec = fields.as_obj(obj.get("spec"), "spec")
+    count = _gang_count(spec, "minGroupCount", 0)  # "basic": the children on their own
+    keys = _topology_keys(spec)
+    w = "spec.schedulingConstraints.topology"
+    required, error = "", ""
+    if len(keys) > 1:
+        error = f"{w}: {len(keys)} constraints; only one is supported, as the API allows"
+    elif keys:
+        problem = label_key_problem(keys[0])
+        if problem is None:
+            required = keys[0]
+        else:
+            error = f"{w}[0].key: {keys[0]!r} is not a node label key ({problem})"
+    outer = fields.as_str(spec.get("parentCompositePodGroupName"),
+                          "spec.parentCompositePodGroupName")
+    if outer:
+        error = (f"spec.parentCompositePodGroupName: {outer!r}: a CompositePodGroup inside "
+                 f"another is not supported by gang-extender (one level of composites only)")
+    return CompositeInfo(
+        namespace=fields.as_str(meta.get("namespace"), "metadata.namespace", "default"),
+        name=name, min_group_count=count, uid=fields.as_str(meta.get("uid"), "metadata.uid"),
+        creation=fields.parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        topology_required=required, error=error)
+
+
+def composite_from_k8s(obj: Any) -> CompositeInfo:
+    """A CompositePodGroup (`composite.py`) to `CompositeInfo`: spec.schedulingPolicy.gang
+    .minGroupCount (a "basic" policy: 0), spec.schedulingConstraints.topology[0].key, and
+    a parent composite refused with its reason. Read here, beside the PodGroups it groups,
+    whose policy and constraints have the same shape. workloadRef, disruptionMode and the
+    priority fields are not read: the children carry their own."""
+    return fields.guarded("compositepodgroup.scheduling.k8s.io", obj, _build_composite)

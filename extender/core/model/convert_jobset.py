@@ -38,18 +38,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from extender.core.model import fields
 from extender.core.model.annotations import topology_of
-from extender.core.model.fields import (
-    as_int,
-    as_list,
-    as_obj,
-    as_str,
-    as_str_map,
-    guarded,
-    parse_time,
-    sections,
-    shared,
-)
 from extender.core.model.sources import JOBSET, jobset_gang_name
 from extender.core.model.types import GroupInfo
 
@@ -81,13 +71,13 @@ def _mode(annotations: Mapping[str, str]) -> str:
 def _pods_per_job(template: Mapping[str, Any], w: str) -> int:
     """Pods one Job of the template runs at once: parallelism (default 1), no more than
     completions where those are set, as the Job controller starts them."""
-    spec = as_obj(template.get("spec"), f"{w}.spec")
-    parallelism = as_int(spec.get("parallelism"), f"{w}.spec.parallelism", 1)
+    spec = fields.as_obj(template.get("spec"), f"{w}.spec")
+    parallelism = fields.as_int(spec.get("parallelism"), f"{w}.spec.parallelism", 1)
     if parallelism < 0:
         raise ValueError(f"{w}.spec.parallelism must be >= 0, got {parallelism}")
     completions = spec.get("completions")
     if completions is not None:
-        done = as_int(completions, f"{w}.spec.completions", parallelism)
+        done = fields.as_int(completions, f"{w}.spec.completions", parallelism)
         if done < 0:
             raise ValueError(f"{w}.spec.completions must be >= 0, got {done}")
         parallelism = min(parallelism, done)
@@ -104,7 +94,7 @@ def _started(statuses: Mapping[str, Mapping[str, Any]], name: str, replicas: int
         return False
 
     def count(field: str) -> int:
-        return as_int(st.get(field), f"status.replicatedJobsStatus[{name}].{field}", 0)
+        return fields.as_int(st.get(field), f"status.replicatedJobsStatus[{name}].{field}", 0)
 
     if need == "Complete":
         return count("succeeded") == replicas
@@ -112,49 +102,49 @@ def _started(statuses: Mapping[str, Mapping[str, Any]], name: str, replicas: int
 
 
 def _build_jobset(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
-    meta, spec, status, name = sections(obj)
-    uid = as_str(meta.get("uid"), "metadata.uid")
+    meta, spec, status, name = fields.sections(obj)
+    uid = fields.as_str(meta.get("uid"), "metadata.uid")
     if not uid:
         raise ValueError("metadata.uid is missing")
-    annotations = as_str_map(meta.get("annotations"), "metadata.annotations")
+    annotations = fields.as_str_map(meta.get("annotations"), "metadata.annotations")
     mode = _mode(annotations)
-    attempt = as_int(status.get("restarts"), "status.restarts", 0)
+    attempt = fields.as_int(status.get("restarts"), "status.restarts", 0)
     if attempt < 0:
         raise ValueError(f"status.restarts must be >= 0, got {attempt}")
-    in_order = as_str(as_obj(spec.get("startupPolicy"), "spec.startupPolicy")
-                      .get("startupPolicyOrder"),
-                      "spec.startupPolicy.startupPolicyOrder") == "InOrder"
+    startup = fields.as_obj(spec.get("startupPolicy"), "spec.startupPolicy")
+    in_order = fields.as_str(startup.get("startupPolicyOrder"),
+                             "spec.startupPolicy.startupPolicyOrder") == "InOrder"
     statuses: dict[str, Mapping[str, Any]] = {}
-    for i, st in enumerate(as_list(status.get("replicatedJobsStatus"),
-                                   "status.replicatedJobsStatus")):
-        st = as_obj(st, f"status.replicatedJobsStatus[{i}]")
-        statuses[as_str(st.get("name"), f"status.replicatedJobsStatus[{i}].name")] = st
+    for i, st in enumerate(fields.as_list(status.get("replicatedJobsStatus"),
+                                          "status.replicatedJobsStatus")):
+        st = fields.as_obj(st, f"status.replicatedJobsStatus[{i}]")
+        statuses[fields.as_str(st.get("name"), f"status.replicatedJobsStatus[{i}].name")] = st
     set_exclusive = (EXCLUSIVE_TOPOLOGY in annotations
                      and NODE_SELECTOR_STRATEGY not in annotations)
 
     quorum = 0
     replicas_of: dict[str, int] = {}
-    for i, rjob in enumerate(as_list(spec.get("replicatedJobs"), "spec.replicatedJobs")):
+    for i, rjob in enumerate(fields.as_list(spec.get("replicatedJobs"), "spec.replicatedJobs")):
         w = f"spec.replicatedJobs[{i}]"
-        rjob = as_obj(rjob, w)
-        rname = as_str(rjob.get("name"), f"{w}.name")
-        replicas = as_int(rjob.get("replicas"), f"{w}.replicas", 1)
+        rjob = fields.as_obj(rjob, w)
+        rname = fields.as_str(rjob.get("name"), f"{w}.name")
+        replicas = fields.as_int(rjob.get("replicas"), f"{w}.replicas", 1)
         if replicas < 0:
             raise ValueError(f"{w}.replicas must be >= 0, got {replicas}")
         replicas_of[rname] = replicas
         # Created only once every replicated Job it depends on reached the status named.
         waits = False
-        for j, dep in enumerate(as_list(rjob.get("dependsOn"), f"{w}.dependsOn")):
-            dep = as_obj(dep, f"{w}.dependsOn[{j}]")
-            dname = as_str(dep.get("name"), f"{w}.dependsOn[{j}].name")
-            need = as_str(dep.get("status"), f"{w}.dependsOn[{j}].status")
+        for j, dep in enumerate(fields.as_list(rjob.get("dependsOn"), f"{w}.dependsOn")):
+            dep = fields.as_obj(dep, f"{w}.dependsOn[{j}]")
+            dname = fields.as_str(dep.get("name"), f"{w}.dependsOn[{j}].name")
+            need = fields.as_str(dep.get("status"), f"{w}.dependsOn[{j}].status")
             if not _started(statuses, dname, replicas_of.get(dname, 0), need):
                 waits = True
         if waits:
             continue
-        template = as_obj(rjob.get("template"), f"{w}.template")
-        tmeta = as_obj(template.get("metadata"), f"{w}.template.metadata")
-        tann = as_str_map(tmeta.get("annotations"), f"{w}.template.metadata.annotations")
+        template = fields.as_obj(rjob.get("template"), f"{w}.template")
+        tmeta = fields.as_obj(template.get("metadata"), f"{w}.template.metadata")
+        tann = fields.as_str_map(tmeta.get("annotations"), f"{w}.template.metadata.annotations")
         exclusive = set_exclusive or (EXCLUSIVE_TOPOLOGY in tann
                                       and NODE_SELECTOR_STRATEGY not in tann)
         per_job = _pods_per_job(template, f"{w}.template")
@@ -164,13 +154,14 @@ def _build_jobset(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
 
     required, preferred, error = topology_of(annotations)
     return GroupInfo(
-        namespace=shared(as_str(meta.get("namespace"), "metadata.namespace", "default")),
+        namespace=fields.shared(fields.as_str(meta.get("namespace"), "metadata.namespace",
+                                              "default")),
         name=jobset_gang_name(name, uid, attempt),
         # "off": a gang of one, each pod placed alone. A JobSet of no pods at all is
         # the same: a quorum of 0 would let nothing count as short of it.
         min_member=1 if mode == "off" else max(quorum, 1),
         uid=uid,
-        creation=parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        creation=fields.parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         source=JOBSET,
         topology_required=required,
         topology_preferred=preferred,
@@ -181,4 +172,4 @@ def _build_jobset(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
 def jobset_group_from_k8s(obj: Any) -> GroupInfo:
     """A JobSet to its gang (this module's docstring says how); a `ValueError` naming the
     JobSet and the field for anything malformed, like every other source's objects."""
-    return guarded("jobset", obj, _build_jobset)
+    return fields.guarded("jobset", obj, _build_jobset)

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from extender.core.model.composite import composite_from_k8s, composite_key
+from extender.core.model.composite import composite_key
+from extender.core.model.convert_groups import composite_from_k8s
 
 # As the 1.37.2 API server returns one (defaults filled in).
 LEADER_WORKERS: dict[str, Any] = {
