@@ -23,7 +23,7 @@ import yaml
 
 from extender.cli import DEFAULT_LEASE, build_parser
 from extender.kube.leader import LeaseRef
-from tests.kube.test_leader import lease
+from tests.kube.leases import lease
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -14,8 +14,8 @@ from extender.core.model.types import NodeInfo, PodInfo
 from extender.kube.client import DECIDED_AT, ApiError, decided_at_text
 from extender.scheduler.binding import BindingPoster
 from extender.scheduler.dispatch import Dispatcher
+from tests.kube.raw_server import answer_all, run, serve
 from tests.kube.test_kube_writes import _created, _kube
-from tests.kube.test_transport import answer_all, run, serve
 
 
 class TimedKube:

@@ -1,5 +1,5 @@
 """Kube's writes (Binding, merge patch, create) through the transport's raw request path,
-against the raw server of test_transport: what goes on the wire, and how answers map."""
+against the raw server of tests/kube/raw_server.py: what goes on the wire, and how answers map."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from extender.kube.client import ApiError, Kube, _Writer
 from extender.kube.transport import AsyncioTransport
-from tests.kube.test_transport import Peer, Req, answer_all, response, run, serve
+from tests.kube.raw_server import Peer, Req, answer_all, response, run, serve
 
 
 def _kube(url: str, path_prefix: str = "") -> tuple[Kube, AsyncioTransport]:

@@ -10,27 +10,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from extender.kube.client import ApiError
 from extender.kube.leader import Leadership, LeaseRef, decide
-
-REF = LeaseRef("ns", "gang-scheduler")
-
-
-def micro(t: float) -> str:
-    """A Lease MicroTime, as kube-scheduler writes renewTime."""
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def lease(holder: str, renewed: float, duration: int = 15) -> dict[str, Any]:
-    return {"metadata": {"name": REF.name, "namespace": REF.namespace, "resourceVersion": "7"},
-            "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration,
-                     "acquireTime": micro(renewed - 100), "renewTime": micro(renewed)}}
-
+from tests.kube.leases import REF, lease
 
 # ----- the decision ------------------------------------------------------------------------
 

@@ -20,7 +20,8 @@ from extender.core.wiring import Core
 from extender.reporting.metrics import Metrics
 from extender.scheduler.dispatch import DispatchConfig, Dispatcher, Outlets
 from extender.scheduler.http import create_app, with_fast_verbs
-from tests.scheduler.test_http_contract import RecordingKube, fake_nodes, sample
+from tests.scheduler.fakes import RecordingKube, fake_nodes
+from tests.wire import sample
 
 GROUP = "scheduling.x-k8s.io/pod-group"
 

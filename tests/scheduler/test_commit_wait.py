@@ -21,8 +21,7 @@ from extender.core.model.convert import pod_from_k8s
 from extender.kube.client import ApiError
 from extender.reporting.metrics import Metrics
 from extender.scheduler.dispatch import DispatchConfig, Dispatcher, Outlets
-from tests.scheduler.test_http_contract import RecordingKube
-from tests.scheduler.test_standby import add_gang, sampled
+from tests.scheduler.fakes import RecordingKube, add_gang, sampled
 
 
 class RefusingKube(RecordingKube):

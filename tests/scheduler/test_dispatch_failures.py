@@ -4,7 +4,6 @@ dispatcher: what is transient is tried again, what is not is answered at once.""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import httpx
 import pytest
@@ -21,37 +20,7 @@ from extender.core.model.vocabulary import (
 from extender.kube.client import ApiError
 from extender.scheduler.dispatch import Dispatcher, Outlets
 from extender.scheduler.evictions import EvictionConfig, Evictions
-
-
-class ScriptedKube:
-    """Answers each Binding (and eviction) with the next scripted outcome: None for
-    success, or the exception to raise."""
-
-    def __init__(self, outcomes: list[BaseException | None], node_of_pod: str = "",
-                 get_pod_errors: list[BaseException] | None = None) -> None:
-        self.outcomes = outcomes
-        self.calls: list[tuple[str, str]] = []
-        self.node_of_pod = node_of_pod
-        self.get_pod_errors = get_pod_errors or []
-
-    def _next(self, call: str, name: str) -> None:
-        self.calls.append((call, name))
-        outcome = self.outcomes.pop(0) if self.outcomes else None
-        if outcome is not None:
-            raise outcome
-
-    async def bind(self, namespace: str, name: str, uid: str, node: str,
-                   decided_at: float | None = None) -> None:
-        self._next("bind", name)
-
-    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        self.calls.append(("get_pod", name))
-        if self.get_pod_errors:
-            raise self.get_pod_errors.pop(0)
-        return {"spec": {"nodeName": self.node_of_pod}}
-
-    async def evict(self, namespace: str, name: str, uid: str) -> None:
-        self._next("evict", name)
+from tests.scheduler.fakes import ScriptedKube
 
 
 def plain_pod_bind(kube: ScriptedKube) -> str | None:
@@ -207,7 +176,7 @@ def test_a_reset_binding_through_the_real_transport_is_tried_again() -> None:
     server that drops the first Binding's connection without an answer."""
     from extender.kube.client import Kube, _Writer
     from extender.kube.transport import AsyncioTransport
-    from tests.kube.test_transport import Peer, response, serve
+    from tests.kube.raw_server import Peer, response, serve
 
     async def handler(peer: Peer) -> None:
         req = await peer.request()

@@ -17,41 +17,13 @@ import pytest
 from extender.core.manager import GangManager
 from extender.core.model.config import Config
 from extender.core.model.convert import node_from_k8s, pod_from_k8s
-from extender.core.model.types import GroupInfo, NodeInfo
+from extender.core.model.types import GroupInfo
 from extender.core.wiring import Core
 from extender.kube.client import ApiError
 from extender.scheduler.dispatch import DispatchConfig, Dispatcher
 from extender.scheduler.http import create_app, with_fast_verbs
+from tests.scheduler.fakes import RecordingKube, fake_nodes
 from tests.wire import sample
-
-__all__ = ["RecordingKube", "fake_nodes", "sample"]  # other HTTP tests build on these
-
-
-class RecordingKube:
-    """Answers Binding POSTs like the API server would, and records them."""
-
-    def __init__(self) -> None:
-        self.bindings: list[tuple[str, str, str, str]] = []
-        self.fail_with: ApiError | None = None
-        self.patches: list[tuple[str, dict[str, Any]]] = []
-
-    async def bind(self, namespace: str, name: str, uid: str, node: str,
-                   decided_at: float | None = None) -> None:
-        if self.fail_with is not None:
-            raise self.fail_with
-        self.bindings.append((namespace, name, uid, node))
-
-    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return None
-
-    async def merge_patch(self, path: str, patch: dict[str, Any]) -> None:
-        self.patches.append((path, patch))
-
-
-def fake_nodes(manager: GangManager, names: list[str]) -> None:
-    for name in names:
-        manager.on_node(NodeInfo(name, {"cpu": 8000, "memory": 32 << 30, "pods": 110,
-                                   "nvidia.com/gpu": 8}, {"kubernetes.io/hostname": name}))
 
 
 @pytest.fixture(params=["fast-verbs", "fastapi-routes"])

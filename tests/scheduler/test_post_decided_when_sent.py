@@ -14,10 +14,8 @@ from extender.core.model.convert import pod_from_k8s
 from extender.core.model.types import NodeInfo, PodInfo
 from extender.kube.client import ApiError
 from extender.scheduler.dispatch import Dispatcher, Gates
-from tests.kube.test_leader import lease
-from tests.scheduler.test_dispatch_failures import ScriptedKube
-from tests.scheduler.test_http_contract import RecordingKube
-from tests.scheduler.test_standby import add_gang, leadership, sampled
+from tests.kube.leases import lease
+from tests.scheduler.fakes import RecordingKube, ScriptedKube, add_gang, leadership, sampled
 
 
 class DeletedOnFirstTry(ScriptedKube):

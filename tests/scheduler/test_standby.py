@@ -6,7 +6,6 @@ a loss and the exit, Bindings already in flight are let finish.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 
@@ -18,61 +17,14 @@ from extender.core.model.config import Config
 from extender.core.model.convert import pod_from_k8s
 from extender.core.model.types import GroupInfo
 from extender.core.wiring import Core
-from extender.kube.leader import Leadership
 from extender.kube.recorder import EventRecorder, ObjectRef
 from extender.reporting.metrics import GaugeSources, Metrics
 from extender.reporting.status import StatusConfig, StatusWriter
 from extender.scheduler.dispatch import DispatchConfig, Dispatcher, Gates, Outlets
 from extender.scheduler.http import create_app, with_fast_verbs
 from extender.scheduler.wakeups import Wakeups
-from tests.kube.test_leader import REF, lease
-from tests.scheduler.test_http_contract import RecordingKube, fake_nodes, sample
-
-GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-
-
-def leadership(holder: str) -> Leadership:
-    """A Leadership of "me" that has seen `holder` hold the lease (call inside a running
-    loop): active when `holder` is "me_1", its own kube-scheduler, standby otherwise."""
-    leader = Leadership(None, REF, "me")
-    leader.observe(lease(holder, time.time()))
-    return leader
-
-
-def standby() -> Leadership:
-    return leadership("other_1")
-
-
-def sampled(config: Config | None = None) -> tuple[dict[str, Any], GangManager]:
-    """The filter request sample (its pod, its node names) and a gang manager that
-    knows those nodes."""
-    base = sample("nodecachecapable-true.filter.request.json")
-    # The bind barrier unless a test asks for the direct commit.
-    manager = GangManager(Core.wire(config or Config(direct_commit=False)))
-    fake_nodes(manager, base["NodeNames"])
-    return base, manager
-
-
-def add_gang(manager: GangManager, base: dict[str, Any], gang: str, size: int
-             ) -> list[dict[str, Any]]:
-    """PodGroup `gang` of `size` and every member (the sample's pod renamed), as the
-    watch delivers them."""
-    manager.on_group(GroupInfo("default", gang, size, uid="g1"), time.time())
-    pods = [member(base, gang, i) for i in range(size)]
-    for p in pods:
-        manager.on_pod(pod_from_k8s(p), time.time())
-    return pods
-
-
-def member(base: dict[str, Any], gang: str, i: int, unschedulable: bool = False
-           ) -> dict[str, Any]:
-    p: dict[str, Any] = json.loads(json.dumps(base["Pod"]))
-    p["metadata"].update(name=f"{gang}-{i}", uid=f"uid-{gang}-{i}")
-    p["metadata"]["labels"][GROUP_LABEL] = gang
-    if unschedulable:
-        p["status"] = {"phase": "Pending", "conditions": [
-            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
-    return p
+from tests.kube.leases import lease
+from tests.scheduler.fakes import RecordingKube, add_gang, leadership, member, sampled, standby
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["fast-verbs", "fastapi-routes"])

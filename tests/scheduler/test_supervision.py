@@ -30,7 +30,7 @@ from extender.scheduler.supervise import (
     tick_faults_from_env,
 )
 from extender.scheduler.wakeups import WakeConfig, Wakeups
-from tests.kube.test_leader import REF, lease
+from tests.kube.leases import REF, lease
 
 LABEL = "scheduling.x-k8s.io/pod-group"
 

@@ -1,5 +1,5 @@
 """Connections opened ahead of a commit: `AsyncioTransport.warm` against a raw server
-(tests/kube/test_transport.py's), `_Writer.warm`'s probe, and the `ConnectionWarmer` loop.
+(tests/kube/raw_server.py), `_Writer.warm`'s probe, and the `ConnectionWarmer` loop.
 
 What must hold: exactly the missing connections are opened, each carries one probe and
 then serves a real request without a new connect; more than the idle limit are never
@@ -18,7 +18,7 @@ from extender.kube.transport import AsyncioTransport
 from extender.reporting.metrics import GaugeSources, Metrics
 from extender.scheduler import warm as warm_mod
 from extender.scheduler.warm import ConnectionWarmer
-from tests.kube.test_transport import answer_all, client_for, ok_json, response, run, serve
+from tests.kube.raw_server import answer_all, client_for, ok_json, response, run, serve
 
 PROBE = b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n"
 
