@@ -10,6 +10,7 @@
 #   e2e/build-operator.sh scheduler-plugins  # Coscheduling's kube-scheduler (bench/e2e/systems.py, system D)
 #   e2e/build-operator.sh kueue              # Kueue's manager (e2e/integrations/kueue.py)
 #   e2e/build-operator.sh cluster-autoscaler # Cluster Autoscaler, kwok provider (e2e/integrations/autoscaler.py)
+#   e2e/build-operator.sh jobset             # JobSet's controller manager (e2e/integrations/jobset.py)
 #
 # Why a copy of the module: the module cache is read-only, and building from the module's
 # own directory makes its go.mod (and any replace directive in it) decide the dependency
@@ -21,7 +22,7 @@ set -euo pipefail
 edits=()   # go mod edit flags, for a module whose go.mod needs a change to build
 tags=""    # go build -tags
 git_repo="" git_tag="" git_commit="" git_subdir=""   # source from git, not the proxy
-name=${1:?usage: build-operator.sh mpi-operator|training-operator|scheduler-plugins|kueue|cluster-autoscaler}
+name=${1:?usage: build-operator.sh mpi-operator|training-operator|scheduler-plugins|kueue|cluster-autoscaler|jobset}
 case "$name" in
   mpi-operator)
     module=github.com/kubeflow/mpi-operator
@@ -104,6 +105,22 @@ case "$name" in
     xflags=""
     # The ProvisioningRequest CRD of the same source.
     copies=("apis/config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml:crds/autoscaling.x-k8s.io_provisioningrequests.yaml")
+    ;;
+  jobset)
+    # A set of Jobs gang-placed as one (issue 45, item 1): the controller that creates a
+    # JobSet's replicated Jobs, labels their pods and restarts the whole set on failure.
+    module=sigs.k8s.io/jobset
+    version=v0.11.1   # served by the proxy as an exact version
+    package=.         # main.go at the module's root (upstream's Makefile: go build main.go)
+    # upstream's Makefile LD_FLAGS (it stamps no build date)
+    pkg=$module/pkg/version
+    xflags="-X $pkg.GitVersion=$version -X $pkg.GitCommit=@SHA@"
+    # The CRD bases (no conversion patches), the webhook configurations the manager
+    # serves, the sample Configuration and the RBAC of the same version.
+    copies=("config/components/crd/bases:crds"
+            "config/components/webhook:webhook"
+            "config/components/manager/controller_manager_config.yaml:controller_manager_config.yaml"
+            "config/components/rbac:rbac")
     ;;
   *) echo "build-operator: unknown operator $name" >&2; exit 2 ;;
 esac

@@ -1,0 +1,182 @@
+"""A real JobSet controller v0.11.1 beside the gang scheduler (issue 45, item 1): a JobSet
+whose pods name ``gang-scheduler`` is one gang, with no PodGroup written by anyone. How
+the controller runs here: :mod:`e2e.integrations.jobset`.
+
+The JobSet of the issue: a driver (1 Job x 1 pod) and workers (2 Jobs x 2 pods), every
+pod 4 CPUs, on fake nodes of 4 CPUs. Before JobSets were read, 4 of its 5 pods were bound
+on four nodes and the fifth stayed pending.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from e2e.gang import GangStack, Recorder
+from e2e.harness.cluster import ControlPlane
+from e2e.harness.clusterbase import Cluster
+from e2e.harness.fixtures import NodeSet
+from e2e.harness.kubelet.pod import ANN_FAIL, ANN_RUN_SECONDS
+from e2e.harness.queries import list_pods
+from e2e.harness.waiting import NotYet, wait_for
+from e2e.integrations.jobset import (
+    ATTEMPT_LABEL,
+    NAME_LABEL,
+    JobSetController,
+    create_jobset,
+    delete_jobsets,
+    get_jobset,
+    jobset,
+    jobset_condition,
+    replicated_job,
+)
+from e2e.integrations.operators import obtain_operator
+from extender.core.model.sources import jobset_gang_name
+
+pytestmark = pytest.mark.e2e
+
+LOGS = ["jobset", "gang-extender", "gang-kube-scheduler"]
+NODE_CPU, POD_CPU = "4", "4"
+HOLD = 3.0
+"""Seconds a placement is watched after it settled, to show it does not change."""
+
+
+@pytest.fixture(scope="module")
+def controller(control_plane: Cluster) -> Iterator[JobSetController]:
+    if not isinstance(control_plane, ControlPlane):
+        pytest.skip("runs the JobSet controller as a local process on the local control plane")
+    c = JobSetController(control_plane, obtain_operator("jobset"))
+    c.install()
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture
+def js_ns(controller: JobSetController, gang: GangStack, namespace: str) -> Iterator[str]:
+    """A namespace whose JobSets are deleted first at the end (the namespace fixture does
+    not know them, and the controller would recreate the Jobs it deletes)."""
+    try:
+        yield namespace
+    finally:
+        delete_jobsets(namespace)
+
+
+def gang_of(ns: str, name: str, attempt: int = 0) -> str:
+    """The gang (Recorder group) of one attempt of a JobSet, as its pods name it."""
+    js = wait_for(lambda: get_jobset(ns, name) or NotYet(None), 30, f"JobSet {name}")
+    return jobset_gang_name(name, js["metadata"]["uid"], attempt)
+
+
+def pods_of(ns: str, name: str, attempt: int | None = None) -> list[dict[str, object]]:
+    selector = f"{NAME_LABEL}={name}"
+    if attempt is not None:
+        selector += f",{ATTEMPT_LABEL}={attempt}"
+    return list_pods(ns, selector)
+
+
+def wait_pods(ns: str, name: str, count: int, attempt: int | None = None) -> None:
+    """Until the JobSet's Jobs made ``count`` pods (of ``attempt``)."""
+    def made() -> object:
+        n = len(pods_of(ns, name, attempt))
+        return n >= count or NotYet({f"pods of {name}": n})
+
+    wait_for(made, 60, f"{count} pods of JobSet {name}", logs=LOGS)
+
+
+def the_issues_jobset(name: str, run_seconds: float) -> dict[str, object]:
+    ann = {ANN_RUN_SECONDS: str(run_seconds)}
+    return jobset(name, [replicated_job("driver", 1, 1, POD_CPU, ann),
+                         replicated_job("workers", 2, 2, POD_CPU, ann)])
+
+
+def test_a_jobset_is_placed_whole_once_a_fifth_node_appears(
+        js_ns: str, fake_nodes: NodeSet) -> None:
+    """Four 4-CPU nodes for five 4-CPU pods: nothing bound (before: 4 of 5). A fifth
+    node: all five, in one burst."""
+    ns = js_ns
+    fake_nodes.add_nodes(4, prefix=ns, cpu=NODE_CPU, memory="16Gi")
+    with Recorder(ns) as rec:
+        create_jobset(ns, the_issues_jobset("train", 120.0))
+        wait_pods(ns, "train", 5)
+        group = gang_of(ns, "train")
+        time.sleep(HOLD)
+        assert rec.bound() == {}, f"part of the JobSet was bound: {rec.history}"
+        fake_nodes.add_node(f"{ns}-4", cpu=NODE_CPU, memory="16Gi")
+        wait_for(lambda: len(rec.bound(group)) == 5 or NotYet(
+            {n: r.node for n, r in rec.bound().items()}), 60, "all 5 pods bound", logs=LOGS)
+        rec.assert_never_partial(group, 5)
+        assert len({r.node for r in rec.bound(group).values()}) == 5
+    print(f"\n[gang] JobSet train: 0 of 5 bound on 4 nodes; 5 of 5 once a fifth appeared "
+          f"(gang {group})")
+
+
+def test_two_jobsets_needing_most_of_the_cluster_run_one_after_the_other(
+        js_ns: str, fake_nodes: NodeSet) -> None:
+    """Two JobSets of 3 pods (a driver and 1 Job x 2 workers), 4 CPUs each, created at
+    once on four 4-CPU nodes: their pods interleave in the queue, yet one is bound whole,
+    and the other whole once the first has finished."""
+    ns = js_ns
+    fake_nodes.add_nodes(4, prefix=ns, cpu=NODE_CPU, memory="16Gi")
+    ann = {ANN_RUN_SECONDS: "5"}
+    names = ("alpha", "beta")
+    with Recorder(ns) as rec:
+        for n in names:
+            create_jobset(ns, jobset(n, [replicated_job("driver", 1, 1, POD_CPU, ann),
+                                         replicated_job("workers", 1, 2, POD_CPU, ann)]))
+        groups = {n: gang_of(ns, n) for n in names}
+
+        def both_completed() -> object:
+            done = [n for n in names if jobset_condition(ns, n, "Completed")]
+            return len(done) == 2 or NotYet(
+                {"completed": done, "bound": {n: len(rec.bound(g)) for n, g in groups.items()}})
+
+        wait_for(both_completed, 120, "both JobSets Completed", logs=LOGS)
+        for n in names:
+            rec.assert_never_partial(groups[n], 3)
+            assert len(rec.bound(groups[n])) == 3, rec.bound(groups[n])
+        first, second = sorted(names, key=lambda n: rec.bind_times(groups[n])[0])
+        first_done = min(r.phase_at["Succeeded"] for r in rec.bound(groups[first]).values()
+                         if "Succeeded" in r.phase_at)
+        assert rec.bind_times(groups[second])[0] >= first_done, (
+            f"{second} was bound before {first} finished: {rec.history}")
+    print(f"\n[gang] {first} ran whole first; {second} bound whole "
+          f"{rec.bind_times(groups[second])[0] - first_done:.1f}s after {first} finished")
+
+
+def test_a_restarted_jobset_is_placed_whole_again(js_ns: str, fake_nodes: NodeSet) -> None:
+    """A worker of the first attempt fails (its Job has no retries); the JobSet's failure
+    policy (maxRestarts 1) recreates every Job. The new attempt's five pods are a gang of
+    their own, which none of the old attempt's pods (running, then deleted) counts
+    toward: with one of the five nodes cordoned meanwhile, none of them is bound (before
+    JobSets were read: four); uncordoned, all five, in one burst."""
+    ns = js_ns
+    nodes = fake_nodes.add_nodes(5, prefix=ns, cpu=NODE_CPU, memory="16Gi")
+    ok = {ANN_RUN_SECONDS: "120"}
+    failing = {ANN_RUN_SECONDS: "6", ANN_FAIL: "true"}
+    body = jobset("flaky", [replicated_job("driver", 1, 1, POD_CPU, ok),
+                            replicated_job("workers", 1, 3, POD_CPU, ok),
+                            replicated_job("faulty", 1, 1, POD_CPU, failing)],
+                  max_restarts=1)
+    with Recorder(ns) as rec:
+        create_jobset(ns, body)
+        first, second = gang_of(ns, "flaky", 0), gang_of(ns, "flaky", 1)
+        wait_for(lambda: len(rec.bound(first)) == 5 or NotYet(rec.history), 60,
+                 "attempt 0 bound", logs=LOGS)
+        fake_nodes.cordon(nodes[0])
+        wait_pods(ns, "flaky", 5, attempt=1)
+        time.sleep(HOLD)
+        assert rec.bound(second) == {}, f"part of attempt 1 was bound: {rec.history}"
+        fake_nodes.uncordon(nodes[0])
+        wait_for(lambda: len(rec.bound(second)) == 5 or NotYet(sorted(rec.bound(second))),
+                 60, "attempt 1 bound whole", logs=LOGS)
+        rec.assert_never_partial(first, 5)
+        rec.assert_never_partial(second, 5)
+        new = pods_of(ns, "flaky", 1)
+        assert len(new) == 5 and all(p["spec"]["nodeName"] for p in new), new
+    print(f"\n[gang] JobSet flaky: attempt 0 bound whole ({first}); restarted; attempt 1 "
+          f"bound whole as its own gang ({second}), only once all 5 nodes were schedulable")
