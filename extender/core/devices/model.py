@@ -30,6 +30,7 @@ from extender.core.model.fields import (
     as_obj,
     as_str,
     guarded,
+    required_str,
     sections,
     shared,
 )
@@ -251,9 +252,7 @@ def _scalar(kind: str, v: Any, where: str) -> int | bool | str:
 
 def _device(v: Any, where: str, driver: str, pool: str) -> Device:
     d = as_obj(v, where)
-    name = as_str(d.get("name"), f"{where}.name")
-    if not name:
-        raise ValueError(f"{where}.name is missing")
+    name = required_str(d.get("name"), f"{where}.name")
     attrs: dict[str, AttributeValue] = {}
     for k, raw in as_obj(d.get("attributes"), f"{where}.attributes").items():
         attrs[_qualified(str(k), driver)] = _attribute(raw, f"{where}.attributes[{k}]")
@@ -299,13 +298,9 @@ def _cel_input(driver: str, attrs: Mapping[str, AttributeValue],
 
 def _build_slice(obj: Mapping[str, Any], _ident: str) -> ResourceSlice:
     _meta, spec, _status, name = sections(obj)
-    driver = as_str(spec.get("driver"), "spec.driver")
-    if not driver:
-        raise ValueError("spec.driver is missing")
+    driver = required_str(spec.get("driver"), "spec.driver")
     pool = as_obj(spec.get("pool"), "spec.pool")
-    pool_name = as_str(pool.get("name"), "spec.pool.name")
-    if not pool_name:
-        raise ValueError("spec.pool.name is missing")
+    pool_name = required_str(pool.get("name"), "spec.pool.name")
     node_name = spec.get("nodeName")
     if node_name is not None:
         node_name = as_str(node_name, "spec.nodeName")
@@ -402,9 +397,7 @@ class ClaimSpec:
 
 def _sub_request(v: Any, where: str, name: str) -> SubRequest:
     r = as_obj(v, where)
-    device_class = as_str(r.get("deviceClassName"), f"{where}.deviceClassName")
-    if not device_class:
-        raise ValueError(f"{where}.deviceClassName is missing")
+    device_class = required_str(r.get("deviceClassName"), f"{where}.deviceClassName")
     mode = as_str(r.get("allocationMode"), f"{where}.allocationMode", EXACT_COUNT)
     if mode not in _MODES:
         # The API says clients must refuse requests with modes they do not know.

@@ -199,9 +199,7 @@ def _consumes(annotations: Mapping[str, Any]) -> str:
 
 def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
     meta, spec, status, name = fields.sections(obj)
-    uid = fields.as_str(meta.get("uid"), "metadata.uid")
-    if not uid:
-        raise ValueError("metadata.uid is missing")
+    uid = fields.required_str(meta.get("uid"), "metadata.uid")
 
     affinity = fields.as_obj(spec.get("affinity"), "spec.affinity")
     required_node_affinity: tuple[NodeSelectorTerm, ...] | None = None

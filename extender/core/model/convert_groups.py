@@ -10,7 +10,6 @@ from typing import Any
 
 from extender.core.model import fields
 from extender.core.model.annotations import label_key_problem, topology_of
-from extender.core.model.composite import CompositeInfo, composite_key
 from extender.core.model.resources import parse_resource_list
 from extender.core.model.types import (
     DISRUPT_ALL,
@@ -19,7 +18,9 @@ from extender.core.model.types import (
     MEMBER_DISRUPTED,
     VOLCANO,
     WORKLOAD_API,
+    CompositeInfo,
     GroupInfo,
+    composite_key,
 )
 
 __all__ = ["composite_from_k8s", "group_from_k8s", "volcano_group_from_k8s",
@@ -29,9 +30,7 @@ __all__ = ["composite_from_k8s", "group_from_k8s", "volcano_group_from_k8s",
 def _build_group(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
     meta = fields.as_obj(obj.get("metadata"), "metadata")
     spec = fields.as_obj(obj.get("spec"), "spec")
-    name = fields.as_str(meta.get("name"), "metadata.name")
-    if not name:
-        raise ValueError("metadata.name is missing")
+    name = fields.required_str(meta.get("name"), "metadata.name")
     min_member = fields.as_int(spec.get("minMember"), "spec.minMember", 1)
     if min_member < 0:
         raise ValueError(f"spec.minMember must be >= 1, got {min_member}")
@@ -142,9 +141,7 @@ def group_from_k8s(obj: Any) -> GroupInfo:
 
 def _meta_fields(obj: Mapping[str, Any]) -> tuple[str, str, str, float]:
     meta = fields.as_obj(obj.get("metadata"), "metadata")
-    name = fields.as_str(meta.get("name"), "metadata.name")
-    if not name:
-        raise ValueError("metadata.name is missing")
+    name = fields.required_str(meta.get("name"), "metadata.name")
     return (fields.as_str(meta.get("namespace"), "metadata.namespace", "default"), name,
             fields.as_str(meta.get("uid"), "metadata.uid"),
             fields.parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"))
@@ -277,9 +274,7 @@ def workload_group_from_k8s(obj: Any) -> GroupInfo:
 
 def _build_composite(obj: Mapping[str, Any], _ident: str) -> CompositeInfo:
     meta = fields.as_obj(obj.get("metadata"), "metadata")
-    name = fields.as_str(meta.get("name"), "metadata.name")
-    if not name:
-        raise ValueError("metadata.name is missing")
+    name = fields.required_str(meta.get("name"), "metadata.name")
     spec = fields.as_obj(obj.get("spec"), "spec")
     count = _gang_count(spec, "minGroupCount", 0)  # "basic": the children on their own
     keys = _topology_keys(spec)

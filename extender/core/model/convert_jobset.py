@@ -103,9 +103,7 @@ def _started(statuses: Mapping[str, Mapping[str, Any]], name: str, replicas: int
 
 def _build_jobset(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
     meta, spec, status, name = fields.sections(obj)
-    uid = fields.as_str(meta.get("uid"), "metadata.uid")
-    if not uid:
-        raise ValueError("metadata.uid is missing")
+    uid = fields.required_str(meta.get("uid"), "metadata.uid")
     annotations = fields.as_str_map(meta.get("annotations"), "metadata.annotations")
     mode = _mode(annotations)
     attempt = fields.as_int(status.get("restarts"), "status.restarts", 0)

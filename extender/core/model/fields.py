@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 __all__ = ["EMPTY", "as_int", "as_list", "as_obj", "as_str", "as_str_map", "guarded",
-           "parse_time", "sections", "shared"]
+           "parse_time", "required_str", "sections", "shared"]
 
 EMPTY: Mapping[str, Any] = {}
 _T = TypeVar("_T")
@@ -100,6 +100,15 @@ def parse_time(v: Any, where: str = "timestamp") -> float:
     return t.timestamp()
 
 
+def required_str(v: Any, where: str) -> str:
+    """A string the object means nothing without (its name, a uid, a driver): absent and
+    empty are one error, "<where> is missing"."""
+    s = as_str(v, where)
+    if not s:
+        raise ValueError(f"{where} is missing")
+    return s
+
+
 def sections(
     obj: Mapping[str, Any],
 ) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any], str]:
@@ -109,10 +118,7 @@ def sections(
     meta = as_obj(obj.get("metadata"), "metadata")
     spec = as_obj(obj.get("spec"), "spec")
     status = as_obj(obj.get("status"), "status")
-    name = as_str(meta.get("name"), "metadata.name")
-    if not name:
-        raise ValueError("metadata.name is missing")
-    return meta, spec, status, name
+    return meta, spec, status, required_str(meta.get("name"), "metadata.name")
 
 
 def guarded(kind: str, obj: Any, build: Callable[[Mapping[str, Any], str], _T]) -> _T:
