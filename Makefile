@@ -42,7 +42,7 @@ operators:
 	bash e2e/build-operator.sh jobset >/dev/null
 
 # The Helm chart's copy of each CRD, written from its one source in crds/ (deploy/ reads
-# crds/ itself). tests/test_crds.py fails while a copy differs.
+# crds/ itself). tests/repo/test_crds.py fails while a copy differs.
 crds: $(STAMP)
 	$(PY) -m tools.sync_crds
 
