@@ -19,9 +19,8 @@ from typing import Final
 
 from extender.core.cache.devices import DeviceObject
 from extender.core.filter import reject
-from extender.core.model.composite import CompositeInfo
 from extender.core.model.provisioning_request import RequestInfo
-from extender.core.model.types import BudgetInfo, GroupInfo, NodeInfo, PodInfo
+from extender.core.model.types import BudgetInfo, CompositeInfo, GroupInfo, NodeInfo, PodInfo
 from extender.core.model.vocabulary import Action, BindDecision, FilterResult
 from extender.core.reads import Reads
 from extender.core.watch_input import WatchInput

@@ -15,9 +15,8 @@ import math
 from collections.abc import Set
 
 from extender.core.model import messages
-from extender.core.model.composite import CompositeInfo
 from extender.core.model.sources import kueue_group
-from extender.core.model.types import KUEUE, NOT_A_MEMBER, GroupInfo, PodInfo
+from extender.core.model.types import KUEUE, NOT_A_MEMBER, CompositeInfo, GroupInfo, PodInfo
 from extender.core.model.vocabulary import WakePods
 from extender.core.planner.warmup import Warmup
 from extender.core.wiring import Core

@@ -22,7 +22,7 @@ All are optional APIs, watched only while served (`informer.Kind.discover`):
 * CompositePodGroup, `scheduling.k8s.io/v1alpha3` on Kubernetes 1.37 (alpha: served with
   `--runtime-config=scheduling.k8s.io/v1alpha3=true` and the CompositePodGroup gate): not
   a gang but the group of gangs its children (v1beta1 PodGroups naming it in
-  spec.parentCompositePodGroupName) are planned with (`model/composite.py`). Its
+  spec.parentCompositePodGroupName) are planned with (`CompositeInfo`). Its
   PodGroups are read in v1beta1 only, though v1alpha3 serves them too: one watch each.
 
 Kueue's plain pod groups have no object; the gang manager derives them from the pods.
@@ -36,7 +36,6 @@ from __future__ import annotations
 from typing import Any
 
 from extender.core.manager import GangManager
-from extender.core.model.composite import composite_key
 from extender.core.model.convert_groups import (
     composite_from_k8s,
     volcano_group_from_k8s,
@@ -49,6 +48,7 @@ from extender.core.model.types import (
     SCHEDULER_PLUGINS,
     VOLCANO,
     WORKLOAD_API,
+    composite_key,
     gang_key,
     split_gang_key,
 )

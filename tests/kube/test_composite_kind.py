@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from extender.core.manager import GangManager
-from extender.core.model.composite import CompositeInfo
+from extender.core.model.types import CompositeInfo
 from extender.core.wiring import Core
 from extender.kube.source_kinds import COMPOSITES, SOURCE_GROUP_KINDS
 

@@ -16,10 +16,10 @@ from extender.core.cache.snapshot import Snapshot
 from extender.core.cache.tally import GangPods, QuorumCounts, Tallies, Tally, is_member
 from extender.core.cache.topology import Domains
 from extender.core.devices.model import SelectorCompiler
-from extender.core.model.composite import CompositeInfo
 from extender.core.model.constraints import repels_beyond_node
 from extender.core.model.types import (
     SCHEDULER_PLUGINS,
+    CompositeInfo,
     GroupInfo,
     NodeInfo,
     PodInfo,
@@ -45,7 +45,7 @@ class Cache:
         self.nodes: dict[str, NodeInfo] = {}
         self.pods: dict[str, PodInfo] = {}
         self.groups: dict[str, GroupInfo] = {}
-        # CompositePodGroups by key (`model/composite.py`): what a child's `parent` names.
+        # CompositePodGroups by key (`CompositeInfo`): what a child's `parent` names.
         self.composites: dict[str, CompositeInfo] = {}
         self.free: dict[str, Resources] = {}
         # uid -> pod for pods whose requests are charged to a node (bound, not finished).

@@ -278,7 +278,7 @@ class GroupInfo:
     # another for the members it evicted (`core/preemption/disruption.py`).
     disrupted_since: float = 0.0
     # The key of the CompositePodGroup this group is a child of (an upstream PodGroup's
-    # spec.parentCompositePodGroupName, `model/composite.py`), "" for none: a child of a
+    # spec.parentCompositePodGroupName, `CompositeInfo`), "" for none: a child of a
     # gang composite is planned with its siblings, never alone (`queue/composite_unit.py`).
     parent: str = ""
 
@@ -293,6 +293,41 @@ class GroupInfo:
         return replace(self, requeue_count=other.requeue_count, requeue_at=other.requeue_at,
                        waiting_since=other.waiting_since,
                        disrupted_since=other.disrupted_since) == other
+
+
+# The key prefix of a CompositePodGroup (scheduling.k8s.io/v1alpha3, Kubernetes 1.37
+# alpha), beside the sources' prefixes: its key lives among the gangs' keys, so that the
+# gang manager takes it through the same watch input as the PodGroups
+# (`GangManager.on_group`), and no gang can be mistaken for it.
+COMPOSITE = "composite-podgroup"
+
+
+def composite_key(namespace: str, name: str) -> str:
+    """The key of the composite `name` in `namespace`: what a child's `parent` holds."""
+    return gang_key(COMPOSITE, namespace, name)
+
+
+@dataclass(frozen=True, slots=True)
+class CompositeInfo:
+    """A CompositePodGroup: a group of PodGroups (its children, whose
+    spec.parentCompositePodGroupName names it, `GroupInfo.parent`), how many of them
+    must be placed together (`min_group_count`; 0 for a "basic" policy, whose children
+    are each planned on their own), the node label whose one domain holds all of them
+    ("": none), and why it cannot be honoured (`error`, "": it can; a composite inside
+    another, a malformed topology), with which its children wait rather than be placed
+    in part (`queue/composite_unit.py`)."""
+
+    namespace: str
+    name: str
+    min_group_count: int
+    uid: str = ""
+    creation: float = 0.0
+    topology_required: str = ""
+    error: str = ""
+
+    @property
+    def key(self) -> str:
+        return composite_key(self.namespace, self.name)
 
 
 @dataclass(frozen=True, slots=True)

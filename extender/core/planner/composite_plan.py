@@ -1,4 +1,4 @@
-"""Planning a CompositePodGroup's children as one unit (`model/composite.py`): each child
+"""Planning a CompositePodGroup's children as one unit (`CompositeInfo`): each child
 at its own quorum, at least `minGroupCount` of them, all on one view of the free capacity,
 and in one domain of the composite's topology key when it has one.
 
@@ -21,8 +21,7 @@ from dataclasses import dataclass
 
 from extender.core.cache.snapshot import Snapshot
 from extender.core.cache.topology import Domain, word
-from extender.core.model.composite import CompositeInfo
-from extender.core.model.types import GroupInfo, PodInfo, Resources
+from extender.core.model.types import CompositeInfo, GroupInfo, PodInfo, Resources
 from extender.core.planner.gang import GangPlanner
 from extender.core.planner.plan import Plan, Shortfall
 

@@ -1,5 +1,5 @@
 """Which waiting gangs the queue pass plans as one CompositePodGroup, and what their
-members are told while it waits (`model/composite.py`, `planner/composite_plan.py`).
+members are told while it waits (`CompositeInfo`, `planner/composite_plan.py`).
 
 A child of a composite with a gang policy is never planned alone: half of a leader and
 its workers started is the partial start gang scheduling exists to prevent, one level
@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from extender.core.cache import Cache
-from extender.core.model.composite import CompositeInfo
-from extender.core.model.types import GroupInfo
+from extender.core.model.types import CompositeInfo, GroupInfo
 from extender.core.model.vocabulary import Reason
 
 

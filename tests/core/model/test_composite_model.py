@@ -1,6 +1,6 @@
 """A CompositePodGroup (scheduling.k8s.io/v1alpha3, Kubernetes 1.37 alpha) read into
-`CompositeInfo` (model/composite.py): its quorum of groups, its topology key, and what
-cannot be honoured said rather than raised; malformed fields named."""
+`CompositeInfo` (model/convert_groups.py): its quorum of groups, its topology key, and
+what cannot be honoured said rather than raised; malformed fields named."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from extender.core.model.composite import composite_key
 from extender.core.model.convert_groups import composite_from_k8s
+from extender.core.model.types import composite_key
 
 # As the 1.37.2 API server returns one (defaults filled in).
 LEADER_WORKERS: dict[str, Any] = {

@@ -5,9 +5,8 @@ none, inside one domain of the composite's topology key, and committed together
 
 from __future__ import annotations
 
-from extender.core.model.composite import CompositeInfo, composite_key
 from extender.core.model.config import Config
-from extender.core.model.types import PodInfo
+from extender.core.model.types import CompositeInfo, PodInfo, composite_key
 from extender.core.model.vocabulary import Reason
 from extender.core.wiring import Core
 from tests.core.sim import SimScheduler, group, node, pod
