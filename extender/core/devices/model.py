@@ -35,7 +35,7 @@ from extender.core.model.fields import (
     shared,
 )
 from extender.core.model.quantity import parse_quantity, shorten
-from extender.core.model.types import NodeSelectorTerm
+from extender.core.model.types import NodeSelectorTerm, Taint
 
 __all__ = [
     "ALL",
@@ -51,7 +51,6 @@ __all__ = [
     "Constraint",
     "Device",
     "DeviceClass",
-    "DeviceTaint",
     "PodClaims",
     "Request",
     "ResourceClaim",
@@ -172,13 +171,6 @@ _LIST_KINDS = frozenset({"ints", "bools", "strings", "versions"})
 
 
 @dataclass(frozen=True, slots=True)
-class DeviceTaint:
-    key: str
-    value: str
-    effect: str  # NoSchedule | NoExecute | None
-
-
-@dataclass(frozen=True, slots=True)
 class Device:
     """One device of a pool. `attributes` and `capacity` are keyed by fully qualified
     name; `cel` is the `device` a selector reads, built once here."""
@@ -188,7 +180,8 @@ class Device:
     name: str
     attributes: Mapping[str, AttributeValue]
     capacity: Mapping[str, Fraction]
-    taints: tuple[DeviceTaint, ...] = ()
+    # A node taint's fields (`Taint`); a device's effect is NoSchedule, NoExecute or None.
+    taints: tuple[Taint, ...] = ()
     allow_multiple: bool = False
     cel: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -273,8 +266,8 @@ def _device(v: Any, where: str, driver: str, pool: str) -> Device:
         effect = as_str(t.get("effect"), f"{w}.effect")
         if effect not in _TAINT_EFFECTS:
             raise ValueError(f"{w}.effect: unknown effect {shorten(effect)!r}")
-        taints.append(DeviceTaint(as_str(t.get("key"), f"{w}.key"),
-                                  as_str(t.get("value"), f"{w}.value"), effect))
+        taints.append(Taint(as_str(t.get("key"), f"{w}.key"),
+                            as_str(t.get("value"), f"{w}.value"), effect))
     multiple = d.get("allowMultipleAllocations")
     if multiple is not None and not isinstance(multiple, bool):
         raise ValueError(f"{where}.allowMultipleAllocations must be a boolean")
