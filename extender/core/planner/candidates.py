@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from extender.core.cache.fitindex import FitIndex
 from extender.core.model.constraints import anti_affinity_conflict
@@ -81,9 +82,16 @@ class PlanState:
             self.relations.place(pod, self.nodes[name])
 
 
+class DeviceCount(Protocol):
+    """How many more members of a shape a node's free devices hold (`DevicePlan`)."""
+
+    def count(self, shape: Shape, node: NodeInfo) -> int: ...
+
+
 @dataclass(slots=True)
 class Candidates:
-    """Nodes that can take members of one shape, best fit first, found lazily."""
+    """Nodes that can take members of one shape, best fit first, found lazily. For a
+    shape whose members have claims, `devices` caps each node's count by its devices."""
 
     planner: PlanState
     shape: Shape
@@ -92,6 +100,7 @@ class Candidates:
     left: dict[str, int] = field(default_factory=dict)  # members the node can still take
     buckets: dict[int, list[str]] = field(default_factory=dict)  # count > 1, until done
     done: bool = False
+    devices: DeviceCount | None = None
 
     def scan(self, want: int) -> None:
         """Extend `order`: stop after `want` more exact-fit nodes, or at the end of the
@@ -104,6 +113,7 @@ class Candidates:
         plain = self.shape.plain
         selector = tuple(proto.node_selector.items())
         one = self.shape.one_per_node
+        devices = self.devices
         order, left, buckets = self.order, self.left, self.buckets
         found = 0
         for name, f in self.source:
@@ -111,9 +121,14 @@ class Candidates:
                 f = work[name]
             elif f is None:
                 continue
-            cnt = fit_count(items, f, nodes_get(name), proto, plain, selector)
+            node = nodes_get(name)
+            cnt = fit_count(items, f, node, proto, plain, selector)
             if cnt <= 0:
                 continue
+            if devices is not None:
+                cnt = min(cnt, devices.count(self.shape, node)) if node is not None else 0
+                if cnt <= 0:
+                    continue
             # One member per node under self anti-affinity, but ranked by how tightly
             # it fits all the same, to keep roomy nodes whole.
             left[name] = 1 if one else cnt

@@ -3,7 +3,7 @@ allocated there, besides what claims have allocated, what other gangs' slots hol
 what this plan gave the members placed before it.
 
 Only shapes whose members have claims come here (`Shape.devices`): their nodes are
-found by scanning (`DeviceCandidates`), each counted by how many such members the node's
+found by scanning (`Candidates` with `devices`), each counted by how many such members the node's
 free devices hold, one member's devices taken after the other's, as kube-scheduler's
 DynamicResources plugin allocates them pod by pod. The fit index, kept for requests
 alone, serves every other shape as before, so a cluster without claims plans exactly as
@@ -19,10 +19,9 @@ from extender.core.cache.devices import DeviceView
 from extender.core.devices.allocate import DeviceKey
 from extender.core.model.fit import fit_count
 from extender.core.model.types import NodeInfo
-from extender.core.planner.candidates import Candidates
 from extender.core.planner.shapes import Shape
 
-__all__ = ["DeviceCandidates", "DevicePlan", "device_room"]
+__all__ = ["DevicePlan", "device_room"]
 
 
 @dataclass(slots=True)
@@ -54,53 +53,6 @@ class DevicePlan:
             chosen = self.view.choose(node, shape.devices, self._taken(node.name))
             if chosen:
                 self.on_node[node.name] = self.on_node.get(node.name, frozenset()) | chosen
-
-
-@dataclass(slots=True)
-class DeviceCandidates(Candidates):
-    """`Candidates` for a shape with claims: a node's count is the smaller of what its
-    free requests and its free devices hold."""
-
-    devices: DevicePlan | None = None
-
-    def scan(self, want: int) -> None:
-        """As `Candidates.scan`, each count capped by the node's devices."""
-        items = self.shape.items
-        pl = self.planner
-        work = pl.work
-        nodes_get = pl.nodes.get
-        proto = self.shape.proto
-        plain = self.shape.plain
-        selector = tuple(proto.node_selector.items())
-        one = self.shape.one_per_node
-        plan = self.devices
-        order, left, buckets = self.order, self.left, self.buckets
-        found = 0
-        for name, f in self.source:
-            if name in work:
-                f = work[name]
-            elif f is None:
-                continue
-            node = nodes_get(name)
-            cnt = fit_count(items, f, node, proto, plain, selector)
-            if cnt <= 0 or node is None:
-                continue
-            if plan is not None:
-                cnt = min(cnt, plan.count(self.shape, node))
-                if cnt <= 0:
-                    continue
-            left[name] = 1 if one else cnt
-            if cnt == 1:
-                order.append(name)
-                found += 1
-                if found >= want:
-                    return
-            else:
-                buckets.setdefault(cnt, []).append(name)
-        self.done = True
-        for cnt in sorted(buckets):
-            order.extend(buckets[cnt])
-        buckets.clear()
 
 
 def device_room(shape: Shape, plan: DevicePlan, node: NodeInfo,

@@ -15,7 +15,7 @@ from extender.core.planner.candidates import (
     PlanState,
     node_source,
 )
-from extender.core.planner.device_plan import DeviceCandidates, DevicePlan
+from extender.core.planner.device_plan import DevicePlan
 from extender.core.planner.relations import Ties, relations_for
 from extender.core.planner.shapes import Shape, pod_size_key, shapes_of
 from extender.core.planner.shortfall import Awaited, explain_shortfall
@@ -49,8 +49,8 @@ def place_shape(pl: PlanState, shape: Shape, members: Sequence[PodInfo],
     """`devices`: what the attempt takes of the devices, for a shape with claims."""
     cand: Candidates | IndexedCandidates
     if shape.devices is not None and devices is not None:
-        cand = DeviceCandidates(pl, shape, node_source(shape, pl.free, pl.within),
-                                devices=devices)
+        cand = Candidates(pl, shape, node_source(shape, pl.free, pl.within),
+                          devices=devices)
     elif pl.index is not None and shape.allowed is None and pl.within is None:
         cand = IndexedCandidates.open(pl, pl.index, shape)
     else:

@@ -18,8 +18,8 @@ from extender.core.model.constraints import (
 from extender.core.model.fit import BIG, fit_count, labels_have
 from extender.core.model.resources import format_resources, shortfall
 from extender.core.model.types import LabelSelector, PodAffinityTerm, Resources
-from extender.core.planner.candidates import Outcome, PlanState
-from extender.core.planner.device_plan import DeviceCandidates, DevicePlan
+from extender.core.planner.candidates import Candidates, Outcome, PlanState
+from extender.core.planner.device_plan import DevicePlan
 from extender.core.planner.shapes import Shape
 
 TIMES = "\u00d7"  # multiplication sign: "3 \u00d7 {cpu: 1}" in messages
@@ -102,7 +102,8 @@ def explain_shortfall(
     if not eligible:
         return head, f"no node matches{excluded()}"
     cand = outcome.candidates
-    if shape.devices is not None and isinstance(cand, DeviceCandidates) and cand.devices:
+    if (shape.devices is not None and isinstance(cand, Candidates)
+            and isinstance(cand.devices, DevicePlan)):
         said = _devices_short(pl, shape, cand.devices, eligible, fit)
         if said is not None:
             return said[0], f"{said[1]}{excluded()}"
