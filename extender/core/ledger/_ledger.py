@@ -481,13 +481,23 @@ class Ledger:
         """The gangs that commit together with `group`: itself, and if it is a child of
         a CompositePodGroup with a gang policy, every child of it holding a reservation,
         reserved together by the queue pass (`queue/composite_unit.py`); a child whose quorum
-        is bound holds none and waits for nothing."""
+        is bound holds none and waits for nothing. None while those and the children
+        already bound are fewer than minGroupCount (a sibling's reservation ended: its
+        PodGroup deleted or recreated): the rest would start part of the composite, so
+        they wait, and their reservations end at their deadline."""
         composite = self._cache.composites.get(group.parent) if group.parent else None
         if composite is None or composite.min_group_count == 0:
             return [group]
-        out = [g for g in self._cache.children(composite.key)
-               if (r := self._by_gang.get(g.key)) is not None and r.held is None]
-        return out if group in out else [group]
+        out, bound = [], 0
+        for g in self._cache.children(composite.key):
+            r = self._by_gang.get(g.key)
+            if r is not None and r.held is None:
+                out.append(g)
+            elif r is None and self._cache.quorum_counts(g).bound_or_succeeded >= g.min_member:
+                bound += 1
+        if group not in out:
+            return [group]
+        return out if len(out) + bound >= composite.min_group_count else []
 
     def _ready(self, group: GroupInfo, res: Reservation) -> list[str] | None:
         """The members `commit` binds directly, once the gang's quorum is ready and its

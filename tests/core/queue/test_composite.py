@@ -190,3 +190,18 @@ def test_direct_commit_binds_the_composite_at_once() -> None:
     pods = leader_and_workers(sim)
     sim.schedule(pods[0].uid)
     assert len(bound(sim, pods)) == 4
+
+
+def test_a_sibling_gone_after_the_plan_leaves_the_rest_uncommitted() -> None:
+    """Reserved together, then the leader's PodGroup is deleted before the commit: the
+    workers alone are fewer groups than minGroupCount, so their binds keep waiting."""
+    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30, direct_commit=False)))
+    for i in range(4):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    pods = leader_and_workers(sim)
+    for p in pods[1:]:
+        assert sim.schedule(p.uid) == "held"
+    sim.manager.on_group_deleted("ns/leader")
+    sim.add_group(group("workers", 3, parent=PARENT))  # any event that commits
+    sim.drain()
+    assert bound(sim, pods) == []
