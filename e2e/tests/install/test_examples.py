@@ -8,6 +8,7 @@ exactly what users read.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +17,22 @@ import pytest
 from e2e import deploy_kit as dk
 from e2e.gang import GangStack, Recorder
 from e2e.harness.base import REPO_ROOT
+from e2e.harness.cluster import ControlPlane
+from e2e.harness.clusterbase import Cluster
 from e2e.harness.fixtures import NodeSet
 from e2e.harness.kubelet.pod import ANN_RUN_SECONDS
 from e2e.harness.objects import GANG_SCHEDULER, POD_GROUP_LABEL
 from e2e.harness.queries import get_job, job_condition, list_pods
 from e2e.harness.target import ClusterApis
 from e2e.harness.waiting import NotYet, wait_for
+from e2e.integrations.jobset import (
+    JobSetController,
+    delete_jobsets,
+    get_jobset,
+    jobset_condition,
+)
+from e2e.integrations.operators import obtain_operator
+from extender.core.model.sources import jobset_gang_name
 
 pytestmark = pytest.mark.e2e
 
@@ -38,7 +49,11 @@ NODES: dict[str, dict[str, Any]] = {
     # One rack of two nodes: the gang asks for one.
     "topology-rack-gang.yaml": {"count": 2, "cpu": "16", "memory": "64Gi",
                                 "labels": {"topology.example.com/rack": "r1"}},
+    # Five pods of half a CPU: three nodes of one CPU hold them (and the JobSet controller).
+    "jobset.yaml": {"count": 3, "cpu": "1", "memory": "1Gi"},
 }
+# Examples of objects an operator turns into pods, with a test of their own below.
+OPERATOR_EXAMPLES = {"jobset.yaml"}
 
 
 def test_every_example_is_covered() -> None:
@@ -53,6 +68,10 @@ def _load(path: Path) -> list[dk.Doc]:
             meta = d["metadata"]
         elif d["kind"] == "Job":
             meta = d["spec"]["template"].setdefault("metadata", {})
+        elif d["kind"] == "JobSet":
+            for rjob in d["spec"]["replicatedJobs"]:
+                pod = rjob["template"]["spec"]["template"].setdefault("metadata", {})
+                pod.setdefault("annotations", {})[ANN_RUN_SECONDS] = "1"
         if meta is not None:
             meta.setdefault("annotations", {})[ANN_RUN_SECONDS] = "1"
     return docs
@@ -63,7 +82,7 @@ def _expected_pods(docs: list[dk.Doc]) -> int:
                for d in docs if d["kind"] in ("Pod", "Job"))
 
 
-@pytest.mark.parametrize("example", sorted(NODES))
+@pytest.mark.parametrize("example", sorted(set(NODES) - OPERATOR_EXAMPLES))
 def test_example_gang_is_scheduled_and_completes(
     example: str, gang: GangStack, fake_nodes: NodeSet, namespace: str, kube: ClusterApis
 ) -> None:
@@ -117,3 +136,46 @@ def test_examples_label_pods_with_their_podgroup() -> None:
             else:
                 continue
             assert labels.get(POD_GROUP_LABEL) in groups, (path.name, d["metadata"]["name"])
+
+
+@pytest.fixture(scope="module")
+def jobset_controller(control_plane: Cluster) -> Iterator[JobSetController]:
+    """The JobSet controller v0.11.1 (e2e/integrations/jobset.py), for the JobSet example."""
+    if not isinstance(control_plane, ControlPlane):
+        pytest.skip("runs the JobSet controller as a local process on the local control plane")
+    c = JobSetController(control_plane, obtain_operator("jobset"))
+    c.install()
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def test_the_jobset_example_is_one_gang_and_completes(
+    jobset_controller: JobSetController, gang: GangStack, fake_nodes: NodeSet,
+    namespace: str, kube: ClusterApis
+) -> None:
+    """examples/jobset.yaml, applied as is (no PodGroup in it): its five pods are bound as
+    one gang, and the JobSet completes."""
+    docs = _load(EXAMPLES / "jobset.yaml")
+    shape = dict(NODES["jobset.yaml"])
+    fake_nodes.add_nodes(shape.pop("count"), prefix=namespace, **shape)
+    (js,) = docs
+    name = js["metadata"]["name"]
+    want = sum(r["replicas"] * r["template"]["spec"]["parallelism"]
+               for r in js["spec"]["replicatedJobs"])
+    try:
+        with Recorder(namespace) as rec:
+            errors = dk.apply(dk.dynamic_client(kube.api), docs, namespace=namespace)
+            assert not errors, "\n".join(errors)
+            wait_for(lambda: jobset_condition(namespace, name, "Completed") or NotYet(
+                {n: r.node for n, r in rec.bound().items()}), 90,
+                "jobset.yaml: the JobSet Completed", logs=gang.logs())
+            uid = (get_jobset(namespace, name) or {})["metadata"]["uid"]
+            group = jobset_gang_name(name, uid, 0)
+            rec.assert_never_partial(group, want)
+            assert len(rec.bound(group)) == want == len(rec.bound()), rec.history
+            assert {r.node for r in rec.bound().values()} <= set(fake_nodes.added)
+    finally:
+        delete_jobsets(namespace)

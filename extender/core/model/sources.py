@@ -154,8 +154,10 @@ def missing_group_message(gang: str, pod: PodInfo) -> str:
     if source == JOBSET:
         return (f"gang {gang}: the JobSet of pod {pod.key} (label {JOBSET_NAME_LABEL}), "
                 f"at this restart attempt ({JOBSET_ATTEMPT_LABEL}), is not known: it was "
-                f"deleted or has restarted since (the pod is of an old attempt), or the "
-                f"JobSet API (jobset.x-k8s.io/v1alpha2) is not served or not readable")
+                f"deleted or has restarted since (the pod is of an old attempt), the "
+                f"JobSet API (jobset.x-k8s.io/v1alpha2) is not served or not readable, or "
+                f"the JobSet could not be read (the extender's log says why, e.g. a "
+                f"gang-extender.x-k8s.io/jobset-gang value other than 'set' or 'off')")
     if source == KUEUE:
         return (f"gang {gang}: no pod of Kueue pod group {name} has a valid "
                 f"{KUEUE_TOTAL_ANNOTATION} annotation (a positive integer), so the size "

@@ -259,3 +259,14 @@ def test_an_old_attempts_pods_never_count_toward_the_new_one() -> None:
     sim.run_all()
     bound = {p.uid for p in sim.bound()}
     assert {p.uid for p in (*new, last)} <= bound
+
+
+def test_a_pod_whose_jobset_is_unknown_waits_saying_why() -> None:
+    """No JobSet of its attempt read (deleted, restarted since, or refused for a bad
+    annotation): the pod is turned away naming the JobSet's labels and the causes."""
+    sim = SimScheduler()
+    sim.add_node(node("n0", cpu=8000))
+    p = sim.add_pod(jobset_pods()[0])
+    assert sim.schedule(p.uid) == "rejected"
+    msg = sim.last_filter[p.uid]
+    assert "jobset.sigs.k8s.io/jobset-name" in msg and "jobset-gang" in msg, msg
