@@ -145,13 +145,13 @@ class DeviceView:
     def copies(self, node: NodeInfo, claims: tuple[Claim, ...],
                taken: frozenset[DeviceKey]) -> int:
         """How many members with `claims` the node's devices hold besides `taken`."""
-        return self.state.inventory.copies(node, claims, taken, MAX_COPIES)
+        return self.state.inventory.copies(node, claims, taken, MAX_COPIES, self.emptied)
 
     def choose(self, node: NodeInfo, claims: tuple[Claim, ...],
                taken: frozenset[DeviceKey]) -> frozenset[DeviceKey]:
         """The devices one member with `claims` would get on `node` (none if it does not
         fit, which `copies` said it does)."""
-        fit = self.state.inventory.fit(node, claims, taken)
+        fit = self.state.inventory.fit(node, claims, taken, self.emptied)
         return frozenset() if isinstance(fit, NoFit) else fit.devices()
 
     def free_on(self, node: NodeInfo, taken: frozenset[DeviceKey]) -> int:

@@ -167,20 +167,22 @@ class DeviceInventory:
         return MemberClaims(tuple(own), tuple(shared))
 
     def fit(self, node: NodeInfo, claims: Sequence[Claim],
-            taken: frozenset[DeviceKey] = frozenset()) -> Fit | NoFit:
+            taken: frozenset[DeviceKey] = frozenset(), emptied: bool = False) -> Fit | NoFit:
         """Whether `claims` can be allocated on `node`, besides what is allocated and
-        `taken` (devices reserved for planned gangs)."""
+        `taken` (devices reserved for planned gangs). `emptied`: as if no claim were
+        allocated (whether a gang could ever be placed)."""
         return allocate(claims, self.devices_for(node), self._classes, self._compile,
-                        self.allocated() | taken)
+                        taken if emptied else self.allocated() | taken)
 
     def copies(self, node: NodeInfo, member: Sequence[Claim],
-               taken: frozenset[DeviceKey] = frozenset(), limit: int = MAX_COPIES) -> int:
+               taken: frozenset[DeviceKey] = frozenset(), limit: int = MAX_COPIES,
+               emptied: bool = False) -> int:
         """How many members with claims like `member` (own claims, unallocated) the
         node's free devices hold, at most `limit`: one member's devices taken after the
-        other, as kube-scheduler allocates them pod by pod."""
+        other, as kube-scheduler allocates them pod by pod. `emptied`: as `fit`."""
         if not member:
             return limit
-        used = self.allocated() | taken
+        used = taken if emptied else self.allocated() | taken
         devices = self.devices_for(node)
         n = 0
         while n < limit:

@@ -11,6 +11,7 @@ from typing import Any
 
 from extender.cel_selectors import compile_selector
 from extender.core.devices.model import (
+    claim_from_k8s,
     claim_template_from_k8s,
     device_class_from_k8s,
     resource_slice_from_k8s,
@@ -171,3 +172,25 @@ def test_the_direct_commit_binds_no_member_with_claims_itself() -> None:
     # The launcher was bound by the commit without a bind call of its own.
     assert launcher.uid not in direct.held and direct.schedule(launcher.uid) == "skip"
 
+
+
+def test_devices_allocated_to_others_do_not_make_a_gang_unplaceable() -> None:
+    """Whether a gang could ever be placed is asked of the nodes emptied of every pod:
+    a claim allocated meanwhile (another gang's member, allocated by kube-scheduler)
+    makes it wait, never Unplaceable (the e2e run found it so)."""
+    sim = _sim((2, 2, 2, 2))
+    sim.manager.on_devices("resourceclaims", "other/x", claim_from_k8s({
+        "metadata": {"name": "x", "namespace": "other", "uid": "c1"},
+        "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
+            "deviceClassName": CLASS, "count": 2}}]}},
+        "status": {"allocation": {"devices": {"results": [
+            {"request": "gpus", "driver": CLASS, "pool": "node-0", "device": f"gpu-{j}"}
+            for j in range(2)]}}}}))
+    sim.add_group(group("w", 4))
+    ms = [sim.add_pod(_member(f"w-{i}", "w")) for i in range(4)]
+    sim.schedule(ms[0].uid)
+    sim.tick(1.0)
+    st = sim.status("ns/w")
+    assert st.reason is Reason.INSUFFICIENT_CAPACITY, st
+    assert "needs 4 × {2 × gpu.example.com}; 3 fit; 3 nodes have 2 free, 1 node has 0 free" \
+        in st.message, st.message
