@@ -42,6 +42,9 @@ KCM_CONTROLLERS = (
     "pod-garbage-collector-controller",
     "root-ca-certificate-publisher-controller",
     "clusterrole-aggregation-controller",
+    # Dynamic Resource Allocation: makes a pod's ResourceClaims from its templates and
+    # names them in its status, and releases them when the pod is done (e2e/harness/fakedra.py).
+    "resourceclaim-controller",
 )
 
 # The upstream Workload API (Kubernetes 1.36 alpha): scheduling.k8s.io/v1alpha2 PodGroups

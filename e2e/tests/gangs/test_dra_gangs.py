@@ -1,0 +1,77 @@
+"""GPU gangs on Dynamic Resource Allocation, on the local control plane (issue 44): a
+fake driver publishes devices for fake nodes (e2e/harness/fakedra.py says what it does
+not simulate), the stock kube-scheduler's DynamicResources plugin allocates the claims,
+and the extender plans gangs on the devices.
+
+* Two gangs of 4 members × (1 CPU + a claim from a template asking for exactly 2
+  devices) on four 16-CPU nodes publishing 2 devices each, created interleaved: one
+  gang is placed whole, on the four nodes, while the other waits; once the first is
+  done, the other is placed whole. Before, the extender planned each gang onto one node
+  (4 CPU of 16), kube-scheduler's plugin could allocate one member's devices per node,
+  and nothing was bound: both gangs timed out and were planned the same way again.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from e2e.gang import GangStack, Recorder
+from e2e.harness.fakedra import allocated_claims, claims_from, create_claim_template, fake_driver
+from e2e.harness.fixtures import NodeSet as Nodes
+from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
+from e2e.harness.queries import pod_nodes
+from e2e.harness.waiting import NotYet, wait_for
+
+pytestmark = pytest.mark.e2e
+
+RUN_SECONDS = 8.0  # long enough to see the second gang wait, short enough to see it go
+
+
+def test_two_dra_gangs_created_interleaved_are_placed_one_whole_then_the_other(
+    gang: GangStack, fake_nodes: Nodes, namespace: str
+) -> None:
+    ns = namespace
+    nodes = fake_nodes.add_nodes(4, prefix="dra", cpu="16", memory="64Gi")
+    with fake_driver() as driver:
+        for n in nodes:
+            driver.publish(n, 2)
+        create_claim_template(ns, "two-gpus", 2)
+        for g in ("a", "b"):
+            create_podgroup(ns, g, 4, timeout=60)
+        with Recorder(ns) as rec:
+            for i in range(4):
+                for g in ("a", "b"):
+                    create_pod(ns, f"{g}-{i}", cpu="1", memory="64Mi",
+                               scheduler_name=GANG_SCHEDULER, pod_group=g,
+                               run_seconds=RUN_SECONDS, spec_extra=claims_from("two-gpus"))
+
+            def one_whole() -> bool | NotYet:
+                bound = {g: len(rec.bound(g)) for g in ("a", "b")}
+                return 4 in bound.values() or NotYet((bound, pod_nodes(ns)))
+
+            wait_for(one_whole, 45, "one gang bound whole", logs=gang.logs())
+            first = "a" if len(rec.bound("a")) == 4 else "b"
+            second = "b" if first == "a" else "a"
+            placed = {r.node for r in rec.bound(first).values()}
+            assert placed == set(nodes), f"gang {first} on {placed}: one member per node"
+            # Its members' claims hold the devices kube-scheduler allocated: 2 per node.
+            held = allocated_claims(ns)
+            assert len(held) == 4 and all(len(d) == 2 for d in held.values()), held
+            # The other waits whole while the first runs: none of its members is bound.
+            time.sleep(RUN_SECONDS / 2)
+            assert rec.bound(second) == {}, rec.history
+
+            wait_for(lambda: len(rec.bound(second)) == 4 or NotYet(pod_nodes(ns)),
+                     60 + RUN_SECONDS, f"gang {second} bound whole once {first} is done",
+                     logs=gang.logs())
+            assert {r.node for r in rec.bound(second).values()} == set(nodes)
+            done = min(r.phase_at.get("Succeeded", float("inf"))
+                       for r in rec.bound(first).values())
+            assert min(rec.bind_times(second)) >= done - 0.5, rec.history
+            rec.assert_never_partial(first, 4)
+            rec.assert_never_partial(second, 4)
+        print(f"MEASURED dra: gang {first} bound whole "
+              f"{max(rec.bind_times(first)) - min(rec.bind_times(first)):.2f}s spread, "
+              f"gang {second} {min(rec.bind_times(second)) - done:.2f}s after {first} ended")
