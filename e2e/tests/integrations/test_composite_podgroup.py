@@ -1,13 +1,14 @@
 """A CompositePodGroup (scheduling.k8s.io/v1alpha3, Kubernetes 1.37 alpha, gate
 `CompositePodGroup`) of a leader group and a worker group, minGroupCount 2: nothing is
-bound while only the leader fits, then every pod once both fit (issue 45, item 2;
-extender/core/queue/composite_unit.py).
+bound while only the leader fits, then every pod once both fit; and with the composite's
+topology key, both groups in one zone (issue 45, item 2; extender/core/queue/composite_unit.py).
 
 The local 1.37 control plane serves it (e2e/harness/versions.py: the gate and
 `scheduling.k8s.io/v1alpha3=true`); the children are v1beta1 PodGroups naming it in
 spec.parentCompositePodGroupName, which the API then requires to have spec.workloadRef
-(the Workload it names need not exist). Runs on the session's gang stack; fails without
-the feature: the leader, a gang of one that fits, would be bound at once.
+(the Workload it names need not exist). Runs on the session's gang stack; each fails
+without its feature: the leader, a gang of one that fits, would be bound at once; without
+the composite's topology, the leader and a worker land in zone a.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from e2e.gang import GangStack, Recorder
 from e2e.harness.fixtures import NodeSet
 from e2e.harness.objects import GANG_SCHEDULER, create_pod
+from e2e.harness.queries import get_pod
 from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for
 
@@ -44,6 +46,21 @@ def create(ns: str, version: str, plural: str, body: dict[str, Any]) -> None:
     kube().custom.create_namespaced_custom_object(GROUP, version, ns, plural, body)
 
 
+def composite(ns: str, min_groups: int, topology: str = "") -> None:
+    spec: dict[str, Any] = {"workloadRef": {"workloadName": "lw", "templateName": "lw"},
+                            "schedulingPolicy": {"gang": {"minGroupCount": min_groups}}}
+    if topology:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology}]}
+    create(ns, "v1alpha3", "compositepodgroups", {
+        "apiVersion": f"{GROUP}/v1alpha3", "kind": "CompositePodGroup",
+        "metadata": {"name": "lw"}, "spec": spec})
+
+
+def member(ns: str, name: str, cpu: str, sel: dict[str, str]) -> None:
+    create_pod(ns, name, cpu=cpu, scheduler_name=GANG_SCHEDULER, node_selector=sel,
+               labels=sel, spec_extra={"schedulingGroup": {"podGroupName": name.split("-")[0]}})
+
+
 def child(ns: str, name: str, min_count: int) -> None:
     create(ns, "v1beta1", "podgroups", {
         "apiVersion": f"{GROUP}/v1beta1", "kind": "PodGroup", "metadata": {"name": name},
@@ -63,19 +80,13 @@ def test_leader_and_workers_bound_together_or_not_at_all(
         pytest.skip("scheduling.k8s.io/v1alpha3 CompositePodGroups are not served")
     ns, sel = namespace, {"composite-e2e": namespace}
     fake_nodes.add_node(f"{ns}-a", cpu="4", memory="8Gi", labels=sel)  # the leader and one
-    create(ns, "v1alpha3", "compositepodgroups", {
-        "apiVersion": f"{GROUP}/v1alpha3", "kind": "CompositePodGroup",
-        "metadata": {"name": "lw"},
-        "spec": {"workloadRef": {"workloadName": "lw", "templateName": "lw"},
-                 "schedulingPolicy": {"gang": {"minGroupCount": 2}}}})
+    composite(ns, 2)
     child(ns, "leader", 1)
     child(ns, "workers", 3)
     names = ["leader-0", "workers-0", "workers-1", "workers-2"]
     with Recorder(ns) as rec:
         for name in names:
-            create_pod(ns, name, cpu="2", scheduler_name=GANG_SCHEDULER, node_selector=sel,
-                       labels=sel, spec_extra={"schedulingGroup": {
-                           "podGroupName": name.split("-")[0]}})
+            member(ns, name, "2", sel)
 
         def told() -> dict[str, Any] | NotYet:
             c = conditions(ns, "leader").get("PodGroupInitiallyScheduled")
@@ -94,3 +105,30 @@ def test_leader_and_workers_bound_together_or_not_at_all(
         wait_for(lambda n=name: (conditions(ns, n).get("PodGroupInitiallyScheduled") or {})
                  .get("status") == "True" or NotYet(conditions(ns, n)), 30,
                  f"{name} PodGroupInitiallyScheduled", logs=gang.logs())
+
+
+def test_the_composite_topology_holds_for_both_groups(
+        gang: GangStack, fake_nodes: NodeSet, namespace: str) -> None:
+    """Zone a has room for the leader only, zone b for the leader and both workers: every
+    pod lands in zone b. Planned on its own, the leader would take zone a's node, the
+    first of equals (checked: it does with the composite's topology left out)."""
+    if not served():
+        pytest.skip("scheduling.k8s.io/v1alpha3 CompositePodGroups are not served")
+    ns, sel = namespace, {"composite-e2e": namespace}
+    zone = "topology.kubernetes.io/zone"
+    fake_nodes.add_node(f"{ns}-a0", cpu="5", memory="8Gi", labels={**sel, zone: f"{ns}-a"})
+    for i in range(2):
+        fake_nodes.add_node(f"{ns}-b{i}", cpu="5", memory="8Gi",
+                            labels={**sel, zone: f"{ns}-b"})
+    composite(ns, 2, topology=zone)
+    child(ns, "leader", 1)
+    child(ns, "workers", 2)
+    with Recorder(ns) as rec:
+        member(ns, "leader-0", "1", sel)
+        for i in range(2):
+            member(ns, f"workers-{i}", "4", sel)
+        wait_for(lambda: len(rec.bound()) == 3 or NotYet(rec.bound()), 30,
+                 "every pod bound", logs=gang.logs())
+    nodes = {name: (get_pod(ns, name) or {}).get("spec", {}).get("nodeName")
+             for name in ("leader-0", "workers-0", "workers-1")}
+    assert all(str(n).startswith(f"{ns}-b") for n in nodes.values()), nodes
