@@ -192,33 +192,24 @@ def _rooms(shape: Shape, keys: tuple[str, ...], groups: Mapping[Values, Sequence
     claims, counted with their devices (the index counts requests alone)."""
     if shape.devices is not None and snapshot.devices is not None:
         plan = DevicePlan(snapshot.devices)
-        dev: dict[Values, list[int]] = {}
-        for d, names in groups.items():
-            total = nodes = 0
-            for n in names:
-                node = snapshot.nodes.get(n)
-                c = 0 if node is None else device_room(shape, plan, node, snapshot.free.get(n))
-                if c > 0:
-                    total += c
-                    nodes += 1
-            if nodes:
-                dev[d] = [total, nodes]
-        return dev
-    if snapshot.index is not None:
+
+        def room(n: str) -> int:
+            node = snapshot.nodes.get(n)
+            return 0 if node is None else device_room(shape, plan, node, snapshot.free.get(n))
+    elif snapshot.index is not None:
         return snapshot.index.rooms(shape.items, shape.proto, shape.plain, keys,
                                     snapshot.topology().of_node(keys))
-    selector = tuple(shape.proto.node_selector.items())
+    else:
+        selector = tuple(shape.proto.node_selector.items())
+
+        def room(n: str) -> int:
+            return fit_count(shape.items, snapshot.free.get(n), snapshot.nodes.get(n),
+                             shape.proto, shape.plain, selector)
     out: dict[Values, list[int]] = {}
     for d, names in groups.items():
-        total = nodes = 0
-        for n in names:
-            c = fit_count(shape.items, snapshot.free.get(n), snapshot.nodes.get(n), shape.proto,
-                          shape.plain, selector)
-            if c > 0:
-                total += c
-                nodes += 1
-        if nodes:
-            out[d] = [total, nodes]
+        fits = [c for c in map(room, names) if c > 0]
+        if fits:
+            out[d] = [sum(fits), len(fits)]
     return out
 
 
