@@ -258,6 +258,20 @@ class Filter:
                 why = nominated_short(pod, name, self._cache)
                 if why is not None:
                     failed[name] = why
+        if pod.claims is not None:
+            # kube-scheduler's DynamicResources plugin sees devices a slot holds as
+            # free: only nodes with reservations can disagree with it.
+            devices = self._cache.snapshot.devices
+            for name in examined:
+                node = nodes.get(name)
+                if devices is None or node is None or name in failed:
+                    continue
+                why = devices.refusal(node, pod)
+                if why is not None:
+                    held_by = self._ledger.gangs_by_node().get(name, ())
+                    failed[name] = (f"node {name}: the devices pod {pod.key} asks for are "
+                                    f"held for gang(s) {', '.join(held_by)}: {why}"
+                                    if held_by else f"node {name}: {why}")
         if fresh:
             # kube-scheduler's InterPodAffinity and PodTopologySpread filters ran
             # without the fresh pods too.

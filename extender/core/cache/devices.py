@@ -154,6 +154,18 @@ class DeviceView:
         fit = self.state.inventory.fit(node, claims, taken, self.emptied)
         return frozenset() if isinstance(fit, NoFit) else fit.devices()
 
+    def refusal(self, node: NodeInfo, pod: PodInfo) -> str | None:
+        """Why `pod`'s claims cannot be allocated on `node` besides what is taken (a
+        slot of a gang holds the devices), None if they can."""
+        member = self.member(pod)
+        if member.missing:
+            return member.missing
+        claims = (*member.own, *member.shared)
+        if not claims:
+            return None
+        fit = self.state.inventory.fit(node, claims, self.taken(), self.emptied)
+        return fit.message if isinstance(fit, NoFit) else None
+
     def free_on(self, node: NodeInfo, taken: frozenset[DeviceKey]) -> int:
         """Devices the node can use that nothing takes, for messages."""
         return sum(1 for d in self.state.inventory.devices_for(node) if d.key not in taken)

@@ -194,3 +194,21 @@ def test_devices_allocated_to_others_do_not_make_a_gang_unplaceable() -> None:
     assert st.reason is Reason.INSUFFICIENT_CAPACITY, st
     assert "needs 4 × {2 × gpu.example.com}; 3 fit; 3 nodes have 2 free, 1 node has 0 free" \
         in st.message, st.message
+
+
+def test_a_plain_pod_with_claims_is_kept_off_devices_a_gang_holds() -> None:
+    """kube-scheduler's DynamicResources plugin sees the devices a gang's slots hold as
+    free; the filter keeps a plain pod of the gang scheduler whose claims need them off
+    those nodes, as it keeps it off reserved CPU."""
+    sim = _sim((2, 2, 2))
+    sim.add_group(group("a", 2))
+    a0 = sim.add_pod(_member("a-0", "a"))
+    sim.add_pod(_member("a-1", "a"))
+    sim.schedule(a0.uid)
+    held = set(_slots(sim, "a").values())
+    assert len(held) == 2
+    plain = sim.add_pod(_member("solo", "", count=1))
+    result = sim.manager.filter(plain, sorted(sim.cache.nodes), sim.now)
+    assert set(result.nodes) == set(sim.cache.nodes) - held, result
+    why = result.unresolvable[sorted(held)[0]]
+    assert "held for gang(s) ns/a" in why and "gpu.example.com" in why, why
