@@ -208,8 +208,8 @@ class Informer:
         kinds: tuple[Kind, ...] = (NODES, PODS, GROUPS),
         options: InformerOptions | None = None,
     ) -> None:
-        o = options or InformerOptions()
-        self.protobuf = o.protobuf
+        # Kept whole: its fields are read where they apply, never copied.
+        self._options = o = options or InformerOptions()
         self.kube = kube
         self.manager = manager
         self.clock = clock
@@ -218,13 +218,8 @@ class Informer:
         self.synced = o.synced if o.synced is not None else asyncio.Event()
         self._listed: set[str] = set()
         self._known: dict[str, set[str]] = {k.name: set() for k in kinds}
-        self.discovery_interval = o.discovery_interval
         self.served: dict[str, bool] = {}  # optional kinds: served at the last look
-        self.on_served = o.on_served
-        self.on_skip = o.on_skip
-        self.log_interval = o.log_interval
-        self.yield_every = max(1, o.yield_every)
-        self.page_size = o.page_size
+        self._yield_every = max(1, o.yield_every)
         self._skips: dict[str, _Skips] = {k.name: _Skips() for k in kinds}
         self._freezer = Freezer(o.freeze_every)
         # Kinds behind (their watch broke, and the one after the relist has delivered
@@ -233,8 +228,6 @@ class Informer:
         # Per kind, how many times its watch broke: a catch-up scheduled before a break
         # must not apply after it.
         self._breaks: dict[str, int] = {k.name: 0 for k in kinds}
-        self.idle_timeout = o.idle_timeout
-        self.behind_limit = o.behind_limit
 
     @property
     def skipped(self) -> dict[str, int]:
@@ -252,25 +245,26 @@ class Informer:
 
     def health(self) -> str | None:
         """Why /healthz should fail: a kind behind for `behind_limit` seconds; else None."""
-        late = [(age, name) for name, age in self.behind().items() if age >= self.behind_limit]
+        limit = self._options.behind_limit
+        late = [(age, name) for name, age in self.behind().items() if age >= limit]
         if not late:
             return None
         age, name = max(late)
-        return (f"the {name} watch has been behind for {age:.0f}s (limit "
-                f"{self.behind_limit:g}s): its list or watch keeps failing, or its new watch "
-                f"has delivered nothing since its relist")
+        return (f"the {name} watch has been behind for {age:.0f}s (limit {limit:g}s): its "
+                f"list or watch keeps failing, or its new watch has delivered nothing since "
+                f"its relist")
 
     def _skip(self, kind: Kind, what: str, exc: Exception | str,
               reason: str = "convert") -> None:
         skips = self._skips[kind.name]
         skips.count += 1
-        if self.on_skip is not None:
-            self.on_skip(kind.name, reason)
+        if self._options.on_skip is not None:
+            self._options.on_skip(kind.name, reason)
         now = self.clock()
-        if now - skips.logged_at < self.log_interval:
+        if now - skips.logged_at < self._options.log_interval:
             skips.unlogged += 1
             return
-        more = (f" ({skips.unlogged} more skipped in the last {self.log_interval:g}s)"
+        more = (f" ({skips.unlogged} more skipped in the last {self._options.log_interval:g}s)"
                 if skips.unlogged else "")
         skips.logged_at, skips.unlogged = now, 0
         why = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
@@ -333,8 +327,8 @@ class Informer:
         seen: set[str] = set()
         rv = ""
         began = self.clock()
-        budget = self.yield_every
-        async for items, page_rv in self.kube.list_pages(kind.path, self.page_size):
+        budget = self._yield_every
+        async for items, page_rv in self.kube.list_pages(kind.path, self._options.page_size):
             rv = page_rv
             for obj in items:
                 key = self._apply(kind, obj)
@@ -342,7 +336,7 @@ class Informer:
                     seen.add(key)
                 budget -= 1
                 if budget <= 0:
-                    budget = self.yield_every
+                    budget = self._yield_every
                     self.on_change()  # what the objects so far set off goes out now
                     await asyncio.sleep(0)
             self.on_change()
@@ -390,36 +384,37 @@ class Informer:
             except Exception as exc:
                 # Unknown: objects already known stay, and readiness does not wait.
                 log.warning("%s: discovery of %s failed (%s); asking again in %gs",
-                            kind.name, group_version, exc, self.discovery_interval)
+                            kind.name, group_version, exc, self._options.discovery_interval)
                 if kind.name not in self._listed:
                     self._clear(kind)
-                await asyncio.sleep(self.discovery_interval)
+                await asyncio.sleep(self._options.discovery_interval)
                 continue
             served = names is not None and resource in names
             if served != self.served.get(kind.name):
                 log.info("%s: %s/%s is %s", kind.name, group_version.removeprefix("/apis/"),
                          resource, "served; watching it" if served else "not served")
                 self.served[kind.name] = served
-                if self.on_served is not None:
-                    self.on_served(kind.name, served)
+                if self._options.on_served is not None:
+                    self._options.on_served(kind.name, served)
             if served:
                 return
             if self._known[kind.name] or kind.name not in self._listed:
                 self._clear(kind)
             self._caught_up(kind)  # a 404 made it behind: nothing is served to be behind on
-            await asyncio.sleep(self.discovery_interval)
+            await asyncio.sleep(self._options.discovery_interval)
 
     async def _watch(self, kind: Kind, rv: str) -> None:
         """Watch `kind` from `rv`, one watch request after another, until one fails;
         raises `WatchIdle` once `idle_timeout` seconds pass without a delivery or a
         watch's normal end."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.idle_timeout
+        idle_timeout = self._options.idle_timeout
+        deadline = loop.time() + idle_timeout
         # The deadline is moved on at most every tenth of the timeout: a timer rescheduled
         # on every event would cost a heap push each.
-        slack = min(1.0, self.idle_timeout / 10)
+        slack = min(1.0, idle_timeout / 10)
         while True:
-            proto = kind.proto() if self.protobuf and kind.proto else None
+            proto = kind.proto() if self._options.protobuf and kind.proto else None
             behind = kind.name in self._broken_at
             idle = asyncio.timeout_at(deadline)
             try:
@@ -428,8 +423,8 @@ class Informer:
                             kind.path, rv, proto=proto,
                             timeout_seconds=CATCH_UP_WATCH_SECONDS if behind else WATCH_SECONDS):
                         now = loop.time()
-                        if now + self.idle_timeout - deadline > slack:
-                            deadline = now + self.idle_timeout
+                        if now + idle_timeout - deadline > slack:
+                            deadline = now + idle_timeout
                             idle.reschedule(deadline)
                         rv = self._event(kind, etype, obj, rv)
                         if behind:
@@ -447,7 +442,7 @@ class Informer:
                     raise WatchIdle(kind.name) from None
                 raise
             # Ended by the server: the connection was alive, and all it had was delivered.
-            deadline = loop.time() + self.idle_timeout
+            deadline = loop.time() + idle_timeout
             if behind:
                 self._caught_up(kind, "ended normally, nothing having changed since the list")
 
@@ -492,7 +487,7 @@ class Informer:
                 await self._watch(kind, rv)
             except WatchIdle:
                 log.warning("%s watch delivered nothing, not even a bookmark, for %gs: taken "
-                            "as broken; relisting", kind.name, self.idle_timeout)
+                            "as broken; relisting", kind.name, self._options.idle_timeout)
                 self._broke(kind)
             except ResourceExpired:
                 log.info("%s watch expired; relisting", kind.name)
@@ -505,7 +500,7 @@ class Informer:
                     # The API went away (its CRD deleted): back to discovery, which
                     # deletes its objects once the API server says so too.
                     log.info("%s: no longer served", kind.name)
-                    await asyncio.sleep(min(delay, self.discovery_interval))
+                    await asyncio.sleep(min(delay, self._options.discovery_interval))
                 else:
                     log.warning("%s list/watch failed (%s); retrying in %.1fs", kind.name,
                                 exc, delay)
