@@ -235,8 +235,10 @@ def _sub(b: bytes, num: int) -> list[bytes]:
 _CONST, _SELECT, _CALL, _LIST, _STRUCT, _COMPREHENSION = 3, 5, 6, 7, 8, 9
 
 
-@dataclass
+@dataclass(slots=True)
 class _Shape:
+    """What `_walk` counts in one compiled selector, for the refusal checks."""
+
     nodes: int = 0
     comprehensions: int = 0
     list_elements: int = 0
