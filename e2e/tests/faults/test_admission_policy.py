@@ -44,6 +44,7 @@ from extender.core.model.provisioning_request import (
     SCALE_DOWN_OURS,
     request_name,
 )
+from extender.core.model.sources import jobset_gang_name
 from extender.core.model.vocabulary import ProtectNode
 from extender.kube.client import ApiError, make_kube
 from extender.scheduler.provisioner import Provisioner
@@ -317,3 +318,35 @@ def test_the_extender_may_change_only_the_scale_down_annotations_of_a_node(
         assert not node["spec"].get("unschedulable")
     finally:
         kube.core.delete_node(name)
+
+
+def test_the_extender_may_set_the_provisioning_annotations_of_a_jobset_pod(
+    extender_api: tuple[Any, Path], namespace: str
+) -> None:
+    """A JobSet's gang has no label of its own: the policy derives it from the JobSet
+    controller's labels (name, restart attempt, uid) as core/model/sources.py does, so
+    the extender may make a JobSet pod consume its gang's request, and only that one:
+    not another attempt's, and not on a pod whose attempt is not a plain number."""
+    api, _ = extender_api
+    uid = "0f6a3c2e-8d41-4b7a-9e10-5c2d7f3b9a61"
+    labels = {"jobset.sigs.k8s.io/jobset-name": "train", "jobset.sigs.k8s.io/jobset-uid": uid,
+              "jobset.sigs.k8s.io/restart-attempt": "1"}
+    create_pod(namespace, "member", scheduler_name="nobody-schedules-this", labels=labels)
+    create_pod(namespace, "odd", scheduler_name="nobody-schedules-this",
+               labels={**labels, "jobset.sigs.k8s.io/restart-attempt": "01"})
+    gang = f"jobset:{namespace}/{jobset_gang_name('train', uid, 1)}"
+    old = f"jobset:{namespace}/{jobset_gang_name('train', uid, 0)}"
+
+    def consume(g: str) -> dict[str, Any]:
+        return {"metadata": {"annotations": {CONSUME_ANNOTATION: request_name(g),
+                                             CLASS_ANNOTATION: ATOMIC_CLASS,
+                                             CONSUMES_FOR: g}}}
+
+    _wait_until_refused(lambda body: _patch(api, namespace, "member", body),
+                        "the admission policy refusing the extender's label patch")
+    text = _refusal(api, namespace, "member", consume(old))  # the old attempt's gang
+    assert "only its own gang's ProvisioningRequest" in text
+    _refusal(api, namespace, "odd", consume(f"jobset:{namespace}/train.01.0f6a3c2e"))
+    assert _patch(api, namespace, "member", consume(gang)) == 200
+    pod = get_pod(namespace, "member")
+    assert pod is not None and pod["metadata"]["annotations"][CONSUMES_FOR] == gang
