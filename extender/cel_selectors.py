@@ -12,7 +12,7 @@ libraries (quantities, semantic versions, `cel.bind`, optional fields `.?x`); th
 module uses cel-expr-python, the Python binding of CEL's C++ runtime, the same language
 with the same macros and extensions, and adds Kubernetes' quantity and semver functions.
 
-Why this library (figures from `python bench/cel_candidates.py`, 2 shared cores, one
+Why this library (figures from `python lab/experiments/cel_candidates.py`, 2 shared cores, one
 compile / one evaluation of a documented selector; docs/devices.md has the table):
 
 * cel-expr-python 0.1.3: compile 23-80 µs, evaluate 5.5-7.5 µs; accepts all five

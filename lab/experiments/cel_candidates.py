@@ -7,7 +7,7 @@ an absent one is skipped):
 
     python -m venv /tmp/cel && /tmp/cel/bin/pip install cel-expr-python==0.1.3 \
         common-expression-language==0.10.0 cel-python==0.5.0
-    /tmp/cel/bin/python bench/cel_candidates.py
+    /tmp/cel/bin/python lab/experiments/cel_candidates.py
 
 Each candidate gets what it needs to read a quantity (a `quantity()` function and a
 `compareTo` member), so the only differences left are the libraries' own.
