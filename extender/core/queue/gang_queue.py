@@ -74,7 +74,7 @@ class GangQueue:
         outbox: Outbox,
         remedies: Remedies,
     ) -> None:
-        self._config = config = view.config
+        self._config = view.config
         self._cache = cache = view.cache
         self._ledger = ledger
         self._backoffs = waiting.backoffs
@@ -84,7 +84,7 @@ class GangQueue:
         self._plan = planner = view.planner
         # The starvation guard and the set-aside gangs are the queue pass's own: nothing
         # else decides with them (the gang manager restores and reads the guard).
-        self.starvation = Starvation(config, cache, ledger, planner)
+        self.starvation = Starvation(view, ledger)
         self._preemptions = remedies.preemptions
         self._provisioning = remedies.provisioning
         self._unplaceable = Unplaceable(cache, planner)

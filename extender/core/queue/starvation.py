@@ -42,13 +42,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from extender.core.cache import Cache
 from extender.core.cache.snapshot import Snapshot
 from extender.core.ledger import Ledger, Reservation
-from extender.core.model.config import Config
 from extender.core.model.order import queue_sort_key
 from extender.core.model.types import GroupInfo, PodInfo, Resources
-from extender.core.planner import GangPlanner, Plan
+from extender.core.planner import Plan
+from extender.core.view import ClusterView
 
 # What a failed forward plan depended on: capacity (and reserved slots, which it counts
 # as taken until they are bound), the gang, and the holders.
@@ -57,14 +56,12 @@ STARVATION = "starvation"  # `Reservation.held` of a forward reservation
 
 
 class Starvation:
-    def __init__(
-        self, config: Config, cache: Cache, ledger: Ledger, planner: GangPlanner
-    ) -> None:
-        self._after = config.starvation_after_seconds
-        self._scheduler = config.scheduler_name
-        self._cache = cache
+    def __init__(self, view: ClusterView, ledger: Ledger) -> None:
+        self._after = view.config.starvation_after_seconds
+        self._scheduler = view.config.scheduler_name
+        self._cache = view.cache
         self._ledger = ledger
-        self._plan = planner
+        self._plan = view.planner
         # gang -> when it first failed to be planned (it waits for capacity since).
         self._since: dict[str, float] = {}
         # gang -> when its status says it began waiting (`restore`), taken by `waiting`.
