@@ -14,11 +14,13 @@ while a driver replaces a pool, the slices of the older generation are stale.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from extender.core.devices.allocate import Claim, DeviceKey, Fit, NoFit, allocate
 from extender.core.devices.model import (
+    CompiledSelector,
     Device,
     DeviceClass,
     PodClaims,
@@ -54,6 +56,58 @@ class MemberClaims:
         return not self.own and not self.shared and not self.missing
 
 
+class _Remembered:
+    """A compiled selector whose answer per device (by the identity of its `cel`, kept
+    alive by its slice until the slices change) is computed once. Failures are not
+    remembered: they are rare, and each says why."""
+
+    def __init__(self, inner: CompiledSelector) -> None:
+        self._inner = inner
+        self._answers: dict[int, bool] = {}
+
+    @property
+    def text(self) -> str:
+        return self._inner.text
+
+    def matches(self, device: Mapping[str, Any]) -> bool:
+        key = id(device)
+        answer = self._answers.get(key)
+        if answer is None:
+            answer = self._answers[key] = self._inner.matches(device)
+        return answer
+
+
+@dataclass(frozen=True, slots=True)
+class _Placement:
+    local: dict[str, tuple[Device, ...]]  # node name -> its own pools' devices
+    selected: tuple[ResourceSlice, ...]  # slices for a node selector
+    everywhere: tuple[Device, ...]  # slices for all nodes
+
+
+def _place(slices: Mapping[str, ResourceSlice]) -> _Placement:
+    """The slices of each pool's newest generation, by where their devices can be used,
+    in name order (the order `devices_for` gives them)."""
+    newest: dict[tuple[str, str], int] = {}
+    for s in slices.values():
+        k = (s.driver, s.pool)
+        newest[k] = max(newest.get(k, s.generation), s.generation)
+    local: dict[str, list[Device]] = {}
+    selected: list[ResourceSlice] = []
+    everywhere: list[Device] = []
+    for name in sorted(slices):
+        s = slices[name]
+        if s.generation != newest[(s.driver, s.pool)]:
+            continue
+        if s.node_name is not None:
+            local.setdefault(s.node_name, []).extend(s.devices)
+        elif s.node_selector is not None:
+            selected.append(s)
+        elif s.all_nodes:
+            everywhere += s.devices
+    return _Placement({n: tuple(d) for n, d in local.items()}, tuple(selected),
+                      tuple(everywhere))
+
+
 class DeviceInventory:
     """Slices, classes, claims and templates, and the questions the planner asks of them.
 
@@ -63,8 +117,13 @@ class DeviceInventory:
     """
 
     def __init__(self, compile_selector: SelectorCompiler) -> None:
-        self._compile = compile_selector
+        self._compiler = compile_selector
+        self._remembered: dict[str, _Remembered] = {}
         self._slices: dict[str, ResourceSlice] = {}
+        # The newest generation's slices, by where their devices can be used; made once
+        # per change of the slices, so a node's devices are found without reading every
+        # slice (`devices_for`, asked of every node a plan looks at).
+        self._placed: _Placement | None = None
         self._classes: dict[str, DeviceClass] = {}
         self._claims: dict[tuple[str, str], ResourceClaim] = {}
         self._templates: dict[tuple[str, str], ResourceClaimTemplate] = {}
@@ -75,11 +134,26 @@ class DeviceInventory:
 
     def upsert_slice(self, s: ResourceSlice) -> None:
         self._slices[s.name] = s
-        self._by_node.clear()
+        self._slices_changed()
 
     def remove_slice(self, name: str) -> None:
         if self._slices.pop(name, None) is not None:
-            self._by_node.clear()
+            self._slices_changed()
+
+    def _slices_changed(self) -> None:
+        self._by_node.clear()
+        self._placed = None
+        # A selector's answers are remembered by device object: new objects now.
+        self._remembered.clear()
+
+    def _compile(self, text: str) -> CompiledSelector:
+        """The compiled selector, its answer for each device remembered: a plan asks the
+        same selectors of the same devices node after node and member after member, and
+        a device's answer changes only with its slice."""
+        r = self._remembered.get(text)
+        if r is None:
+            r = self._remembered[text] = _Remembered(self._compiler(text))
+        return r
 
     def upsert_class(self, c: DeviceClass) -> None:
         self._classes[c.name] = c
@@ -108,26 +182,14 @@ class DeviceInventory:
         cached = self._by_node.get(node.name)
         if cached is not None:
             return cached
-        newest: dict[tuple[str, str], int] = {}
-        for s in self._slices.values():
-            k = (s.driver, s.pool)
-            newest[k] = max(newest.get(k, s.generation), s.generation)
-        local: list[Device] = []
+        placed = self._placed
+        if placed is None:
+            placed = self._placed = _place(self._slices)
         selected: list[Device] = []
-        everywhere: list[Device] = []
-        for name in sorted(self._slices):
-            s = self._slices[name]
-            if s.generation != newest[(s.driver, s.pool)]:
-                continue
-            if s.node_name is not None:
-                if s.node_name == node.name:
-                    local += s.devices
-            elif s.node_selector is not None:
-                if any(node_selector_term_matches(t, node) for t in s.node_selector):
-                    selected += s.devices
-            elif s.all_nodes:
-                everywhere += s.devices
-        out = (*local, *selected, *everywhere)
+        for s in placed.selected:
+            if any(node_selector_term_matches(t, node) for t in s.node_selector or ()):
+                selected += s.devices
+        out = (*placed.local.get(node.name, ()), *selected, *placed.everywhere)
         self._by_node[node.name] = out
         return out
 

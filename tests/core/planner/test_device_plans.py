@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pytest
+
 from extender.cel_selectors import compile_selector
 from extender.core.devices.model import (
     claim_from_k8s,
@@ -21,6 +23,8 @@ from extender.core.model.config import Config
 from extender.core.model.convert import pod_from_k8s
 from extender.core.model.types import GROUP_LABEL, PodInfo
 from extender.core.model.vocabulary import Reason
+from extender.core.planner.device_plan import DevicePlan
+from extender.core.planner.plan import Plan, plan_gang
 from extender.core.wiring import Core
 from tests.core.sim import SimScheduler, group, node, pod
 
@@ -212,3 +216,51 @@ def test_a_plain_pod_with_claims_is_kept_off_devices_a_gang_holds() -> None:
     assert set(result.nodes) == set(sim.cache.nodes) - held, result
     why = result.unresolvable[sorted(held)[0]]
     assert "held for gang(s) ns/a" in why and "gpu.example.com" in why, why
+
+
+def test_a_big_dra_gang_reads_few_nodes_and_asks_each_selector_once_per_device(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A node's devices cost an allocation check per member they hold: a plan of 16
+    members × 2 devices on 200 nodes of 8 devices reads the nodes until they hold twice
+    the members (8 nodes), not all 200; and the DeviceClass's selector runs once per
+    device, however many members and plans ask."""
+    evaluated: list[str] = []
+
+    class Counting:
+        def __init__(self, text: str) -> None:
+            self.inner = compile_selector(text)
+            self.text = text
+
+        def matches(self, device: Any) -> bool:
+            evaluated.append(self.text)
+            return self.inner.matches(device)
+
+    counted = {"n": 0}
+    count = DevicePlan.count
+
+    def counting(self: DevicePlan, shape: Any, node: Any) -> int:
+        counted["n"] += 1
+        return count(self, shape, node)
+
+    monkeypatch.setattr(DevicePlan, "count", counting)
+    sim = SimScheduler(Core.wire(Config(direct_commit=False), selectors=Counting))
+    m = sim.manager
+    m.on_devices("deviceclasses", CLASS, device_class_from_k8s({
+        "metadata": {"name": CLASS},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{CLASS}"'}}]}}))
+    m.on_devices("resourceclaimtemplates", "ns/gpu-2", claim_template_from_k8s({
+        "metadata": {"name": "gpu-2", "namespace": "ns"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
+            "deviceClassName": CLASS, "count": 2}}]}}}}))
+    for i in range(200):
+        sim.add_node(node(f"node-{i:03}", cpu=64000))
+        m.on_devices("resourceslices", f"node-{i:03}-gpu", _slice(f"node-{i:03}", 8))
+    members = [_member(f"big-{i}", "big") for i in range(16)]
+    first = plan_gang(members, 16, sim.cache.snapshot)
+    assert isinstance(first, Plan) and len(set(first.assignments.values())) == 4
+    assert counted["n"] <= 10, counted
+    once = len(evaluated)
+    assert once <= 10 * 8, once  # the devices of the nodes read, once each
+    again = plan_gang(members, 16, sim.cache.snapshot)
+    assert isinstance(again, Plan) and len(evaluated) == once  # remembered
