@@ -108,6 +108,8 @@ class DeviceState:
                 member = self.member(pod)
                 if node is None or member.missing or not member.own:
                     continue
+                if all(c.allocated for c in member.own):
+                    continue  # its allocation is taken already (and most bound pods')
                 fit = inv.fit(node, member.own, frozenset(held))
                 if isinstance(fit, Fit):
                     held |= fit.devices()
