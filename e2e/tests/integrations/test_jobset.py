@@ -180,3 +180,30 @@ def test_a_restarted_jobset_is_placed_whole_again(js_ns: str, fake_nodes: NodeSe
         assert len(new) == 5 and all(p["spec"]["nodeName"] for p in new), new
     print(f"\n[gang] JobSet flaky: attempt 0 bound whole ({first}); restarted; attempt 1 "
           f"bound whole as its own gang ({second}), only once all 5 nodes were schedulable")
+
+
+def test_in_order_stages_are_each_placed_whole(js_ns: str, fake_nodes: NodeSet) -> None:
+    """``startupPolicy: InOrder``: JobSet creates the workers only once the driver is
+    ready, so a quorum of all five would wait forever for pods never made. The driver
+    is placed alone; then the four workers, beside it, all together: with three nodes
+    left none is bound, with a fifth node all four at once."""
+    ns = js_ns
+    fake_nodes.add_nodes(4, prefix=ns, cpu=NODE_CPU, memory="16Gi")
+    body = the_issues_jobset("staged", 120.0)
+    body["spec"]["startupPolicy"] = {"startupPolicyOrder": "InOrder"}  # type: ignore[index]
+    with Recorder(ns) as rec:
+        create_jobset(ns, body)
+        group = gang_of(ns, "staged")
+        wait_for(lambda: len(rec.bound(group)) == 1 or NotYet(rec.history), 60,
+                 "the driver bound alone", logs=LOGS)
+        wait_pods(ns, "staged", 5)  # the workers, made once the driver was ready
+        time.sleep(HOLD)
+        assert len(rec.bound(group)) == 1, f"part of the workers were bound: {rec.history}"
+        fake_nodes.add_node(f"{ns}-4", cpu=NODE_CPU, memory="16Gi")
+        wait_for(lambda: len(rec.bound(group)) == 5 or NotYet(sorted(rec.bound(group))),
+                 60, "the four workers bound", logs=LOGS)
+        workers = sorted(r.bound_at for n, r in rec.bound(group).items()
+                         if "-workers-" in n and r.bound_at is not None)
+        assert len(workers) == 4 and workers[-1] - workers[0] <= 2.0, rec.history
+    print(f"\n[gang] InOrder JobSet staged: the driver bound alone, then its 4 workers "
+          f"together once they fit (gang {group})")
