@@ -9,6 +9,11 @@ and the extender plans gangs on the devices.
   done, the other is placed whole. Before, the extender planned each gang onto one node
   (4 CPU of 16), kube-scheduler's plugin could allocate one member's devices per node,
   and nothing was bound: both gangs timed out and were planned the same way again.
+* Fragmented devices, 6 + 2 + 2 + 2 free, and a gang of 3 members × 4 devices: 12 devices
+  in all, but only one node holds a member; nothing is bound and the PodGroup says why.
+* A launcher without claims beside 2 workers with claims: the workers go through
+  kube-scheduler's cycle (its plugin allocates their claims) onto different nodes, the
+  launcher with them, all bound together.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from e2e.gang import GangStack, Recorder
 from e2e.harness.fakedra import allocated_claims, claims_from, create_claim_template, fake_driver
 from e2e.harness.fixtures import NodeSet as Nodes
 from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
-from e2e.harness.queries import pod_nodes
+from e2e.harness.queries import get_podgroup, pod_nodes
 from e2e.harness.waiting import NotYet, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -75,3 +80,63 @@ def test_two_dra_gangs_created_interleaved_are_placed_one_whole_then_the_other(
         print(f"MEASURED dra: gang {first} bound whole "
               f"{max(rec.bind_times(first)) - min(rec.bind_times(first)):.2f}s spread, "
               f"gang {second} {min(rec.bind_times(second)) - done:.2f}s after {first} ended")
+
+
+def scheduled_condition(ns: str, group: str) -> dict[str, str]:
+    pg = get_podgroup(ns, group) or {}
+    conds = {c["type"]: c for c in (pg.get("status") or {}).get("conditions", [])}
+    return dict(conds.get("Scheduled", {}))
+
+
+def test_fragmented_devices_hold_no_gang_of_three_times_four(
+    gang: GangStack, fake_nodes: Nodes, namespace: str
+) -> None:
+    ns = namespace
+    nodes = fake_nodes.add_nodes(4, prefix="frag", cpu="16", memory="64Gi")
+    with fake_driver() as driver:
+        for n, count in zip(nodes, (6, 2, 2, 2), strict=True):
+            driver.publish(n, count)
+        create_claim_template(ns, "four-gpus", 4)
+        create_podgroup(ns, "f", 3, timeout=60)
+        with Recorder(ns) as rec:
+            for i in range(3):
+                create_pod(ns, f"f-{i}", cpu="1", memory="64Mi", scheduler_name=GANG_SCHEDULER,
+                           pod_group="f", spec_extra=claims_from("four-gpus"))
+
+            def said() -> str | NotYet:
+                cond = scheduled_condition(ns, "f")
+                return cond.get("message", "") if cond.get("reason") == "Unplaceable" \
+                    else NotYet(cond)
+
+            message = wait_for(said, 30, "the PodGroup says Unplaceable", logs=gang.logs())
+            assert "needs 3 × {4 × gpu.example.com}; 1 fit" in message, message
+            time.sleep(3)
+            assert rec.bound() == {}, rec.history
+            assert allocated_claims(ns) == {}
+
+
+def test_a_launcher_without_claims_and_dra_workers_are_bound_together(
+    gang: GangStack, fake_nodes: Nodes, namespace: str
+) -> None:
+    ns = namespace
+    nodes = fake_nodes.add_nodes(2, prefix="lw", cpu="16", memory="64Gi")
+    with fake_driver() as driver:
+        for n in nodes:
+            driver.publish(n, 2)
+        create_claim_template(ns, "two-gpus", 2)
+        create_podgroup(ns, "job", 3, timeout=60)
+        with Recorder(ns) as rec:
+            create_pod(ns, "launcher", cpu="1", memory="64Mi", scheduler_name=GANG_SCHEDULER,
+                       pod_group="job")
+            for i in range(2):
+                create_pod(ns, f"worker-{i}", cpu="1", memory="64Mi",
+                           scheduler_name=GANG_SCHEDULER, pod_group="job",
+                           spec_extra=claims_from("two-gpus"))
+            wait_for(lambda: len(rec.bound("job")) == 3 or NotYet(pod_nodes(ns)), 45,
+                     "the launcher and both workers bound", logs=gang.logs())
+            rec.assert_never_partial("job", 3)
+            where = {name: r.node for name, r in rec.bound("job").items()}
+            assert where["worker-0"] != where["worker-1"], where
+            held = allocated_claims(ns)
+            assert sorted(len(d) for d in held.values()) == [2, 2], held
+
