@@ -18,7 +18,7 @@ from extender.core.cache.snapshot import FreeOverlay, Snapshot
 from extender.core.cache.topology import Domain
 from extender.core.model.constraints import node_matches
 from extender.core.model.resources import fits
-from extender.core.model.types import PodInfo, Resources
+from extender.core.model.types import NodeInfo, PodInfo, Resources
 from extender.core.model.vocabulary import ReservationView, SlotView
 from extender.core.parked import ref
 from extender.core.planner import Plan, interchangeable, plan_gang
@@ -231,11 +231,17 @@ class Book:
             res.domain is None or res.domain.contains(info.labels, res.domain.required))
         if info is not None and inside and node_matches(pod, info) is None and fits(
             pod.requests, self._cache.free.get(node, {})
-        ):
+        ) and (pod.claims is None or self._devices_fit(info, pod)):
             self._add(res, pod.uid, node, pod)
             return True
         self._add(res, pod.uid, old.node, old.pod)
         return False
+
+    def _devices_fit(self, node: NodeInfo, pod: PodInfo) -> bool:
+        """Whether `pod`'s claims can have devices on `node` that no other gang's slot
+        holds (kube-scheduler's DynamicResources plugin sees those as free)."""
+        devices = self._cache.snapshot.devices
+        return devices is None or devices.refusal(node, pod) is None
 
     # ----- Unreserve ----------------------------------------------------------------------
 

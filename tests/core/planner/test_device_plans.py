@@ -22,7 +22,7 @@ from extender.core.model.claims import ClaimRef, PodClaims
 from extender.core.model.config import Config
 from extender.core.model.convert import pod_from_k8s
 from extender.core.model.types import GROUP_LABEL, PodInfo
-from extender.core.model.vocabulary import Reason
+from extender.core.model.vocabulary import BindOutcome, Reason
 from extender.core.planner.device_plan import DevicePlan
 from extender.core.planner.plan import Plan, plan_gang
 from extender.core.wiring import Core
@@ -264,3 +264,25 @@ def test_a_big_dra_gang_reads_few_nodes_and_asks_each_selector_once_per_device(
     assert once <= 10 * 8, once  # the devices of the nodes read, once each
     again = plan_gang(members, 16, sim.cache.snapshot)
     assert isinstance(again, Plan) and len(evaluated) == once  # remembered
+
+
+def test_a_member_bound_elsewhere_does_not_take_devices_another_gang_holds() -> None:
+    """kube-scheduler may bind a member to another node than its slot's (the slot then
+    follows it, `Ledger.retarget`), but not onto devices another gang's slots hold: the
+    bind is refused there, and kube-scheduler tries the member again."""
+    sim = _sim((2, 2, 2))
+    sim.add_group(group("a", 2, creation=1.0))
+    sim.add_group(group("c", 2, creation=2.0))
+    a0 = sim.add_pod(_member("a-0", "a"))
+    sim.add_pod(_member("a-1", "a"))
+    sim.schedule(a0.uid)
+    held = set(_slots(sim, "a").values())
+    c = [sim.add_pod(_member(f"c-{i}", "c", count=1)) for i in range(2)]
+    sim.manager.filter(c[0], sorted(sim.cache.nodes), sim.now)
+    sim.drain()
+    mine = _slots(sim, "c")["c-0"]
+    assert mine not in held
+    taken = sorted(held)[0]
+    refused = sim.manager.bind("ns", "c-0", c[0].uid, taken, sim.now)
+    assert refused.outcome is BindOutcome.ERROR, refused
+    assert _slots(sim, "c")["c-0"] == mine  # the slot stays where it was
