@@ -15,9 +15,10 @@ All are optional APIs, watched only while served (`informer.Kind.discover`):
   (`workload-api:<ns>/<name>`).
 
 * JobSet, `jobset.x-k8s.io/v1alpha2`: a CRD that the JobSet controller installs. A
-  JobSet is a group object of its own (`convert_jobset.jobset_group_from_k8s`); its gang
-  is named by its restart attempt too, so when the JobSet restarts, the old attempt's
-  gang is dropped as the new one is read (`_jobset_apply`).
+  JobSet is a group object of its own (`convert_jobset.jobset_groups_from_k8s`): its
+  gang, and one per Job of a replicated Job split per Job. They are named by its restart
+  attempt too, so when the JobSet restarts, the old attempt's gangs are dropped as the
+  new ones are read (`_jobset_apply`).
 
 * CompositePodGroup, `scheduling.k8s.io/v1alpha3` on Kubernetes 1.37 (alpha: served with
   `--runtime-config=scheduling.k8s.io/v1alpha3=true` and the CompositePodGroup gate): not
@@ -41,7 +42,7 @@ from extender.core.model.convert_groups import (
     volcano_group_from_k8s,
     workload_group_from_k8s,
 )
-from extender.core.model.convert_jobset import jobset_group_from_k8s
+from extender.core.model.convert_jobset import jobset_groups_from_k8s
 from extender.core.model.fields import as_int, as_obj, as_str
 from extender.core.model.sources import JOBSET, jobset_gang_name
 from extender.core.model.types import (
@@ -113,9 +114,10 @@ def _delete(manager: GangManager, key: str, now: float) -> None:
     manager.on_group_deleted(key)
 
 
-# JobSet namespace/name -> the gang key of the attempt last read, so a restart drops the
-# old attempt's gang (the informer keys objects by gang key, and sees a new one).
-_jobset_gangs: dict[str, str] = {}
+# JobSet namespace/name -> the gang keys read from it last (its own first), so a restart
+# drops the old attempt's gangs (the informer keys objects by their first gang key, and
+# sees a new one), and a deletion every gang of it.
+_jobset_gangs: dict[str, list[str]] = {}
 
 
 def _jobset_key(obj: dict[str, Any]) -> str:
@@ -130,25 +132,30 @@ def _jobset_key(obj: dict[str, Any]) -> str:
 
 
 def _jobset_apply(manager: GangManager, obj: dict[str, Any], now: float) -> None:
-    group = jobset_group_from_k8s(obj)
+    groups = jobset_groups_from_k8s(obj)
     meta = as_obj(obj.get("metadata"), "metadata")
-    name = f"{group.namespace}/{as_str(meta.get('name'), 'metadata.name')}"
-    old = _jobset_gangs.get(name)
-    if old is not None and old != group.key:
-        # Restarted (or made again under its name): its pods of before are no members
-        # of the new gang, and their gang, no longer anyone's, goes.
-        manager.on_group_deleted(old)
-    _jobset_gangs[name] = group.key
-    manager.on_group(group, now)
+    name = f"{groups[0].namespace}/{as_str(meta.get('name'), 'metadata.name')}"
+    keys = [g.key for g in groups]
+    for old in _jobset_gangs.get(name, ()):
+        if old not in keys:
+            # Restarted (or made again under its name, or split differently): its pods
+            # of before are no members of the new gangs, and their gang, no longer
+            # anyone's, goes.
+            manager.on_group_deleted(old)
+    _jobset_gangs[name] = keys
+    for group in groups:
+        manager.on_group(group, now)
 
 
 def _jobset_delete(manager: GangManager, key: str, now: float) -> None:
     # The JobSet's name is its gang name up to the first dot (a DNS label has none).
     _, namespace, gang = split_gang_key(key)
     name = f"{namespace}/{gang.partition('.')[0]}"
-    if _jobset_gangs.get(name) == key:  # not when a relist drops an old attempt's key
+    keys = _jobset_gangs.get(name, [])
+    if keys and keys[0] == key:  # not when a relist drops an old attempt's key
         del _jobset_gangs[name]
-    manager.on_group_deleted(key)
+    for k in keys if keys and keys[0] == key else [key]:
+        manager.on_group_deleted(k)
 
 
 VOLCANO_GROUPS = Kind("volcano-podgroups", f"{VOLCANO_PATH}/podgroups", _key(VOLCANO),

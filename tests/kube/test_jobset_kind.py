@@ -47,3 +47,21 @@ def test_a_restart_replaces_the_old_attempts_gang() -> None:
     assert manager.reads.group(second) is not None
     JOBSETS.delete(manager, second, 3.0)
     assert manager.reads.group(second) is None
+
+
+def test_gangs_per_job_go_with_their_attempt_and_their_jobset() -> None:
+    manager = GangManager()
+    obj = attempt(0)
+    obj["spec"]["replicatedJobs"][1]["template"]["spec"]["template"] = {
+        "metadata": {"annotations": {"gang-extender.x-k8s.io/jobset-gang": "per-job"}}}
+    JOBSETS.apply(manager, obj, 0.0)
+    jobs = [f"jobset:ml/train.0.0f6a3c2e.workers-{i}" for i in range(2)]
+    assert all(manager.reads.group(k) is not None for k in jobs)
+    again = copy.deepcopy(obj)
+    again["status"] = {"restarts": 1}
+    JOBSETS.apply(manager, again, 1.0)
+    assert all(manager.reads.group(k) is None for k in jobs), "the old attempt's are gone"
+    new = [k.replace(".0.", ".1.") for k in jobs]
+    assert all(manager.reads.group(k) is not None for k in new)
+    JOBSETS.delete(manager, JOBSETS.key(again), 2.0)
+    assert all(manager.reads.group(k) is None for k in new), "gone with their JobSet"

@@ -324,7 +324,8 @@ def test_the_extender_may_set_the_provisioning_annotations_of_a_jobset_pod(
     extender_api: tuple[Any, Path], namespace: str
 ) -> None:
     """A JobSet's gang has no label of its own: the policy derives it from the JobSet
-    controller's labels (name, restart attempt, uid) as core/model/sources.py does, so
+    controller's labels (name, restart attempt, uid; the replicated Job and Job index
+    under "per-job") as core/model/sources.py does, so
     the extender may make a JobSet pod consume its gang's request, and only that one:
     not another attempt's, and not on a pod whose attempt is not a plain number."""
     api, _ = extender_api
@@ -334,6 +335,10 @@ def test_the_extender_may_set_the_provisioning_annotations_of_a_jobset_pod(
     create_pod(namespace, "member", scheduler_name="nobody-schedules-this", labels=labels)
     create_pod(namespace, "odd", scheduler_name="nobody-schedules-this",
                labels={**labels, "jobset.sigs.k8s.io/restart-attempt": "01"})
+    create_pod(namespace, "split", scheduler_name="nobody-schedules-this",
+               labels={**labels, "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+                       "jobset.sigs.k8s.io/job-index": "1"},
+               annotations={"gang-extender.x-k8s.io/jobset-gang": "per-job"})
     gang = f"jobset:{namespace}/{jobset_gang_name('train', uid, 1)}"
     old = f"jobset:{namespace}/{jobset_gang_name('train', uid, 0)}"
 
@@ -350,3 +355,6 @@ def test_the_extender_may_set_the_provisioning_annotations_of_a_jobset_pod(
     assert _patch(api, namespace, "member", consume(gang)) == 200
     pod = get_pod(namespace, "member")
     assert pod is not None and pod["metadata"]["annotations"][CONSUMES_FOR] == gang
+    # A pod of a Job that is a gang of its own ("per-job"): that Job's gang, not the set's.
+    _refusal(api, namespace, "split", consume(gang))
+    assert _patch(api, namespace, "split", consume(f"{gang}.workers-1")) == 200

@@ -33,7 +33,11 @@ from e2e.integrations.jobset import (
     replicated_job,
 )
 from e2e.integrations.operators import obtain_operator
-from extender.core.model.sources import jobset_gang_name
+from extender.core.model.sources import (
+    JOBSET_GANG_ANNOTATION,
+    jobset_gang_name,
+    jobset_job_gang_name,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -207,3 +211,33 @@ def test_in_order_stages_are_each_placed_whole(js_ns: str, fake_nodes: NodeSet) 
         assert len(workers) == 4 and workers[-1] - workers[0] <= 2.0, rec.history
     print(f"\n[gang] InOrder JobSet staged: the driver bound alone, then its 4 workers "
           f"together once they fit (gang {group})")
+
+
+def test_per_job_gangs_are_each_placed_whole(js_ns: str, fake_nodes: NodeSet) -> None:
+    """The workers' pod template says ``gang-extender.x-k8s.io/jobset-gang: per-job``: each
+    of their two Jobs is a gang of its own. On three 4-CPU nodes the driver and one worker
+    Job are bound, the other Job none of its pods (not one of each); two more nodes, and
+    it is bound whole."""
+    ns = js_ns
+    fake_nodes.add_nodes(3, prefix=ns, cpu=NODE_CPU, memory="16Gi")
+    ann = {ANN_RUN_SECONDS: "120"}
+    body = jobset("split", [replicated_job("driver", 1, 1, POD_CPU, ann),
+                            replicated_job("workers", 2, 2, POD_CPU,
+                                           {**ann, JOBSET_GANG_ANNOTATION: "per-job"})])
+    with Recorder(ns) as rec:
+        create_jobset(ns, body)
+        base = gang_of(ns, "split")
+        jobs = [jobset_job_gang_name(base, "workers", i) for i in range(2)]
+        wait_pods(ns, "split", 5)
+        wait_for(lambda: len(rec.bound()) == 3 or NotYet(rec.history), 60, "3 pods bound",
+                 logs=LOGS)
+        time.sleep(HOLD)
+        counts = sorted(len(rec.bound(j)) for j in jobs)
+        assert len(rec.bound(base)) == 1 and counts == [0, 2], rec.history
+        fake_nodes.add_nodes(2, prefix=f"{ns}-more", cpu=NODE_CPU, memory="16Gi")
+        wait_for(lambda: len(rec.bound()) == 5 or NotYet(rec.history), 60, "all 5 bound",
+                 logs=LOGS)
+        for j in jobs:
+            rec.assert_never_partial(j, 2)
+    print(f"\n[gang] JobSet split, workers per Job: the driver and one worker Job bound on 3 "
+          f"nodes, the other Job whole once 2 more nodes came ({', '.join(jobs)})")

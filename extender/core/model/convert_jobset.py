@@ -27,6 +27,10 @@ not how many of its pods must start together. Three things change that count:
   affinity JobSet gives them, and the rest of each Job follows its leader.
 * **Opting out**: the annotation `gang-extender.x-k8s.io/jobset-gang: "off"` makes the
   quorum 1, each pod placed on its own as if no gang existed.
+* **A gang per Job**: the same annotation, `per-job`, on a replicated Job's pod template
+  (where its pods carry it: a pod's gang follows from the pod alone) makes each Job of
+  that replicated Job a gang of its own (`sources.jobset_job_gang_name`), of that Job's
+  pods; they leave the set's gang. `jobset_groups_from_k8s` gives every gang.
 
 The JobSet's `gang-extender.x-k8s.io/topology-required` and `topology-preferred`
 annotations are the gang's topology, as on a PodGroup (docs/topology.md): the whole
@@ -40,13 +44,19 @@ from typing import Any
 
 from extender.core.model import fields
 from extender.core.model.annotations import topology_of
-from extender.core.model.sources import JOBSET, jobset_gang_name
+from extender.core.model.sources import (
+    JOBSET,
+    JOBSET_GANG_ANNOTATION,
+    JOBSET_PER_JOB,
+    jobset_gang_name,
+    jobset_job_gang_name,
+)
 from extender.core.model.types import GroupInfo
 
-__all__ = ["JOBSET_GANG_ANNOTATION", "jobset_group_from_k8s"]
+__all__ = ["JOBSET_GANG_ANNOTATION", "jobset_group_from_k8s", "jobset_groups_from_k8s"]
 
-# How the pods of a JobSet are gang-placed: "set" (the default, one gang) or "off".
-JOBSET_GANG_ANNOTATION = "gang-extender.x-k8s.io/jobset-gang"
+# The JobSet's gang annotation: "set" (the default, one gang) or "off"; "per-job" only on
+# a replicated Job's pod template (`sources.JOBSET_GANG_ANNOTATION`).
 _MODES = ("set", "off")
 
 # JobSet's own annotations (JobSet API v1alpha2, read as documented there).
@@ -62,10 +72,31 @@ def _mode(annotations: Mapping[str, str]) -> str:
     if raw is None:
         return "set"
     mode = raw.strip()
+    if mode == JOBSET_PER_JOB:
+        raise ValueError(f"metadata.annotations[{JOBSET_GANG_ANNOTATION}]: {raw!r} goes on "
+                         f"the pod template of each replicated Job to split "
+                         f"(spec.replicatedJobs[*].template.spec.template.metadata."
+                         f"annotations), whose pods carry it; on the JobSet: 'set' or 'off'")
     if mode not in _MODES:
         raise ValueError(f"metadata.annotations[{JOBSET_GANG_ANNOTATION}]: {raw!r} is not "
                          f"one of {', '.join(map(repr, _MODES))}")
     return mode
+
+
+def _per_job(template: Mapping[str, Any], w: str) -> bool:
+    """Whether a replicated Job's pod template asks for a gang per Job; any other value
+    there is refused, as on the JobSet."""
+    spec = fields.as_obj(template.get("spec"), f"{w}.spec")
+    pod = fields.as_obj(spec.get("template"), f"{w}.spec.template")
+    meta = fields.as_obj(pod.get("metadata"), f"{w}.spec.template.metadata")
+    where = f"{w}.spec.template.metadata.annotations"
+    raw = fields.as_str_map(meta.get("annotations"), where).get(JOBSET_GANG_ANNOTATION)
+    if raw is None:
+        return False
+    if raw != JOBSET_PER_JOB:
+        raise ValueError(f"{where}[{JOBSET_GANG_ANNOTATION}]: {raw!r} is not "
+                         f"{JOBSET_PER_JOB!r}, the one value a pod template takes")
+    return True
 
 
 def _pods_per_job(template: Mapping[str, Any], w: str) -> int:
@@ -101,7 +132,7 @@ def _started(statuses: Mapping[str, Mapping[str, Any]], name: str, replicas: int
     return count("ready") + count("succeeded") + count("failed") == replicas
 
 
-def _build_jobset(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
+def _build_jobset(obj: Mapping[str, Any], _ident: str) -> list[GroupInfo]:
     meta, spec, status, name = fields.sections(obj)
     uid = fields.required_str(meta.get("uid"), "metadata.uid")
     annotations = fields.as_str_map(meta.get("annotations"), "metadata.annotations")
@@ -121,6 +152,8 @@ def _build_jobset(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
                      and NODE_SELECTOR_STRATEGY not in annotations)
 
     quorum = 0
+    jobs: list[tuple[str, int]] = []  # (gang name, quorum) of each Job of a per-job rjob
+    set_gang = jobset_gang_name(name, uid, attempt)
     replicas_of: dict[str, int] = {}
     for i, rjob in enumerate(fields.as_list(spec.get("replicatedJobs"), "spec.replicatedJobs")):
         w = f"spec.replicatedJobs[{i}]"
@@ -146,28 +179,36 @@ def _build_jobset(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
         exclusive = set_exclusive or (EXCLUSIVE_TOPOLOGY in tann
                                       and NODE_SELECTOR_STRATEGY not in tann)
         per_job = _pods_per_job(template, f"{w}.template")
-        quorum += replicas * (min(per_job, 1) if exclusive else per_job)
+        count = min(per_job, 1) if exclusive else per_job
+        if _per_job(template, f"{w}.template"):
+            jobs += [(jobset_job_gang_name(set_gang, rname, k), count) for k in range(replicas)]
+        else:
+            quorum += replicas * count
         if in_order and not _started(statuses, rname, replicas, "Ready"):
             break  # InOrder: the next replicated Job waits until this one has started
 
     required, preferred, error = topology_of(annotations)
-    return GroupInfo(
-        namespace=fields.shared(fields.as_str(meta.get("namespace"), "metadata.namespace",
-                                              "default")),
-        name=jobset_gang_name(name, uid, attempt),
-        # "off": a gang of one, each pod placed alone. A JobSet of no pods at all is
-        # the same: a quorum of 0 would let nothing count as short of it.
-        min_member=1 if mode == "off" else max(quorum, 1),
-        uid=uid,
-        creation=fields.parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-        source=JOBSET,
-        topology_required=required,
-        topology_preferred=preferred,
-        topology_error=error,
-    )
+    namespace = fields.shared(fields.as_str(meta.get("namespace"), "metadata.namespace",
+                                            "default"))
+    creation = fields.parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp")
+    # "off": gangs of one, each pod placed alone. A gang of no pods at all is the same:
+    # a quorum of 0 would let nothing count as short of it. The set's gang comes first,
+    # even with every pod in a Job's: the JobSet's key names it.
+    return [GroupInfo(namespace=namespace, name=gang, uid=uid, creation=creation,
+                      min_member=1 if mode == "off" else max(count, 1), source=JOBSET,
+                      topology_required=required, topology_preferred=preferred,
+                      topology_error=error)
+            for gang, count in [(set_gang, quorum), *jobs]]
+
+
+def jobset_groups_from_k8s(obj: Any) -> list[GroupInfo]:
+    """A JobSet to its gangs (this module's docstring says how): the set's, then one per
+    Job of each replicated Job split "per-job"; a `ValueError` naming the JobSet and the
+    field for anything malformed, like every other source's objects."""
+    return fields.guarded("jobset", obj, _build_jobset)
 
 
 def jobset_group_from_k8s(obj: Any) -> GroupInfo:
-    """A JobSet to its gang (this module's docstring says how); a `ValueError` naming the
-    JobSet and the field for anything malformed, like every other source's objects."""
-    return fields.guarded("jobset", obj, _build_jobset)
+    """The JobSet's own gang (`jobset_groups_from_k8s`, first): of every pod not in a
+    gang of its Job."""
+    return jobset_groups_from_k8s(obj)[0]

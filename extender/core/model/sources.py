@@ -14,8 +14,9 @@ so the queue, the planner, reservations and the permit barrier never know the di
   `kueue.x-k8s.io/pod-group-total-count: "<n>"`; no object, the gang is its pods;
 * jobset: pods labelled by the JobSet controller (`jobset.sigs.k8s.io/jobset-name`,
   `jobset-uid`, `restart-attempt`), a JobSet `jobset.x-k8s.io/v1alpha2`: one gang per
-  JobSet and restart attempt (`jobset_gang_name`), its quorum derived from the JobSet's
-  replicated Jobs (`convert_groups.jobset_group_from_k8s`).
+  JobSet and restart attempt (`jobset_gang_name`), or per Job where the pod's template
+  says "per-job" (`jobset_job_gang_name`), each quorum derived from the JobSet's
+  replicated Jobs (`convert_jobset.jobset_groups_from_k8s`).
 
 **Precedence** (`PRECEDENCE`), when one pod carries keys of several sources: the first
 in that order wins and the pod is a member of that gang only, so one group is never
@@ -55,7 +56,11 @@ from extender.core.model.types import (
 __all__ = [
     "JOBSET",
     "JOBSET_ATTEMPT_LABEL",
+    "JOBSET_GANG_ANNOTATION",
+    "JOBSET_INDEX_LABEL",
     "JOBSET_NAME_LABEL",
+    "JOBSET_PER_JOB",
+    "JOBSET_RJOB_LABEL",
     "JOBSET_UID_LABEL",
     "KUEUE_GROUP_LABEL",
     "KUEUE_TOTAL_ANNOTATION",
@@ -78,6 +83,16 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 # The JobSet's status.restarts when the pod's Job was made: a label and an annotation.
 JOBSET_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+# The replicated Job and the index of the pod's Job within it (0 to replicas - 1).
+JOBSET_RJOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOBSET_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+# How a JobSet's pods are gang-placed: on the JobSet "set" (the default) or "off"; on a
+# replicated Job's pod template (so on each of its pods) "per-job": each of its Jobs is
+# a gang of its own (`jobset_job_gang_name`). A pod's gang must follow from the pod
+# alone (`membership`), and the JobSet controller copies no annotation of the JobSet to
+# its pods, only those of the pod template: hence the two places.
+JOBSET_GANG_ANNOTATION = "gang-extender.x-k8s.io/jobset-gang"
+JOBSET_PER_JOB = "per-job"
 
 PRECEDENCE = (SCHEDULER_PLUGINS, WORKLOAD_API, VOLCANO, JOBSET, KUEUE)
 
@@ -102,7 +117,7 @@ def membership(labels: Mapping[str, str], annotations: Mapping[str, Any],
     volcano = annotations.get(VOLCANO_GROUP_ANNOTATION)
     if isinstance(volcano, str) and volcano:
         return Membership(VOLCANO, volcano)
-    jobset = _jobset_membership(labels)
+    jobset = _jobset_membership(labels, annotations)
     if jobset is not None:
         return jobset
     name = labels.get(KUEUE_GROUP_LABEL)
@@ -122,9 +137,18 @@ def jobset_gang_name(name: str, uid: str, attempt: int | str) -> str:
     return f"{name}.{attempt}.{uid[:8]}"
 
 
-def _jobset_membership(labels: Mapping[str, str]) -> Membership | None:
+def jobset_job_gang_name(set_gang: str, replicated_job: str, index: int | str) -> str:
+    """The gang of one Job of a replicated Job annotated "per-job", within the gang of
+    its JobSet's attempt (`jobset_gang_name`): its replicated Job's name (a DNS label)
+    and the Job's index, after a dot."""
+    return f"{set_gang}.{replicated_job}-{index}"
+
+
+def _jobset_membership(labels: Mapping[str, str],
+                       annotations: Mapping[str, Any]) -> Membership | None:
     """A pod of a JobSet: its name, uid and attempt labels, which the JobSet controller
-    sets together, the attempt as a plain decimal number. A pod without all three, or
+    sets together, the attempt as a plain decimal number; under "per-job" also its
+    replicated Job and Job index labels. A pod without all three, or
     with another attempt spelling, was not made by it: not a member, so no gang waits
     on a pod that names no attempt. The admission policy on the extender's pod patches
     (deploy/admission/extender-pod-patches.yaml) derives the same gang by the same
@@ -136,7 +160,11 @@ def _jobset_membership(labels: Mapping[str, str]) -> Membership | None:
     attempt = labels.get(JOBSET_ATTEMPT_LABEL, "")
     if not uid or not attempt.isascii() or not attempt.isdigit() or str(int(attempt)) != attempt:
         return None
-    return Membership(JOBSET, jobset_gang_name(name, uid, attempt))
+    gang = jobset_gang_name(name, uid, attempt)
+    rjob, index = labels.get(JOBSET_RJOB_LABEL, ""), labels.get(JOBSET_INDEX_LABEL, "")
+    if annotations.get(JOBSET_GANG_ANNOTATION) == JOBSET_PER_JOB and rjob and index:
+        gang = jobset_job_gang_name(gang, rjob, index)
+    return Membership(JOBSET, gang)
 
 
 def missing_group_message(gang: str, pod: PodInfo) -> str:

@@ -11,11 +11,17 @@ from typing import Any
 import pytest
 
 from extender.core.model.convert import pod_from_k8s
-from extender.core.model.convert_jobset import JOBSET_GANG_ANNOTATION, jobset_group_from_k8s
+from extender.core.model.convert_jobset import (
+    JOBSET_GANG_ANNOTATION,
+    jobset_group_from_k8s,
+    jobset_groups_from_k8s,
+)
 from extender.core.model.sources import (
     JOBSET,
     JOBSET_ATTEMPT_LABEL,
+    JOBSET_INDEX_LABEL,
     JOBSET_NAME_LABEL,
+    JOBSET_RJOB_LABEL,
     JOBSET_UID_LABEL,
     jobset_gang_name,
 )
@@ -270,3 +276,76 @@ def test_a_pod_whose_jobset_is_unknown_waits_saying_why() -> None:
     assert sim.schedule(p.uid) == "rejected"
     msg = sim.last_filter[p.uid]
     assert "jobset.sigs.k8s.io/jobset-name" in msg and "jobset-gang" in msg, msg
+
+
+# ----- a gang per Job -------------------------------------------------------------------
+
+PER_JOB = {JOBSET_GANG_ANNOTATION: "per-job"}
+
+
+def per_job_workers(**kw: Any) -> dict[str, Any]:
+    r = rjob("workers", 2, 2, **kw)
+    r["template"]["spec"]["template"]["metadata"] = {"annotations": dict(PER_JOB)}
+    return r
+
+
+def test_per_job_makes_each_job_of_the_replicated_job_its_own_gang() -> None:
+    """The workers' pod template says per-job: each of their 2 Jobs is a gang of its 2
+    pods; the driver alone stays in the set's gang."""
+    obj = jobset(spec__replicatedJobs=[rjob("driver", 1, 1), per_job_workers()])
+    groups = jobset_groups_from_k8s(obj)
+    assert [(g.name, g.min_member) for g in groups] == [
+        ("train.0.0f6a3c2e", 1), ("train.0.0f6a3c2e.workers-0", 2),
+        ("train.0.0f6a3c2e.workers-1", 2)]
+    assert jobset_group_from_k8s(obj) == groups[0]
+    excl = jobset(spec__replicatedJobs=[rjob("driver", 1, 1), per_job_workers()],
+                  metadata__annotations={"alpha.jobset.sigs.k8s.io/exclusive-topology": "r"})
+    assert [g.min_member for g in jobset_groups_from_k8s(excl)] == [1, 1, 1]  # leaders
+
+
+def test_per_job_on_the_jobset_or_another_value_on_a_template_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"'per-job' goes on the pod template"):
+        jobset_group_from_k8s(jobset(metadata__annotations=PER_JOB))
+    bad = per_job_workers()
+    bad["template"]["spec"]["template"]["metadata"]["annotations"] = {
+        JOBSET_GANG_ANNOTATION: "off"}
+    with pytest.raises(ValueError, match=r"template.metadata.annotations\[.*\]: 'off' is not "
+                                         r"'per-job'"):
+        jobset_group_from_k8s(jobset(spec__replicatedJobs=[bad]))
+
+
+def test_a_pod_of_a_per_job_template_joins_its_jobs_gang() -> None:
+    obj = copy.deepcopy(POD)
+    obj["metadata"]["labels"].update({JOBSET_RJOB_LABEL: "workers", JOBSET_INDEX_LABEL: "1"})
+    assert pod_from_k8s(obj).gang == jobset_group_from_k8s(TRAIN).key  # no annotation
+    obj["metadata"]["annotations"] = dict(PER_JOB)
+    assert pod_from_k8s(obj).gang == "jobset:ml/train.0.0f6a3c2e.workers-1"
+    del obj["metadata"]["labels"][JOBSET_INDEX_LABEL]  # not the controller's: the set's
+    assert pod_from_k8s(obj).gang == jobset_group_from_k8s(TRAIN).key
+
+
+def test_per_job_gangs_are_placed_each_whole_on_their_own() -> None:
+    """Three 4-CPU nodes: the driver's gang (1) and one worker Job (2) fit, the other
+    worker Job waits whole; two more nodes, and it is bound."""
+    sim = SimScheduler()
+    for i in range(3):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    for g in jobset_groups_from_k8s(jobset(spec__replicatedJobs=[rjob("driver", 1, 1),
+                                                                 per_job_workers()])):
+        sim.add_group(g)
+    base = jobset_gang_name("train", UID, 0)
+    pods = [sim.add_pod(pod("train-driver-0-0", cpu=4000, ns="ml",
+                            membership=Membership(JOBSET, base)))]
+    for j in range(2):
+        for k in range(2):
+            pods.append(sim.add_pod(pod(f"train-workers-{j}-{k}", cpu=4000, ns="ml",
+                                        membership=Membership(JOBSET, f"{base}.workers-{j}"))))
+    sim.run_all()
+    bound = sorted(p.name for p in sim.bound())
+    assert len(bound) == 3 and "train-driver-0-0" in bound, bound
+    jobs = {n.rsplit("-", 1)[0] for n in bound if "workers" in n}
+    assert len(jobs) == 1, f"a worker Job was bound in part: {bound}"
+    sim.add_node(node("n3", cpu=4000))
+    sim.add_node(node("n4", cpu=4000))
+    sim.run_all()
+    assert len(sim.bound()) == 5
