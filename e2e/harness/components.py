@@ -43,7 +43,7 @@ KCM_CONTROLLERS = (
     "root-ca-certificate-publisher-controller",
     "clusterrole-aggregation-controller",
     # Dynamic Resource Allocation: makes a pod's ResourceClaims from its templates and
-    # names them in its status, and releases them when the pod is done (e2e/harness/fakedra.py).
+    # names them in its status, and releases them when the pod is done (e2e/fakedra.py).
     "resourceclaim-controller",
 )
 

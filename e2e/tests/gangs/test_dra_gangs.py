@@ -1,5 +1,5 @@
 """GPU gangs on Dynamic Resource Allocation, on the local control plane (issue 44): a
-fake driver publishes devices for fake nodes (e2e/harness/fakedra.py says what it does
+fake driver publishes devices for fake nodes (e2e/fakedra.py says what it does
 not simulate), the stock kube-scheduler's DynamicResources plugin allocates the claims,
 and the extender plans gangs on the devices.
 
@@ -22,8 +22,8 @@ import time
 
 import pytest
 
+from e2e.fakedra import allocated_claims, claims_from, create_claim_template, fake_driver
 from e2e.gang import GangStack, Recorder
-from e2e.harness.fakedra import allocated_claims, claims_from, create_claim_template, fake_driver
 from e2e.harness.fixtures import NodeSet as Nodes
 from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
 from e2e.harness.queries import get_podgroup, pod_nodes

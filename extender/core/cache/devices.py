@@ -55,7 +55,12 @@ class DeviceState:
         self.inventory = DeviceInventory(compile_selector)
         # ("slot" | "bound", uid) -> (node, pod), in the order they came
         self._slots: dict[tuple[str, str], tuple[str, PodInfo]] = {}
+        # What the slots hold: None to choose again for every slot; otherwise what each
+        # holds, and the slots made since whose devices are still to be chosen.
         self._held: frozenset[DeviceKey] | None = frozenset()
+        self._by_slot: dict[tuple[str, str], frozenset[DeviceKey]] = {}
+        self._pending: list[tuple[str, str]] = []
+        self._wanting: set[tuple[str, str]] = set()  # slots that found no devices
 
     def apply(self, kind: str, key: str, obj: DeviceObject | None) -> None:
         """A watch event of `kind` (`DEVICE_KINDS`): `obj` added or changed, or the
@@ -91,30 +96,59 @@ class DeviceState:
     def reserve(self, node: str, pod: PodInfo, bound: bool = False) -> None:
         """A slot (or, `bound`, the pod itself) on `node` holds the pod's devices."""
         if pod.claims is not None:
-            self._slots["bound" if bound else "slot", pod.uid] = (node, pod)
-            self._held = None
+            key = ("bound" if bound else "slot", pod.uid)
+            self._slots[key] = (node, pod)
+            if self._held is not None:
+                self._pending.append(key)  # its devices chosen when next asked
 
     def release(self, uid: str, bound: bool = False) -> None:
-        if self._slots.pop(("bound" if bound else "slot", uid), None) is not None:
-            self._held = None
+        key = ("bound" if bound else "slot", uid)
+        if self._slots.pop(key, None) is None:
+            return
+        mine = self._by_slot.pop(key, None)
+        self._wanting.discard(key)
+        if mine and self._held is not None:
+            # The others' devices were chosen apart from these: they stay as they are;
+            # a slot that found none (its node short) may find these now.
+            self._held = self._held - mine
+            self._pending.extend(self._wanting)
+            self._wanting.clear()
 
     def held(self, nodes: Mapping[str, NodeInfo]) -> frozenset[DeviceKey]:
-        """The devices the slots hold (module docstring)."""
+        """The devices the slots hold (module docstring): all of them chosen again after
+        a slice or claim changed, otherwise only those of slots made since last asked,
+        so a plan made while many gangs hold slots costs one check per new slot."""
         if self._held is None:
-            inv = self.inventory
-            held: set[DeviceKey] = set()
-            for node_name, pod in self._slots.values():
-                node = nodes.get(node_name)
-                member = self.member(pod)
-                if node is None or member.missing or not member.own:
+            self._by_slot.clear()
+            self._wanting.clear()
+            self._pending = list(self._slots)
+            self._held = frozenset()
+        if self._pending:
+            held = set(self._held)
+            for key in dict.fromkeys(self._pending):
+                entry = self._slots.get(key)
+                if entry is None or key in self._by_slot:
                     continue
-                if all(c.allocated for c in member.own):
-                    continue  # its allocation is taken already (and most bound pods')
-                fit = inv.fit(node, member.own, frozenset(held))
-                if isinstance(fit, Fit):
-                    held |= fit.devices()
+                mine = self._choose(nodes.get(entry[0]), entry[1], frozenset(held))
+                if mine:
+                    self._by_slot[key] = mine
+                    held |= mine
+                else:
+                    self._wanting.add(key)
+            self._pending.clear()
             self._held = frozenset(held)
         return self._held
+
+    def _choose(self, node: NodeInfo | None, pod: PodInfo,
+                held: frozenset[DeviceKey]) -> frozenset[DeviceKey]:
+        """The devices `pod`'s slot on `node` holds, none of `held`."""
+        member = self.member(pod)
+        if node is None or member.missing or not member.own:
+            return frozenset()
+        if all(c.allocated for c in member.own):
+            return frozenset()  # its allocation is taken already (and most bound pods')
+        fit = self.inventory.fit(node, member.own, held)
+        return fit.devices() if isinstance(fit, Fit) else frozenset()
 
     def taken(self, nodes: Mapping[str, NodeInfo]) -> frozenset[DeviceKey]:
         """Allocated or held by a slot."""

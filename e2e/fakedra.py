@@ -18,8 +18,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from .k8s import ApiException
-from .target import kube
+from e2e.harness.k8s import ApiException
+from e2e.harness.target import kube
 
 GROUP, VERSION = "resource.k8s.io", "v1"
 DRIVER = "gpu.example.com"
