@@ -14,6 +14,10 @@ and the extender plans gangs on the devices.
 * A launcher without claims beside 2 workers with claims: the workers go through
   kube-scheduler's cycle (its plugin allocates their claims) onto different nodes, the
   launcher with them, all bound together.
+* A gang that times out with members waiting at the barrier, their claims allocated by
+  kube-scheduler in their own cycle: once the extender refuses their binds, no
+  allocation is left behind (kube-scheduler takes its pods off the claims, the
+  control plane's resourceclaim controller releases them).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import time
 import pytest
 
 from e2e.fakedra import allocated_claims, claims_from, create_claim_template, fake_driver
-from e2e.gang import GangStack, Recorder
+from e2e.gang import GangStack, Recorder, block_ports, port_pod
 from e2e.harness.fixtures import NodeSet as Nodes
 from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
 from e2e.harness.queries import get_podgroup, pod_nodes
@@ -139,4 +143,34 @@ def test_a_launcher_without_claims_and_dra_workers_are_bound_together(
             assert where["worker-0"] != where["worker-1"], where
             held = allocated_claims(ns)
             assert sorted(len(d) for d in held.values()) == [2, 2], held
+
+
+def test_a_dra_gang_that_times_out_leaves_no_allocation_behind(
+    gang: GangStack, fake_nodes: Nodes, namespace: str
+) -> None:
+    ns = namespace
+    nodes = fake_nodes.add_nodes(3, prefix="tmo", cpu="16", memory="64Gi")
+    block_ports(ns, nodes)  # the fourth member, asking for the port, is never offered
+    with fake_driver() as driver:
+        for n in nodes:
+            driver.publish(n, 2)
+        create_claim_template(ns, "two-gpus", 2)
+        create_podgroup(ns, "t", 4, timeout=10)
+        with Recorder(ns) as rec:
+            for i in range(3):
+                create_pod(ns, f"t-{i}", cpu="1", memory="64Mi", scheduler_name=GANG_SCHEDULER,
+                           pod_group="t", spec_extra=claims_from("two-gpus"))
+            port_pod(ns, "t-3", group="t", cpu="0")
+            wait_for(lambda: len(allocated_claims(ns)) == 3 or NotYet(allocated_claims(ns)),
+                     30, "the three members' claims allocated, their binds waiting",
+                     logs=gang.logs())
+            assert rec.bound() == {}
+
+            def released() -> bool | NotYet:
+                held = allocated_claims(ns)
+                return not held or NotYet(held)
+
+            wait_for(released, 40, "no allocation left after the gang's timeout",
+                     logs=gang.logs())
+            assert rec.bound() == {}, rec.history
 
