@@ -56,13 +56,18 @@ class FakeDriver:
             "metadata": {"name": driver},
             "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}})
 
-    def publish(self, node: str, count: int,
-                attributes: Mapping[str, Any] | None = None) -> str:
+    def publish(self, node: str, count: int, attributes: Mapping[str, Any] | None = None,
+                capacity: Mapping[str, str] | None = None) -> str:
         """A pool of `count` devices for `node` (gpu-0, gpu-1, ...), each with
-        `attributes` (the API's typed form: {"model": {"string": "a100"}})."""
+        `attributes` (the API's typed form: {"model": {"string": "a100"}}) and `capacity`
+        ({"memory": "80Gi"})."""
         name = f"{node}-{self.driver}"
-        devices = [{"name": f"gpu-{i}", **({"attributes": dict(attributes)} if attributes
-                                           else {})} for i in range(count)]
+        extra: dict[str, Any] = {}
+        if attributes:
+            extra["attributes"] = dict(attributes)
+        if capacity:
+            extra["capacity"] = {k: {"value": v} for k, v in capacity.items()}
+        devices = [{"name": f"gpu-{i}", **extra} for i in range(count)]
         _create("resourceslices", {
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceSlice",
             "metadata": {"name": name},
@@ -87,14 +92,19 @@ def fake_driver(driver: str = DRIVER) -> Iterator[FakeDriver]:
         d.close()
 
 
-def create_claim_template(ns: str, name: str, count: int, device_class: str = DRIVER) -> None:
-    """A ResourceClaimTemplate asking for exactly `count` devices of `device_class`."""
+def create_claim_template(ns: str, name: str, count: int, device_class: str = DRIVER,
+                          selector: str = "") -> None:
+    """A ResourceClaimTemplate asking for exactly `count` devices of `device_class`, that
+    the CEL `selector` selects if one is given."""
+    exactly: dict[str, Any] = {"deviceClassName": device_class,
+                               "allocationMode": "ExactCount", "count": count}
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
     _create("resourceclaimtemplates", {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceClaimTemplate",
         "metadata": {"name": name, "namespace": ns},
-        "spec": {"spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
-            "deviceClassName": device_class, "allocationMode": "ExactCount",
-            "count": count}}]}}}}, ns)
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpus", "exactly": exactly}]}}}},
+        ns)
 
 
 def claims_from(template: str, claim: str = "gpu") -> dict[str, Any]:

@@ -14,6 +14,9 @@ and the extender plans gangs on the devices.
 * A launcher without claims beside 2 workers with claims: the workers go through
   kube-scheduler's cycle (its plugin allocates their claims) onto different nodes, the
   launcher with them, all bound together.
+* A CEL selector on an attribute and on a capacity: of nodes with t4 devices, a100
+  devices of 20Gi and a100 devices of 80Gi, the members are placed only where an a100
+  of at least 40Gi is.
 * A gang that times out with members waiting at the barrier, their claims allocated by
   kube-scheduler in their own cycle: once the extender refuses their binds, no
   allocation is left behind (kube-scheduler takes its pods off the claims, the
@@ -173,4 +176,31 @@ def test_a_dra_gang_that_times_out_leaves_no_allocation_behind(
             wait_for(released, 40, "no allocation left after the gang's timeout",
                      logs=gang.logs())
             assert rec.bound() == {}, rec.history
+
+
+def test_a_selector_on_an_attribute_and_a_capacity_places_members_only_on_matching_devices(
+    gang: GangStack, fake_nodes: Nodes, namespace: str
+) -> None:
+    ns = namespace
+    nodes = fake_nodes.add_nodes(4, prefix="sel", cpu="16", memory="64Gi")
+    with fake_driver() as driver:
+        shapes = (("t4", "16Gi", 2), ("a100", "20Gi", 2), ("a100", "80Gi", 1),
+                  ("a100", "80Gi", 1))
+        for n, (model, memory, count) in zip(nodes, shapes, strict=True):
+            driver.publish(n, count, attributes={"model": {"string": model}},
+                           capacity={"memory": memory})
+        create_claim_template(ns, "big-a100", 1, selector=(
+            'device.attributes["gpu.example.com"].model == "a100" && '
+            'device.capacity["gpu.example.com"].memory.compareTo(quantity("40Gi")) >= 0'))
+        create_podgroup(ns, "s", 2, timeout=60)
+        with Recorder(ns) as rec:
+            for i in range(2):
+                create_pod(ns, f"s-{i}", cpu="1", memory="64Mi", scheduler_name=GANG_SCHEDULER,
+                           pod_group="s", spec_extra=claims_from("big-a100"))
+            wait_for(lambda: len(rec.bound("s")) == 2 or NotYet(pod_nodes(ns)), 45,
+                     "both members bound", logs=gang.logs())
+            assert {r.node for r in rec.bound("s").values()} == set(nodes[2:])
+            held = allocated_claims(ns)
+            assert sorted(d for devices in held.values() for d in devices) == [
+                f"{nodes[2]}/gpu-0", f"{nodes[3]}/gpu-0"], held
 
