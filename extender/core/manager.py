@@ -144,10 +144,10 @@ class GangManager:
     def on_devices(self, kind: str, key: str, obj: DeviceObject | None) -> None:
         """A ResourceSlice, DeviceClass, ResourceClaim or ResourceClaimTemplate
         (`resource.k8s.io/v1`, `kind` as `DEVICE_KINDS` names it) was added or changed
-        (`obj`), or deleted (None). What is free changed: waiting gangs are planned
-        again; slots whose devices went (a slice gone) are not moved yet."""
-        self._cache.upsert_devices(kind, key, obj)
-        self._core.queue.members_changed()
+        (`obj`), or deleted (None). When what is free changed, waiting gangs are
+        planned again; slots whose devices went (a slice gone) are not moved yet."""
+        if self._cache.upsert_devices(kind, key, obj):
+            self._core.queue.members_changed()
 
     # ----- the verbs --------------------------------------------------------------------
 

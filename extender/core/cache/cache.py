@@ -137,15 +137,18 @@ class Cache:
         self.capacity_epoch += 1
         self.node_epoch += 1
 
-    def upsert_devices(self, kind: str, key: str, obj: DeviceObject | None) -> None:
-        """A device watch event (`DeviceState.apply`). Slices, classes and templates
-        change what can be placed at all (`node_epoch`, which the unplaceable test
-        depends on); a claim allocated or released changes what is free."""
-        self.devices.apply(kind, key, obj)
+    def upsert_devices(self, kind: str, key: str, obj: DeviceObject | None) -> bool:
+        """A device watch event (`DeviceState.apply`), and whether a plan may come out
+        differently. Slices, classes and templates change what can be placed at all
+        (`node_epoch`, which the unplaceable test depends on); a claim allocated or
+        released changes what is free."""
+        if not self.devices.apply(kind, key, obj):
+            return False
         self.capacity_epoch += 1
         self.free_epoch += 1
         if kind != "resourceclaims":
             self.node_epoch += 1
+        return True
 
     def _adjust(self, node: str, requests: Resources, sign: int) -> None:
         """Every change to a node's free capacity after `upsert_node`."""

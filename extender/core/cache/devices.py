@@ -62,9 +62,11 @@ class DeviceState:
         self._pending: list[tuple[str, str]] = []
         self._wanting: set[tuple[str, str]] = set()  # slots that found no devices
 
-    def apply(self, kind: str, key: str, obj: DeviceObject | None) -> None:
+    def apply(self, kind: str, key: str, obj: DeviceObject | None) -> bool:
         """A watch event of `kind` (`DEVICE_KINDS`): `obj` added or changed, or the
-        object `key` ("name" or "namespace/name") deleted when `obj` is None."""
+        object `key` ("name" or "namespace/name") deleted when `obj` is None. Whether a
+        plan may come out differently: a claim's event only when its allocation moved
+        (the most frequent event by far is a claim's status naming who uses it)."""
         inv = self.inventory
         ns, _, name = key.rpartition("/")
         if kind == "resourceslices":
@@ -78,10 +80,10 @@ class DeviceState:
             else:
                 inv.remove_class(key)
         elif kind == "resourceclaims":
-            if isinstance(obj, ResourceClaim):
-                inv.upsert_claim(obj)
-            else:
-                inv.remove_claim(ns, name)
+            moved = (inv.upsert_claim(obj) if isinstance(obj, ResourceClaim)
+                     else inv.remove_claim(ns, name))
+            if not moved:
+                return False
         elif kind == "resourceclaimtemplates":
             if isinstance(obj, ResourceClaimTemplate):
                 inv.upsert_template(obj)
@@ -90,6 +92,7 @@ class DeviceState:
         else:
             raise ValueError(f"unknown device kind {kind!r}")
         self._held = None if self._slots else frozenset()
+        return True
 
     # ----- slots -------------------------------------------------------------------------
 

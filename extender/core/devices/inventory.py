@@ -161,13 +161,23 @@ class DeviceInventory:
     def remove_class(self, name: str) -> None:
         self._classes.pop(name, None)
 
-    def upsert_claim(self, c: ResourceClaim) -> None:
+    def upsert_claim(self, c: ResourceClaim) -> bool:
+        """Whether what the claim holds changed (its allocation): a claim's other
+        updates (who it is reserved for, its conditions) change no plan."""
+        old = self._claims.get((c.namespace, c.name))
         self._claims[(c.namespace, c.name)] = c
+        if old is not None and old.allocated == c.allocated:
+            return False
         self._allocated = None
+        return True
 
-    def remove_claim(self, namespace: str, name: str) -> None:
-        if self._claims.pop((namespace, name), None) is not None:
-            self._allocated = None
+    def remove_claim(self, namespace: str, name: str) -> bool:
+        """Whether the claim was holding devices."""
+        old = self._claims.pop((namespace, name), None)
+        if old is None or not old.allocated:
+            return False
+        self._allocated = None
+        return True
 
     def upsert_template(self, t: ResourceClaimTemplate) -> None:
         self._templates[(t.namespace, t.name)] = t

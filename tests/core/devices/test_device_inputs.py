@@ -65,15 +65,15 @@ def test_the_device_kinds_feed_the_manager_and_a_deletion_takes_devices_away() -
     assert all(k.discover == (RESOURCE_PATH, k.name) for k in DEVICE_KINDS)  # optional API
     for name, obj in _objects():
         kinds[name].apply(manager, obj, 0.0)
-    devices = manager._cache.devices  # noqa: SLF001 - the cache's view, read in a test
+    devices = manager._cache.devices
     member = devices.member(_pod({"resourceClaims": [
         {"name": "gpu", "resourceClaimTemplateName": "two"}]}))
-    node = manager._cache.nodes["n1"]  # noqa: SLF001
+    node = manager._cache.nodes["n1"]
     assert member.missing == "" and devices.inventory.copies(node, member.own) == 1
-    epoch = manager._cache.capacity_epoch  # noqa: SLF001
+    epoch = manager._cache.capacity_epoch
     kinds["resourceslices"].delete(manager, "n1-gpu", 1.0)
     assert devices.inventory.copies(node, member.own) == 0
-    assert manager._cache.capacity_epoch > epoch  # noqa: SLF001
+    assert manager._cache.capacity_epoch > epoch
     kinds["resourceclaimtemplates"].delete(manager, "ml/two", 1.0)
     assert "not found" in devices.member(_pod({"resourceClaims": [
         {"name": "gpu", "resourceClaimTemplateName": "two"}]})).missing
@@ -88,3 +88,35 @@ def test_a_budget_input_takes_the_object_or_its_key_when_deleted() -> None:
     assert len(core.budgets) == 1
     manager.on_budget("ns/pdb")
     assert len(core.budgets) == 0
+
+
+def test_only_a_claims_allocation_moving_has_waiting_gangs_planned_again() -> None:
+    """A claim's status names who uses it and changes with every member it serves: such
+    an event changes no plan and costs the queue nothing; an allocation made or released
+    does."""
+    from extender.core.devices.model import claim_from_k8s
+
+    core = Core.wire(selectors=compile_selector)
+    manager = GangManager(core)
+
+    def claim(allocated: bool, users: int) -> Any:
+        status: dict[str, Any] = {"reservedFor": [
+            {"resource": "pods", "name": f"p{i}", "uid": f"u{i}"} for i in range(users)]}
+        if allocated:
+            status["allocation"] = {"devices": {"results": [
+                {"request": "g", "driver": DRIVER, "pool": "n1", "device": "gpu-0"}]}}
+        return claim_from_k8s({"metadata": {"name": "c", "namespace": "ml", "uid": "c1"},
+                               "spec": {"devices": {"requests": [
+                                   {"name": "g", "exactly": {"deviceClassName": "gpu"}}]}},
+                               "status": status})
+
+    manager.on_devices("resourceclaims", "ml/c", claim(False, 0))
+    epoch = core.cache.capacity_epoch
+    manager.on_devices("resourceclaims", "ml/c", claim(True, 0))  # allocated
+    assert core.cache.capacity_epoch > epoch
+    epoch = core.cache.capacity_epoch
+    manager.on_devices("resourceclaims", "ml/c", claim(True, 1))  # reserved for a pod
+    manager.on_devices("resourceclaims", "ml/c", claim(True, 2))
+    assert core.cache.capacity_epoch == epoch
+    manager.on_devices("resourceclaims", "ml/c", None)  # deleted while allocated
+    assert core.cache.capacity_epoch > epoch
