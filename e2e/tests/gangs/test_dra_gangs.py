@@ -17,6 +17,8 @@ and the extender plans gangs on the devices.
 * A CEL selector on an attribute and on a capacity: of nodes with t4 devices, a100
   devices of 20Gi and a100 devices of 80Gi, the members are placed only where an a100
   of at least 40Gi is.
+* Pods of the default scheduler holding devices (their claims allocated by it) on two
+  of four nodes: the gang of 2 members × 2 devices is placed on the other two.
 * A gang that times out with members waiting at the barrier, their claims allocated by
   kube-scheduler in their own cycle: once the extender refuses their binds, no
   allocation is left behind (kube-scheduler takes its pods off the claims, the
@@ -203,4 +205,32 @@ def test_a_selector_on_an_attribute_and_a_capacity_places_members_only_on_matchi
             held = allocated_claims(ns)
             assert sorted(d for devices in held.values() for d in devices) == [
                 f"{nodes[2]}/gpu-0", f"{nodes[3]}/gpu-0"], held
+
+
+def test_a_dra_gang_beside_pods_of_another_scheduler_holding_devices(
+    gang: GangStack, fake_nodes: Nodes, namespace: str, default_scheduler: object
+) -> None:
+    ns = namespace
+    nodes = fake_nodes.add_nodes(4, prefix="oth", cpu="16", memory="64Gi")
+    with fake_driver() as driver:
+        for n in nodes:
+            driver.publish(n, 2)
+        create_claim_template(ns, "two-gpus", 2)
+        with Recorder(ns) as rec:
+            for i in range(2):  # spec.schedulerName unset: the default scheduler's
+                create_pod(ns, f"other-{i}", cpu="1", memory="64Mi",
+                           spec_extra=claims_from("two-gpus"))
+            wait_for(lambda: len(rec.bound()) == 2 or NotYet(pod_nodes(ns)), 30,
+                     "the default scheduler's pods bound with their devices",
+                     logs=gang.logs())
+            theirs = {r.node for r in rec.bound().values()}
+            assert len(theirs) == 2, theirs
+            create_podgroup(ns, "g", 2, timeout=60)
+            for i in range(2):
+                create_pod(ns, f"g-{i}", cpu="1", memory="64Mi", scheduler_name=GANG_SCHEDULER,
+                           pod_group="g", spec_extra=claims_from("two-gpus"))
+            wait_for(lambda: len(rec.bound("g")) == 2 or NotYet(pod_nodes(ns)), 45,
+                     "the gang bound on the other two nodes", logs=gang.logs())
+            rec.assert_never_partial("g", 2)
+            assert {r.node for r in rec.bound("g").values()} == set(nodes) - theirs
 
