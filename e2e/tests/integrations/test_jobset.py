@@ -76,6 +76,19 @@ def gang_of(ns: str, name: str, attempt: int = 0) -> str:
     return jobset_gang_name(name, js["metadata"]["uid"], attempt)
 
 
+def wait_known(gang: GangStack, ns: str, group: str, quorum: int) -> None:
+    """Until the extender has read the JobSet as this gang of ``quorum``: a JobSet made
+    just after its CRD was installed is read once discovery has seen the API (within
+    10 s); a pod turned away before that ("JobSet not known") shows nothing about
+    quorums."""
+    def known() -> object:
+        rows = {r["gang"]: r for r in gang.get("/debug/podgroups")["podGroups"]}
+        row = rows.get(f"jobset:{ns}/{group}")
+        return (row is not None and row.get("minMember") == quorum) or NotYet(row)
+
+    wait_for(known, 30, f"the extender reads gang {group} of {quorum}", logs=LOGS)
+
+
 def pods_of(ns: str, name: str, attempt: int | None = None) -> list[dict[str, object]]:
     selector = f"{NAME_LABEL}={name}"
     if attempt is not None:
@@ -99,7 +112,7 @@ def the_issues_jobset(name: str, run_seconds: float) -> dict[str, object]:
 
 
 def test_a_jobset_is_placed_whole_once_a_fifth_node_appears(
-        js_ns: str, fake_nodes: NodeSet) -> None:
+        js_ns: str, fake_nodes: NodeSet, gang: GangStack) -> None:
     """Four 4-CPU nodes for five 4-CPU pods: nothing bound (before: 4 of 5). A fifth
     node: all five, in one burst."""
     ns = js_ns
@@ -108,6 +121,7 @@ def test_a_jobset_is_placed_whole_once_a_fifth_node_appears(
         create_jobset(ns, the_issues_jobset("train", 120.0))
         wait_pods(ns, "train", 5)
         group = gang_of(ns, "train")
+        wait_known(gang, ns, group, 5)
         time.sleep(HOLD)
         assert rec.bound() == {}, f"part of the JobSet was bound: {rec.history}"
         fake_nodes.add_node(f"{ns}-4", cpu=NODE_CPU, memory="16Gi")
@@ -152,7 +166,8 @@ def test_two_jobsets_needing_most_of_the_cluster_run_one_after_the_other(
           f"{rec.bind_times(groups[second])[0] - first_done:.1f}s after {first} finished")
 
 
-def test_a_restarted_jobset_is_placed_whole_again(js_ns: str, fake_nodes: NodeSet) -> None:
+def test_a_restarted_jobset_is_placed_whole_again(js_ns: str, fake_nodes: NodeSet,
+                                                  gang: GangStack) -> None:
     """A worker of the first attempt fails (its Job has no retries); the JobSet's failure
     policy (maxRestarts 1) recreates every Job. The new attempt's five pods are a gang of
     their own, which none of the old attempt's pods (running, then deleted) counts
@@ -173,6 +188,7 @@ def test_a_restarted_jobset_is_placed_whole_again(js_ns: str, fake_nodes: NodeSe
                  "attempt 0 bound", logs=LOGS)
         fake_nodes.cordon(nodes[0])
         wait_pods(ns, "flaky", 5, attempt=1)
+        wait_known(gang, ns, second, 5)
         time.sleep(HOLD)
         assert rec.bound(second) == {}, f"part of attempt 1 was bound: {rec.history}"
         fake_nodes.uncordon(nodes[0])
@@ -186,7 +202,8 @@ def test_a_restarted_jobset_is_placed_whole_again(js_ns: str, fake_nodes: NodeSe
           f"bound whole as its own gang ({second}), only once all 5 nodes were schedulable")
 
 
-def test_in_order_stages_are_each_placed_whole(js_ns: str, fake_nodes: NodeSet) -> None:
+def test_in_order_stages_are_each_placed_whole(js_ns: str, fake_nodes: NodeSet,
+                                               gang: GangStack) -> None:
     """``startupPolicy: InOrder``: JobSet creates the workers only once the driver is
     ready, so a quorum of all five would wait forever for pods never made. The driver
     is placed alone; then the four workers, beside it, all together: with three nodes
@@ -201,6 +218,7 @@ def test_in_order_stages_are_each_placed_whole(js_ns: str, fake_nodes: NodeSet) 
         wait_for(lambda: len(rec.bound(group)) == 1 or NotYet(rec.history), 60,
                  "the driver bound alone", logs=LOGS)
         wait_pods(ns, "staged", 5)  # the workers, made once the driver was ready
+        wait_known(gang, ns, group, 5)  # the driver and, now, the workers
         time.sleep(HOLD)
         assert len(rec.bound(group)) == 1, f"part of the workers were bound: {rec.history}"
         fake_nodes.add_node(f"{ns}-4", cpu=NODE_CPU, memory="16Gi")
@@ -241,3 +259,4 @@ def test_per_job_gangs_are_each_placed_whole(js_ns: str, fake_nodes: NodeSet) ->
             rec.assert_never_partial(j, 2)
     print(f"\n[gang] JobSet split, workers per Job: the driver and one worker Job bound on 3 "
           f"nodes, the other Job whole once 2 more nodes came ({', '.join(jobs)})")
+

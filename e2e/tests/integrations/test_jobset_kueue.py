@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from e2e.gang import Recorder
+from e2e.gang import GangStack, Recorder
 from e2e.harness.fixtures import NodeSet
 from e2e.harness.kubelet.pod import ANN_RUN_SECONDS
 from e2e.harness.waiting import NotYet, wait_for
@@ -27,7 +27,7 @@ from e2e.integrations.jobset import (
 )
 from e2e.integrations.kueue import FRAMEWORKS, QUEUE_LABEL
 from e2e.integrations.kueue_objects import is_true, workloads
-from e2e.tests.integrations.test_jobset import controller  # noqa: F401 (a fixture)
+from e2e.tests.integrations.test_jobset import controller, wait_known  # noqa: F401 (a fixture)
 from e2e.tests.integrations.test_kueue import (  # noqa: F401 (fixtures)
     LOCAL_QUEUE,
     SetUp,
@@ -46,7 +46,7 @@ HOLD = 3.0
 
 def test_a_jobset_admitted_by_kueue_is_placed_whole(
         controller: JobSetController, queues: SetUp,  # noqa: F811
-        fake_nodes: NodeSet) -> None:
+        fake_nodes: NodeSet, gang: GangStack) -> None:
     """Quota of 20 CPUs: Kueue admits the 5-pod JobSet of 4-CPU pods at once. On four
     4-CPU nodes the gang scheduler binds none of its pods; a fifth node: all five."""
     q = queues(cpu_quota=20, config=CONFIG)
@@ -71,6 +71,7 @@ def test_a_jobset_admitted_by_kueue_is_placed_whole(
             js = get_jobset(ns, "train") or {}
             assert not js["spec"].get("suspend"), "Kueue resumed the JobSet"
             group = jobset_gang_name("train", js["metadata"]["uid"], 0)
+            wait_known(gang, ns, group, 5)
             time.sleep(HOLD)
             assert rec.bound() == {}, f"part of the admitted JobSet was bound: {rec.history}"
             fake_nodes.add_node(f"{ns}-4", cpu="4", memory="16Gi")

@@ -22,9 +22,10 @@ not how many of its pods must start together. Three things change that count:
   or on a replicated Job's template), unless the JobSet asks for its node-selector
   strategy (`alpha.jobset.sigs.k8s.io/node-selector`): JobSet's admission webhook
   refuses a Job's other pods until its first ("leader") pod is bound, so only the
-  leaders exist before anything is bound. Each such Job counts one pod: its leaders,
-  one per Job, are placed together or not at all, each in a domain of its own by the
-  affinity JobSet gives them, and the rest of each Job follows its leader.
+  leaders exist before anything is bound. Each such Job counts one pod, and the rest
+  of each Job follows its leader. (The planner does not yet place leaders of several
+  Jobs together: it reads each one's self-selecting affinity as the whole gang's domain;
+  docs/integrations.md, "JobSet".)
 * **Opting out**: the annotation `gang-extender.x-k8s.io/jobset-gang: "off"` makes the
   quorum 1, each pod placed on its own as if no gang existed.
 * **A gang per Job**: the same annotation, `per-job`, on a replicated Job's pod template
