@@ -2,8 +2,11 @@
 to their bounds: a change that scatters a request over more files, or sends it back and
 forth between them, fails here and not in a reader's head.
 
-The bounds are today's counts: lower them when a change shortens a walk. docs/architecture.md
-lists the walks and the command that prints them.
+The bounds are today's counts: lower them when a change shortens a walk; raising one is
+a decision to make in review, with the walk's listing (`--stops`) beside it (the
+disruption policy raised the bind and commit walks by one file: a member's Binding is a
+pod change it must see). docs/architecture.md lists the walks and the command that
+prints them.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from tools.walk import WALKS, Stop, count, walk
 
 # (files, returns to a file already left) at most, per walk, as measured by
 # `python -m tools.walk`.
-BOUNDS = {"bind": (18, 20), "filter": (8, 2), "commit": (24, 36)}
+BOUNDS = {"bind": (19, 20), "filter": (8, 2), "commit": (25, 36)}
 
 
 def _stops(*files: str) -> list[Stop]:
