@@ -349,3 +349,16 @@ def test_per_job_gangs_are_placed_each_whole_on_their_own() -> None:
     sim.add_node(node("n4", cpu=4000))
     sim.run_all()
     assert len(sim.bound()) == 5
+
+
+def test_off_places_each_pod_of_the_jobset_on_its_own() -> None:
+    """Opted out: on four 4-CPU nodes four of the five pods are bound, as without a gang."""
+    sim = SimScheduler()
+    for i in range(4):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    sim.add_group(jobset_group_from_k8s(
+        jobset(metadata__annotations={JOBSET_GANG_ANNOTATION: "off"})))
+    for p in jobset_pods():
+        sim.add_pod(p)
+    sim.run_all()
+    assert len(sim.bound()) == 4
