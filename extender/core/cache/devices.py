@@ -61,6 +61,9 @@ class DeviceState:
         self._by_slot: dict[tuple[str, str], frozenset[DeviceKey]] = {}
         self._pending: list[tuple[str, str]] = []
         self._wanting: set[tuple[str, str]] = set()  # slots that found no devices
+        # Shared claims (named by several pods: one allocation) a slot chose devices
+        # for, by claim name: the other slots naming them use those, on their nodes.
+        self._pins: dict[str, tuple[DeviceKey, ...]] = {}
 
     def apply(self, kind: str, key: str, obj: DeviceObject | None) -> bool:
         """A watch event of `kind` (`DEVICE_KINDS`): `obj` added or changed, or the
@@ -110,6 +113,9 @@ class DeviceState:
             return
         mine = self._by_slot.pop(key, None)
         self._wanting.discard(key)
+        if mine and any(mine.intersection(p) for p in self._pins.values()):
+            # It chose a shared claim's devices others follow: all chosen again.
+            self._held = None
         if mine and self._held is not None:
             # The others' devices were chosen apart from these: they stay as they are;
             # a slot that found none (its node short) may find these now.
@@ -124,6 +130,7 @@ class DeviceState:
         if self._held is None:
             self._by_slot.clear()
             self._wanting.clear()
+            self._pins.clear()
             self._pending = list(self._slots)
             self._held = frozenset()
         if self._pending:
@@ -146,12 +153,21 @@ class DeviceState:
                 held: frozenset[DeviceKey]) -> frozenset[DeviceKey]:
         """The devices `pod`'s slot on `node` holds, none of `held`."""
         member = self.member(pod)
-        if node is None or member.missing or not member.own:
+        claims = (*member.own, *(Claim(c.name, c.spec, self._pins[c.name])
+                                 if not c.allocated and c.name in self._pins else c
+                                 for c in member.shared))
+        if node is None or member.missing or not claims:
             return frozenset()
-        if all(c.allocated for c in member.own):
+        if all(c.allocated for c in claims):
             return frozenset()  # its allocation is taken already (and most bound pods')
-        fit = self.inventory.fit(node, member.own, held)
-        return fit.devices() if isinstance(fit, Fit) else frozenset()
+        fit = self.inventory.fit(node, claims, held)
+        if not isinstance(fit, Fit):
+            return frozenset()
+        shared = {c.name for c in member.shared}
+        for claim, _, key in fit.chosen:
+            if claim in shared:
+                self._pins[claim] = (*self._pins.get(claim, ()), key)
+        return fit.devices()
 
     def taken(self, nodes: Mapping[str, NodeInfo]) -> frozenset[DeviceKey]:
         """Allocated or held by a slot."""
@@ -190,8 +206,14 @@ class DeviceView:
                taken: frozenset[DeviceKey]) -> frozenset[DeviceKey]:
         """The devices one member with `claims` would get on `node` (none if it does not
         fit, which `copies` said it does)."""
-        fit = self.state.inventory.fit(node, claims, taken, self.emptied)
+        fit = self.fit(node, claims, taken)
         return frozenset() if isinstance(fit, NoFit) else fit.devices()
+
+    def fit(self, node: NodeInfo, claims: tuple[Claim, ...],
+            taken: frozenset[DeviceKey]) -> Fit | NoFit:
+        """Whether `claims` can be allocated on `node` besides `taken`, and with which
+        devices (a shared claim's allocation is chosen from these)."""
+        return self.state.inventory.fit(node, claims, taken, self.emptied)
 
     def refusal(self, node: NodeInfo, pod: PodInfo) -> str | None:
         """Why `pod`'s claims cannot be allocated on `node` besides what is taken (a

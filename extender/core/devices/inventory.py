@@ -14,7 +14,7 @@ while a driver replaces a pool, the slices of the older generation are stale.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -211,12 +211,11 @@ class DeviceInventory:
                 if not a.admin_access)
         return self._allocated
 
-    def member_claims(self, namespace: str, claims: PodClaims,
-                      shared_names: Iterable[str] = ()) -> MemberClaims:
+    def member_claims(self, namespace: str, claims: PodClaims) -> MemberClaims:
         """A pod's claims resolved to specs. A template whose claim is not made yet
-        stands for a claim of the template's spec; `shared_names` are the named claims
-        the gang's members have in common (one allocation)."""
-        shared_set = set(shared_names)
+        stands for a claim of the template's spec. A claim the pod names
+        (`resourceClaimName`) is shared: whoever else names it uses the same allocation,
+        so it is never counted once per member."""
         own: list[Claim] = []
         shared: list[Claim] = []
         for ref in claims.refs:
@@ -225,8 +224,7 @@ class DeviceInventory:
             if claim is not None:
                 entry = Claim(f"{namespace}/{claim.name}", claim.spec,
                               tuple(a.key for a in claim.allocated))
-                (shared if ref.claim is not None and ref.claim in shared_set
-                 else own).append(entry)
+                (shared if ref.claim is not None else own).append(entry)
                 continue
             if ref.template is not None:
                 t = self._templates.get((namespace, ref.template))

@@ -15,7 +15,7 @@ from extender.core.planner.candidates import (
     PlanState,
     node_source,
 )
-from extender.core.planner.device_plan import DevicePlan
+from extender.core.planner.device_plan import DevicePlan, roomiest
 from extender.core.planner.relations import Ties, relations_for
 from extender.core.planner.shapes import Shape, pod_size_key, shapes_of
 from extender.core.planner.shortfall import Awaited, explain_shortfall
@@ -63,6 +63,13 @@ def place_shape(pl: PlanState, shape: Shape, members: Sequence[PodInfo],
     blocked: set[str] = set()
     failed_labels: list[dict[str, str]] = []
     taking = devices if shape.devices else None
+    prefer: str | None = None
+    if taking is not None and taking.unpinned(shape) and len(members) > 1:
+        want = min(len(members), pl.need - len(pl.assignments))
+        prefer = roomiest(order, left, want)
+        while prefer is None and not cand.done:
+            cand.scan(want)
+            prefer = roomiest(order, left, want)
     for idx, pod in enumerate(members):
         if len(pl.assignments) >= pl.need:
             break
@@ -71,7 +78,11 @@ def place_shape(pl: PlanState, shape: Shape, members: Sequence[PodInfo],
             continue
         chosen: str | None = None
         i = start
-        while True:
+        if (prefer is not None and taking is not None and taking.unpinned(shape)
+                and pl.conflict(pod, prefer) is None):
+            # The first member naming a shared claim allocates it: where all can follow.
+            chosen = prefer
+        while chosen is None:
             if i >= len(order):
                 if cand.done:
                     break
@@ -88,6 +99,9 @@ def place_shape(pl: PlanState, shape: Shape, members: Sequence[PodInfo],
                 if why == "existing":
                     blocked.add(name)
                 i += 1
+                continue
+            if taking is not None and not taking.usable(shape, pl.nodes[name]):
+                i += 1  # its shared claims' devices, allocated by this plan, are not here
                 continue
             chosen = name
             break

@@ -33,6 +33,10 @@ class Shape:
     # claims; `device_missing` says what could not be resolved (a template not seen).
     devices: tuple[Claim, ...] | None = None
     device_missing: str = ""
+    # The claims among `devices` that members name (`resourceClaimName`): one
+    # allocation for every member naming them, which pins those members to the nodes
+    # that can use it (planner/device_plan.py).
+    shared: tuple[Claim, ...] = ()
 
     def size_key(self) -> tuple[int, int, int, int, int, int, int]:
         """Descending sort key: devices first (the scarcest, and counted per node),
@@ -76,8 +80,11 @@ def shapes_of(
             # Members whose claims ask the same (a template's claims differ by name
             # only) are one shape; one with an allocated claim is pinned, its own.
             member = devices.member(p)
+            # Members naming different shared claims are not interchangeable: each
+            # follows its own claim's allocation.
             key = (key, member.missing,
-                   tuple((c.spec, c.allocated) for c in (*member.own, *member.shared)))
+                   tuple((c.spec, c.allocated) for c in (*member.own, *member.shared)),
+                   tuple(c.name for c in member.shared))
         shape = by_key.get(key)
         if shape is None:
             items = tuple(
@@ -97,6 +104,7 @@ def shapes_of(
             if member is not None:
                 shape.devices = (*member.own, *member.shared)
                 shape.device_missing = member.missing
+                shape.shared = member.shared
         shape.members.append(p)
     out = list(by_key.values())
     for s in out:

@@ -136,8 +136,7 @@ def test_a_pods_claims_are_resolved_or_named_missing() -> None:
                                          {"name": "g", "exactly": {"deviceClassName": "gpu"}}]}}}))
     made = inv.member_claims(
         "ml", pod(TEMPLATE, {"name": "data", "resourceClaimName": "dataset"},
-                  statuses=[{"name": "gpu", "resourceClaimName": "p-gpu-x1"}]),
-        shared_names=["dataset"])
+                  statuses=[{"name": "gpu", "resourceClaimName": "p-gpu-x1"}]))
     assert [c.name for c in made.own] == ["ml/p-gpu-x1"]
     assert [c.name for c in made.shared] == ["ml/dataset"]
     assert inv.member_claims("ml", pod()).empty

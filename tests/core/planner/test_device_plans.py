@@ -286,3 +286,68 @@ def test_a_member_bound_elsewhere_does_not_take_devices_another_gang_holds() -> 
     refused = sim.manager.bind("ns", "c-0", c[0].uid, taken, sim.now)
     assert refused.outcome is BindOutcome.ERROR, refused
     assert _slots(sim, "c")["c-0"] == mine  # the slot stays where it was
+
+
+def _shared_claim(sim: SimScheduler, name: str, count: int = 2) -> None:
+    sim.manager.on_devices("resourceclaims", f"ns/{name}", claim_from_k8s({
+        "metadata": {"name": name, "namespace": "ns", "uid": f"claim-{name}"},
+        "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
+            "deviceClassName": CLASS, "count": count}}]}}}))
+
+
+def _sharing(name: str, gang: str, claim: str, cpu: int = 1000) -> PodInfo:
+    claims = PodClaims((ClaimRef("gpu", claim, None),), {})
+    return pod(name, gang, cpu=cpu, memory=1 << 20, claims=claims, binds_via_scheduler=True)
+
+
+def test_members_sharing_a_named_claim_are_one_allocation_on_one_node() -> None:
+    """A ResourceClaim several members name is allocated once, by kube-scheduler for the
+    first member, on that member's node: the others can only use it there. Four
+    members sharing a 2-device claim go on one node whose devices hold it (before: each
+    counted its own 2 devices, four nodes, three members never able to start), and the
+    slots hold those 2 devices once, so a gang of 3 × 2 own devices takes the other
+    three nodes."""
+    sim = _sim((2, 2, 2, 2))
+    _shared_claim(sim, "ring")
+    sim.add_group(group("s", 4, creation=1.0))
+    ms = [sim.add_pod(_sharing(f"s-{i}", "s", "ring")) for i in range(4)]
+    sim.schedule(ms[0].uid)
+    on = _slots(sim, "s")
+    assert len(on) == 4 and len(set(on.values())) == 1, on
+    sim.add_group(group("o", 3, creation=2.0))
+    others = [sim.add_pod(_member(f"o-{i}", "o")) for i in range(3)]
+    sim.schedule(others[0].uid)
+    theirs = _slots(sim, "o")
+    assert sorted(theirs.values()) == sorted(set(sim.cache.nodes) - set(on.values())), theirs
+
+
+def test_members_sharing_a_claim_start_on_a_node_that_holds_them_all() -> None:
+    """The tightest node first would strand the others: node-0 has room for one member
+    (1 CPU), node-1 for all three; the shared claim is allocated where all three go."""
+    sim = _sim((2,), cpu=1000)
+    sim.add_node(node("node-1", cpu=16000))
+    sim.manager.on_devices("resourceslices", "node-1-gpu", _slice("node-1", 2))
+    _shared_claim(sim, "ring")
+    sim.add_group(group("s", 3))
+    ms = [sim.add_pod(_sharing(f"s-{i}", "s", "ring")) for i in range(3)]
+    sim.schedule(ms[0].uid)
+    assert set(_slots(sim, "s").values()) == {"node-1"}, _slots(sim, "s")
+
+
+def test_a_shared_claim_on_network_attached_devices_lets_its_members_spread() -> None:
+    """Devices published for all nodes (no `nodeName`) can be used from any node: the
+    members of a gang sharing a claim on them go where their CPU fits, one per node
+    here, the claim allocated once; a second shared claim finds no devices left."""
+    sim = _sim((0, 0, 0), cpu=1000)
+    sim.manager.on_devices("resourceslices", "fabric", resource_slice_from_k8s({
+        "metadata": {"name": "fabric"}, "spec": {
+            "driver": CLASS, "pool": {"name": "fabric", "generation": 1}, "allNodes": True,
+            "devices": [{"name": f"gpu-{j}"} for j in range(3)]}}))
+    _shared_claim(sim, "ring")
+    _shared_claim(sim, "other")
+    sim.add_group(group("s", 3, creation=1.0))
+    ms = [sim.add_pod(_sharing(f"s-{i}", "s", "ring")) for i in range(3)]
+    sim.schedule(ms[0].uid)
+    assert sorted(_slots(sim, "s").values()) == ["node-0", "node-1", "node-2"]
+    plan = plan_gang([_sharing("t-0", "t", "other", cpu=0)], 1, sim.cache.snapshot)
+    assert not isinstance(plan, Plan), plan  # 1 of 3 devices left, the claim wants 2
