@@ -17,7 +17,8 @@ allocation and slot (the test whether a gang could ever be placed).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,6 +170,24 @@ class DeviceState:
                 self._pins[claim] = (*self._pins.get(claim, ()), key)
         return fit.devices()
 
+    def frees(self, nodes: Mapping[str, NodeInfo],
+              pods: Iterable[PodInfo]) -> frozenset[DeviceKey]:
+        """The devices that come free once `pods` (evicted, or their slots released) are
+        gone: what their own claims have allocated (the resourceclaim controller deletes
+        a claim made from a template with its pod) and what their slots or bound entries
+        hold. A named claim is not counted: it outlives its users, and others may share
+        it."""
+        held = self.held(nodes)
+        out: set[DeviceKey] = set()
+        for pod in pods:
+            if pod.claims is None:
+                continue
+            for key in (("slot", pod.uid), ("bound", pod.uid)):
+                out |= self._by_slot.get(key, frozenset())
+            for c in self.member(pod).own:
+                out.update(c.allocated)
+        return frozenset(out & (held | self.inventory.allocated()))
+
     def taken(self, nodes: Mapping[str, NodeInfo]) -> frozenset[DeviceKey]:
         """Allocated or held by a slot."""
         held = self.held(nodes)
@@ -190,9 +209,20 @@ class DeviceView:
     state: DeviceState
     nodes: Mapping[str, NodeInfo]
     emptied: bool = False
+    # Counted free though taken: the devices of victims a preemptor's plan is tried
+    # without (`preemption/victims.py`).
+    freed: frozenset[DeviceKey] = frozenset()
 
     def taken(self) -> frozenset[DeviceKey]:
-        return frozenset() if self.emptied else self.state.taken(self.nodes)
+        if self.emptied:
+            return frozenset()
+        taken = self.state.taken(self.nodes)
+        return taken - self.freed if self.freed else taken
+
+    def without(self, pods: Iterable[PodInfo]) -> DeviceView:
+        """The view with the devices `pods` hold given back (`DeviceState.frees`)."""
+        freed = self.state.frees(self.nodes, pods)
+        return dataclasses.replace(self, freed=self.freed | freed) if freed else self
 
     def member(self, pod: PodInfo) -> MemberClaims:
         return self.state.member(pod)

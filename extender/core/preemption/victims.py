@@ -26,6 +26,7 @@ most `PRUNE_LIMIT` of them).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -148,7 +149,8 @@ def already_leaving(cache: Cache) -> Unit:
 
 
 def view_without(snapshot: Snapshot, units: Sequence[Unit]) -> Snapshot:
-    """`snapshot` with the capacity of `units` given back."""
+    """`snapshot` with the capacity of `units` given back, their devices (DRA) too: a
+    gang asking for devices is only helped by victims that free devices."""
     over: dict[str, Resources] = {}
     for unit in units:
         for node, p in unit.frees:
@@ -160,7 +162,11 @@ def view_without(snapshot: Snapshot, units: Sequence[Unit]) -> Snapshot:
                 free = over[node] = dict(base)
             for r, q in p.requests.items():
                 free[r] = free.get(r, 0) + q
-    return snapshot.with_free(FreeOverlay(snapshot.free, over))
+    view = snapshot.with_free(FreeOverlay(snapshot.free, over))
+    if view.devices is None:
+        return view
+    devices = view.devices.without(p for unit in units for _, p in unit.frees)
+    return view if devices is view.devices else dataclasses.replace(view, devices=devices)
 
 
 def select(units: Sequence[Unit], fits: Callable[[Sequence[Unit]], bool]) -> list[Unit] | None:

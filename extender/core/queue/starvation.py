@@ -71,6 +71,8 @@ class Starvation:
         self._due: float | None = None  # when the next waiting gang starves
         # Per node, what the pods that finish or leave give back; once per pass.
         self._leaving: dict[str, Resources] | None = None
+        # Those of them with claims (DRA): their devices come back too; once per pass.
+        self._leaving_claims: list[PodInfo] = []
         # Kept while a pass runs and free capacity does not change: the forward free
         # capacity of every node, the nodes in order for each set of wanted resources,
         # and the holders' places in gang order. Many gangs may starve at once, and each
@@ -206,9 +208,12 @@ class Starvation:
         give back when they are gone; pods do not come or go during a pass."""
         if self._leaving is None:
             out: dict[str, Resources] = {}
+            self._leaving_claims = []
             for name in self._cache.nodes:
                 for p in self._cache.bound_on(name):
                     if p.scheduler_name == self._scheduler or p.deleting:
+                        if p.claims is not None:
+                            self._leaving_claims.append(p)
                         add = out.setdefault(name, {})
                         for r, q in p.requests.items():
                             add[r] = add.get(r, 0) + q
@@ -245,8 +250,17 @@ class Starvation:
         # the domain's nodes in the order of `nodes` (its domains are grouped from them),
         # not of `free`, and its hold must wait for as little as any other's.
         snap = cache.snapshot
+        # The devices (DRA) of the leaving pods and of `released` come back as their
+        # capacity does, so a gang asking for devices holds the nodes whose devices it
+        # will get; its slots then hold those devices as they come free (they are
+        # chosen for slots in the order the slots were made, older holds first).
+        devices = snap.devices
+        if devices is not None:
+            self._leaving_now()
+            devices = devices.without([*self._leaving_claims,
+                                       *(s.pod for r in released for s in r.slots.values())])
         return Snapshot({n: cache.nodes[n] for n in free}, free, snap.pods_on_node,
-                        repellers=snap.repellers)
+                        repellers=snap.repellers, devices=devices)
 
     def _forward_base(self, wanted: frozenset[str]) -> tuple[dict[str, Resources], list[str]]:
         """Every node's free capacity once the leaving pods are gone, and the nodes with

@@ -31,9 +31,11 @@ from tests.core.sim import SimScheduler, group, node, pod
 CLASS = "gpu.example.com"
 
 
-def _sim(devices: tuple[int, ...], cpu: int = 16000, direct: bool = False) -> SimScheduler:
-    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30, direct_commit=direct),
-                                 selectors=compile_selector))
+def _sim(devices: tuple[int, ...], cpu: int = 16000, direct: bool = False,
+         config: Config | None = None) -> SimScheduler:
+    """`config`: instead of the default one (30 s timeout, `direct` commit)."""
+    config = config or Config(default_timeout_seconds=30, direct_commit=direct)
+    sim = SimScheduler(Core.wire(config, selectors=compile_selector))
     m = sim.manager
     m.on_devices("deviceclasses", CLASS, device_class_from_k8s({
         "metadata": {"name": CLASS},

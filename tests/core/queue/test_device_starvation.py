@@ -1,0 +1,44 @@
+"""The starvation guard holds devices (DRA, issue 44): a gang asking for devices that
+has starved holds the nodes whose devices it will get, and its slots hold those devices
+as they come free, so younger DRA gangs do not keep taking them."""
+
+from __future__ import annotations
+
+from extender.core.model.config import Config
+from tests.core.planner.test_device_plans import _member, _sim, _slots
+from tests.core.sim import group
+
+
+def test_a_starved_dra_gang_holds_devices_younger_gangs_would_take() -> None:
+    """a (2 × 2 devices) runs on two of four nodes of 2 devices; b (4 × 2) waits for
+    them, starves after 10 s and holds all four nodes, the two free ones' devices at
+    once; c (2 × 2), younger, finds none and waits; a finishes and b goes whole.
+    Before: b's hold was planned on CPU alone, all four members on one node whose
+    devices a held, and c took the two free nodes' devices from under it."""
+    sim = _sim((2, 2, 2, 2), config=Config(
+        default_timeout_seconds=300, starvation_after_seconds=10, preemption=False,
+        direct_commit=False))
+    sim.add_group(group("a", 2, creation=1.0))
+    a = [sim.add_pod(_member(f"a-{i}", "a")) for i in range(2)]
+    for p in a:
+        sim.schedule(p.uid)
+    assert len(sim.bound("a")) == 2
+    sim.add_group(group("b", 4, creation=2.0))
+    b = [sim.add_pod(_member(f"b-{i}", "b")) for i in range(4)]
+    sim.schedule(b[0].uid)
+    assert _slots(sim, "b") == {}
+    sim.tick(11.0)
+    sim.run_all()
+    held = _slots(sim, "b")
+    assert sorted(held.values()) == ["node-0", "node-1", "node-2", "node-3"], held
+    sim.add_group(group("c", 2, creation=20.0))
+    c = [sim.add_pod(_member(f"c-{i}", "c")) for i in range(2)]
+    sim.schedule(c[0].uid)
+    sim.run_all()
+    assert _slots(sim, "c") == {} and not sim.bound("c")
+    for p in sim.bound("a"):
+        sim.finish(p.uid)
+    sim.tick(1.0)
+    sim.run_all()
+    assert sorted(p.node_name for p in sim.bound("b")) == [
+        "node-0", "node-1", "node-2", "node-3"]
