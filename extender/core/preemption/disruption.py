@@ -86,10 +86,14 @@ class Disruptions:
     # ----- what the watches say --------------------------------------------------------------
 
     def pod_changed(self, pod: PodInfo, old: PodInfo | None, now: float) -> None:
-        if old is not None and old.gang is not None and old.gang != pod.gang:
-            self._look(old.gang, (pod.uid,), now)
-        if pod.gang is not None:
-            self._look(pod.gang, (pod.uid,), now)
+        # `gang` is derived from the labels on each read, and every pod event of the
+        # cluster comes here: read once each.
+        gang = pod.gang
+        was = old.gang if old is not None else None
+        if was is not None and was != gang:
+            self._look(was, (pod.uid,), now)
+        if gang is not None:
+            self._look(gang, (pod.uid,), now)
 
     def pod_deleted(self, pod: PodInfo, now: float) -> None:
         """`pod` (as the cache held it) is gone: a member that had succeeded is not lost."""
