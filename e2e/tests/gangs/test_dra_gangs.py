@@ -19,6 +19,8 @@ and the extender plans gangs on the devices.
   of at least 40Gi is.
 * Pods of the default scheduler holding devices (their claims allocated by it) on two
   of four nodes: the gang of 2 members × 2 devices is placed on the other two.
+* A high-priority gang of 4 × 2 devices evicts the whole lower-priority gang holding
+  every device (its CPU alone would not have made room) and is placed whole on them.
 * A gang that times out with members waiting at the barrier, their claims allocated by
   kube-scheduler in their own cycle: once the extender refuses their binds, no
   allocation is left behind (kube-scheduler takes its pods off the claims, the
@@ -37,6 +39,9 @@ from e2e.harness.fixtures import NodeSet as Nodes
 from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
 from e2e.harness.queries import get_podgroup, pod_nodes
 from e2e.harness.waiting import NotYet, wait_for
+from e2e.tests.gangs.test_priorities import classes, gone
+
+__all__ = ["classes"]  # the PriorityClasses fixture, used here too
 
 pytestmark = pytest.mark.e2e
 
@@ -234,3 +239,31 @@ def test_a_dra_gang_beside_pods_of_another_scheduler_holding_devices(
             rec.assert_never_partial("g", 2)
             assert {r.node for r in rec.bound("g").values()} == set(nodes) - theirs
 
+
+
+def test_a_high_priority_dra_gang_evicts_a_whole_lower_priority_one(
+    gang: GangStack, fake_nodes: Nodes, namespace: str, classes: dict[str, str]
+) -> None:
+    ns = namespace
+    nodes = fake_nodes.add_nodes(4, prefix="pre", cpu="16", memory="64Gi")
+    with fake_driver() as driver:
+        for n in nodes:
+            driver.publish(n, 2)
+        create_claim_template(ns, "two-gpus", 2)
+        with Recorder(ns) as rec:
+            for g, klass in (("low", classes["low"]), ("high", classes["high"])):
+                create_podgroup(ns, g, 4, timeout=60)
+                for i in range(4):
+                    create_pod(ns, f"{g}-{i}", cpu="1", memory="64Mi",
+                               scheduler_name=GANG_SCHEDULER, pod_group=g,
+                               priority_class=klass, spec_extra=claims_from("two-gpus"))
+                if g == "low":
+                    wait_for(lambda: len(rec.bound("low")) == 4 or NotYet(pod_nodes(ns)), 45,
+                             "the low gang bound on every device", logs=gang.logs())
+            wait_for(lambda: len(rec.bound("high")) == 4 or NotYet(pod_nodes(ns)), 60,
+                     "the high gang bound whole", logs=gang.logs())
+            rec.assert_never_partial("high", 4)
+            assert {r.node for r in rec.bound("high").values()} == set(nodes)
+            assert all(gone(ns, f"low-{i}") for i in range(4)), "low evicted whole"
+            held = allocated_claims(ns)
+            assert sorted(len(d) for d in held.values()) == [2, 2, 2, 2], held

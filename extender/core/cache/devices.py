@@ -219,6 +219,13 @@ class DeviceView:
         taken = self.state.taken(self.nodes)
         return taken - self.freed if self.freed else taken
 
+    @property
+    def _given(self) -> bool:
+        """Whether the `taken` passed to the inventory is all that is taken: emptied,
+        or allocated devices given back (the inventory adds every allocation
+        otherwise)."""
+        return self.emptied or bool(self.freed)
+
     def without(self, pods: Iterable[PodInfo]) -> DeviceView:
         """The view with the devices `pods` hold given back (`DeviceState.frees`)."""
         freed = self.state.frees(self.nodes, pods)
@@ -230,7 +237,7 @@ class DeviceView:
     def copies(self, node: NodeInfo, claims: tuple[Claim, ...],
                taken: frozenset[DeviceKey]) -> int:
         """How many members with `claims` the node's devices hold besides `taken`."""
-        return self.state.inventory.copies(node, claims, taken, MAX_COPIES, self.emptied)
+        return self.state.inventory.copies(node, claims, taken, MAX_COPIES, self._given)
 
     def choose(self, node: NodeInfo, claims: tuple[Claim, ...],
                taken: frozenset[DeviceKey]) -> frozenset[DeviceKey]:
@@ -243,7 +250,7 @@ class DeviceView:
             taken: frozenset[DeviceKey]) -> Fit | NoFit:
         """Whether `claims` can be allocated on `node` besides `taken`, and with which
         devices (a shared claim's allocation is chosen from these)."""
-        return self.state.inventory.fit(node, claims, taken, self.emptied)
+        return self.state.inventory.fit(node, claims, taken, self._given)
 
     def refusal(self, node: NodeInfo, pod: PodInfo) -> str | None:
         """Why `pod`'s claims cannot be allocated on `node` besides what is taken (a
@@ -254,7 +261,7 @@ class DeviceView:
         claims = (*member.own, *member.shared)
         if not claims:
             return None
-        fit = self.state.inventory.fit(node, claims, self.taken(), self.emptied)
+        fit = self.state.inventory.fit(node, claims, self.taken(), self._given)
         return fit.message if isinstance(fit, NoFit) else None
 
     def free_on(self, node: NodeInfo, taken: frozenset[DeviceKey]) -> int:

@@ -57,10 +57,24 @@ def _slice(node_name: str, n: int) -> Any:
         "devices": [{"name": f"gpu-{j}"} for j in range(n)]}})
 
 
-def _member(name: str, gang: str, count: int = 2, creation: float = 0.0) -> PodInfo:
-    claims = PodClaims((ClaimRef("gpu", None, f"gpu-{count}"),), {})
+def _member(name: str, gang: str, count: int = 2, creation: float = 0.0,
+            priority: int = 0) -> PodInfo:
+    """Its claim, made from the template, is named `<name>-gpu` once made (`_allocate`)."""
+    claims = PodClaims((ClaimRef("gpu", None, f"gpu-{count}"),), {"gpu": f"{name}-gpu"})
     return pod(name, gang, cpu=1000, memory=1 << 20, creation=creation, claims=claims,
-               binds_via_scheduler=True)
+               binds_via_scheduler=True, priority=priority)
+
+
+def _allocate(sim: SimScheduler, p: PodInfo, count: int = 2) -> None:
+    """What kube-scheduler's plugin writes for a bound member: its claim allocated the
+    first `count` devices of its node."""
+    sim.manager.on_devices("resourceclaims", f"ns/{p.name}-gpu", claim_from_k8s({
+        "metadata": {"name": f"{p.name}-gpu", "namespace": "ns", "uid": f"claim-{p.uid}"},
+        "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
+            "deviceClassName": CLASS, "count": count}}]}},
+        "status": {"allocation": {"devices": {"results": [
+            {"request": "gpus", "driver": CLASS, "pool": p.node_name, "device": f"gpu-{j}"}
+            for j in range(count)]}}}}))
 
 
 def _slots(sim: SimScheduler, gang: str) -> dict[str, str]:

@@ -5,23 +5,17 @@ come back."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from extender.core.cache.devices import DeviceView
-from extender.core.devices.model import claim_from_k8s
-from extender.core.model.claims import ClaimRef, PodClaims
 from extender.core.model.config import Config
-from extender.core.model.types import PodInfo
 from extender.core.model.vocabulary import EvictPods
-from extender.core.preemption.victims import GANG, Unit, view_without
-from tests.core.planner.test_device_plans import CLASS, _sim
+from extender.core.planner.plan import Plan, plan_gang
+from extender.core.preemption.victims import POD, Unit, view_without
+from tests.core.planner.test_device_plans import _allocate, _member, _sim
 from tests.core.sim import SimScheduler, group, pod
-
-
-def _gpu_member(name: str, gang: str, priority: int, generated: str | None = None
-                ) -> PodInfo:
-    claims = PodClaims((ClaimRef("gpu", None, "gpu-2"),),
-                       {} if generated is None else {"gpu": generated})
-    return pod(name, gang, cpu=1000, memory=1 << 20, claims=claims, priority=priority,
-               binds_via_scheduler=True)
 
 
 def _preempting_sim() -> SimScheduler:
@@ -30,19 +24,26 @@ def _preempting_sim() -> SimScheduler:
         direct_commit=False))
 
 
-def test_a_high_priority_dra_gang_evicts_a_whole_lower_priority_dra_gang() -> None:
+@pytest.mark.parametrize("allocated", [False, True])
+def test_a_high_priority_dra_gang_evicts_a_whole_lower_priority_dra_gang(
+    allocated: bool,
+) -> None:
     """Gang low (4 × 2 devices) holds every device of four nodes with CPU to spare;
     gang high (4 × 2 devices, priority 10) can only be placed on the devices low
     frees, so low is evicted whole (before: its CPU alone was given back, which did not
-    make high fit, and high waited forever)."""
+    make high fit, and high waited forever). `allocated`: low's claims allocated, as
+    kube-scheduler leaves them (otherwise bound, the allocation not seen yet)."""
     sim = _preempting_sim()
     sim.add_group(group("low", 4, creation=1.0))
-    low = [sim.add_pod(_gpu_member(f"low-{i}", "low", 1)) for i in range(4)]
+    low = [sim.add_pod(_member(f"low-{i}", "low", priority=1)) for i in range(4)]
     for p in low:
         sim.schedule(p.uid)
     assert len(sim.bound("low")) == 4
+    if allocated:
+        for p in sim.bound("low"):
+            _allocate(sim, p)
     sim.add_group(group("high", 4, creation=2.0))
-    high = [sim.add_pod(_gpu_member(f"high-{i}", "high", 10)) for i in range(4)]
+    high = [sim.add_pod(_member(f"high-{i}", "high", priority=10)) for i in range(4)]
     sim.schedule(high[0].uid)
     sim.tick(1.0)
     sim.run_all()
@@ -59,23 +60,20 @@ def test_a_high_priority_dra_gang_evicts_a_whole_lower_priority_dra_gang() -> No
 
 def test_a_victims_allocated_claims_come_back_in_the_preemptors_view() -> None:
     """A bound member whose claim (made from its template) is allocated frees those
-    devices; a plain pod without claims frees none."""
+    devices, and the plan counts them free; a plain pod without claims frees none."""
     sim = _sim((2, 2))
-    sim.manager.on_devices("resourceclaims", "ns/v-gpu-x", claim_from_k8s({
-        "metadata": {"name": "v-gpu-x", "namespace": "ns", "uid": "c-v"},
-        "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
-            "deviceClassName": CLASS, "count": 2}}]}},
-        "status": {"allocation": {"devices": {"results": [
-            {"request": "gpus", "driver": CLASS, "pool": "node-0", "device": f"gpu-{j}"}
-            for j in range(2)]}}}}))
-    victim = _gpu_member("v", "", 1, generated="v-gpu-x")
+    placed = dataclasses.replace(_member("v", "", priority=1), node_name="node-0")
+    _allocate(sim, placed)
     plain = pod("plain", None, cpu=1000)
     snapshot = sim.cache.snapshot
     view = snapshot.devices
     assert isinstance(view, DeviceView) and len(view.taken()) == 2
-    unit = Unit("pod ns/v", GANG, 1, (victim,), (("node-0", victim),), 0.0)
-    none = Unit("pod ns/plain", GANG, 1, (plain,), (("node-1", plain),), 0.0)
-    freed = view_without(snapshot, [unit]).devices
-    assert freed is not None and freed.taken() == frozenset()
+    unit = Unit("pod ns/v", POD, 1, (placed,), (("node-0", placed),), 0.0)
+    none = Unit("pod ns/plain", POD, 1, (plain,), (("node-1", plain),), 0.0)
+    freed = view_without(snapshot, [unit])
+    assert freed.devices is not None and freed.devices.taken() == frozenset()
+    two = [_member(f"t-{i}", "t") for i in range(2)]
+    assert isinstance(plan_gang(two, 2, freed), Plan)
+    assert not isinstance(plan_gang(two, 2, snapshot), Plan)
     kept = view_without(snapshot, [none]).devices
     assert kept is not None and len(kept.taken()) == 2

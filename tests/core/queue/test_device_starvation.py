@@ -4,12 +4,15 @@ as they come free, so younger DRA gangs do not keep taking them."""
 
 from __future__ import annotations
 
+import pytest
+
 from extender.core.model.config import Config
-from tests.core.planner.test_device_plans import _member, _sim, _slots
+from tests.core.planner.test_device_plans import _allocate, _member, _sim, _slots
 from tests.core.sim import group
 
 
-def test_a_starved_dra_gang_holds_devices_younger_gangs_would_take() -> None:
+@pytest.mark.parametrize("allocated", [False, True])
+def test_a_starved_dra_gang_holds_devices_younger_gangs_would_take(allocated: bool) -> None:
     """a (2 × 2 devices) runs on two of four nodes of 2 devices; b (4 × 2) waits for
     them, starves after 10 s and holds all four nodes, the two free ones' devices at
     once; c (2 × 2), younger, finds none and waits; a finishes and b goes whole.
@@ -23,6 +26,9 @@ def test_a_starved_dra_gang_holds_devices_younger_gangs_would_take() -> None:
     for p in a:
         sim.schedule(p.uid)
     assert len(sim.bound("a")) == 2
+    if allocated:  # as kube-scheduler leaves them (otherwise not seen yet)
+        for p in sim.bound("a"):
+            _allocate(sim, p)
     sim.add_group(group("b", 4, creation=2.0))
     b = [sim.add_pod(_member(f"b-{i}", "b")) for i in range(4)]
     sim.schedule(b[0].uid)
