@@ -9,7 +9,8 @@ container, and no CDI spec is written; the fake kubelet (`e2e/harness/kubelet`) 
 pod whose claims kube-scheduler allocated as it runs any pod. Devices carry no health or
 taints unless a test sets them. What is real: the DeviceClass, the ResourceSlices (one
 pool per node, generation 1), the ResourceClaimTemplates, the claims the control plane's
-resourceclaim controller makes from them, and the allocation kube-scheduler writes.
+resourceclaim controller makes from them, claims made by name, and the allocation
+kube-scheduler writes.
 """
 
 from __future__ import annotations
@@ -105,6 +106,22 @@ def create_claim_template(ns: str, name: str, count: int, device_class: str = DR
         "metadata": {"name": name, "namespace": ns},
         "spec": {"spec": {"devices": {"requests": [{"name": "gpus", "exactly": exactly}]}}}},
         ns)
+
+
+def create_claim(ns: str, name: str, count: int, device_class: str = DRIVER) -> None:
+    """A ResourceClaim of its own (not from a template) asking for exactly `count`
+    devices of `device_class`: whichever pods name it share its one allocation."""
+    _create("resourceclaims", {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
+            "deviceClassName": device_class, "allocationMode": "ExactCount",
+            "count": count}}]}}}, ns)
+
+
+def claim_named(claim: str, name: str = "gpu") -> dict[str, Any]:
+    """The pod spec fields (for `create_pod(spec_extra=...)`) naming the claim `claim`."""
+    return {"resourceClaims": [{"name": name, "resourceClaimName": claim}]}
 
 
 def claims_from(template: str, claim: str = "gpu") -> dict[str, Any]:

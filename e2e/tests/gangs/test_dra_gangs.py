@@ -19,6 +19,11 @@ and the extender plans gangs on the devices.
   of at least 40Gi is.
 * Pods of the default scheduler holding devices (their claims allocated by it) on two
   of four nodes: the gang of 2 members × 2 devices is placed on the other two.
+* Three members naming one ResourceClaim of 2 devices (one allocation for all): all
+  bound on one node, where kube-scheduler allocates it once. (Before, each member was
+  planned on a node of its own and the slots followed the allocation once it was seen;
+  this case guards the end result, the planning is tested in
+  tests/core/planner/test_device_plans.py.)
 * A high-priority gang of 4 × 2 devices evicts the whole lower-priority gang holding
   every device (its CPU alone would not have made room) and is placed whole on them.
 * A gang that times out with members waiting at the barrier, their claims allocated by
@@ -33,7 +38,14 @@ import time
 
 import pytest
 
-from e2e.fakedra import allocated_claims, claims_from, create_claim_template, fake_driver
+from e2e.fakedra import (
+    allocated_claims,
+    claim_named,
+    claims_from,
+    create_claim,
+    create_claim_template,
+    fake_driver,
+)
 from e2e.gang import GangStack, Recorder, block_ports, port_pod
 from e2e.harness.fixtures import NodeSet as Nodes
 from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
@@ -267,3 +279,25 @@ def test_a_high_priority_dra_gang_evicts_a_whole_lower_priority_one(
             assert all(gone(ns, f"low-{i}") for i in range(4)), "low evicted whole"
             held = allocated_claims(ns)
             assert sorted(len(d) for d in held.values()) == [2, 2, 2, 2], held
+
+
+def test_members_sharing_a_named_claim_are_bound_on_the_node_of_its_one_allocation(
+    gang: GangStack, fake_nodes: Nodes, namespace: str
+) -> None:
+    ns = namespace
+    nodes = fake_nodes.add_nodes(4, prefix="shr", cpu="16", memory="64Gi")
+    with fake_driver() as driver:
+        for n in nodes:
+            driver.publish(n, 2)
+        create_claim(ns, "ring", 2)
+        create_podgroup(ns, "s", 3, timeout=60)
+        with Recorder(ns) as rec:
+            for i in range(3):
+                create_pod(ns, f"s-{i}", cpu="1", memory="64Mi", scheduler_name=GANG_SCHEDULER,
+                           pod_group="s", spec_extra=claim_named("ring"))
+            wait_for(lambda: len(rec.bound("s")) == 3 or NotYet(pod_nodes(ns)), 45,
+                     "the three members bound", logs=gang.logs())
+            rec.assert_never_partial("s", 3)
+            (node,) = {r.node for r in rec.bound("s").values()}
+            held = allocated_claims(ns)
+            assert held == {"ring": [f"{node}/gpu-0", f"{node}/gpu-1"]}, held
