@@ -11,6 +11,7 @@ never a copy that could fall behind.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from extender.core.model.types import SCHEDULER_PLUGINS, GroupInfo, PodInfo
@@ -116,13 +117,26 @@ class Reads:
         return self._core.queue.rows()
 
     def reservations(self) -> tuple[ReservationView, ...]:
-        return self._ledger.views()
+        """With the devices each slot's member is planned on (DRA)."""
+        views = self._ledger.views()
+        devices = self._cache.devices
+        out = []
+        for view in views:
+            slots = []
+            for s in view.slots:
+                pod = self._cache.pods.get(s.pod.uid)
+                keys = devices.slot_devices(self._cache.nodes, pod) if pod is not None else ()
+                slots.append(dataclasses.replace(s, devices=tuple("/".join(k) for k in keys))
+                             if keys else s)
+            changed = any(a is not b for a, b in zip(slots, view.slots, strict=True))
+            out.append(dataclasses.replace(view, slots=tuple(slots)) if changed else view)
+        return tuple(out)
 
     def gauges(self) -> Gauges:
         ledger = self._ledger
         return Gauges(len(ledger), ledger.slot_count(), len(ledger.waiting),
                       self._core.explanations.reasons(), len(ledger.held()),
-                      ledger.held_idle())
+                      ledger.held_idle(), self._cache.devices.class_counts(self._cache.nodes))
 
     def backoff(self, gang: str) -> Backoff | None:
         """The gang's backoff, for the status that keeps it over a restart."""

@@ -89,6 +89,9 @@ DECLARED: tuple[_Declared, ...] = (
     _Declared("held_idle", Gauge, "gang_extender_capacity_held_idle", ("resource",),
               "Capacity already free on the nodes of held reservations that nothing else may use "
               "yet (cpu in cores, others in their units): what holding ahead costs right now."),
+    _Declared("devices", Gauge, "gang_extender_devices", ("device_class", "state"),
+              "Devices (DRA) each DeviceClass selects, by state: free, reserved (held by a "
+              "gang's slots, not allocated yet) or allocated (to a claim)."),
     _Declared("unplaceable", Gauge, "gang_extender_unplaceable_gangs", (),
               "Gangs that fit no set of the cluster's nodes even emptied (reason Unplaceable): set"
               " aside until nodes change."),
@@ -185,6 +188,7 @@ class Metrics:
     reserved_slots: Gauge
     held_ahead: Gauge
     held_idle: Gauge
+    devices: Gauge
     unplaceable: Gauge
     waiting_binds: Gauge
     waiting_binds_old: Gauge
@@ -278,6 +282,10 @@ class Metrics:
         self.held_idle.clear()
         for resource, amount in (gauges.held_idle or {}).items():
             self.held_idle.labels(resource).set(amount / 1000 if resource == "cpu" else amount)
+        self.devices.clear()
+        for device_class, by_state in (gauges.devices or {}).items():
+            for state, n in zip(("free", "reserved", "allocated"), by_state, strict=True):
+                self.devices.labels(device_class, state).set(n)
         self.leader.set(1 if sources.leader_active is None or sources.leader_active() else 0)
         if sources.watches_behind is not None:
             for kind, seconds in sources.watches_behind().items():

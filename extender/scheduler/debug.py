@@ -46,7 +46,8 @@ def gangs_view(dispatcher: Dispatcher) -> dict[str, Any]:
              "deadline": None if r.held else r.deadline,
              "secondsLeft": None if r.held else round(r.deadline - now, 3), "held": r.held,
              "domain": r.domain,
-             "slots": [{"pod": s.pod.key, "node": s.node, "requests": dict(s.requests)}
+             "slots": [{"pod": s.pod.key, "node": s.node, "requests": dict(s.requests),
+                        "devices": list(s.devices)}
                        for s in r.slots]}
             for r in reads.reservations()
         ],
@@ -73,7 +74,8 @@ def podgroups_view(writer: StatusWriter, recorder: EventRecorder | None,
     body = status_debug(writer, now)
     body["reservations"] = [
         {"gang": r.gang, "nodes": sorted({s.node for s in r.slots}), "domain": r.domain,
-         "slots": [{"pod": s.pod.key, "node": s.node} for s in r.slots],
+         "slots": [{"pod": s.pod.key, "node": s.node, "devices": list(s.devices)}
+                   for s in r.slots],
          "created": rfc3339(r.created),
          "deadline": None if r.held else rfc3339(r.deadline),
          "secondsLeft": None if r.held else round(r.deadline - now, 3), "held": r.held}

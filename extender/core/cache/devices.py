@@ -188,6 +188,47 @@ class DeviceState:
                 out.update(c.allocated)
         return frozenset(out & (held | self.inventory.allocated()))
 
+    def slot_devices(self, nodes: Mapping[str, NodeInfo], pod: PodInfo) -> tuple[DeviceKey, ...]:
+        """The devices `pod`'s slot is planned on, for people (`/debug`, the reserved
+        message): what it holds, its shared claims' devices (held by the slot that chose
+        them), and what its claims already have allocated."""
+        if pod.claims is None:
+            return ()
+        self.held(nodes)
+        out = set(self._by_slot.get(("slot", pod.uid), ()))
+        member = self.member(pod)
+        for c in (*member.own, *member.shared):
+            out.update(c.allocated or self._pins.get(c.name, ()))
+        return tuple(sorted(out))
+
+    def planned_words(self, nodes: Mapping[str, NodeInfo], pods: Iterable[PodInfo],
+                      most: int = 4) -> str:
+        """The devices members are planned on, for the reserved message (the PodGroup's
+        status and its Event): "; devices: a-0 on node-0/gpu-0,node-0/gpu-1, ...", the
+        first `most` members with claims named (a long list is `/debug`'s); "" when no
+        member has claims."""
+        parts = []
+        for pod in pods:
+            keys = self.slot_devices(nodes, pod)
+            if keys:
+                parts.append(f"{pod.name} on {','.join(f'{k[1]}/{k[2]}' for k in keys)}")
+        if not parts:
+            return ""
+        more = f" (+{len(parts) - most} more)" if len(parts) > most else ""
+        return f"; devices: {', '.join(parts[:most])}{more}"
+
+    def class_counts(self, nodes: Mapping[str, NodeInfo]) -> dict[str, tuple[int, int, int]]:
+        """Per DeviceClass, its devices (`DeviceInventory.by_class`) that are free,
+        reserved (held by a slot, not allocated yet) and allocated: the metrics'."""
+        held = self.held(nodes)
+        allocated = self.inventory.allocated()
+        out: dict[str, tuple[int, int, int]] = {}
+        for name, keys in self.inventory.by_class().items():
+            n_allocated = len(keys & allocated)
+            n_reserved = len((keys & held) - allocated)
+            out[name] = (len(keys) - n_allocated - n_reserved, n_reserved, n_allocated)
+        return out
+
     def taken(self, nodes: Mapping[str, NodeInfo]) -> frozenset[DeviceKey]:
         """Allocated or held by a slot."""
         held = self.held(nodes)

@@ -28,6 +28,7 @@ from extender.core.devices.model import (
     ResourceClaimTemplate,
     ResourceSlice,
     SelectorCompiler,
+    SelectorError,
 )
 from extender.core.model.constraints import node_selector_term_matches
 from extender.core.model.types import NodeInfo
@@ -129,6 +130,8 @@ class DeviceInventory:
         self._templates: dict[tuple[str, str], ResourceClaimTemplate] = {}
         self._by_node: dict[str, tuple[Device, ...]] = {}
         self._allocated: frozenset[DeviceKey] | None = None
+        # The devices each class selects (`by_class`), until the slices or classes change.
+        self._by_class: dict[str, frozenset[DeviceKey]] | None = None
 
     # ----- watch events ------------------------------------------------------------------
 
@@ -143,6 +146,7 @@ class DeviceInventory:
     def _slices_changed(self) -> None:
         self._by_node.clear()
         self._placed = None
+        self._by_class = None
         # A selector's answers are remembered by device object: new objects now.
         self._remembered.clear()
 
@@ -157,9 +161,11 @@ class DeviceInventory:
 
     def upsert_class(self, c: DeviceClass) -> None:
         self._classes[c.name] = c
+        self._by_class = None
 
     def remove_class(self, name: str) -> None:
         self._classes.pop(name, None)
+        self._by_class = None
 
     def upsert_claim(self, c: ResourceClaim) -> bool:
         """Whether what the claim holds changed (its allocation): a claim's other
@@ -187,14 +193,44 @@ class DeviceInventory:
 
     # ----- questions ---------------------------------------------------------------------
 
+    def _placement(self) -> _Placement:
+        if self._placed is None:
+            self._placed = _place(self._slices)
+        return self._placed
+
+    def by_class(self) -> dict[str, frozenset[DeviceKey]]:
+        """The devices of every slice (newest generation) each DeviceClass selects, for
+        the metrics; a device several classes select is in each, and a selector's
+        failure on a device leaves it out, as the allocation check does. Kept until
+        the slices or the classes change, so a scrape costs set operations."""
+        if self._by_class is None:
+            placed = self._placement()
+            devices = [*(d for ds in placed.local.values() for d in ds),
+                       *(d for s in placed.selected for d in s.devices), *placed.everywhere]
+            out: dict[str, frozenset[DeviceKey]] = {}
+            for name, dc in self._classes.items():
+                try:
+                    selectors = [self._compile(t) for t in dc.selectors]
+                except SelectorError:
+                    out[name] = frozenset()
+                    continue
+                keys = []
+                for d in devices:
+                    try:
+                        if all(sel.matches(d.cel) for sel in selectors):
+                            keys.append(d.key)
+                    except SelectorError:
+                        continue
+                out[name] = frozenset(keys)
+            self._by_class = out
+        return self._by_class
+
     def devices_for(self, node: NodeInfo) -> tuple[Device, ...]:
         """The devices `node` can use (module docstring: its own pools first)."""
         cached = self._by_node.get(node.name)
         if cached is not None:
             return cached
-        placed = self._placed
-        if placed is None:
-            placed = self._placed = _place(self._slices)
+        placed = self._placement()
         selected: list[Device] = []
         for s in placed.selected:
             if any(node_selector_term_matches(t, node) for t in s.node_selector or ()):

@@ -132,6 +132,10 @@ class SlotView:
     pod: PodRef
     node: str
     requests: Resources
+    # The devices (DRA) its member is planned on, as "driver/pool/device": none for a
+    # member without claims, and none in the events made as it is reserved (`/debug`
+    # reads them, `Reads.reservations`).
+    devices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,3 +392,5 @@ class Gauges:
     # Capacity free on held slots' nodes that nothing else may use yet: the cost of
     # holding ahead (`Ledger.held_idle`).
     held_idle: Resources | None = None
+    # Per DeviceClass (DRA): its devices free, reserved by slots, and allocated.
+    devices: dict[str, tuple[int, int, int]] | None = None

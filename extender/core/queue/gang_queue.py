@@ -424,6 +424,8 @@ class GangQueue:
             f"gang {group.key}: reserved {len(res.slots)} slot(s) on {len(nodes)} node(s)"
             f"{where} for {res.timeout:g}s"
             f"{self._config.timeout_capped(group.schedule_timeout_seconds)}"
+            + self._cache.devices.planned_words(self._cache.nodes,
+                                                [s.pod for s in res.slots.values()])
         )
         self._explanations.set(group.key, Reason.RESERVED, msg, now)
         gref = GroupRef(group.namespace, group.name, group.uid, group.source)
