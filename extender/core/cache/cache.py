@@ -365,7 +365,10 @@ class Cache:
         old = self.groups.get(group.key)
         self.groups[group.key] = group
         self._quorum.changed(group.key)
-        if old is None or not old.same_spec(group):
+        # An upstream PodGroup's shared claims (DRA): its status naming the claim made
+        # from a template changes what its members' devices are.
+        claims_moved = self.devices.set_group(group.key, group.name, group.claims)
+        if old is None or not old.same_spec(group) or claims_moved:
             self._epoch_seq += 1
             self.members_epoch[group.key] = self._epoch_seq
             self.capacity_epoch += 1
@@ -373,6 +376,7 @@ class Cache:
     def remove_group(self, key: str) -> GroupInfo | None:
         group = self.groups.pop(key, None)
         self._quorum.changed(key)
+        self.devices.set_group(key, "", None)
         if group is not None and key not in self._group_pods:
             self.members_epoch.pop(key, None)
         return group

@@ -33,6 +33,7 @@ from extender.core.devices.model import (
     SelectorCompiler,
     SelectorError,
 )
+from extender.core.model.claims import PodClaims
 from extender.core.model.types import NodeInfo, PodInfo
 
 __all__ = ["DEVICE_KINDS", "DeviceObject", "DeviceState", "DeviceView", "no_selectors",
@@ -65,6 +66,8 @@ class DeviceState:
         # Shared claims (named by several pods: one allocation) a slot chose devices
         # for, by claim name: the other slots naming them use those, on their nodes.
         self._pins: dict[str, tuple[DeviceKey, ...]] = {}
+        # Upstream PodGroups' shared claims, by gang key: (the group's name, its claims).
+        self._groups: dict[str, tuple[str, PodClaims]] = {}
 
     def apply(self, kind: str, key: str, obj: DeviceObject | None) -> bool:
         """A watch event of `kind` (`DEVICE_KINDS`): `obj` added or changed, or the
@@ -235,11 +238,28 @@ class DeviceState:
         allocated = self.inventory.allocated()
         return allocated | held if held else allocated
 
+    def set_group(self, key: str, name: str, claims: PodClaims | None) -> bool:
+        """The claims an upstream PodGroup `key` shares among its members (None: none,
+        or the group is gone); whether they changed."""
+        old = self._groups.get(key)
+        if claims is None:
+            if old is None:
+                return False
+            del self._groups[key]
+        elif old == (name, claims):
+            return False
+        else:
+            self._groups[key] = (name, claims)
+        self._held = None if self._slots else frozenset()
+        return True
+
     def member(self, pod: PodInfo) -> MemberClaims:
-        """The pod's claims resolved (none for a pod without claims)."""
+        """The pod's claims resolved (none for a pod without claims), its group's
+        shared claims among them."""
         if pod.claims is None:
             return MemberClaims()
-        return self.inventory.member_claims(pod.namespace, pod.claims)
+        group = self._groups.get(pod.gang or "") if self._groups else None
+        return self.inventory.member_claims(pod.namespace, pod.claims, group)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from extender.core.devices.model import (
     SelectorCompiler,
     SelectorError,
 )
+from extender.core.model.claims import ClaimRef
 from extender.core.model.constraints import node_selector_term_matches
 from extender.core.model.types import NodeInfo
 
@@ -247,14 +248,25 @@ class DeviceInventory:
                 if not a.admin_access)
         return self._allocated
 
-    def member_claims(self, namespace: str, claims: PodClaims) -> MemberClaims:
+    def member_claims(self, namespace: str, claims: PodClaims,
+                      group: tuple[str, PodClaims] | None = None) -> MemberClaims:
         """A pod's claims resolved to specs. A template whose claim is not made yet
         stands for a claim of the template's spec. A claim the pod names
         (`resourceClaimName`) is shared: whoever else names it uses the same allocation,
-        so it is never counted once per member."""
+        so it is never counted once per member. `group`: the name and claims of the
+        upstream PodGroup the pod is a member of; a pod's claim matching one of the
+        group's exactly (name, and the same claim or template) is the group's one
+        claim, shared by its members, a template's stand-in named for the group until
+        the control plane has made it."""
         own: list[Claim] = []
         shared: list[Claim] = []
         for ref in claims.refs:
+            if group is not None and ref in group[1].refs:
+                entry = self._group_claim(namespace, group[0], group[1], ref)
+                if isinstance(entry, str):
+                    return MemberClaims(missing=entry)
+                shared.append(entry)
+                continue
             name = claims.claim_name(ref)
             claim = self._claims.get((namespace, name)) if name else None
             if claim is not None:
@@ -271,6 +283,21 @@ class DeviceInventory:
                 continue
             return MemberClaims(missing=f"resource claim {namespace}/{name} not found")
         return MemberClaims(tuple(own), tuple(shared))
+
+    def _group_claim(self, namespace: str, group: str, claims: PodClaims,
+                     ref: ClaimRef) -> Claim | str:
+        """The group's claim `ref` resolved, or what is missing."""
+        name = claims.claim_name(ref)
+        claim = self._claims.get((namespace, name)) if name else None
+        if claim is not None:
+            return Claim(f"{namespace}/{claim.name}", claim.spec,
+                         tuple(a.key for a in claim.allocated))
+        if ref.template is None:
+            return f"resource claim {namespace}/{name} not found"
+        t = self._templates.get((namespace, ref.template))
+        if t is None:
+            return f"resource claim template {namespace}/{ref.template} not found"
+        return Claim(f"{namespace}/{group}/{ref.name} (podgroup claim)", t.spec)
 
     def fit(self, node: NodeInfo, claims: Sequence[Claim],
             taken: frozenset[DeviceKey] = frozenset(), emptied: bool = False) -> Fit | NoFit:

@@ -10,6 +10,7 @@ from typing import Any
 
 from extender.core.model import fields
 from extender.core.model.annotations import label_key_problem, topology_of
+from extender.core.model.claims import read_pod_claims
 from extender.core.model.resources import parse_resource_list
 from extender.core.model.types import (
     DISRUPT_ALL,
@@ -182,8 +183,12 @@ def _build_workload(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
     required, error = _workload_topology(_topology_keys(spec))
     parent = fields.as_str(spec.get("parentCompositePodGroupName"),
                            "spec.parentCompositePodGroupName")
+    claims = None
+    if spec.get("resourceClaims"):
+        claims = read_pod_claims(spec, fields.as_obj(obj.get("status"), "status"))
     return GroupInfo(namespace=namespace, name=name, min_member=min_count, uid=uid,
                      creation=creation, source=WORKLOAD_API, topology_required=required,
+                     claims=claims,
                      topology_error=error,
                      priority_class_name=fields.as_str(spec.get("priorityClassName"),
                                                        "spec.priorityClassName") or None,
@@ -268,7 +273,10 @@ def workload_group_from_k8s(obj: Any) -> GroupInfo:
     read: the PodGroup already holds the policy copied from its template.
     spec.disruptionMode is the gang's disruption mode (`_workload_disruption_mode`).
     spec.parentCompositePodGroupName (1.37 alpha) links the group to its
-    CompositePodGroup (`GroupInfo.parent`), which it is planned with."""
+    CompositePodGroup (`GroupInfo.parent`), which it is planned with.
+    spec.resourceClaims and status.resourceClaimStatuses (1.37, DRAWorkloadResourceClaims)
+    are the claims the members share (`GroupInfo.claims`), read as a pod's are: the
+    same fields, one allocation for the gang."""
     return fields.guarded("podgroup.scheduling.k8s.io", obj, _build_workload)
 
 

@@ -281,6 +281,10 @@ class GroupInfo:
     # spec.parentCompositePodGroupName, `CompositeInfo`), "" for none: a child of a
     # gang composite is planned with its siblings, never alone (`queue/composite_unit.py`).
     parent: str = ""
+    # An upstream PodGroup's spec.resourceClaims and status.resourceClaimStatuses
+    # (Kubernetes 1.37, DRAWorkloadResourceClaims): claims its members share, one
+    # allocation for the gang; None for none.
+    claims: PodClaims | None = None
 
     @property
     def key(self) -> str:
