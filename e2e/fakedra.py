@@ -35,6 +35,12 @@ def _create(plural: str, body: dict[str, Any], ns: str | None = None) -> None:
                                                _preload_content=False)
 
 
+def delete_cluster_object(plural: str, name: str) -> None:
+    """Delete a cluster-scoped DRA object (a DeviceClass, a ResourceSlice), gone already
+    being fine."""
+    _delete(plural, name)
+
+
 def _delete(plural: str, name: str) -> None:
     try:
         kube().custom.delete_cluster_custom_object(GROUP, VERSION, plural, name,

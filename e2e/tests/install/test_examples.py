@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from e2e import deploy_kit as dk
+from e2e.fakedra import FakeDriver, delete_cluster_object
 from e2e.gang import GangStack, Recorder
 from e2e.harness.base import REPO_ROOT
 from e2e.harness.cluster import ControlPlane
@@ -51,7 +52,12 @@ NODES: dict[str, dict[str, Any]] = {
                                 "labels": {"topology.example.com/rack": "r1"}},
     # Five pods of half a CPU: three nodes of one CPU hold them (and the JobSet controller).
     "jobset.yaml": {"count": 3, "cpu": "1", "memory": "1Gi"},
+    # Two nodes of 2 GPUs each (DEVICES): one worker's claim per node.
+    "gpu-gang-dra.yaml": {"count": 2, "cpu": "16", "memory": "64Gi"},
 }
+# Examples whose devices (DRA) a stand-in driver publishes for their nodes: the driver
+# their DeviceClass selects, devices per node, and the DeviceClass they create.
+DEVICES = {"gpu-gang-dra.yaml": ("gpu.nvidia.com", 2, "training-gpu")}
 # Examples of objects an operator turns into pods, with a test of their own below.
 OPERATOR_EXAMPLES = {"jobset.yaml"}
 
@@ -84,11 +90,14 @@ def _expected_pods(docs: list[dk.Doc]) -> int:
 
 @pytest.mark.parametrize("example", sorted(set(NODES) - OPERATOR_EXAMPLES))
 def test_example_gang_is_scheduled_and_completes(
-    example: str, gang: GangStack, fake_nodes: NodeSet, namespace: str, kube: ClusterApis
+    example: str, gang: GangStack, fake_nodes: NodeSet, namespace: str, kube: ClusterApis,
+    request: pytest.FixtureRequest,
 ) -> None:
     docs = _load(EXAMPLES / example)
     shape = dict(NODES[example])
-    fake_nodes.add_nodes(shape.pop("count"), prefix=namespace, **shape)
+    nodes = fake_nodes.add_nodes(shape.pop("count"), prefix=namespace, **shape)
+    if example in DEVICES:
+        _publish_devices(request, nodes, *DEVICES[example])
     groups = {d["metadata"]["name"]: d["spec"]["minMember"]
               for d in docs if d["kind"] == "PodGroup"}
     assert groups, f"{example} has no PodGroup"
@@ -121,6 +130,17 @@ def test_example_gang_is_scheduled_and_completes(
         assert all(r.group in groups for r in bound.values()), {
             n: r.group for n, r in bound.items()}
         assert {r.node for r in bound.values()} <= set(fake_nodes.added)
+
+
+def _publish_devices(request: pytest.FixtureRequest, nodes: list[str], driver: str,
+                     count: int, device_class: str) -> None:
+    """`count` devices of `driver` on each node (e2e/fakedra.py), and once the test is
+    done, the example's cluster-scoped DeviceClass and the slices deleted."""
+    fake = FakeDriver(driver)
+    request.addfinalizer(fake.close)
+    request.addfinalizer(lambda: delete_cluster_object("deviceclasses", device_class))
+    for n in nodes:
+        fake.publish(n, count)
 
 
 def test_examples_label_pods_with_their_podgroup() -> None:
