@@ -502,16 +502,21 @@ class Ledger:
     def _ready(self, group: GroupInfo, res: Reservation) -> list[str] | None:
         """The members `commit` binds directly, once the gang's quorum is ready and its
         nodes still take it; None: not ready."""
-        if self.assembled(group) + len(self._direct(res)) < group.min_member:
+        direct = self._direct(res)
+        if self.assembled(group) + len(direct) < group.min_member:
             return None
         if res.held is None:  # a held gang's slots stay (its hold)
             self._into_samples(res)
         ready = [(u, n) for u, n in self._waiting.items() if u in res.slots]
-        ready += [(u, res.slots[u].node) for u in self._direct(res)]
+        ready += [(u, res.slots[u].node) for u in direct]
+        repaired = False
         for uid, node in ready:
             pod = self._cache.pods.get(uid)
             if pod is not None and _repair.lost(self._cache, node, pod) is not None:
                 self.repair(node)
+                repaired = True
+        if not repaired:
+            return direct  # every node still takes its member: the quorum stands as counted
         if any((s := res.slots.get(u)) is not None and s.node != n
                and _repair.lost(self._cache, s.node, s.pod) is not None for u, n in ready):
             # A member the repair moved fits its new node's free capacity, but maybe not

@@ -40,6 +40,8 @@ def lost(cache: Cache, node: str, pod: PodInfo, held: bool = False) -> str | Non
         return f"node {node}: {why}"
     if held:
         return None
+    if not cache.nominated:  # as a rule nothing is nominated: a commit's members skip it
+        return overcommitted(cache, node, pod)
     return overcommitted(cache, node, pod) or nominated_away(cache, node, pod)
 
 

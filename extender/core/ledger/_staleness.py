@@ -54,7 +54,8 @@ class Staleness:
     def bound_directly(self, pod: PodInfo, node: str, now: float) -> None:
         """A direct commit let `pod` through to `node`: kube-scheduler did not assume it
         and learns of it only from its watch, so the node is fresh until then."""
-        self._forget_fresh(pod.uid)
+        if pod.uid in self._fresh:  # a retry's: the first commit of a pod has none
+            self._forget_fresh(pod.uid)
         until = now + FRESH_LIMIT_SECONDS
         self._fresh[pod.uid] = (node, pod, until, False)
         self._fresh_on.setdefault(node, set()).add(pod.uid)
