@@ -6,8 +6,8 @@ The bounds are today's counts: lower them when a change shortens a walk; raising
 a decision to make in review, with the walk's listing (`--stops`) beside it (the
 disruption policy raised the bind and commit walks by one file: a member's Binding is a
 pod change it must see; the reserved message naming the devices (DRA) each member is
-planned on raised the commit walk by one more, the cache's devices). docs/architecture.md lists the walks and the command that
-prints them.
+planned on raised the commit walk by one more, the cache's devices). docs/architecture.md
+lists the walks and the command that prints them.
 """
 
 from __future__ import annotations
