@@ -102,9 +102,11 @@ def test_leader_and_workers_bound_together_or_not_at_all(
         wait_for(lambda: len(rec.bound()) == 4 or NotYet(rec.bound()), 30,
                  "every pod bound once both groups fit", logs=gang.logs())
     for name in ("leader", "workers"):
-        wait_for(lambda n=name: (conditions(ns, n).get("PodGroupInitiallyScheduled") or {})
-                 .get("status") == "True" or NotYet(conditions(ns, n)), 30,
-                 f"{name} PodGroupInitiallyScheduled", logs=gang.logs())
+        def scheduled(n: str = name) -> bool | NotYet:
+            found = conditions(ns, n)
+            return (found.get("PodGroupInitiallyScheduled") or {}).get("status") == "True" \
+                or NotYet(found)
+        wait_for(scheduled, 30, f"{name} PodGroupInitiallyScheduled", logs=gang.logs())
 
 
 def test_the_composite_topology_holds_for_both_groups(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -89,7 +90,7 @@ def wait_known(gang: GangStack, ns: str, group: str, quorum: int) -> None:
     wait_for(known, 30, f"the extender reads gang {group} of {quorum}", logs=LOGS)
 
 
-def pods_of(ns: str, name: str, attempt: int | None = None) -> list[dict[str, object]]:
+def pods_of(ns: str, name: str, attempt: int | None = None) -> list[dict[str, Any]]:
     selector = f"{NAME_LABEL}={name}"
     if attempt is not None:
         selector += f",{ATTEMPT_LABEL}={attempt}"

@@ -110,7 +110,8 @@ def test_allocated_claims_take_their_devices() -> None:
     inv = inventory()
     n = node("node-1")
     inv.upsert_slice(slice_("node-1-gpu", 2, nodeName="node-1"))
-    allocated = {"metadata": {"name": "other", "namespace": "ml"}, "spec": {"devices": {
+    allocated: dict[str, Any] = {
+        "metadata": {"name": "other", "namespace": "ml"}, "spec": {"devices": {
         "requests": [{"name": "g", "exactly": {"deviceClassName": "gpu"}}]}},
         "status": {"allocation": {"devices": {"results": [
             {"request": "g", "driver": DRIVER, "pool": "node-1-gpu", "device": "gpu-0"}]}}}}

@@ -326,9 +326,10 @@ def test_random_runs_keep_the_promises(ops: list[tuple[str, str, int]]) -> None:
     sim.add_group(group("a", 2, disruption_mode=DISRUPT_ALL))
     sim.add_group(group("b", 2))
     made: dict[str, list[str]] = {"a": [], "b": []}
-    for g, n in (("a", 3), ("b", 2)):  # both placed and running: the case that matters;
+    for g, count in (("a", 3), ("b", 2)):  # both placed and running: the case that matters;
         # "a" with an extra beyond its quorum, so that a loss leaves a quorum bound
-        made[g] = [sim.add_pod(pod(f"{g}-{k}", g, creation=sim.now)).uid for k in range(n)]
+        made[g] = [sim.add_pod(pod(f"{g}-{k}", g, creation=sim.now)).uid
+                   for k in range(count)]
     sim.run_all()
     assert (len(sim.bound("a")), len(sim.bound("b"))) == (3, 2)
     started = {"a": True}
