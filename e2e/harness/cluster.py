@@ -49,7 +49,13 @@ from .crds import DEFAULT_CRD_DIRS, install_crds
 from .pki import PKI, generate_pki, write_kubeconfig
 from .process import ManagedProcess, free_port, stop_all
 from .readiness import http_ok
-from .versions import composite_gates, k8s_minor, podgroups_served, workload_runtime_config
+from .versions import (
+    composite_gates,
+    dra_workload_gates,
+    k8s_minor,
+    podgroups_served,
+    workload_runtime_config,
+)
 
 ETCD_DIR_PREFIX = "gang-e2e-etcd-"
 OWNER_FILE = "harness-owner.pid"
@@ -204,7 +210,8 @@ class ControlPlane(Cluster):
             self.verbosity,
             self._fg(apiserver_gates(self.workload_api, ",".join(g for g in (
                 self.apiserver_feature_gates,
-                composite_gates(self.minor) if self.workload_api else "") if g),
+                composite_gates(self.minor) if self.workload_api else "",
+                dra_workload_gates(self.minor) if self.workload_api else "") if g),
                 self.workload_with_job)),
             workload_runtime_config(k8s_minor(self.bin_dir)) if self.workload_api else None,
             self.extra_apiserver_args,
@@ -218,7 +225,9 @@ class ControlPlane(Cluster):
         kcm = ManagedProcess(kcm_args(
             self._bin("kube-controller-manager"), self.kubeconfig, kcm_port, pki, self.workdir,
             self.verbosity, kcm_controllers(self.workload_api),
-            self._fg(kcm_gates(self.workload_api, self.workload_with_job)),
+            self._fg(",".join(g for g in (
+                kcm_gates(self.workload_api, self.workload_with_job),
+                dra_workload_gates(self.minor) if self.workload_api else "") if g)),
         ), "kube-controller-manager", self.log_dir / "kube-controller-manager.log",
             ready=http_ok(f"https://127.0.0.1:{kcm_port}/healthz"), ready_timeout=60,
             port=kcm_port)

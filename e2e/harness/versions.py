@@ -90,6 +90,13 @@ def composite_gates(minor: tuple[int, int]) -> str:
     return "CompositePodGroup=true" if composites_served(minor) else ""
 
 
+def dra_workload_gates(minor: tuple[int, int]) -> str:
+    """The gate that serves an upstream PodGroup's spec.resourceClaims (claims its pods
+    share; alpha since 1.37) on the API server, and has the controller manager's
+    resourceclaim controller make the group's claims from their templates."""
+    return "DRAWorkloadResourceClaims=true" if minor >= (1, 37) else ""
+
+
 def upstream_gang_gates(minor: tuple[int, int]) -> str:
     """Feature gates that make the stock kube-scheduler of that release a gang scheduler
     (its default profile gains the GangScheduling plugin), for the peer the benchmarks

@@ -24,6 +24,11 @@ and the extender plans gangs on the devices.
   planned on a node of its own and the slots followed the allocation once it was seen;
   this case guards the end result, the planning is tested in
   tests/core/planner/test_device_plans.py.)
+* An upstream PodGroup (scheduling.k8s.io/v1beta1) whose spec.resourceClaims names a
+  template of 2 devices, and its 3 members claiming it: the control plane makes one
+  claim for the group, and all three are bound on the node of its one allocation (as
+  for the named claim above, a guard of the end result: the planning's difference is
+  tested in tests/core/devices/test_podgroup_claims.py).
 * A high-priority gang of 4 × 2 devices evicts the whole lower-priority gang holding
   every device (its CPU alone would not have made room) and is placed whole on them.
 * A gang that times out with members waiting at the barrier, their claims allocated by
@@ -34,7 +39,9 @@ and the extender plans gangs on the devices.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -46,10 +53,23 @@ from e2e.fakedra import (
     create_claim_template,
     fake_driver,
 )
-from e2e.gang import GangStack, Recorder, block_ports, port_pod
+from e2e.gang import (
+    DEFAULT_ARGS,
+    GangStack,
+    Recorder,
+    block_ports,
+    port_pod,
+    scheduler_config,
+    start_extender,
+)
+from e2e.harness.cluster import ControlPlane
+from e2e.harness.clusterbase import Cluster
 from e2e.harness.fixtures import NodeSet as Nodes
 from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
+from e2e.harness.process import free_port
 from e2e.harness.queries import get_podgroup, pod_nodes
+from e2e.harness.target import kube
+from e2e.harness.versions import dra_workload_gates, upstream_gang_gates
 from e2e.harness.waiting import NotYet, wait_for
 from e2e.tests.gangs.test_priorities import classes, gone
 
@@ -301,3 +321,66 @@ def test_members_sharing_a_named_claim_are_bound_on_the_node_of_its_one_allocati
             (node,) = {r.node for r in rec.bound("s").values()}
             held = allocated_claims(ns)
             assert held == {"ring": [f"{node}/gpu-0", f"{node}/gpu-1"]}, held
+
+
+DRA_WORKLOAD_SCHED = "gang-scheduler-dra-workload"
+
+
+@pytest.fixture(scope="module")
+def dra_workload(control_plane: Cluster) -> Iterator[GangStack]:
+    """An extender and a kube-scheduler of their own, the scheduler with
+    DRAWorkloadResourceClaims (and GenericWorkload, which it needs) so that its
+    DynamicResources plugin allocates a PodGroup's claims; its in-tree GangScheduling
+    plugin, which that gate turns on, is disabled: the extender is the gang scheduler."""
+    if not isinstance(control_plane, ControlPlane) or control_plane.minor < (1, 37):
+        pytest.skip("PodGroups' spec.resourceClaims: Kubernetes 1.37 on the local control plane")
+    port = free_port()
+    args = [*DEFAULT_ARGS, "--scheduler-name", DRA_WORKLOAD_SCHED]
+    ext = start_extender(control_plane, port, args, "gang-extender-dra-workload")
+    config = scheduler_config(port)
+    config["profiles"][0]["schedulerName"] = DRA_WORKLOAD_SCHED
+    config["profiles"][0].setdefault("plugins", {}).setdefault("multiPoint", {}).setdefault(
+        "disabled", []).append({"name": "GangScheduling"})
+    sched = control_plane.start_scheduler(
+        config, "gang-kube-scheduler-dra-workload",
+        feature_gates=f"{upstream_gang_gates(control_plane.minor)},"
+                      f"{dra_workload_gates(control_plane.minor)}")
+    yield GangStack(control_plane, port, ext, sched, args)
+    for p in (sched, ext):
+        with contextlib.suppress(Exception):
+            p.stop()
+
+
+def test_an_upstream_podgroups_claim_is_one_allocation_for_its_members(
+    dra_workload: GangStack, fake_nodes: Nodes, namespace: str
+) -> None:
+    ns = namespace
+    nodes = fake_nodes.add_nodes(4, prefix="upc", cpu="16", memory="64Gi")
+    with fake_driver() as driver:
+        for n in nodes:
+            driver.publish(n, 2)
+        create_claim_template(ns, "two-gpus", 2)
+        kube().custom.create_namespaced_custom_object(
+            "scheduling.k8s.io", "v1beta1", ns, "podgroups",
+            {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": "up"},
+             "spec": {"schedulingPolicy": {"gang": {"minCount": 3}},
+                      "resourceClaims": [{"name": "gpu",
+                                          "resourceClaimTemplateName": "two-gpus"}]}})
+        with Recorder(ns) as rec:
+            for i in range(3):
+                create_pod(ns, f"up-{i}", cpu="1", memory="64Mi",
+                           scheduler_name=DRA_WORKLOAD_SCHED,
+                           spec_extra={"schedulingGroup": {"podGroupName": "up"},
+                                       **claims_from("two-gpus")})
+            wait_for(lambda: len(rec.bound()) == 3 or NotYet(
+                (pod_nodes(ns), allocated_claims(ns))), 45, "the three members bound",
+                logs=dra_workload.logs())
+            (node,) = {r.node for r in rec.bound().values()}
+            held = allocated_claims(ns)
+            # One claim, the group's (made from the template, named in its status).
+            assert list(held.values()) == [[f"{node}/gpu-0", f"{node}/gpu-1"]], held
+            pg = kube().custom.get_namespaced_custom_object(
+                "scheduling.k8s.io", "v1beta1", ns, "podgroups", "up")
+            statuses = (pg.get("status") or {}).get("resourceClaimStatuses") or []
+            assert [s.get("resourceClaimName") for s in statuses] == list(held), statuses
