@@ -133,6 +133,7 @@ class DeviceInventory:
         self._allocated: frozenset[DeviceKey] | None = None
         # The devices each class selects (`by_class`), until the slices or classes change.
         self._by_class: dict[str, frozenset[DeviceKey]] | None = None
+        self._local_keys: dict[str, frozenset[DeviceKey]] = {}  # `local_keys`, per node
 
     # ----- watch events ------------------------------------------------------------------
 
@@ -148,6 +149,7 @@ class DeviceInventory:
         self._by_node.clear()
         self._placed = None
         self._by_class = None
+        self._local_keys.clear()
         # A selector's answers are remembered by device object: new objects now.
         self._remembered.clear()
 
@@ -198,6 +200,20 @@ class DeviceInventory:
         if self._placed is None:
             self._placed = _place(self._slices)
         return self._placed
+
+    def network_attached(self) -> bool:
+        """Whether any pool is published for a node selector or all nodes: devices
+        several nodes can use (a plan then counts them taken across nodes)."""
+        placed = self._placement()
+        return bool(placed.selected or placed.everywhere)
+
+    def local_keys(self, node_name: str) -> frozenset[DeviceKey]:
+        """The devices of the pools published for `node_name` alone."""
+        keys = self._local_keys.get(node_name)
+        if keys is None:
+            keys = self._local_keys[node_name] = frozenset(
+                d.key for d in self._placement().local.get(node_name, ()))
+        return keys
 
     def by_class(self) -> dict[str, frozenset[DeviceKey]]:
         """The devices of every slice (newest generation) each DeviceClass selects, for

@@ -44,6 +44,11 @@ class DevicePlan:
     on_node: dict[str, frozenset[DeviceKey]] = field(default_factory=dict)
     pinned: dict[str, tuple[DeviceKey, ...]] = field(default_factory=dict)
     pins: frozenset[DeviceKey] = frozenset()
+    # Whether some pool is network-attached (`DeviceInventory.network_attached`), read
+    # once per attempt: its devices, usable from several nodes, once taken by a member
+    # are counted taken on every node (in `pins`), and each member's node is checked
+    # again before it is placed (`usable`), since a node's count was made before.
+    network: bool | None = None
 
     def _taken(self, name: str) -> frozenset[DeviceKey]:
         if self.base is None:
@@ -79,9 +84,20 @@ class DevicePlan:
             taken = taken | fit.devices()
         return self.view.copies(node, self._own(shape), taken)
 
+    def _network(self) -> bool:
+        if self.network is None:
+            self.network = self.view.state.inventory.network_attached()
+        return self.network
+
     def usable(self, shape: Shape, node: NodeInfo) -> bool:
-        """Whether the shared claims this plan already allocated can be used on `node`
-        (a count made before their first member was placed does not know)."""
+        """Whether the shared claims this plan already allocated can be used on `node`,
+        and, where pools are network-attached, whether the node's devices still hold a
+        member (a count made before the members placed since does not know)."""
+        if shape.devices and self._network():
+            if shape.device_missing:
+                return False
+            claims = (*self._own(shape), *self._shared(shape))
+            return isinstance(self.view.fit(node, claims, self._taken(node.name)), Fit)
         if not shape.shared or not self.pinned:
             return True
         pinned = tuple(c for c in self._shared(shape) if c.allocated)
@@ -112,6 +128,10 @@ class DevicePlan:
             mine = self.view.choose(node, own, taken)
             if mine:
                 self.on_node[node.name] = self.on_node.get(node.name, frozenset()) | mine
+                if self._network():
+                    elsewhere = mine - self.view.state.inventory.local_keys(node.name)
+                    if elsewhere:
+                        self.pins = self.pins | elsewhere
 
 
 def roomiest(order: Sequence[str], left: Mapping[str, int], want: int) -> str | None:

@@ -367,3 +367,19 @@ def test_a_shared_claim_on_network_attached_devices_lets_its_members_spread() ->
     assert sorted(_slots(sim, "s").values()) == ["node-0", "node-1", "node-2"]
     plan = plan_gang([_sharing("t-0", "t", "other", cpu=0)], 1, sim.cache.snapshot)
     assert not isinstance(plan, Plan), plan  # 1 of 3 devices left, the claim wants 2
+
+
+def test_network_attached_devices_a_member_took_are_taken_on_every_node() -> None:
+    """Four devices published for all nodes hold two members of 2 devices, wherever
+    they run: a gang of three is short (before: each node counted the four devices as
+    its own, and three members were planned on them), a gang of two is planned."""
+    sim = _sim((0, 0, 0), cpu=1000)
+    sim.manager.on_devices("resourceslices", "fabric", resource_slice_from_k8s({
+        "metadata": {"name": "fabric"}, "spec": {
+            "driver": CLASS, "pool": {"name": "fabric", "generation": 1}, "allNodes": True,
+            "devices": [{"name": f"gpu-{j}"} for j in range(4)]}}))
+    three = plan_gang([_member(f"t-{i}", "t") for i in range(3)], 3, sim.cache.snapshot)
+    assert not isinstance(three, Plan), three
+    assert "needs 3 × {2 × gpu.example.com}; 2 fit" in three.message, three.message
+    two = plan_gang([_member(f"t-{i}", "t") for i in range(2)], 2, sim.cache.snapshot)
+    assert isinstance(two, Plan) and len(set(two.assignments.values())) == 2
