@@ -11,9 +11,9 @@ import pytest
 
 from extender.core.cache.devices import DeviceView
 from extender.core.model.config import Config
-from extender.core.model.vocabulary import EvictPods
+from extender.core.model.vocabulary import POD, EvictPods
 from extender.core.planner.plan import Plan, plan_gang
-from extender.core.preemption.victims import POD, Unit, view_without
+from extender.core.preemption.victims import Unit, view_without
 from tests.core.planner.test_device_plans import _allocate, _member, _sim
 from tests.core.sim import SimScheduler, group, pod
 
