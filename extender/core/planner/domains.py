@@ -11,7 +11,9 @@ Which domains are tried, level by level, narrowest first:
   accepts in whatever order it takes the members (if pods the term selects already run,
   only their domains qualify). A term that selects no pod yet, nor a member, leaves the
   gang waiting for such a pod (`Awaited`), not for capacity: its plan says so, and whether
-  it would fit, in any domain, once the pod came.
+  it would fit, in any domain, once the pod came. A term that ties only a group of the
+  members to each other (one Job of a JobSet under exclusive placement) does not: that
+  group gets one domain of its own, planned member by member (`planner/relations.py`).
 
 At each level, the domains the whole gang may fit in are tried tightest first: the
 fewest members of the gang's biggest shape fit in the domain (node by node, as the
@@ -39,8 +41,8 @@ from extender.core.model.fit import fit_count
 from extender.core.model.resources import format_resources
 from extender.core.model.types import GroupInfo, NodeInfo, PodInfo
 from extender.core.planner.device_plan import DevicePlan, device_room
-from extender.core.planner.plan import Plan, Shortfall, plan_gang
-from extender.core.planner.relations import Term, Ties
+from extender.core.planner.plan import Plan, Shortfall, plan_gang, ties_for
+from extender.core.planner.relations import Term, Ties, group_terms
 from extender.core.planner.shapes import Shape, shapes_of
 from extender.core.planner.shortfall import TIMES, Awaited, awaited_words
 
@@ -70,9 +72,10 @@ def topology_of(group: GroupInfo, pods: Sequence[PodInfo]) -> Topology | None:
     """The gang's topology; None when it asks for none (planned as before, at no cost)."""
     required = [group.topology_required] if group.topology_required else []
     affinity: list[Term] = []
+    groups = group_terms(pods) if any(p.required_affinity for p in pods) else frozenset()
     for p in pods:
         for t in p.required_affinity:
-            if (p.namespace, t) not in affinity:
+            if (p.namespace, t) not in affinity and (p.namespace, t) not in groups:
                 affinity.append((p.namespace, t))
                 if t.topology_key not in required:
                     required.append(t.topology_key)
@@ -93,7 +96,7 @@ def plan_in_domains(
     first; `bound`: the gang's members already bound, whose domain it must stay in."""
     if need <= 0 or need > len(pods):
         return plan_gang(pods, need, snapshot, explain=explain)
-    ties = Ties(pods, snapshot)
+    ties = ties_for(pods, snapshot)
     awaits: list[Awaited] = []
     holders: set[str] = set()  # uids of the members whose terms wait
     selects: dict[Term, bool] = {}  # each term looked for once, not once per member

@@ -153,7 +153,7 @@ def plan_gang(
         present = plan_gang(pods, len(pods), snapshot, allowed, within=within) if pods else None
         return _too_few(need, len(pods), present)
     if ties is None and Ties.needed(pods, snapshot):
-        ties = Ties(pods, snapshot)
+        ties = ties_for(pods, snapshot)
 
     pl, failure = _attempt(pods, need, snapshot, allowed, within, ties)
     if failure is None:
@@ -180,6 +180,15 @@ def plan_gang(
     return Shortfall(need=need, fit=best_fit, message=message, pod=first, detail=detail)
 
 
+def ties_for(pods: Sequence[PodInfo], snapshot: Snapshot) -> Ties:
+    """The gang's `Ties`, able to ask whether a group of members fits in a domain alone
+    (a planner's question, which `relations` cannot import without a cycle)."""
+    def fits(group: Sequence[PodInfo], names: Sequence[str]) -> bool:
+        return isinstance(plan_gang(group, len(group), snapshot, explain=False, within=names),
+                          Plan)
+    return Ties(pods, snapshot, fits)
+
+
 def unplaced(pods: Sequence[PodInfo], need: int, snapshot: Snapshot) -> list[PodInfo]:
     """Of the first `need` of `pods`, the ones the plan leaves without a node (as many as
     it falls short by: later pods that stood in for some are not counted twice). What a
@@ -188,7 +197,7 @@ def unplaced(pods: Sequence[PodInfo], need: int, snapshot: Snapshot) -> list[Pod
         return []
     if len({p.uid for p in pods}) != len(pods):
         pods = _first_occurrences(pods)
-    ties = Ties(pods, snapshot) if Ties.needed(pods, snapshot) else None
+    ties = ties_for(pods, snapshot) if Ties.needed(pods, snapshot) else None
     pl, _ = _attempt(pods, min(need, len(pods)), snapshot, None, None, ties)
     missing = need - len(pl.assignments)
     return [p for p in pods[:need] if p.uid not in pl.assignments][:max(missing, 0)]

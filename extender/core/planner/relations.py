@@ -16,8 +16,15 @@ members in: anti-affinity because every member's domain holds no member it repel
 spread because whenever a member's own slot is in a domain the skew rules out, another
 member's slot in an allowed domain exists (`Ledger.move` swaps them).
 
-Required pod affinity is not checked here: it decides the gang's domain
-(`planner/domains.py`). Hostname anti-affinity stays in `candidates.PlanState`.
+Required pod affinity mostly decides the gang's domain (`planner/domains.py`). The
+exception is checked here: a term that ties a group of members to each other alone (each
+member it selects has it, and it selects each member that has it, but not the whole
+gang), as JobSet's exclusive placement gives each Job's pods. The group goes in one
+domain of the term's key, not the whole gang: a member may take a node only where a pod
+the term selects already runs or was placed by this plan, or anywhere if there is none
+yet (kube-scheduler lets the first pod of a term that selects itself go anywhere). The
+groups' anti-affinity to each other keeps them apart as above. Hostname anti-affinity
+stays in `candidates.PlanState`.
 
 `Ties` is computed once per gang plan (one walk over the pods on nodes, only for gangs
 that need it) and shared by its attempts; `Relations` is one attempt's state.
@@ -26,7 +33,7 @@ that need it) and shared by its attempts; `Relations` is one attempt's state.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from extender.core.cache.snapshot import Snapshot
@@ -46,6 +53,7 @@ from extender.core.model.types import (
 )
 
 Term = tuple[str, PodAffinityTerm]  # (namespace of the pod that has it, term)
+Fits = Callable[[Sequence[PodInfo], Sequence[str]], bool]
 _SpreadKey = tuple[object, ...]
 
 
@@ -69,15 +77,23 @@ class Ties:
     """What the members' constraints depend on outside the plan, found once per gang and
     only for what a member asks about (the pods on nodes are walked at most once)."""
 
-    def __init__(self, pods: Sequence[PodInfo], snapshot: Snapshot) -> None:
+    def __init__(self, pods: Sequence[PodInfo], snapshot: Snapshot,
+                 fits: Fits | None = None) -> None:
+        """`fits`: whether members fit on some nodes planned alone (the planner's own
+        plan, passed in by it); without it a group's domain is not chosen ahead."""
+        self._fits = fits
         self.nodes = snapshot.nodes
         self._snapshot = snapshot
         self._planned = {p.uid for p in pods}
         self._on_nodes: list[tuple[str, PodInfo]] | None = None
         # Keys of the members' anti-affinity terms beyond the node: placed members are
         # indexed by their domains of these.
+        self.groups = group_terms(pods)
+        self._pods = pods
+        self._holds: dict[Term, set[str] | None] = {}
         self.keys = frozenset(t.topology_key for p in pods for t in p.required_anti_affinity
-                              if t.topology_key != HOSTNAME)
+                              if t.topology_key != HOSTNAME) | {
+                                  t.topology_key for _, t in self.groups}
         # Pods on nodes whose own terms beyond the node may select a member.
         self.repellers = [(n, p) for n, p in snapshot.beyond_node_repellers()
                           if p.uid not in self._planned]
@@ -105,13 +121,32 @@ class Ties:
                     found.add(v)
         return found
 
+    def holds(self, term: Term) -> set[str] | None:
+        """The values of a group term's key whose nodes hold every member the term
+        selects, planned alone (None: no one domain does, and the search is not narrowed).
+        Where the group's first member goes decides the group's domain: member by member,
+        the tightest node could be in a domain too small for the rest of its group."""
+        if term not in self._holds:
+            if self._fits is None:
+                return None
+            ns, t = term
+            group = [m for m in self._pods if term_matches(t, ns, m)]
+            domains = self._snapshot.topology().groups((t.topology_key,))
+            found = {d[0] for d, names in domains.items() if self._fits(group, names)}
+            self._holds[term] = found or None
+        return self._holds[term]
+
     @staticmethod
     def needed(pods: Sequence[PodInfo], snapshot: Snapshot) -> bool:
         """Whether any member has such a constraint, or any pod on a node could repel one.
         Asked on every plan, so a plain loop that stops at the first."""
+        affinity = False
         for p in pods:
             if p.spread_constraints or (p.required_anti_affinity and repels_beyond_node(p)):
                 return True
+            affinity = affinity or bool(p.required_affinity)
+        if affinity and group_terms(pods):
+            return True
         if snapshot.repellers is not None:
             return bool(snapshot.repellers)
         return bool(snapshot.beyond_node_repellers())
@@ -238,6 +273,23 @@ class Relations:
     def _why(self, pod: PodInfo, node: NodeInfo) -> str | None:
         labels = node.labels
         ns = pod.namespace
+        for t in pod.required_affinity:
+            if (ns, t) not in self.ties.groups:
+                continue
+            k = t.topology_key
+            v = labels.get(k)
+            if v is None:
+                return f"node(s) without label {k} (pod affinity)"
+            there = self.ties.values_with(ns, t) | {
+                pv for (pk, pv), ms in self.placed.items()
+                if pk == k and any(term_matches(t, ns, m) for m in ms)}
+            if there and v not in there:
+                return (f"node(s) in a {k} without the members {pod.name}'s pod affinity "
+                        f"selects")
+            holds = None if there else self.ties.holds((ns, t))
+            if holds is not None and v not in holds:
+                return (f"node(s) in a {k} without room for all the members {pod.name}'s "
+                        f"pod affinity selects")
         for t in pod.required_anti_affinity:
             k = t.topology_key
             v = labels.get(k)
@@ -296,6 +348,29 @@ class Relations:
 
     def reasons(self) -> Counter[str]:
         return Counter({why: len(names) for why, names in self.rejected.items()})
+
+
+def group_terms(pods: Sequence[PodInfo]) -> frozenset[Term]:
+    """The members' required affinity terms that tie a group of them to each other alone:
+    the members a term selects are exactly those that have it, some but not all of the
+    gang. Each such group needs one domain of its own rather than the gang needing one
+    (three Jobs of a JobSet, each exclusive to a rack, are three racks). A term that
+    selects the whole gang, none of it, or members that do not have it still decides
+    the whole gang's domain, as before."""
+    out: set[Term] = set()
+    seen: set[Term] = set()
+    for p in pods:
+        for t in p.required_affinity:
+            term = (p.namespace, t)
+            if term in seen:
+                continue
+            seen.add(term)
+            selected = {m.uid for m in pods if term_matches(t, p.namespace, m)}
+            holders = {m.uid for m in pods if m.namespace == p.namespace
+                       and t in m.required_affinity}
+            if selected and len(selected) < len(pods) and selected == holders:
+                out.add(term)
+    return frozenset(out)
 
 
 def relations_for(pods: Sequence[PodInfo], snapshot: Snapshot,
