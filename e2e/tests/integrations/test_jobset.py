@@ -261,3 +261,36 @@ def test_per_job_gangs_are_each_placed_whole(js_ns: str, fake_nodes: NodeSet) ->
     print(f"\n[gang] JobSet split, workers per Job: the driver and one worker Job bound on 3 "
           f"nodes, the other Job whole once 2 more nodes came ({', '.join(jobs)})")
 
+
+
+RACK = "example.com/rack"
+EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+
+
+def test_exclusive_topology_places_each_job_in_a_rack_of_its_own(
+        js_ns: str, fake_nodes: NodeSet, gang: GangStack) -> None:
+    """``exclusive-topology: example.com/rack`` on a JobSet of 3 Jobs x 2 pods, on 3 racks
+    of two 4-CPU nodes: JobSet's webhook makes each Job's pods affine to each other and
+    repelling the other Jobs on the rack key, and creates a Job's second pod only once
+    its leader is bound. The three leaders are the gang: one per rack, then each Job's
+    second pod beside its leader."""
+    ns = js_ns
+    for r in range(3):
+        for i in range(2):
+            fake_nodes.add_node(f"{ns}-r{r}-{i}", cpu=NODE_CPU, memory="16Gi",
+                                labels={RACK: f"r{r}"})
+    body = jobset("excl", [replicated_job("workers", 3, 2, POD_CPU, {ANN_RUN_SECONDS: "120"})],
+                  annotations={EXCLUSIVE: RACK})
+    with Recorder(ns) as rec:
+        create_jobset(ns, body)
+        group = gang_of(ns, "excl")
+        wait_for(lambda: len(rec.bound()) == 6 or NotYet(rec.history), 90, "all 6 bound",
+                 logs=LOGS)
+        rec.assert_never_partial(group, 3)
+        racks: dict[str, set[str]] = {}
+        for p in pods_of(ns, "excl"):
+            job = p["metadata"]["labels"]["jobset.sigs.k8s.io/job-index"]
+            racks.setdefault(job, set()).add(p["spec"]["nodeName"].rsplit("-", 2)[-2])
+        assert sorted(map(sorted, racks.values())) == [["r0"], ["r1"], ["r2"]], racks
+    print(f"\n[gang] JobSet excl, exclusive per rack: 3 Jobs x 2 pods, one rack each "
+          f"({racks})")
