@@ -22,8 +22,8 @@ from extender.kube.source_kinds import (
     group_api_version,
 )
 from extender.reporting.events import group_ref
+from tests.reporting.status_env import T0
 from tests.reporting.test_sources_reporting import _QuietWatch
-from tests.reporting.test_status import T0
 
 PG = {"metadata": {"namespace": "versions", "name": "up", "uid": "u-1",
                    "creationTimestamp": "2026-11-24T10:25:29Z"},

@@ -30,9 +30,18 @@ from extender.reporting.kinds import source_kinds
 from extender.reporting.metrics import Metrics
 from extender.reporting.status import StatusConfig, StatusWriter
 from tests.core.sim import node, pod
-from tests.reporting.test_preemption_reporting import Captured
-from tests.reporting.test_status import Clock, Env, Sim, cond, last, make_env
-from tests.reporting.test_upstream_status_writer import Api, conds, writes
+from tests.reporting.status_env import (
+    Api,
+    Captured,
+    Clock,
+    Env,
+    Sim,
+    cond,
+    conds,
+    last,
+    make_env,
+    writes,
+)
 
 BETA = "scheduling.k8s.io/v1beta1"
 

@@ -10,20 +10,9 @@ from extender.core.model.vocabulary import (
     SlotView,
     Victim,
 )
-from extender.kube.recorder import EventRecorder, ObjectRef
 from extender.reporting.events import GangEvents
 from extender.reporting.metrics import Metrics
-
-
-class Captured(EventRecorder):
-    def __init__(self) -> None:
-        super().__init__(None)
-        self.seen: list[tuple[str, str, str, bool]] = []
-
-    def record(self, ref: ObjectRef, reason: str, message: str, warning: bool = False,
-               background: bool = False) -> None:
-        self.seen.append((f"{ref.kind} {ref.namespace}/{ref.name}", reason, message, warning))
-
+from tests.reporting.status_env import Captured
 
 HIGH = GroupRef("ns", "high", "g-high")
 LOW = GroupRef("ns", "low", "g-low")

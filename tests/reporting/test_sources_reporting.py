@@ -24,12 +24,13 @@ from extender.reporting.kinds import observed_kinds, source_kinds
 from extender.reporting.status import StatusWriter
 from extender.scheduler.debug import install_podgroups_route
 from tests.core.sim import pod
-from tests.reporting.test_status import T0, Env, make_env
+from tests.reporting.status_env import T0, Env, make_env
 
 
 @pytest.fixture(name="env")
 def env_fixture() -> Env:
-    """test_status's stand-in API, gang manager and reporting, wired as extender/serve.py."""
+    """The stand-in API, gang manager and reporting of status_env.py, wired as
+    extender/serve.py wires them."""
     return make_env()
 
 

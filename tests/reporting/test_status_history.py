@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from extender.core.model.types import GroupInfo
-from tests.reporting.test_status import Env, make_env
+from tests.reporting.status_env import Env, make_env
 
 
 def _finish(env: Env, name: str, members: int = 1) -> None:

@@ -23,23 +23,10 @@ from extender.reporting.kinds import source_kinds
 from extender.reporting.metrics import Metrics
 from extender.reporting.status import StatusConfig, StatusWriter
 from tests.core.sim import node, pod
-from tests.reporting.test_status import Clock, Env, FakeApi, Sim
+from tests.reporting.status_env import Api, Clock, Env, Sim, conds, writes
 
 BETA = "scheduling.k8s.io/v1beta1"
 ALPHA = "scheduling.k8s.io/v1alpha2"
-
-
-class Api(FakeApi):
-    """FakeApi that also takes strategic merge patches, as the real client does."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.strategic: list[tuple[str, dict[str, Any]]] = []
-
-    async def strategic_patch(self, path: str, patch: dict[str, Any]) -> None:
-        if self.fail is not None:
-            raise self.fail
-        self.strategic.append((path, patch))
 
 
 def make(nodes: int = 1) -> tuple[Env, Api]:
@@ -99,15 +86,6 @@ def add_member(env: Env, name: str, group: str, scheduler: str = "gang-scheduler
                             "spec": {"schedulerName": scheduler,
                                      "schedulingGroup": {"podGroupName": group}}})
     return p.uid
-
-
-def writes(api: Api, name: str) -> list[tuple[str, dict[str, Any]]]:
-    return [(path, p["status"]) for path, p in api.strategic
-            if f"/podgroups/{name}/status" in path]
-
-
-def conds(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {c["type"]: c for c in status["conditions"]}
 
 
 @pytest.mark.parametrize("version,type_", [(BETA, "PodGroupInitiallyScheduled"),
