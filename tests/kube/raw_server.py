@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from extender.kube.client import Kube, _Writer
 from extender.kube.transport import AsyncioTransport
 
 DEADLINE = 5.0  # per test; everything here finishes in milliseconds when it works
@@ -173,6 +174,16 @@ def client_for(url: str, transport: AsyncioTransport, timeout: float = 2.0) -> h
     return httpx.AsyncClient(base_url=url, transport=transport, timeout=timeout)
 
 
+def kube_for(url: str, path_prefix: str = "") -> tuple[Kube, AsyncioTransport]:
+    """The extender's kube client on this server, its writes on the raw request path with
+    the headers serve.py gives it, and the transport, whose stats tell the connections."""
+    transport = AsyncioTransport(None)
+    http = httpx.AsyncClient(base_url=url + path_prefix, transport=transport, headers={
+        "Accept": "application/json", "User-Agent": "gang-extender",
+        "Authorization": "Bearer t0ken"})
+    return Kube(http, _Writer.for_client(http, transport, 2.0)), transport
+
+
 def response(body: bytes = b"", status: int = 200, reason: bytes = b"OK",
              headers: list[bytes] | None = None, version: bytes = b"HTTP/1.1") -> bytes:
     lines = [version + b" " + str(status).encode() + b" " + reason,
@@ -201,6 +212,11 @@ def answer_all(make: Callable[[Req], bytes]) -> Handler:
 def ok_json(req: Req) -> bytes:
     return response(json.dumps({"path": req.target.decode(), "conn": req.conn}).encode(),
                     headers=[b"Content-Type: application/json"])
+
+
+def created(req: Req) -> bytes:
+    """What kube-apiserver answers a create it accepted (a Binding's POST)."""
+    return response(b'{"kind":"Status","status":"Success"}', status=201, reason=b"Created")
 
 
 async def until(cond: Callable[[], bool]) -> None:

@@ -14,8 +14,7 @@ from extender.core.model.types import NodeInfo, PodInfo
 from extender.kube.client import DECIDED_AT, ApiError, decided_at_text
 from extender.scheduler.binding import BindingPoster
 from extender.scheduler.dispatch import Dispatcher
-from tests.kube.raw_server import answer_all, run, serve
-from tests.kube.test_kube_writes import _created, _kube
+from tests.kube.raw_server import answer_all, created, kube_for, run, serve
 
 
 class TimedKube:
@@ -43,8 +42,8 @@ def test_the_annotation_is_rfc3339_utc_with_microseconds() -> None:
 
 def test_the_binding_body_carries_the_decision_time() -> None:
     async def go() -> None:
-        async with serve(answer_all(_created)) as (server, url):
-            kube, _ = _kube(url)
+        async with serve(answer_all(created)) as (server, url):
+            kube, _ = kube_for(url)
             await kube.bind("ns", "p-0", "u-0", "node-1", decided_at=1796000000.25)
             await kube.bind("ns", "p-1", "u-1", "node-1")  # no time: no annotation
             assert json.loads(server.requests[0].body)["metadata"] == {

@@ -15,8 +15,7 @@ import pytest
 from extender.kube import decode, protobuf
 from extender.kube.client import Kube
 from extender.kube.decode import UNDECODABLE, Undecodable
-from tests.kube.test_kube_watch import _Chunks
-from tests.kube.test_protobuf import _fill, _frame
+from tests.kube.watch_wire import Chunks, fill_proto, watch_frame
 
 DEPTH = 3000
 
@@ -40,8 +39,6 @@ def _page(items: list[bytes], cont: str = "") -> bytes:
     meta = {"resourceVersion": "77", **({"continue": cont} if cont else {})}
     return (b'{"kind":"PodGroupList","apiVersion":"scheduling.volcano.sh/v1beta1",'
             b'"metadata":' + orjson.dumps(meta) + b',"items":[' + b",".join(items) + b"]}")
-
-
 
 
 def test_a_page_with_one_object_3000_levels_deep_keeps_the_others() -> None:
@@ -115,7 +112,7 @@ def test_a_watch_line_that_cannot_be_decoded_is_one_skipped_event() -> None:
              orjson.dumps({"type": "ADDED", "object": _group("g2")})]
 
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, stream=_Chunks([b"\n".join(lines) + b"\n"]))
+        return httpx.Response(200, stream=Chunks([b"\n".join(lines) + b"\n"]))
 
     async def go() -> list[tuple[str, dict[str, Any]]]:
         async with httpx.AsyncClient(transport=httpx.MockTransport(handler),
@@ -134,12 +131,12 @@ def test_a_watch_line_that_cannot_be_decoded_is_one_skipped_event() -> None:
 def test_a_protobuf_frame_that_cannot_be_decoded_is_one_skipped_event() -> None:
     pod = {"metadata": {"name": "p", "namespace": "d", "uid": "u", "resourceVersion": "7"},
            "spec": {"containers": [{"name": "c", "image": "i"}]}}
-    good = _frame("ADDED", "Pod", _fill(protobuf.Pod(), pod).SerializeToString())
-    bad = _frame("ADDED", "Pod", b"\xff\xff\xff\xff")
+    good = watch_frame("ADDED", "Pod", fill_proto(protobuf.Pod(), pod).SerializeToString())
+    bad = watch_frame("ADDED", "Pod", b"\xff\xff\xff\xff")
     wire = good + bad + good
 
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, stream=_Chunks([wire]), headers={
+        return httpx.Response(200, stream=Chunks([wire]), headers={
             "content-type": "application/vnd.kubernetes.protobuf;stream=watch"})
 
     async def go() -> list[tuple[str, dict[str, Any]]]:

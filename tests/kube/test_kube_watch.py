@@ -15,25 +15,16 @@ import pytest
 
 from extender.kube import protobuf
 from extender.kube.client import Kube, ProtoDecoder, ResourceExpired
-from tests.kube.test_protobuf import _fill, _frame
+from tests.kube.watch_wire import Chunks, fill_proto, watch_frame
 
 
 def _decoder() -> ProtoDecoder:
     return protobuf.Pod, protobuf.pod_dict
 
 
-class _Chunks(httpx.AsyncByteStream):
-    def __init__(self, chunks: list[bytes]) -> None:
-        self.chunks = chunks
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for c in self.chunks:
-            yield c
-
-
 def _events(chunks: list[bytes]) -> list[tuple[str, dict[str, object]]]:
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, stream=_Chunks(chunks))
+        return httpx.Response(200, stream=Chunks(chunks))
 
     async def go() -> list[tuple[str, dict[str, object]]]:
         async with httpx.AsyncClient(transport=httpx.MockTransport(handler),
@@ -70,7 +61,7 @@ def test_list_and_watch_narrowed_by_a_field_selector() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request.url)
         if request.url.params.get("watch") == "1":
-            return httpx.Response(200, stream=_Chunks([b'{"type":"ADDED","object":{}}\n']))
+            return httpx.Response(200, stream=Chunks([b'{"type":"ADDED","object":{}}\n']))
         page = {"metadata": {"resourceVersion": "5",
                              "continue": "" if request.url.params.get("continue") else "c"},
                 "items": [{"n": len(seen)}]}
@@ -99,7 +90,7 @@ def _proto_watch(chunks: list[bytes], content_type: str, accept: list[str]
                  ) -> list[tuple[str, dict[str, object]]]:
     def handler(request: httpx.Request) -> httpx.Response:
         accept.append(request.headers.get("accept", ""))
-        return httpx.Response(200, stream=_Chunks(chunks),
+        return httpx.Response(200, stream=Chunks(chunks),
                               headers={"content-type": content_type})
 
     async def go() -> list[tuple[str, dict[str, object]]]:
@@ -113,7 +104,7 @@ def _proto_watch(chunks: list[bytes], content_type: str, accept: list[str]
 def test_a_protobuf_watch_is_asked_for_and_read_frame_by_frame() -> None:
     pod = {"metadata": {"name": "p", "namespace": "d", "uid": "u", "resourceVersion": "7"},
            "spec": {"containers": [{"name": "c", "image": "i"}]}}
-    wire = _frame("ADDED", "Pod", _fill(protobuf.Pod(), pod).SerializeToString()) * 2
+    wire = watch_frame("ADDED", "Pod", fill_proto(protobuf.Pod(), pod).SerializeToString()) * 2
     accept: list[str] = []
     # every split point, including inside the 4-byte length and the envelope
     for cut in range(1, len(wire), 7):
@@ -133,7 +124,7 @@ def test_a_protobuf_watch_answered_in_json_is_read_as_json() -> None:
 def test_a_protobuf_watch_error_event_raises_like_json() -> None:
     status: Any = protobuf._Status()
     status.code = 410
-    wire = _frame("ERROR", "Status", status.SerializeToString())
+    wire = watch_frame("ERROR", "Status", status.SerializeToString())
     with pytest.raises(ResourceExpired):
         _proto_watch([wire], "application/vnd.kubernetes.protobuf;stream=watch", [])
 

@@ -10,25 +10,13 @@ import pytest
 
 from extender.kube.client import ApiError, Kube, _Writer
 from extender.kube.transport import AsyncioTransport
-from tests.kube.raw_server import Peer, Req, answer_all, response, run, serve
-
-
-def _kube(url: str, path_prefix: str = "") -> tuple[Kube, AsyncioTransport]:
-    transport = AsyncioTransport(None)
-    http = httpx.AsyncClient(base_url=url + path_prefix, transport=transport, headers={
-        "Accept": "application/json", "User-Agent": "gang-extender",
-        "Authorization": "Bearer t0ken"})
-    return Kube(http, _Writer.for_client(http, transport, 2.0)), transport
-
-
-def _created(req: Req) -> bytes:
-    return response(b'{"kind":"Status","status":"Success"}', status=201, reason=b"Created")
+from tests.kube.raw_server import Peer, answer_all, created, kube_for, response, run, serve
 
 
 def test_binding_goes_out_whole_with_the_clients_headers_on_one_connection() -> None:
     async def go() -> None:
-        async with serve(answer_all(_created)) as (server, url):
-            kube, transport = _kube(url)
+        async with serve(answer_all(created)) as (server, url):
+            kube, transport = kube_for(url)
             await kube.bind("ns", "p-0", "u-0", "node-1")
             await kube.bind("ns", "p-1", "u-1", "node-2")
             assert transport.stats.connects == 1
@@ -54,7 +42,7 @@ def test_conflict_is_an_api_error_with_the_status_reason() -> None:
     async def go() -> None:
         async with serve(answer_all(lambda r: response(json.dumps(status).encode(), 409,
                                                        b"Conflict"))) as (_, url):
-            kube, _ = _kube(url)
+            kube, _ = kube_for(url)
             with pytest.raises(ApiError) as err:
                 await kube.bind("ns", "p-0", "u", "n")
             assert (err.value.status, err.value.reason) == (409, "Conflict")
@@ -67,7 +55,7 @@ def test_non_json_error_body_is_kept_readable() -> None:
     async def go() -> None:
         async with serve(answer_all(lambda r: response(b"<html>bad gateway</html>", 502,
                                                        b"Bad Gateway"))) as (_, url):
-            kube, _ = _kube(url)
+            kube, _ = kube_for(url)
             with pytest.raises(ApiError) as err:
                 await kube.merge_patch("/api/v1/namespaces/ns/pods/p", {"a": 1})
             assert err.value.status == 502
@@ -80,7 +68,7 @@ def test_merge_patch_and_create_send_their_content_types_and_bodies() -> None:
     async def go() -> None:
         async with serve(answer_all(lambda r: response(b'{"metadata":{"name":"e1"}}'))) as (
                 server, url):
-            kube, _ = _kube(url)
+            kube, _ = kube_for(url)
             await kube.merge_patch("/api/v1/namespaces/ns/pods/p", {"metadata": {"x": "1"}})
             made = await kube.create("/api/v1/namespaces/ns/events", {"reason": "R"})
             assert made == {"metadata": {"name": "e1"}}
@@ -98,8 +86,8 @@ def test_names_are_quoted_so_they_cannot_break_the_request_line() -> None:
     """A /bind body is input: a name with CR/LF or spaces must not inject headers."""
 
     async def go() -> None:
-        async with serve(answer_all(_created)) as (server, url):
-            kube, _ = _kube(url)
+        async with serve(answer_all(created)) as (server, url):
+            kube, _ = kube_for(url)
             await kube.bind("ns", "p 0\r\nX-Evil: 1", "u", "n")
             req = server.requests[0]
             assert req.header(b"x-evil") == []
@@ -110,8 +98,8 @@ def test_names_are_quoted_so_they_cannot_break_the_request_line() -> None:
 
 def test_base_url_path_prefix_is_kept() -> None:
     async def go() -> None:
-        async with serve(answer_all(_created)) as (server, url):
-            kube, _ = _kube(url, "/k8s/clusters/c-1/")
+        async with serve(answer_all(created)) as (server, url):
+            kube, _ = kube_for(url, "/k8s/clusters/c-1/")
             await kube.bind("ns", "p", "u", "n")
             assert server.requests[0].target.startswith(b"/k8s/clusters/c-1/api/v1/")
 
@@ -123,7 +111,7 @@ def test_without_a_writer_httpx_carries_the_same_request() -> None:
 
     async def handler(peer: Peer) -> None:
         while (req := await peer.request()) is not None:
-            await peer.send(_created(req))
+            await peer.send(created(req))
 
     async def go() -> None:
         async with serve(handler) as (server, url):
@@ -160,16 +148,16 @@ def test_binding_read_then_dropped_by_the_server_is_an_error_not_a_second_bindin
     async def handler(peer: Peer) -> None:
         req = await peer.request()
         assert req is not None
-        await peer.send(_created(req))
+        await peer.send(created(req))
         if peer.index == 0:
             await peer.request()
             return  # closes without an answer
         while (req := await peer.request()) is not None:
-            await peer.send(_created(req))
+            await peer.send(created(req))
 
     async def go() -> None:
         async with serve(handler) as (server, url):
-            kube, transport = _kube(url)
+            kube, transport = kube_for(url)
             await kube.bind("ns", "p-0", "u-0", "node-1")
             with pytest.raises(httpx.RemoteProtocolError, match="POST is not resent"):
                 await kube.bind("ns", "p-1", "u-1", "node-1")

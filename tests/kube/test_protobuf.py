@@ -4,7 +4,6 @@ encoding, and the framing and envelope are read as kube-apiserver writes them.""
 
 from __future__ import annotations
 
-import calendar
 import importlib.util
 import shutil
 import subprocess
@@ -16,123 +15,14 @@ from google.protobuf import descriptor_pb2
 
 from extender.core.model.convert import pod_from_k8s
 from extender.kube import protobuf
+from tests.kube.watch_wire import RICH_POD, fill_proto, watch_frame
 
 REPO = Path(__file__).resolve().parents[2]
 
-RICH_POD: dict[str, Any] = {
-    "apiVersion": "v1", "kind": "Pod",
-    "metadata": {
-        "name": "trainer-0", "namespace": "ml", "uid": "u-1", "resourceVersion": "42",
-        "creationTimestamp": "2026-11-24T07:14:48Z",
-        "deletionTimestamp": "2026-11-24T08:00:00Z",
-        "labels": {"scheduling.x-k8s.io/pod-group": "g", "app": "x", "empty": ""},
-        "annotations": {"scheduling.k8s.io/group-name": "v"},
-        "managedFields": [{"manager": "kubectl", "operation": "Update"}],
-    },
-    "spec": {
-        "containers": [
-            {"name": "a", "image": "i", "resources": {
-                "requests": {"cpu": "500m", "memory": "1Gi"},
-                "limits": {"cpu": "1", "nvidia.com/gpu": "2"}}},
-            {"name": "b", "image": "i"},
-        ],
-        "initContainers": [
-            {"name": "sidecar", "image": "i", "restartPolicy": "Always",
-             "resources": {"requests": {"cpu": "100m"}}},
-            {"name": "init", "image": "i", "resources": {"requests": {"cpu": "2"}}},
-        ],
-        "overhead": {"cpu": "50m"},
-        "resources": {"requests": {"memory": "3Gi"}},
-        "nodeName": "n1", "schedulerName": "gang", "priority": 7,
-        "preemptionPolicy": "Never",
-        "nodeSelector": {"zone": "a"},
-        "schedulingGates": [{"name": "wait"}],
-        "schedulingGroup": {"podGroupName": "wg"},
-        "tolerations": [
-            {"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"},
-            {"operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
-        ],
-        "affinity": {
-            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [
-                    {"key": "zone", "operator": "In", "values": ["a", "b"]}],
-                    "matchFields": [{"key": "metadata.name", "operator": "NotIn",
-                                     "values": ["n9"]}]}]}},
-            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-                "labelSelector": {"matchLabels": {"app": "x"}, "matchExpressions": [
-                    {"key": "tier", "operator": "Exists"}]},
-                "topologyKey": "kubernetes.io/hostname", "namespaces": ["ml"],
-                "namespaceSelector": {}}]},
-        },
-        "hostname": "h", "serviceAccountName": "sa",  # read by nobody
-    },
-    "status": {
-        "phase": "Pending", "nominatedNodeName": "n-7",
-        "conditions": [{"type": "PodScheduled", "status": "False",
-                        "reason": "Unschedulable", "message": "no",
-                        "lastTransitionTime": "2026-11-24T07:15:00Z"}],
-    },
-}
-
-
-def _fill(msg: Any, obj: dict[str, Any]) -> Any:
-    """A test-side JSON-to-protobuf encoder for the shapes above: Quantity and Time
-    are messages in protobuf and strings in JSON, which `json_format` does not know."""
-    for key, value in obj.items():
-        if key in ("apiVersion", "kind"):
-            continue
-        fd = msg.DESCRIPTOR.fields_by_name[key]
-        sub = fd.message_type
-        if sub is not None and sub.GetOptions().map_entry:
-            vfd = sub.fields_by_name["value"]
-            for k, v in value.items():
-                if vfd.message_type is None:
-                    getattr(msg, key)[k] = v
-                else:
-                    _scalar_message(getattr(msg, key)[k], v)
-        elif fd.is_repeated:
-            for v in value:
-                if sub is None:
-                    getattr(msg, key).append(v)
-                else:
-                    _fill(getattr(msg, key).add(), v)
-        elif sub is None:
-            setattr(msg, key, value)
-        elif sub.full_name.endswith((".Time", ".Quantity")):
-            _scalar_message(getattr(msg, key), value)
-        else:
-            getattr(msg, key).SetInParent()
-            _fill(getattr(msg, key), value)
-    return msg
-
-
-def _scalar_message(msg: Any, value: str) -> None:
-    if msg.DESCRIPTOR.name == "Quantity":
-        msg.string = value
-    else:
-        msg.seconds = calendar.timegm(
-            __import__("time").strptime(value, "%Y-%m-%dT%H:%M:%SZ"))
-
-
-def _envelope(kind: str, raw: bytes) -> bytes:
-    unknown: Any = protobuf._Unknown()
-    unknown.typeMeta.apiVersion = "v1"
-    unknown.typeMeta.kind = kind
-    unknown.raw = raw
-    return b"k8s\x00" + bytes(unknown.SerializeToString())
-
-
-def _frame(etype: str, kind: str, raw: bytes) -> bytes:
-    event: Any = protobuf._WatchEvent()
-    event.type = etype
-    event.object.raw = _envelope(kind, raw)
-    data = bytes(event.SerializeToString())
-    return len(data).to_bytes(4, "big") + data
-
 
 def test_a_pod_converts_the_same_from_protobuf_as_from_json() -> None:
-    msg = _fill(protobuf.Pod(), RICH_POD)
-    frame = _frame("MODIFIED", "Pod", msg.SerializeToString())
+    msg = fill_proto(protobuf.Pod(), RICH_POD)
+    frame = watch_frame("MODIFIED", "Pod", msg.SerializeToString())
     [data] = list(protobuf.frames(bytearray(frame)))
     etype, decoded = protobuf.decode_event(data, protobuf.Pod)
     assert etype == "MODIFIED"
@@ -150,12 +40,12 @@ def test_a_pod_converts_the_same_from_protobuf_as_from_json() -> None:
 def test_a_minimal_pod_keeps_the_json_defaults() -> None:
     pod = {"metadata": {"name": "p", "namespace": "d", "uid": "u"},
            "spec": {"containers": [{"name": "c", "image": "i"}]}}
-    decoded = protobuf.Pod.FromString(_fill(protobuf.Pod(), pod).SerializeToString())
+    decoded = protobuf.Pod.FromString(fill_proto(protobuf.Pod(), pod).SerializeToString())
     assert pod_from_k8s(protobuf.pod_dict(decoded)) == pod_from_k8s(pod)
 
 
 def test_frames_keep_an_incomplete_frame_for_the_next_read() -> None:
-    a = _frame("ADDED", "Pod", _fill(protobuf.Pod(), {"metadata": {"name": "a"}})
+    a = watch_frame("ADDED", "Pod", fill_proto(protobuf.Pod(), {"metadata": {"name": "a"}})
                .SerializeToString())
     buf = bytearray(a + a[:7])
     assert len(list(protobuf.frames(buf))) == 1
@@ -168,7 +58,7 @@ def test_an_error_event_is_its_status() -> None:
     status: Any = protobuf._Status()
     status.code, status.reason, status.message = 410, "Expired", "too old"
     [data] = list(protobuf.frames(bytearray(
-        _frame("ERROR", "Status", status.SerializeToString()))))
+        watch_frame("ERROR", "Status", status.SerializeToString()))))
     assert protobuf.decode_event(data, protobuf.Pod) == (
         "ERROR", {"code": 410, "reason": "Expired", "message": "too old"})
 

@@ -22,8 +22,8 @@ from extender.kube.source_kinds import (
     group_api_version,
 )
 from extender.reporting.events import group_ref
+from tests.kube.watch_wire import QuietWatch
 from tests.reporting.status_env import T0
-from tests.reporting.test_sources_reporting import _QuietWatch
 
 PG = {"metadata": {"namespace": "versions", "name": "up", "uid": "u-1",
                    "creationTimestamp": "2026-11-24T10:25:29Z"},
@@ -48,7 +48,7 @@ class OneVersionServer:
             return httpx.Response(200, json={"kind": "APIResourceList", "resources": [
                 {"name": "podgroups"}, {"name": "podgroups/status"}, {"name": "workloads"}]})
         if "watch" in request.url.params:
-            return httpx.Response(200, stream=_QuietWatch())
+            return httpx.Response(200, stream=QuietWatch())
         return httpx.Response(200, content=orjson.dumps(
             {"items": [PG], "metadata": {"resourceVersion": "1"}}))
 

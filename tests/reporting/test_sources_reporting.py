@@ -24,6 +24,7 @@ from extender.reporting.kinds import observed_kinds, source_kinds
 from extender.reporting.status import StatusWriter
 from extender.scheduler.debug import install_podgroups_route
 from tests.core.sim import pod
+from tests.kube.watch_wire import QuietWatch
 from tests.reporting.status_env import T0, Env, make_env
 
 
@@ -152,15 +153,6 @@ def test_a_pod_json_with_kueue_keys_joins_its_gang_through_the_kinds() -> None:
 # ----- the informer: optional APIs --------------------------------------------------------
 
 
-class _QuietWatch(httpx.AsyncByteStream):
-    """A watch that sends nothing and ends after a moment (a real one blocks)."""
-
-    async def __aiter__(self) -> Any:
-        await asyncio.sleep(0.02)
-        return
-        yield b""
-
-
 class FakeServer:
     """An API server whose Volcano CRD can be installed and removed."""
 
@@ -180,7 +172,7 @@ class FakeServer:
         if path.startswith("/apis/scheduling.k8s.io"):
             return httpx.Response(404, json={"kind": "Status", "reason": "NotFound"})
         if "watch" in request.url.params:
-            return httpx.Response(200, stream=_QuietWatch())
+            return httpx.Response(200, stream=QuietWatch())
         items = self.groups if path.startswith(VOLCANO_PATH) else []
         return httpx.Response(200, content=orjson.dumps(
             {"items": items, "metadata": {"resourceVersion": "1"}}))

@@ -16,7 +16,7 @@ from e2e.harness.target import kube
 from extender.core.model.convert import pod_from_k8s
 from extender.kube import protobuf
 from extender.kube.client import Kube, ProtoDecoder, make_kube
-from tests.kube.test_protobuf import RICH_POD
+from tests.kube.watch_wire import RICH_POD
 
 pytestmark = pytest.mark.e2e
 
