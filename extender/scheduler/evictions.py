@@ -50,7 +50,7 @@ class EvictionConfig:
 class Evictions:
     def __init__(
         self,
-        kube: EvictionApi | None,
+        kube: EvictionApi,
         config: EvictionConfig | None = None,
         on_result: Callable[[str], None] | None = None,
     ) -> None:
@@ -80,8 +80,6 @@ class Evictions:
             self.on_result(result)
 
     async def _evict(self, pod: PodRef, gang: str) -> None:
-        if self.kube is None:
-            return
         delay = self.config.first_delay
         for attempt in range(1, self.config.attempts + 1):
             try:
@@ -112,11 +110,9 @@ class Evictions:
 
     async def _evict_victim(self, pod: PodRef, unit: str, preemptor: str,
                             answer: Answer | None) -> None:
-        error = "no Kubernetes client configured"
+        error = "no attempt allowed (preemption_attempts is 0)"
         delay = self.config.preemption_delay
         for attempt in range(1, self.config.preemption_attempts + 1):
-            if self.kube is None:
-                break
             try:
                 await self.kube.evict(pod.namespace, pod.name, pod.uid)
             except ApiError as exc:

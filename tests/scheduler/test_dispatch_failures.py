@@ -270,6 +270,21 @@ def test_a_transient_error_on_a_victim_is_tried_a_few_times() -> None:
     assert len(kube.calls) == 3 and answers[0][1] is not None
 
 
+def test_a_victim_with_no_attempt_allowed_is_refused_saying_why() -> None:
+    kube = ScriptedKube([])
+    answers: list[tuple[str, str | None]] = []
+    ev = Evictions(kube, EvictionConfig(preemption_attempts=0))
+
+    async def run() -> None:
+        ev.add(EvictPods("ns/low", (PodRef("ns", "low-0", "u0"),), "preempted",
+                         preemptor="ns/high"), lambda uid, error: answers.append((uid, error)))
+        await ev.idle()
+
+    asyncio.run(run())
+    assert kube.calls == []
+    assert answers == [("u0", "no attempt allowed (preemption_attempts is 0)")]
+
+
 def test_the_dispatcher_feeds_a_victims_answer_to_the_manager() -> None:
     """A refusal reaches the gang manager: its preemptor's hold is released."""
     from tests.core.sim import group, node, pod
