@@ -19,7 +19,9 @@
   `**kwargs` each count one). Dataclasses are not counted: their fields are the data
   they carry (`PodInfo`), or parts grouped as one concept (`ClusterView`, `Waiting`),
   or the gang manager's wiring record (`wiring.Core`, built by `Core.wire`, which is
-  where the parts meet, as `serve.py` is for the adapters);
+  where the parts meet, as `serve.py` is for the adapters). A dataclass that compares
+  by identity (`eq=False`) is a part declared as its collaborators (`Timeouts`): its
+  fields count, as an `__init__`'s parameters would;
 * no module imports one that imports it back, directly or around a loop, counting every
   import statement, those under `if TYPE_CHECKING:` and inside functions included.
 
@@ -173,13 +175,30 @@ def private_import_violations(source: str, path: str) -> list[Violation]:
 MAX_COLLABORATORS = 6
 
 
+def _part_fields(node: ast.ClassDef) -> int | None:
+    """The fields its constructor takes, for a dataclass declared `eq=False` (a part,
+    equal only to itself, whose fields are its collaborators); None for any other class."""
+    part = any(isinstance(d, ast.Call) and any(
+        k.arg == "eq" and isinstance(k.value, ast.Constant) and k.value.value is False
+        for k in d.keywords) for d in node.decorator_list)
+    if not (part and _is_dataclass(node)):
+        return None
+    return sum(1 for item in node.body
+               if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+               and "ClassVar" not in ast.unparse(item.annotation)
+               and "init=False" not in ast.unparse(item.value or ast.Constant(None)))
+
+
 def constructor_violations(source: str, path: str) -> list[Violation]:
     """Classes whose own `__init__` takes more than MAX_COLLABORATORS parameters
-    besides `self`."""
+    besides `self`, and parts declared as dataclasses with more fields than that."""
     out = []
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.ClassDef):
             continue
+        fields = _part_fields(node)
+        if fields is not None and fields > MAX_COLLABORATORS:
+            out.append(Violation(path, _line(node), f"{node.name} takes {fields} collaborators"))
         for item in node.body:
             if isinstance(item, ast.FunctionDef) and item.name == "__init__":
                 a = item.args
@@ -309,6 +328,19 @@ def test_no_constructor_takes_more_than_six_collaborators() -> None:
 def test_the_constructor_check_counts_every_parameter(params: str, found: list[str]) -> None:
     source = f"class A:\n    def __init__(self, {params}) -> None:\n        pass\n"
     assert [v.what for v in constructor_violations(source, "x.py")] == found
+
+
+@pytest.mark.parametrize(("decorator", "found"), [
+    ("@dataclass(frozen=True, slots=True, eq=False)", ["A takes 7 collaborators"]),
+    ("@dataclasses.dataclass(eq=False)", ["A takes 7 collaborators"]),
+    ("@dataclass(frozen=True)", []),  # a record: its fields are data
+])
+def test_the_constructor_check_counts_a_part_s_fields(decorator: str, found: list[str]) -> None:
+    fields = "".join(f"    f{i}: int\n" for i in range(7))
+    source = f"{decorator}\nclass A:\n{fields}    K: ClassVar[int] = 0\n"
+    assert [v.what for v in constructor_violations(source, "x.py")] == found
+    lazy = source.replace("    f6: int\n", "    f6: int = field(init=False)\n")
+    assert constructor_violations(lazy, "x.py") == []
 
 
 @pytest.mark.parametrize(("source", "what"), [

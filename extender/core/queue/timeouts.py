@@ -9,6 +9,8 @@ is Failed at the retry limit.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from extender.core.explain import Explanations
 from extender.core.ledger import Ledger, Reservation
 from extender.core.model import messages
@@ -25,37 +27,32 @@ from extender.core.view import ClusterView
 COMMIT_GRACE_SECONDS = 10.0
 
 
+@dataclass(frozen=True, slots=True, eq=False)
 class Timeouts:
-    def __init__(
-        self,
-        view: ClusterView,
-        ledger: Ledger,
-        backoffs: Backoffs,
-        explanations: Explanations,
-        queue: GangQueue,
-        outbox: Outbox,
-    ) -> None:
-        self._config = view.config
-        self._cache = view.cache
-        self._ledger = ledger
-        self._backoffs = backoffs
-        self._explanations = explanations
-        self._queue = queue
-        self._outbox = outbox
+    """Keeps nothing of its own (the ledger keeps the reservations, the backoffs the
+    retries), so it is its collaborators alone: frozen, since the core is wired once
+    (`Core.wire`), and compared by identity, as a part is."""
+
+    view: ClusterView
+    ledger: Ledger
+    backoffs: Backoffs
+    explanations: Explanations
+    queue: GangQueue
+    outbox: Outbox
 
     def expire(self, now: float) -> None:
         """Release every reservation past its deadline, unless its Bindings are in
         flight (their answers decide) or it committed a moment ago (failed Bindings get
         kube-scheduler's retry first)."""
-        for res in self._ledger.expired(now):
-            if self._ledger.binding_in_flight(res.gang):
+        for res in self.ledger.expired(now):
+            if self.ledger.binding_in_flight(res.gang):
                 continue
             if res.committed_at is not None and now < res.committed_at + COMMIT_GRACE_SECONDS:
                 continue
-            if res.gang not in self._cache.groups and res.gang.startswith("pod "):
+            if res.gang not in self.view.cache.groups and res.gang.startswith("pod "):
                 # A plain preemptor's own reservation: nothing to back off, it may
                 # preempt again if it is still unschedulable.
-                self._ledger.release(res, f"{res.gang} was not bound in time")
+                self.ledger.release(res, f"{res.gang} was not bound in time")
                 continue
             self._time_out(res, now)
 
@@ -66,42 +63,42 @@ class Timeouts:
         if bo.failed:
             reason = Reason.FAILED
             body = (f"timed out {bo.attempts} time(s); retry limit "
-                    f"{self._config.backoff.retry_limit} reached, the group is Failed")
+                    f"{self.view.config.backoff.retry_limit} reached, the group is Failed")
         elif bo.until > now:
             reason = Reason.BACKING_OFF
             body = (f"timed out {bo.attempts} time(s); backing off {bo.until - now:.0f}s "
                     f"more (carried over from status.requeueState)")
         else:
             return
-        self._explanations.set(group.key, reason, f"gang {group.key}: {body}", now)
+        self.explanations.set(group.key, reason, f"gang {group.key}: {body}", now)
 
     def check_quorum_bound(self, gang: str, now: float) -> None:
-        group = self._cache.groups.get(gang)
+        group = self.view.cache.groups.get(gang)
         # This runs on every event of every member: the count is kept, not walked
         # (cache/tally.py), and only gangs with a reservation have anything to finish.
-        if group is None or gang not in self._ledger:
+        if group is None or gang not in self.ledger:
             return
-        if self._cache.tally(group).bound_or_succeeded < group.min_member:
+        if self.view.cache.tally(group).bound_or_succeeded < group.min_member:
             return
-        if self._ledger.bound(gang) is None:
+        if self.ledger.bound(gang) is None:
             return
-        if self._backoffs.drop(gang):
-            self._explanations.retry_limit_lifted(gang)
-        self._queue.start_over(gang)
-        seconds = self._queue.quorum_seconds(gang, now)
+        if self.backoffs.drop(gang):
+            self.explanations.retry_limit_lifted(gang)
+        self.queue.start_over(gang)
+        seconds = self.queue.quorum_seconds(gang, now)
         msg = messages.quorum_bound(gang, group.min_member)
-        self._explanations.set(gang, Reason.BOUND, msg, now)
+        self.explanations.set(gang, Reason.BOUND, msg, now)
         gref = GroupRef(group.namespace, group.name, group.uid, group.source)
-        self._outbox.append(GangBound(gref, msg, seconds))
+        self.outbox.append(GangBound(gref, msg, seconds))
 
     def _time_out(self, res: Reservation, now: float) -> None:
-        group = self._cache.groups.get(res.gang)
-        assembled = self._ledger.assembled(group) if group else 0
+        group = self.view.cache.groups.get(res.gang)
+        assembled = self.ledger.assembled(group) if group else 0
         need = group.min_member if group else 0
         source, namespace, name = split_gang_key(res.gang)
         gref = GroupRef(namespace, name, res.group_uid, source)
-        bo = self._backoffs.timed_out(gref, now)
-        policy = self._config.backoff
+        bo = self.backoffs.timed_out(gref, now)
+        policy = self.view.config.backoff
         if bo.failed:
             reason = Reason.FAILED
             body = (
@@ -115,8 +112,8 @@ class Timeouts:
                 f"ready (attempt {bo.attempts}); backing off {policy.delay(bo.attempts):g}s"
             )
         if group is not None:
-            body += self._config.timeout_capped(group.schedule_timeout_seconds)
-        members = self._cache.members(group) if group else []
+            body += self.view.config.timeout_capped(group.schedule_timeout_seconds)
+        members = self.view.cache.members(group) if group else []
         # Partial: its commit let members through, some were bound, the quorum never was
         # (a Binding failed for good, or a member vanished). Only what this commit bound
         # is evicted: never a gang this process did not place.
@@ -126,11 +123,11 @@ class Timeouts:
                      f"the gang is placed again whole")
         msg = f"gang {res.gang}: {body}"
         slots, nodes = len(res.slots), len({s.node for s in res.slots.values()})
-        self._ledger.release(res, body)
-        self._queue.quorum_seconds(res.gang, now)  # the next attempt measures afresh
-        self._explanations.set(res.gang, reason, msg, now)
+        self.ledger.release(res, body)
+        self.queue.quorum_seconds(res.gang, now)  # the next attempt measures afresh
+        self.explanations.set(res.gang, reason, msg, now)
         unbound = tuple(ref(m) for m in members if not m.node_name)
-        self._outbox.append(GangTimedOut(gref, msg, bo.attempts, None if bo.failed else bo.until,
-                                         slots, nodes, res.created, unbound, partial))
+        self.outbox.append(GangTimedOut(gref, msg, bo.attempts, None if bo.failed else bo.until,
+                                        slots, nodes, res.created, unbound, partial))
         if partial:
-            self._outbox.append(EvictPods(res.gang, partial, msg))
+            self.outbox.append(EvictPods(res.gang, partial, msg))
