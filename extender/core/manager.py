@@ -162,6 +162,8 @@ class GangManager:
             if pod.uid in self._core.tombstones:
                 return reject(node_names, f"pod {pod.key} (uid {pod.uid}) was deleted")
             self._watch.on_pod_from_filter(pod, now)  # the watch has not delivered it yet
+            # As the cache holds it: a JobSet's pod in the gang its JobSet's split gives.
+            pod = self._cache.pods.get(pod.uid, pod)
         else:
             pod = known
         if pod.node_name:

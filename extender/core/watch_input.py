@@ -5,6 +5,8 @@ A pod event can touch nearly every part: the cache's capacity, the ledger's slot
 waiting binds, preemptions, parked members, the arrival clock, the queue, and for a Kueue
 pod group the group derived from its pods. A pod group event restores what its status
 kept over a restart (backoff, starvation clock) and may complete a gang whose binds wait.
+A JobSet's pod joins the gang its JobSet's split gives it (`sources.jobset_resolve`),
+decided here as the pod comes in and again for all of them when the split changes.
 Both run on the server's one event loop, like the manager that hands them over.
 """
 
@@ -14,9 +16,17 @@ import dataclasses
 import math
 from collections.abc import Set
 
+from extender.core.cache.jobset_pods import JobSetPods
 from extender.core.model import messages
-from extender.core.model.sources import kueue_group
-from extender.core.model.types import KUEUE, NOT_A_MEMBER, CompositeInfo, GroupInfo, PodInfo
+from extender.core.model.sources import JOBSET, jobset_resolve, kueue_group
+from extender.core.model.types import (
+    KUEUE,
+    NOT_A_MEMBER,
+    CompositeInfo,
+    GroupInfo,
+    PodInfo,
+    gang_key,
+)
 from extender.core.model.vocabulary import WakePods
 from extender.core.planner.warmup import Warmup
 from extender.core.wiring import Core
@@ -37,6 +47,7 @@ class WatchInput:
         # a relist can tell the rest of the core that such a pod is gone, if it went
         # while the watch was down (`pods_listed`).
         self._unlisted: dict[str, float] = {}
+        self._jobset_pods = JobSetPods()
 
     def on_pod_from_filter(self, pod: PodInfo, now: float) -> None:
         """A pod a filter call asks about, which the watch has not delivered yet."""
@@ -67,6 +78,9 @@ class WatchInput:
             # Another scheduler's gang (Volcano's, Coscheduling's, the default scheduler's
             # under Kueue): its capacity once bound, never a member planned or reported here.
             pod = dataclasses.replace(pod, membership=NOT_A_MEMBER)
+        elif pod.membership is not None and pod.membership.jobset is not None:
+            pod = self._resolved(pod)
+        self._jobset_pods.seen(pod)
         if pod.node_name:  # the watch delivered it bound: fresh only a moment more
             self._ledger.staleness.seen_bound(pod.uid, now)
         if pod.node_name or pod.terminal or pod.deleting:
@@ -80,12 +94,7 @@ class WatchInput:
         gang = pod.gang
         old_gang = old.gang if old is not None else None
         if old_gang is not None and old_gang != gang:
-            # Relabelled out of its gang: it no longer has that gang's slot or bind.
-            left = f"pod {pod.key} left gang {old_gang}"
-            old_res = self._ledger.get(old_gang)
-            if old_res is not None and pod.uid in old_res.slots:
-                self._ledger.unreserve(old_res, pod.uid, left)
-            self._ledger.reject(pod.uid, left)
+            self._left(pod, old_gang)
         pending = not (pod.node_name or pod.terminal or pod.deleting or pod.gated)
         if gang is not None and pending and (
             (old is None and now - pod.creation < _ARRIVAL_MAX_AGE_SECONDS)
@@ -94,6 +103,40 @@ class WatchInput:
             # Created just now, or its scheduling gates were lifted: the gang is arriving.
             c.arrivals.member_arrived(gang, now)
         self.pod_changed(pod, old, now)
+
+    def _left(self, pod: PodInfo, old_gang: str) -> None:
+        """Relabelled out of its gang (or moved by its JobSet's split): it no longer has
+        that gang's slot or bind."""
+        left = f"pod {pod.key} left gang {old_gang}"
+        old_res = self._ledger.get(old_gang)
+        if old_res is not None and pod.uid in old_res.slots:
+            self._ledger.unreserve(old_res, pod.uid, left)
+        self._ledger.reject(pod.uid, left)
+
+    def _resolved(self, pod: PodInfo) -> PodInfo:
+        """`pod` in the gang its JobSet's split gives it, as the JobSet's gang in the
+        cache says (the set's gang while the JobSet is not known)."""
+        m = pod.membership
+        if m is None or m.jobset is None:
+            return pod
+        group = self._cache.groups.get(gang_key(JOBSET, pod.namespace, m.jobset.set_gang))
+        resolved = jobset_resolve(m, group.jobset_split if group is not None else None)
+        return pod if resolved is m else dataclasses.replace(pod, membership=resolved)
+
+    def _split_changed(self, group: GroupInfo, now: float) -> None:
+        """A JobSet's split, read for the first time or changed: each of its pods moves
+        to the gang it now gives, as a relabelled pod does (its tallies move, it leaves
+        its old gang's slot and waiting bind)."""
+        for uid in self._jobset_pods.of(group.key):
+            old = self._cache.pods.get(uid)
+            if old is None:
+                continue
+            pod = self._resolved(old)
+            if pod is old or pod.gang == old.gang:
+                continue
+            if old.gang is not None:
+                self._left(pod, old.gang)
+            self.pod_changed(pod, old, now)
 
     def pod_changed(self, pod: PodInfo, old: PodInfo | None, now: float) -> None:
         """What every new copy of a pod means, from the watch (`on_pod`) or from a
@@ -136,6 +179,7 @@ class WatchInput:
     def on_pod_deleted(self, uid: str, now: float | None = None) -> None:
         c = self._core
         self._unlisted.pop(uid, None)
+        self._jobset_pods.drop(uid)
         c.tombstones.add(uid, now)
         self._ledger.staleness.landed(uid)
         self._ledger.settle(uid)
@@ -199,6 +243,7 @@ class WatchInput:
             # (`queue/composite_unit.py`): both look again at what it asks.
             self._cache.upsert_composite(group)
             c.queue.members_changed()
+            c.disruptions.group_changed(group.key, now)  # its mode: its children with it
             return
         old = self._cache.groups.get(group.key)
         if c.backoffs.group_changed(old, group):
@@ -214,6 +259,9 @@ class WatchInput:
         elif old is not None and old.uid != group.uid:
             self._ledger.withdraw(group.key, f"PodGroup {group.key} was recreated")
         self._cache.upsert_group(group)
+        if group.jobset_split is not None and (old is None
+                                               or old.jobset_split != group.jobset_split):
+            self._split_changed(group, now)
         c.queue.members_changed()
         # A lower minMember may complete a gang whose binds wait.
         self._ledger.commit(group, now)
@@ -224,6 +272,7 @@ class WatchInput:
         c = self._core
         if self._cache.remove_composite(key) is not None:
             c.queue.members_changed()
+            c.disruptions.group_deleted(key)
             return
         res = self._ledger.get(key)
         if res is not None:

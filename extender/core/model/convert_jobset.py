@@ -23,15 +23,21 @@ not how many of its pods must start together. Three things change that count:
   strategy (`alpha.jobset.sigs.k8s.io/node-selector`): JobSet's admission webhook
   refuses a Job's other pods until its first ("leader") pod is bound, so only the
   leaders exist before anything is bound. Each such Job counts one pod, and the rest
-  of each Job follows its leader. (The planner does not yet place leaders of several
-  Jobs together: it reads each one's self-selecting affinity as the whole gang's domain;
-  docs/integrations.md, "JobSet".)
+  of each Job follows its leader.
 * **Opting out**: the annotation `gang-extender.x-k8s.io/jobset-gang: "off"` makes the
   quorum 1, each pod placed on its own as if no gang existed.
-* **A gang per Job**: the same annotation, `per-job`, on a replicated Job's pod template
-  (where its pods carry it: a pod's gang follows from the pod alone) makes each Job of
-  that replicated Job a gang of its own (`sources.jobset_job_gang_name`), of that Job's
-  pods; they leave the set's gang. `jobset_groups_from_k8s` gives every gang.
+* **Splitting the set**: the same annotation on the JobSet, `per-job`, makes each Job
+  a gang of its own (`sources.jobset_job_gang_name`), of that Job's pods;
+  `per-replicated-job` makes each replicated Job one (`sources.jobset_rjob_gang_name`),
+  of all its Jobs' pods. Each such gang's quorum is counted by the rules above, for its
+  own Jobs; its gang name carries the set's, so an old attempt's pods never count
+  toward it either. Set on one replicated Job's pod template, `per-job` splits that
+  one alone, whatever the JobSet says. The JobSet controller copies none of the
+  JobSet's annotations to its pods, so the set's gang carries the split
+  (`GroupInfo.jobset_split`), and the core moves each pod to its gang from its
+  replicated Job and Job index labels (`sources.jobset_resolve`), as a pod relabelled:
+  when the JobSet is read after its pods, or its split changes, its pods' tallies move.
+  `jobset_groups_from_k8s` gives every gang.
 
 The JobSet's `gang-extender.x-k8s.io/topology-required` and `topology-preferred`
 annotations are the gang's topology, as on a PodGroup (docs/topology.md): the whole
@@ -48,17 +54,18 @@ from extender.core.model.annotations import topology_of
 from extender.core.model.sources import (
     JOBSET,
     JOBSET_GANG_ANNOTATION,
+    JOBSET_MODES,
+    JOBSET_OFF,
     JOBSET_PER_JOB,
+    JOBSET_PER_RJOB,
+    JOBSET_SET,
     jobset_gang_name,
     jobset_job_gang_name,
+    jobset_rjob_gang_name,
 )
 from extender.core.model.types import GroupInfo
 
 __all__ = ["JOBSET_GANG_ANNOTATION", "jobset_group_from_k8s", "jobset_groups_from_k8s"]
-
-# The JobSet's gang annotation: "set" (the default, one gang) or "off"; "per-job" only on
-# a replicated Job's pod template (`sources.JOBSET_GANG_ANNOTATION`).
-_MODES = ("set", "off")
 
 # JobSet's own annotations (JobSet API v1alpha2, read as documented there).
 EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
@@ -68,19 +75,14 @@ NODE_SELECTOR_STRATEGY = "alpha.jobset.sigs.k8s.io/node-selector"
 def _mode(annotations: Mapping[str, str]) -> str:
     """The gang annotation, refused with the allowed values when it is none of them:
     read as "set", a misspelt "off" would make a JobSet whose user wanted no gang wait
-    for all of its pods."""
+    for all of its pods (the error names the JobSet: `fields.guarded`)."""
     raw = annotations.get(JOBSET_GANG_ANNOTATION)
     if raw is None:
-        return "set"
+        return JOBSET_SET
     mode = raw.strip()
-    if mode == JOBSET_PER_JOB:
-        raise ValueError(f"metadata.annotations[{JOBSET_GANG_ANNOTATION}]: {raw!r} goes on "
-                         f"the pod template of each replicated Job to split "
-                         f"(spec.replicatedJobs[*].template.spec.template.metadata."
-                         f"annotations), whose pods carry it; on the JobSet: 'set' or 'off'")
-    if mode not in _MODES:
+    if mode not in JOBSET_MODES:
         raise ValueError(f"metadata.annotations[{JOBSET_GANG_ANNOTATION}]: {raw!r} is not "
-                         f"one of {', '.join(map(repr, _MODES))}")
+                         f"one of {', '.join(map(repr, JOBSET_MODES))}")
     return mode
 
 
@@ -153,9 +155,11 @@ def _build_jobset(obj: Mapping[str, Any], _ident: str) -> list[GroupInfo]:
                      and NODE_SELECTOR_STRATEGY not in annotations)
 
     quorum = 0
-    jobs: list[tuple[str, int]] = []  # (gang name, quorum) of each Job of a per-job rjob
+    split: dict[str, str] = {}  # replicated Job -> how it is split off the set's gang
+    parts: list[tuple[str, int]] = []  # (gang name, quorum) of each gang split off
     set_gang = jobset_gang_name(name, uid, attempt)
     replicas_of: dict[str, int] = {}
+    later = False  # InOrder: a replicated Job before this one has not started
     for i, rjob in enumerate(fields.as_list(spec.get("replicatedJobs"), "spec.replicatedJobs")):
         w = f"spec.replicatedJobs[{i}]"
         rjob = fields.as_obj(rjob, w)
@@ -164,6 +168,15 @@ def _build_jobset(obj: Mapping[str, Any], _ident: str) -> list[GroupInfo]:
         if replicas < 0:
             raise ValueError(f"{w}.replicas must be >= 0, got {replicas}")
         replicas_of[rname] = replicas
+        # Its split is the same before its stage starts as after: a pod's gang must not
+        # move as the JobSet's status does.
+        template = fields.as_obj(rjob.get("template"), f"{w}.template")
+        if _per_job(template, f"{w}.template") or mode == JOBSET_PER_JOB:
+            split[rname] = JOBSET_PER_JOB
+        elif mode == JOBSET_PER_RJOB:
+            split[rname] = JOBSET_PER_RJOB
+        if later:
+            continue
         # Created only once every replicated Job it depends on reached the status named.
         waits = False
         for j, dep in enumerate(fields.as_list(rjob.get("dependsOn"), f"{w}.dependsOn")):
@@ -174,42 +187,53 @@ def _build_jobset(obj: Mapping[str, Any], _ident: str) -> list[GroupInfo]:
                 waits = True
         if waits:
             continue
-        template = fields.as_obj(rjob.get("template"), f"{w}.template")
         tmeta = fields.as_obj(template.get("metadata"), f"{w}.template.metadata")
         tann = fields.as_str_map(tmeta.get("annotations"), f"{w}.template.metadata.annotations")
         exclusive = set_exclusive or (EXCLUSIVE_TOPOLOGY in tann
                                       and NODE_SELECTOR_STRATEGY not in tann)
         per_job = _pods_per_job(template, f"{w}.template")
         count = min(per_job, 1) if exclusive else per_job
-        if _per_job(template, f"{w}.template"):
-            jobs += [(jobset_job_gang_name(set_gang, rname, k), count) for k in range(replicas)]
+        how = split.get(rname)
+        if how == JOBSET_PER_JOB:
+            parts += [(jobset_job_gang_name(set_gang, rname, k), count) for k in range(replicas)]
+        elif how == JOBSET_PER_RJOB:
+            parts.append((jobset_rjob_gang_name(set_gang, rname), replicas * count))
         else:
             quorum += replicas * count
         if in_order and not _started(statuses, rname, replicas, "Ready"):
-            break  # InOrder: the next replicated Job waits until this one has started
+            later = True  # InOrder: the next replicated Job waits until this one has started
 
     required, preferred, error = topology_of(annotations)
     namespace = fields.shared(fields.as_str(meta.get("namespace"), "metadata.namespace",
                                             "default"))
     creation = fields.parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp")
+    seen: set[str] = {set_gang}
+    for gang, _ in parts:
+        if gang in seen:
+            raise ValueError(f"{JOBSET_GANG_ANNOTATION}: two gangs of this JobSet would be "
+                             f"named {gang!r} (a replicated Job's name is another's split "
+                             f"per Job with its index): rename one, or split both alike")
+        seen.add(gang)
     # "off": gangs of one, each pod placed alone. A gang of no pods at all is the same:
     # a quorum of 0 would let nothing count as short of it. The set's gang comes first,
-    # even with every pod in a Job's: the JobSet's key names it.
+    # even with every pod in another: the JobSet's key names it, and it carries the split.
     return [GroupInfo(namespace=namespace, name=gang, uid=uid, creation=creation,
-                      min_member=1 if mode == "off" else max(count, 1), source=JOBSET,
+                      min_member=1 if mode == JOBSET_OFF else max(count, 1), source=JOBSET,
                       topology_required=required, topology_preferred=preferred,
-                      topology_error=error)
-            for gang, count in [(set_gang, quorum), *jobs]]
+                      topology_error=error,
+                      jobset_split=tuple(sorted(split.items())) if gang == set_gang else None)
+            for gang, count in [(set_gang, quorum), *parts]]
 
 
 def jobset_groups_from_k8s(obj: Any) -> list[GroupInfo]:
     """A JobSet to its gangs (this module's docstring says how): the set's, then one per
-    Job of each replicated Job split "per-job"; a `ValueError` naming the JobSet and the
-    field for anything malformed, like every other source's objects."""
+    Job of each replicated Job split "per-job" and one per replicated Job split
+    "per-replicated-job", of the stages created so far; a `ValueError` naming the JobSet
+    and the field for anything malformed, like every other source's objects."""
     return fields.guarded("jobset", obj, _build_jobset)
 
 
 def jobset_group_from_k8s(obj: Any) -> GroupInfo:
-    """The JobSet's own gang (`jobset_groups_from_k8s`, first): of every pod not in a
-    gang of its Job."""
+    """The JobSet's own gang (`jobset_groups_from_k8s`, first): of every pod not split
+    off into a gang of its Job or replicated Job, and carrying the split."""
     return jobset_groups_from_k8s(obj)[0]

@@ -14,14 +14,18 @@ so the queue, the planner, reservations and the permit barrier never know the di
   `kueue.x-k8s.io/pod-group-total-count: "<n>"`; no object, the gang is its pods;
 * jobset: pods labelled by the JobSet controller (`jobset.sigs.k8s.io/jobset-name`,
   `jobset-uid`, `restart-attempt`), a JobSet `jobset.x-k8s.io/v1alpha2`: one gang per
-  JobSet and restart attempt (`jobset_gang_name`), or per Job where the pod's template
-  says "per-job" (`jobset_job_gang_name`), each quorum derived from the JobSet's
-  replicated Jobs (`convert_jobset.jobset_groups_from_k8s`).
+  JobSet and restart attempt (`jobset_gang_name`), or per Job (`jobset_job_gang_name`)
+  or per replicated Job (`jobset_rjob_gang_name`) where the JobSet or the pod's template
+  splits it, each quorum derived from the JobSet's replicated Jobs
+  (`convert_jobset.jobset_groups_from_k8s`). The one gang not read from the pod alone:
+  a split the JobSet asks for is known only from the JobSet (`jobset_resolve`).
 
 **Precedence** (`PRECEDENCE`), when one pod carries keys of several sources: the first
 in that order wins and the pod is a member of that gang only, so one group is never
 counted twice. The rule looks at the pod's keys alone, never at which group objects exist,
-so a pod's gang does not depend on the order watch events arrive in; a missing object
+so a pod's gang does not depend on the order watch events arrive in (within a
+JobSet, which of its gangs a pod joins is the JobSet's to say, and follows it as it
+is read: `jobset_resolve`); a missing object
 shows as a rejection naming it (`missing_group_message`), not as a silent switch:
 
 1. scheduler-plugins label: what this extender has always honoured; an operator or user
@@ -48,6 +52,7 @@ from extender.core.model.types import (
     VOLCANO,
     WORKLOAD_API,
     GroupInfo,
+    JobSetPod,
     Membership,
     PodInfo,
     split_gang_key,
@@ -58,8 +63,11 @@ __all__ = [
     "JOBSET_ATTEMPT_LABEL",
     "JOBSET_GANG_ANNOTATION",
     "JOBSET_INDEX_LABEL",
+    "JOBSET_MODES",
     "JOBSET_NAME_LABEL",
+    "JOBSET_OFF",
     "JOBSET_PER_JOB",
+    "JOBSET_PER_RJOB",
     "JOBSET_RJOB_LABEL",
     "JOBSET_UID_LABEL",
     "KUEUE_GROUP_LABEL",
@@ -67,6 +75,9 @@ __all__ = [
     "PRECEDENCE",
     "VOLCANO_GROUP_ANNOTATION",
     "jobset_gang_name",
+    "jobset_job_gang_name",
+    "jobset_resolve",
+    "jobset_rjob_gang_name",
     "kueue_group",
     "membership",
     "missing_group_message",
@@ -86,13 +97,20 @@ JOBSET_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 # The replicated Job and the index of the pod's Job within it (0 to replicas - 1).
 JOBSET_RJOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOBSET_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
-# How a JobSet's pods are gang-placed: on the JobSet "set" (the default) or "off"; on a
-# replicated Job's pod template (so on each of its pods) "per-job": each of its Jobs is
-# a gang of its own (`jobset_job_gang_name`). A pod's gang must follow from the pod
-# alone (`membership`), and the JobSet controller copies no annotation of the JobSet to
-# its pods, only those of the pod template: hence the two places.
+# How a JobSet's pods are gang-placed, on the JobSet: "set" (the default, one gang),
+# "off" (none), "per-job" (each Job a gang of its own, `jobset_job_gang_name`) or
+# "per-replicated-job" (each replicated Job, all its Jobs together, a gang of its own,
+# `jobset_rjob_gang_name`). On a replicated Job's pod template "per-job" alone, which
+# wins over the JobSet's value for that replicated Job. The JobSet controller copies no
+# annotation of the JobSet to its pods, so a split the JobSet asks for reaches a pod's
+# gang through the JobSet's group (`GroupInfo.jobset_split`, `jobset_resolve`); the
+# template's is on the pod itself.
 JOBSET_GANG_ANNOTATION = "gang-extender.x-k8s.io/jobset-gang"
+JOBSET_SET = "set"
+JOBSET_OFF = "off"
 JOBSET_PER_JOB = "per-job"
+JOBSET_PER_RJOB = "per-replicated-job"
+JOBSET_MODES = (JOBSET_SET, JOBSET_OFF, JOBSET_PER_JOB, JOBSET_PER_RJOB)
 
 PRECEDENCE = (SCHEDULER_PLUGINS, WORKLOAD_API, VOLCANO, JOBSET, KUEUE)
 
@@ -138,17 +156,44 @@ def jobset_gang_name(name: str, uid: str, attempt: int | str) -> str:
 
 
 def jobset_job_gang_name(set_gang: str, replicated_job: str, index: int | str) -> str:
-    """The gang of one Job of a replicated Job annotated "per-job", within the gang of
+    """The gang of one Job of a replicated Job split "per-job", within the gang of
     its JobSet's attempt (`jobset_gang_name`): its replicated Job's name (a DNS label)
     and the Job's index, after a dot."""
     return f"{set_gang}.{replicated_job}-{index}"
+
+
+def jobset_rjob_gang_name(set_gang: str, replicated_job: str) -> str:
+    """The gang of a replicated Job split "per-replicated-job" (all its Jobs), within
+    the gang of its JobSet's attempt: its name after a dot. One JobSet could make it
+    equal to a Job's gang of another replicated Job (one named "workers-0" beside
+    "workers" split per Job): `convert_jobset` refuses such a JobSet."""
+    return f"{set_gang}.{replicated_job}"
+
+
+def jobset_resolve(m: Membership,
+                   split: tuple[tuple[str, str], ...] | None) -> Membership:
+    """The gang of a JobSet's pod (`m`, as `membership` read it) under its JobSet's
+    split (`GroupInfo.jobset_split` of the set's gang; None while the JobSet is not
+    known: the set's gang, which turns the pod away naming the JobSet). `m` itself when
+    that is its gang already, so a pod seen again is not copied."""
+    keys = m.jobset
+    if keys is None:
+        return m
+    name = keys.set_gang
+    for rjob, mode in split or ():
+        if rjob == keys.replicated_job:
+            name = (jobset_job_gang_name(name, rjob, keys.index) if mode == JOBSET_PER_JOB
+                    else jobset_rjob_gang_name(name, rjob))
+            break
+    return m if name == m.name else Membership(JOBSET, name, None, keys)
 
 
 def _jobset_membership(labels: Mapping[str, str],
                        annotations: Mapping[str, Any]) -> Membership | None:
     """A pod of a JobSet: its name, uid and attempt labels, which the JobSet controller
     sets together, the attempt as a plain decimal number; under "per-job" also its
-    replicated Job and Job index labels. A pod without all three, or
+    replicated Job and Job index labels (kept for `jobset_resolve` when its template
+    does not choose its gang itself). A pod without all three, or
     with another attempt spelling, was not made by it: not a member, so no gang waits
     on a pod that names no attempt. The admission policy on the extender's pod patches
     (deploy/admission/extender-pod-patches.yaml) derives the same gang by the same
@@ -162,9 +207,12 @@ def _jobset_membership(labels: Mapping[str, str],
         return None
     gang = jobset_gang_name(name, uid, attempt)
     rjob, index = labels.get(JOBSET_RJOB_LABEL, ""), labels.get(JOBSET_INDEX_LABEL, "")
-    if annotations.get(JOBSET_GANG_ANNOTATION) == JOBSET_PER_JOB and rjob and index:
-        gang = jobset_job_gang_name(gang, rjob, index)
-    return Membership(JOBSET, gang)
+    if not (rjob and index):
+        return Membership(JOBSET, gang)
+    if annotations.get(JOBSET_GANG_ANNOTATION) == JOBSET_PER_JOB:
+        return Membership(JOBSET, jobset_job_gang_name(gang, rjob, index))
+    # The set's gang until the JobSet says how it is split (`jobset_resolve`).
+    return Membership(JOBSET, gang, None, JobSetPod(gang, rjob, index))
 
 
 def missing_group_message(gang: str, pod: PodInfo) -> str:
@@ -185,7 +233,8 @@ def missing_group_message(gang: str, pod: PodInfo) -> str:
                 f"deleted or has restarted since (the pod is of an old attempt), the "
                 f"JobSet API (jobset.x-k8s.io/v1alpha2) is not served or not readable, or "
                 f"the JobSet could not be read (the extender's log says why, e.g. a "
-                f"gang-extender.x-k8s.io/jobset-gang value other than 'set' or 'off')")
+                f"gang-extender.x-k8s.io/jobset-gang value other than "
+                f"{', '.join(map(repr, JOBSET_MODES))})")
     if source == KUEUE:
         return (f"gang {gang}: no pod of Kueue pod group {name} has a valid "
                 f"{KUEUE_TOTAL_ANNOTATION} annotation (a positive integer), so the size "

@@ -62,6 +62,20 @@ def split_gang_key(key: str) -> tuple[str, str, str]:
 
 
 @dataclass(frozen=True, slots=True)
+class JobSetPod:
+    """What a JobSet's pod says of its place in the set, from the JobSet controller's
+    labels: the gang of its JobSet's attempt (`sources.jobset_gang_name`), its replicated
+    Job and its Job's index. The JobSet, not the pod, says whether its replicated Jobs
+    are gangs of their own (the controller copies none of the JobSet's annotations to
+    its pods), so the core resolves the pod's gang from these and the JobSet's split
+    (`sources.jobset_resolve`), again whenever the split changes."""
+
+    set_gang: str
+    replicated_job: str
+    index: str
+
+
+@dataclass(frozen=True, slots=True)
 class Membership:
     """The gang a pod joins, as `core/model/sources.membership` chose it from the pod's keys."""
 
@@ -69,6 +83,9 @@ class Membership:
     name: str  # the group's name in the pod's namespace
     # Kueue's pod-group-total-count; None for other sources, or when absent or invalid.
     total: int | None = None
+    # A JobSet's pod whose gang its JobSet's split decides (`JobSetPod`); None for every
+    # other pod, and for one whose own template already chose its Job's gang.
+    jobset: JobSetPod | None = None
 
 
 # A pod that carries a gang's keys but names another scheduler: plain here, whatever its
@@ -285,6 +302,11 @@ class GroupInfo:
     # (Kubernetes 1.37, DRAWorkloadResourceClaims): claims its members share, one
     # allocation for the gang; None for none.
     claims: PodClaims | None = None
+    # A JobSet's own gang (the set's, `convert_jobset`): its replicated Jobs that are
+    # gangs of their own, each with how ("per-job" or "per-replicated-job"), sorted; the
+    # rest stay in the set's gang. Its pods' gangs are resolved from it
+    # (`sources.jobset_resolve`). None for every other group.
+    jobset_split: tuple[tuple[str, str], ...] | None = None
 
     @property
     def key(self) -> str:

@@ -24,6 +24,7 @@ from extender.core.model.sources import (
     JOBSET_RJOB_LABEL,
     JOBSET_UID_LABEL,
     jobset_gang_name,
+    jobset_resolve,
 )
 from extender.core.model.types import Membership
 from tests.core.sim import SimScheduler, node, pod
@@ -114,7 +115,7 @@ def test_off_makes_each_pod_its_own() -> None:
 def test_an_unknown_gang_mode_is_refused_naming_the_allowed_ones() -> None:
     obj = jobset(metadata__annotations={JOBSET_GANG_ANNOTATION: "of"})
     with pytest.raises(ValueError, match=r"jobset ml/train: .*jobset-gang\]: 'of' is not one "
-                                         r"of 'set', 'off'"):
+                                         r"of 'set', 'off', 'per-job', 'per-replicated-job'"):
         jobset_group_from_k8s(obj)
 
 
@@ -303,9 +304,7 @@ def test_per_job_makes_each_job_of_the_replicated_job_its_own_gang() -> None:
     assert [g.min_member for g in jobset_groups_from_k8s(excl)] == [1, 1, 1]  # leaders
 
 
-def test_per_job_on_the_jobset_or_another_value_on_a_template_is_refused() -> None:
-    with pytest.raises(ValueError, match=r"'per-job' goes on the pod template"):
-        jobset_group_from_k8s(jobset(metadata__annotations=PER_JOB))
+def test_another_value_on_a_template_is_refused() -> None:
     bad = per_job_workers()
     bad["template"]["spec"]["template"]["metadata"]["annotations"] = {
         JOBSET_GANG_ANNOTATION: "off"}
@@ -362,3 +361,105 @@ def test_off_places_each_pod_of_the_jobset_on_its_own() -> None:
         sim.add_pod(p)
     sim.run_all()
     assert len(sim.bound()) == 4
+
+
+# ----- the JobSet splits itself -----------------------------------------------------------
+
+PER_RJOB = {JOBSET_GANG_ANNOTATION: "per-replicated-job"}
+SET = "train.0.0f6a3c2e"
+
+
+def gangs(obj: dict[str, Any]) -> list[tuple[str, int]]:
+    return [(g.name, g.min_member) for g in jobset_groups_from_k8s(obj)]
+
+
+def test_per_job_on_the_jobset_makes_every_job_its_own_gang() -> None:
+    """Before, refused (it had to go on each pod template); now the set's gang keeps no
+    pod (a quorum of one) and carries the split its pods' gangs are resolved from."""
+    obj = jobset(metadata__annotations=PER_JOB)
+    assert gangs(obj) == [(SET, 1), (f"{SET}.driver-0", 1), (f"{SET}.workers-0", 2),
+                          (f"{SET}.workers-1", 2)]
+    assert jobset_group_from_k8s(obj).jobset_split == (("driver", "per-job"),
+                                                       ("workers", "per-job"))
+    assert all(g.jobset_split is None for g in jobset_groups_from_k8s(obj)[1:])
+
+
+def test_per_replicated_job_makes_each_replicated_job_one_gang() -> None:
+    """All the Jobs of a replicated Job together: replicas x parallelism."""
+    obj = jobset(metadata__annotations=PER_RJOB)
+    assert gangs(obj) == [(SET, 1), (f"{SET}.driver", 1), (f"{SET}.workers", 4)]
+    assert jobset_group_from_k8s(obj).jobset_split == (("driver", "per-replicated-job"),
+                                                       ("workers", "per-replicated-job"))
+    # Exclusive placement: the leaders alone, one per Job, as for the set.
+    excl = jobset(metadata__annotations={**PER_RJOB,
+                                         "alpha.jobset.sigs.k8s.io/exclusive-topology": "r"})
+    assert gangs(excl) == [(SET, 1), (f"{SET}.driver", 1), (f"{SET}.workers", 2)]
+    # The set's topology holds for each gang it is split into.
+    topo = jobset(metadata__annotations={**PER_RJOB,
+                                         "gang-extender.x-k8s.io/topology-required": "rack"})
+    assert {g.topology_required for g in jobset_groups_from_k8s(topo)} == {"rack"}
+
+
+def test_the_split_gangs_are_of_one_attempt() -> None:
+    obj = jobset(metadata__annotations=PER_RJOB, status__restarts=2)
+    assert [n for n, _ in gangs(obj)] == ["train.2.0f6a3c2e", "train.2.0f6a3c2e.driver",
+                                          "train.2.0f6a3c2e.workers"]
+
+
+def test_a_templates_per_job_wins_over_the_jobsets_split() -> None:
+    obj = jobset(metadata__annotations=PER_RJOB,
+                 spec__replicatedJobs=[rjob("driver", 1, 1), per_job_workers()])
+    assert gangs(obj) == [(SET, 1), (f"{SET}.driver", 1), (f"{SET}.workers-0", 2),
+                          (f"{SET}.workers-1", 2)]
+    assert jobset_group_from_k8s(obj).jobset_split == (("driver", "per-replicated-job"),
+                                                       ("workers", "per-job"))
+    # The JobSet's "set" keeps only the driver in the set's gang, as before.
+    assert jobset_group_from_k8s(jobset(spec__replicatedJobs=[
+        rjob("driver", 1, 1), per_job_workers()])).jobset_split == (("workers", "per-job"),)
+
+
+def test_two_gangs_of_one_name_are_refused_naming_the_jobset() -> None:
+    """`workers` split per Job has a Job gang `workers-0`; a replicated Job of that name
+    split whole would share it."""
+    obj = jobset(metadata__annotations=PER_RJOB,
+                 spec__replicatedJobs=[per_job_workers(), rjob("workers-0", 1, 1)])
+    with pytest.raises(ValueError, match=r"jobset ml/train: .*'train.0.0f6a3c2e.workers-0'"):
+        jobset_groups_from_k8s(obj)
+
+
+def test_a_split_covers_stages_not_yet_created() -> None:
+    """InOrder: only the driver's gang exists until its Jobs are ready, but the split
+    names the workers already, so a pod's gang never moves as the status does."""
+    obj = jobset(metadata__annotations=PER_RJOB,
+                 spec__startupPolicy={"startupPolicyOrder": "InOrder"})
+    assert gangs(obj) == [(SET, 1), (f"{SET}.driver", 1)]
+    assert jobset_group_from_k8s(obj).jobset_split == (("driver", "per-replicated-job"),
+                                                       ("workers", "per-replicated-job"))
+    obj["status"] = {"replicatedJobsStatus": status(driver=1)}
+    assert gangs(obj) == [(SET, 1), (f"{SET}.driver", 1), (f"{SET}.workers", 4)]
+
+
+def controller_pod(rjob_name: str, index: int, **annotations: str) -> dict[str, Any]:
+    obj = copy.deepcopy(POD)
+    obj["metadata"]["labels"].update({JOBSET_RJOB_LABEL: rjob_name,
+                                      JOBSET_INDEX_LABEL: str(index)})
+    if annotations:
+        obj["metadata"]["annotations"] = annotations
+    return obj
+
+
+def test_a_pods_gang_is_resolved_from_its_jobsets_split() -> None:
+    """Read alone, a JobSet's pod is in the set's gang and keeps its replicated Job and
+    Job index; the split of the JobSet's gang moves it."""
+    m = pod_from_k8s(controller_pod("workers", 1)).membership
+    assert m is not None and m.name == SET and m.jobset is not None
+    assert jobset_resolve(m, None) is m  # the JobSet not known yet
+    per_rjob = jobset_group_from_k8s(jobset(metadata__annotations=PER_RJOB)).jobset_split
+    assert jobset_resolve(m, per_rjob).name == f"{SET}.workers"
+    per_job = jobset_group_from_k8s(jobset(metadata__annotations=PER_JOB)).jobset_split
+    moved = jobset_resolve(m, per_job)
+    assert moved.name == f"{SET}.workers-1"
+    assert jobset_resolve(moved, ()).name == SET  # split no more: back to the set's
+    # The template's own per-job is on the pod: its gang needs no JobSet.
+    t = pod_from_k8s(controller_pod("workers", 1, **PER_JOB)).membership
+    assert t is not None and t.name == f"{SET}.workers-1" and t.jobset is None
