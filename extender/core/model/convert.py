@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from extender.core.model import fields
+from extender.core.model import fields, types
 from extender.core.model.claims import PodClaims, read_pod_claims
 from extender.core.model.fields import parse_time  # re-exported: adapters read times alike
 from extender.core.model.provisioning_request import (
@@ -23,18 +23,6 @@ from extender.core.model.provisioning_request import (
 )
 from extender.core.model.resources import parse_resource_list, pod_requests
 from extender.core.model.sources import membership
-from extender.core.model.types import (
-    BudgetInfo,
-    LabelSelector,
-    NodeInfo,
-    NodeSelectorTerm,
-    PodAffinityTerm,
-    PodInfo,
-    Requirement,
-    SpreadConstraint,
-    Taint,
-    Toleration,
-)
 
 __all__ = ["budget_from_k8s", "node_from_k8s", "node_selector_terms", "parse_time",
            "pod_from_k8s"]
@@ -46,24 +34,24 @@ _LABEL_SELECTOR_OPS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 # ----- selectors ----------------------------------------------------------------------
 
 
-def _requirement(v: Any, where: str, ops: frozenset[str]) -> Requirement:
+def _requirement(v: Any, where: str, ops: frozenset[str]) -> types.Requirement:
     r = fields.as_obj(v, where)
     op = fields.as_str(r.get("operator"), f"{where}.operator")
     if op not in ops:
         raise ValueError(f"{where}.operator: unknown operator {op!r}")
     values = tuple(fields.as_str(x, f"{where}.values")
                    for x in fields.as_list(r.get("values"), f"{where}.values"))
-    return Requirement(fields.as_str(r.get("key"), f"{where}.key"), op, values)
+    return types.Requirement(fields.as_str(r.get("key"), f"{where}.key"), op, values)
 
 
-def _node_selector_terms(v: Any, where: str) -> tuple[NodeSelectorTerm, ...]:
+def _node_selector_terms(v: Any, where: str) -> tuple[types.NodeSelectorTerm, ...]:
     terms = []
     raws = fields.as_list(fields.as_obj(v, where).get("nodeSelectorTerms"), where)
     for i, raw in enumerate(raws):
         w = f"{where}.nodeSelectorTerms[{i}]"
         t = fields.as_obj(raw, w)
         terms.append(
-            NodeSelectorTerm(
+            types.NodeSelectorTerm(
                 tuple(
                     _requirement(x, f"{w}.matchExpressions[{j}]", _NODE_SELECTOR_OPS)
                     for j, x in enumerate(fields.as_list(t.get("matchExpressions"), w))
@@ -77,16 +65,16 @@ def _node_selector_terms(v: Any, where: str) -> tuple[NodeSelectorTerm, ...]:
     return tuple(terms)
 
 
-def node_selector_terms(v: Any, where: str) -> tuple[NodeSelectorTerm, ...]:
+def node_selector_terms(v: Any, where: str) -> tuple[types.NodeSelectorTerm, ...]:
     """A NodeSelector's terms; public for the device model (ResourceSlice.spec.nodeSelector)."""
     return _node_selector_terms(v, where)
 
 
-def _label_selector(v: Any, where: str) -> LabelSelector | None:
+def _label_selector(v: Any, where: str) -> types.LabelSelector | None:
     if v is None:
         return None
     s = fields.as_obj(v, where)
-    return LabelSelector(
+    return types.LabelSelector(
         tuple(sorted(fields.as_str_map(s.get("matchLabels"), f"{where}.matchLabels").items())),
         tuple(
             _requirement(x, f"{where}.matchExpressions[{j}]", _LABEL_SELECTOR_OPS)
@@ -95,11 +83,11 @@ def _label_selector(v: Any, where: str) -> LabelSelector | None:
     )
 
 
-def _affinity_term(v: Any, where: str) -> PodAffinityTerm:
+def _affinity_term(v: Any, where: str) -> types.PodAffinityTerm:
     # matchLabelKeys/mismatchLabelKeys need no handling: the API server merges them
     # into labelSelector when the pod is created.
     t = fields.as_obj(v, where)
-    return PodAffinityTerm(
+    return types.PodAffinityTerm(
         selector=_label_selector(t.get("labelSelector"), f"{where}.labelSelector"),
         topology_key=fields.as_str(t.get("topologyKey"), f"{where}.topologyKey"),
         namespaces=tuple(fields.as_str(x, f"{where}.namespaces")
@@ -110,7 +98,7 @@ def _affinity_term(v: Any, where: str) -> PodAffinityTerm:
     )
 
 
-def _affinity_terms(affinity: Mapping[str, Any], kind: str) -> tuple[PodAffinityTerm, ...]:
+def _affinity_terms(affinity: Mapping[str, Any], kind: str) -> tuple[types.PodAffinityTerm, ...]:
     """The required terms of `kind` (podAffinity or podAntiAffinity)."""
     w = f"spec.affinity.{kind}.required"
     required = fields.as_obj(affinity.get(kind), f"spec.affinity.{kind}").get(
@@ -118,7 +106,7 @@ def _affinity_terms(affinity: Mapping[str, Any], kind: str) -> tuple[PodAffinity
     return tuple(_affinity_term(x, f"{w}[{i}]") for i, x in enumerate(fields.as_list(required, w)))
 
 
-def _spread(spec: Mapping[str, Any]) -> tuple[SpreadConstraint, ...]:
+def _spread(spec: Mapping[str, Any]) -> tuple[types.SpreadConstraint, ...]:
     """DoNotSchedule constraints only: ScheduleAnyway ones never filter a node. As with
     affinity terms, matchLabelKeys is merged into labelSelector by the API server."""
     out = []
@@ -131,7 +119,7 @@ def _spread(spec: Mapping[str, Any]) -> tuple[SpreadConstraint, ...]:
         skew = fields.as_int(c.get("maxSkew"), f"{w}.maxSkew", 1)
         if skew < 1:
             raise ValueError(f"{w}.maxSkew must be >= 1, got {skew}")
-        out.append(SpreadConstraint(
+        out.append(types.SpreadConstraint(
             max_skew=skew,
             topology_key=fields.as_str(c.get("topologyKey"), f"{w}.topologyKey"),
             selector=_label_selector(c.get("labelSelector"), f"{w}.labelSelector"),
@@ -144,13 +132,13 @@ def _spread(spec: Mapping[str, Any]) -> tuple[SpreadConstraint, ...]:
     return tuple(out)
 
 
-def _toleration(v: Any, where: str) -> Toleration:
+def _toleration(v: Any, where: str) -> types.Toleration:
     if type(v) is dict:
         given = (v.get("key"), v.get("operator"), v.get("value"), v.get("effect"))
         if all(x is None or type(x) is str for x in given):
             return _toleration_of(*given)
     t = fields.as_obj(v, where)
-    return Toleration(
+    return types.Toleration(
         key=fields.as_str(t.get("key"), f"{where}.key"),
         operator=fields.as_str(t.get("operator"), f"{where}.operator") or "Equal",
         value=fields.as_str(t.get("value"), f"{where}.value"),
@@ -160,10 +148,10 @@ def _toleration(v: Any, where: str) -> Toleration:
 
 @lru_cache(maxsize=1024)
 def _toleration_of(key: str | None, operator: str | None, value: str | None,
-                   effect: str | None) -> Toleration:
+                   effect: str | None) -> types.Toleration:
     # Memoized: every pod carries the API server's two default tolerations, and a
     # Toleration is immutable, so pods share them.
-    return Toleration(key or "", operator or "Equal", value or "", effect or "")
+    return types.Toleration(key or "", operator or "Equal", value or "", effect or "")
 
 
 # ----- pods ---------------------------------------------------------------------------
@@ -197,12 +185,12 @@ def _consumes(annotations: Mapping[str, Any]) -> str:
     return ""
 
 
-def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
+def _build_pod(obj: Mapping[str, Any], _ident: str) -> types.PodInfo:
     meta, spec, status, name = fields.sections(obj)
     uid = fields.required_str(meta.get("uid"), "metadata.uid")
 
     affinity = fields.as_obj(spec.get("affinity"), "spec.affinity")
-    required_node_affinity: tuple[NodeSelectorTerm, ...] | None = None
+    required_node_affinity: tuple[types.NodeSelectorTerm, ...] | None = None
     node_aff = fields.as_obj(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
     req_node = node_aff.get("requiredDuringSchedulingIgnoredDuringExecution")
     if req_node is not None:
@@ -213,7 +201,7 @@ def _build_pod(obj: Mapping[str, Any], _ident: str) -> PodInfo:
     labels = fields.as_str_map(meta.get("labels"), "metadata.labels")
     annotations = fields.as_obj(meta.get("annotations"), "metadata.annotations")
     group = fields.as_obj(spec.get("schedulingGroup"), "spec.schedulingGroup")
-    return PodInfo(
+    return types.PodInfo(
         uid=uid,
         namespace=fields.shared(fields.as_str(meta.get("namespace"), "metadata.namespace",
                                               "default")),
@@ -286,7 +274,7 @@ def _binds_via_scheduler(spec: Mapping[str, Any]) -> bool:
     return False
 
 
-def pod_from_k8s(obj: Any) -> PodInfo:
+def pod_from_k8s(obj: Any) -> types.PodInfo:
     """A Pod object to `PodInfo`, requests computed as kube-scheduler does."""
     return fields.guarded("pod", obj, _build_pod)
 
@@ -294,7 +282,7 @@ def pod_from_k8s(obj: Any) -> PodInfo:
 # ----- nodes --------------------------------------------------------------------------
 
 
-def _build_node(obj: Mapping[str, Any], _ident: str) -> NodeInfo:
+def _build_node(obj: Mapping[str, Any], _ident: str) -> types.NodeInfo:
     meta, spec, status, name = fields.sections(obj)
     # kube-scheduler uses allocatable; capacity only stands in for a node whose
     # kubelet has not reported allocatable yet.
@@ -304,7 +292,7 @@ def _build_node(obj: Mapping[str, Any], _ident: str) -> NodeInfo:
         w = f"spec.taints[{i}]"
         tm = fields.as_obj(t, w)
         taints.append(
-            Taint(
+            types.Taint(
                 fields.as_str(tm.get("key"), f"{w}.key"),
                 fields.as_str(tm.get("value"), f"{w}.value"),
                 fields.as_str(tm.get("effect"), f"{w}.effect"),
@@ -314,7 +302,7 @@ def _build_node(obj: Mapping[str, Any], _ident: str) -> NodeInfo:
     if unschedulable is not None and not isinstance(unschedulable, bool):
         raise ValueError(f"spec.unschedulable must be a boolean, got {unschedulable!r}")
     annotations = fields.as_str_map(meta.get("annotations"), "metadata.annotations")
-    return NodeInfo(
+    return types.NodeInfo(
         name=name,
         allocatable=parse_resource_list(fields.as_obj(raw, "status.allocatable"), capacity=True),
         labels=fields.as_str_map(meta.get("labels"), "metadata.labels"),
@@ -327,7 +315,7 @@ def _build_node(obj: Mapping[str, Any], _ident: str) -> NodeInfo:
     )
 
 
-def node_from_k8s(obj: Any) -> NodeInfo:
+def node_from_k8s(obj: Any) -> types.NodeInfo:
     """A Node object to `NodeInfo`."""
     return fields.guarded("node", obj, _build_node)
 
@@ -335,9 +323,9 @@ def node_from_k8s(obj: Any) -> NodeInfo:
 # ----- PodDisruptionBudgets -----------------------------------------------------------
 
 
-def _build_budget(obj: Mapping[str, Any], _ident: str) -> BudgetInfo:
+def _build_budget(obj: Mapping[str, Any], _ident: str) -> types.BudgetInfo:
     meta, spec, status, name = fields.sections(obj)
-    return BudgetInfo(
+    return types.BudgetInfo(
         namespace=fields.as_str(meta.get("namespace"), "metadata.namespace", "default"),
         name=name,
         selector=_label_selector(spec.get("selector"), "spec.selector"),
@@ -346,7 +334,7 @@ def _build_budget(obj: Mapping[str, Any], _ident: str) -> BudgetInfo:
     )
 
 
-def budget_from_k8s(obj: Any) -> BudgetInfo:
+def budget_from_k8s(obj: Any) -> types.BudgetInfo:
     """A PodDisruptionBudget (policy/v1) to `BudgetInfo`. Without a status (the
     disruption controller has not looked yet) it allows no disruption, as the Eviction
     API would answer."""
