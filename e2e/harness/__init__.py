@@ -10,7 +10,7 @@
   or a thread; its parts: :mod:`.fakenodes` (Node objects and node CRUD),
   and the subpackage :mod:`.kubelet`: :mod:`.kubelet.pod` (the annotations),
   :mod:`.kubelet.loop` (LIST + WATCH, decisions), :mod:`.kubelet.life` (timers, status
-  writes).
+  writes), :mod:`.kubelet.writes` (the client they go through).
 * :mod:`.fixtures`: pytest fixtures; the helpers, free of pytest: :mod:`.target` (the
   cluster they talk to, ``use_cluster``, ``kube``), :mod:`.objects` (``create_pod``,
   ``create_job``, ``create_podgroup``), :mod:`.queries` (``get_pod``, ``list_pods``...),

@@ -30,16 +30,19 @@ then opening a new TLS connection); ``python -m lab.experiments.kubelet_writes``
 The parts: :mod:`e2e.harness.fakenodes` (the Node objects and node CRUD, and which
 provisioner-made nodes lose the ``not-ready`` taint), :mod:`e2e.harness.kubelet.pod` (the
 annotations above), :mod:`e2e.harness.kubelet.loop` (LIST + WATCH and the decisions) and
-:mod:`e2e.harness.kubelet.life` (timers and status writes). This module is what tests hold,
-:class:`FakeKubelet` (node CRUD plus the loop as a child process or a thread), and the
-process's entry point: starting, stopping and the command line in one place.
+:mod:`e2e.harness.kubelet.life` (timers and status writes, which the loop holds and calls)
+and :mod:`e2e.harness.kubelet.writes` (the client those writes go through). This module
+is what tests hold, :class:`FakeKubelet` (node CRUD plus the loop as a child process or a
+thread), and the process's entry point: starting, stopping and the command line in one
+place.
 
 Run it as a process (preferred, survives test-runner oddities)::
 
     python -m e2e.harness.fakekubelet --kubeconfig admin.kubeconfig
 
-or in-process with :meth:`KubeletLoop.start_thread`. Nodes are created through
-:class:`FakeNodes` (plain API calls; the loop discovers them by label).
+or in-process with :meth:`KubeletLoop.start_thread` on the loop :func:`make_kubelet`
+wires. Nodes are created through :class:`FakeNodes` (plain API calls; the loop discovers
+them by label).
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ from .base import REPO_ROOT
 from .clusterbase import Cluster
 from .fakenodes import FAKE_NODE_SELECTOR, FakeNodes
 from .k8s import client, config
-from .kubelet.loop import READY_LINE, KubeletLoop
+from .kubelet.loop import READY_LINE, KubeletLoop, make_kubelet
 from .process import ManagedProcess
 from .readiness import log_contains
 
@@ -80,7 +83,7 @@ class FakeKubelet(FakeNodes):
     def start(self) -> FakeKubelet:
         """Start the loop; returns once it has listed nodes and pods."""
         if self.in_process:
-            self.loop = KubeletLoop(self.cluster.api_client()).start_thread()
+            self.loop = make_kubelet(self.cluster.api_client()).start_thread()
             return self
         env = {"PYTHONPATH": os.pathsep.join(
             [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
@@ -120,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = client.Configuration()
     config.load_kube_config(config_file=args.kubeconfig, client_configuration=cfg)
     cfg.connection_pool_maxsize = args.workers + 4
-    loop = KubeletLoop(client.ApiClient(cfg), args.node_selector, args.workers)
+    loop = make_kubelet(client.ApiClient(cfg), args.node_selector, args.workers)
 
     def on_signal(signum: int, _frame: Any) -> None:
         loop.stop()

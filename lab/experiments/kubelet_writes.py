@@ -13,8 +13,8 @@ because the fake kubelet, which shares the 2-core machine with the schedulers be
 benchmarked, was measured to spend several times less CPU per pod through it. This
 re-measures that claim, so the second client stays only while the number says so.
 
-Each variant is the fake kubelet's own loop (:class:`KubeletLoop`) with its two write
-methods, ``_patch_status`` and ``_force_delete``, swapped for another client; the status
+Each variant is the fake kubelet's own loop (:func:`make_kubelet`) given another
+:class:`PodWrites`, the client its status writes and deletes go through; the status
 bodies are built by the same code in every variant. Per pod it writes what the fake
 kubelet writes for a pod that runs to completion: the Running status, the Succeeded
 status, and the force delete with a uid precondition. Variants:
@@ -52,33 +52,46 @@ import orjson
 from e2e.harness.cluster import ControlPlane
 from e2e.harness.fakenodes import FakeNodes
 from e2e.harness.k8s import client
-from e2e.harness.kubelet.loop import KubeletLoop
+from e2e.harness.kubelet.loop import KubeletLoop, make_kubelet
 from e2e.harness.kubelet.pod import KubeletPod
+from e2e.harness.kubelet.writes import PodWrites, RawPodWrites
+from e2e.harness.rawapi import RawApi
 from e2e.harness.waiting import wait_for
 
 NAMESPACE = "kubelet-writes"
 NODE = "writes-node-0"
 
 
-class GeneratedModels(KubeletLoop):
+class GeneratedModels:
     """The generated client as usually called: every response becomes a ``V1Pod``."""
 
-    def _patch_status(self, ns: str, name: str, status: dict[str, Any]) -> None:
+    def __init__(self, api_client: Any) -> None:
+        self.v1 = client.CoreV1Api(api_client)
+
+    def patch_status(self, ns: str, name: str, status: dict[str, Any]) -> None:
         self.v1.patch_namespaced_pod_status(name, ns, {"status": status})
 
-    def _force_delete(self, ns: str, name: str, uid: str) -> None:
+    def untaint(self, name: str, resource_version: str,
+                taints: list[dict[str, Any]]) -> None:
+        self.v1.patch_node(name, {"metadata": {"resourceVersion": resource_version},
+                                  "spec": {"taints": taints}})
+
+    def force_delete(self, ns: str, name: str, uid: str) -> None:
         self.v1.delete_namespaced_pod(name, ns, body=_delete_options(uid),
                                       grace_period_seconds=0)
+
+    def close(self) -> None:
+        """The ApiClient is the caller's, closed by it."""
 
 
 class GeneratedRawRead(GeneratedModels):
     """Raw responses, read to their end: connections go back to urllib3's pool."""
 
-    def _patch_status(self, ns: str, name: str, status: dict[str, Any]) -> None:
+    def patch_status(self, ns: str, name: str, status: dict[str, Any]) -> None:
         self.v1.patch_namespaced_pod_status(name, ns, {"status": status},
                                             _preload_content=False).read()
 
-    def _force_delete(self, ns: str, name: str, uid: str) -> None:
+    def force_delete(self, ns: str, name: str, uid: str) -> None:
         self.v1.delete_namespaced_pod(name, ns, body=_delete_options(uid),
                                       grace_period_seconds=0, _preload_content=False).read()
 
@@ -86,20 +99,25 @@ class GeneratedRawRead(GeneratedModels):
 class GeneratedRawUnread(GeneratedModels):
     """Raw responses never read (the fake kubelet before RawApi): a connection per call."""
 
-    def _patch_status(self, ns: str, name: str, status: dict[str, Any]) -> None:
+    def patch_status(self, ns: str, name: str, status: dict[str, Any]) -> None:
         self.v1.patch_namespaced_pod_status(name, ns, {"status": status},
                                             _preload_content=False)
 
-    def _force_delete(self, ns: str, name: str, uid: str) -> None:
+    def force_delete(self, ns: str, name: str, uid: str) -> None:
         self.v1.delete_namespaced_pod(name, ns, body=_delete_options(uid),
                                       grace_period_seconds=0, _preload_content=False)
 
 
-VARIANTS: dict[str, Callable[[Any], KubeletLoop]] = {
+def raw_api(api_client: Any) -> PodWrites:
+    """What the fake kubelet uses now."""
+    return RawPodWrites(RawApi(api_client))
+
+
+VARIANTS: dict[str, Callable[[Any], PodWrites]] = {
     "generated, models": GeneratedModels,
     "generated, raw+read": GeneratedRawRead,
     "generated, raw unread": GeneratedRawUnread,
-    "RawApi": KubeletLoop,
+    "RawApi": raw_api,
 }
 
 
@@ -126,33 +144,35 @@ def create_pods(v1: Any, prefix: str, count: int) -> list[KubeletPod]:
 
 def write_cpu(loop: KubeletLoop, pods: Sequence[KubeletPod]) -> tuple[float, float, float]:
     """CPU seconds per status write and per delete, and wall seconds per call."""
-    for p in pods:
-        loop.pods[p.uid] = p
+    life = loop.life
+    with life.state.lock:
+        for p in pods:
+            life.state.pods[p.uid] = p
     status_cpu = delete_cpu = 0.0
     w0 = time.monotonic()
     for p in pods:
         t = time.thread_time()
-        loop._set_running(p.uid)
-        loop._set_terminated(p.uid, True)
+        life.set_running(p.uid)
+        life.set_terminated(p.uid, True)
         t1 = time.thread_time()
-        loop._force_delete(p.ns, p.name, p.uid)
+        life.writes.force_delete(p.ns, p.name, p.uid)
         delete_cpu += time.thread_time() - t1
         status_cpu += t1 - t
     wall = (time.monotonic() - w0) / (3 * len(pods))
     return status_cpu / (2 * len(pods)), delete_cpu / len(pods), wall
 
 
-def list_cpu(api_client: Any, loop: KubeletLoop, calls: int = 10) -> tuple[list[float],
-                                                                             list[float]]:
+def list_cpu(api_client: Any, calls: int = 10) -> tuple[list[float], list[float]]:
     """CPU seconds of each LIST of all pods: generated client (raw, orjson) and RawApi,
     each warmed up once (its connection made), then called in turns."""
     v1 = client.CoreV1Api(api_client)
+    raw_client = RawApi(api_client)
 
     def generated() -> None:
         orjson.loads(v1.list_pod_for_all_namespaces(_preload_content=False).data)
 
     def raw() -> None:
-        orjson.loads(loop.raw.request("GET", "/api/v1/pods"))
+        orjson.loads(raw_client.request("GET", "/api/v1/pods"))
 
     cpu: tuple[list[float], list[float]] = ([], [])
     generated()
@@ -162,6 +182,7 @@ def list_cpu(api_client: Any, loop: KubeletLoop, calls: int = 10) -> tuple[list[
             t = time.thread_time()
             fn()
             cpu[i].append(time.thread_time() - t)
+    raw_client.close()
     return cpu
 
 
@@ -186,9 +207,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for rep in range(args.reps):
             for k, (name, make) in enumerate(VARIANTS.items()):
                 pods = create_pods(v1, f"r{rep}v{k}", args.pods)
-                loop = make(cp.api_client())
+                api_client = cp.api_client()
+                loop = make_kubelet(api_client, writes=make(api_client))
                 try:
-                    for mine, got in zip(lists, list_cpu(api, loop), strict=True):
+                    for mine, got in zip(lists, list_cpu(api), strict=True):
                         mine.extend(got)
                     results[name].append(write_cpu(loop, pods))
                 finally:

@@ -2,10 +2,11 @@
 and the status writes and deletes that follow (Running, Succeeded/Failed, force-delete).
 
 Why apart: the loop (:mod:`e2e.harness.kubelet.loop`) decides from watch events *that* a pod
-starts, finishes or goes; this mixin is *how*: the timers, the retries and the exact
-status a kubelet would post. Benchmarks swap the writes alone
-(``lab.experiments.kubelet_writes`` overrides :meth:`PodLife._patch_status` and
-:meth:`PodLife._force_delete`) and measure their CPU.
+starts, finishes or goes; this is *how*: the timers, the retries and the exact status a
+kubelet would post. The loop holds a :class:`PodLife` and calls it; both read one
+:class:`KubeletState`, the loop writing its index and this reading it. The writes
+themselves go through the :class:`~e2e.harness.kubelet.writes.PodWrites` it is given,
+which a measurement swaps (``lab.experiments.kubelet_writes``) to price each client.
 """
 
 from __future__ import annotations
@@ -17,29 +18,78 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from ..fakenodes import fake_ip, now_rfc3339
-from ..rawapi import STRATEGIC_MERGE_PATCH, RawApi, RawApiError, path_segment
+from ..rawapi import RawApiError
 from .pod import DEFAULT_RENDEZVOUS_RUN_SECONDS, KubeletPod, RendezvousGroup
+from .writes import PodWrites
 
 log = logging.getLogger("fakekubelet")
 
 
-class PodLife:
-    """Timers and API writes of :class:`~e2e.harness.kubelet.loop.KubeletLoop`, which
-    owns the state below (all of it behind ``lock``) and calls these methods."""
+@dataclass
+class KubeletState:
+    """What the fake kubelet knows of the cluster, all of it behind ``lock``: the loop
+    fills it from its watches, :class:`PodLife` reads it to write a pod's status."""
 
-    lock: threading.RLock
-    stop_event: threading.Event
-    raw: RawApi
-    pool: ThreadPoolExecutor
-    nodes: dict[str, str]
-    pods: dict[str, KubeletPod]
-    groups: dict[tuple[str, str], RendezvousGroup]
-    timers: list[tuple[float, str]]
-    timer_cv: threading.Condition
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    nodes: dict[str, str] = field(default_factory=dict)  # name -> InternalIP
+    pods: dict[str, KubeletPod] = field(default_factory=dict)
+
+
+class PodLife:
+    """The timers, rendezvous and API writes of the pods the kubelet runs. The loop says
+    what a pod needs next (:meth:`start`, :meth:`delete`, :meth:`resume`, ...); the writes
+    run on a pool of ``workers`` threads, retried here, through ``writes``."""
+
+    def __init__(self, state: KubeletState, writes: PodWrites, workers: int = 8) -> None:
+        self.state = state
+        self.writes = writes
+        self.groups: dict[tuple[str, str], RendezvousGroup] = {}
+        self.timers: list[tuple[float, str]] = []
+        self.timer_cv = threading.Condition(state.lock)
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fk-write")
+
+    # -- what the loop asks for -----------------------------------------------------
+
+    def start(self, uid: str) -> None:
+        """A pending pod on one of our nodes: post it Running."""
+        self._submit(self.set_running, uid)
+
+    def resume(self, p: KubeletPod) -> None:
+        """A pod found Running with a start time (we restarted): its clock runs on
+        (caller holds the lock)."""
+        self._schedule(p)
+
+    def delete(self, p: KubeletPod) -> None:
+        """A pod marked for deletion: delete it now, as a kubelet does once it stopped."""
+        self._submit(self.writes.force_delete, p.ns, p.name, p.uid)
+
+    def untaint(self, name: str, resource_version: str,
+                taints: list[dict[str, Any]]) -> None:
+        """A fake node the provider registered: take off its ``not-ready`` taint."""
+        self._submit(self.writes.untaint, name, resource_version, taints)
+
+    def leave_group(self, p: KubeletPod) -> None:
+        """A pod that goes away before its rendezvous is met no longer counts for it
+        (caller holds the lock)."""
+        if p.rendezvous is None:
+            return
+        g = self.groups.get((p.ns, p.rendezvous))
+        if g is not None and not g.met:
+            g.reached.discard(p.uid)
+
+    def stop(self) -> None:
+        """Wake the timer thread to see the stop, drop the queued writes, close the
+        client (``state.stop_event`` is set by the caller)."""
+        with self.timer_cv:
+            self.timer_cv.notify_all()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.writes.close()
 
     # -- timers ----------------------------------------------------------------------
 
@@ -52,8 +102,9 @@ class PodLife:
         heapq.heappush(self.timers, (p.running_since + run, p.uid))
         self.timer_cv.notify()
 
-    def _timer_loop(self) -> None:
-        while not self.stop_event.is_set():
+    def run_timers(self) -> None:
+        """The timer thread: finish the pods whose run time is over, until stopped."""
+        while not self.state.stop_event.is_set():
             due: list[str] = []
             with self.timer_cv:
                 now = time.time()
@@ -68,7 +119,7 @@ class PodLife:
 
     def _run_time_over(self, uid: str) -> None:
         """A pod has run its time: finish it, or count it toward its rendezvous."""
-        p = self.pods.get(uid)
+        p = self.state.pods.get(uid)
         if p is None or p.deleting or p.finish_requested or p.phase in ("Succeeded", "Failed"):
             return
         if p.rendezvous is None:
@@ -85,18 +136,18 @@ class PodLife:
             log.info("rendezvous %s/%s met with %d pods", p.ns, p.rendezvous, len(g.reached))
         if g.met:
             for r in sorted(g.reached):
-                q = self.pods.get(r)
+                q = self.state.pods.get(r)
                 if q is not None and not q.finish_requested and not q.deleting:
                     self._finish(q)
 
     def _finish(self, p: KubeletPod) -> None:
         p.finish_requested = True
-        self._submit(self._set_terminated, p.uid, not p.fail)
+        self._submit(self.set_terminated, p.uid, not p.fail)
 
     # -- writes ----------------------------------------------------------------------
 
     def _submit(self, fn: Any, *args: Any) -> None:
-        if self.stop_event.is_set():
+        if self.state.stop_event.is_set():
             return
         with contextlib.suppress(RuntimeError):  # pool shut down
             self.pool.submit(self._guarded, fn, *args)
@@ -124,7 +175,7 @@ class PodLife:
                 if attempt >= 4 and e.status != 429 and not 500 <= e.status < 600:
                     return
             except Exception as e:
-                if self.stop_event.is_set():
+                if self.state.stop_event.is_set():
                     return
                 log.warning("%s%s failed (%r), retry %d", fn.__name__, args, e, attempt)
             if time.monotonic() > deadline:
@@ -146,12 +197,13 @@ class PodLife:
             "started": "running" in state, "restartCount": 0, "state": state,
         }
 
-    def _set_running(self, uid: str) -> None:
-        with self.lock:
-            p = self.pods.get(uid)
+    def set_running(self, uid: str) -> None:
+        """Post the pod Running, its containers started and ready, and start its clock."""
+        with self.state.lock:
+            p = self.state.pods.get(uid)
             if p is None or p.deleting:
                 return
-            host_ip = self.nodes.get(p.node, "") or fake_ip(p.node, "172.30.0.0/16")
+            host_ip = self.state.nodes.get(p.node, "") or fake_ip(p.node, "172.30.0.0/16")
         now = now_rfc3339()
         pod_ip = host_ip if p.host_network else fake_ip(uid, "10.128.0.0/12")
         conds = [{"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
@@ -171,16 +223,17 @@ class PodLife:
                     "exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now,
                     "containerID": f"containerd://{self._container_id(uid, n)}"}}, False, uid)
                 for n, img in p.init_containers]
-        self._patch_status(p.ns, p.name, status)
-        with self.lock:
-            q = self.pods.get(uid)
+        self.writes.patch_status(p.ns, p.name, status)
+        with self.state.lock:
+            q = self.state.pods.get(uid)
             if q is not None and q.running_since is None:
                 q.running_since = time.time()
                 self._schedule(q)
 
-    def _set_terminated(self, uid: str, success: bool) -> None:
-        with self.lock:
-            p = self.pods.get(uid)
+    def set_terminated(self, uid: str, success: bool) -> None:
+        """Post the pod Succeeded or Failed, its containers terminated."""
+        with self.state.lock:
+            p = self.state.pods.get(uid)
             if p is None:
                 return
         now = now_rfc3339()
@@ -201,28 +254,4 @@ class PodLife:
                     "containerID": f"containerd://{self._container_id(uid, n)}"}}, False, uid)
                 for n, img in p.containers],
         }
-        self._patch_status(p.ns, p.name, status)
-
-    @staticmethod
-    def _pod_path(ns: str, name: str) -> str:
-        return f"/api/v1/namespaces/{path_segment(ns)}/pods/{path_segment(name)}"
-
-    def _patch_status(self, ns: str, name: str, status: dict[str, Any]) -> None:
-        """Strategic merge patch of the status subresource (what ``patch_namespaced_pod_status``
-        sends for a dict body)."""
-        self.raw.request("PATCH", self._pod_path(ns, name) + "/status", body={"status": status},
-                         content_type=STRATEGIC_MERGE_PATCH)
-
-    def _untaint(self, name: str, resource_version: str,
-                 taints: list[dict[str, Any]]) -> None:
-        """The node's taints without ``not-ready``, on the version seen (409 if it changed
-        since: a later event brings the node again)."""
-        self.raw.request("PATCH", f"/api/v1/nodes/{path_segment(name)}", body={
-            "metadata": {"resourceVersion": resource_version}, "spec": {"taints": taints}},
-            content_type=STRATEGIC_MERGE_PATCH)
-
-    def _force_delete(self, ns: str, name: str, uid: str) -> None:
-        """Delete now, but only the pod we saw: a new pod of the same name (a StatefulSet
-        replacement, a test re-creating it) fails the uid precondition with 409."""
-        self.raw.request("DELETE", self._pod_path(ns, name), {"gracePeriodSeconds": 0},
-                         body={"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
+        self.writes.patch_status(p.ns, p.name, status)

@@ -3,7 +3,9 @@ index, and the decision, per event, of what a pod needs next.
 
 Why apart: this is the part that follows the API (informers, relists, the index of nodes
 and pods); what a pod then goes through (timers, status writes) is
-:mod:`e2e.harness.kubelet.life`, and running it as a process is :mod:`e2e.harness.fakekubelet`.
+:mod:`e2e.harness.kubelet.life`, a :class:`~e2e.harness.kubelet.life.PodLife` the loop is
+given and calls, and running it as a process is :mod:`e2e.harness.fakekubelet`.
+:func:`make_kubelet` wires the parts.
 
 Scale: LISTs and WATCHes through the generated client on raw JSON (orjson, no model
 objects); a relist comes at most every two minutes, so only the per-pod writes are worth
@@ -16,7 +18,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
@@ -24,8 +25,9 @@ import orjson
 from ..fakenodes import FAKE_NODE_SELECTOR, NOT_READY_TAINT, parse_rfc3339, provider_node_to_untaint
 from ..k8s import client
 from ..rawapi import CONNECT_TIMEOUT, READ_TIMEOUT, RawApi, watch_lines
-from .life import PodLife
-from .pod import KubeletPod, RendezvousGroup, pod_from_json
+from .life import KubeletState, PodLife
+from .pod import pod_from_json
+from .writes import PodWrites, RawPodWrites
 
 log = logging.getLogger("fakekubelet")
 
@@ -39,32 +41,33 @@ class _Relist(Exception):
     """The watch ended with an ERROR event (usually 410 Gone): start over with a LIST."""
 
 
-class KubeletLoop(PodLife):
+def make_kubelet(api_client: Any, node_selector: str = FAKE_NODE_SELECTOR,
+                 workers: int = 8, writes: PodWrites | None = None) -> KubeletLoop:
+    """The fake kubelet wired: one state, the pods' life writing through ``writes``
+    (:class:`RawApi` unless a measurement passes another client), the loop over both."""
+    life = PodLife(KubeletState(), writes or RawPodWrites(RawApi(api_client)), workers)
+    return KubeletLoop(api_client, life, node_selector)
+
+
+class KubeletLoop:
     """The fake kubelet for every node labelled ``harness/fake-kubelet=true``.
 
     Threads: a node informer, a pod informer (LIST + WATCH, relist on 410), a timer thread
-    for run-time expiry and a pool for API writes. All state sits behind one lock; API
-    calls are made outside it. LISTs and WATCHes go through the generated client, writes
-    through :class:`RawApi` (one keep-alive connection per writer thread); the watches use
-    ``api_client``'s connection pool (size it for the two watches and callers' LISTs).
+    for run-time expiry (``life``'s) and ``life``'s pool for API writes. All state sits
+    behind one lock, ``life.state``'s; API calls are made outside it. LISTs and WATCHes go
+    through the generated client on ``api_client``, whose connection pool the watches use
+    (size it for the two watches and callers' LISTs); writes through ``life``.
     """
 
-    def __init__(self, api_client: Any, node_selector: str = FAKE_NODE_SELECTOR,
-                 workers: int = 8) -> None:
+    def __init__(self, api_client: Any, life: PodLife,
+                 node_selector: str = FAKE_NODE_SELECTOR) -> None:
         self.api = api_client
         self.v1 = client.CoreV1Api(api_client)
-        self.raw = RawApi(api_client)
+        self.life = life
+        self.state = life.state
         self.node_selector = node_selector
-        self.stop_event = threading.Event()
-        self.lock = threading.RLock()
-        self.nodes: dict[str, str] = {}  # name -> InternalIP
         self.known_nodes: set[str] = set()  # ever seen: deleting pods of gone nodes
-        self.pods: dict[str, KubeletPod] = {}
         self.pods_by_node: dict[str, set[str]] = {}
-        self.groups: dict[tuple[str, str], RendezvousGroup] = {}
-        self.timers: list[tuple[float, str]] = []
-        self.timer_cv = threading.Condition(self.lock)
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fk-write")
         self._synced = {"nodes": threading.Event(), "pods": threading.Event()}
         self._threads: list[threading.Thread] = []
 
@@ -74,7 +77,7 @@ class KubeletLoop(PodLife):
         """Start the informers and timers in daemon threads; returns after initial sync."""
         for target, name in ((self._node_informer, "fk-nodes"),
                              (self._pod_informer, "fk-pods"),
-                             (self._timer_loop, "fk-timers")):
+                             (self.life.run_timers, "fk-timers")):
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
             self._threads.append(t)
@@ -86,16 +89,13 @@ class KubeletLoop(PodLife):
 
     def stop(self) -> None:
         """Stop the threads (watches end at their next event or timeout)."""
-        self.stop_event.set()
-        with self.timer_cv:
-            self.timer_cv.notify_all()
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        self.raw.close()
+        self.state.stop_event.set()
+        self.life.stop()
 
     def run(self) -> None:
         """Run until :meth:`stop` (for the CLI)."""
         self.start_thread()
-        self.stop_event.wait()
+        self.state.stop_event.wait()
 
     # -- informers -------------------------------------------------------------------
 
@@ -107,7 +107,7 @@ class KubeletLoop(PodLife):
         ``lab.experiments.kubelet_writes`` finds a LIST costs the same CPU through it as through
         :class:`RawApi`, so only the per-pod writes are worth the second client.
         """
-        while not self.stop_event.is_set():
+        while not self.state.stop_event.is_set():
             try:
                 listed = list_objects(**selector, _preload_content=False,
                                       _request_timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
@@ -115,14 +115,14 @@ class KubeletLoop(PodLife):
                 rv = data["metadata"]["resourceVersion"]
                 self._replace(kind, data["items"])
                 self._synced[kind].set()
-                while not self.stop_event.is_set():
+                while not self.state.stop_event.is_set():
                     stream = list_objects(
                         **selector, watch=True, resource_version=rv, allow_watch_bookmarks=True,
                         timeout_seconds=120, _preload_content=False,
                         _request_timeout=(CONNECT_TIMEOUT, WATCH_READ_TIMEOUT))
                     try:
                         for line in watch_lines(stream):
-                            if self.stop_event.is_set():
+                            if self.state.stop_event.is_set():
                                 return
                             ev = orjson.loads(line)
                             obj = ev["object"]
@@ -141,7 +141,7 @@ class KubeletLoop(PodLife):
             except _Relist as e:
                 log.info("%s watch expired (%s): relisting", kind, e)
             except Exception as e:
-                if self.stop_event.is_set():
+                if self.state.stop_event.is_set():
                     return
                 log.warning("%s informer error: %r; retrying", kind, e)
                 time.sleep(0.5)
@@ -154,10 +154,11 @@ class KubeletLoop(PodLife):
 
     def _replace(self, kind: str, items: list[dict[str, Any]]) -> None:
         """Apply a full LIST: objects missing from it are treated as deleted."""
-        with self.lock:
+        with self.state.lock:
             present = {o["metadata"]["name"] if kind == "nodes" else o["metadata"]["uid"]
                        for o in items}
-            gone = [k for k in (self.nodes if kind == "nodes" else self.pods) if k not in present]
+            index = self.state.nodes if kind == "nodes" else self.state.pods
+            gone = [k for k in index if k not in present]
         for o in items:
             self._event(kind, "ADDED", o)
         for k in gone:
@@ -175,12 +176,12 @@ class KubeletLoop(PodLife):
             ip = next((a["address"] for a in (obj.get("status") or {}).get("addresses") or []
                        if a.get("type") == "InternalIP"), "")
             if provider_node_to_untaint(obj):
-                self._submit(self._untaint, name, obj["metadata"]["resourceVersion"],
-                             [t for t in (obj.get("spec") or {}).get("taints") or []
-                              if t.get("key") != NOT_READY_TAINT])
-            with self.lock:
-                new = name not in self.nodes
-                self.nodes[name] = ip
+                self.life.untaint(name, obj["metadata"]["resourceVersion"],
+                                  [t for t in (obj.get("spec") or {}).get("taints") or []
+                                   if t.get("key") != NOT_READY_TAINT])
+            with self.state.lock:
+                new = name not in self.state.nodes
+                self.state.nodes[name] = ip
                 self.known_nodes.add(name)
                 uids = list(self.pods_by_node.get(name, ()))
             if new:
@@ -192,8 +193,8 @@ class KubeletLoop(PodLife):
             self._pod_gone(obj["metadata"]["uid"])
             return
         p = pod_from_json(obj)
-        with self.lock:
-            old = self.pods.get(p.uid)
+        with self.state.lock:
+            old = self.state.pods.get(p.uid)
             if old is not None:
                 # Keep what only we know.
                 p.start_requested = old.start_requested
@@ -207,52 +208,44 @@ class KubeletLoop(PodLife):
                 if start:  # running before we (re)started: resume its clock
                     p.running_since = parse_rfc3339(start)
                     p.start_requested = True
-                    self._schedule(p)
-            self.pods[p.uid] = p
+                    self.life.resume(p)
+            self.state.pods[p.uid] = p
             if p.node:
                 self.pods_by_node.setdefault(p.node, set()).add(p.uid)
         self._reconcile(p.uid)
 
     def _node_gone(self, name: str) -> None:
-        with self.lock:
-            self.nodes.pop(name, None)
+        with self.state.lock:
+            self.state.nodes.pop(name, None)
         log.info("node %s removed", name)
 
     def _pod_gone(self, uid: str) -> None:
-        with self.lock:
-            p = self.pods.pop(uid, None)
+        with self.state.lock:
+            p = self.state.pods.pop(uid, None)
             if p is None:
                 return
             if p.node:
                 self.pods_by_node.get(p.node, set()).discard(uid)
-            self._leave_group(p)
-
-    def _leave_group(self, p: KubeletPod) -> None:
-        """A pod that goes away before its rendezvous is met no longer counts for it."""
-        if p.rendezvous is None:
-            return
-        g = self.groups.get((p.ns, p.rendezvous))
-        if g is not None and not g.met:
-            g.reached.discard(p.uid)
+            self.life.leave_group(p)
 
     # -- decisions -------------------------------------------------------------------
 
     def _reconcile(self, uid: str) -> None:
         """Decide the next write for one pod (called after every event about it)."""
-        with self.lock:
-            p = self.pods.get(uid)
+        with self.state.lock:
+            p = self.state.pods.get(uid)
             if p is None:
                 return
-            ours = p.node in self.nodes
+            ours = p.node in self.state.nodes
             if p.deleting:
-                self._leave_group(p)
+                self.life.leave_group(p)
                 if (ours or p.node in self.known_nodes or not p.node) \
                         and not p.delete_requested:
                     p.delete_requested = True
-                    self._submit(self._force_delete, p.ns, p.name, p.uid)
+                    self.life.delete(p)
                 return
             if not ours or p.phase in ("Succeeded", "Failed"):
                 return
             if p.phase == "Pending" and not p.start_requested:
                 p.start_requested = True
-                self._submit(self._set_running, p.uid)
+                self.life.start(p.uid)
