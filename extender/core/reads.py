@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from extender.core.model.types import SCHEDULER_PLUGINS, GroupInfo, PodInfo
+from extender.core.model.types import SCHEDULER_PLUGINS, CompositeInfo, GroupInfo, PodInfo
 from extender.core.model.vocabulary import Gauges, QueueRow, ReservationView, WaitingBindView
 from extender.core.provisioning import ProvisioningView
 from extender.core.queue.backoff import Backoff
@@ -31,6 +31,8 @@ class Reads:
         pod(uid)                       a known pod, or None
         group(key)                     a known PodGroup (any source), or None
         groups()                       every known PodGroup
+        composite(key)                 a known CompositePodGroup, or None
+        children(key)                  the groups whose parent is that composite
         group_pods(ns, name, source)   every pod that joins the group, finished ones too
         still_pending(uid)             known, unbound, no bind waiting: a wake-up may help
         pod_bound(uid)                 bound as far as the extender knows
@@ -65,6 +67,12 @@ class Reads:
 
     def groups(self) -> list[GroupInfo]:
         return list(self._cache.groups.values())
+
+    def composite(self, key: str) -> CompositeInfo | None:
+        return self._cache.composites.get(key)
+
+    def children(self, key: str) -> list[GroupInfo]:
+        return self._cache.children(key)
 
     def group_pods(self, namespace: str, name: str,
                    source: str = SCHEDULER_PLUGINS) -> Sequence[PodInfo]:

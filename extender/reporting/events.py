@@ -141,11 +141,14 @@ class GangEvents:
         self._group(ev.group, Reason.DISRUPTED, ev.message, warning=True,
                     pods_have_it=bool(ev.evicted))
         lost = ", ".join(p.key for p in ev.lost) or "a member"
+        why = (f"gang {ev.group.key} lost {lost} after it had started, and its disruption "
+               f"mode is all" if not ev.composite else
+               f"CompositePodGroup {ev.group.namespace}/{ev.composite}, of gang "
+               f"{ev.group.key}, lost a member after it had started, and its disruption "
+               f"mode is all")
         for pod in ev.evicted:
-            self.recorder.record(
-                pod_ref(pod), Reason.DISRUPTED,
-                f"evicted: gang {ev.group.key} lost {lost} after it had started, and its "
-                f"disruption mode is all", warning=True)
+            self.recorder.record(pod_ref(pod), Reason.DISRUPTED, f"evicted: {why}",
+                                 warning=True)
 
     def _preempting(self, ev: Preempting) -> None:
         """Both sides: the preemptor says whom it evicts and why; every victim gang and

@@ -11,7 +11,12 @@ from typing import Any
 
 from extender.core.manager import GangManager
 from extender.kube.informer import GROUPS, NODES, PODS, Kind
-from extender.kube.source_kinds import SOURCE_GROUP_KINDS, WORKLOAD_BETA_GROUPS, WORKLOAD_GROUPS
+from extender.kube.source_kinds import (
+    COMPOSITES,
+    SOURCE_GROUP_KINDS,
+    WORKLOAD_BETA_GROUPS,
+    WORKLOAD_GROUPS,
+)
 from extender.reporting.status import StatusWriter
 
 log = logging.getLogger("gang-extender.status")
@@ -66,6 +71,8 @@ def source_kinds(writer: StatusWriter) -> tuple[Kind, ...]:
             kind.apply(manager, obj, now)
             if kind in WORKLOAD_KINDS:  # its conditions are ours to write if its pods are
                 _guard(writer.observe_upstream, obj)
+            elif kind is COMPOSITES:  # so are a composite's, if its children's pods are
+                _guard(writer.observe_composite, obj)
             else:
                 writer.group_changed(kind.key(obj))
 

@@ -42,7 +42,15 @@ from extender.core.model.phase import (
     Previous,
     compute_status,
 )
-from extender.core.model.types import SCHEDULER_PLUGINS, WORKLOAD_API, GroupInfo, PodInfo, gang_key
+from extender.core.model.types import (
+    COMPOSITE,
+    SCHEDULER_PLUGINS,
+    WORKLOAD_API,
+    CompositeInfo,
+    GroupInfo,
+    PodInfo,
+    gang_key,
+)
 from extender.core.model.upstream_status import Disruption, disruptions, member_lost
 from extender.core.model.vocabulary import (
     Decision,
@@ -53,7 +61,7 @@ from extender.core.model.vocabulary import (
 )
 from extender.core.reads import Reads
 from extender.kube.client import PODGROUP_PATH, ApiError
-from extender.reporting import upstream
+from extender.reporting import composite_status, upstream
 from extender.reporting.events import GangEvents, quiet
 from extender.reporting.labelled import LabelledPods
 from extender.reporting.status_records import GangCounts, GroupRecord, StatusConfig
@@ -161,6 +169,18 @@ class StatusWriter:
         upstream.observe(rec, obj)
         self.dirty.add(key)
 
+    def observe_composite(self, obj: dict[str, Any]) -> None:
+        """A CompositePodGroup, after the gang manager applied it: its conditions are
+        ours to write when its children's pods are (`reporting/composite_status.py`)."""
+        key = composite_status.key_of(obj)
+        uid = str((obj.get("metadata") or {}).get("uid", ""))
+        rec = self.groups.get(key)
+        if rec is None or rec.uid != uid:
+            self._drop(key)
+            rec = self.groups[key] = GroupRecord(uid)
+        upstream.observe(rec, obj)
+        self.dirty.add(key)
+
     def observe_pod(self, obj: dict[str, Any]) -> None:
         uid = str((obj.get("metadata") or {}).get("uid", ""))
         # As the gang manager applied it: its gang decided.
@@ -184,6 +204,11 @@ class StatusWriter:
             if report.group.source in (SCHEDULER_PLUGINS, WORKLOAD_API):  # status of ours
                 self._disrupted[report.group.key] = member_lost(report)
             self.dirty.add(report.group.key)
+            if report.composite:  # disrupted whole with its siblings: the composite says so
+                d = composite_status.disrupted(report, self._disrupted.get(
+                    gang_key(COMPOSITE, report.group.namespace, report.composite)))
+                self._disrupted[d.gang] = d
+                self.dirty.add(d.gang)
         else:
             self.dirty.add(report.group.key)
 
@@ -254,21 +279,28 @@ class StatusWriter:
                 log.exception("event for podgroup %s failed", group.key)
         rec.phase, rec.reason, rec.quiet = st.phase, st.reason, quiet(st)
 
-    def due(self, now: float) -> list[tuple[GroupInfo, dict[str, Any]]]:
+    def due(self, now: float) -> list[tuple[GroupInfo | CompositeInfo, dict[str, Any]]]:
         """Recompute the dirty groups; return those to write now. Groups that changed
         but were written too recently stay dirty for a later round."""
         keys, self.dirty = self.dirty, set()
         return self._recompute(keys, now)
 
     def _recompute(self, keys: Iterable[str], now: float
-                   ) -> list[tuple[GroupInfo, dict[str, Any]]]:
-        out: list[tuple[GroupInfo, dict[str, Any]]] = []
+                   ) -> list[tuple[GroupInfo | CompositeInfo, dict[str, Any]]]:
+        out: list[tuple[GroupInfo | CompositeInfo, dict[str, Any]]] = []
         keep: set[str] = set()
         for key in keys:
+            if key.startswith(f"{COMPOSITE}:"):
+                due = self._composite(key, now, keep)
+                if due is not None:
+                    out.append(due)
+                continue
             group = self.reads.group(key)
             if group is None:
                 self._drop(key)  # a Kueue group goes with its last pod
                 continue
+            if group.parent:
+                keep.add(group.parent)  # its composite's conditions follow its own
             rec = self.groups.get(key)
             if rec is None or rec.uid != group.uid:
                 self._drop(key)
@@ -331,6 +363,33 @@ class StatusWriter:
         self.dirty |= keep
         return out
 
+    def _composite(self, key: str, now: float, keep: set[str]
+                   ) -> tuple[CompositeInfo, dict[str, Any]] | None:
+        """A CompositePodGroup's conditions, when one of its children is a gang of ours
+        (a member of ours and no pod of another scheduler) or this process wrote them
+        before; recomputed whenever a child's status is (`_recompute` marks it)."""
+        composite = self.reads.composite(key)
+        rec = self.groups.get(key)
+        if composite is None or rec is None:
+            return None  # not seen (yet): its watch event marks it again
+        children = [(g, st) for g in self.reads.children(key)
+                    if (st := self.compute(g, now)) is not None]
+        disruption = self._disrupted.get(key)
+        ours = any(st.members > 0 and not self.pods.foreign(g.key) for g, st in children)
+        if not (ours or rec.api_written_json is not None or disruption is not None):
+            return None
+        if disruption is not None and upstream.evicted(self.reads, disruption, rec):
+            del self._disrupted[key]  # evicted and said: placed again, it ends
+            disruption = None
+        doc = composite_status.doc(rec, composite_status.state(composite, children),
+                                   disruption, now)
+        if doc is None or not isinstance(self.kube, UpstreamStatusApi):
+            return None
+        if now - rec.written_at < self.config.min_interval or now < rec.retry_at:
+            keep.add(key)
+            return None
+        return composite, doc
+
     def _settled(self, rec: GroupRecord, now: float) -> bool:
         cfg = self.config
         return (now - rec.unwritten_changed >= cfg.settle
@@ -345,14 +404,18 @@ class StatusWriter:
 
     # ----- writing ---------------------------------------------------------------------------
 
-    async def write(self, group: GroupInfo, doc: dict[str, Any]) -> bool:
+    async def write(self, group: GroupInfo | CompositeInfo, doc: dict[str, Any]) -> bool:
         rec = self.groups.get(group.key)
         if self.kube is None or rec is None:
             return False
         path = f"{PODGROUP_PATH}/namespaces/{group.namespace}/podgroups/{group.name}/status"
         now = self.clock()
         try:
-            if group.source == WORKLOAD_API:
+            if isinstance(group, CompositeInfo):
+                assert isinstance(self.kube, UpstreamStatusApi)
+                await self.kube.strategic_patch(composite_status.path(group),
+                                                {"status": doc})
+            elif group.source == WORKLOAD_API:
                 assert isinstance(self.kube, UpstreamStatusApi)
                 await self.kube.strategic_patch(
                     upstream.path(group, upstream.api_version(group)), {"status": doc})
@@ -372,7 +435,7 @@ class StatusWriter:
             log.warning("podgroup=%s status write failed (retry in %.0fs): %s", group.key,
                         rec.retry_at - now, exc)
             return False
-        if group.source == WORKLOAD_API:
+        if isinstance(group, CompositeInfo) or group.source == WORKLOAD_API:
             upstream.written(rec, doc)
             rec.written_at, rec.errors, rec.retry_at = now, 0, 0.0
         else:

@@ -17,7 +17,6 @@ real API server is e2e test_deploy and test_admission_policy.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -43,9 +42,7 @@ from extender.core.model.sources import (
 )
 from extender.core.model.types import GROUP_LABEL
 from extender.scheduler.wakeups import WAKE_ANNOTATION
-from tests.deploy.accounts import EXTENDER_SA, NS, SCHEDULER_SA
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.deploy.test_security import EXTENDER_SA, NS, REPO, SCHEDULER_SA
 
 
 def _rbac_docs() -> list[dict[str, Any]]:

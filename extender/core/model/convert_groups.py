@@ -301,17 +301,34 @@ def _build_composite(obj: Mapping[str, Any], _ident: str) -> CompositeInfo:
     if outer:
         error = (f"spec.parentCompositePodGroupName: {outer!r}: a CompositePodGroup inside "
                  f"another is not supported by gang-extender (one level of composites only)")
+    priority = spec.get("priority")
     return CompositeInfo(
         namespace=fields.as_str(meta.get("namespace"), "metadata.namespace", "default"),
         name=name, min_group_count=count, uid=fields.as_str(meta.get("uid"), "metadata.uid"),
         creation=fields.parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-        topology_required=required, error=error)
+        topology_required=required, error=error,
+        disruption_mode=_composite_disruption_mode(spec.get("disruptionMode")),
+        priority=None if priority is None else fields.as_int(priority, "spec.priority", 0),
+        disrupted_since=_disrupted_since(obj.get("status")))
+
+
+def _composite_disruption_mode(raw: Any) -> str:
+    """spec.disruptionMode of a CompositePodGroup (`CompositeDisruptionMode`, 1.37): the
+    one-of object of a v1beta1 PodGroup's, `{"all": {}}` or `{"single": {}}`, never a
+    string (v1alpha3 has no v1alpha2 spelling to carry)."""
+    if isinstance(raw, str):
+        raise ValueError(f"spec.disruptionMode: {raw!r} is not an object with 'single' or "
+                         f"'all'")
+    return _workload_disruption_mode(raw)
 
 
 def composite_from_k8s(obj: Any) -> CompositeInfo:
     """A CompositePodGroup (`composite.py`) to `CompositeInfo`: spec.schedulingPolicy.gang
     .minGroupCount (a "basic" policy: 0), spec.schedulingConstraints.topology[0].key, and
     a parent composite refused with its reason. Read here, beside the PodGroups it groups,
-    whose policy and constraints have the same shape. workloadRef, disruptionMode and the
-    priority fields are not read: the children carry their own."""
+    whose policy and constraints have the same shape. spec.disruptionMode (`all`: its
+    children are disrupted together), spec.priority (what admission resolved from
+    spec.priorityClassName; the name itself is not resolved here) and our
+    `DisruptionTarget` condition read back for a restart, as a PodGroup's. workloadRef
+    is not read: the children carry the policy copied from their templates."""
     return fields.guarded("compositepodgroup.scheduling.k8s.io", obj, _build_composite)

@@ -9,9 +9,13 @@ from typing import NamedTuple
 from extender.core.model.types import GroupInfo, PodInfo
 
 
-def gang_priority(members: list[PodInfo]) -> int:
-    """A gang runs at the priority of its most important member."""
-    return max((p.priority for p in members), default=0)
+def gang_priority(members: list[PodInfo], inherited: int | None = None) -> int:
+    """A gang runs at the priority of its most important member; where none of its
+    members has a priority above 0 (none given by a PriorityClass, the common case for a
+    child of a CompositePodGroup whose template alone names one), at the priority it
+    inherits, its composite's (`CompositeInfo.priority`), when that is set."""
+    top = max((p.priority for p in members), default=0)
+    return inherited if inherited is not None and top == 0 else top
 
 
 class QueueKey(NamedTuple):
@@ -28,5 +32,7 @@ class QueueKey(NamedTuple):
         return -self.negated_priority
 
 
-def queue_sort_key(group: GroupInfo, members: list[PodInfo]) -> QueueKey:
-    return QueueKey(-gang_priority(members), group.creation, group.key)
+def queue_sort_key(group: GroupInfo, members: list[PodInfo],
+                   inherited: int | None = None) -> QueueKey:
+    """`inherited`: the priority of the group's CompositePodGroup (`gang_priority`)."""
+    return QueueKey(-gang_priority(members, inherited), group.creation, group.key)

@@ -350,6 +350,15 @@ class CompositeInfo:
     creation: float = 0.0
     topology_required: str = ""
     error: str = ""
+    # DISRUPT_ALL: its children are disrupted together, as one gang of gangs
+    # (`core/preemption/disruption.py`); DISRUPT_SINGLE: each child by its own mode.
+    disruption_mode: str = DISRUPT_SINGLE
+    # spec.priority as admission resolved it from spec.priorityClassName (None: absent):
+    # the queue place of its children whose members have no priority of their own
+    # (`model/order.py`).
+    priority: int | None = None
+    # As `GroupInfo.disrupted_since`, from the composite's own `DisruptionTarget`.
+    disrupted_since: float = 0.0
 
     @property
     def key(self) -> str:

@@ -41,6 +41,14 @@ Rules, following kube-scheduler's `updatePodGroupCondition` where it has one:
 
 `lastTransitionTime` moves only when a condition's status changes; `observedGeneration`
 is the PodGroup's generation, as kube-scheduler sets it.
+
+A CompositePodGroup (`scheduling.k8s.io/v1alpha3`) whose children's pods are ours gets
+its own (`composite_conditions`): `CompositePodGroupInitiallyScheduled`, the composite's
+name for the scheduling condition, True once `minGroupCount` of its children (1 for a
+"basic" one) have their quorum bound, terminal as the PodGroup's; False with reason
+`Unschedulable` and a waiting child's message before that, `SchedulerError` for what
+cannot be honoured; and `DisruptionTarget` as a PodGroup's, when it is disrupted whole
+(its disruption mode all).
 """
 
 from __future__ import annotations
@@ -54,6 +62,8 @@ from extender.core.model.types import MEMBER_DISRUPTED
 from extender.core.model.vocabulary import GANG, GangDisrupted, Preempting, Reason
 
 INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"  # scheduling.k8s.io/v1beta1 (1.37)
+# A CompositePodGroup's (scheduling.k8s.io/v1alpha3, 1.37): its own type, same reasons.
+COMPOSITE_INITIALLY_SCHEDULED = "CompositePodGroupInitiallyScheduled"
 SCHEDULED_V1ALPHA2 = "PodGroupScheduled"  # scheduling.k8s.io/v1alpha2 (1.36)
 DISRUPTION_TARGET = "DisruptionTarget"
 UNSCHEDULABLE = "Unschedulable"
@@ -154,6 +164,54 @@ def upstream_conditions(
     elif disrupted and bound:
         out.append(cond(DISRUPTION_TARGET, "False", SCHEDULED,
                         f"placed again after the disruption; {status.message}"))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class CompositeState:
+    """What the children of a CompositePodGroup say, for its conditions: `placed`, the
+    message once enough of them have their quorum bound ("": not yet); `waiting`, a
+    tried child's message while none is ("": none tried); `error`, what the composite
+    asks that cannot be honoured ("": nothing)."""
+
+    placed: str = ""
+    waiting: str = ""
+    error: str = ""
+
+
+def composite_conditions(
+    state: CompositeState,
+    disruption: Disruption | None,
+    previous: Previous,
+    now: float,
+    generation: int = 0,
+) -> tuple[Condition, ...]:
+    """A CompositePodGroup's conditions to set now, by the rules of `upstream_conditions`
+    (terminal once True; `DisruptionTarget` until placed again)."""
+    sched = COMPOSITE_INITIALLY_SCHEDULED
+    was_true = previous.conditions.get(sched, ("", ""))[0] == "True"
+
+    def cond(type_: str, status: str, reason: str, message: str, at: float = 0.0
+             ) -> Condition:
+        old = previous.conditions.get(type_)
+        since = (old[1] if old is not None and old[0] == status and old[1]
+                 else rfc3339(at or now))
+        return Condition(type_, status, reason, message, since, generation)
+
+    out: list[Condition] = []
+    if state.placed:
+        out.append(cond(sched, "True", SCHEDULED, state.placed))
+    elif not was_true and state.error:
+        out.append(cond(sched, "False", SCHEDULER_ERROR, state.error))
+    elif not was_true and state.waiting:
+        out.append(cond(sched, "False", UNSCHEDULABLE, state.waiting))
+    disrupted = previous.conditions.get(DISRUPTION_TARGET, ("", ""))[0] == "True"
+    if disruption is not None:
+        out.append(cond(DISRUPTION_TARGET, "True", disruption.reason, disruption.message,
+                        disruption.since))
+    elif disrupted and state.placed:
+        out.append(cond(DISRUPTION_TARGET, "False", SCHEDULED,
+                        f"placed again after the disruption; {state.placed}"))
     return tuple(out)
 
 

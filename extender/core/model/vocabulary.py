@@ -207,6 +207,9 @@ class GangDisrupted:
     lost: tuple[PodRef, ...]
     evicted: tuple[PodRef, ...]
     since: float  # when it was disrupted (a restarted extender's carried-on one: then)
+    # The name of the CompositePodGroup (in the group's namespace) of mode all that was
+    # disrupted whole with this group, its child; "": the gang alone.
+    composite: str = ""
 
 
 @dataclass(frozen=True, slots=True)

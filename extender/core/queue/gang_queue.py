@@ -44,12 +44,7 @@ from extender.core.planner.composite_plan import Child, plan_composite
 from extender.core.planner.relations import Term
 from extender.core.preemption.preemptor import Preemptions
 from extender.core.provisioning import Provisioning
-from extender.core.queue.composite_unit import (
-    child_words,
-    not_planned,
-    short_words,
-    unit_of,
-)
+from extender.core.queue.composite_unit import not_planned, short_words, unit_of
 from extender.core.queue.starvation import Starvation
 from extender.core.queue.unplaceable import Unplaceable, message
 from extender.core.queue.waiting import Waiting
@@ -188,10 +183,10 @@ class GangQueue:
             members = list(pods)
             unit = unit_of(group, self._cache)
             if unit is not None:
-                units.setdefault(unit, []).append((queue_sort_key(group, members), group,
+                units.setdefault(unit, []).append((self._sort_key(group, members), group,
                                                    members))
                 continue
-            waiting.append((queue_sort_key(group, members), group, members, None))
+            waiting.append((self._sort_key(group, members), group, members, None))
         for unit, children in units.items():
             first = min(children, key=lambda c: c[0])
             waiting.append((*first, unit))
@@ -280,10 +275,9 @@ class GangQueue:
 
     def _composite(self, key: str, children: list[tuple[QueueKey, GroupInfo, list[PodInfo]]],
                    now: float, scheduling: str | None, granted: list[str]) -> None:
-        """Step 4 for a composite's complete children: plan them together
-        (`plan_composite`: largest first, then a bounded search over choices of them);
-        reserve every one that fits if at least minGroupCount do, else none, and tell
-        each why. One deadline for all: the earliest any of them asks for, so none of them is
+        """Step 4 for a composite's complete children: plan them together (by name);
+        reserve every one that fits if at least minGroupCount do, else none, and tell each
+        why. One deadline for all: the earliest any of them asks for, so none of them is
         left reserved after the others timed out."""
         children = sorted(children, key=lambda c: c[1].name)
         groups = [g for _, g, _ in children]
@@ -298,13 +292,12 @@ class GangQueue:
             composite, [Child(g, m, self._cache.succeeded(g)) for _, g, m in children],
             self._cache.snapshot, self._plan)
         if not result.placed:
-            msg = short_words(key, composite, list(result.plans), len(groups), result.where,
-                              result.searched, result.tried)
+            msg = short_words(key, composite, list(result.plans), len(groups), result.where)
             for g in groups:
                 own = result.short.get(g.key)
                 self._explanations.set(
                     g.key, Reason.INSUFFICIENT_CAPACITY,
-                    f"gang {g.key}: {msg}" + (f"; this one: {child_words(own)}" if own else ""),
+                    f"gang {g.key}: {msg}" + (f"; this one: {own.message}" if own else ""),
                     now)
             return
         timeout = min(self._config.timeout_for(g.schedule_timeout_seconds) for g in groups)
@@ -317,7 +310,7 @@ class GangQueue:
             own = result.short.get(g.key)
             if own is not None:  # placed later, on its own (`composite.unit_of`)
                 self._explanations.set(g.key, Reason.INSUFFICIENT_CAPACITY,
-                                       f"gang {g.key}: {child_words(own)}", now)
+                                       f"gang {g.key}: {own.message}", now)
 
     def _short(self, group: GroupInfo, members: list[PodInfo], sort_key: QueueKey,
                shortfall: Shortfall, granted_now: Sequence[str], now: float) -> None:
@@ -446,6 +439,12 @@ class GangQueue:
         if parked:
             self._outbox.append(WakePods(f"gang {group.key} reserved", parked, group.key))
 
+    def _sort_key(self, group: GroupInfo, members: list[PodInfo]) -> QueueKey:
+        """Its place in the queue; a child of a CompositePodGroup inherits the
+        composite's priority where its members have none (`order.gang_priority`)."""
+        parent = self._cache.composites.get(group.parent) if group.parent else None
+        return queue_sort_key(group, members, parent.priority if parent is not None else None)
+
     # ----- view ------------------------------------------------------------------------------
 
     def rows(self) -> list[QueueRow]:
@@ -455,7 +454,7 @@ class GangQueue:
             members, bound, present = self._cache.quorum_counts(group)
             if bound >= group.min_member or not members:
                 continue  # running or finished, or no pods yet
-            rows.append((queue_sort_key(group, members),
+            rows.append((self._sort_key(group, members),
                          QueueRow(key, group.min_member, present, bound,
                                   self._explanations.get(key))))
         rows.sort(key=lambda r: r[0])
