@@ -93,7 +93,7 @@ def lease_api() -> Iterator[str]:
 
 def test_losing_the_lease_while_active_exits_with_status_1(lease_api: str,
                                                           tmp_path: Path) -> None:
-    from tests.deploy.test_security import _free_port
+    from e2e.harness.process import free_port
 
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump({
@@ -102,7 +102,7 @@ def test_losing_the_lease_while_active_exits_with_status_1(lease_api: str,
         "users": [{"name": "t", "user": {"token": "t"}}],
         "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}],
     }))
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path / "extender.log"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(

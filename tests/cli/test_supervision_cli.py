@@ -22,10 +22,10 @@ import httpx
 import pytest
 import yaml
 
+from e2e.harness.process import free_port
 from extender.kube.source_kinds import VOLCANO_PATH, WORKLOAD_PATH
 from extender.scheduler.http import NOT_SYNCED
 from extender.scheduler.supervise import EXIT_TASK_ENDED, TICK_FAULTS_ENV
-from tests.deploy.test_security import _free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -140,7 +140,7 @@ def test_nothing_acts_before_the_first_lists_are_applied(slow_list_api: Path,
     is written, no tick acts (the test-only fault injected into the first tick that acts
     fires only after the sync). Once the list arrives, the same filter call places the
     pod."""
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     log_path = tmp_path / "extender.log"
     with log_path.open("wb") as log:
@@ -203,7 +203,7 @@ def test_a_long_running_task_that_ends_makes_the_process_exit_non_zero(
         raise RuntimeError("wake loop broke")
 
     monkeypatch.setattr(Wakeups, "run", broken)
-    port = _free_port()
+    port = free_port()
     # Without the supervision it would serve on: stopped by a SIGTERM (status 0) then.
     stopper = threading.Timer(20, lambda: os.kill(os.getpid(), signal.SIGTERM))
     stopper.start()

@@ -17,6 +17,7 @@ real API server is e2e test_deploy and test_admission_policy.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -42,7 +43,9 @@ from extender.core.model.sources import (
 )
 from extender.core.model.types import GROUP_LABEL
 from extender.scheduler.wakeups import WAKE_ANNOTATION
-from tests.deploy.test_security import EXTENDER_SA, NS, REPO, SCHEDULER_SA
+from tests.deploy.accounts import EXTENDER_SA, NS, SCHEDULER_SA
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _rbac_docs() -> list[dict[str, Any]]:

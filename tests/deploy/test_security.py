@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -35,7 +34,9 @@ import httpx
 import pytest
 import yaml
 
+from e2e.harness.process import free_port
 from extender.cli import build_parser
+from tests.deploy.accounts import EXTENDER_SA, NS, SCHEDULER_SA
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "s3cr3t-token-" + "7f1d2c9e4b8a"  # a marker searched for in logs
@@ -76,12 +77,6 @@ def test_shipped_deployment_keeps_the_verbs_on_loopback() -> None:
 
 
 # ----- no credentials in logs or answers ---------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _item_list(kind: str, items: list[dict[str, Any]]) -> bytes:
@@ -175,7 +170,7 @@ def test_no_token_in_logs_or_answers(fake_api: str, tmp_path: Path) -> None:
         "users": [{"name": "t", "user": {"token": TOKEN}}],
         "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}],
     }))
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path / "extender.log"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
@@ -221,10 +216,6 @@ def test_no_token_in_logs_or_answers(fake_api: str, tmp_path: Path) -> None:
 
 
 # ----- RBAC: two accounts, each with its own rules ------------------------------------
-
-NS = "gang-scheduler-system"
-SCHEDULER_SA = "gang-scheduler"
-EXTENDER_SA = "gang-scheduler-extender"
 
 # (apiGroup, resource, verb) the extender's code uses, and where.
 NEEDED = {

@@ -11,18 +11,18 @@ import orjson
 from extender.reporting.metrics import Metrics
 from extender.scheduler.debug import gangs_view
 from extender.scheduler.dispatch import Dispatcher
-from tests.core.planner.test_device_plans import CLASS, _allocate, _member, _sim, _slots
+from tests.core.dra_cluster import CLASS, allocate_claim, dra_sim, gpu_member, slots_of
 from tests.core.sim import SimScheduler, group
 
 
 def _reserved() -> tuple[SimScheduler, dict[str, str]]:
     """Gang a (2 members × 2 devices) holds slots on two of four nodes of 2 devices,
     waiting for its third member."""
-    sim = _sim((2, 2, 2, 2))
+    sim = dra_sim((2, 2, 2, 2))
     sim.add_group(group("a", 2))
-    a = [sim.add_pod(_member(f"a-{i}", "a")) for i in range(2)]
+    a = [sim.add_pod(gpu_member(f"a-{i}", "a")) for i in range(2)]
     sim.schedule(a[0].uid)
-    on = _slots(sim, "a")
+    on = slots_of(sim, "a")
     assert len(set(on.values())) == 2
     return sim, on
 
@@ -59,5 +59,5 @@ def test_devices_are_counted_per_class_free_reserved_and_allocated() -> None:
     # kube-scheduler allocates one member's claim: its devices are allocated now.
     first = min(on)
     (pod,) = [p for p in sim.cache.pods.values() if p.name == first]
-    _allocate(sim, dataclasses.replace(pod, node_name=on[first]))
+    allocate_claim(sim, dataclasses.replace(pod, node_name=on[first]))
     assert counts() == {"free": 4, "reserved": 2, "allocated": 2}

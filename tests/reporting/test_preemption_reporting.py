@@ -70,7 +70,7 @@ def test_the_debug_view_shows_a_held_reservation_without_a_deadline() -> None:
 
     from extender.scheduler.debug import gangs_view
     from extender.scheduler.dispatch import Dispatcher
-    from tests.core.queue.test_starvation import held_cluster
+    from tests.core.queue.held_capacity import held_cluster
 
     sim, _, _ = held_cluster()
     view = gangs_view(Dispatcher(sim.manager, None, clock=lambda: sim.now))

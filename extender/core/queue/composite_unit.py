@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from extender.core.cache import Cache
 from extender.core.model.types import CompositeInfo, GroupInfo
 from extender.core.model.vocabulary import Reason
+from extender.core.planner.plan import Shortfall
 
 
 def unit_of(group: GroupInfo, cache: Cache) -> str | None:
@@ -66,11 +67,27 @@ def not_planned(key: str, composite: CompositeInfo | None,
 
 
 def short_words(key: str, composite: CompositeInfo, fit: Sequence[str], complete: int,
-                where: str) -> str:
-    """Why none of the composite's children is placed: too few fit together."""
+                where: str, searched: str = "", tried: int = 0) -> str:
+    """Why none of the composite's children is placed: too few fit together, and how
+    far the planner looked for another choice of them (`CompositePlan.searched`)."""
     names = ", ".join(_name(k) for k in fit) or "none"
     inside = f" in one {where.split(' ', 1)[0]}" if where else ""
+    need = composite.min_group_count
+    looked = {
+        "every": f" (no other choice of {need} of them fits either)",
+        "bound": f" (other choices of {need} of them were tried, {tried} plans, the "
+                 f"search's bound on a cluster of this size; none fits)",
+    }.get(searched, "")
     return (f"part of CompositePodGroup {_name(key)}, whose groups are placed together, "
-            f"{composite.min_group_count} at least (minGroupCount); {len(fit)} of its "
-            f"{complete} groups with their pods fit together{inside} now ({names}), so "
-            f"none is placed")
+            f"{need} at least (minGroupCount); {len(fit)} of its "
+            f"{complete} groups with their pods fit together{inside} now ({names}){looked}, "
+            f"so none is placed")
+
+
+def child_words(own: Shortfall) -> str:
+    """One child's shortfall, for its own status: how many of the pods it needs do not
+    fit and the first of them, then the planner's words for why."""
+    if own.pod is None or own.need <= own.fit:
+        return own.message
+    return (f"{own.need - own.fit} of the {own.need} pod(s) it needs do not fit (the "
+            f"first: {own.pod}): {own.message}")

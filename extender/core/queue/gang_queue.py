@@ -44,7 +44,12 @@ from extender.core.planner.composite_plan import Child, plan_composite
 from extender.core.planner.relations import Term
 from extender.core.preemption.preemptor import Preemptions
 from extender.core.provisioning import Provisioning
-from extender.core.queue.composite_unit import not_planned, short_words, unit_of
+from extender.core.queue.composite_unit import (
+    child_words,
+    not_planned,
+    short_words,
+    unit_of,
+)
 from extender.core.queue.starvation import Starvation
 from extender.core.queue.unplaceable import Unplaceable, message
 from extender.core.queue.waiting import Waiting
@@ -275,9 +280,10 @@ class GangQueue:
 
     def _composite(self, key: str, children: list[tuple[QueueKey, GroupInfo, list[PodInfo]]],
                    now: float, scheduling: str | None, granted: list[str]) -> None:
-        """Step 4 for a composite's complete children: plan them together (by name);
-        reserve every one that fits if at least minGroupCount do, else none, and tell each
-        why. One deadline for all: the earliest any of them asks for, so none of them is
+        """Step 4 for a composite's complete children: plan them together
+        (`plan_composite`: largest first, then a bounded search over choices of them);
+        reserve every one that fits if at least minGroupCount do, else none, and tell
+        each why. One deadline for all: the earliest any of them asks for, so none of them is
         left reserved after the others timed out."""
         children = sorted(children, key=lambda c: c[1].name)
         groups = [g for _, g, _ in children]
@@ -292,12 +298,13 @@ class GangQueue:
             composite, [Child(g, m, self._cache.succeeded(g)) for _, g, m in children],
             self._cache.snapshot, self._plan)
         if not result.placed:
-            msg = short_words(key, composite, list(result.plans), len(groups), result.where)
+            msg = short_words(key, composite, list(result.plans), len(groups), result.where,
+                              result.searched, result.tried)
             for g in groups:
                 own = result.short.get(g.key)
                 self._explanations.set(
                     g.key, Reason.INSUFFICIENT_CAPACITY,
-                    f"gang {g.key}: {msg}" + (f"; this one: {own.message}" if own else ""),
+                    f"gang {g.key}: {msg}" + (f"; this one: {child_words(own)}" if own else ""),
                     now)
             return
         timeout = min(self._config.timeout_for(g.schedule_timeout_seconds) for g in groups)
@@ -310,7 +317,7 @@ class GangQueue:
             own = result.short.get(g.key)
             if own is not None:  # placed later, on its own (`composite.unit_of`)
                 self._explanations.set(g.key, Reason.INSUFFICIENT_CAPACITY,
-                                       f"gang {g.key}: {own.message}", now)
+                                       f"gang {g.key}: {child_words(own)}", now)
 
     def _short(self, group: GroupInfo, members: list[PodInfo], sort_key: QueueKey,
                shortfall: Shortfall, granted_now: Sequence[str], now: float) -> None:

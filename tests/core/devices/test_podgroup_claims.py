@@ -13,7 +13,7 @@ from extender.core.devices.model import claim_from_k8s
 from extender.core.model.claims import ClaimRef, PodClaims
 from extender.core.model.convert_groups import workload_group_from_k8s
 from extender.core.model.types import WORKLOAD_API, Membership, PodInfo, gang_key
-from tests.core.planner.test_device_plans import CLASS, _sim
+from tests.core.dra_cluster import CLASS, dra_sim
 from tests.core.sim import SimScheduler, pod
 
 GPU = ClaimRef("gpu", None, "gpu-2")
@@ -60,7 +60,7 @@ def _train(sim: SimScheduler, statuses: list[dict[str, Any]] | None = None) -> N
 def test_a_podgroup_claim_from_a_template_is_one_allocation_for_the_gang() -> None:
     """Three members sharing the group's claim of 2 devices go on one node (before:
     each member's claim was planned as its own, on three nodes)."""
-    sim = _sim((2, 2, 2, 2))
+    sim = dra_sim((2, 2, 2, 2))
     _train(sim)
     on = _slots(sim)
     assert len(on) == 3 and len(set(on.values())) == 1, on
@@ -69,7 +69,7 @@ def test_a_podgroup_claim_from_a_template_is_one_allocation_for_the_gang() -> No
 def test_the_claim_the_control_plane_made_for_the_group_pins_it_where_allocated() -> None:
     """Once made and allocated (status.resourceClaimStatuses names it), the group's claim
     is used where its devices are: node-2."""
-    sim = _sim((2, 2, 2, 2))
+    sim = dra_sim((2, 2, 2, 2))
     sim.manager.on_devices("resourceclaims", "ns/train-gpu-x7", claim_from_k8s({
         "metadata": {"name": "train-gpu-x7", "namespace": "ns", "uid": "c-x7"},
         "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {

@@ -8,22 +8,17 @@ is answered from that commit."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 
 from extender.core.ledger import FRESH_LIMIT_SECONDS, FRESH_MARGIN_SECONDS
 from extender.core.model.config import Config
 from extender.core.model.constraints import HOSTNAME
 from extender.core.model.types import LabelSelector, PodAffinityTerm, PodInfo, SpreadConstraint
-from extender.core.model.vocabulary import BindOutcome, BindPod, EvictPods, WakePods
+from extender.core.model.vocabulary import BindOutcome, EvictPods, WakePods
 from extender.core.wiring import Core
+from tests.core.ledger.direct_commit_sim import binds, direct_sim, run_pass, taken
 from tests.core.sim import SimScheduler, group, node, pod
 
 ZONE = "topology.kubernetes.io/zone"
-
-
-def direct_sim(**config: object) -> SimScheduler:
-    return SimScheduler(Core.wire(Config(default_timeout_seconds=30, direct_commit=True,
-                                         **config)))  # type: ignore[arg-type]
 
 
 def cluster(sim: SimScheduler, nodes: int = 4, members: int = 3,
@@ -41,23 +36,6 @@ def arrived(sim: SimScheduler, nodes: int = 4, members: int = 3,
     for p in pods:
         sim.add_pod(p)
     return pods
-
-
-def taken(sim: SimScheduler) -> Sequence[object]:
-    """The actions asked for since the last call, not carried out (Bindings in flight)."""
-    out = sim.manager.take_actions()
-    sim.actions.extend(out)
-    return out
-
-
-def run_pass(sim: SimScheduler, seconds: float = 1.0) -> None:
-    """A tick (the queue's pass), its actions left for `taken`."""
-    sim.now += seconds
-    sim.manager.tick(sim.now)
-
-
-def binds(actions: Sequence[object]) -> dict[str, str]:
-    return {a.pod.uid: a.node for a in actions if isinstance(a, BindPod)}
 
 
 def committed(nodes: int = 4, members: int = 3, **kw: object

@@ -14,7 +14,7 @@ import dataclasses
 
 from extender.core.model.vocabulary import BindOutcome
 from extender.core.wiring import Core
-from tests.core.ledger.test_direct_commit import binds, direct_sim, run_pass, taken
+from tests.core.ledger.direct_commit_sim import binds, direct_sim, run_pass, taken
 from tests.core.sim import SimScheduler, group, node, pod
 
 

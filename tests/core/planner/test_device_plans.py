@@ -26,81 +26,29 @@ from extender.core.model.vocabulary import BindOutcome, Reason
 from extender.core.planner.device_plan import DevicePlan
 from extender.core.planner.plan import Plan, plan_gang
 from extender.core.wiring import Core
+from tests.core.dra_cluster import CLASS, dra_sim, gpu_member, gpu_slice, slots_of
 from tests.core.sim import SimScheduler, group, node, pod
-
-CLASS = "gpu.example.com"
-
-
-def _sim(devices: tuple[int, ...], cpu: int = 16000, direct: bool = False,
-         config: Config | None = None) -> SimScheduler:
-    """`config`: instead of the default one (30 s timeout, `direct` commit)."""
-    config = config or Config(default_timeout_seconds=30, direct_commit=direct)
-    sim = SimScheduler(Core.wire(config, selectors=compile_selector))
-    m = sim.manager
-    m.on_devices("deviceclasses", CLASS, device_class_from_k8s({
-        "metadata": {"name": CLASS},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{CLASS}"'}}]}}))
-    for count in (2, 4, 1):
-        m.on_devices("resourceclaimtemplates", f"ns/gpu-{count}", claim_template_from_k8s({
-            "metadata": {"name": f"gpu-{count}", "namespace": "ns"},
-            "spec": {"spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
-                "deviceClassName": CLASS, "count": count}}]}}}}))
-    for i, n in enumerate(devices):
-        sim.add_node(node(f"node-{i}", cpu=cpu))
-        m.on_devices("resourceslices", f"node-{i}-gpu", _slice(f"node-{i}", n))
-    return sim
-
-
-def _slice(node_name: str, n: int) -> Any:
-    return resource_slice_from_k8s({"metadata": {"name": f"{node_name}-gpu"}, "spec": {
-        "driver": CLASS, "pool": {"name": node_name, "generation": 1}, "nodeName": node_name,
-        "devices": [{"name": f"gpu-{j}"} for j in range(n)]}})
-
-
-def _member(name: str, gang: str, count: int = 2, creation: float = 0.0,
-            priority: int = 0) -> PodInfo:
-    """Its claim, made from the template, is named `<name>-gpu` once made (`_allocate`)."""
-    claims = PodClaims((ClaimRef("gpu", None, f"gpu-{count}"),), {"gpu": f"{name}-gpu"})
-    return pod(name, gang, cpu=1000, memory=1 << 20, creation=creation, claims=claims,
-               binds_via_scheduler=True, priority=priority)
-
-
-def _allocate(sim: SimScheduler, p: PodInfo, count: int = 2) -> None:
-    """What kube-scheduler's plugin writes for a bound member: its claim allocated the
-    first `count` devices of its node."""
-    sim.manager.on_devices("resourceclaims", f"ns/{p.name}-gpu", claim_from_k8s({
-        "metadata": {"name": f"{p.name}-gpu", "namespace": "ns", "uid": f"claim-{p.uid}"},
-        "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
-            "deviceClassName": CLASS, "count": count}}]}},
-        "status": {"allocation": {"devices": {"results": [
-            {"request": "gpus", "driver": CLASS, "pool": p.node_name, "device": f"gpu-{j}"}
-            for j in range(count)]}}}}))
-
-
-def _slots(sim: SimScheduler, gang: str) -> dict[str, str]:
-    res = sim.core.ledger.get(f"ns/{gang}")
-    return {} if res is None else {s.pod.name: s.node for s in res.slots.values()}
 
 
 def test_two_dra_gangs_created_interleaved_are_planned_one_whole_then_the_other() -> None:
-    sim = _sim((2, 2, 2, 2))
+    sim = dra_sim((2, 2, 2, 2))
     sim.add_group(group("a", 4, creation=1.0))
     sim.add_group(group("b", 4, creation=2.0))
     members: dict[str, list[PodInfo]] = {"a": [], "b": []}
     for i in range(4):
         for g in ("a", "b"):
-            members[g].append(sim.add_pod(_member(f"{g}-{i}", g, creation=float(i))))
+            members[g].append(sim.add_pod(gpu_member(f"{g}-{i}", g, creation=float(i))))
     for i in range(4):
         for g in ("a", "b"):
             if (g, i) == ("a", 3):
                 # Before a's last member: a holds a slot on each node, b none.
-                a, b = _slots(sim, "a"), _slots(sim, "b")
+                a, b = slots_of(sim, "a"), slots_of(sim, "b")
                 assert sorted(a.values()) == ["node-0", "node-1", "node-2", "node-3"], a
                 assert b == {}, b
             sim.schedule(members[g][i].uid)
     assert sorted(p.node_name for p in sim.bound("a")) == ["node-0", "node-1", "node-2",
                                                           "node-3"]
-    assert not sim.bound("b") and _slots(sim, "b") == {}
+    assert not sim.bound("b") and slots_of(sim, "b") == {}
     st = sim.status("ns/b")
     assert st.reason is Reason.INSUFFICIENT_CAPACITY, st  # it waits; it is not hopeless
     assert "needs 4 × {2 × gpu.example.com}; 0 fit; 4 nodes have 0 free" in st.message
@@ -116,35 +64,35 @@ def test_two_dra_gangs_created_interleaved_are_planned_one_whole_then_the_other(
 def test_devices_a_gangs_slots_hold_are_no_other_gangs() -> None:
     """Gang a (2 members × 2 devices) holds all four devices of nodes 0 and 1 while it
     waits for its last member; gang c (1 device each) finds only the other nodes'."""
-    sim = _sim((2, 2, 2, 0))
+    sim = dra_sim((2, 2, 2, 0))
     sim.add_group(group("a", 2, creation=1.0))
     sim.add_group(group("c", 2, creation=2.0))
-    a0 = sim.add_pod(_member("a-0", "a"))
-    sim.add_pod(_member("a-1", "a"))
+    a0 = sim.add_pod(gpu_member("a-0", "a"))
+    sim.add_pod(gpu_member("a-1", "a"))
     sim.schedule(a0.uid)
-    held = set(_slots(sim, "a").values())
+    held = set(slots_of(sim, "a").values())
     assert len(held) == 2
-    c = [sim.add_pod(_member(f"c-{i}", "c", count=1)) for i in range(2)]
+    c = [sim.add_pod(gpu_member(f"c-{i}", "c", count=1)) for i in range(2)]
     sim.schedule(c[0].uid)
-    on = set(_slots(sim, "c").values())
+    on = set(slots_of(sim, "c").values())
     assert on and not on & held, (on, held)
     assert on <= {"node-0", "node-1", "node-2"}
 
 
 def test_fragmented_devices_hold_no_gang_of_three_times_four() -> None:
-    sim = _sim((6, 2, 2, 2))
+    sim = dra_sim((6, 2, 2, 2))
     sim.add_group(group("f", 3))
-    ms = [sim.add_pod(_member(f"f-{i}", "f", count=4)) for i in range(3)]
+    ms = [sim.add_pod(gpu_member(f"f-{i}", "f", count=4)) for i in range(3)]
     for m in ms:
         sim.schedule(m.uid)
-    assert _slots(sim, "f") == {} and not sim.bound("f")
+    assert slots_of(sim, "f") == {} and not sim.bound("f")
     assert "4 × gpu.example.com" in sim.status("ns/f").message
 
 
 def test_a_gang_no_node_set_can_ever_give_its_devices_is_unplaceable() -> None:
-    sim = _sim((2, 2))
+    sim = dra_sim((2, 2))
     sim.add_group(group("u", 4))
-    ms = [sim.add_pod(_member(f"u-{i}", "u")) for i in range(4)]
+    ms = [sim.add_pod(gpu_member(f"u-{i}", "u")) for i in range(4)]
     sim.schedule(ms[0].uid)
     sim.tick(1.0)
     st = sim.status("ns/u")
@@ -154,12 +102,12 @@ def test_a_gang_no_node_set_can_ever_give_its_devices_is_unplaceable() -> None:
 
 
 def test_a_member_whose_template_is_missing_is_planned_nowhere_and_says_why() -> None:
-    sim = _sim((2, 2))
+    sim = dra_sim((2, 2))
     sim.add_group(group("m", 1))
     p = sim.add_pod(dataclasses.replace(
-        _member("m-0", "m"), claims=PodClaims((ClaimRef("gpu", None, "nope"),), {})))
+        gpu_member("m-0", "m"), claims=PodClaims((ClaimRef("gpu", None, "nope"),), {})))
     sim.schedule(p.uid)
-    assert _slots(sim, "m") == {}
+    assert slots_of(sim, "m") == {}
     assert "resource claim template ns/nope not found" in sim.status("ns/m").message
 
 
@@ -168,7 +116,7 @@ def test_the_direct_commit_binds_no_member_with_claims_itself() -> None:
     member's own cycle: a Binding made for it by the commit would start a pod whose
     claims are not allocated. Members read from JSON with claims go through their own
     bind call; the launcher without claims is committed directly with them."""
-    direct = _sim((2, 2), direct=True)
+    direct = dra_sim((2, 2), direct=True)
     direct.add_group(group("d", 3))
 
     def from_json(name: str, claims: bool) -> PodInfo:
@@ -198,7 +146,7 @@ def test_devices_allocated_to_others_do_not_make_a_gang_unplaceable() -> None:
     """Whether a gang could ever be placed is asked of the nodes emptied of every pod:
     a claim allocated meanwhile (another gang's member, allocated by kube-scheduler)
     makes it wait, never Unplaceable (the e2e run found it so)."""
-    sim = _sim((2, 2, 2, 2))
+    sim = dra_sim((2, 2, 2, 2))
     sim.manager.on_devices("resourceclaims", "other/x", claim_from_k8s({
         "metadata": {"name": "x", "namespace": "other", "uid": "c1"},
         "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
@@ -207,7 +155,7 @@ def test_devices_allocated_to_others_do_not_make_a_gang_unplaceable() -> None:
             {"request": "gpus", "driver": CLASS, "pool": "node-0", "device": f"gpu-{j}"}
             for j in range(2)]}}}}))
     sim.add_group(group("w", 4))
-    ms = [sim.add_pod(_member(f"w-{i}", "w")) for i in range(4)]
+    ms = [sim.add_pod(gpu_member(f"w-{i}", "w")) for i in range(4)]
     sim.schedule(ms[0].uid)
     sim.tick(1.0)
     st = sim.status("ns/w")
@@ -220,14 +168,14 @@ def test_a_plain_pod_with_claims_is_kept_off_devices_a_gang_holds() -> None:
     """kube-scheduler's DynamicResources plugin sees the devices a gang's slots hold as
     free; the filter keeps a plain pod of the gang scheduler whose claims need them off
     those nodes, as it keeps it off reserved CPU."""
-    sim = _sim((2, 2, 2))
+    sim = dra_sim((2, 2, 2))
     sim.add_group(group("a", 2))
-    a0 = sim.add_pod(_member("a-0", "a"))
-    sim.add_pod(_member("a-1", "a"))
+    a0 = sim.add_pod(gpu_member("a-0", "a"))
+    sim.add_pod(gpu_member("a-1", "a"))
     sim.schedule(a0.uid)
-    held = set(_slots(sim, "a").values())
+    held = set(slots_of(sim, "a").values())
     assert len(held) == 2
-    plain = sim.add_pod(_member("solo", "", count=1))
+    plain = sim.add_pod(gpu_member("solo", "", count=1))
     result = sim.manager.filter(plain, sorted(sim.cache.nodes), sim.now)
     assert set(result.nodes) == set(sim.cache.nodes) - held, result
     why = result.unresolvable[sorted(held)[0]]
@@ -271,8 +219,8 @@ def test_a_big_dra_gang_reads_few_nodes_and_asks_each_selector_once_per_device(
             "deviceClassName": CLASS, "count": 2}}]}}}}))
     for i in range(200):
         sim.add_node(node(f"node-{i:03}", cpu=64000))
-        m.on_devices("resourceslices", f"node-{i:03}-gpu", _slice(f"node-{i:03}", 8))
-    members = [_member(f"big-{i}", "big") for i in range(16)]
+        m.on_devices("resourceslices", f"node-{i:03}-gpu", gpu_slice(f"node-{i:03}", 8))
+    members = [gpu_member(f"big-{i}", "big") for i in range(16)]
     first = plan_gang(members, 16, sim.cache.snapshot)
     assert isinstance(first, Plan) and len(set(first.assignments.values())) == 4
     assert counted["n"] <= 10, counted
@@ -286,22 +234,22 @@ def test_a_member_bound_elsewhere_does_not_take_devices_another_gang_holds() -> 
     """kube-scheduler may bind a member to another node than its slot's (the slot then
     follows it, `Ledger.retarget`), but not onto devices another gang's slots hold: the
     bind is refused there, and kube-scheduler tries the member again."""
-    sim = _sim((2, 2, 2))
+    sim = dra_sim((2, 2, 2))
     sim.add_group(group("a", 2, creation=1.0))
     sim.add_group(group("c", 2, creation=2.0))
-    a0 = sim.add_pod(_member("a-0", "a"))
-    sim.add_pod(_member("a-1", "a"))
+    a0 = sim.add_pod(gpu_member("a-0", "a"))
+    sim.add_pod(gpu_member("a-1", "a"))
     sim.schedule(a0.uid)
-    held = set(_slots(sim, "a").values())
-    c = [sim.add_pod(_member(f"c-{i}", "c", count=1)) for i in range(2)]
+    held = set(slots_of(sim, "a").values())
+    c = [sim.add_pod(gpu_member(f"c-{i}", "c", count=1)) for i in range(2)]
     sim.manager.filter(c[0], sorted(sim.cache.nodes), sim.now)
     sim.drain()
-    mine = _slots(sim, "c")["c-0"]
+    mine = slots_of(sim, "c")["c-0"]
     assert mine not in held
     taken = sorted(held)[0]
     refused = sim.manager.bind("ns", "c-0", c[0].uid, taken, sim.now)
     assert refused.outcome is BindOutcome.ERROR, refused
-    assert _slots(sim, "c")["c-0"] == mine  # the slot stays where it was
+    assert slots_of(sim, "c")["c-0"] == mine  # the slot stays where it was
 
 
 def _shared_claim(sim: SimScheduler, name: str, count: int = 2) -> None:
@@ -323,38 +271,38 @@ def test_members_sharing_a_named_claim_are_one_allocation_on_one_node() -> None:
     counted its own 2 devices, four nodes, three members never able to start), and the
     slots hold those 2 devices once, so a gang of 3 × 2 own devices takes the other
     three nodes."""
-    sim = _sim((2, 2, 2, 2))
+    sim = dra_sim((2, 2, 2, 2))
     _shared_claim(sim, "ring")
     sim.add_group(group("s", 4, creation=1.0))
     ms = [sim.add_pod(_sharing(f"s-{i}", "s", "ring")) for i in range(4)]
     sim.schedule(ms[0].uid)
-    on = _slots(sim, "s")
+    on = slots_of(sim, "s")
     assert len(on) == 4 and len(set(on.values())) == 1, on
     sim.add_group(group("o", 3, creation=2.0))
-    others = [sim.add_pod(_member(f"o-{i}", "o")) for i in range(3)]
+    others = [sim.add_pod(gpu_member(f"o-{i}", "o")) for i in range(3)]
     sim.schedule(others[0].uid)
-    theirs = _slots(sim, "o")
+    theirs = slots_of(sim, "o")
     assert sorted(theirs.values()) == sorted(set(sim.cache.nodes) - set(on.values())), theirs
 
 
 def test_members_sharing_a_claim_start_on_a_node_that_holds_them_all() -> None:
     """The tightest node first would strand the others: node-0 has room for one member
     (1 CPU), node-1 for all three; the shared claim is allocated where all three go."""
-    sim = _sim((2,), cpu=1000)
+    sim = dra_sim((2,), cpu=1000)
     sim.add_node(node("node-1", cpu=16000))
-    sim.manager.on_devices("resourceslices", "node-1-gpu", _slice("node-1", 2))
+    sim.manager.on_devices("resourceslices", "node-1-gpu", gpu_slice("node-1", 2))
     _shared_claim(sim, "ring")
     sim.add_group(group("s", 3))
     ms = [sim.add_pod(_sharing(f"s-{i}", "s", "ring")) for i in range(3)]
     sim.schedule(ms[0].uid)
-    assert set(_slots(sim, "s").values()) == {"node-1"}, _slots(sim, "s")
+    assert set(slots_of(sim, "s").values()) == {"node-1"}, slots_of(sim, "s")
 
 
 def test_a_shared_claim_on_network_attached_devices_lets_its_members_spread() -> None:
     """Devices published for all nodes (no `nodeName`) can be used from any node: the
     members of a gang sharing a claim on them go where their CPU fits, one per node
     here, the claim allocated once; a second shared claim finds no devices left."""
-    sim = _sim((0, 0, 0), cpu=1000)
+    sim = dra_sim((0, 0, 0), cpu=1000)
     sim.manager.on_devices("resourceslices", "fabric", resource_slice_from_k8s({
         "metadata": {"name": "fabric"}, "spec": {
             "driver": CLASS, "pool": {"name": "fabric", "generation": 1}, "allNodes": True,
@@ -364,7 +312,7 @@ def test_a_shared_claim_on_network_attached_devices_lets_its_members_spread() ->
     sim.add_group(group("s", 3, creation=1.0))
     ms = [sim.add_pod(_sharing(f"s-{i}", "s", "ring")) for i in range(3)]
     sim.schedule(ms[0].uid)
-    assert sorted(_slots(sim, "s").values()) == ["node-0", "node-1", "node-2"]
+    assert sorted(slots_of(sim, "s").values()) == ["node-0", "node-1", "node-2"]
     plan = plan_gang([_sharing("t-0", "t", "other", cpu=0)], 1, sim.cache.snapshot)
     assert not isinstance(plan, Plan), plan  # 1 of 3 devices left, the claim wants 2
 
@@ -373,13 +321,13 @@ def test_network_attached_devices_a_member_took_are_taken_on_every_node() -> Non
     """Four devices published for all nodes hold two members of 2 devices, wherever
     they run: a gang of three is short (before: each node counted the four devices as
     its own, and three members were planned on them), a gang of two is planned."""
-    sim = _sim((0, 0, 0), cpu=1000)
+    sim = dra_sim((0, 0, 0), cpu=1000)
     sim.manager.on_devices("resourceslices", "fabric", resource_slice_from_k8s({
         "metadata": {"name": "fabric"}, "spec": {
             "driver": CLASS, "pool": {"name": "fabric", "generation": 1}, "allNodes": True,
             "devices": [{"name": f"gpu-{j}"} for j in range(4)]}}))
-    three = plan_gang([_member(f"t-{i}", "t") for i in range(3)], 3, sim.cache.snapshot)
+    three = plan_gang([gpu_member(f"t-{i}", "t") for i in range(3)], 3, sim.cache.snapshot)
     assert not isinstance(three, Plan), three
     assert "needs 3 × {2 × gpu.example.com}; 2 fit" in three.message, three.message
-    two = plan_gang([_member(f"t-{i}", "t") for i in range(2)], 2, sim.cache.snapshot)
+    two = plan_gang([gpu_member(f"t-{i}", "t") for i in range(2)], 2, sim.cache.snapshot)
     assert isinstance(two, Plan) and len(set(two.assignments.values())) == 2

@@ -14,12 +14,12 @@ from extender.core.model.config import Config
 from extender.core.model.vocabulary import POD, EvictPods
 from extender.core.planner.plan import Plan, plan_gang
 from extender.core.preemption.victims import Unit, view_without
-from tests.core.planner.test_device_plans import _allocate, _member, _sim
+from tests.core.dra_cluster import allocate_claim, dra_sim, gpu_member
 from tests.core.sim import SimScheduler, group, pod
 
 
 def _preempting_sim() -> SimScheduler:
-    return _sim((2, 2, 2, 2), config=Config(
+    return dra_sim((2, 2, 2, 2), config=Config(
         default_timeout_seconds=30, preemption=True, starvation_after_seconds=None,
         direct_commit=False))
 
@@ -35,15 +35,15 @@ def test_a_high_priority_dra_gang_evicts_a_whole_lower_priority_dra_gang(
     kube-scheduler leaves them (otherwise bound, the allocation not seen yet)."""
     sim = _preempting_sim()
     sim.add_group(group("low", 4, creation=1.0))
-    low = [sim.add_pod(_member(f"low-{i}", "low", priority=1)) for i in range(4)]
+    low = [sim.add_pod(gpu_member(f"low-{i}", "low", priority=1)) for i in range(4)]
     for p in low:
         sim.schedule(p.uid)
     assert len(sim.bound("low")) == 4
     if allocated:
         for p in sim.bound("low"):
-            _allocate(sim, p)
+            allocate_claim(sim, p)
     sim.add_group(group("high", 4, creation=2.0))
-    high = [sim.add_pod(_member(f"high-{i}", "high", priority=10)) for i in range(4)]
+    high = [sim.add_pod(gpu_member(f"high-{i}", "high", priority=10)) for i in range(4)]
     sim.schedule(high[0].uid)
     sim.tick(1.0)
     sim.run_all()
@@ -61,9 +61,9 @@ def test_a_high_priority_dra_gang_evicts_a_whole_lower_priority_dra_gang(
 def test_a_victims_allocated_claims_come_back_in_the_preemptors_view() -> None:
     """A bound member whose claim (made from its template) is allocated frees those
     devices, and the plan counts them free; a plain pod without claims frees none."""
-    sim = _sim((2, 2))
-    placed = dataclasses.replace(_member("v", "", priority=1), node_name="node-0")
-    _allocate(sim, placed)
+    sim = dra_sim((2, 2))
+    placed = dataclasses.replace(gpu_member("v", "", priority=1), node_name="node-0")
+    allocate_claim(sim, placed)
     plain = pod("plain", None, cpu=1000)
     snapshot = sim.cache.snapshot
     view = snapshot.devices
@@ -72,7 +72,7 @@ def test_a_victims_allocated_claims_come_back_in_the_preemptors_view() -> None:
     none = Unit("pod ns/plain", POD, 1, (plain,), (("node-1", plain),), 0.0)
     freed = view_without(snapshot, [unit])
     assert freed.devices is not None and freed.devices.taken() == frozenset()
-    two = [_member(f"t-{i}", "t") for i in range(2)]
+    two = [gpu_member(f"t-{i}", "t") for i in range(2)]
     assert isinstance(plan_gang(two, 2, freed), Plan)
     assert not isinstance(plan_gang(two, 2, snapshot), Plan)
     kept = view_without(snapshot, [none]).devices

@@ -54,8 +54,11 @@ def test_nothing_is_bound_until_both_groups_fit_then_all_are() -> None:
         st = sim.status(gang)
         assert st.reason == Reason.INSUFFICIENT_CAPACITY
         assert "part of CompositePodGroup ns/lw" in st.message
-        assert "1 of its 2 groups with their pods fit together now (ns/leader)" in st.message
-    assert "this one: " in sim.status("ns/workers").message
+        assert ("1 of its 2 groups with their pods fit together now (ns/workers) (no "
+                "other choice of 2 of them fits either), so none is placed") in st.message
+    assert sim.status("ns/leader").message.endswith(
+        "this one: 1 of the 1 pod(s) it needs do not fit (the first: ns/leader-0): needs "
+        "1 × {cpu: 4, memory: 1Gi}; 0 fit; largest shortfall on cpu")
     sim.add_node(node("n3", cpu=4000))
     schedule_all(sim, pods)
     assert sorted(bound(sim, pods)) == sorted(p.name for p in pods)
@@ -205,3 +208,61 @@ def test_a_sibling_gone_after_the_plan_leaves_the_rest_uncommitted() -> None:
     sim.add_group(group("workers", 3, parent=PARENT))  # any event that commits
     sim.drain()
     assert bound(sim, pods) == []
+
+
+def test_children_of_different_shapes_are_bound_where_name_order_would_not_fit() -> None:
+    """n0 (4 CPU) and n1 (1 CPU) each fit one copy of the "a" pod (1 CPU, 20 GiB), and
+    alone it takes n0; planned by name, "b" (4 CPU) would then find no node and nothing
+    would be bound. Largest first, both are bound."""
+    sim = SimScheduler()
+    sim.add_node(node("n0", cpu=4000))
+    sim.add_node(node("n1", cpu=1000))
+    sim.manager.on_group(composite(2), sim.now)
+    sim.add_group(group("a", 1, parent=PARENT))
+    sim.add_group(group("b", 1, parent=PARENT))
+    pods = [sim.add_pod(pod("a-0", "a", cpu=1000, memory=20 << 30)),
+            sim.add_pod(pod("b-0", "b", cpu=4000))]
+    schedule_all(sim, pods)
+    assert {p.name: sim.cache.pods[p.uid].node_name for p in pods} == {"a-0": "n1",
+                                                                       "b-0": "n0"}
+
+
+def spreader_and_pairs(sim: SimScheduler, min_groups: int) -> list[PodInfo]:
+    """Two 4-CPU nodes; "a" (2 pods of 3 CPU, the biggest, planned first) leaves neither
+    "b" nor "c" (2 pods of 2 CPU each) room, and they fill both nodes together."""
+    for i in range(2):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    sim.manager.on_group(composite(min_groups), sim.now)
+    out = []
+    for name, cpu in (("a", 3000), ("b", 2000), ("c", 2000)):
+        sim.add_group(group(name, 2, parent=PARENT))
+        out += [sim.add_pod(pod(f"{name}-{i}", name, cpu=cpu)) for i in range(2)]
+    return out
+
+
+def test_the_children_that_fit_together_are_bound_not_the_first_that_fits() -> None:
+    sim = SimScheduler()
+    pods = spreader_and_pairs(sim, 2)
+    schedule_all(sim, pods)
+    assert sorted(bound(sim, pods)) == ["b-0", "b-1", "c-0", "c-1"]
+    st = sim.status("ns/a")
+    assert st.reason == Reason.INSUFFICIENT_CAPACITY
+    assert "2 of the 2 pod(s) it needs do not fit (the first: ns/a-0)" in st.message
+
+
+def test_an_impossible_composite_names_the_child_the_pod_and_how_many() -> None:
+    sim = SimScheduler()
+    pods = spreader_and_pairs(sim, 3)
+    schedule_all(sim, pods)
+    assert bound(sim, pods) == []
+    st = sim.status("ns/b")
+    assert st.reason == Reason.INSUFFICIENT_CAPACITY
+    assert st.message == (
+        "gang ns/b: part of CompositePodGroup ns/lw, whose groups are placed together, 3 "
+        "at least (minGroupCount); 1 of its 3 groups with their pods fit together now "
+        "(ns/a) (no other choice of 3 of them fits either), so none is placed; this one: "
+        "2 of the 2 pod(s) it needs do not fit (the first: ns/b-0): needs 2 × {cpu: 2, "
+        "memory: 1Gi}; 0 fit; largest shortfall on cpu")
+    assert "this one: 2 of the 2 pod(s) it needs do not fit (the first: ns/c-0)" in (
+        sim.status("ns/c").message)
+    assert "this one" not in sim.status("ns/a").message

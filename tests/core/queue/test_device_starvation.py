@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from extender.core.model.config import Config
-from tests.core.planner.test_device_plans import _allocate, _member, _sim, _slots
+from tests.core.dra_cluster import allocate_claim, dra_sim, gpu_member, slots_of
 from tests.core.sim import group
 
 
@@ -18,30 +18,30 @@ def test_a_starved_dra_gang_holds_devices_younger_gangs_would_take(allocated: bo
     once; c (2 × 2), younger, finds none and waits; a finishes and b goes whole.
     Before: b's hold was planned on CPU alone, all four members on one node whose
     devices a held, and c took the two free nodes' devices from under it."""
-    sim = _sim((2, 2, 2, 2), config=Config(
+    sim = dra_sim((2, 2, 2, 2), config=Config(
         default_timeout_seconds=300, starvation_after_seconds=10, preemption=False,
         direct_commit=False))
     sim.add_group(group("a", 2, creation=1.0))
-    a = [sim.add_pod(_member(f"a-{i}", "a")) for i in range(2)]
+    a = [sim.add_pod(gpu_member(f"a-{i}", "a")) for i in range(2)]
     for p in a:
         sim.schedule(p.uid)
     assert len(sim.bound("a")) == 2
     if allocated:  # as kube-scheduler leaves them (otherwise not seen yet)
         for p in sim.bound("a"):
-            _allocate(sim, p)
+            allocate_claim(sim, p)
     sim.add_group(group("b", 4, creation=2.0))
-    b = [sim.add_pod(_member(f"b-{i}", "b")) for i in range(4)]
+    b = [sim.add_pod(gpu_member(f"b-{i}", "b")) for i in range(4)]
     sim.schedule(b[0].uid)
-    assert _slots(sim, "b") == {}
+    assert slots_of(sim, "b") == {}
     sim.tick(11.0)
     sim.run_all()
-    held = _slots(sim, "b")
+    held = slots_of(sim, "b")
     assert sorted(held.values()) == ["node-0", "node-1", "node-2", "node-3"], held
     sim.add_group(group("c", 2, creation=20.0))
-    c = [sim.add_pod(_member(f"c-{i}", "c")) for i in range(2)]
+    c = [sim.add_pod(gpu_member(f"c-{i}", "c")) for i in range(2)]
     sim.schedule(c[0].uid)
     sim.run_all()
-    assert _slots(sim, "c") == {} and not sim.bound("c")
+    assert slots_of(sim, "c") == {} and not sim.bound("c")
     for p in sim.bound("a"):
         sim.finish(p.uid)
     sim.tick(1.0)

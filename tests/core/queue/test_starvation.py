@@ -13,6 +13,7 @@ import dataclasses
 from extender.core.model.config import Config
 from extender.core.model.vocabulary import GangHeld, GangReserved, Reason
 from extender.core.wiring import Core
+from tests.core.queue.held_capacity import held_cluster
 from tests.core.sim import SimScheduler, node, pod
 from tests.core.workload import Driver, Job
 
@@ -141,21 +142,6 @@ def test_the_holder_is_taken_over_by_a_gang_ahead_of_it() -> None:
     assert (driver.gang_bound_at(urgent) or 99) <= 20.5
     driver.run_until(lambda: driver.gang_bound_at(big) is not None, 20)
     assert (driver.gang_bound_at(big) or 99) <= 25.5 + 0.5
-
-
-def held_cluster() -> tuple[SimScheduler, Driver, Job]:
-    """Two nodes, each with a long-running 1-cpu pod; a gang needing both nodes whole
-    starves and gets them held."""
-    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30,
-                                        starvation_after_seconds=1.0, preemption=False)))
-    for i in range(3):
-        sim.add_node(node(f"n{i}", cpu=4000))
-    fillers = [Job(f"f{i}", at=0, run=50.0, cpu=3000) for i in range(3)]
-    big = Job("big", at=0.5, run=5.0, cpu=4000, members=2)
-    driver = Driver(sim, [*fillers, big])
-    driver.run(2)
-    assert [r.held for r in sim.manager.reads.reservations()] == ["starvation"]
-    return sim, driver, big
 
 
 def test_a_pod_bound_by_others_on_a_held_node_does_not_move_the_hold() -> None:
