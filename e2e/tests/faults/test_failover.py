@@ -48,7 +48,7 @@ from e2e.harness.process import START_MARKER, ManagedProcess, free_port
 from e2e.harness.readiness import http_ok
 from e2e.harness.target import ClusterApis
 from e2e.harness.waiting import NotYet, wait_for
-from e2e.tests.gangs.test_priorities import metric
+from e2e.tests.metrics import metric
 
 pytestmark = pytest.mark.e2e
 

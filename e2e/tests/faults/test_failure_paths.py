@@ -47,7 +47,7 @@ from e2e.harness.queries import get_pod, pod_nodes
 from e2e.harness.readiness import http_ok
 from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for
-from e2e.tests.gangs.test_gang_lifecycle import held, member, message
+from e2e.tests.gangs.gang_reads import held, member, message
 from tests.core.sim import in_flight
 
 pytestmark = pytest.mark.e2e

@@ -49,7 +49,7 @@ from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for
 from e2e.tests.faults.test_commit_races import cpu_bound_per_node, slow_bindings
 from e2e.tests.gangs.test_direct_commit import kube_scheduler_paused
-from e2e.tests.gangs.test_priorities import metric
+from e2e.tests.metrics import metric
 
 pytestmark = pytest.mark.e2e
 

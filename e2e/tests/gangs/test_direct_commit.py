@@ -23,7 +23,7 @@ from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
 from e2e.harness.queries import pod_nodes
 from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for
-from e2e.tests.gangs.test_priorities import metric
+from e2e.tests.metrics import metric
 
 pytestmark = pytest.mark.e2e
 

@@ -71,7 +71,7 @@ from e2e.harness.queries import get_podgroup, pod_nodes
 from e2e.harness.target import kube
 from e2e.harness.versions import dra_workload_gates, upstream_gang_gates
 from e2e.harness.waiting import NotYet, wait_for
-from e2e.tests.gangs.test_priorities import classes, gone
+from e2e.tests.gangs.priority_stack import classes, gone
 
 __all__ = ["classes"]  # the PriorityClasses fixture, used here too
 

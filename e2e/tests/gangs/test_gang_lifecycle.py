@@ -20,23 +20,9 @@ from e2e.harness.fixtures import NodeSet as Nodes
 from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup, delete_pod
 from e2e.harness.queries import get_pod, pod_nodes
 from e2e.harness.waiting import NotYet, wait_for
+from e2e.tests.gangs.gang_reads import held, member, message
 
 pytestmark = pytest.mark.e2e
-
-def member(ns: str, name: str, group: str, cpu: str) -> None:
-    create_pod(ns, name, cpu=cpu, memory="64Mi", scheduler_name=GANG_SCHEDULER, pod_group=group)
-
-
-def held(gang: GangStack, prefix: str) -> int:
-    return sum(1 for h in gang.debug()["waitingBinds"] if h["pod"].startswith(prefix))
-
-
-def message(ns: str, name: str) -> str:
-    pod = get_pod(ns, name) or {}
-    for c in (pod.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "PodScheduled":
-            return str(c.get("message", ""))
-    return ""
 
 
 def test_deadline_releases_capacity_to_waiting_gang_and_backs_off(

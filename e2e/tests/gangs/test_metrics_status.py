@@ -14,7 +14,7 @@ from e2e.harness.fixtures import NodeSet as Nodes
 from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
 from e2e.harness.queries import get_podgroup
 from e2e.harness.waiting import NotYet, wait_for
-from e2e.tests.gangs.test_status_lifecycle import scheduled
+from e2e.tests.gangs.gang_reads import scheduled
 
 pytestmark = pytest.mark.e2e
 

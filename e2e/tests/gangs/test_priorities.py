@@ -13,71 +13,32 @@ restart), `Starvation.restore` skipped (the restart).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any, Protocol
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from e2e.gang import DEFAULT_ARGS, GangStack, Recorder, scheduler_config, start_extender
-from e2e.harness.cluster import ControlPlane
-from e2e.harness.clusterbase import Cluster
+from e2e.gang import GangStack, Recorder
 from e2e.harness.fixtures import NodeSet as Nodes
 from e2e.harness.k8s import client
 from e2e.harness.objects import create_pod, create_podgroup
-from e2e.harness.process import free_port
-from e2e.harness.queries import get_pod, get_podgroup
+from e2e.harness.queries import get_podgroup
 from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for
+from e2e.tests.gangs.priority_stack import (
+    SCHED,
+    STARVATION_AFTER,
+    classes,
+    gone,
+    prio,
+    queue_message,
+)
+from e2e.tests.metrics import metric
 
 pytestmark = pytest.mark.e2e
 
-SCHED = "gang-priority-e2e"
-STARVATION_AFTER = 10.0
-
-
-@pytest.fixture(scope="module")
-def prio(control_plane: Cluster) -> Iterator[GangStack]:
-    if not isinstance(control_plane, ControlPlane):
-        pytest.skip("needs the local control plane")
-    port = free_port()
-    args = [*DEFAULT_ARGS, "--scheduler-name", SCHED, "--starvation-after",
-            f"{STARVATION_AFTER:g}", *os.environ.get("E2E_PRIORITY_ARGS", "").split()]
-    ext = start_extender(control_plane, port, args, "gang-extender-priorities")
-    config = scheduler_config(port)
-    config["profiles"][0]["schedulerName"] = SCHED
-    sched = control_plane.start_scheduler(config, "gang-kube-scheduler-priorities")
-    yield GangStack(control_plane, port, ext, sched, args)
-    for p in (sched, ext):
-        with contextlib.suppress(Exception):
-            p.stop()
-
-
-@pytest.fixture
-def classes() -> Iterator[dict[str, str]]:
-    """PriorityClasses low (1000), high (2000) and high-never (2000, Never), named per
-    test (they are cluster-wide)."""
-    api = client.SchedulingV1Api(kube().api)
-    suffix = os.urandom(3).hex()
-    made = {}
-    for key, value, never in (("low", 1000, False), ("high", 2000, False),
-                              ("high-never", 2000, True)):
-        name = f"e2e-{key}-{suffix}"
-        body: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                "metadata": {"name": name}, "value": value}
-        if never:
-            body["preemptionPolicy"] = "Never"
-        api.create_priority_class(body, _preload_content=False)
-        made[key] = name
-    yield made
-    for name in made.values():
-        with contextlib.suppress(Exception):
-            api.delete_priority_class(name, _preload_content=False)
+__all__ = ["classes", "prio"]  # fixtures of priority_stack.py, used here
 
 
 def gang_of(ns: str, name: str, size: int, cpu: str, klass: str | None,
@@ -89,39 +50,11 @@ def gang_of(ns: str, name: str, size: int, cpu: str, klass: str | None,
                    labels={"prio-e2e": ns, **(labels or {})}, node_selector={"prio-e2e": ns})
 
 
-def gone(ns: str, name: str) -> bool:
-    pod = get_pod(ns, name)
-    return pod is None or bool(pod["metadata"].get("deletionTimestamp"))
-
-
 def events(ns: str, reason: str) -> list[tuple[str, str, str]]:
     raw = kube().core.list_namespaced_event(ns, field_selector=f"reason={reason}",
                                             _preload_content=False)
     return [(e["involvedObject"]["kind"], e["involvedObject"]["name"], e["message"])
             for e in json.loads(raw.data)["items"]]
-
-
-def queue_message(stack: GangStack, gang: str) -> str:
-    for row in stack.debug()["queue"]:
-        if row["gang"] == gang:
-            return str(row["message"])
-    return ""
-
-
-class Scraped(Protocol):
-    """An extender's HTTP port: a `GangStack`, or a replica of the failover tests."""
-
-    def get(self, path: str) -> Any: ...
-
-
-def metric(stack: Scraped, name: str, labels: dict[str, str] | None = None) -> float:
-    """The sum of the samples of `name` whose labels include `labels`."""
-    total = 0.0
-    for family in text_string_to_metric_families(stack.get("/metrics")):
-        for s in family.samples:
-            if s.name == name and all(s.labels.get(k) == v for k, v in (labels or {}).items()):
-                total += s.value
-    return total
 
 
 def nodes_for(fake_nodes: Nodes, ns: str, count: int, prefix: str) -> list[str]:

@@ -20,7 +20,7 @@ from e2e.harness.objects import create_pod, create_podgroup, delete_pod
 from e2e.harness.queries import get_pod, get_podgroup, list_pods
 from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for
-from e2e.tests.gangs.test_gang_lifecycle import member
+from e2e.tests.gangs.gang_reads import member
 
 pytestmark = pytest.mark.e2e
 

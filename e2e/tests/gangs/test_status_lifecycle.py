@@ -31,16 +31,9 @@ from e2e.harness.objects import (
 from e2e.harness.queries import get_podgroup
 from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for
+from e2e.tests.gangs.gang_reads import scheduled
 
 pytestmark = pytest.mark.e2e
-
-
-
-def scheduled(status: dict[str, Any], type_: str = "Scheduled") -> dict[str, Any]:
-    for c in status.get("conditions") or []:
-        if c.get("type") == type_:
-            return dict(c)
-    return {}
 
 
 class Trail:

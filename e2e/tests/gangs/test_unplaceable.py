@@ -1,5 +1,5 @@
 """The starvation guard beside a gang that can never be placed, and across node pools
-(issue 27), on the real control plane, with the stack of `test_priorities.py`
+(issue 27), on the real control plane, with the stack of `priority_stack.py`
 (`--starvation-after 10`).
 
 * An older gang of 3 members × 4 GPUs on nodes that have 2 each, then the stream of
@@ -24,7 +24,8 @@ from e2e.harness.fixtures import NodeSet as Nodes
 from e2e.harness.objects import create_pod, create_podgroup
 from e2e.harness.queries import get_podgroup
 from e2e.harness.waiting import NotYet, wait_for
-from e2e.tests.gangs.test_priorities import SCHED, STARVATION_AFTER, metric, prio, queue_message
+from e2e.tests.gangs.priority_stack import SCHED, STARVATION_AFTER, prio, queue_message
+from e2e.tests.metrics import metric
 
 pytestmark = pytest.mark.e2e
 __all__ = ["prio"]  # the stack, a fixture of this module too
