@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from extender.core.keyed_sets import KeyedSets
 from extender.core.model.types import (
     GROUP_LABEL,
     NOT_A_MEMBER,
@@ -46,8 +47,7 @@ def _named(namespace: str, meta: Mapping[str, Any], spec: Any) -> str | None:
 class LabelledPods:
     def __init__(self) -> None:
         self.owners: dict[str, tuple[str, ...]] = {}  # member pod uid -> owner names
-        self._foreign: dict[str, str] = {}  # pod uid -> the group its label names
-        self._foreign_in: dict[str, set[str]] = {}  # group key -> those pods' uids
+        self._foreign = KeyedSets()  # pod uids under the group their label names
 
     def observe(self, obj: Mapping[str, Any], pod: PodInfo | None) -> tuple[str, ...]:
         """A pod event, with the pod as the gang manager applied it (None: unknown).
@@ -76,16 +76,7 @@ class LabelledPods:
 
     def foreign(self, key: str) -> bool:
         """Pods of another scheduler are labelled for this group."""
-        return key in self._foreign_in
+        return bool(self._foreign.under(key))
 
     def _set_foreign(self, uid: str, key: str | None) -> str | None:
-        was = self._foreign.pop(uid, None)
-        if was is not None:
-            uids = self._foreign_in[was]
-            uids.discard(uid)
-            if not uids:
-                del self._foreign_in[was]
-        if key is not None:
-            self._foreign[uid] = key
-            self._foreign_in.setdefault(key, set()).add(uid)
-        return was
+        return self._foreign.drop(uid) if key is None else self._foreign.put(uid, key)

@@ -11,15 +11,14 @@ every pod of the cluster each time a JobSet is read.
 
 from __future__ import annotations
 
+from extender.core.keyed_sets import KeyedSets
 from extender.core.model.sources import JOBSET
 from extender.core.model.types import PodInfo, gang_key
 
 
 class JobSetPods:
     def __init__(self) -> None:
-        # The set's gang key -> uids of its pods, and each uid's key, to drop it.
-        self._by_set: dict[str, set[str]] = {}
-        self._set_of: dict[str, str] = {}
+        self._pods = KeyedSets()  # uids under their set's gang key
 
     def seen(self, pod: PodInfo) -> None:
         """A new copy of `pod`: kept under its JobSet's attempt, or forgotten if it no
@@ -27,24 +26,14 @@ class JobSetPods:
         m = pod.membership
         keys = m.jobset if m is not None else None
         key = gang_key(JOBSET, pod.namespace, keys.set_gang) if keys is not None else None
-        old = self._set_of.get(pod.uid)
-        if old == key:
-            return
-        if old is not None:
-            self.drop(pod.uid)
-        if key is not None:
-            self._set_of[pod.uid] = key
-            self._by_set.setdefault(key, set()).add(pod.uid)
+        if key is None:
+            self._pods.drop(pod.uid)
+        else:
+            self._pods.put(pod.uid, key)
 
     def drop(self, uid: str) -> None:
-        key = self._set_of.pop(uid, None)
-        if key is None:
-            return
-        uids = self._by_set[key]
-        uids.discard(uid)
-        if not uids:
-            del self._by_set[key]
+        self._pods.drop(uid)
 
     def of(self, set_key: str) -> list[str]:
         """Uids of the pods of the JobSet attempt whose gang key is `set_key`."""
-        return sorted(self._by_set.get(set_key, ()))
+        return sorted(self._pods.under(set_key))

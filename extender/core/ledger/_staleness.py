@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Set
 
+from extender.core.keyed_sets import KeyedSets
 from extender.core.model.types import PodInfo
 
 FRESH_MARGIN_SECONDS = 5.0
@@ -44,10 +45,9 @@ class Staleness:
         self._fresh_repelling: set[str] = set()
         # Watches broken and not listed again yet: no commit meanwhile (`behind`).
         self._behind: set[str] = set()
-        # Members a commit let through, until the watch delivers them bound (`landing`):
-        # gang -> uids, and uid -> gang to drop one.
-        self._landing: dict[str, set[str]] = {}
-        self._landing_gang: dict[str, str] = {}
+        # Members a commit let through, under their gang, until the watch delivers them
+        # bound (`landing`).
+        self._landing = KeyedSets()
         # The nodes kube-scheduler passed in members' filter calls in progress (`sample`).
         self._samples: dict[str, list[str]] = {}
 
@@ -88,8 +88,7 @@ class Staleness:
     def committed(self, uid: str, gang: str) -> None:
         """A commit let `uid` through: its Binding is posted now (directly, or for its
         waiting bind request)."""
-        self._landing.setdefault(gang, set()).add(uid)
-        self._landing_gang[uid] = gang
+        self._landing.put(uid, gang)
 
     def landed(self, uid: str) -> None:
         """The watch delivered `uid` bound, or its Binding failed, or it is gone. Not
@@ -97,13 +96,7 @@ class Staleness:
         entry = self._fresh.get(uid)
         if entry is not None and not entry[3]:
             self._forget_fresh(uid)
-        gang = self._landing_gang.pop(uid, None)
-        if gang is None:
-            return
-        uids = self._landing[gang]
-        uids.discard(uid)
-        if not uids:
-            del self._landing[gang]
+        self._landing.drop(uid)
 
     def landing(self, gang: str | None, but: str | None = None) -> bool:
         """Whether members `gang`'s commit let through (any gang's if None; `but`
@@ -111,14 +104,14 @@ class Staleness:
         them at about the same moment; until then each one still in its queue costs a
         whole scheduling cycle (the filter verb's commit wait, architecture.md §7)."""
         if gang is None:
-            return len(self._landing_gang) > (1 if but in self._landing_gang else 0)
-        uids = self._landing.get(gang)
+            return len(self._landing) > (1 if but in self._landing else 0)
+        uids = self._landing.under(gang)
         if not uids:
             return False
         return but is None or len(uids) > 1 or but not in uids
 
     def is_landing(self, uid: str) -> bool:
-        return uid in self._landing_gang
+        return uid in self._landing
 
     def sample(self, uid: str, node_names: list[str] | None) -> None:
         """The nodes kube-scheduler passed in `uid`'s filter call, while the call is in
