@@ -32,7 +32,7 @@ from e2e.harness.k8s import ApiException
 from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
 from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for
-from e2e.tests.gangs.test_gang_sources import VOLCANO_ANNOTATION, volcano_crd
+from e2e.tests.volcano import VOLCANO_ANNOTATION, volcano_crd
 
 pytestmark = pytest.mark.e2e
 __all__ = ["volcano_crd"]  # the fixture, used by name below

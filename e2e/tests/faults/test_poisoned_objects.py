@@ -28,9 +28,9 @@ from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
 from e2e.harness.rawapi import RawApi
 from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for
-from e2e.tests.gangs.test_gang_sources import volcano_crd
+from e2e.tests.volcano import volcano_crd
 
-__all__ = ["volcano_crd"]  # the fixture of test_gang_sources, used by name below
+__all__ = ["volcano_crd"]  # the fixture of e2e/tests/volcano.py, used by name below
 
 
 pytestmark = pytest.mark.e2e

@@ -47,8 +47,7 @@ from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
 from e2e.harness.process import ManagedProcess, free_port
 from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for
-from e2e.tests.faults.test_commit_races import cpu_bound_per_node, slow_bindings
-from e2e.tests.gangs.test_direct_commit import kube_scheduler_paused
+from e2e.tests.faults.commit_faults import cpu_bound_per_node, kube_scheduler_paused, slow_bindings
 from e2e.tests.metrics import metric
 
 pytestmark = pytest.mark.e2e

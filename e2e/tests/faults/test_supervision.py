@@ -38,7 +38,7 @@ from e2e.harness.queries import get_pod, pod_nodes
 from e2e.harness.readiness import http_ok
 from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for
-from e2e.tests.faults.test_failure_paths import TcpProxy
+from e2e.tests.faults.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.e2e
 

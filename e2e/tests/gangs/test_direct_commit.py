@@ -7,12 +7,8 @@ kube-scheduler's cycle and the bind barrier, and its gang lands whole."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -23,6 +19,7 @@ from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
 from e2e.harness.queries import pod_nodes
 from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for
+from e2e.tests.faults.commit_faults import kube_scheduler_paused
 from e2e.tests.metrics import metric
 
 pytestmark = pytest.mark.e2e
@@ -39,19 +36,6 @@ def bind_requests(gang: GangStack) -> float:
 
 def commit_waits(gang: GangStack, outcome: str) -> float:
     return metric(gang, "gang_extender_commit_wait_seconds_count", {"outcome": outcome})
-
-
-@contextmanager
-def kube_scheduler_paused(gang: GangStack) -> Iterator[None]:
-    """kube-scheduler stopped (SIGSTOP) for the block: it runs no cycle and sends no
-    filter or bind request, so whatever is bound meanwhile the extender bound alone."""
-    pid = gang.scheduler.pid
-    assert pid is not None
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        os.kill(pid, signal.SIGCONT)
 
 
 def test_a_200_pod_gang_is_committed_without_a_kube_scheduler_cycle_per_member(

@@ -16,28 +16,24 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from e2e.anycluster import AnyCluster, Slots
 from e2e.gang import Recorder
-from e2e.harness.base import REPO_ROOT
-from e2e.harness.crds import install_crds
-from e2e.harness.k8s import ApiException, client
 from e2e.harness.objects import create_podgroup
 from e2e.harness.queries import get_pod, served_workload_version
-from e2e.harness.target import ClusterApis, kube
+from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for
+from e2e.tests.volcano import VOLCANO_ANNOTATION, volcano_crd
 
 pytestmark = [pytest.mark.e2e, pytest.mark.any_cluster]
 
-VOLCANO_CRD_DIR = REPO_ROOT / "e2e" / "crds" / "volcano"
-VOLCANO_CRD = "podgroups.scheduling.volcano.sh"
+__all__ = ["volcano_crd"]  # the fixture of e2e/tests/volcano.py, used by name below
+
 KUEUE_NAME = "kueue.x-k8s.io/pod-group-name"
 KUEUE_COUNT = "kueue.x-k8s.io/pod-group-total-count"
-VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
 # The extender asks discovery for an optional API every 10 s (extender/kube/informer.py).
 DISCOVERY = 10
 
@@ -106,25 +102,6 @@ def test_kueue_pod_group_is_a_gang_never_bound_pod_by_pod(
                       "the extender's Events on a Kueue pod", logs=slots.logs)
     assert any(e["reason"] == "WaitingForMembers" and f"kueue:{ns}/job" in e["message"]
                for e in events), events
-
-
-@pytest.fixture
-def volcano_crd(kube: ClusterApis) -> Iterator[None]:
-    """Volcano's PodGroup API, installed now (after the extender started) unless the
-    cluster has it; removed again if installed here."""
-    ext = client.ApiextensionsV1Api(kube.api)
-    try:
-        ext.read_custom_resource_definition(VOLCANO_CRD)
-        yield
-        return
-    except ApiException as e:
-        if e.status != 404:
-            raise
-    install_crds(kube.api, [VOLCANO_CRD_DIR])
-    try:
-        yield
-    finally:
-        ext.delete_custom_resource_definition(VOLCANO_CRD)
 
 
 def test_volcano_podgroup_is_a_gang_and_its_crd_is_picked_up_while_running(

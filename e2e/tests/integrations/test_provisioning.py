@@ -61,9 +61,9 @@ from e2e.integrations.provisioning_objects import (
     wait_served,
     wait_untainted,
 )
-from e2e.tests.gangs.test_gang_sources import volcano_crd
+from e2e.tests.volcano import volcano_crd
 
-__all__ = ["volcano_crd"]  # the fixture of test_gang_sources, used by name below
+__all__ = ["volcano_crd"]  # the fixture of e2e/tests/volcano.py, used by name below
 
 
 pytestmark = pytest.mark.e2e
