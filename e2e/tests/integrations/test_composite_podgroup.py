@@ -2,6 +2,10 @@
 `CompositePodGroup`) of a leader group and a worker group, minGroupCount 2: nothing is
 bound while only the leader fits, then every pod once both fit; and with the composite's
 topology key, both groups in one zone (issue 45, item 2; extender/core/queue/composite_unit.py).
+A composite whose own spec.disruptionMode is all, both groups placed and running: one
+worker evicted through the Eviction API, the leader and the other worker are evicted
+within 10 s, and the composite and both groups are `DisruptionTarget`s (issue 45, item
+3; extender/core/preemption/disruption.py).
 
 The local 1.37 control plane serves it (e2e/harness/versions.py: the gate and
 `scheduling.k8s.io/v1alpha3=true`); the children are v1beta1 PodGroups naming it in
@@ -46,11 +50,13 @@ def create(ns: str, version: str, plural: str, body: dict[str, Any]) -> None:
     kube().custom.create_namespaced_custom_object(GROUP, version, ns, plural, body)
 
 
-def composite(ns: str, min_groups: int, topology: str = "") -> None:
+def composite(ns: str, min_groups: int, topology: str = "", mode: str = "") -> None:
     spec: dict[str, Any] = {"workloadRef": {"workloadName": "lw", "templateName": "lw"},
                             "schedulingPolicy": {"gang": {"minGroupCount": min_groups}}}
     if topology:
         spec["schedulingConstraints"] = {"topology": [{"key": topology}]}
+    if mode:
+        spec["disruptionMode"] = {mode: {}}
     create(ns, "v1alpha3", "compositepodgroups", {
         "apiVersion": f"{GROUP}/v1alpha3", "kind": "CompositePodGroup",
         "metadata": {"name": "lw"}, "spec": spec})
@@ -69,9 +75,18 @@ def child(ns: str, name: str, min_count: int) -> None:
                  "schedulingPolicy": {"gang": {"minCount": min_count}}}})
 
 
-def conditions(ns: str, name: str) -> dict[str, dict[str, Any]]:
-    obj = kube().custom.get_namespaced_custom_object(GROUP, "v1beta1", ns, "podgroups", name)
+def conditions(ns: str, name: str, plural: str = "podgroups") -> dict[str, dict[str, Any]]:
+    version = "v1alpha3" if plural == "compositepodgroups" else "v1beta1"
+    obj = kube().custom.get_namespaced_custom_object(GROUP, version, ns, plural, name)
     return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def running(ns: str, name: str) -> bool:
+    """Bound, Running and not being deleted."""
+    p = get_pod(ns, name) or {}
+    return bool(p.get("spec", {}).get("nodeName")) and (
+        p.get("status", {}).get("phase") == "Running"
+        and not p.get("metadata", {}).get("deletionTimestamp"))
 
 
 def test_leader_and_workers_bound_together_or_not_at_all(
@@ -134,3 +149,65 @@ def test_the_composite_topology_holds_for_both_groups(
     nodes = {name: (get_pod(ns, name) or {}).get("spec", {}).get("nodeName")
              for name in ("leader-0", "workers-0", "workers-1")}
     assert all(str(n).startswith(f"{ns}-b") for n in nodes.values()), nodes
+
+
+def test_a_composite_of_mode_all_is_evicted_whole_when_a_worker_is_lost(
+        gang: GangStack, fake_nodes: NodeSet, namespace: str) -> None:
+    """Fails without the composite's mode read (before: the leader and the other worker
+    kept running, each child being of mode single)."""
+    if not served():
+        pytest.skip("scheduling.k8s.io/v1alpha3 CompositePodGroups are not served")
+    ns, sel = namespace, {"composite-e2e": namespace}
+    fake_nodes.add_nodes(3, prefix=f"{ns}-n", cpu="2", memory="4Gi", labels=sel)
+    composite(ns, 2, mode="all")
+    stored = kube().custom.get_namespaced_custom_object(GROUP, "v1alpha3", ns,
+                                                        "compositepodgroups", "lw")
+    assert stored["spec"].get("disruptionMode") == {"all": {}}, "the API kept the field"
+    child(ns, "leader", 1)
+    child(ns, "workers", 2)
+    names = ["leader-0", "workers-0", "workers-1"]
+    for name in names:
+        member(ns, name, "1", sel)
+    wait_for(lambda: all(running(ns, p) for p in names) or NotYet(
+        [p for p in names if not running(ns, p)]), 60, "both groups bound and running",
+        logs=gang.logs())
+
+    def scheduled() -> dict[str, Any] | NotYet:
+        c = conditions(ns, "lw", "compositepodgroups").get(
+            "CompositePodGroupInitiallyScheduled")
+        return c if c is not None and c["status"] == "True" else NotYet(
+            conditions(ns, "lw", "compositepodgroups"))
+
+    c = wait_for(scheduled, 30, "the composite CompositePodGroupInitiallyScheduled",
+                 logs=gang.logs())
+    assert c["message"].startswith("2 of its 2 groups have their quorum bound"), c
+
+    began = time.monotonic()
+    kube().core.create_namespaced_pod_eviction(
+        "workers-0", ns, {"apiVersion": "policy/v1", "kind": "Eviction",
+                          "metadata": {"name": "workers-0", "namespace": ns}},
+        _preload_content=False)
+    rest = ["leader-0", "workers-1"]
+    wait_for(lambda: not any(running(ns, p) for p in rest) or NotYet(
+        {p: running(ns, p) for p in rest}), 10, "the leader and the other worker evicted",
+        logs=gang.logs())
+    took = time.monotonic() - began
+    assert took <= 10, took
+
+    def disruption_target(name: str, plural: str) -> dict[str, Any] | NotYet:
+        c = conditions(ns, name, plural).get("DisruptionTarget")
+        return c if c is not None and c["status"] == "True" else NotYet(
+            conditions(ns, name, plural))
+
+    dt = wait_for(lambda: disruption_target("lw", "compositepodgroups"), 10,
+                  "DisruptionTarget on the composite", logs=gang.logs())
+    assert dt["reason"] == "MemberDisrupted", dt
+    assert dt["message"].startswith(f"CompositePodGroup {ns}/lw is disrupted whole"), dt
+    assert f"member {ns}/workers-0 " in dt["message"], dt
+    for name in ("leader", "workers"):
+        def on_child(n: str = name) -> dict[str, Any] | NotYet:
+            return disruption_target(n, "podgroups")
+
+        dt = wait_for(on_child, 10, f"DisruptionTarget on {name}", logs=gang.logs())
+        assert dt["reason"] == "MemberDisrupted", dt
+    print(f"composite of mode all: the rest evicted {took:.2f} s after the eviction")
