@@ -246,8 +246,8 @@ async def _until_exit(servers: list[uvicorn.Server], lost: asyncio.Event,
         if ended.done():
             # Logged with its cause by first_to_end. Waiting binds are answered so their
             # pods are re-queued at once rather than at kube-scheduler's timeout.
-            answered = dispatcher.answer_waiting("gang-extender is restarting: a long-running "
-                                             "task ended (see its log)")
+            answered = dispatcher.bindings.answer_waiting(
+                "gang-extender is restarting: a long-running task ended (see its log)")
             await _close(servers, serving)
             log.error("exiting (status %d): %d waiting bind(s) answered with an error",
                       ended.result(), answered)
@@ -260,8 +260,8 @@ async def _until_exit(servers: list[uvicorn.Server], lost: asyncio.Event,
         # process: answered with the error, so kube-scheduler (if it still runs) re-queues
         # their pods, and the new leader, which starts with no reservation, places those
         # gangs whole.
-        left = await dispatcher.bindings_settled(LOST_BINDINGS_GRACE_SECONDS)
-        answered = dispatcher.answer_waiting(leader.standby_error())
+        left = await dispatcher.bindings.settled(LOST_BINDINGS_GRACE_SECONDS)
+        answered = dispatcher.bindings.answer_waiting(leader.standby_error())
         await _close(servers, serving)
         log.error("exiting (status %d) after losing leadership: %d waiting bind(s) answered "
                   "with an error, %d Binding(s) still in flight; restarting makes it a "

@@ -34,6 +34,9 @@ it starts, from the request's arrival to its reply and the end of those tasks):
   are one visit; a later visit to a file seen earlier is a return).
 
     .venv/bin/python -m tools.walk bind     # or filter, commit; --stops lists each stop
+
+`--parts` shares each count out between the adapters and the core: a part's stops and
+files, and the returns that come back to one of its files (they add up to the walk's).
 """
 
 from __future__ import annotations
@@ -97,6 +100,32 @@ def count(stops: list[Stop]) -> Count:
         returns += file in seen
         seen.add(file)
     return Count(len(stops), len(seen), returns)
+
+
+PARTS = ("adapters", "core")
+
+
+def part_of(file: str) -> str:
+    return "core" if file.startswith("core/") else "adapters"
+
+
+def by_part(stops: list[Stop]) -> dict[str, Count]:
+    """The walk's count shared out between the adapters and the core (`--parts`): each
+    part's stops and files, and the returns that land in its files. The parts' returns
+    add up to the walk's: a return is the same as in `count`, charged to the file it
+    comes back to."""
+    visits: list[str] = []
+    for stop in stops:
+        if not visits or visits[-1] != stop.file:
+            visits.append(stop.file)
+    seen: set[str] = set()
+    returns = dict.fromkeys(PARTS, 0)
+    for file in visits:
+        returns[part_of(file)] += file in seen
+        seen.add(file)
+    return {part: Count(sum(part_of(s.file) == part for s in stops),
+                        sum(part_of(f) == part for f in seen), returns[part])
+            for part in PARTS}
 
 
 def _property_codes() -> set[CodeType]:
@@ -413,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stops", action="store_true", help="list each stop, indented by depth")
     ap.add_argument("--everything", action="store_true",
                     help="count every call the request makes, not only those handed its pod")
+    ap.add_argument("--parts", action="store_true",
+                    help="share each count out between the adapters and the core")
     args = ap.parse_args(argv)
     unknown = [w for w in args.walks if w not in WALKS]
     if unknown:
@@ -423,6 +454,9 @@ def main(argv: list[str] | None = None) -> int:
             for stop in stops:
                 print(f"  {'  ' * stop.depth}{stop.file}:{stop.function}")
         print(f"{which}: {count(stops)}")
+        if args.parts:
+            for part, got in by_part(stops).items():
+                print(f"  {part}: {got}")
     return 0
 
 

@@ -131,7 +131,7 @@ def lifecycles() -> tuple[dict[str, int], dict[str, int], Core]:
             dispatcher.drain()
             if result.nodes:
                 binds.append(asyncio.create_task(
-                    dispatcher.bind("mem", f"g{i}-{j}", f"p{i}-{j}", result.nodes[0])))
+                    dispatcher.bindings.bind("mem", f"g{i}-{j}", f"p{i}-{j}", result.nodes[0])))
             await asyncio.sleep(0)
         answers = await asyncio.gather(*binds)
         await dispatcher.idle()

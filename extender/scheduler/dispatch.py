@@ -1,10 +1,12 @@
-"""Between kube-scheduler's requests and the gang manager: requests kept open (binds
-waiting for their gang), and the I/O the manager asks for carried out.
+"""Between kube-scheduler's requests and the gang manager: each action the manager asks
+for routed to the part that carries it out, through a table fixed at construction, and
+the clock that drives the manager (the tick).
 
-A bind request that waits (at the permit barrier, or for its Binding) is an asyncio
-future keyed by pod uid, resolved when the Binding returns or the manager rejects it;
-nothing here blocks the event loop. Every Binding leaves by one route: a `BindPod`
-action, posted with a bounded number in flight.
+The verbs have parts of their own: the filter verb's waits (`FilterVerb`,
+scheduler/filter_verb.py) and the binding cycle, a bind request from the decision to the
+answer and every Binding of ours (`BindingCycle`, scheduler/binding.py); the dispatcher
+makes both and hands them what they need, and routes `BindPod` and `RejectWaitingBind` to
+the binding cycle like any other action. Nothing here blocks the event loop.
 
 On standby (`Leadership`, extender/kube/leader.py) the dispatcher carries out no I/O: no
 tick, no Binding, no wake-up. Reports still reach the in-memory consumers (metrics, the
@@ -16,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, get_args
 
@@ -24,7 +26,6 @@ from extender.core.manager import GangManager
 from extender.core.model.types import PodInfo
 from extender.core.model.vocabulary import (
     Action,
-    BindOutcome,
     BindPod,
     EvictPods,
     FilterResult,
@@ -38,13 +39,7 @@ from extender.core.model.vocabulary import (
     WakePods,
 )
 from extender.kube.leader import Leadership
-from extender.scheduler.binding import (
-    BindingApi,
-    BindingPoster,
-    HeldBindings,
-    OutcomeUnknown,
-    Withdrawn,
-)
+from extender.scheduler.binding import BindingApi, BindingCycle, BindingHooks, BindingLimits
 from extender.scheduler.evictions import Evictions
 from extender.scheduler.filter_verb import FilterVerb, WaitListeners
 from extender.scheduler.provisioner import Provisioner
@@ -52,10 +47,6 @@ from extender.scheduler.supervise import LoopErrors
 from extender.scheduler.wakeups import Wakeups
 
 log = logging.getLogger("gang-extender")
-
-# A waiting bind is answered by the manager's own expiry first, with the gang-level
-# reason; the adapter's limit runs this much past the deadline only against a missed tick.
-_DEADLINE_GRACE_SECONDS = 2.0
 
 # /healthz fails when the tick loop has not completed an iteration for this many tick
 # intervals plus `DispatchConfig.tick_stale_margin` seconds (the margin absorbs a busy
@@ -92,9 +83,9 @@ def _always() -> bool:
 @dataclass(frozen=True)
 class Outlets:
     """Where the dispatcher sends what the manager asks for besides Bindings, and whom it
-    tells what happened. Handed over whole when the dispatcher is made: what a part left
-    None would carry out is dropped (tests and benchmarks leave out what they do not
-    exercise)."""
+    and its binding cycle tell what happened. Handed over whole when the dispatcher is
+    made: what a part left None would carry out is dropped (tests and benchmarks leave
+    out what they do not exercise)."""
 
     wakeups: Wakeups | None = None
     evictions: Evictions | None = None
@@ -143,33 +134,33 @@ class Dispatcher:
         gates = gates or Gates()
         self.manager = manager
         self.leader = gates.leader or Leadership(None, None, "")
-        self.kube = kube
         self.outlets = out
         self.config = config or DispatchConfig()
         self.clock = clock
-        self._answers: dict[str, asyncio.Future[str | None]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._bindings = BindingPoster(kube, self.config.binding_concurrency, self._post_due,
-                                       clock)
-        self.held = HeldBindings(self._bindings, lambda a: self._spawn(self._bind(a)),
-                                 self.config.commit_wait)
-        self._filter = FilterVerb(manager, clock, self.drain, self.held,
+        # The bind verb and every Binding: its `bind` answers /bind.
+        self.bindings = BindingCycle(
+            manager, kube, self.leader, clock,
+            BindingLimits(self.config.bind_wait_limit, self.config.binding_concurrency,
+                          self.config.commit_wait),
+            BindingHooks(self.drain, self.cache_changed, on_binding=out.on_binding,
+                         on_bound_directly=out.on_bound_directly))
+        self._filter = FilterVerb(manager, clock, self.drain, self.bindings.held,
                                   self.config.commit_wait,
                                   WaitListeners(out.on_assembly_wait, out.on_commit_wait))
         self.synced = gates.synced
         self.tick_errors = gates.tick_errors or LoopErrors("tick")
         self.tick_fault = gates.tick_fault
-        self._requested: set[str] = set()  # uids with a bind request being answered
         # When the tick loop last completed an iteration (time.monotonic), on standby
         # and before the sync too: /healthz asks whether the loop runs, not whether it
         # acted. Counted from construction, so a loop that never started fails too.
         self.ticked_at = time.monotonic()
-        # Each kind of action the manager asks for besides Bindings, and what carries it
-        # out: fixed here, checked complete against the vocabulary
-        # (tests/scheduler/test_dispatch_failures.py). Every report goes the same way, so a report
-        # added to the vocabulary needs no route of its own. Bindings are `drain`'s own.
+        # Each kind of action the manager asks for, and what carries it out: fixed here,
+        # checked complete against the vocabulary (tests/scheduler/test_dispatch_failures.py).
+        # Every report goes the same way, so a report added to the vocabulary needs no
+        # route of its own.
         self._routes: dict[type[Action], Callable[[Any, bool], None]] = {
-            RejectWaitingBind: self._route_rejection,
+            BindPod: self.bindings.take,
+            RejectWaitingBind: self.bindings.reject,
             WakePods: self._route_wakeup,
             EvictPods: self._route_eviction,
             **{kind: self._route_provisioning for kind in get_args(ProvisioningAction)},
@@ -178,28 +169,13 @@ class Dispatcher:
 
     # ----- the manager's actions ------------------------------------------------------------
 
-    def drain(self, caller: str | None = None) -> BindPod | None:
-        """Carry out what the manager asked for since the last call. The Binding of the
-        pod whose bind request is `caller` is returned instead of spawned: that request
-        posts it itself, without waiting for the event loop to get round to a task."""
-        own = None
+    def drain(self) -> None:
+        """Carry out what the manager asked for since the last call, each action by its
+        route; each route is told whether this replica is active (on standby no I/O)."""
         active = self.leader.active
         routes = self._routes
         for action in self.manager.take_actions():
-            if type(action) is not BindPod:
-                routes[type(action)](action, active)
-            elif not active:
-                self._refuse(action)
-            elif action.pod.uid == caller:
-                own = action
-            elif self._filter.in_call(action.pod.uid):
-                self.held.hold(action)
-            else:
-                self._spawn(self._bind(action))
-        return own
-
-    def _route_rejection(self, action: RejectWaitingBind, active: bool) -> None:
-        self._resolve(action.uid, action.message)
+            routes[type(action)](action, active)
 
     def _route_wakeup(self, action: WakePods, active: bool) -> None:
         if self.outlets.wakeups is not None and active:
@@ -237,22 +213,6 @@ class Dispatcher:
         self.manager.eviction_answered(uid, error, self.clock())
         self.drain()
 
-    def _post_due(self, uid: str, node: str) -> str | None:
-        """Whether a Binding may be posted now: never once the lease is lost (the new
-        leader places the gang again, maybe elsewhere), else as the manager decides."""
-        if not self.leader.active:
-            return self.leader.standby_error()
-        return self.manager.post_due(uid, node)
-
-    def _refuse(self, action: BindPod) -> None:
-        """A Binding asked for on standby (a watch event completing a gang whose binds
-        were waiting when leadership was lost) is not created: the new leader places the
-        gang whole."""
-        error = self.leader.standby_error()
-        log.warning("binding of pod=%s not created: %s", action.pod.key, error)
-        self.manager.binding_finished(action.pod.uid, action.node, error, self.clock())
-        self._resolve(action.pod.uid, error)
-
     def cache_changed(self) -> None:
         """A watch event was applied, or a Binding returned: run what it set off, and let
         a waiting filter call look again."""
@@ -266,136 +226,13 @@ class Dispatcher:
         or for its commit to land)."""
         return await self._filter.filter(pod, node_names)
 
-    async def bindings_settled(self, timeout: float) -> int:
-        """Wait (at most `timeout` seconds) until no Binding is in flight; returns how many
-        still are. On leadership loss the process lets the Bindings already sent be
-        answered before it exits, so their outcome is logged; those not sent yet (held
-        for a bind request, queued, or due for a retry) are refused by `_post_due`: the
-        new leader may already be placing their gang, and a post now could land beside
-        its decision."""
-        deadline = time.monotonic() + timeout
-        self.held.release_all()
-        while True:
-            left = sum(1 for b in self.manager.reads.binds_in_progress() if b.in_flight)
-            if not left or time.monotonic() >= deadline:
-                return left
-            await asyncio.sleep(0.05)
-
-    def answer_waiting(self, message: str) -> int:
-        """Answer every bind request still waiting with `message`; returns how many. Used
-        just before the exit on leadership loss: kube-scheduler gets an error it
-        re-queues the pod on, and no request is cut off mid-answer."""
-        waiting = [uid for uid, fut in self._answers.items() if not fut.done()]
-        for uid in waiting:
-            self._resolve(uid, message)
-        return len(waiting)
-
     async def idle(self) -> None:
-        """Wait until every Binding and wake-up this dispatcher started has finished
-        (tests, shutdown)."""
-        while self._tasks:
-            await asyncio.gather(*self._tasks)
+        """Wait until every Binding this dispatcher started has finished (tests,
+        shutdown)."""
+        await self.bindings.idle()
 
     def filter_waits(self) -> list[dict[str, object]]:
         return self._filter.waits()
-
-    # ----- the bind verb ---------------------------------------------------------------
-
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> str | None:
-        """Answer one /bind request: None for success or the error text. A repeat of a
-        bind in progress waits for the same answer (the manager says whether it may)."""
-        self._requested.add(uid)
-        self.held.release(uid)  # its Binding, held until kube-scheduler assumed the pod
-        try:
-            return await self._bind_request(namespace, name, uid, node)
-        finally:
-            self._requested.discard(uid)
-
-    async def _bind_request(self, namespace: str, name: str, uid: str, node: str
-                            ) -> str | None:
-        decision = self.manager.bind(namespace, name, uid, node, self.clock())
-        if decision.outcome is BindOutcome.BOUND:
-            return None
-        if decision.outcome is BindOutcome.ERROR:
-            log.info("bind refused pod=%s/%s node=%s: %s", namespace, name, node,
-                     decision.message)
-            return decision.message
-        answer = self._answer(uid)
-        own = self.drain(caller=uid)  # may post Bindings, which resolve `answer`
-        if own is not None:
-            await self._bind(own)
-        limit = min(max(decision.deadline - self.clock(), 0.0) + _DEADLINE_GRACE_SECONDS,
-                    self.config.bind_wait_limit)
-        try:
-            return await asyncio.wait_for(asyncio.shield(answer), timeout=limit)
-        except TimeoutError:
-            message = self.manager.bind_wait_expired(uid, limit)
-            if not self.manager.reads.bind_in_flight(uid):
-                self._answers.pop(uid, None)
-            return message
-
-    def _answer(self, uid: str) -> asyncio.Future[str | None]:
-        fut = self._answers.get(uid)
-        if fut is None or fut.done():
-            fut = asyncio.get_running_loop().create_future()
-            self._answers[uid] = fut
-        return fut
-
-    def _resolve(self, uid: str, error: str | None) -> None:
-        fut = self._answers.pop(uid, None)
-        if fut is not None and not fut.done():
-            fut.set_result(error)
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _bind(self, action: BindPod) -> None:
-        pod = action.pod
-        self._answer(pod.uid)
-        token = self.held.posting(action)
-        error: str | None = f"binding pod {pod.key} to node {action.node} was cut off"
-        withdrawn = cancelled = unknown = False
-        try:
-            error = await self._bindings.post(pod.namespace, pod.name, pod.uid, action.node)
-        except Withdrawn:
-            withdrawn = True  # held now (`take_back`); posted at kube-scheduler's request
-        except OutcomeUnknown as exc:
-            error, unknown = str(exc), True
-        except asyncio.CancelledError:
-            cancelled = True
-            raise
-        except Exception as exc:  # a bug here must not leave the pod in flight
-            log.exception("binding pod %s to node %s", pod.key, action.node)
-            error = f"binding pod {pod.key} to node {action.node} failed: {exc!r}"
-        finally:
-            self.held.posted(pod.uid, token)
-            if not withdrawn:
-                self._bound(action, error, cancelled, unknown)
-
-    def _bound(self, action: BindPod, error: str | None, cancelled: bool,
-               unknown: bool = False) -> None:
-        """Whatever happened, the gang manager hears the end of a Binding: a pod left
-        "in flight" would hold its gang's reservation for good. `unknown`: it may have
-        taken effect all the same (`OutcomeUnknown`)."""
-        pod = action.pod
-        if error is None:
-            log.info("bound pod=%s node=%s gang=%s", pod.key, action.node,
-                     action.gang or "-")
-        else:
-            log.warning("bind failed pod=%s node=%s gang=%s: %s", pod.key, action.node,
-                        action.gang or "-", error)
-        self.manager.binding_finished(pod.uid, action.node, error, self.clock(),
-                                      unknown=unknown)
-        self._resolve(pod.uid, error)
-        if self.outlets.on_binding is not None:
-            self.outlets.on_binding(error)
-        if (error is None and pod.uid not in self._requested
-                and self.outlets.on_bound_directly is not None):
-            self.outlets.on_bound_directly(pod, action.node)
-        if not cancelled:
-            self.cache_changed()
 
     # ----- time ------------------------------------------------------------------------
 

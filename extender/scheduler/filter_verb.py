@@ -40,7 +40,12 @@ class FilterManager(Protocol):
 
 
 class Holds(Protocol):
-    """The dispatcher's Bindings held for kube-scheduler's bind request."""
+    """The Bindings held for kube-scheduler's bind request (`HeldBindings`): told which
+    members a filter call is taking through a cycle, whose Bindings wait for it."""
+
+    def call_started(self, uid: str) -> None: ...
+
+    def call_ended(self, uid: str) -> None: ...
 
     def held(self, uid: str) -> bool: ...
 
@@ -71,11 +76,11 @@ class FilterVerb:
         self.reads = manager.reads
         self.clock = clock
         # Carry out what the manager asked for. A Binding of a pod whose filter call is
-        # in progress here (`in_call`) is held by the dispatcher until kube-scheduler's
-        # bind request for it (`bindings` says whether it is, and takes one back).
+        # in progress here (told to `bindings`, `HeldBindings.in_call`) is held until
+        # kube-scheduler's bind request for it (`bindings` says whether it is, and takes
+        # one back).
         self.drain = drain
         self.bindings = bindings
-        self._in_call: set[str] = set()
         self.commit_wait = commit_wait
         listeners = listeners or WaitListeners()
         self.on_assembly_wait = listeners.on_assembly_wait
@@ -84,13 +89,6 @@ class FilterVerb:
         # Calls waiting: pod uid -> (pod key, since, for what: "members" of a gang being
         # created, or its "commit" to land).
         self._waits: dict[str, tuple[str, float, str]] = {}
-
-    def in_call(self, uid: str) -> bool:
-        """A filter call for `uid` is in progress and the commit wait is on: a Binding
-        for it posted now would reach kube-scheduler's informer before kube-scheduler
-        assumes the pod at the end of this cycle, and the cycle would fail there,
-        recording FailedScheduling and PodScheduled=False on a bound pod."""
-        return uid in self._in_call
 
     def changed(self) -> None:
         """Something a waiting call may be waiting for happened: let each look again."""
@@ -118,13 +116,13 @@ class FilterVerb:
         if waiting:
             # A commit during the call holds this member's Binding for the call's bind
             # request, so it must put the member on one of these nodes if it can.
-            self._in_call.add(pod.uid)
+            self.bindings.call_started(pod.uid)
             self.manager.sample(pod.uid, node_names)
         try:
             return await self._filter(pod, node_names, waiting)
         finally:
             if waiting:
-                self._in_call.discard(pod.uid)
+                self.bindings.call_ended(pod.uid)
                 self.manager.sample(pod.uid, None)
 
     async def _filter(self, pod: PodInfo, node_names: list[str], waiting: bool

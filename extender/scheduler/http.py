@@ -134,6 +134,7 @@ class Verbs:
 
     def __init__(self, dispatcher: Dispatcher, metrics: Metrics, ready: Any = None) -> None:
         self.dispatcher = dispatcher
+        self.bindings = dispatcher.bindings  # the bind verb's binding cycle
         self.manager = dispatcher.manager
         self.m = metrics
         self.ready = ready  # the informers' synced event (`is_set()`); None: synced
@@ -212,8 +213,8 @@ class Verbs:
         args = await self._arguments("bind", read, start, _binding_args)
         if isinstance(args, _Declined):
             return 200, orjson.dumps({"Error": args.error})
-        error = await self.dispatcher.bind(args.PodNamespace, args.PodName, args.PodUID,
-                                          args.Node)
+        error = await self.bindings.bind(args.PodNamespace, args.PodName, args.PodUID,
+                                        args.Node)
         self._observe("bind", start, "ok" if error is None else "error")
         return 200, orjson.dumps({"Error": error or ""})
 

@@ -82,5 +82,5 @@ def test_the_dispatchers_bindings_carry_its_clock() -> None:
                            scheduler_name="gang-scheduler"), 0.0)
     kube = TimedKube()
     dispatcher = Dispatcher(manager, kube, clock=lambda: 1796000000.25)
-    assert asyncio.run(dispatcher.bind("ns", "p", "u1", "n0")) is None
+    assert asyncio.run(dispatcher.bindings.bind("ns", "p", "u1", "n0")) is None
     assert kube.decided == [1796000000.25]

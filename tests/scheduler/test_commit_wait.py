@@ -111,7 +111,7 @@ def test_the_filter_answers_once_the_watch_has_delivered_every_committed_member(
         assert len(result.nodes) == 1 and dispatcher.filter_waits() == []
         # trio-0 itself is bound when kube-scheduler, having assumed it, asks.
         assert "trio-0" not in [b[1] for b in kube.bindings]
-        answer = await dispatcher.bind("default", "trio-0", "uid-trio-0", result.nodes[0])
+        answer = await dispatcher.bindings.bind("default", "trio-0", "uid-trio-0", result.nodes[0])
         assert answer is None and ("default", "trio-0", "uid-trio-0", result.nodes[0]) in (
             kube.bindings)
 
@@ -218,7 +218,7 @@ def test_a_member_whose_binding_is_still_queued_is_held_like_the_one_that_set_th
         sent = next(p for p in pods if p["metadata"]["name"] == first)
         call = asyncio.create_task(dispatcher.filter(pod_from_k8s(queued), base["NodeNames"]))
         await asyncio.sleep(0.05)
-        assert not call.done() and dispatcher.held.held(queued["metadata"]["uid"])
+        assert not call.done() and dispatcher.bindings.held.held(queued["metadata"]["uid"])
         # A member whose Binding is already sent is answered at once, as before.
         answer = await asyncio.wait_for(
             dispatcher.filter(pod_from_k8s(sent), base["NodeNames"]), 1)
@@ -233,7 +233,7 @@ def test_a_member_whose_binding_is_still_queued_is_held_like_the_one_that_set_th
                 watch_delivers_bound(manager, dispatcher, p, nodes[p["metadata"]["name"]])
         result = await asyncio.wait_for(call, 5)
         assert queued["metadata"]["name"] not in [b[1] for b in kube.bindings]
-        assert await dispatcher.bind("default", queued["metadata"]["name"],
+        assert await dispatcher.bindings.bind("default", queued["metadata"]["name"],
                                      queued["metadata"]["uid"], result.nodes[0]) is None
         assert sorted(b[1] for b in kube.bindings) == ["trio-0", "trio-1", "trio-2"]
         await dispatcher.idle()
@@ -264,7 +264,8 @@ def test_the_wait_covers_the_gangs_the_tick_commits_meanwhile() -> None:
         for p in duo:
             watch_delivers_bound(manager, dispatcher, p, nodes[p["metadata"]["name"]])
         result = await asyncio.wait_for(call, 5)
-        assert await dispatcher.bind("default", "trio-0", "uid-trio-0", result.nodes[0]) is None
+        assert await dispatcher.bindings.bind("default", "trio-0", "uid-trio-0",
+                                              result.nodes[0]) is None
         await dispatcher.idle()
 
     asyncio.run(go())

@@ -52,8 +52,8 @@ def test_a_committed_gang_is_bound_without_bind_requests_and_its_bindings_counte
         assert len(flying) == 3 and flying["default/trio-0"] == first.nodes[0]
         # kube-scheduler's bind calls for two members arrive while their Bindings fly.
         answers = await asyncio.gather(
-            dispatcher.bind("default", "trio-0", "uid-trio-0", first.nodes[0]),
-            dispatcher.bind("default", "trio-2", "uid-trio-2", flying["default/trio-2"]))
+            dispatcher.bindings.bind("default", "trio-0", "uid-trio-0", first.nodes[0]),
+            dispatcher.bindings.bind("default", "trio-2", "uid-trio-2", flying["default/trio-2"]))
         await dispatcher.idle()
         assert answers[0] is None
         assert answers[1] is not None and "node name is invalid" in answers[1]

@@ -31,7 +31,7 @@ def plain_pod_bind(kube: ScriptedKube) -> str | None:
     pod = PodInfo("u1", "ns", "p", {"cpu": 1000, "pods": 1}, scheduler_name="gang-scheduler")
     manager.on_pod(pod, 0.0)
     dispatcher = Dispatcher(manager, kube, clock=lambda: 0.0)
-    error = asyncio.run(dispatcher.bind("ns", "p", "u1", "n0"))
+    error = asyncio.run(dispatcher.bindings.bind("ns", "p", "u1", "n0"))
     assert not manager.reads.bind_in_flight("u1") and manager.reads.binds_in_progress() == []
     return error
 
@@ -86,7 +86,7 @@ def test_a_binding_of_unknown_outcome_keeps_the_pods_capacity() -> None:
     manager.on_node(NodeInfo("n0", {"cpu": 4000, "pods": 10}))
     pod = PodInfo("u1", "ns", "p", {"cpu": 3000, "pods": 1}, scheduler_name="gang-scheduler")
     manager.on_pod(pod, 0.0)
-    error = asyncio.run(Dispatcher(manager, kube, clock=lambda: 0.0).bind("ns", "p", "u1",
+    error = asyncio.run(Dispatcher(manager, kube, clock=lambda: 0.0).bindings.bind("ns", "p", "u1",
                                                                           "n0"))
     assert error is not None and "not known" in error
     assert not manager.reads.bind_in_flight("u1")
@@ -160,7 +160,7 @@ def test_a_binding_cut_off_mid_request_does_not_leave_the_pod_in_flight() -> Non
     dispatcher = Dispatcher(manager, Hanging([]), clock=lambda: 0.0)
 
     async def run() -> None:
-        task = asyncio.create_task(dispatcher.bind("ns", "p", "u1", "n0"))
+        task = asyncio.create_task(dispatcher.bindings.bind("ns", "p", "u1", "n0"))
         await posted.wait()
         assert manager.reads.bind_in_flight("u1")
         task.cancel()
@@ -196,7 +196,7 @@ def test_a_reset_binding_through_the_real_transport_is_tried_again() -> None:
             manager.on_node(NodeInfo("n0", {"cpu": 4000, "pods": 10}))
             manager.on_pod(PodInfo("u1", "ns", "p", {"cpu": 1000, "pods": 1},
                                    scheduler_name="gang-scheduler"), 0.0)
-            error = await Dispatcher(manager, kube, clock=lambda: 0.0).bind(
+            error = await Dispatcher(manager, kube, clock=lambda: 0.0).bindings.bind(
                 "ns", "p", "u1", "n0")
             await http.aclose()
             return error, len(server.requests)
@@ -336,21 +336,23 @@ def test_a_retry_refused_after_a_lost_answer_reads_the_pod_back() -> None:
             await super().bind(namespace, name, uid, node)
 
     kube = BrokenWatchOnFirstTry([ConnectionResetError()], node_of_pod="n0")
-    error = asyncio.run(Dispatcher(manager, kube, clock=lambda: 0.0).bind("ns", "p", "u1",
+    error = asyncio.run(Dispatcher(manager, kube, clock=lambda: 0.0).bindings.bind("ns", "p", "u1",
                                                                           "n0"))
     assert error is None
     assert [c for c, _ in kube.calls] == ["bind", "get_pod"]
 
 
 def test_every_action_of_the_vocabulary_has_its_route() -> None:
-    """The dispatcher's routes are a table made once, in its constructor, beside the
-    Bindings `drain` posts itself: an action kind added to the vocabulary without a
+    """The dispatcher's routes are a table made once, in its constructor, Bindings
+    included (to the binding cycle): an action kind added to the vocabulary without a
     route there would fail in `drain`, so the table is checked whole against the
     vocabulary's `Action`."""
     import typing
 
-    from extender.core.model.vocabulary import Action, BindPod
+    from extender.core.model.vocabulary import Action, BindPod, RejectWaitingBind
 
-    routes = Dispatcher(GangManager(), None)._routes
-    assert set(typing.get_args(Action)) == {BindPod, *routes}
-    assert BindPod not in routes
+    dispatcher = Dispatcher(GangManager(), None)
+    routes = dispatcher._routes
+    assert set(typing.get_args(Action)) == set(routes)
+    assert routes[BindPod] == dispatcher.bindings.take
+    assert routes[RejectWaitingBind] == dispatcher.bindings.reject

@@ -233,7 +233,7 @@ def assert_consistent(env: Env, settled: bool = True) -> None:
             f"held binds left after every request was answered: {dict(permit.waiting)}")
         assert not in_flight(permit), f"bindings left in flight: {in_flight(permit)}"
         # Answering whatever still waits finds nothing: no answer future was left pending.
-        assert not env.dispatcher.answer_waiting("x"), "an answer future was left pending"
+        assert not env.dispatcher.bindings.answer_waiting("x"), "an answer future was left pending"
 
 
 # ----- strategies ----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Every POST of a Binding is decided when it is sent (`Dispatcher._post_due`,
+"""Every POST of a Binding is decided when it is sent (`BindingCycle._post_due`,
 `GangManager.post_due`): a retry after a 503, a Binding queued behind a big commit or held
 for kube-scheduler's bind request can come well after the commit decided it, and the lease
 may be lost meanwhile."""
@@ -38,7 +38,7 @@ def test_a_retry_is_not_sent_for_a_pod_deleted_since_the_first_try() -> None:
     manager.on_pod(PodInfo("u1", "ns", "p", {"cpu": 1000, "pods": 1},
                            scheduler_name="gang-scheduler"), 0.0)
     kube = DeletedOnFirstTry(manager)
-    error = asyncio.run(Dispatcher(manager, kube, clock=lambda: 0.0).bind("ns", "p", "u1",
+    error = asyncio.run(Dispatcher(manager, kube, clock=lambda: 0.0).bindings.bind("ns", "p", "u1",
                                                                           "n0"))
     # The retry was not sent; the pod was read back (the first try's 503 says nothing of
     # whether it took effect): not bound, so the error stands.
@@ -60,9 +60,9 @@ def test_a_held_binding_is_not_posted_once_the_lease_is_lost() -> None:
         leader = leadership("me_1")
         dispatcher = Dispatcher(manager, kube, gates=Gates(leader=leader))
         await dispatcher.filter(pod_from_k8s(pods[0]), base["NodeNames"])
-        assert dispatcher.held.held("uid-duo-0")
+        assert dispatcher.bindings.held.held("uid-duo-0")
         leader.observe(lease("other_1", time.time()))  # lost
-        await dispatcher.bindings_settled(1.0)
+        await dispatcher.bindings.settled(1.0)
         await dispatcher.idle()
         assert [b[1] for b in kube.bindings] == ["duo-1"]  # sent before the loss
         assert not manager.reads.bind_in_flight("uid-duo-0")

@@ -95,8 +95,8 @@ def test_after_losing_leadership_no_deadline_expires_no_binding_or_wakeup_goes_o
                                 outlets=Outlets(wakeups=wakeups), gates=Gates(leader=leader))
         names = base["NodeNames"]
         nodes = [(await dispatcher.filter(pod_from_k8s(p), names)).nodes[0] for p in pods[:2]]
-        held = [asyncio.create_task(dispatcher.bind("default", f"trio-{i}", f"uid-trio-{i}",
-                                                    nodes[i])) for i in range(2)]
+        held = [asyncio.create_task(dispatcher.bindings.bind(
+            "default", f"trio-{i}", f"uid-trio-{i}", nodes[i])) for i in range(2)]
         await asyncio.sleep(0.05)
         assert len(manager.reads.binds_in_progress()) == 2 and kube.bindings == []
 
@@ -215,11 +215,11 @@ def test_bindings_in_flight_are_let_finish_before_the_exit() -> None:
                                             "uid": "uid-solo"})
         manager.on_pod(pod_from_k8s(plain), time.time())
         node = (await dispatcher.filter(pod_from_k8s(plain), base["NodeNames"])).nodes[0]
-        bind = asyncio.create_task(dispatcher.bind("default", "solo", "uid-solo", node))
+        bind = asyncio.create_task(dispatcher.bindings.bind("default", "solo", "uid-solo", node))
         await asyncio.sleep(0.05)
-        assert await dispatcher.bindings_settled(0.1) == 1  # still in flight: gave up
+        assert await dispatcher.bindings.settled(0.1) == 1  # still in flight: gave up
         asyncio.get_running_loop().call_later(0.1, release.set)
-        assert await dispatcher.bindings_settled(5) == 0
+        assert await dispatcher.bindings.settled(5) == 0
         assert await bind is None and len(kube.bindings) == 1
 
     asyncio.run(go())
@@ -234,12 +234,12 @@ def test_held_binds_are_answered_with_an_error_before_the_exit() -> None:
         dispatcher = Dispatcher(manager, kube)
         nodes = [(await dispatcher.filter(pod_from_k8s(p), base["NodeNames"])).nodes[0]
                  for p in pods[:2]]
-        held = [asyncio.create_task(dispatcher.bind("default", f"trio-{i}", f"uid-trio-{i}",
-                                                    nodes[i])) for i in range(2)]
+        held = [asyncio.create_task(dispatcher.bindings.bind(
+            "default", f"trio-{i}", f"uid-trio-{i}", nodes[i])) for i in range(2)]
         await asyncio.sleep(0.05)
-        assert dispatcher.answer_waiting("lost leadership") == 2
+        assert dispatcher.bindings.answer_waiting("lost leadership") == 2
         assert await asyncio.gather(*held) == ["lost leadership", "lost leadership"]
-        assert kube.bindings == [] and dispatcher.answer_waiting("x") == 0
+        assert kube.bindings == [] and dispatcher.bindings.answer_waiting("x") == 0
 
     asyncio.run(go())
 
