@@ -126,6 +126,40 @@ def member_lost(report: GangDisrupted) -> Disruption:
                       lost=report.message, since=report.since)
 
 
+@dataclass(frozen=True, slots=True)
+class _Setting:
+    """Conditions set now over `previous` (the conditions as the API shows them, with
+    what this process wrote last laid over them). The PodGroup's and the composite's
+    follow the same rules: a condition's lastTransitionTime is kept while its status
+    stays; the scheduling condition is terminal once True; `DisruptionTarget` is True
+    while a disruption is on and turns False once the group is placed again."""
+
+    previous: Previous
+    now: float
+    generation: int
+
+    def cond(self, type_: str, state: str, reason: str, message: str,
+             at: float = 0.0) -> Condition:
+        old = self.previous.conditions.get(type_)
+        since = (old[1] if old is not None and old[0] == state and old[1]
+                 else rfc3339(at or self.now))
+        return Condition(type_, state, reason, message, since, self.generation)
+
+    def was_true(self, type_: str) -> bool:
+        return self.previous.conditions.get(type_, ("", ""))[0] == "True"
+
+    def disruption_target(self, disruption: Disruption | None, placed: bool,
+                          message: str) -> Condition | None:
+        """`placed`: the group is placed now, `message` its scheduling condition's."""
+        if disruption is not None:
+            return self.cond(DISRUPTION_TARGET, "True", disruption.reason, disruption.message,
+                             disruption.since)
+        if placed and self.was_true(DISRUPTION_TARGET):
+            return self.cond(DISRUPTION_TARGET, "False", SCHEDULED,
+                             f"placed again after the disruption; {message}")
+        return None
+
+
 def upstream_conditions(
     status: GroupStatus,
     disruption: Disruption | None,
@@ -139,32 +173,18 @@ def upstream_conditions(
     evicts it (from its report until the eviction is done and said); `previous`: the
     conditions as the API shows them, with what this process wrote last laid over them."""
     sched = scheduled_type(api_version)
-    was_true = previous.conditions.get(sched, ("", ""))[0] == "True"
-
-    def cond(type_: str, state: str, reason: str, message: str, at: float = 0.0
-             ) -> Condition:
-        old = previous.conditions.get(type_)
-        since = (old[1] if old is not None and old[0] == state and old[1]
-                 else rfc3339(at or now))
-        return Condition(type_, state, reason, message, since, generation)
-
+    setting = _Setting(previous, now, generation)
+    was_true = setting.was_true(sched)
     out: list[Condition] = []
     bound = status.reason == Reason.BOUND
     if bound:
-        out.append(cond(sched, "True", SCHEDULED, status.message))
+        out.append(setting.cond(sched, "True", SCHEDULED, status.message))
     elif not was_true and status.reason in _UNSCHEDULABLE:
-        out.append(cond(sched, "False", UNSCHEDULABLE, status.message))
+        out.append(setting.cond(sched, "False", UNSCHEDULABLE, status.message))
     elif not was_true and status.reason in _SCHEDULER_ERROR:
-        out.append(cond(sched, "False", SCHEDULER_ERROR, status.message))
-
-    disrupted = previous.conditions.get(DISRUPTION_TARGET, ("", ""))[0] == "True"
-    if disruption is not None:
-        out.append(cond(DISRUPTION_TARGET, "True", disruption.reason, disruption.message,
-                        disruption.since))
-    elif disrupted and bound:
-        out.append(cond(DISRUPTION_TARGET, "False", SCHEDULED,
-                        f"placed again after the disruption; {status.message}"))
-    return tuple(out)
+        out.append(setting.cond(sched, "False", SCHEDULER_ERROR, status.message))
+    target = setting.disruption_target(disruption, bound, status.message)
+    return tuple(out) if target is None else (*out, target)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,30 +209,17 @@ def composite_conditions(
     """A CompositePodGroup's conditions to set now, by the rules of `upstream_conditions`
     (terminal once True; `DisruptionTarget` until placed again)."""
     sched = COMPOSITE_INITIALLY_SCHEDULED
-    was_true = previous.conditions.get(sched, ("", ""))[0] == "True"
-
-    def cond(type_: str, status: str, reason: str, message: str, at: float = 0.0
-             ) -> Condition:
-        old = previous.conditions.get(type_)
-        since = (old[1] if old is not None and old[0] == status and old[1]
-                 else rfc3339(at or now))
-        return Condition(type_, status, reason, message, since, generation)
-
+    setting = _Setting(previous, now, generation)
+    was_true = setting.was_true(sched)
     out: list[Condition] = []
     if state.placed:
-        out.append(cond(sched, "True", SCHEDULED, state.placed))
+        out.append(setting.cond(sched, "True", SCHEDULED, state.placed))
     elif not was_true and state.error:
-        out.append(cond(sched, "False", SCHEDULER_ERROR, state.error))
+        out.append(setting.cond(sched, "False", SCHEDULER_ERROR, state.error))
     elif not was_true and state.waiting:
-        out.append(cond(sched, "False", UNSCHEDULABLE, state.waiting))
-    disrupted = previous.conditions.get(DISRUPTION_TARGET, ("", ""))[0] == "True"
-    if disruption is not None:
-        out.append(cond(DISRUPTION_TARGET, "True", disruption.reason, disruption.message,
-                        disruption.since))
-    elif disrupted and state.placed:
-        out.append(cond(DISRUPTION_TARGET, "False", SCHEDULED,
-                        f"placed again after the disruption; {state.placed}"))
-    return tuple(out)
+        out.append(setting.cond(sched, "False", UNSCHEDULABLE, state.waiting))
+    target = setting.disruption_target(disruption, bool(state.placed), state.placed)
+    return tuple(out) if target is None else (*out, target)
 
 
 def differs(conditions: tuple[Condition, ...],
