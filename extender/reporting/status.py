@@ -137,10 +137,8 @@ class StatusWriter:
         key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
         uid = str(meta.get("uid", ""))
         status = obj.get("status")
-        rec = self.groups.get(key)
-        if rec is None or rec.uid != uid:
-            self._drop(key)
-            rec = self.groups[key] = GroupRecord(uid)
+        rec, new = self._record(key, uid)
+        if new:
             observed = status if isinstance(status, dict) else {}
             rec.phase = str(observed.get("phase", ""))
             rec.reason = _scheduled_reason(observed)
@@ -161,11 +159,7 @@ class StatusWriter:
         """An upstream PodGroup (either version), after the gang manager applied it."""
         meta = obj.get("metadata") or {}
         key = gang_key(WORKLOAD_API, str(meta.get("namespace", "")), str(meta.get("name", "")))
-        uid = str(meta.get("uid", ""))
-        rec = self.groups.get(key)
-        if rec is None or rec.uid != uid:
-            self._drop(key)
-            rec = self.groups[key] = GroupRecord(uid)
+        rec, _ = self._record(key, str(meta.get("uid", "")))
         upstream.observe(rec, obj)
         self.dirty.add(key)
 
@@ -173,11 +167,7 @@ class StatusWriter:
         """A CompositePodGroup, after the gang manager applied it: its conditions are
         ours to write when its children's pods are (`reporting/composite_status.py`)."""
         key = composite_status.key_of(obj)
-        uid = str((obj.get("metadata") or {}).get("uid", ""))
-        rec = self.groups.get(key)
-        if rec is None or rec.uid != uid:
-            self._drop(key)
-            rec = self.groups[key] = GroupRecord(uid)
+        rec, _ = self._record(key, str((obj.get("metadata") or {}).get("uid", "")))
         upstream.observe(rec, obj)
         self.dirty.add(key)
 
@@ -222,6 +212,16 @@ class StatusWriter:
         if now - self._last_resync >= self.config.resync_seconds:
             self._last_resync = now
             self.dirty |= self._live
+
+    def _record(self, key: str, uid: str) -> tuple[GroupRecord, bool]:
+        """The record of the group object `uid` named `key`, and whether it is new: a
+        name that now holds another object (deleted and made again) starts afresh."""
+        rec = self.groups.get(key)
+        if rec is not None and rec.uid == uid:
+            return rec, False
+        self._drop(key)
+        rec = self.groups[key] = GroupRecord(uid)
+        return rec, True
 
     def _drop(self, key: str) -> None:
         rec = self.groups.pop(key, None)
