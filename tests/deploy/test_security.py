@@ -242,6 +242,7 @@ NEEDED = {
     ("jobset.x-k8s.io", "jobsets", "list"), ("jobset.x-k8s.io", "jobsets", "watch"),  # JOBSETS
     ("scheduling.k8s.io", "compositepodgroups", "list"),  # COMPOSITES
     ("scheduling.k8s.io", "compositepodgroups", "watch"),
+    ("scheduling.k8s.io", "compositepodgroups/status", "patch"),  # their conditions
     ("", "events", "create"), ("", "events", "patch"),  # events.EventRecorder
     # leader.Leadership: its kube-scheduler's lease, read only (list, then watch; a list
     # again to confirm an expiry), by name in a Role of its namespace
