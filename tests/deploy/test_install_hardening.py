@@ -36,7 +36,10 @@ from extender.core.model.provisioning_request import (
     request_name,
 )
 from extender.core.model.sources import (
+    JOBSET_GANG_ANNOTATION,
     JOBSET_NAME_LABEL,
+    JOBSET_PER_JOB,
+    JOBSET_RJOB_LABEL,
     KUEUE_GROUP_LABEL,
     PRECEDENCE,
     VOLCANO_GROUP_ANNOTATION,
@@ -151,8 +154,20 @@ def test_the_pod_patch_policy_puts_the_consume_annotation_only_on_its_gangs_pods
     rule = policy["spec"]["validations"][1]["expression"]
     for term in ("variables.gangSource != ''", "variables.marks.all(k, k in "
                  "variables.newAnnotations)", "variables.newAnnotations[variables.consumesFor] "
-                 "== variables.gang", "== variables.requestName"):
+                 "== variables.gang", "== variables.requestName",
+                 "|| variables.jobsetSplits.exists(n, variables.newAnnotations"
+                 "[variables.consumesFor] == 'jobset:' + oldObject.metadata.namespace + '/' + n",
+                 f"size(n + variables.suffix) <= {MAX_REQUEST_NAME}",
+                 f"'^{DNS_SUBDOMAIN.pattern}$'"):
         assert term in " ".join(rule.split()), term
+    # A JobSet's pod: its replicated Job's gang and its Job's, as sources.jobset_resolve
+    # names them, unless its template chose per-job itself.
+    splits = " ".join(variables["jobsetSplits"].split())
+    assert (f"'{JOBSET_GANG_ANNOTATION}' in variables.oldAnnotations && "
+            f"variables.oldAnnotations['{JOBSET_GANG_ANNOTATION}'] == '{JOBSET_PER_JOB}'"
+            ) in splits
+    assert "? [variables.gangName + '.' + variables.labels['" + JOBSET_RJOB_LABEL + "']," \
+        in splits
     # The sources' keys, in sources.PRECEDENCE, and the names request_name makes.
     keys = [GROUP_LABEL, "schedulingGroup", VOLCANO_GROUP_ANNOTATION, JOBSET_NAME_LABEL,
             KUEUE_GROUP_LABEL]

@@ -325,7 +325,8 @@ def test_the_extender_may_set_the_provisioning_annotations_of_a_jobset_pod(
 ) -> None:
     """A JobSet's gang has no label of its own: the policy derives it from the JobSet
     controller's labels (name, restart attempt, uid; the replicated Job and Job index
-    under "per-job") as core/model/sources.py does, so
+    under "per-job", or where the JobSet itself may split the set) as core/model/sources.py
+    does, so
     the extender may make a JobSet pod consume its gang's request, and only that one:
     not another attempt's, and not on a pod whose attempt is not a plain number."""
     api, _ = extender_api
@@ -357,4 +358,14 @@ def test_the_extender_may_set_the_provisioning_annotations_of_a_jobset_pod(
     assert pod is not None and pod["metadata"]["annotations"][CONSUMES_FOR] == gang
     # A pod of a Job that is a gang of its own ("per-job"): that Job's gang, not the set's.
     _refusal(api, namespace, "split", consume(gang))
+    _refusal(api, namespace, "split", consume(f"{gang}.workers"))
     assert _patch(api, namespace, "split", consume(f"{gang}.workers-1")) == 200
+    # A pod whose JobSet may split it (on the JobSet, which a policy cannot read): its
+    # replicated Job's gang or its Job's, named by its own labels, and no other's.
+    create_pod(namespace, "by-jobset", scheduler_name="nobody-schedules-this",
+               labels={**labels, "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+                       "jobset.sigs.k8s.io/job-index": "1"})
+    for other in (f"{gang}.driver", f"{gang}.workers-0", f"{old}.workers"):
+        _refusal(api, namespace, "by-jobset", consume(other))
+    for own in (f"{gang}.workers", f"{gang}.workers-1", gang):
+        assert _patch(api, namespace, "by-jobset", consume(own)) == 200, own

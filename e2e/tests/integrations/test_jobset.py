@@ -38,6 +38,7 @@ from extender.core.model.sources import (
     JOBSET_GANG_ANNOTATION,
     jobset_gang_name,
     jobset_job_gang_name,
+    jobset_rjob_gang_name,
 )
 
 pytestmark = pytest.mark.e2e
@@ -261,6 +262,51 @@ def test_per_job_gangs_are_each_placed_whole(js_ns: str, fake_nodes: NodeSet) ->
     print(f"\n[gang] JobSet split, workers per Job: the driver and one worker Job bound on 3 "
           f"nodes, the other Job whole once 2 more nodes came ({', '.join(jobs)})")
 
+
+
+def test_a_jobset_split_per_replicated_job_places_each_whole_on_its_own(
+        js_ns: str, fake_nodes: NodeSet, gang: GangStack) -> None:
+    """``gang-extender.x-k8s.io/jobset-gang: per-replicated-job`` on the JobSet itself
+    (which its controller copies to no pod): its replicated Jobs ``a`` and ``b``, each
+    2 Jobs x 1 pod, are a gang each, of both their Jobs. On two 4-CPU nodes one is
+    bound whole and the other none of its pods (not one Job of each); two more nodes,
+    and the other is bound whole. Before, the JobSet was refused for this annotation and
+    none of its pods bound."""
+    ns = js_ns
+    fake_nodes.add_nodes(2, prefix=ns, cpu=NODE_CPU, memory="16Gi")
+    ann = {ANN_RUN_SECONDS: "120"}
+    body = jobset("pair", [replicated_job("a", 2, 1, POD_CPU, ann),
+                           replicated_job("b", 2, 1, POD_CPU, ann)],
+                  annotations={JOBSET_GANG_ANNOTATION: "per-replicated-job"})
+
+    def bound_of(rec: Recorder) -> dict[str, list[float]]:
+        """Bind times of each replicated Job's pods (named pair-<rjob>-<job>-<pod>-...)."""
+        out: dict[str, list[float]] = {"a": [], "b": []}
+        for name, r in rec.bound().items():
+            if r.bound_at is not None:
+                out[name.split("-")[1]].append(r.bound_at)
+        return out
+
+    with Recorder(ns) as rec:
+        create_jobset(ns, body)
+        base = gang_of(ns, "pair")
+        for r in ("a", "b"):
+            wait_known(gang, ns, jobset_rjob_gang_name(base, r), 2)
+        wait_pods(ns, "pair", 4)
+        wait_for(lambda: len(rec.bound()) == 2 or NotYet(rec.history), 60, "2 pods bound",
+                 logs=LOGS)
+        time.sleep(HOLD)
+        counts = {r: len(t) for r, t in bound_of(rec).items()}
+        assert sorted(counts.values()) == [0, 2], f"not one gang whole: {rec.history}"
+        first = max(counts, key=lambda r: counts[r])
+        fake_nodes.add_nodes(2, prefix=f"{ns}-more", cpu=NODE_CPU, memory="16Gi")
+        wait_for(lambda: len(rec.bound()) == 4 or NotYet(rec.history), 60, "all 4 bound",
+                 logs=LOGS)
+        for r, times in bound_of(rec).items():
+            assert len(times) == 2 and max(times) - min(times) <= 2.0, (r, rec.history)
+    print(f"\n[gang] JobSet pair, per-replicated-job on the JobSet: {first} bound whole on "
+          f"2 nodes, the other none; it whole once 2 more nodes came "
+          f"({jobset_rjob_gang_name(base, 'a')}, {jobset_rjob_gang_name(base, 'b')})")
 
 
 RACK = "example.com/rack"

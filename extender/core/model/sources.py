@@ -197,7 +197,8 @@ def _jobset_membership(labels: Mapping[str, str],
     with another attempt spelling, was not made by it: not a member, so no gang waits
     on a pod that names no attempt. The admission policy on the extender's pod patches
     (deploy/admission/extender-pod-patches.yaml) derives the same gang by the same
-    rule."""
+    rule, and, as it cannot read the JobSet either, also the gangs `jobset_resolve` may
+    give the pod."""
     name = labels.get(JOBSET_NAME_LABEL)
     if not name:
         return None
