@@ -40,7 +40,7 @@ from e2e.harness.queries import get_podgroup
 from e2e.harness.target import kube
 from e2e.harness.versions import k8s_minor
 from e2e.harness.waiting import NotYet, wait_for
-from e2e.tests.integrations.test_upstream_status import (
+from e2e.tests.integrations.upstream_podgroups import (
     EXTENDER_MANAGER,
     conditions,
     create_upstream,

@@ -16,8 +16,6 @@ from typing import Any
 import pytest
 
 from e2e.gang import GangStack, Recorder
-from e2e.harness.cluster import ControlPlane
-from e2e.harness.clusterbase import Cluster
 from e2e.harness.fixtures import NodeSet
 from e2e.harness.kubelet.pod import ANN_FAIL, ANN_RUN_SECONDS
 from e2e.harness.queries import list_pods
@@ -33,7 +31,7 @@ from e2e.integrations.jobset import (
     jobset_condition,
     replicated_job,
 )
-from e2e.integrations.operators import obtain_operator
+from e2e.tests.integrations.jobset_controller import controller, wait_known
 from extender.core.model.sources import (
     JOBSET_GANG_ANNOTATION,
     jobset_gang_name,
@@ -43,23 +41,12 @@ from extender.core.model.sources import (
 
 pytestmark = pytest.mark.e2e
 
+__all__ = ["controller"]  # the fixture of jobset_controller.py, used by js_ns
+
 LOGS = ["jobset", "gang-extender", "gang-kube-scheduler"]
 NODE_CPU, POD_CPU = "4", "4"
 HOLD = 3.0
 """Seconds a placement is watched after it settled, to show it does not change."""
-
-
-@pytest.fixture(scope="module")
-def controller(control_plane: Cluster) -> Iterator[JobSetController]:
-    if not isinstance(control_plane, ControlPlane):
-        pytest.skip("runs the JobSet controller as a local process on the local control plane")
-    c = JobSetController(control_plane, obtain_operator("jobset"))
-    c.install()
-    c.start()
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 @pytest.fixture
@@ -76,19 +63,6 @@ def gang_of(ns: str, name: str, attempt: int = 0) -> str:
     """The gang (Recorder group) of one attempt of a JobSet, as its pods name it."""
     js = wait_for(lambda: get_jobset(ns, name) or NotYet(None), 30, f"JobSet {name}")
     return jobset_gang_name(name, js["metadata"]["uid"], attempt)
-
-
-def wait_known(gang: GangStack, ns: str, group: str, quorum: int) -> None:
-    """Until the extender has read the JobSet as this gang of ``quorum``: a JobSet made
-    just after its CRD was installed is read once discovery has seen the API (within
-    10 s); a pod turned away before that ("JobSet not known") shows nothing about
-    quorums."""
-    def known() -> object:
-        rows = {r["gang"]: r for r in gang.get("/debug/podgroups")["podGroups"]}
-        row = rows.get(f"jobset:{ns}/{group}")
-        return (row is not None and row.get("minMember") == quorum) or NotYet(row)
-
-    wait_for(known, 30, f"the extender reads gang {group} of {quorum}", logs=LOGS)
 
 
 def pods_of(ns: str, name: str, attempt: int | None = None) -> list[dict[str, Any]]:

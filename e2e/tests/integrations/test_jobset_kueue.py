@@ -3,7 +3,7 @@ item 1): quota in front, the gang behind. Kueue suspends the JobSet at creation,
 it as one Workload by ClusterQueue quota and resumes it; JobSet v0.11.1 then makes its
 Jobs, and the gang scheduler binds its pods all together or none. How the two run here:
 :mod:`e2e.integrations.kueue`, :mod:`e2e.integrations.jobset`; the fixtures are those of
-test_kueue.py and test_jobset.py.
+kueue_queues.py and jobset_controller.py, which the Kueue and JobSet tests use too.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from e2e.integrations.jobset import (
 )
 from e2e.integrations.kueue import FRAMEWORKS, QUEUE_LABEL
 from e2e.integrations.kueue_objects import is_true, workloads
-from e2e.tests.integrations.test_jobset import controller, wait_known  # noqa: F401 (a fixture)
-from e2e.tests.integrations.test_kueue import (  # noqa: F401 (fixtures)
+from e2e.tests.integrations.jobset_controller import controller, wait_known  # noqa: F401
+from e2e.tests.integrations.kueue_queues import (  # noqa: F401 (fixtures)
     LOCAL_QUEUE,
     SetUp,
     kueue,
