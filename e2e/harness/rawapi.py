@@ -8,7 +8,7 @@ statuses and one delete for every pod, on the same 2 cores as the schedulers tha
 
     .venv/bin/python -m lab.experiments.kubelet_writes --pods 200 --reps 3
 
-(the fake kubelet's own loop with only its two write methods swapped; CPU of the calling
+(the fake kubelet's own loop given another client for its writes; CPU of the calling
 thread; medians of 3 × 200 pods; two runs; 2-core VM, kubernetes 37.0.2, urllib3 2.8.0;
 a status write includes building its body, the same in every row):
 
