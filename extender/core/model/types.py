@@ -221,6 +221,19 @@ class PodInfo:
     # spec.resourceClaims and their status (DRA), None for a pod without claims: the
     # devices it needs are planned with its other requests (docs/devices.md).
     claims: PodClaims | None = None
+    # Key (`gang_key`) of the gang this pod is a member of, or None: derived from
+    # `membership` (or the scheduler-plugins label) once, when the pod is made (a changed
+    # copy is a new one: `dataclasses.replace`), since nearly every part of the core
+    # reads it on every pod it looks at and a property formatted the key on each read.
+    gang: str | None = field(init=False, default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        m = self.membership
+        if m is not None:
+            self.gang = gang_key(m.source, self.namespace, m.name) if m.name else None
+        else:
+            group = self.labels.get(GROUP_LABEL)
+            self.gang = f"{self.namespace}/{group}" if group else None
 
     @property
     def key(self) -> str:
@@ -232,15 +245,6 @@ class PodInfo:
         if self.membership is not None:
             return self.membership.name or None
         return self.labels.get(GROUP_LABEL) or None
-
-    @property
-    def gang(self) -> str | None:
-        """Key (`gang_key`) of the gang this pod is a member of, or None."""
-        m = self.membership
-        if m is not None:
-            return gang_key(m.source, self.namespace, m.name) if m.name else None
-        group = self.labels.get(GROUP_LABEL)
-        return f"{self.namespace}/{group}" if group else None
 
     @property
     def terminal(self) -> bool:
