@@ -14,6 +14,11 @@ others have 2 CPU: every plan still looks at them), three composites of 8 childr
   spends its whole bound (`search_budget` plans: 64 at 1,000 nodes, 12 at 5,000) and
   gives up.
 
+And the tick in which a composite of 8 children × 4 pods of 8 CPU at priority 10, on the
+128 big nodes each held by a pod of a lower-priority 2-pod gang, evicts 16 of those gangs
+at once (`Preemptions.composite`), beside one gang of 32 such pods doing the same (best of
+3 runs, each on a cluster built anew).
+
 It prints the plans made and the milliseconds (best and median of 5) of one
 `plan_composite` call, and those of its first pass alone (the search's bound set to 0:
 what the planner cost before it searched); docs/performance.md quotes the figures.
@@ -37,6 +42,7 @@ from extender.core.model.types import (
     PodInfo,
     composite_key,
 )
+from extender.core.model.vocabulary import Preempting
 from extender.core.planner import Plan, Shortfall, plan_group
 from extender.core.planner.composite_plan import Child, CompositePlan, plan_composite
 from extender.core.wiring import Core
@@ -93,6 +99,46 @@ def run(composite: CompositeInfo, children: Sequence[Child], snapshot: Snapshot,
     return out, planner.calls, min(times), statistics.median(times)
 
 
+def preemption_tick_ms(nodes: int, composite: bool) -> tuple[float, int]:
+    """The tick in which the preemptor evicts; and how many units it evicts."""
+    best, victims = float("inf"), 0
+    for _ in range(3):
+        core = Core.wire(Config(direct_commit=True, preemption=True,
+                                starvation_after_seconds=None))
+        m = GangManager(core)
+        for i in range(nodes):
+            name = f"node-{i:05}"
+            m.on_node(NodeInfo(name, {"cpu": 8000 if i < BIG else 2000, "memory": 64 << 30,
+                                      "pods": 110}, {"kubernetes.io/hostname": name}))
+        now = 1000.0
+        for g in range(BIG // 2):
+            m.on_group(GroupInfo("ml", f"low{g}", 2, uid=f"low{g}", creation=float(g)), now)
+            for j in range(2):
+                m.on_pod(PodInfo(f"low{g}-{j}", "ml", f"low{g}-{j}",
+                                 {"cpu": 8000, "memory": 1 << 30, "pods": 1},
+                                 labels={GROUP_LABEL: f"low{g}"}, priority=1,
+                                 node_name=f"node-{2 * g + j:05}", phase="Running",
+                                 scheduler_name="gang-scheduler"), now)
+        groups = [(f"c{c}", 4) for c in range(8)] if composite else [("one", 32)]
+        if composite:
+            m.on_group(CompositeInfo("ml", "job", 8, uid="job"), now)
+        for name, size in groups:
+            m.on_group(GroupInfo("ml", name, size, uid=name, creation=100.0,
+                                 parent=PARENT if composite else ""), now)
+            for j in range(size):
+                m.on_pod(PodInfo(f"{name}-{j}", "ml", f"{name}-{j}",
+                                 {"cpu": 8000, "memory": 1 << 30, "pods": 1},
+                                 labels={GROUP_LABEL: name}, priority=10, creation=100.0,
+                                 scheduler_name="gang-scheduler"), now)
+        m.take_actions()
+        gc.collect()
+        start = time.perf_counter()
+        m.tick(now + 1)
+        best = min(best, (time.perf_counter() - start) * 1e3)
+        victims = sum(len(a.victims) for a in m.take_actions() if isinstance(a, Preempting))
+    return best, victims
+
+
 def main() -> None:
     print("| composite | nodes | placed | plans | ms best | ms median | first pass alone: "
           "ms best |")
@@ -113,6 +159,13 @@ def main() -> None:
             placed = f"{len(out.plans)} children" if out.placed else f"no ({out.searched})"
             print(f"| {name} | {nodes:,} | {placed} | {calls} | {best:.1f} | {median:.1f} | "
                   f"{alone:.1f} |")
+    print()
+    print("| preemptor | nodes | units evicted | tick ms (best of 3) |")
+    print("|---|---|---|---|")
+    for nodes in (1000, 5000):
+        for whole, name in ((True, "composite of 8 × 4 pods"), (False, "gang of 32 pods")):
+            ms, victims = preemption_tick_ms(nodes, whole)
+            print(f"| {name} | {nodes:,} | {victims} | {ms:.0f} |")
 
 
 if __name__ == "__main__":

@@ -272,6 +272,7 @@ class WatchInput:
         c = self._core
         if self._cache.remove_composite(key) is not None:
             c.queue.members_changed()
+            c.queue.drop(key)  # its wait for capacity and its preemption search
             c.disruptions.group_deleted(key)
             return
         res = self._ledger.get(key)

@@ -33,12 +33,12 @@ domains (those where the first pass came closest first): `SEARCH_WORK` node visi
 worth, at most `SEARCH_PLANS` and at least one per child, so a stuck composite's pass
 costs about the same on any cluster; then it says that it stopped there rather than
 that no choice fits. Measured with `python -m bench.core.composite` (8 children,
-docs/performance.md, 2 shared cores, best of 5 over three runs): a composite that
-cannot fit, its bound spent, took 64-96 ms at 1,000 nodes (64 plans searched; its first
-pass alone 19-28 ms) and 112-128 ms at 5,000 (12 plans; first pass 95-107 ms); one the
-search places, 34-35 and 106-107 ms (its failing first pass 22-24 and 49). Children with DRA
-claims are planned as before: the devices one child takes are not yet charged to its
-siblings.
+docs/performance.md, 2 shared cores, best of 5 over four runs): a composite that
+cannot fit, its bound spent, took 60-96 ms at 1,000 nodes (64 plans searched; its first
+pass alone 19-28 ms) and 111-128 ms at 5,000 (12 plans; first pass 93-107 ms); one the
+search places, 17-35 and 75-107 ms (its failing first pass 11-24 and 48-49). Children
+with DRA claims are planned as before: the devices one child takes are not yet charged
+to its siblings.
 """
 
 from __future__ import annotations

@@ -13,6 +13,12 @@ only units of strictly lower priority are victims, chosen by `victims.select` (t
 rule is in its docstring and docs/preemption.md). A gang that must stay
 in one topology domain evicts only inside one domain (`preemption/domain_victims.py`).
 
+A CompositePodGroup whose complete children do not fit together preempts as one unit
+(`composite`): the victims are chosen for a plan of at least minGroupCount of its
+children together, evicted in one preemption, and each child that fits holds its part;
+a refused eviction releases all of their holds (`eviction_refused`), and the queue makes
+them reservations together (`GangQueue._held_together`).
+
 What it does: the preemptor's plan is reserved at once, held (`Reservation.held` is
 "preemption"): its slots are charged on the victims' nodes while they still run, so
 nothing else is placed in what they free. A reservation victim is released; each
@@ -29,11 +35,12 @@ from extender.core.cache.snapshot import Snapshot
 from extender.core.cache.topology import Domain, word
 from extender.core.explain import Explanations
 from extender.core.ledger import Ledger, Reservation, plain_key
-from extender.core.model.types import GroupInfo, PodInfo
+from extender.core.model.types import CompositeInfo, GroupInfo, PodInfo
 from extender.core.model.vocabulary import GANG, RESERVATION, GroupRef, Preempting, Reason, Victim
 from extender.core.outbox import Outbox
 from extender.core.parked import ref
 from extender.core.planner import Plan, Shortfall, plan_gang
+from extender.core.planner.composite_plan import Child, CompositePlan, plan_composite
 from extender.core.planner.domains import topology_of
 from extender.core.preemption.budgets import Budgets
 from extender.core.preemption.domain_victims import select_in_domains
@@ -85,6 +92,9 @@ class Preemptions:
         self._plain: dict[str, PodInfo] = {}  # plain pods that may preempt, by uid
         # A reservation was released or a hold given up: the queue must pass again.
         self.released = False
+        # A composite that preempted -> its children holding its victims' capacity:
+        # a refused eviction releases all of their holds (`eviction_refused`).
+        self._composites: dict[str, tuple[str, ...]] = {}
 
     def new_pass(self) -> None:
         """The queue starts a pass, which sees every release so far: only one made
@@ -154,6 +164,66 @@ class Preemptions:
         return self._search(group.key, f"gang {group.key}", priority, never, plan, now,
                             timeout, group, None, keys)
 
+    def composite(self, composite: CompositeInfo,
+                  children: Sequence[tuple[GroupInfo, Sequence[PodInfo]]], priority: int,
+                  now: float, timeout: float) -> list[tuple[GroupInfo, Reservation]] | None:
+        """The complete `children` of `composite` (at `priority`, the highest of theirs)
+        were not planned together: evict lower-priority units for them all at once, if
+        that lets at least minGroupCount of them fit (`plan_composite`, its first pass
+        only: a search over choices on every try would multiply the tries' cost), and
+        hold the plan of each child that fits. Never some children's victims without
+        the others': a composite placed in part is what it must not be. Returns each
+        held child and its reservation."""
+        if not self.could_preempt(priority):
+            return None
+        kids = [Child(g, m, self._cache.succeeded(g)) for g, m in children]
+
+        def placed(view: Snapshot) -> CompositePlan:
+            return plan_composite(composite, kids, view, self._quiet, budget=0)
+
+        def plan(view: Snapshot) -> Plan | Shortfall:
+            out = placed(view)
+            if not out.placed:
+                return Shortfall(0, 0, "", None)
+            return Plan({u: n for p in out.plans.values() for u, n in p.assignments.items()})
+
+        never = any(m.preemption_policy == "Never" for _, ms in children for m in ms)
+        keys = [g.key for g, _ in children]
+        found = self._find(composite.key, priority, never, plan, now, children=keys)
+        if found is None:
+            return None
+        chosen, _ = found
+        out = placed(view_without(self._cache.snapshot,
+                                  [already_leaving(self._cache), *chosen]))
+        if not out.placed:
+            return None  # cannot be: the search's last try was this very plan
+        name = f"CompositePodGroup {composite.namespace}/{composite.name}"
+        views = self._evict(composite.key, name, priority, chosen, now)
+        held = [(g, self._ledger.reserve(g.key, g.uid, out.plans[g.key], now, timeout,
+                                         held="preemption"))
+                for g, _ in children if g.key in out.plans]
+        self._composites[composite.key] = tuple(g.key for g, _ in held)
+        msg = self._words(name, priority, chosen, [r for _, r in held])
+        for g, _ in children:
+            if g.key in out.plans:
+                self._explanations.set(g.key, Reason.PREEMPTING, f"gang {g.key}: {msg}", now)
+            else:
+                self._explanations.set(
+                    g.key, Reason.INSUFFICIENT_CAPACITY,
+                    f"gang {g.key}: {msg}, for its other groups; this one is placed on its "
+                    f"own once they are, when it fits", now)
+        first = held[0][0]
+        self._outbox.append(Preempting(
+            name, _group_ref(first), None, priority, msg, tuple(views),
+            tuple(v for _, r in held for v in r.slot_views())))
+        return held
+
+    def _quiet(self, group: GroupInfo, members: Sequence[PodInfo], succeeded: int,
+               snapshot: Snapshot, /, explain: bool = True) -> Plan | Shortfall:
+        """The planner, only asked whether a plan fits (a failed plan's explanation
+        would be most of a try's cost)."""
+        return self._plan(group, members, succeeded, snapshot, explain=False)
+
     def pod(self, pod: PodInfo, now: float, timeout: float) -> Reservation | None:
         """A plain preemptor (`plain_waiting`)."""
         def plan(view: Snapshot) -> Plan | Shortfall:
@@ -171,21 +241,38 @@ class Preemptions:
     ) -> Reservation | None:
         """`keys`: the topology keys whose one domain the preemptor must stay in (none:
         victims anywhere)."""
+        found = self._find(key, priority, never, plan, now, keys)
+        if found is None:
+            return None
+        return self._preempt(key, name, priority, found[0], found[1], now, timeout, group, pod)
+
+    def _find(
+        self, key: str, priority: int, never: bool,
+        plan: Callable[[Snapshot], Plan | Shortfall], now: float, keys: tuple[str, ...] = (),
+        children: Sequence[str] = (),
+    ) -> tuple[list[Unit], Plan] | None:
+        """The victims the preemptor `key` needs and its plan once they are gone; None
+        if there are none to evict, or none will do (then why, on its status, or on
+        each of `children`: a composite's, whose members the signature follows too)."""
         if not self.could_preempt(priority):
             return None  # nobody below it: equal priority never preempts
-        signature = self._signature(key)
+        told = tuple(children) or (key,)
+        signature = self._signature(key, children)
         memo = self._searched.get(key)
         if memo is not None and memo[0] == signature:
             if memo[1]:
-                self._note(key, memo[1], now)
+                for k in told:
+                    self._note(k, memo[1], now)
             return None
         self._searched[key] = (signature, "")
         if never:
             note = "it does not preempt lower-priority work (preemptionPolicy: Never)"
             self._searched[key] = (signature, note)
-            self._note(key, note, now)
+            for k in told:
+                self._note(k, note, now)
             return None
         exclude: dict[str, object] = {key: True}
+        exclude.update(dict.fromkeys(children, True))
         exclude.update(self.leaving.excluded(now, self._budgets.epoch))
         units, protected = candidates(self._cache, self._ledger, self._budgets,
                                       priority, exclude, self.leaving)
@@ -202,10 +289,11 @@ class Preemptions:
                 more = f" (+{len(protected) - 1} more)" if len(protected) > 1 else ""
                 note = (f"lower-priority work that could make room is protected, so it "
                         f"waits: {protected[0]}{more}")
-                self._note(key, note, now)
+                for k in told:
+                    self._note(k, note, now)
             self._searched[key] = (signature, note)
             return None
-        return self._preempt(key, name, priority, chosen, result, now, timeout, group, pod)
+        return chosen, result
 
     def _choose(self, units: list[Unit], plan: Callable[[Snapshot], Plan | Shortfall],
                 keys: tuple[str, ...]) -> tuple[list[Unit] | None, Plan | Shortfall | None]:
@@ -236,9 +324,11 @@ class Preemptions:
         return ((running is not None and running < priority)
                 or (reserved is not None and reserved < priority))
 
-    def _signature(self, key: str) -> _Signature:
+    def _signature(self, key: str, children: Sequence[str] = ()) -> _Signature:
         c = self._cache
-        return (c.capacity_epoch, c.charge_epoch, c.members_epoch.get(key, 0),
+        members = (sum(c.members_epoch.get(k, 0) for k in children) if children
+                   else c.members_epoch.get(key, 0))
+        return (c.capacity_epoch, c.charge_epoch, members,
                 c.unreserve_epoch, self._budgets.epoch, len(self.leaving))
 
     def _note(self, key: str, note: str, now: float) -> None:
@@ -253,6 +343,39 @@ class Preemptions:
         self, key: str, name: str, priority: int, chosen: list[Unit], plan: Plan,
         now: float, timeout: float, group: GroupInfo | None, pod: PodInfo | None,
     ) -> Reservation:
+        views = self._evict(key, name, priority, chosen, now)
+        if group is not None:
+            owner = group.uid
+        else:
+            assert pod is not None
+            owner = pod.uid
+        res = self._ledger.reserve(key, owner, plan, now, timeout, held="preemption")
+        msg = self._words(name, priority, chosen, [res])
+        if group is not None:
+            self._explanations.set(key, Reason.PREEMPTING, msg, now)
+        self._outbox.append(Preempting(
+            name, _group_ref(group) if group is not None else None,
+            ref(pod) if pod is not None else None, priority, msg, tuple(views),
+            res.slot_views()))
+        return res
+
+    @staticmethod
+    def _words(name: str, priority: int, chosen: Sequence[Unit],
+               held: Sequence[Reservation]) -> str:
+        nodes = sorted({s.node for res in held for s in res.slots.values()})
+        shown = ", ".join(f"{u.name} (priority {u.priority}"
+                          + (f", {len(u.pods)} pod(s))" if u.pods else ")")
+                          for u in chosen[:_SHOWN])
+        more = f" (+{len(chosen) - _SHOWN} more)" if len(chosen) > _SHOWN else ""
+        domain = held[0].domain if held else None
+        where = f" in {_required(domain)}" if domain is not None else ""
+        return (f"{name} (priority {priority}) preempts {len(chosen)} lower-priority "
+                f"unit(s): {shown}{more}; the capacity they free on node(s) "
+                f"{', '.join(nodes)}{where} is held for it until they are gone")
+
+    def _evict(self, key: str, name: str, priority: int, chosen: Sequence[Unit],
+               now: float) -> list[Victim]:
+        """Each victim released or evicted whole for the preemptor `key`; as reported."""
         views = []
         why = f"preempted by {name} (priority {priority})"
         for unit in chosen:
@@ -274,28 +397,7 @@ class Preemptions:
                     unit.key, Reason.PREEMPTED,
                     f"gang {unit.key} (priority {unit.priority}): {why}: {what}; it is "
                     f"placed again whole when there is room", now)
-        if group is not None:
-            owner = group.uid
-        else:
-            assert pod is not None
-            owner = pod.uid
-        res = self._ledger.reserve(key, owner, plan, now, timeout, held="preemption")
-        nodes = sorted({s.node for s in res.slots.values()})
-        shown = ", ".join(f"{u.name} (priority {u.priority}"
-                          + (f", {len(u.pods)} pod(s))" if u.pods else ")")
-                          for u in chosen[:_SHOWN])
-        more = f" (+{len(chosen) - _SHOWN} more)" if len(chosen) > _SHOWN else ""
-        where = f" in {_required(res.domain)}" if res.domain is not None else ""
-        msg = (f"{name} (priority {priority}) preempts {len(chosen)} lower-priority "
-               f"unit(s): {shown}{more}; the capacity they free on node(s) "
-               f"{', '.join(nodes)}{where} is held for it until they are gone")
-        if group is not None:
-            self._explanations.set(key, Reason.PREEMPTING, msg, now)
-        self._outbox.append(Preempting(
-            name, _group_ref(group) if group is not None else None,
-            ref(pod) if pod is not None else None, priority, msg, tuple(views),
-            res.slot_views()))
-        return res
+        return views
 
     # ----- the Eviction API's answers ----------------------------------------------------------
 
@@ -306,21 +408,27 @@ class Preemptions:
         given_up = self.leaving.refused(uid, now, self._budgets.epoch)
         if given_up is None:
             return
-        res = self._ledger.get(given_up.preemptor)
-        if res is None or res.held != "preemption":
+        # A composite's children hold together: all of their holds go, or none would
+        # ever be placed (`composite`).
+        holders = self._composites.pop(given_up.preemptor, None) or (given_up.preemptor,)
+        held = [r for k in holders
+                if (r := self._ledger.get(k)) is not None and r.held == "preemption"]
+        if not held:
             return
         name = given_up.unit.name
-        self._ledger.release(
-            res, f"the eviction of {name} was refused ({reason}); it chooses other "
-                 f"victims, or waits")
+        for res in held:
+            self._ledger.release(
+                res, f"the eviction of {name} was refused ({reason}); it chooses other "
+                     f"victims, or waits")
         self._searched.pop(given_up.preemptor, None)
         self.released = True
-        st = self._explanations.get(given_up.preemptor)
-        if st is not None:
-            self._explanations.set(
-                given_up.preemptor, Reason.INSUFFICIENT_CAPACITY,
-                f"gang {given_up.preemptor}: the eviction of {name} was refused ({reason}); "
-                f"it chooses other victims, or waits", now)
+        for res in held:
+            st = self._explanations.get(res.gang)
+            if st is not None:
+                self._explanations.set(
+                    res.gang, Reason.INSUFFICIENT_CAPACITY,
+                    f"gang {res.gang}: the eviction of {name} was refused ({reason}); "
+                    f"it chooses other victims, or waits", now)
         if given_up.unit.kind == GANG:
             self._explanations.set(
                 given_up.unit.key, Reason.BOUND,

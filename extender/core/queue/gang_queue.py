@@ -28,7 +28,7 @@ from extender.core.ledger import Ledger, Reservation
 from extender.core.model import messages
 from extender.core.model.constraints import term_matches
 from extender.core.model.order import QueueKey, queue_sort_key
-from extender.core.model.types import GroupInfo, PodInfo
+from extender.core.model.types import CompositeInfo, GroupInfo, PodInfo
 from extender.core.model.vocabulary import (
     GangHeld,
     GangReserved,
@@ -162,10 +162,14 @@ class GangQueue:
         if tick:
             self._search_owed = False
         self._ledger.new_pass()
-        # 0. Holds whose nodes have room now become reservations.
-        for res in self._ledger.held():
-            if self._ledger.has_room(res):
-                self._promote(res, now, scheduling)
+        # 0. Holds whose nodes have room now become reservations; a composite's
+        # children's holds all at once (`_held_together`).
+        holds = self._ledger.held()
+        for res in holds:
+            together = self._held_together(res, holds)
+            if res is together[0] and all(self._ledger.has_room(r) for r in together):
+                for r in together:
+                    self._promote(r, now, scheduling)
         # 1. The gangs that wait: complete, not reserved, not bound, not backing off.
         for key in self._backoffs.ended(now):
             if key in self._cache.groups and key not in self._ledger:
@@ -203,7 +207,8 @@ class GangQueue:
             self._quorum_since.setdefault(key, now)
             if unit is not None:
                 # 4'. A composite's children: planned together, reserved together or not
-                # at all (`queue/composite_unit.py`); no preemption or hold is made for them.
+                # at all (`queue/composite_unit.py`); victims evicted or capacity held for
+                # them as one unit too (`_composite_remedies`).
                 self._composite(unit, units[unit], now, scheduling, granted)
                 continue
             # 3. Unchanged since its last failed plan: it would fail the same way.
@@ -297,6 +302,7 @@ class GangQueue:
         result = plan_composite(
             composite, [Child(g, m, self._cache.succeeded(g)) for _, g, m in children],
             self._cache.snapshot, self._plan)
+        timeout = min(self._config.timeout_for(g.schedule_timeout_seconds) for g in groups)
         if not result.placed:
             msg = short_words(key, composite, list(result.plans), len(groups), result.where,
                               result.searched, result.tried)
@@ -306,8 +312,11 @@ class GangQueue:
                     g.key, Reason.INSUFFICIENT_CAPACITY,
                     f"gang {g.key}: {msg}" + (f"; this one: {child_words(own)}" if own else ""),
                     now)
+            if not any(s.awaits or s.invalid for s in result.short.values()):
+                self._composite_remedies(composite, children, now, timeout,
+                                         scheduling is None, granted)
             return
-        timeout = min(self._config.timeout_for(g.schedule_timeout_seconds) for g in groups)
+        self.starvation.placed(key)
         reserved = [(g, self._ledger.reserve(g.key, g.uid, result.plans[g.key], now, timeout))
                     for g in groups if g.key in result.plans]
         for g, res in reserved:  # all reserved before the first commit looks at them
@@ -318,6 +327,49 @@ class GangQueue:
             if own is not None:  # placed later, on its own (`composite.unit_of`)
                 self._explanations.set(g.key, Reason.INSUFFICIENT_CAPACITY,
                                        f"gang {g.key}: {child_words(own)}", now)
+
+    def _composite_remedies(
+        self, composite: CompositeInfo, children: list[tuple[QueueKey, GroupInfo, list[PodInfo]]],
+        now: float, timeout: float, tick: bool, granted: list[str],
+    ) -> None:
+        """Steps 6 and 7 for a composite whose complete children do not fit together:
+        lower-priority work evicted for all the children it needs at once
+        (`Preemptions.composite`), else, once it has starved, the capacity of its
+        forward plan held for them as one unit (`Starvation.guard_composite`). Its
+        wait is the composite's, from its first failed plan."""
+        self.starvation.waiting(composite.key, now)
+        kids = [(g, m) for _, g, m in children]
+        priority = min(c[0] for c in children).priority
+        if self._preemptions.could_preempt(priority):
+            if tick:
+                held = self._preemptions.composite(composite, kids, priority, now, timeout)
+                if held is not None:
+                    self.starvation.placed(composite.key)
+                    granted.extend(g.key for g, _ in held)
+                    return
+            else:
+                self._search_owed = True
+        holds = self.starvation.guard_composite(composite, kids, now, timeout)
+        for g, res in holds or ():
+            self._held(g, res, now, waited_as=composite.key)
+            granted.append(g.key)
+
+    def _held_together(self, res: Reservation, held: Sequence[Reservation]) -> list[Reservation]:
+        """`res` and the holds of its composite siblings, if it is a child of a
+        composite with a gang policy: they become reservations together, or a child
+        would wait, reserved, for siblings whose victims are still leaving, and its
+        reservation could end first."""
+        group = self._cache.groups.get(res.gang)
+        parent = group.parent if group is not None else ""
+        composite = self._cache.composites.get(parent) if parent else None
+        if composite is None or composite.min_group_count == 0:
+            return [res]
+        out = []
+        for r in held:
+            g = self._cache.groups.get(r.gang)
+            if g is not None and g.parent == parent:
+                out.append(r)
+        return out or [res]
 
     def _short(self, group: GroupInfo, members: list[PodInfo], sort_key: QueueKey,
                shortfall: Shortfall, granted_now: Sequence[str], now: float) -> None:
@@ -397,7 +449,9 @@ class GangQueue:
         if pods:
             self._outbox.append(WakePods(f"capacity held for {res.gang} is free", pods))
 
-    def _held(self, group: GroupInfo, res: Reservation, now: float) -> None:
+    def _held(self, group: GroupInfo, res: Reservation, now: float,
+              waited_as: str = "") -> None:
+        """`waited_as`: the key whose wait it is (a composite's, for its children)."""
         self._last_failure.pop(group.key, None)
         for lost in self.starvation.taken_over:
             self._explanations.set(
@@ -405,7 +459,7 @@ class GangQueue:
                 f"gang {lost}: the capacity held for it was taken over by gang {group.key}, "
                 f"ahead of it in the queue; it waits again", now)
         nodes = sorted({s.node for s in res.slots.values()})
-        waited = self.starvation.waited(group.key, now) or 0.0
+        waited = self.starvation.waited(waited_as or group.key, now) or 0.0
         busy = [n for n in nodes if any(v < 0 for v in self._cache.free.get(n, {}).values())]
         where = f" in {res.domain.describe()}" if res.domain is not None else ""
         msg = (

@@ -33,6 +33,11 @@ taken over: released, back to the queue, still counting its wait. So the oldest
 starving gang that can be placed always gets its hold, and the bound above applies to
 each hold from when it is made.
 
+A CompositePodGroup waits, starves and holds as one unit (`guard_composite`): one wait
+(the composite's key), one forward plan of at least minGroupCount children, a hold for
+each child in it made together, and a holder taken over with all its siblings' holds
+(`_take_over`), so no part of a composite ever holds alone.
+
 The wait outlives the process: the status writer keeps it in the PodGroup's
 `status.waitingForCapacitySince`, and a restarted extender, or a standby that takes
 over, counts from there (`restore`), so failovers cannot keep postponing the bound.
@@ -45,8 +50,9 @@ from collections.abc import Sequence
 from extender.core.cache.snapshot import Snapshot
 from extender.core.ledger import Ledger, Reservation
 from extender.core.model.order import queue_sort_key
-from extender.core.model.types import GroupInfo, PodInfo, Resources
-from extender.core.planner import Plan
+from extender.core.model.types import CompositeInfo, GroupInfo, PodInfo, Resources
+from extender.core.planner import Plan, Shortfall
+from extender.core.planner.composite_plan import Child, plan_composite
 from extender.core.view import ClusterView
 
 # What a failed forward plan depended on: capacity (and reserved slots, which it counts
@@ -162,7 +168,7 @@ class Starvation:
             due = since + self._after
             self._due = due if self._due is None else min(self._due, due)
             return None
-        mine = queue_sort_key(group, list(members))
+        mine = self._key_of(group, list(members))
         ahead: list[Reservation] = []
         behind: list[Reservation] = []
         for res in self.holders():
@@ -184,15 +190,90 @@ class Starvation:
         if not isinstance(result, Plan):
             self._no_plan[key] = signature
             return None
-        nodes = set(result.assignments.values())
-        for res in behind:
-            if any(s.node in nodes for s in res.slots.values()):
+        self._take_over(f"gang {key}", behind, set(result.assignments.values()))
+        return self._ledger.reserve(group.key, group.uid, result, now, timeout, held=STARVATION)
+
+    def guard_composite(
+        self, composite: CompositeInfo, children: Sequence[tuple[GroupInfo, Sequence[PodInfo]]],
+        now: float, timeout: float,
+    ) -> list[tuple[GroupInfo, Reservation]] | None:
+        """`guard` for the complete `children` of a CompositePodGroup, as one unit: the
+        wait is the composite's (`waiting(composite.key)`), its place in gang order its
+        first child's, its forward plan that of at least minGroupCount children together
+        (`plan_composite`, first pass), and a hold is made for each child that fits, or
+        none. Each child held, with its hold; None otherwise."""
+        self.taken_over = []
+        key = composite.key
+        since = self._since.get(key)
+        if self._after is None or since is None:
+            return None
+        if now < since + self._after:
+            due = since + self._after
+            self._due = due if self._due is None else min(self._due, due)
+            return None
+        mine = min(self._key_of(g, list(ms)) for g, ms in children)
+        ahead: list[Reservation] = []
+        behind: list[Reservation] = []
+        for res in self.holders():
+            if self._parent(res.gang) == key:
+                return None  # some of its children hold already
+            theirs = self._sort_key(res.gang)
+            if theirs is not None and theirs <= mine:
+                ahead.append(res)
+            else:
+                behind.append(res)
+        cache = self._cache
+        signature = (cache.capacity_epoch, cache.unreserve_epoch,
+                     sum(cache.members_epoch.get(g.key, 0) for g, _ in children),
+                     sum(g.min_member for g, _ in children),
+                     tuple(sorted(r.gang for r in ahead + behind)))
+        if self._no_plan.get(key) == signature:
+            return None
+        taken = {s.node for r in ahead for s in r.slots.values()}
+        everyone = [m for _, ms in children for m in ms]
+        kids = [Child(g, ms, cache.succeeded(g)) for g, ms in children]
+        out = plan_composite(composite, kids, self._forward_view(everyone, behind, taken),
+                             self._quiet, budget=0)
+        if not out.placed:
+            self._no_plan[key] = signature
+            return None
+        self._take_over(f"CompositePodGroup {composite.namespace}/{composite.name}", behind,
+                        {n for p in out.plans.values() for n in p.assignments.values()})
+        return [(g, self._ledger.reserve(g.key, g.uid, out.plans[g.key], now, timeout,
+                                         held=STARVATION))
+                for g, _ in children if g.key in out.plans]
+
+    def _take_over(self, who: str, behind: Sequence[Reservation], nodes: set[str]) -> None:
+        """Release the holds of `behind` on any of `nodes`, each with the holds of its
+        composite siblings: a composite holds as one unit, never in part."""
+        lost = {r.gang for r in behind if any(s.node in nodes for s in r.slots.values())}
+        parents = {p for g in lost if (p := self._parent(g))}
+        for res in self.holders():
+            if res.gang in lost or self._parent(res.gang) in parents:
                 self._ledger.release(
-                    res, f"gang {key}, ahead of it in the queue, has starved and takes "
-                         f"over the capacity held for it")
+                    res, f"{who}, ahead of it in the queue, has starved and takes over the "
+                         f"capacity held for it")
                 self.taken_over.append(res.gang)
         self.took_over = self.took_over or bool(self.taken_over)
-        return self._ledger.reserve(group.key, group.uid, result, now, timeout, held=STARVATION)
+
+    def _parent(self, gang: str) -> str:
+        """The composite whose children `gang` holds with, "" if none (a child of a
+        composite with a basic policy holds on its own)."""
+        group = self._cache.groups.get(gang)
+        if group is None or not group.parent:
+            return ""
+        composite = self._cache.composites.get(group.parent)
+        return group.parent if composite is not None and composite.min_group_count else ""
+
+    def _quiet(self, group: GroupInfo, members: Sequence[PodInfo], succeeded: int,
+               snapshot: Snapshot, /, explain: bool = True) -> Plan | Shortfall:
+        return self._plan(group, members, succeeded, snapshot, explain=False)
+
+    def _key_of(self, group: GroupInfo, members: list[PodInfo]) -> tuple[int, float, str]:
+        """Its place in gang order, as the queue reads it: a composite's child
+        inherits the composite's priority where its members have none."""
+        parent = self._cache.composites.get(group.parent) if group.parent else None
+        return queue_sort_key(group, members, parent.priority if parent is not None else None)
 
     def _sort_key(self, gang: str) -> tuple[int, float, str] | None:
         key = self._keys.get(gang)
@@ -200,7 +281,7 @@ class Starvation:
             group = self._cache.groups.get(gang)
             if group is None:
                 return None
-            key = self._keys[gang] = queue_sort_key(group, self._cache.members(group))
+            key = self._keys[gang] = self._key_of(group, self._cache.members(group))
         return key
 
     def _leaving_now(self) -> dict[str, Resources]:

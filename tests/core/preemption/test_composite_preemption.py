@@ -1,0 +1,137 @@
+"""Preemption for a CompositePodGroup (`Preemptions.composite`): the children it needs
+evict lower-priority work all at once, for a plan of at least minGroupCount of them
+together; their holds become reservations together, and a refused eviction gives all of
+them up. Never a part of the composite placed, nor victims evicted for a part."""
+
+from __future__ import annotations
+
+from extender.core.model.config import Config
+from extender.core.model.types import CompositeInfo, composite_key
+from extender.core.model.vocabulary import EvictPods, GangReserved, Preempting, Reason
+from extender.core.wiring import Core
+from tests.core.sim import SimScheduler, group, node, pod
+from tests.core.workload import Driver, Job
+
+PARENT = composite_key("ns", "lw")
+
+
+def cluster(nodes: int = 4) -> SimScheduler:
+    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30, preemption=True,
+                                        starvation_after_seconds=None, direct_commit=False)))
+    for i in range(nodes):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    return sim
+
+
+def arrive_composite(driver: Driver, children: list[Job], min_groups: int = 2) -> None:
+    """A CompositePodGroup ns/lw and its children, one PodGroup per job, now; their
+    members tracked by `driver` like its own jobs'."""
+    sim = driver.sim
+    sim.manager.on_group(CompositeInfo("ns", "lw", min_groups, uid="c-lw"), sim.now)
+    for job in children:
+        sim.add_group(group(job.name, job.members, creation=sim.now, parent=PARENT))
+        for i in range(job.members):
+            p = pod(f"{job.name}-{i}", job.name, cpu=job.cpu, memory=1 << 20,
+                    creation=sim.now, priority=job.priority)
+            sim.add_pod(p)
+            job.uids.append(p.uid)
+            driver.job_of[p.uid] = job
+
+
+def leader_and_workers(priority: int = 10) -> list[Job]:
+    return [Job("leader", at=0, run=30, cpu=4000, members=1, priority=priority),
+            Job("workers", at=0, run=30, cpu=4000, members=3, priority=priority)]
+
+
+def held(sim: SimScheduler) -> dict[str, str | None]:
+    return {r.gang: r.held for r in sim.manager.reads.reservations()}
+
+
+def test_a_composite_evicts_lower_priority_work_for_all_its_children_at_once() -> None:
+    """A low-priority gang fills the 4 nodes; the composite (a leader and 3 workers,
+    each a whole node) at priority 10 evicts it whole, in one preemption for both
+    children, and both are then bound."""
+    sim = cluster()
+    low = Job("low", at=0, run=1000, cpu=4000, members=4, priority=1)
+    driver = Driver(sim, [low])
+    driver.run(0.5)
+    assert driver.gang_bound_at(low) is not None
+    kids = leader_and_workers()
+    arrive_composite(driver, kids)
+    driver.run_until(lambda: all(driver.gang_bound_at(k) is not None for k in kids), 5)
+    assert all(driver.gang_bound_at(k) is not None for k in kids)
+    (ev,) = [a for a in sim.actions if isinstance(a, EvictPods) and a.preemptor]
+    assert ev.gang == "ns/low" and ev.preemptor == PARENT
+    assert {p.uid for p in ev.pods} == set(low.uids)
+    (report,) = [a for a in sim.actions if isinstance(a, Preempting)]
+    assert report.preemptor == "CompositePodGroup ns/lw" and report.priority == 10
+    assert [(v.name, len(v.pods)) for v in report.victims] == [("gang ns/low", 4)]
+    assert len(report.slots) == 4  # the slots of both children
+    assert report.message.startswith(
+        "CompositePodGroup ns/lw (priority 10) preempts 1 lower-priority unit(s): gang "
+        "ns/low (priority 1, 4 pod(s))")
+    reserved = [a.group.key for a in sim.actions if isinstance(a, GangReserved)]
+    assert reserved[1:] == ["ns/leader", "ns/workers"]  # after ns/low's own
+    assert sim.overcommits == []
+
+
+def test_no_victim_is_evicted_for_a_part_of_the_composite() -> None:
+    """Only one node's worth of lower-priority work runs (the others run at priority
+    20): evicting it would make room for the leader alone. Nothing is evicted, and both
+    children say why they wait."""
+    sim = cluster()
+    low = Job("low", at=0, run=1000, cpu=4000, members=1, priority=1)
+    high = Job("high", at=0, run=1000, cpu=4000, members=3, priority=20)
+    driver = Driver(sim, [low, high])
+    driver.run(0.5)
+    kids = leader_and_workers()
+    arrive_composite(driver, kids)
+    driver.run(3)
+    assert not [a for a in sim.actions if isinstance(a, EvictPods) and a.preemptor]
+    assert held(sim) == {}
+    assert sim.status("ns/leader").reason == Reason.INSUFFICIENT_CAPACITY
+
+
+def test_the_children_s_holds_become_reservations_together() -> None:
+    """The victims terminate slowly. Once the leader's node is free but not yet the
+    workers', the leader's hold stays a hold: a reservation of its own would wait for
+    its siblings with its deadline running. When all are gone, both are reserved and
+    bound."""
+    sim = cluster()
+    one = Job("one", at=0, run=1000, cpu=4000, members=1, priority=1)
+    three = Job("three", at=0, run=1000, cpu=4000, members=3, priority=2)
+    driver = Driver(sim, [one, three])
+    driver.run(0.5)
+    driver.leave_now = False
+    kids = leader_and_workers()
+    arrive_composite(driver, kids)
+    driver.run(0.5)
+    assert held(sim) == {"ns/leader": "preemption", "ns/workers": "preemption"}
+    leader_node = next(s.node for r in sim.manager.reads.reservations()
+                       if r.gang == "ns/leader" for s in r.slots)
+    for uid, p in list(sim.cache.pods.items()):
+        if p.deleting and p.node_name == leader_node:
+            sim.delete(uid)
+    driver.run(0.5)
+    assert held(sim) == {"ns/leader": "preemption", "ns/workers": "preemption"}
+    driver.leave()
+    driver.run_until(lambda: all(driver.gang_bound_at(k) is not None for k in kids), 5)
+    assert all(driver.gang_bound_at(k) is not None for k in kids)
+    assert sim.overcommits == []
+
+
+def test_a_refused_eviction_gives_up_every_child_s_hold() -> None:
+    sim = cluster()
+    low = Job("low", at=0, run=1000, cpu=4000, members=4, priority=1)
+    driver = Driver(sim, [low])
+    driver.run(0.5)
+    driver.evict_refused = {low.uids[0]}
+    kids = leader_and_workers()
+    arrive_composite(driver, kids)
+    driver.step()
+    assert held(sim) == {}
+    for child in ("ns/leader", "ns/workers"):
+        st = sim.status(child)
+        assert st.reason == Reason.INSUFFICIENT_CAPACITY
+        assert "the eviction of gang ns/low was refused" in st.message
+    assert all(driver.gang_bound_at(k) is None for k in kids)

@@ -1,0 +1,97 @@
+"""The starvation guard for a CompositePodGroup (`Starvation.guard_composite`): the
+composite waits, starves and holds as one unit (its children's holds made together, on
+one forward plan of at least minGroupCount of them), and a gang ahead of it that takes
+over one child's hold takes over the others' too."""
+
+from __future__ import annotations
+
+from extender.core.model.config import Config
+from extender.core.model.types import CompositeInfo, composite_key
+from extender.core.model.vocabulary import GangHeld, Reason
+from extender.core.wiring import Core
+from tests.core.sim import SimScheduler, group, node, pod
+from tests.core.workload import Driver, Job
+
+AFTER = 5.0
+PARENT = composite_key("ns", "lw")
+
+
+def cluster() -> SimScheduler:
+    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30,
+                                        starvation_after_seconds=AFTER, preemption=False)))
+    for i in range(4):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    return sim
+
+
+def arrive_composite(driver: Driver, children: list[Job]) -> None:
+    """A CompositePodGroup ns/lw (minGroupCount: all of `children`) and its children,
+    one PodGroup per job, now; their members tracked by `driver` like its own jobs'."""
+    sim = driver.sim
+    sim.manager.on_group(CompositeInfo("ns", "lw", len(children), uid="c-lw"), sim.now)
+    for job in children:
+        sim.add_group(group(job.name, job.members, creation=sim.now, parent=PARENT))
+        for i in range(job.members):
+            p = pod(f"{job.name}-{i}", job.name, cpu=job.cpu, memory=1 << 20,
+                    creation=sim.now, priority=job.priority)
+            sim.add_pod(p)
+            job.uids.append(p.uid)
+            driver.job_of[p.uid] = job
+
+
+def leader_and_workers() -> list[Job]:
+    return [Job("leader", at=0, run=30, cpu=4000, members=1),
+            Job("workers", at=0, run=30, cpu=4000, members=3)]
+
+
+def held(sim: SimScheduler) -> dict[str, str | None]:
+    return {r.gang: r.held for r in sim.manager.reads.reservations()}
+
+
+def test_a_starving_composite_holds_for_all_its_children_and_is_placed() -> None:
+    """1-CPU gangs arrive every 0.6 s and run 4 s: some node is always busy, so the
+    composite (a leader and 3 workers, each a whole node) never fits on free capacity.
+    After --starvation-after its children's holds are made together, and both are
+    bound once the small gangs on those nodes finish."""
+    sim = cluster()
+    small = [Job(f"s{i:03d}", at=i * 0.6, run=4.0) for i in range(200)]
+    driver = Driver(sim, small)
+    driver.run(2.0)
+    kids = leader_and_workers()
+    arrive_composite(driver, kids)
+    driver.run_until(lambda: any(isinstance(a, GangHeld) for a in sim.actions), 10)
+    assert held(sim) == {"ns/leader": "starvation", "ns/workers": "starvation"}
+    holds = [a for a in sim.actions if isinstance(a, GangHeld)]
+    assert sorted(a.group.key for a in holds) == ["ns/leader", "ns/workers"]
+    assert all(AFTER <= a.waited <= AFTER + 0.5 for a in holds)
+    st = sim.status("ns/workers")
+    assert st.reason == Reason.CAPACITY_HELD
+    assert st.message.startswith("gang ns/workers: waited 5s for capacity")
+    driver.run_until(lambda: all(driver.gang_bound_at(k) is not None for k in kids), 10)
+    assert all(driver.gang_bound_at(k) is not None for k in kids)
+    assert sim.overcommits == []
+
+
+def test_a_gang_ahead_that_takes_over_one_child_s_hold_takes_over_all() -> None:
+    """The fillers sit on n0: the composite holds n0 for its leader and n1-n3 for its
+    workers. A single-node gang of higher priority starves in turn and takes over n1,
+    one of the workers' nodes: the leader's hold goes with it, and the composite, still
+    counting its wait, holds again as one unit, on the node urgent leaves for later."""
+    sim = cluster()
+    fillers = [Job(f"f{i}", at=0, run=20.0, cpu=1000) for i in range(4)]
+    urgent = Job("urgent", at=6.0, run=5.0, cpu=4000, members=1, priority=10)
+    driver = Driver(sim, [*fillers, urgent])
+    driver.run(0.5)
+    kids = leader_and_workers()
+    arrive_composite(driver, kids)
+    driver.run(6.0)
+    assert held(sim) == {"ns/leader": "starvation", "ns/workers": "starvation"}
+    driver.run_until(lambda: driver.gang_bound_at(urgent) is not None, 10)
+    holds = [(a.group.key, a.waited) for a in sim.actions if isinstance(a, GangHeld)]
+    assert [k for k, _ in holds] == ["ns/leader", "ns/workers", "ns/urgent", "ns/leader",
+                                     "ns/workers"]
+    assert holds[3][1] > AFTER + 4  # the composite's wait, not a new one
+    assert held(sim) == {"ns/leader": "starvation", "ns/workers": "starvation"}
+    driver.run_until(lambda: all(driver.gang_bound_at(k) is not None for k in kids), 40)
+    assert all(driver.gang_bound_at(k) is not None for k in kids)
+    assert sim.overcommits == []
