@@ -5,17 +5,20 @@
 * never an over-committed node: bound pods plus held slots fit every node;
 * gang order: a reservation is never granted to a gang while an older eligible gang
   would have fitted into the capacity it took; and after a tick no eligible gang that
-  fits is left without a reservation (capacity is not left idle).
+  fits is left without a reservation (capacity is not left idle), pending members moved
+  from gang to gang by a relabel included.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from extender.core.model.config import BackoffPolicy, Config
 from extender.core.model.order import queue_sort_key
-from extender.core.model.types import GroupInfo, PodInfo
+from extender.core.model.types import GROUP_LABEL, GroupInfo, PodInfo
 from extender.core.planner import Plan, plan_gang
 from extender.core.wiring import Core
 from tests.core.sim import SimScheduler, group, node, pod
@@ -110,7 +113,7 @@ def scenarios(draw: st.DrawFn) -> tuple[list[tuple[int, int]], list[tuple[int, i
         cpus = [draw(st.sampled_from(CPUS)) for _ in range(size)]
         gangs.append((min_member, draw(st.integers(0, 3)), cpus))
     ops = draw(st.lists(st.tuples(st.sampled_from(("sched", "sched", "sched", "finish",
-                                                   "delete", "tick", "plain")),
+                                                   "delete", "tick", "plain", "relabel")),
                                   st.integers(0, 40)), max_size=60))
     return nodes, gangs, ops
 
@@ -154,4 +157,14 @@ def test_invariants_hold_under_random_event_orders(
             plain += 1
             p = sim.add_pod(pod(f"plain-{plain}", None, cpu=CPUS[arg % len(CPUS)], memory=1))
             sim.schedule(p.uid)
+        elif op == "relabel":
+            # A pending member moved to another gang, nothing else of it changed.
+            pending = [u for u in uids if sim.cache.pods[u].gang is not None
+                       and not sim.cache.pods[u].node_name]
+            if pending:
+                moved = sim.cache.pods[pending[arg % len(pending)]]
+                to = f"g{(arg // len(pending)) % len(gangs)}"
+                sim.manager.on_pod(dataclasses.replace(moved, labels={GROUP_LABEL: to}),
+                                   sim.now)
+                sim.drain()
         check_invariants(sim, quorum_reached, before, order_before)

@@ -192,7 +192,11 @@ class Cache:
             self._group_pods.setdefault(new_group, {})[pod.uid] = pod
             self._summaries.pop(new_group, None)
             self._quorum.changed(new_group)
-            if old is None or _membership_changed(old, pod):
+            # A pod that joins the gang (new, relabelled into it, or moved by its
+            # JobSet's split) changes its members even when nothing else of it changed:
+            # it may be the member that lets a failed plan fit (`plan_gang` lets a later
+            # member stand in for one that does not fit).
+            if old is None or old_group != new_group or _membership_changed(old, pod):
                 self._bump_members(new_group)
 
     def remove_pod(self, uid: str) -> PodInfo | None:
