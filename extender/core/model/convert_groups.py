@@ -27,6 +27,8 @@ from extender.core.model.types import (
 __all__ = ["composite_from_k8s", "group_from_k8s", "volcano_group_from_k8s",
            "workload_group_from_k8s"]
 
+PREEMPT_LOWER, PREEMPT_NEVER = "PreemptLowerPriority", "Never"
+
 
 def _build_group(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
     meta = fields.as_obj(obj.get("metadata"), "metadata")
@@ -309,7 +311,19 @@ def _build_composite(obj: Mapping[str, Any], _ident: str) -> CompositeInfo:
         topology_required=required, error=error,
         disruption_mode=_composite_disruption_mode(spec.get("disruptionMode")),
         priority=None if priority is None else fields.as_int(priority, "spec.priority", 0),
-        disrupted_since=_disrupted_since(obj.get("status")))
+        disrupted_since=_disrupted_since(obj.get("status")),
+        preemption_policy=_preemption_policy(spec.get("preemptionPolicy")))
+
+
+def _preemption_policy(raw: Any) -> str:
+    """spec.preemptionPolicy of a CompositePodGroup (1.37, PodGroupPreemptionPolicy):
+    a pod's two values; absent (the gate off, or no PriorityClass) is
+    PreemptLowerPriority, as upstream defaults it."""
+    value = fields.as_str(raw, "spec.preemptionPolicy") or PREEMPT_LOWER
+    if value not in (PREEMPT_LOWER, PREEMPT_NEVER):
+        raise ValueError(f"spec.preemptionPolicy: {value!r} is not one of "
+                         f"{PREEMPT_NEVER!r}, {PREEMPT_LOWER!r}")
+    return value
 
 
 def _composite_disruption_mode(raw: Any) -> str:
@@ -328,7 +342,8 @@ def composite_from_k8s(obj: Any) -> CompositeInfo:
     a parent composite refused with its reason. Read here, beside the PodGroups it groups,
     whose policy and constraints have the same shape. spec.disruptionMode (`all`: its
     children are disrupted together), spec.priority (what admission resolved from
-    spec.priorityClassName; the name itself is not resolved here) and our
+    spec.priorityClassName; the name itself is not resolved here), spec.preemptionPolicy
+    (`_preemption_policy`) and our
     `DisruptionTarget` condition read back for a restart, as a PodGroup's. workloadRef
     is not read: the children carry the policy copied from their templates."""
     return fields.guarded("compositepodgroup.scheduling.k8s.io", obj, _build_composite)

@@ -363,6 +363,10 @@ class CompositeInfo:
     priority: int | None = None
     # As `GroupInfo.disrupted_since`, from the composite's own `DisruptionTarget`.
     disrupted_since: float = 0.0
+    # spec.preemptionPolicy (1.37, PodGroupPreemptionPolicy), as admission resolved it
+    # from spec.priorityClassName: "Never" keeps the composite, and each of its
+    # children, from evicting lower-priority work (`core/preemption/preemptor.py`).
+    preemption_policy: str = "PreemptLowerPriority"
 
     @property
     def key(self) -> str:

@@ -15,6 +15,11 @@ The adapter tries each eviction once and reports at once
   evicted for longer than the budget keeps it so, and its controller places it again
   whole.
 
+A composite victim (every child of a CompositePodGroup, `victims.COMPOSITE_UNIT`) leaves
+as one gang does: a refusal after any of its pods went has the rest of all its children
+evicted, and each of its children is leaving (`gang_leaving`, `preempted`) until the
+last of them is gone.
+
 A gang disrupted whole after it lost a member (`core/preemption/disruption.py`) leaves too: its
 evicted members are on their way out (`disrupted`), and, as for a preempted gang, none
 of its pods is placed until they are gone, or the new attempt would start beside them.
@@ -28,7 +33,9 @@ from dataclasses import dataclass, field
 from extender.core.model.vocabulary import GANG, EvictPods
 from extender.core.outbox import Outbox
 from extender.core.parked import ref
-from extender.core.preemption.victims import Unit
+from extender.core.preemption.victims import COMPOSITE_UNIT, Unit
+
+_WHOLE = (GANG, COMPOSITE_UNIT)  # units broken by a member gone: the rest must go too
 
 REFUSED_SECONDS = 30.0
 _RETRY_FIRST, _RETRY_MAX = 1.0, 30.0
@@ -54,6 +61,8 @@ class Leaving(Mapping[str, str]):
         self._retries: dict[str, tuple[float, float]] = {}  # uid -> (due, delay)
         # Gangs disrupted whole -> uids of their evicted members not gone yet.
         self._disrupting: dict[str, set[str]] = {}
+        # A child of a composite leaving whole -> the composite's key (its unit's).
+        self._child_of: dict[str, str] = {}
 
     def __getitem__(self, uid: str) -> str:
         return self._pods[uid]
@@ -66,6 +75,8 @@ class Leaving(Mapping[str, str]):
 
     def evict(self, unit: Unit, preemptor: str, reason: str) -> None:
         self._units[unit.key] = _Leaving(unit, preemptor, reason)
+        for child in unit.children:
+            self._child_of[child] = unit.key
         for p in unit.pods:
             self._pods[p.uid] = unit.key
         self._outbox.append(EvictPods(unit.key, tuple(ref(p) for p in unit.pods), reason,
@@ -76,16 +87,23 @@ class Leaving(Mapping[str, str]):
         (an extra bound after the victims were chosen would be left running alone)."""
         if gang is not None and gang in self._disrupting:
             return True
+        gang = self._child_of.get(gang, gang) if gang is not None else None
         return gang is not None and gang in self._units and (
             gang in self._pods.values() or gang not in self._refused)
 
     def preempted(self, gang: str) -> bool:
         """Whether `gang` is a preemption's victim on its way out (not a disruption; not
         one whose eviction was refused before any of it went)."""
+        gang = self._child_of.get(gang, gang)
         return gang in self._units and gang in self._pods.values()
 
     def why(self, gang: str) -> str:
         """What a member of a leaving gang is told (`gang_leaving`)."""
+        unit = self._units.get(self._child_of.get(gang, ""))
+        if unit is not None:
+            return (f"gang {gang} is being preempted with every group of its "
+                    f"{unit.unit.name}: their members are evicted, and it is placed again "
+                    f"whole later")
         if gang in self._disrupting:
             return (f"gang {gang} lost a member and is disrupted whole: its members left "
                     f"are evicted, and it is placed again whole once they are gone")
@@ -105,7 +123,7 @@ class Leaving(Mapping[str, str]):
             if until <= now or epoch != budgets_epoch:
                 del self._refused[key]
                 if key not in self._pods.values():
-                    self._units.pop(key, None)
+                    self._forget(key)
         return {k: v[0] for k, v in self._refused.items()}
 
     def preempting(self, preemptor: str) -> list[Unit]:
@@ -119,7 +137,7 @@ class Leaving(Mapping[str, str]):
             return
         leaving.evicted.add(uid)
         self._retries.pop(uid, None)
-        if leaving.unit.kind == GANG and leaving.refused:
+        if leaving.unit.kind in _WHOLE and leaving.refused:
             # A member was refused before this one went: the gang is broken now.
             self._refused.pop(leaving.unit.key, None)
             for other in leaving.refused - leaving.evicted:
@@ -133,7 +151,7 @@ class Leaving(Mapping[str, str]):
         if leaving is None:
             return None
         leaving.refused.add(uid)
-        if leaving.unit.kind == GANG and leaving.evicted:
+        if leaving.unit.kind in _WHOLE and leaving.evicted:
             delay = min(self._retries.get(uid, (0.0, _RETRY_FIRST / 2))[1] * 2, _RETRY_MAX)
             self._retries[uid] = (now + delay, delay)
             return None
@@ -152,7 +170,15 @@ class Leaving(Mapping[str, str]):
             if not leaving:
                 del self._disrupting[gang]
         if key is not None and not any(k == key for k in self._pods.values()):
-            self._units.pop(key, None)
+            self._forget(key)
+
+    def _forget(self, key: str) -> None:
+        """The unit `key` is no longer leaving: nor are its children."""
+        leaving = self._units.pop(key, None)
+        if leaving is not None:
+            for child in leaving.unit.children:
+                if self._child_of.get(child) == key:
+                    del self._child_of[child]
 
     def retry(self, now: float) -> None:
         """Evict again, once due, the rest of gangs broken by a refusal."""

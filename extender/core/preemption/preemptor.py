@@ -8,7 +8,8 @@ plain pods of the gang scheduler that kube-scheduler marked unschedulable (they 
 reach the extender's filter when no node fits them). A search whose inputs did not
 change since it found nothing is not made again.
 
-Rules: a preemptor with `preemptionPolicy: Never` (a gang: any member) never evicts;
+Rules: a preemptor with `preemptionPolicy: Never` (a gang: any member; a composite, or
+a child of one: the CompositePodGroup's own too) never evicts;
 only units of strictly lower priority are victims, chosen by `victims.select` (the
 rule is in its docstring and docs/preemption.md). A gang that must stay
 in one topology domain evicts only inside one domain (`preemption/domain_victims.py`).
@@ -46,6 +47,7 @@ from extender.core.preemption.budgets import Budgets
 from extender.core.preemption.domain_victims import select_in_domains
 from extender.core.preemption.leaving import Leaving
 from extender.core.preemption.victims import (
+    COMPOSITE_UNIT,
     Unit,
     already_leaving,
     candidates,
@@ -158,7 +160,9 @@ class Preemptions:
 
         if not self.could_preempt(priority):
             return None
-        never = any(m.preemption_policy == "Never" for m in members)
+        parent = self._cache.composites.get(group.parent) if group.parent else None
+        never = (any(m.preemption_policy == "Never" for m in members)
+                 or (parent is not None and parent.preemption_policy == "Never"))
         topo = topology_of(group, [m for m in members if not m.node_name])
         keys = topo.required if topo is not None else ()
         return self._search(group.key, f"gang {group.key}", priority, never, plan, now,
@@ -187,7 +191,8 @@ class Preemptions:
                 return Shortfall(0, 0, "", None)
             return Plan({u: n for p in out.plans.values() for u, n in p.assignments.items()})
 
-        never = any(m.preemption_policy == "Never" for _, ms in children for m in ms)
+        never = (composite.preemption_policy == "Never"
+                 or any(m.preemption_policy == "Never" for _, ms in children for m in ms))
         keys = [g.key for g, _ in children]
         found = self._find(composite.key, priority, never, plan, now, children=keys)
         if found is None:
@@ -379,6 +384,9 @@ class Preemptions:
         views = []
         why = f"preempted by {name} (priority {priority})"
         for unit in chosen:
+            if unit.kind == COMPOSITE_UNIT:
+                views += self._evict_composite(key, unit, why, now)
+                continue
             vgroup = self._cache.groups.get(unit.key) if unit.kind != "pod" else None
             gref = _group_ref(vgroup) if vgroup is not None else None
             views.append(Victim(unit.name, unit.kind, unit.priority, gref,
@@ -397,6 +405,37 @@ class Preemptions:
                     unit.key, Reason.PREEMPTED,
                     f"gang {unit.key} (priority {unit.priority}): {why}: {what}; it is "
                     f"placed again whole when there is room", now)
+        return views
+
+    def _evict_composite(self, key: str, unit: Unit, why: str, now: float) -> list[Victim]:
+        """Every child of the composite `unit` at once: each reservation released and
+        every bound member evicted, in one eviction unit (a refusal after any of them
+        went has the rest of all of them go: `Leaving`). Reported child by child, as a
+        gang or a reservation, so each PodGroup says it was preempted."""
+        for gang in unit.releases:
+            res = self._ledger.get(gang)
+            if res is not None:
+                self._ledger.release(res, f"{unit.name}: {why}")
+            self.released = True
+        if unit.pods:
+            self.leaving.evict(unit, key, f"{unit.name}: {why}, which needs its capacity")
+        views = []
+        for gang in unit.children:
+            pods = tuple(ref(p) for p in unit.pods if p.gang == gang)
+            if not pods and gang not in unit.releases:
+                continue  # nothing of it placed: it only waits with the others again
+            group = self._cache.groups.get(gang)
+            kind = GANG if pods else RESERVATION
+            child = f"gang {gang}" if pods else f"reservation of gang {gang}"
+            views.append(Victim(f"{child} (of {unit.name})", kind, unit.priority,
+                                _group_ref(group) if group is not None else None, pods))
+            what = (f"its {len(pods)} bound member(s) are evicted" if pods
+                    else "its reservation is released")
+            self._explanations.set(
+                gang, Reason.PREEMPTED,
+                f"gang {gang} (priority {unit.priority}): {why}, with every group of "
+                f"{unit.name}: {what}; they are placed again together when there is room",
+                now)
         return views
 
     # ----- the Eviction API's answers ----------------------------------------------------------
@@ -434,6 +473,12 @@ class Preemptions:
                 given_up.unit.key, Reason.BOUND,
                 f"gang {given_up.unit.key}: not preempted after all, its eviction was "
                 f"refused ({reason})", now)
+        elif given_up.unit.kind == COMPOSITE_UNIT:
+            for gang in {p.gang for p in given_up.unit.pods if p.gang is not None}:
+                self._explanations.set(
+                    gang, Reason.BOUND,
+                    f"gang {gang}: not preempted after all, the eviction of "
+                    f"{given_up.unit.name} was refused ({reason})", now)
 
     def tick(self, now: float) -> None:
         self.leaving.retry(now)

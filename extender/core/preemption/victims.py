@@ -8,11 +8,20 @@ A *unit* is what is evicted all or nothing:
   the gang goes back to the queue and is placed again whole;
 * a **plain pod** (no PodGroup label), bound to a node;
 * a **reservation** of a gang not yet bound (held or not, no Binding let through yet):
-  released, nothing evicted, the gang back in the queue.
+  released, nothing evicted, the gang back in the queue;
+* a **composite**: every child of a CompositePodGroup with a gang policy
+  (minGroupCount), taken together: all their bound members evicted and all their
+  reservations released. One child evicted alone would leave the composite running with
+  fewer than minGroupCount children placed, the partial start gang scheduling exists to
+  prevent one level up; its children are then never units of their own. A composite
+  with a child being committed (a reservation some of whose members are bound, or whose
+  Bindings are under way) is still being placed and is no unit at all, as a gang is not.
 
 Only units whose priority is strictly lower than the preemptor's are candidates (a
-gang's priority is that of its most important member, as in the queue), and never one
-whose eviction a PodDisruptionBudget would refuse as a whole.
+gang's priority is that of its most important member, or its composite's where its
+members have none, as in the queue: `order.gang_priority`; a composite's is the highest
+of its children's), and never one whose eviction a PodDisruptionBudget would refuse as a
+whole.
 
 **The rule** (docs/preemption.md). Candidates are ordered by harm:
 lowest priority first; then the fewest pods evicted; then the fewest resources (the
@@ -33,7 +42,8 @@ from dataclasses import dataclass
 from extender.core.cache import Cache
 from extender.core.cache.snapshot import FreeOverlay, Snapshot
 from extender.core.ledger import Ledger
-from extender.core.model.types import PodInfo, Resources
+from extender.core.model.order import gang_priority
+from extender.core.model.types import CompositeInfo, GroupInfo, PodInfo, Resources
 from extender.core.model.vocabulary import GANG, POD, RESERVATION
 from extender.core.preemption.budgets import Budgets
 
@@ -41,21 +51,34 @@ from extender.core.preemption.budgets import Budgets
 # small plain pods) the rest of the prefix is kept, to bound a pass.
 PRUNE_LIMIT = 32
 
+# `Unit.kind` of every child of a CompositePodGroup taken as one victim. The core's own:
+# what is reported is each child, as a gang or a reservation (`Preemptions._evict`).
+COMPOSITE_UNIT = "composite"
+
+
 @dataclass(frozen=True, slots=True)
 class Unit:
-    key: str  # a gang's key (namespace/name), or a plain pod's "pod namespace/name"
-    kind: str  # GANG, POD or RESERVATION
+    # A gang's key (namespace/name), a plain pod's "pod namespace/name", or a composite's.
+    key: str
+    kind: str  # GANG, POD, RESERVATION or COMPOSITE_UNIT
     priority: int
     pods: tuple[PodInfo, ...]  # evicted: bound and not being deleted (none for a reservation)
     frees: tuple[tuple[str, PodInfo], ...]  # (node, pod or slot) whose capacity comes back
     creation: float
     harm: tuple[int, int, float, float, str] = (0, 0, 0.0, 0.0, "")
+    # A composite's: the keys of its children (every one, placed or not), and of those
+    # whose reservations are released with it.
+    children: tuple[str, ...] = ()
+    releases: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
-        """As users read it: "gang ns/x", "pod ns/p", "reservation of gang ns/y"."""
+        """As users read it: "gang ns/x", "pod ns/p", "reservation of gang ns/y",
+        "CompositePodGroup ns/c"."""
         if self.kind == RESERVATION:
             return f"reservation of gang {self.key}"
+        if self.kind == COMPOSITE_UNIT:
+            return f"CompositePodGroup {self.key.split(':', 1)[-1]}"
         return f"gang {self.key}" if self.kind == GANG else self.key
 
 
@@ -67,8 +90,66 @@ def _with_harm(unit: Unit, totals: Mapping[str, int]) -> Unit:
             if q > 0 and total > 0 and r != "pods":
                 share += q / total
     harm = (unit.priority, len(unit.pods), share, -unit.creation, unit.key)
-    return Unit(unit.key, unit.kind, unit.priority, unit.pods, unit.frees, unit.creation,
-                harm)
+    return dataclasses.replace(unit, harm=harm)
+
+
+def together(cache: Cache, group: GroupInfo | None) -> CompositeInfo | None:
+    """The composite `group` is a victim with, if its parent has a gang policy; None:
+    the group is a victim on its own (no parent, a "basic" one, or one not seen)."""
+    if group is None or not group.parent:
+        return None
+    composite = cache.composites.get(group.parent)
+    return composite if composite is not None and composite.min_group_count else None
+
+
+def _inherited(cache: Cache, group: GroupInfo | None) -> int | None:
+    """The priority `group` inherits from its composite, as the queue reads it."""
+    parent = cache.composites.get(group.parent) if group is not None and group.parent else None
+    return parent.priority if parent is not None else None
+
+
+def _composites(
+    cache: Cache, reservations: Ledger, bound: Mapping[str, list[PodInfo]], below: int,
+    exclude: Mapping[str, object], leaving: Mapping[str, object],
+) -> tuple[list[Unit], set[str]]:
+    """A unit for every composite with a gang policy that has something placed, and
+    the keys of all their children: none of those is a unit of its own, whether its
+    composite made one or not (one being committed, excluded, leaving, or not below)."""
+    kids: dict[str, list[GroupInfo]] = {}
+    for g in cache.groups.values():
+        composite = together(cache, g)
+        if composite is not None:
+            kids.setdefault(composite.key, []).append(g)
+    units: list[Unit] = []
+    taken: set[str] = set()
+    for key, children in kids.items():
+        composite = cache.composites[key]
+        taken.update(g.key for g in children)
+        pods = [p for g in children for p in bound.get(g.key, ())]
+        released = []
+        for g in children:
+            res = reservations.get(g.key)
+            if res is None:
+                continue
+            if res.committed or not res.slots or cache.tally(g).bound_or_succeeded:
+                break  # a child being committed: the composite is still being placed
+            released.append(res)
+        else:
+            if ((not pods and not released) or key in exclude
+                    or any(g.key in exclude for g in children)
+                    or any(p.uid in leaving for p in pods)):
+                continue
+            priority = max(gang_priority([*cache.members(g), *bound.get(g.key, ())],
+                                         composite.priority) for g in children)
+            if priority >= below:
+                continue
+            frees = [(p.node_name, p) for p in pods]
+            frees += [(s.node, s.pod) for r in released for s in r.slots.values()]
+            creation = composite.creation or min(g.creation for g in children)
+            units.append(Unit(key, COMPOSITE_UNIT, priority, tuple(pods), tuple(frees),
+                              creation, children=tuple(sorted(g.key for g in children)),
+                              releases=tuple(r.gang for r in released)))
+    return units, taken
 
 
 def candidates(
@@ -97,22 +178,25 @@ def candidates(
                 key = f"pod {p.key}"
                 if key not in exclude and p.uid not in leaving:
                     units.append(Unit(key, POD, p.priority, (p,), ((node, p),), p.creation))
+    composites, taken = _composites(cache, reservations, gangs, below, exclude, leaving)
+    units.extend(composites)
     for gang, bound in gangs.items():
-        if gang in exclude or gang in reservations or any(p.uid in leaving for p in bound):
+        if (gang in exclude or gang in reservations or gang in taken
+                or any(p.uid in leaving for p in bound)):
             continue  # a gang with a reservation is still being placed: never half of it
         group = cache.groups.get(gang)
         members = cache.members(group) if group is not None else bound
-        priority = max(p.priority for p in (*members, *bound))
+        priority = gang_priority([*members, *bound], _inherited(cache, group))
         if priority < below:
             creation = group.creation if group is not None else min(p.creation for p in bound)
             units.append(Unit(gang, GANG, priority, tuple(bound),
                               tuple((p.node_name, p) for p in bound), creation))
     for res in reservations.values():
         group = cache.groups.get(res.gang)
-        if (group is None or res.gang in exclude or res.committed or not res.slots
-                or cache.tally(group).bound_or_succeeded):
+        if (group is None or res.gang in exclude or res.gang in taken or res.committed
+                or not res.slots or cache.tally(group).bound_or_succeeded):
             continue  # committed, or members already bound: releasing it would not do
-        priority = max((p.priority for p in cache.members(group)), default=0)
+        priority = gang_priority(cache.members(group), _inherited(cache, group))
         if priority < below:
             units.append(Unit(res.gang, RESERVATION, priority, (),
                               tuple((s.node, s.pod) for s in res.slots.values()),

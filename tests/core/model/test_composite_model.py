@@ -70,3 +70,26 @@ def test_a_malformed_policy_is_named(policy: Any, where: str) -> None:
 def test_not_an_object_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="expected an object"):
         composite_from_k8s([1])
+
+
+@pytest.mark.parametrize("given,read", [
+    (None, "PreemptLowerPriority"),  # the gate off, or no PriorityClass: upstream's default
+    ("PreemptLowerPriority", "PreemptLowerPriority"),
+    ("Never", "Never"),
+])
+def test_the_preemption_policy_is_read(given: str | None, read: str) -> None:
+    """spec.preemptionPolicy (1.37.2, PodGroupPreemptionPolicy): Never keeps the
+    composite from preempting (tests/core/preemption/test_composite_victims.py)."""
+    obj = copy.deepcopy(LEADER_WORKERS)
+    if given is not None:
+        obj["spec"]["preemptionPolicy"] = given
+    assert composite_from_k8s(obj).preemption_policy == read
+
+
+@pytest.mark.parametrize("given", ["never", "Sometimes", 1])
+def test_a_malformed_preemption_policy_is_named(given: Any) -> None:
+    obj = copy.deepcopy(LEADER_WORKERS)
+    obj["spec"]["preemptionPolicy"] = given
+    with pytest.raises(ValueError,
+                       match=r"compositepodgroup\.scheduling\.k8s\.io ml/lw: .*preemptionPolicy"):
+        composite_from_k8s(obj)

@@ -1,0 +1,175 @@
+"""A CompositePodGroup as a preemption victim (`victims.COMPOSITE_UNIT`): every child of
+a composite with a gang policy goes together, all their bound members evicted and all
+their reservations released, never one child alone (a composite left with fewer than
+minGroupCount children placed is the partial start gang scheduling exists to prevent);
+priced as that whole in the harm order, protected whole by a budget over any of its
+pods, and only below the preemptor's priority counting the composite's own. Its
+spec.preemptionPolicy Never keeps it from preempting."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from extender.core.model.config import Config
+from extender.core.model.types import BudgetInfo, CompositeInfo, LabelSelector, composite_key
+from extender.core.model.vocabulary import EvictPods, Preempting, Reason
+from extender.core.wiring import Core
+from tests.core.sim import SimScheduler, group, node, pod
+from tests.core.workload import Driver, Job
+
+PARENT = composite_key("ns", "lw")
+
+
+def cluster(nodes: int = 4) -> SimScheduler:
+    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30, preemption=True,
+                                        starvation_after_seconds=None, direct_commit=False)))
+    for i in range(nodes):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    return sim
+
+
+def arrive_composite(driver: Driver, children: list[Job], priority: int | None = None,
+                     policy: str = "PreemptLowerPriority") -> None:
+    """The CompositePodGroup ns/lw of minGroupCount 2 (spec.priority `priority`,
+    spec.preemptionPolicy `policy`) and its children, one PodGroup per job, now; their
+    members tracked by `driver`."""
+    sim = driver.sim
+    sim.manager.on_group(CompositeInfo("ns", "lw", 2, uid="c-lw", priority=priority,
+                                       preemption_policy=policy), sim.now)
+    for job in children:
+        sim.add_group(group(job.name, job.members, creation=sim.now, parent=PARENT))
+        for i in range(job.members):
+            p = pod(f"{job.name}-{i}", job.name, cpu=job.cpu, memory=1 << 20,
+                    creation=sim.now, priority=job.priority)
+            sim.add_pod(p)
+            job.uids.append(p.uid)
+            driver.job_of[p.uid] = job
+
+
+def preemptions(sim: SimScheduler) -> list[EvictPods]:
+    return [a for a in sim.actions if isinstance(a, EvictPods) and a.preemptor]
+
+
+def pair(priority: int = 1) -> list[Job]:
+    """A leader group of 1 pod and a worker group of 1 pod, each a whole 4-CPU node."""
+    return [Job("leader", at=0, run=1000, cpu=4000, members=1, priority=priority),
+            Job("workers", at=0, run=1000, cpu=4000, members=1, priority=priority)]
+
+
+def running_composite(priority: int = 1, composite_priority: int | None = None,
+                      ) -> tuple[Driver, list[Job]]:
+    """Four 4-CPU nodes: the composite ns/lw (minGroupCount 2: its leader and workers,
+    a node each) bound, the other two nodes taken at priority 20."""
+    sim = cluster()
+    busy = Job("busy", at=0, run=1000, cpu=4000, members=2, priority=20)
+    driver = Driver(sim, [busy])
+    driver.run(0.3)
+    kids = pair(priority)
+    arrive_composite(driver, kids, priority=composite_priority)
+    driver.run_until(lambda: all(driver.gang_bound_at(k) is not None for k in kids), 3)
+    assert all(driver.gang_bound_at(k) is not None for k in kids)
+    return driver, kids
+
+
+def arrive(driver: Driver, job: Job) -> None:
+    driver.jobs.append(job)
+    driver.arrive(job)
+    driver.jobs.remove(job)
+
+
+def test_one_child_s_room_evicts_the_whole_composite_never_one_child() -> None:
+    """A priority-10 gang needs one node: evicting the leader alone (one pod) would
+    be the cheapest, and would leave the composite with one child of the two it needs.
+    The whole composite goes, in one eviction unit, and each child says so."""
+    driver, kids = running_composite()
+    sim = driver.sim
+    high = Job("high", at=0, run=10, cpu=4000, members=1, priority=10)
+    arrive(driver, high)
+    driver.run_until(lambda: driver.gang_bound_at(high) is not None, 3)
+    assert driver.gang_bound_at(high) is not None
+    (ev,) = preemptions(sim)
+    assert ev.gang == PARENT and ev.preemptor == "ns/high"
+    assert {p.uid for p in ev.pods} == {u for k in kids for u in k.uids}
+    (report,) = [a for a in sim.actions if isinstance(a, Preempting)]
+    assert [(v.name, v.kind, len(v.pods), v.group and v.group.key) for v in report.victims] == [
+        ("gang ns/leader (of CompositePodGroup ns/lw)", "gang", 1, "ns/leader"),
+        ("gang ns/workers (of CompositePodGroup ns/lw)", "gang", 1, "ns/workers")]
+    assert "CompositePodGroup ns/lw (priority 1, 2 pod(s))" in report.message
+    for child in ("ns/leader", "ns/workers"):
+        st = sim.status(child)
+        assert st.reason == Reason.PREEMPTED, st
+        assert "with every group of CompositePodGroup ns/lw" in st.message
+    # Neither child is placed again alone in the node left free (they need two).
+    driver.run(2)
+    assert not any(sim.cache.pods[u].node_name for k in kids for u in k.uids
+                   if u in sim.cache.pods)
+
+
+def test_the_children_s_reservations_are_released_together() -> None:
+    """Both children reserved (their members not yet at the bind barrier) on the two
+    nodes a priority-10 gang needs one of: both reservations go, never one."""
+    sim = cluster(nodes=2)
+    driver = Driver(sim, [])
+    kids = pair()
+    arrive_composite(driver, kids)
+    sim.tick()
+    assert {r.gang for r in sim.manager.reads.reservations()} == {"ns/leader", "ns/workers"}
+    high = Job("high", at=0, run=10, cpu=4000, members=1, priority=10)
+    arrive(driver, high)
+    sim.tick(0.1)
+    (report,) = [a for a in sim.actions if isinstance(a, Preempting)]
+    assert [(v.name, v.kind) for v in report.victims] == [
+        ("reservation of gang ns/leader (of CompositePodGroup ns/lw)", "reservation"),
+        ("reservation of gang ns/workers (of CompositePodGroup ns/lw)", "reservation")]
+    assert not preemptions(sim)  # nothing bound: nothing to evict
+    left = {r.gang for r in sim.manager.reads.reservations()}
+    assert left == {"ns/high"}, left
+
+
+def test_a_budget_over_one_child_protects_the_whole_composite() -> None:
+    """A budget that allows no disruption covers the leader's pod only: evicting the
+    composite would be refused, so neither child is a victim, not even the workers
+    alone, and the preemptor says why it waits."""
+    driver, kids = running_composite()
+    sim = driver.sim
+    for job in kids:
+        for uid in job.uids:
+            p = sim.cache.pods[uid]
+            labels = {**p.labels, "app": job.name}
+            sim.manager.on_pod(dataclasses.replace(p, phase="Running", labels=labels), sim.now)
+    sim.manager.on_budget(BudgetInfo("ns", "leader-pdb", LabelSelector((("app", "leader"),)),
+                                     0))
+    high = Job("high", at=0, run=10, cpu=4000, members=1, priority=10)
+    arrive(driver, high)
+    driver.run(2)
+    assert not preemptions(sim) and driver.gang_bound_at(high) is None
+    assert ("protected, so it waits: CompositePodGroup ns/lw: PodDisruptionBudget "
+            "ns/leader-pdb allows 0") in sim.status("ns/high").message
+
+
+def test_the_composite_s_priority_keeps_its_children_from_lower_preemptors() -> None:
+    """The children's pods have no priority of their own; their composite's
+    spec.priority is 50. A priority-10 gang is below it: nothing is evicted."""
+    driver, _ = running_composite(priority=0, composite_priority=50)
+    sim = driver.sim
+    high = Job("high", at=0, run=10, cpu=4000, members=1, priority=10)
+    arrive(driver, high)
+    driver.run(2)
+    assert not preemptions(sim) and driver.gang_bound_at(high) is None
+
+
+def test_preemption_policy_never_keeps_the_composite_from_preempting() -> None:
+    """As for a gang whose member says Never: a composite whose spec.preemptionPolicy
+    is Never evicts nothing, though its children's pods say PreemptLowerPriority, and
+    its children say why they wait."""
+    sim = cluster()
+    low = Job("low", at=0, run=1000, cpu=4000, members=4, priority=1)
+    driver = Driver(sim, [low])
+    driver.run(0.5)
+    kids = [Job("leader", at=0, run=30, cpu=4000, members=1, priority=10),
+            Job("workers", at=0, run=30, cpu=4000, members=3, priority=10)]
+    arrive_composite(driver, kids, policy="Never")
+    driver.run(2)
+    assert not preemptions(sim)
+    assert all(driver.gang_bound_at(k) is None for k in kids)
+    assert "preemptionPolicy: Never" in sim.status("ns/leader").message
