@@ -147,14 +147,34 @@ def _jobset_apply(manager: GangManager, obj: dict[str, Any], now: float) -> None
         manager.on_group(group, now)
 
 
-def _jobset_delete(manager: GangManager, key: str, now: float) -> None:
-    # The JobSet's name is its gang name up to the first dot (a DNS label has none).
+def _jobset_name(key: str) -> str:
+    """namespace/name of the JobSet a gang key of it names: its gang name up to the
+    first dot (a JobSet's name is a DNS label, which has none)."""
     _, namespace, gang = split_gang_key(key)
-    name = f"{namespace}/{gang.partition('.')[0]}"
-    keys = _jobset_gangs.get(name, [])
-    if keys and keys[0] == key:  # not when a relist drops an old attempt's key
-        del _jobset_gangs[name]
-    for k in keys if keys and keys[0] == key else [key]:
+    return f"{namespace}/{gang.partition('.')[0]}"
+
+
+def jobset_gangs(key: str) -> list[str]:
+    """The gang keys read last from the JobSet of which `key` is a gang key, its own
+    first; [] when none was. A JobSet event changes all of them at once (its split
+    moves pods between them without a pod event), so the status writer is told of each
+    (`reporting/kinds.py`)."""
+    return list(_jobset_gangs.get(_jobset_name(key), ()))
+
+
+def jobset_deleted_gangs(key: str) -> list[str]:
+    """The gangs the deletion of the JobSet object keyed `key` drops: all of the
+    JobSet's when `key` is its current attempt's, else (a relist dropping an old
+    attempt's key) that key alone."""
+    keys = jobset_gangs(key)
+    return keys if keys and keys[0] == key else [key]
+
+
+def _jobset_delete(manager: GangManager, key: str, now: float) -> None:
+    keys = jobset_deleted_gangs(key)
+    if jobset_gangs(key)[:1] == [key]:  # not when a relist drops an old attempt's key
+        del _jobset_gangs[_jobset_name(key)]
+    for k in keys:
         manager.on_group_deleted(k)
 
 

@@ -13,9 +13,12 @@ from extender.core.manager import GangManager
 from extender.kube.informer import GROUPS, NODES, PODS, Kind
 from extender.kube.source_kinds import (
     COMPOSITES,
+    JOBSETS,
     SOURCE_GROUP_KINDS,
     WORKLOAD_BETA_GROUPS,
     WORKLOAD_GROUPS,
+    jobset_deleted_gangs,
+    jobset_gangs,
 )
 from extender.reporting.status import StatusWriter
 
@@ -64,21 +67,34 @@ def source_kinds(writer: StatusWriter) -> tuple[Kind, ...]:
     watched while served. A Volcano PodGroup's status is not ours to write, so the writer
     only hears which gang changed, to recompute it for the Events, the debug views and
     metrics; an upstream PodGroup's conditions are, when its pods name this scheduler, so
-    the writer sees the object (`StatusWriter.observe_upstream`)."""
+    the writer sees the object (`StatusWriter.observe_upstream`). A JobSet is several
+    gangs when it is split, and its event moves its pods between them with no pod event
+    the writer would see: it hears of every gang of the JobSet, and of those the event
+    dropped (another split, a restart, the JobSet deleted), not of the set's alone."""
 
     def wrap(kind: Kind) -> Kind:
         def apply(manager: GangManager, obj: dict[str, Any], now: float) -> None:
+            before = jobset_gangs(kind.key(obj)) if kind is JOBSETS else []
             kind.apply(manager, obj, now)
             if kind in WORKLOAD_KINDS:  # its conditions are ours to write if its pods are
                 _guard(writer.observe_upstream, obj)
             elif kind is COMPOSITES:  # so are a composite's, if its children's pods are
                 _guard(writer.observe_composite, obj)
+            elif kind is JOBSETS:
+                after = jobset_gangs(kind.key(obj))
+                for key in before:
+                    if key not in after:
+                        writer.group_deleted(key)
+                for key in after:
+                    writer.group_changed(key)
             else:
                 writer.group_changed(kind.key(obj))
 
         def delete(manager: GangManager, key: str, now: float) -> None:
+            gone = jobset_deleted_gangs(key) if kind is JOBSETS else [key]
             kind.delete(manager, key, now)
-            writer.group_deleted(key)
+            for k in gone:
+                writer.group_deleted(k)
 
         return Kind(kind.name, kind.path, kind.key, apply, delete, kind.discover)
 

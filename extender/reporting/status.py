@@ -305,6 +305,15 @@ class StatusWriter:
             if rec is None or rec.uid != group.uid:
                 self._drop(key)
                 rec = self.groups[key] = GroupRecord(group.uid)
+            if group.jobset_split and not self.reads.group_pods(group.namespace, group.name,
+                                                                group.source):
+                # A split JobSet's own gang without a pod: they went to the gangs of its
+                # Jobs or replicated Jobs, which are reported each. Counted, it would show
+                # a gang "0 of 1 members" waiting forever beside them.
+                self._counts.move(rec, None)
+                rec.current = None
+                self._live.discard(key)
+                continue
             st = self.compute(group, now)
             disruption = self._disrupted.get(key)
             # An upstream PodGroup of ours: a member of ours, or one we wrote (or whose
