@@ -31,8 +31,9 @@ not how many of its pods must start together. Three things change that count:
   `per-replicated-job` makes each replicated Job one (`sources.jobset_rjob_gang_name`),
   of all its Jobs' pods. Each such gang's quorum is counted by the rules above, for its
   own Jobs; its gang name carries the set's, so an old attempt's pods never count
-  toward it either. Set on one replicated Job's pod template, `per-job` splits that
-  one alone, whatever the JobSet says. The JobSet controller copies none of the
+  toward it either. Set on one replicated Job's pod template, `per-job` or
+  `per-replicated-job` splits that one alone, whatever the JobSet says
+  (`_template_split`). The JobSet controller copies none of the
   JobSet's annotations to its pods, so the set's gang carries the split
   (`GroupInfo.jobset_split`), and the core moves each pod to its gang from its
   replicated Job and Job index labels (`sources.jobset_resolve`), as a pod relabelled:
@@ -86,20 +87,29 @@ def _mode(annotations: Mapping[str, str]) -> str:
     return mode
 
 
-def _per_job(template: Mapping[str, Any], w: str) -> bool:
-    """Whether a replicated Job's pod template asks for a gang per Job; any other value
-    there is refused, as on the JobSet."""
+def _template_split(template: Mapping[str, Any], w: str) -> str | None:
+    """How a replicated Job's pod template splits that replicated Job off the set's gang
+    (None: as the JobSet says). It takes both splits, each meaning on one replicated
+    Job what it means on the JobSet for all: `per-job`, a gang per Job; and
+    `per-replicated-job`, its Jobs together, one gang of their own, which the JobSet's
+    value cannot say for one replicated Job alone (there it splits every one), e.g. many
+    worker Jobs placed whole apart from a driver and parameter servers kept as one
+    gang. `set` and `off` say what the whole JobSet is: refused here, naming the JobSet
+    as their place, rather than read as "as the JobSet says", which would quietly hold
+    pods whose user asked for none to a gang."""
     spec = fields.as_obj(template.get("spec"), f"{w}.spec")
     pod = fields.as_obj(spec.get("template"), f"{w}.spec.template")
     meta = fields.as_obj(pod.get("metadata"), f"{w}.spec.template.metadata")
     where = f"{w}.spec.template.metadata.annotations"
     raw = fields.as_str_map(meta.get("annotations"), where).get(JOBSET_GANG_ANNOTATION)
     if raw is None:
-        return False
-    if raw != JOBSET_PER_JOB:
+        return None
+    if raw not in (JOBSET_PER_JOB, JOBSET_PER_RJOB):
         raise ValueError(f"{where}[{JOBSET_GANG_ANNOTATION}]: {raw!r} is not "
-                         f"{JOBSET_PER_JOB!r}, the one value a pod template takes")
-    return True
+                         f"{JOBSET_PER_JOB!r} or {JOBSET_PER_RJOB!r}, the values a pod "
+                         f"template takes; {JOBSET_SET!r} and {JOBSET_OFF!r} go on the "
+                         f"JobSet's own metadata.annotations")
+    return raw
 
 
 def _pods_per_job(template: Mapping[str, Any], w: str) -> int:
@@ -171,10 +181,11 @@ def _build_jobset(obj: Mapping[str, Any], _ident: str) -> list[GroupInfo]:
         # Its split is the same before its stage starts as after: a pod's gang must not
         # move as the JobSet's status does.
         template = fields.as_obj(rjob.get("template"), f"{w}.template")
-        if _per_job(template, f"{w}.template") or mode == JOBSET_PER_JOB:
-            split[rname] = JOBSET_PER_JOB
-        elif mode == JOBSET_PER_RJOB:
-            split[rname] = JOBSET_PER_RJOB
+        own = _template_split(template, f"{w}.template")
+        if own is not None:
+            split[rname] = own
+        elif mode in (JOBSET_PER_JOB, JOBSET_PER_RJOB):
+            split[rname] = mode
         if later:
             continue
         # Created only once every replicated Job it depends on reached the status named.

@@ -210,8 +210,11 @@ def _jobset_membership(labels: Mapping[str, str],
     rjob, index = labels.get(JOBSET_RJOB_LABEL, ""), labels.get(JOBSET_INDEX_LABEL, "")
     if not (rjob and index):
         return Membership(JOBSET, gang)
-    if annotations.get(JOBSET_GANG_ANNOTATION) == JOBSET_PER_JOB:
+    own = annotations.get(JOBSET_GANG_ANNOTATION)  # its template's split, copied to it
+    if own == JOBSET_PER_JOB:
         return Membership(JOBSET, jobset_job_gang_name(gang, rjob, index))
+    if own == JOBSET_PER_RJOB:
+        return Membership(JOBSET, jobset_rjob_gang_name(gang, rjob))
     # The set's gang until the JobSet says how it is split (`jobset_resolve`).
     return Membership(JOBSET, gang, None, JobSetPod(gang, rjob, index))
 

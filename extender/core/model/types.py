@@ -84,7 +84,8 @@ class Membership:
     # Kueue's pod-group-total-count; None for other sources, or when absent or invalid.
     total: int | None = None
     # A JobSet's pod whose gang its JobSet's split decides (`JobSetPod`); None for every
-    # other pod, and for one whose own template already chose its Job's gang.
+    # other pod, and for one whose own template already chose its gang (per Job or per
+    # replicated Job).
     jobset: JobSetPod | None = None
 
 

@@ -309,7 +309,8 @@ def test_another_value_on_a_template_is_refused() -> None:
     bad["template"]["spec"]["template"]["metadata"]["annotations"] = {
         JOBSET_GANG_ANNOTATION: "off"}
     with pytest.raises(ValueError, match=r"template.metadata.annotations\[.*\]: 'off' is not "
-                                         r"'per-job'"):
+                                         r"'per-job' or 'per-replicated-job'.*'set' and "
+                                         r"'off' go on the JobSet's own"):
         jobset_group_from_k8s(jobset(spec__replicatedJobs=[bad]))
 
 
@@ -463,3 +464,54 @@ def test_a_pods_gang_is_resolved_from_its_jobsets_split() -> None:
     # The template's own per-job is on the pod: its gang needs no JobSet.
     t = pod_from_k8s(controller_pod("workers", 1, **PER_JOB)).membership
     assert t is not None and t.name == f"{SET}.workers-1" and t.jobset is None
+
+
+# ----- one replicated Job split off whole, by its pod template --------------------------
+
+
+def per_rjob_workers() -> dict[str, Any]:
+    r = rjob("workers", 2, 2)
+    r["template"]["spec"]["template"]["metadata"] = {"annotations": dict(PER_RJOB)}
+    return r
+
+
+def test_per_replicated_job_on_a_template_splits_that_replicated_job_alone() -> None:
+    """The workers' 2 Jobs x 2 pods are one gang of 4; the driver stays in the set's
+    gang. On the JobSet the value would split the driver off too; before, it was refused
+    on a template (the JobSet not read at all)."""
+    obj = jobset(spec__replicatedJobs=[rjob("driver", 1, 1), per_rjob_workers()])
+    assert gangs(obj) == [(SET, 1), (f"{SET}.workers", 4)]
+    assert jobset_group_from_k8s(obj).jobset_split == (("workers", "per-replicated-job"),)
+    # It wins over the JobSet's own split, as a template's per-job does.
+    per_job = jobset(metadata__annotations=PER_JOB,
+                     spec__replicatedJobs=[rjob("driver", 1, 1), per_rjob_workers()])
+    assert gangs(per_job) == [(SET, 1), (f"{SET}.driver-0", 1), (f"{SET}.workers", 4)]
+
+
+def test_a_pod_of_a_per_replicated_job_template_joins_its_replicated_jobs_gang() -> None:
+    """The template's annotation is on the pod: its gang needs no JobSet, as per-job's."""
+    t = pod_from_k8s(controller_pod("workers", 1, **PER_RJOB)).membership
+    assert t is not None and t.name == f"{SET}.workers" and t.jobset is None
+
+
+def test_a_replicated_job_split_off_by_its_template_is_placed_whole_on_its_own() -> None:
+    """Three 4-CPU nodes, 4-CPU pods: the driver (the set's gang) is bound, the 4 workers
+    (one gang) none; two more nodes, and they are bound whole."""
+    sim = SimScheduler()
+    for i in range(3):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    for g in jobset_groups_from_k8s(jobset(spec__replicatedJobs=[rjob("driver", 1, 1),
+                                                                 per_rjob_workers()])):
+        sim.add_group(g)
+    driver = controller_pod("driver", 0)
+    workers = [controller_pod("workers", j, **PER_RJOB) for j in range(2) for _ in range(2)]
+    for i, obj in enumerate([driver, *workers]):
+        obj["metadata"].update(name=f"p{i}", uid=f"u{i}")
+        obj["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "4"}}
+        sim.add_pod(pod_from_k8s(obj))
+    sim.run_all()
+    assert [p.name for p in sim.bound()] == ["p0"]
+    sim.add_node(node("n3", cpu=4000))
+    sim.add_node(node("n4", cpu=4000))
+    sim.run_all()
+    assert len(sim.bound()) == 5
