@@ -56,7 +56,7 @@ async def run_case(n_nodes: int, n_pods: int, passes: int = 3, trace_memory: boo
     timings = Timings()
     plans = Plans()
     ext = extender(lambda: clock[0], timings, plans, direct_commit)
-    manager, cache, reservations = ext.manager, ext.core.cache, ext.core.ledger
+    manager, cache, reservations = ext.manager, ext.core.cache, ext.core.ledger.reservations
 
     # 1. informer feed (timed per event: watch events run on the same event loop)
     trace_memory = trace_memory and arrival == "burst"  # stream: nothing pending yet

@@ -184,7 +184,7 @@ def test_gang_lifecycles_leave_nothing_behind() -> None:
     grew = {k: (warm.get(k, 0), v) for k, v in after.items()
             if v > warm.get(k, 0) + 5 and k not in KNOWN}
     assert not grew, f"grows with the number of gangs that came and went: {grew}"
-    assert not core.cache.pods and not core.cache.groups and not core.ledger
+    assert not core.cache.pods and not core.cache.groups and not core.ledger.reservations
 
 
 def test_member_epochs_of_deleted_gangs_are_forgotten() -> None:

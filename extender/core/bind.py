@@ -42,6 +42,8 @@ class Bind:
     ) -> None:
         self._cache = cache
         self._ledger = ledger
+        self._reservations = ledger.reservations
+        self._binds = ledger.binds
         self._parked = parked
         self._leaving = leaving
 
@@ -67,8 +69,8 @@ class Bind:
             return _error(f"node {node} is not known (pod {pod.key})")
         if pod.deleting or pod.terminal:
             return _error(messages.pod_gone(pod.key))
-        in_progress = self._ledger.node_of(uid)
-        if in_progress is not None and in_progress != node and uid in self._ledger.in_flight:
+        in_progress = self._binds.node_of(uid)
+        if in_progress is not None and in_progress != node and uid in self._binds.in_flight:
             return _error(
                 f"gang {pod.gang}: the extender is committing pod {pod.key} to node "
                 f"{in_progress}, not {node}" if pod.gang else
@@ -80,7 +82,7 @@ class Bind:
                 f"pod {pod.key}: a bind to node {in_progress} is already in progress, "
                 f"not to {node}"
             )
-        if uid in self._ledger.in_flight:
+        if uid in self._binds.in_flight:
             # The Binding in flight answers this request too.
             return BindDecision(BindOutcome.WAIT, deadline=now + BINDING_ANSWER_SECONDS)
         gang = pod.gang
@@ -93,7 +95,7 @@ class Bind:
             return _error(f"{self._leaving.why(gang)}; pod {pod.key} is not bound")
         if self._cache.tally(group).bound_or_succeeded >= group.min_member:
             return self._bind_now(pod, node, now)
-        res = self._ledger.get(gang)
+        res = self._reservations.get(gang)
         slot = res.slots.get(uid) if res else None
         if res is not None and res.held is not None:
             return _error(
@@ -105,12 +107,13 @@ class Bind:
                 f"gang {gang}: no reservation holds a slot for pod {pod.key} (it timed out, "
                 f"or the extender restarted); kube-scheduler will retry the pod"
             )
-        if slot.node != node and not self._ledger.retarget(res, pod, node):
+        if slot.node != node and not self._reservations.retarget(res, pod, node):
             return _error(
                 f"gang {gang}: pod {pod.key} was reserved node {slot.node}; node {node} "
                 f"lacks {format_resources(pod.requests)}"
             )
-        self._ledger.wait(uid, node, group, now)
+        self._binds.wait(uid, node)
+        self._ledger.commit(group, now)  # this bind may be the one the quorum waited for
         return BindDecision(BindOutcome.WAIT, deadline=res.deadline)
 
     def _bind_now(self, pod: PodInfo, node: str, now: float) -> BindDecision:
@@ -128,13 +131,13 @@ class Bind:
             return _error(f"pod {pod.key} is not bound to node {node} yet: gang-extender "
                           f"is listing pods and nodes again after its watch broke; "
                           f"kube-scheduler will retry")
-        own = self._ledger.of(pod) if pod.gang is None else None
+        own = self._reservations.of(pod) if pod.gang is None else None
         slot = own.slots.get(pod.uid) if own is not None and own.held is None else None
         if own is not None and slot is not None and slot.node == node:
-            self._ledger.bound(own.gang)  # a preemptor's own capacity: now its pod's
+            self._reservations.bound(own.gang)  # a preemptor's own capacity: now its pod's
         free = self._cache.free.get(node, {})
         if not fits(pod.requests, free):
-            held_for = self._ledger.gangs_by_node().get(node, [])
+            held_for = self._reservations.gangs_by_node().get(node, [])
             gang = f"gang {pod.gang}: " if pod.gang else ""
             why = (messages.capacity_held(node, held_for, pod.key, pod.requests) if held_for
                    else f"{gang}node {node} has {format_resources(_free_of(pod, free))} free "
@@ -145,5 +148,5 @@ class Bind:
             pod, [node], self._cache, self._ledger, now).get(node)
         if claim is not None:
             return _error(claim + "; kube-scheduler will retry")
-        self._ledger.bind_now(pod, node)
+        self._binds.bind_now(pod, node)
         return BindDecision(BindOutcome.WAIT, deadline=now + BINDING_ANSWER_SECONDS)

@@ -50,6 +50,8 @@ class Filter:
         self._config = view.config
         self._cache = view.cache
         self._ledger = ledger
+        self._reservations = ledger.reservations
+        self._binds = ledger.binds
         self._queue = queue
         self._backoffs = waiting.backoffs
         self._arrivals = waiting.arrivals
@@ -89,7 +91,7 @@ class Filter:
             return self._extra(pod, group, node_names, now)
         if self._backoffs.failed(gang):
             return reject(node_names, self._explanations.message(gang))
-        res = self._ledger.get(gang)
+        res = self._reservations.get(gang)
         if res is None:
             backing_off = self._backoffs.backing_off(gang, now)
             if present < group.min_member:
@@ -106,7 +108,7 @@ class Filter:
                 return reject(node_names, self._explanations.message(gang))
             self._queue.quorum_present(gang, now)
             self._queue.run(now, scheduling=pod.uid)
-            res = self._ledger.get(gang)
+            res = self._reservations.get(gang)
             if res is None:
                 return reject(node_names, self._explanations.message(gang))
         if res.held is not None:
@@ -137,7 +139,7 @@ class Filter:
         self, res: Reservation, group: GroupInfo, pod: PodInfo, node_names: list[str],
         now: float,
     ) -> FilterResult:
-        bind_node = self._ledger.node_of(pod.uid)
+        bind_node = self._binds.node_of(pod.uid)
         if bind_node is None:
             result = self._slot(res, group, pod, node_names, now)
             if isinstance(result, FilterResult):
@@ -147,7 +149,7 @@ class Filter:
         # e.g. after a restart): that bind decides the node, so the slot must not move.
         if bind_node in node_names:
             return FilterResult([bind_node], {})
-        if pod.uid in self._ledger.in_flight:
+        if pod.uid in self._binds.in_flight:
             return reject(
                 node_names,
                 f"gang {res.gang}: the extender is committing the gang; pod {pod.key} is "
@@ -169,7 +171,7 @@ class Filter:
         a retry after a failed Binding), has just started binding it to."""
         slot = res.slots.get(pod.uid)
         if slot is None:
-            if self._ledger.assembled(group) + self._ledger.open_slots(res.slots) >= (
+            if self._binds.assembled(group) + self._binds.open_slots(res.slots) >= (
                 group.min_member
             ):
                 return reject(
@@ -177,12 +179,15 @@ class Filter:
                     f"gang {res.gang}: a quorum of {group.min_member} is being placed; "
                     f"pod {pod.key} waits until it is bound",
                 )
-            slot = self._ledger.reserve_one(res, pod, node_names)
+            slot = self._reservations.reserve_one(res, pod, node_names)
             if slot is None:
                 return _no_room(node_names, res, pod, "can take replacement member",
                                 "; reservation expires at its deadline")
-        self._ledger.commit_with(pod, group, now)
-        committed = self._ledger.node_of(pod.uid)
+        if self._config.direct_commit and not pod.binds_via_scheduler:
+            # Only a member the commit binds itself (`Ledger._direct`) can be the one that
+            # completes its gang here, so any other filter call costs nothing.
+            self._ledger.commit(group, now)
+        committed = self._binds.node_of(pod.uid)
         if committed is not None:
             return committed
         # The commit's check of the members' nodes may have moved or dropped this slot.
@@ -194,7 +199,7 @@ class Filter:
         # of them would only cost time on the scheduler's serial loop.
         if slot.node in node_names:
             return FilterResult([slot.node], {})
-        moved = self._ledger.move(res, pod, node_names)
+        moved = self._reservations.move(res, pod, node_names)
         if moved is None:
             return reject(
                 node_names,
@@ -219,7 +224,7 @@ class Filter:
         direct commit bound pods on a moment ago (`Staleness.fresh_nodes`) and nodes with
         capacity nominated to a pod can disagree with kube-scheduler's own checks, so
         only those are examined (`core/node_claims.py`)."""
-        own = self._ledger.of(pod) if pod.gang is None else None
+        own = self._reservations.of(pod) if pod.gang is None else None
         if own is not None:
             # A plain pod that preempted: its own slot, once its victims are gone.
             slot = own.slots.get(pod.uid)
@@ -247,7 +252,7 @@ class Filter:
                 continue  # deleted a moment ago: "not yet known" below
             if not fits(pod.requests, room):
                 if by_node is None:
-                    by_node = self._ledger.gangs_by_node()
+                    by_node = self._reservations.gangs_by_node()
                 held_by = by_node.get(name, ())
                 failed[name] = (
                     messages.capacity_held(name, held_by, pod.key, pod.requests) if held_by
@@ -268,7 +273,7 @@ class Filter:
                     continue
                 why = devices.refusal(node, pod)
                 if why is not None:
-                    held_by = self._ledger.gangs_by_node().get(name, ())
+                    held_by = self._reservations.gangs_by_node().get(name, ())
                     failed[name] = (f"node {name}: the devices pod {pod.key} asks for are "
                                     f"held for gang(s) {', '.join(held_by)}: {why}"
                                     if held_by else f"node {name}: {why}")

@@ -66,6 +66,8 @@ class GangManager:
         self._core = core = core or Core.wire()
         self._cache = core.cache
         self._ledger = core.ledger
+        self._reservations = core.ledger.reservations
+        self._binds = core.ledger.binds
         self._watch = WatchInput(core)
         # What the readers take instead of the manager: the same parts, read only.
         self.reads: Final = Reads(core)
@@ -75,12 +77,12 @@ class GangManager:
     def on_node(self, node: NodeInfo) -> None:
         if self._cache.upsert_node(node):
             # Cordoned, tainted, relabelled or shrunk: slots that no longer fit move now.
-            self._ledger.repair(node.name)
+            self._reservations.repair(node.name)
             self._core.disruptions.node_changed(node.name)  # not ready: members lost
 
     def on_node_deleted(self, name: str) -> None:
         self._cache.remove_node(name)
-        self._ledger.repair(name)
+        self._reservations.repair(name)
         self._core.disruptions.node_changed(name)
 
     def on_pod(self, pod: PodInfo, now: float) -> None:
@@ -108,7 +110,7 @@ class GangManager:
         bookmark: what changed during the list has come): once no watch is behind, the
         commits held meanwhile are made, each checked against the cache as it is."""
         if self._ledger.staleness.caught_up(kind):
-            for key in list(self._ledger):
+            for key in list(self._reservations):
                 group = self._cache.groups.get(key)
                 if group is not None:
                     self._ledger.commit(group, now)
@@ -184,7 +186,7 @@ class GangManager:
     def prioritize(self, pod: PodInfo, node_names: list[str]) -> list[tuple[str, int]]:
         """Steer members to their slot (10), everything else neutral (0)."""
         known = self._cache.pods.get(pod.uid, pod)
-        res = self._ledger.of(known)
+        res = self._reservations.of(known)
         slot = res.slots.get(pod.uid) if res else None
         target = slot.node if slot else None
         return [(n, 10 if n == target else 0) for n in node_names]
@@ -197,7 +199,11 @@ class GangManager:
         """The Binding POST for `uid` returned (`error` None: it is bound). `unknown`:
         it failed, yet may have taken effect (its answer was lost and the pod could not be
         read back), so its capacity stays charged until the pod is seen."""
-        self._ledger.finished(uid, error, now if unknown else None)
+        refused_on = self._binds.finished(uid, error, now if unknown else None)
+        if refused_on is not None:
+            # Found short before its POST (`post_due`), its node's slots move: nothing
+            # else moves a slot whose Binding was in flight.
+            self._reservations.squeezed(refused_on)
         pod = self._cache.pods.get(uid)
         if error is None and pod is not None and not pod.node_name:
             # Not `on_pod`: another scheduler's pod, a stale copy, a relabel or an arrival
@@ -208,8 +214,8 @@ class GangManager:
         """Asked right before every POST of a Binding the core decided (the first, a
         held or queued one, each retry): None to post it, else why not; the adapter then
         ends it with that error (`binding_finished`). The decision is the core's at that
-        moment, not the commit's (`Ledger.post_due`)."""
-        return self._ledger.post_due(uid, node)
+        moment, not the commit's (`Binds.post_due`)."""
+        return self._binds.post_due(uid, node)
 
     def eviction_answered(self, uid: str, refused: str | None, now: float) -> None:
         """The Eviction API answered for a victim of a preemption (`EvictPods`): it let
@@ -224,13 +230,13 @@ class GangManager:
     def bind_wait_expired(self, uid: str, waited: float) -> str:
         """The adapter stopped waiting for a bind's answer (its limit is below the HTTP
         timeout, so kube-scheduler never times out first): the message to answer with."""
-        if uid in self._ledger.in_flight:
+        if uid in self._binds.in_flight:
             return f"binding of pod uid {uid} still in flight; kube-scheduler will retry"
-        self._ledger.reject(uid, None)  # nothing to answer: the adapter stopped waiting
+        self._binds.reject(uid, None)  # nothing to answer: the adapter stopped waiting
         pod = self._cache.pods.get(uid)
         gang = pod.gang if pod else None
         group = self._cache.groups.get(gang) if gang else None
-        have = self._ledger.assembled(group) if group else 0
+        have = self._binds.assembled(group) if group else 0
         need = group.min_member if group else 0
         return (
             f"gang {gang}: held the bind of pod {pod.key if pod else uid} for "

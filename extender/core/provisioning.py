@@ -182,7 +182,7 @@ class Provisioning:
                 gref, req.key, outcome, f"gang {req.gang}: ProvisioningRequest {req.key} "
                 f"is {req.state}" + (f": {req.message}" if req.message else "")))
         if req.state in ENDED:
-            if req.gang not in self._ledger:
+            if req.gang not in self._ledger.reservations:
                 self._ended(group, gref, req, now)
         else:
             self._explain(req.gang, now)
@@ -254,7 +254,7 @@ class Provisioning:
         group = self._cache.groups.get(gang)
         st = self._explanations.get(gang)
         retry = gang in self._retry
-        if (group is None or gang in self._ledger or st is None
+        if (group is None or gang in self._ledger.reservations or st is None
                 or not (st.reason in _ASKING or (retry and st.reason == Reason.BACKING_OFF))):
             self.drop(gang)  # placed, held, preempting, set aside, or gone
             return
@@ -325,7 +325,7 @@ class Provisioning:
         group = self._cache.groups.get(gang)
         req = self._requests.get(gang)
         if (req is not None and req.state in ENDED and req.key not in self._deleting
-                and group is not None and gang not in self._ledger):
+                and group is not None and gang not in self._ledger.reservations):
             gref = GroupRef(group.namespace, group.name, group.uid, group.source)
             self._ended(group, gref, req, now)
             return

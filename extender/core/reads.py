@@ -82,7 +82,7 @@ class Reads:
     def still_pending(self, uid: str) -> bool:
         """Known, unbound, and with no bind waiting: a wake-up may still help it."""
         pod = self._cache.pods.get(uid)
-        return pod is not None and not pod.node_name and uid not in self._ledger.waiting
+        return pod is not None and not pod.node_name and uid not in self._ledger.binds.waiting
 
     def pod_bound(self, uid: str) -> bool:
         """Bound as far as the extender knows: its Binding returned, or the watch said."""
@@ -92,7 +92,7 @@ class Reads:
     # ----- binds and commits under way ------------------------------------------------------
 
     def bind_in_flight(self, uid: str) -> bool:
-        return uid in self._ledger.in_flight
+        return uid in self._ledger.binds.in_flight
 
     def landing(self, gang: str | None, but: str | None = None) -> bool:
         """Members `gang`'s commit let through (any gang's if None; `but` aside) are not
@@ -103,7 +103,13 @@ class Reads:
         return self._ledger.staleness.is_landing(uid)
 
     def binds_in_progress(self) -> list[WaitingBindView]:
-        return self._ledger.bind_views()
+        reservations = self._ledger.reservations
+
+        def deadline(gang: str | None) -> float | None:
+            res = reservations.get(gang)
+            return res.deadline if res is not None else None
+
+        return self._ledger.binds.views(deadline)
 
     def bindings_ahead(self, now: float) -> int:
         """Members not yet bound of the gangs whose members are being created now and
@@ -114,7 +120,7 @@ class Reads:
         total = 0
         for gang in self._core.arrivals.recent(now, _ARRIVING_SECONDS):
             group = self._cache.groups.get(gang)
-            if group is not None and self._ledger.get(gang) is None:
+            if group is not None and self._ledger.reservations.get(gang) is None:
                 tally = self._cache.tally(group)
                 total += tally.members - tally.bound_members
         return total
@@ -126,7 +132,7 @@ class Reads:
 
     def reservations(self) -> tuple[ReservationView, ...]:
         """With the devices each slot's member is planned on (DRA)."""
-        views = self._ledger.views()
+        views = self._ledger.reservations.views()
         devices = self._cache.devices
         out = []
         for view in views:
@@ -141,10 +147,11 @@ class Reads:
         return tuple(out)
 
     def gauges(self) -> Gauges:
-        ledger = self._ledger
-        return Gauges(len(ledger), ledger.slot_count(), len(ledger.waiting),
-                      self._core.explanations.reasons(), len(ledger.held()),
-                      ledger.held_idle(), self._cache.devices.class_counts(self._cache.nodes))
+        reservations = self._ledger.reservations
+        return Gauges(len(reservations), reservations.slot_count(),
+                      len(self._ledger.binds.waiting), self._core.explanations.reasons(),
+                      len(reservations.held()), reservations.held_idle(),
+                      self._cache.devices.class_counts(self._cache.nodes))
 
     def backoff(self, gang: str) -> Backoff | None:
         """The gang's backoff, for the status that keeps it over a restart."""

@@ -39,7 +39,7 @@ class ScaleDownGuard:
         """Nodes with a reserved slot carry the scale-down-disabled annotation (with ours
         beside it); nodes we marked that have none lose both (all of them once the API is
         no longer served). A node someone else marked is left alone either way."""
-        want = self._ledger.gangs_by_node() if served else {}
+        want = self._ledger.reservations.gangs_by_node() if served else {}
         for name, node in self._cache.nodes.items():
             on = name in want
             if node.scale_down_ours == on:

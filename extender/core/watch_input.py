@@ -42,6 +42,8 @@ class WatchInput:
         self._core = core
         self._cache = core.cache
         self._ledger = core.ledger
+        self._reservations = core.ledger.reservations
+        self._binds = core.ledger.binds
         self._warmup = Warmup()
         # Pods a filter call told of before the watch delivered them: uid -> when. Only
         # a relist can tell the rest of the core that such a pod is gone, if it went
@@ -67,8 +69,8 @@ class WatchInput:
             self.on_pod_deleted(uid, now)
         # A Binding whose outcome was unknown before the list began: had it taken effect,
         # the list would have shown the pod bound, and `on_pod` settled it then.
-        for uid in self._ledger.unknown_before(began):
-            self._ledger.settle(uid)
+        for uid in self._binds.unknown_before(began):
+            self._binds.settle(uid)
 
     def on_pod(self, pod: PodInfo, now: float) -> None:
         c = self._core
@@ -85,7 +87,7 @@ class WatchInput:
             self._ledger.staleness.seen_bound(pod.uid, now)
         if pod.node_name or pod.terminal or pod.deleting:
             self._ledger.staleness.landed(pod.uid)
-            self._ledger.settle(pod.uid)
+            self._binds.settle(pod.uid)
         old = self._cache.pods.get(pod.uid)
         if old is not None and old.node_name and not pod.node_name:
             # A stale copy (e.g. the filter request's informer copy) must never undo a
@@ -108,10 +110,10 @@ class WatchInput:
         """Relabelled out of its gang (or moved by its JobSet's split): it no longer has
         that gang's slot or bind."""
         left = f"pod {pod.key} left gang {old_gang}"
-        old_res = self._ledger.get(old_gang)
+        old_res = self._reservations.get(old_gang)
         if old_res is not None and pod.uid in old_res.slots:
-            self._ledger.unreserve(old_res, pod.uid, left)
-        self._ledger.reject(pod.uid, left)
+            self._reservations.unreserve(old_res, pod.uid, left)
+        self._binds.reject(pod.uid, left)
 
     def _resolved(self, pod: PodInfo) -> PodInfo:
         """`pod` in the gang its JobSet's split gives it, as the JobSet's gang in the
@@ -143,18 +145,18 @@ class WatchInput:
         Binding this process made (`GangManager.binding_finished`)."""
         c, gang = self._core, pod.gang
         old_gang = old.gang if old is not None else None
-        res = self._ledger.of(pod)
+        res = self._reservations.of(pod)
         gone = pod.terminal or pod.deleting or pod.gated
         if res is not None and pod.uid in res.slots and (pod.node_name or gone):
-            self._ledger.unreserve(
+            self._reservations.unreserve(
                 res, pod.uid, f"pod {pod.key} is being deleted" if gone else None,
                 bound_here=not gone and res.slots[pod.uid].node == pod.node_name,
             )
             if gang is None:  # a plain preemptor's own reservation has done its job
-                self._ledger.bound(res.gang)
+                self._reservations.bound(res.gang)
         c.preemptions.pod_changed(pod)
         if gone:
-            self._ledger.reject(pod.uid, messages.pod_gone(pod.key))
+            self._binds.reject(pod.uid, messages.pod_gone(pod.key))
         if pod.node_name or gone or gang is None:
             c.parked.passed(pod.uid)  # nothing left to wake it for
         nominated = self._cache.nominated_to(pod.uid)
@@ -165,7 +167,7 @@ class WatchInput:
                 self._warmup.member(group, pod, self._cache.snapshot)
         if pod.takes_capacity:
             # Bound by anyone onto a node with reservations: slots it squeezes out move now.
-            self._ledger.squeezed(pod.node_name)
+            self._reservations.squeezed(pod.node_name)
         if nominated and self._cache.nominated_to(pod.uid) != nominated:
             self._nomination_ended(now)
         c.queue.members_changed(pod)  # a gang waiting for this pod (its affinity) plans
@@ -182,17 +184,17 @@ class WatchInput:
         self._jobset_pods.drop(uid)
         c.tombstones.add(uid, now)
         self._ledger.staleness.landed(uid)
-        self._ledger.settle(uid)
+        self._binds.settle(uid)
         pod = self._cache.pods.get(uid)
         if pod is None:
             return
-        res = self._ledger.of(pod)
+        res = self._reservations.of(pod)
         if res is not None and uid in res.slots:
-            self._ledger.unreserve(res, uid, messages.pod_deleted(pod.key))
+            self._reservations.unreserve(res, uid, messages.pod_deleted(pod.key))
             if pod.gang is None:
-                self._ledger.bound(res.gang)
+                self._reservations.bound(res.gang)
         c.preemptions.pod_deleted(uid)
-        self._ledger.reject(uid, messages.pod_deleted(pod.key))
+        self._binds.reject(uid, messages.pod_deleted(pod.key))
         c.parked.drop(uid)
         nominated = self._cache.nominated_to(uid)
         self._cache.remove_pod(uid)
@@ -210,13 +212,13 @@ class WatchInput:
         at its next flush or the gang's deadline (architecture.md §11). Nominations are
         rare and so are reservations: a walk of the reservations is cheap."""
         c = self._core
-        for res in list(self._ledger.values()):
+        for res in list(self._reservations.values()):
             group = self._cache.groups.get(res.gang)
             if group is None or res.held is not None:
                 continue
             self._ledger.commit(group, now)
             slotless = [m for m in self._cache.members(group) if m.uid not in res.slots]
-            parked = c.parked.members(slotless, self._ledger.in_progress(), None)
+            parked = c.parked.members(slotless, self._binds.in_progress(), None)
             if parked:
                 c.outbox.append(WakePods(
                     f"gang {group.key}: capacity nominated to another pod is free again",
@@ -248,16 +250,16 @@ class WatchInput:
         old = self._cache.groups.get(group.key)
         if c.backoffs.group_changed(old, group):
             c.explanations.retry_limit_lifted(group.key)
-        restored = (c.backoffs.restore(old, group) if group.key not in self._ledger
+        restored = (c.backoffs.restore(old, group) if group.key not in self._reservations
                     else None)  # a gang reserved here is past any backoff it recorded
         if restored is not None:
             c.timeouts.restored(group, restored, now)
         c.starvation.restore(old, group)
-        res = self._ledger.get(group.key)
+        res = self._reservations.get(group.key)
         if res is not None and res.group_uid != group.uid:
-            self._ledger.release(res, f"PodGroup {group.key} was recreated")
+            self._reservations.release(res, f"PodGroup {group.key} was recreated")
         elif old is not None and old.uid != group.uid:
-            self._ledger.withdraw(group.key, f"PodGroup {group.key} was recreated")
+            self._binds.withdraw(group.key, f"PodGroup {group.key} was recreated")
         self._cache.upsert_group(group)
         if group.jobset_split is not None and (old is None
                                                or old.jobset_split != group.jobset_split):
@@ -275,11 +277,11 @@ class WatchInput:
             c.queue.drop(key)  # its wait for capacity and its preemption search
             c.disruptions.group_deleted(key)
             return
-        res = self._ledger.get(key)
+        res = self._reservations.get(key)
         if res is not None:
-            self._ledger.release(res, f"PodGroup {key} was deleted")
+            self._reservations.release(res, f"PodGroup {key} was deleted")
         else:  # its quorum bound, members or extras may still be binding
-            self._ledger.withdraw(key, f"PodGroup {key} was deleted")
+            self._binds.withdraw(key, f"PodGroup {key} was deleted")
         c.backoffs.drop(key)
         c.provisioning.drop(key)
         c.explanations.drop(key)

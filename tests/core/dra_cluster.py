@@ -72,5 +72,5 @@ def allocate_claim(sim: SimScheduler, p: PodInfo, count: int = 2) -> None:
 
 
 def slots_of(sim: SimScheduler, gang: str) -> dict[str, str]:
-    res = sim.core.ledger.get(f"ns/{gang}")
+    res = sim.core.ledger.reservations.get(f"ns/{gang}")
     return {} if res is None else {s.pod.name: s.node for s in res.slots.values()}

@@ -14,7 +14,7 @@ import itertools
 from typing import Any, cast
 
 from bench.core.simulator import KubeSchedulerView
-from extender.core.ledger import Ledger
+from extender.core.ledger import Binds
 from extender.core.manager import GangManager
 from extender.core.model.config import Config
 from extender.core.model.types import GROUP_LABEL, GroupInfo, NodeInfo, PodInfo, Resources
@@ -258,6 +258,6 @@ class SimScheduler:
         ]
 
 
-def in_flight(ledger: Ledger) -> dict[str, str]:
+def in_flight(binds: Binds) -> dict[str, str]:
     """Pod uid -> node of every Binding in flight (the ledger's view of binds)."""
-    return dict(ledger.in_flight)
+    return dict(binds.in_flight)

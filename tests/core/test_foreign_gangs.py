@@ -27,7 +27,7 @@ def test_a_gang_of_another_scheduler_reserves_nothing_here() -> None:
     sim.add_group(group("ours", 2, creation=2.0))
     mine = [sim.add_pod(pod(f"ours-{i}", "ours", cpu=2000, creation=2.0)) for i in range(2)]
     sim.manager.tick(sim.now)
-    assert "ns/theirs" not in sim.core.ledger
+    assert "ns/theirs" not in sim.core.ledger.reservations
     assert sim.manager.reads.group_pods("ns", "theirs") == []
     for p in mine:
         sim.schedule(p.uid)
@@ -69,7 +69,7 @@ def test_kueue_pods_of_the_default_scheduler_form_no_gang_here() -> None:
     sim.manager.tick(sim.now)
     assert sim.cache.groups == {}
     assert sim.manager.reads.group_pods("ns", "batch", KUEUE) == []
-    assert not list(sim.core.ledger.values())
+    assert not list(sim.core.ledger.reservations.values())
 
 
 def test_a_member_that_moves_to_another_scheduler_leaves_the_gang() -> None:
@@ -81,8 +81,8 @@ def test_a_member_that_moves_to_another_scheduler_leaves_the_gang() -> None:
     a = sim.add_pod(pod("g-0", "g"))
     sim.add_pod(pod("g-1", "g"))
     sim.manager.tick(sim.now)
-    assert a.uid in sim.core.ledger["ns/g"].slots
+    assert a.uid in sim.core.ledger.reservations["ns/g"].slots
     sim.add_pod(dataclasses.replace(a, scheduler_name="volcano",
                                     membership=Membership(SCHEDULER_PLUGINS, "g")))
-    assert a.uid not in sim.core.ledger["ns/g"].slots
+    assert a.uid not in sim.core.ledger.reservations["ns/g"].slots
     assert a.uid not in {p.uid for p in sim.manager.reads.group_pods("ns", "g")}

@@ -50,8 +50,8 @@ def test_no_member_bound_before_quorum_then_all_at_once() -> None:
     assert len(sim.bind_log) == 4
     assert len({t for t, _, _ in sim.bind_log}) == 1  # one batch
     assert sim.status("ns/g").reason == Reason.BOUND
-    permit = sim.core.ledger
-    assert not sim.core.ledger and not permit.waiting and not in_flight(permit)
+    permit = sim.core.ledger.binds
+    assert not sim.core.ledger.reservations and not permit.waiting and not in_flight(permit)
 
 
 def test_reservation_takes_capacity_against_plain_pods() -> None:
@@ -84,7 +84,7 @@ def test_older_gang_gets_capacity_even_when_younger_member_asks_first() -> None:
     assert sim.schedule(young[0].uid) == "rejected"
     assert "waiting behind older gang ns/old" in sim.last_filter[young[0].uid]
     assert sim.status("ns/young").reason == Reason.WAITING_BEHIND_OLDER_GANG
-    assert "ns/old" in sim.core.ledger
+    assert "ns/old" in sim.core.ledger.reservations
     # Its members were never turned away, so they are still in kube-scheduler's queue
     # and need no wake-up patch.
     assert not {w[2] for w in sim.woken} & {p.uid for p in old}
@@ -94,7 +94,7 @@ def test_older_gang_gets_capacity_even_when_younger_member_asks_first() -> None:
     for p in old:
         sim.finish(p.uid)
     sim.tick()
-    assert "ns/young" in sim.core.ledger
+    assert "ns/young" in sim.core.ledger.reservations
     sim.run_all()
     assert {p.name for p in sim.bound("young")} == {f"young-{i}" for i in range(3)}
 
@@ -107,7 +107,7 @@ def test_priority_beats_age() -> None:
         sim.add_pod(pod(f"old-{i}", "old", cpu=8000))
         sim.add_pod(pod(f"urgent-{i}", "urgent", cpu=8000, priority=100))
     sim.tick()
-    assert list(sim.core.ledger) == ["ns/urgent"]
+    assert list(sim.core.ledger.reservations) == ["ns/urgent"]
 
 
 def test_younger_gang_may_use_capacity_the_older_cannot() -> None:
@@ -133,7 +133,7 @@ def test_fragmentation_gives_shortfall_not_a_reservation() -> None:
     assert sim.schedule(pods[0].uid) == "rejected"
     msg = sim.last_filter[pods[0].uid]
     assert "needs 3 × {" in msg and "nvidia.com/gpu: 4" in msg and "1 fit" in msg
-    assert not sim.core.ledger
+    assert not sim.core.ledger.reservations
     small = sim.add_pod(pod("plain", None, gpu=2))
     assert sim.schedule(small.uid) == "bound"
 
@@ -148,12 +148,12 @@ def test_deadline_releases_everything_and_backs_off() -> None:
     assert sim.schedule(pods[1].uid) == "held"
     sim.tick(10.5)
     assert {uid for uid, _ in sim.failed_binds} == {pods[0].uid, pods[1].uid}
-    assert not sim.bound() and not sim.core.ledger and not sim.cache.reserved_nodes
+    assert not sim.bound() and not sim.core.ledger.reservations and not sim.cache.reserved_nodes
     assert sim.status("ns/g").reason == Reason.BACKING_OFF
     assert "backing off 5s" in sim.status("ns/g").message
     assert sim.schedule(pods[2].uid) == "rejected"
     sim.tick(5.1)  # backoff over: planned again, members woken
-    assert "ns/g" in sim.core.ledger
+    assert "ns/g" in sim.core.ledger.reservations
     assert ("ns", "g-0", pods[0].uid) in sim.woken
     sim.run_all()
     assert len(sim.bound("g")) == 3
@@ -216,7 +216,7 @@ def test_node_deleted_under_reservation_moves_the_member() -> None:
     sim.add_group(group("g", 2))
     a, b = (sim.add_pod(pod(f"g-{i}", "g", cpu=2000)) for i in range(2))
     assert sim.schedule(a.uid) == "held"
-    slot_b = sim.core.ledger["ns/g"].slots[b.uid].node
+    slot_b = sim.core.ledger.reservations["ns/g"].slots[b.uid].node
     sim.manager.on_node_deleted(slot_b)
     sim.drain()
     assert sim.schedule(b.uid) == "bound"
@@ -230,7 +230,7 @@ def test_group_deleted_releases_reservation_and_fails_holds() -> None:
     sim.schedule(a.uid)
     sim.manager.on_group_deleted("ns/g")
     sim.drain()
-    assert not sim.core.ledger and not sim.cache.reserved_nodes
+    assert not sim.core.ledger.reservations and not sim.cache.reserved_nodes
     assert sim.failed_binds and "PodGroup ns/g was deleted" in sim.failed_binds[0][1]
 
 
@@ -338,8 +338,8 @@ def test_commit_emits_one_bind_per_member() -> None:
     fw.filter(a, ["n0", "n1"], sim.now)
     fw.filter(b, ["n0", "n1"], sim.now)
     fw.take_actions()
-    na = sim.core.ledger["ns/g"].slots[a.uid].node
-    nb = sim.core.ledger["ns/g"].slots[b.uid].node
+    na = sim.core.ledger.reservations["ns/g"].slots[a.uid].node
+    nb = sim.core.ledger.reservations["ns/g"].slots[b.uid].node
     assert fw.bind("ns", "g-0", a.uid, na, sim.now).outcome is BindOutcome.WAIT
     assert not [x for x in fw.take_actions() if isinstance(x, BindPod)]
     assert fw.bind("ns", "g-1", b.uid, nb, sim.now).outcome is BindOutcome.WAIT
@@ -356,7 +356,7 @@ def test_min_resources_is_checked_in_the_groups_own_terms() -> None:
     pods = [sim.add_pod(pod(f"g-{i}", "g", cpu=1000)) for i in range(2)]
     assert sim.schedule(pods[0].uid) == "rejected"
     assert "minResources" in sim.last_filter[pods[0].uid]
-    assert not sim.core.ledger
+    assert not sim.core.ledger.reservations
     sim.add_group(dataclasses.replace(g, min_resources={"cpu": 2000}))
     sim.run_all()
     assert len(sim.bound("g")) == 2
@@ -378,7 +378,7 @@ def test_member_relabelled_out_of_its_gang_releases_its_slot_and_bind() -> None:
     moved = dataclasses.replace(sim.cache.pods[pods[0].uid], labels={})
     sim.manager.on_pod(moved, sim.now)
     sim.drain()
-    assert pods[0].uid not in sim.core.ledger["ns/g"].slots
+    assert pods[0].uid not in sim.core.ledger.reservations["ns/g"].slots
     assert any("left gang ns/g" in m for _, m in sim.failed_binds)
     assert not sim.bound()
 
@@ -443,7 +443,7 @@ def test_plain_binds_are_rechecked_against_holds_and_charged_in_flight() -> None
     sim.add_group(group("g", 2))
     members = [sim.add_pod(pod(f"g-{i}", "g", cpu=1000)) for i in range(2)]
     sim.manager.filter(members[0], ["n0"], sim.now)  # reserves 2 x 1 cpu on n0
-    held = sum(s.pod.requests["cpu"] for s in sim.core.ledger["ns/g"].slots.values())
+    held = sum(s.pod.requests["cpu"] for s in sim.core.ledger.reservations["ns/g"].slots.values())
     assert held == 2000
     plains = [sim.add_pod(pod(f"p-{i}", cpu=1000)) for i in range(3)]
     passed = [p for p in plains if sim.manager.filter(p, ["n0"], sim.now).nodes]
@@ -505,7 +505,7 @@ def test_reserve_wakes_no_member_that_was_never_turned_away() -> None:
     for i in range(3):
         sim.add_pod(pod(f"g-{i}", "g"))
     sim.tick()
-    assert "ns/g" in sim.core.ledger
+    assert "ns/g" in sim.core.ledger.reservations
     assert sim.woken == []
 
 
@@ -517,7 +517,7 @@ def test_reserve_wakes_only_the_member_rejected_for_missing_members() -> None:
     assert sim.last_filter[early[0].uid] == "gang ns/g: 2 of 3 members exist"
     sim.add_pod(pod("g-2", "g"))
     sim.tick()
-    assert "ns/g" in sim.core.ledger
+    assert "ns/g" in sim.core.ledger.reservations
     assert sim.woken == [("ns", "g-0", early[0].uid)]
 
 
@@ -531,7 +531,7 @@ def test_member_retried_by_kube_scheduler_is_not_woken_by_its_own_filter_call() 
     sim.add_pod(dataclasses.replace(sim.cache.pods[a.uid], unschedulable=True))
     sim.add_pod(pod("g-1", "g"))
     assert sim.schedule(a.uid) == "held"
-    assert "ns/g" in sim.core.ledger
+    assert "ns/g" in sim.core.ledger.reservations
     assert sim.woken == []
 
 
@@ -544,7 +544,7 @@ def test_member_marked_unschedulable_is_woken_by_a_fresh_framework() -> None:
     sim.add_pod(pod("g-1", "g"))
     sim.add_pod(pod("g-2", "g"))
     sim.tick()
-    assert "ns/g" in sim.core.ledger
+    assert "ns/g" in sim.core.ledger.reservations
     assert sim.woken == [("ns", "g-0", parked.uid)]
 
 
@@ -572,7 +572,7 @@ def test_failed_held_bind_is_woken_when_the_gang_is_reserved_again() -> None:
     sim.tick(10.5)  # deadline: the held bind fails
     assert [uid for uid, _ in sim.failed_binds] == [pods[0].uid]
     sim.tick(5.1)  # backoff over: reserved again
-    assert "ns/g" in sim.core.ledger
+    assert "ns/g" in sim.core.ledger.reservations
     assert sim.woken == [("ns", "g-0", pods[0].uid)]
 
 

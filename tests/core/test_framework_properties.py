@@ -31,7 +31,8 @@ def eligible(sim: SimScheduler) -> list[tuple[GroupInfo, list[PodInfo]]]:
     out = []
     for key, g in cache.groups.items():
         bo = sim.core.backoffs.get(key)
-        if key in sim.core.ledger or (bo is not None and (bo.failed or bo.until > sim.now)):
+        if key in sim.core.ledger.reservations or (
+                bo is not None and (bo.failed or bo.until > sim.now)):
             continue
         members = cache.members(g)
         done = cache.succeeded(g)  # succeeded members keep counting toward the quorum
@@ -56,7 +57,7 @@ def fits_now(sim: SimScheduler, g: GroupInfo, members: list[PodInfo],
 
 def check_invariants(sim: SimScheduler, quorum_reached: set[str],
                      before: set[str], order_before: list[tuple[GroupInfo, list[PodInfo]]]) -> None:
-    cache, reservations = sim.cache, sim.core.ledger
+    cache, reservations = sim.cache, sim.core.ledger.reservations
     # No over-commit: bound pods and held slots fit every node.
     for name, n in cache.nodes.items():
         used: dict[str, int] = {}
@@ -134,7 +135,7 @@ def test_invariants_hold_under_random_event_orders(
     quorum_reached: set[str] = set()
     plain = 0
     for op, arg in ops:
-        before = set(sim.core.ledger)
+        before = set(sim.core.ledger.reservations)
         order_before = eligible(sim)
         uids = sorted(sim.cache.pods)
         if op == "sched" and uids:

@@ -27,14 +27,14 @@ def test_a_phantom_member_learned_from_a_filter_call_goes_with_the_relist() -> N
     deadline."""
     sim = SimScheduler()
     real, phantom = _gang(sim)
-    res = sim.core.ledger.get("ns/g")
+    res = sim.core.ledger.reservations.get("ns/g")
     assert res is not None and phantom.uid in res.slots  # it holds a slot
 
     sim.manager.pods_listed({real.uid}, began=sim.now + 5, now=sim.now + 6)
 
     assert sim.manager.reads.pod(phantom.uid) is None
     assert sim.manager.reads.pod(real.uid) is not None
-    res = sim.core.ledger.get("ns/g")
+    res = sim.core.ledger.reservations.get("ns/g")
     assert res is None or phantom.uid not in res.slots
 
 

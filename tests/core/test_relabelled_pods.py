@@ -67,7 +67,7 @@ def test_a_gang_gaining_a_relabelled_pod_that_lets_it_fit_is_placed() -> None:
     moved = dataclasses.replace(sim.cache.pods[uid], labels={GROUP_LABEL: "b"})
     sim.manager.on_pod(moved, sim.now)
     sim.tick()
-    assert "ns/b" in sim.core.ledger
+    assert "ns/b" in sim.core.ledger.reservations
     sim.run_all()
     assert sorted(q.name for q in sim.bound("b")) == ["b-0", "p"]
     assert sim.cache.tally(sim.cache.groups["ns/a"]).members == 0
@@ -80,4 +80,4 @@ def test_a_plain_pod_labelled_into_a_waiting_gang_lets_it_fit() -> None:
     sim.tick()
     sim.manager.on_pod(dataclasses.replace(p, labels={GROUP_LABEL: "b"}), sim.now)
     sim.tick()
-    assert "ns/b" in sim.core.ledger
+    assert "ns/b" in sim.core.ledger.reservations

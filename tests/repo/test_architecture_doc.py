@@ -96,7 +96,7 @@ def test_every_path_the_doc_names_exists() -> None:
 
 
 def test_the_path_check_can_fail() -> None:
-    text = ("`core/ledger/_ledger.py`, `core/nowhere.py`, docs/absent.md, `scheduler/`, "
+    text = ("`core/ledger/_commit.py`, `core/nowhere.py`, docs/absent.md, `scheduler/`, "
             "`gone/`, [x](observability.md), [y](missing.md#a)")
     assert missing_paths(text) == ["core/nowhere.py", "docs/absent.md", "gone/", "missing.md"]
 

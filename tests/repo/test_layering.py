@@ -7,8 +7,8 @@
   of the core and reaches into no other object's private attributes (`manager._cache`,
   `fw._plan`): it talks to the gang manager's public API only;
 * nothing outside the reservation ledger (`extender/core/ledger/`) imports its private
-  parts (`_book`, `_ledger`, `_repair`) or a private name of it: the rest of the core
-  talks to `Ledger`;
+  parts (`_reservations`, `_binds`, `_commit`, `_repair`) or a private name of it: the
+  rest of the core talks to `Ledger` and the parts it holds;
 * the model (`extender/core/model/`: plain data, quantities, predicates, conversion, the
   vocabulary) imports nothing of the core above it, only other model modules;
 * no module of `extender/` imports a private name (`from x import _helper`) of another:
@@ -149,7 +149,7 @@ def model_violations(source: str, path: str) -> list[Violation]:
 def private_import_violations(source: str, path: str) -> list[Violation]:
     """`from m import _name` of any module (relative imports too): a private name is
     the business of the module that defines it. A private module of a package (the
-    ledger's `_book`) is imported by its package's own modules under its module name,
+    ledger's `_binds`) is imported by its package's own modules under its module name,
     which is not a helper: `from extender.core.ledger import _repair` inside the ledger
     passes, as `ledger_violations` already keeps everyone else out."""
     out = []
@@ -242,11 +242,11 @@ def test_nothing_outside_the_ledger_imports_its_parts() -> None:
 
 
 @pytest.mark.parametrize(("source", "what"), [
-    ("from extender.core.ledger._book import Book\n",
-     "imports the ledger's private extender.core.ledger._book"),
+    ("from extender.core.ledger._reservations import Reservations\n",
+     "imports the ledger's private extender.core.ledger._reservations"),
     ("import extender.core.ledger._repair\n",
      "imports the ledger's private extender.core.ledger._repair"),
-    ("from extender.core.ledger import _ledger\n", "imports private extender.core.ledger._ledger"),
+    ("from extender.core.ledger import _commit\n", "imports private extender.core.ledger._commit"),
 ])
 def test_the_ledger_check_fails_on_a_private_import(source: str, what: str) -> None:
     assert [v.what for v in ledger_violations(source, "x.py")] == [what]
@@ -295,8 +295,8 @@ def test_no_module_imports_a_private_name_of_another() -> None:
      "imports private extender.core.model.convert._node"),
     ("from .convert import _requests\n", "imports private extender.core.model.convert._requests"),
     ("from . import _helper\n", "imports private extender.core.model._helper"),
-    ("from extender.core.ledger import _ledger\n",
-     "imports private extender.core.ledger._ledger"),
+    ("from extender.core.ledger import _commit\n",
+     "imports private extender.core.ledger._commit"),
 ])
 def test_the_private_import_check_fails_on_a_private_name(source: str, what: str) -> None:
     found = private_import_violations(source, "extender/core/model/x.py")
@@ -308,7 +308,7 @@ def test_the_private_import_check_passes_public_names_and_own_private_modules() 
               "from __future__ import annotations\n")
     assert private_import_violations(source, "extender/core/model/x.py") == []
     own = "from extender.core.ledger import _repair\n"
-    assert private_import_violations(own, "extender/core/ledger/_ledger.py") == []
+    assert private_import_violations(own, "extender/core/ledger/_commit.py") == []
 
 
 def test_no_constructor_takes_more_than_six_collaborators() -> None:
@@ -501,7 +501,8 @@ MANAGER_METHODS_MAX = 25
 # Each door lists its methods, one line each, in its class docstring (as scheduler-plugins'
 # Coscheduling Manager interface does), so that a new engineer reads the door, not the file.
 DOORS = (("core/manager.py", "GangManager"), ("core/reads.py", "Reads"),
-         ("core/ledger/_ledger.py", "Ledger"))
+         ("core/ledger/_commit.py", "Ledger"), ("core/ledger/_reservations.py", "Reservations"),
+         ("core/ledger/_binds.py", "Binds"))
 
 
 def public_methods(source: str, cls: str) -> tuple[list[str], str]:

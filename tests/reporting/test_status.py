@@ -490,10 +490,10 @@ def test_debug_route_shows_queue_reservations_and_held_binds(env: Env) -> None:
     env.add_group("late", 2)
     env.add_pod("late-0", "late")
     env.sim.schedule(a)
-    res = env.core.ledger.get("ns/big")
+    res = env.core.ledger.reservations.get("ns/big")
     assert res is not None
     # The bind of big-0 waits at the permit barrier, on its reserved slot's node.
-    assert env.core.ledger.waiting.get(a) == res.slots[a].node
+    assert env.core.ledger.binds.waiting.get(a) == res.slots[a].node
     env.step()
     app = FastAPI()
     install_podgroups_route(app, env.writer, env.recorder, env.clock)

@@ -80,7 +80,7 @@ def test_filter_answers_with_the_slot_as_soon_as_the_gang_is_complete(fast: bool
     body = asyncio.run(go())
     assert time.monotonic() - started < 10
     assert len(body["NodeNames"]) == 1 and body["FailedAndUnresolvableNodes"] == {}
-    assert "default/trainer" in core.ledger
+    assert "default/trainer" in core.ledger.reservations
     assert waits(metrics, "placed") == 1 and waits(metrics, "turned_away") == 0
 
 

@@ -189,7 +189,7 @@ def _sub(into: Resources, req: Resources) -> None:
 def assert_consistent(env: Env, settled: bool = True) -> None:
     """The gang manager's incremental bookkeeping equals a recomputation from scratch."""
     core, cache = env.core, env.core.cache
-    permit, reservations = core.ledger, core.ledger
+    permit, reservations = core.ledger.binds, core.ledger.reservations
     slots = {uid: (res.gang, s) for res in reservations.values()
              for uid, s in res.slots.items()}
     for name, node in cache.nodes.items():
@@ -523,7 +523,7 @@ def test_bindings_the_api_rejects_answer_an_error_and_leave_state_consistent(
 
     env = make_env(reject)
     asyncio.run(run_with_followups(env, reqs))
-    manager, permit = env.manager, env.core.ledger
+    manager, permit = env.manager, env.core.ledger.binds
     for name in rejected:
         pod = manager.reads.pod(f"uid-{name}")
         if pod is not None and name != "bound-0":
@@ -704,7 +704,7 @@ def test_plain_pods_filtered_before_their_binds_do_not_overcommit_a_hold() -> No
         # g2 reserves 2 × 1 cpu on n0: 2 cpu stay free for everyone else.
         await env.client.post("/filter", content=encode(
             {"Pod": pod_by_name("g2-0"), "NodeNames": ["n0"]}))
-        assert core.ledger
+        assert core.ledger.reservations
         # kube-scheduler's serial loop: three 1-cpu pods filtered, then their binds.
         passed = []
         for p in plains:
@@ -719,7 +719,7 @@ def test_plain_pods_filtered_before_their_binds_do_not_overcommit_a_hold() -> No
     asyncio.run(go())
     committed = sum(p.requests["cpu"] for p in core.cache.pods.values()
                     if p.node_name == "n0" and not p.terminal)
-    held = sum(s.pod.requests["cpu"] for r in core.ledger.values()
+    held = sum(s.pod.requests["cpu"] for r in core.ledger.reservations.values()
                for s in r.slots.values() if s.node == "n0")
     assert committed + held <= 4000, (
         f"n0 has 4000m: {committed}m bound plus {held}m reserved for g2")

@@ -195,7 +195,7 @@ def test_bad_input_gets_a_clear_error_and_changes_nothing(
 ) -> None:
     core, manager, kube, client = env
     fake_nodes(manager, ["n1"])
-    before = (dict(core.cache.pods), manager.reads.reservations(), dict(core.ledger.waiting))
+    before = (dict(core.cache.pods), manager.reads.reservations(), dict(core.ledger.binds.waiting))
 
     async def go() -> httpx.Response:
         r: httpx.Response = await client.post(
@@ -205,7 +205,7 @@ def test_bad_input_gets_a_clear_error_and_changes_nothing(
     r = run(go())
     assert r.status_code == 200
     assert needle in r.json()["Error"]
-    after = (dict(core.cache.pods), manager.reads.reservations(), dict(core.ledger.waiting))
+    after = (dict(core.cache.pods), manager.reads.reservations(), dict(core.ledger.binds.waiting))
     assert after == before
     assert kube.bindings == []
 

@@ -386,4 +386,4 @@ def test_binding_rejected_by_the_api_server(
     # The framework did not record a binding the API refused.
     assert core.cache.pods[uids["elsewhere"]].node_name in ("", n1)
     assert core.cache.pods[uids["recreated"]].node_name == ""
-    assert not in_flight(core.ledger) and not core.ledger.waiting
+    assert not in_flight(core.ledger.binds) and not core.ledger.binds.waiting

@@ -1,14 +1,24 @@
 """The reservation ledger: capacity held for gangs, and the bind requests that wait for
-their gang's quorum (architecture.md §2, §4, §7, §11).
+their gang's quorum (architecture.md §2, §4, §7, §11). Two machines, each in a module of
+its own, and the commit between them:
 
-`Ledger` is the one object the filter, the bind verb, the queue and preemption talk to;
-its parts (`_book`: slots charged to nodes; `_repair`: when a slot's node is lost) are
-private to this package. What the end of a reservation means for its gang (backoff,
-status, evicting a partial gang) is the queue's to say (`core/queue/timeouts.py`): the
-ledger keeps capacity and bind requests, and imports nothing of the queue above it.
+* `Reservations` (`_reservations.py`): capacity held for gangs, slot by slot, and what a
+  lost node does to it (`_repair.py` says when a node is lost);
+* `Binds` (`_binds.py`): bind requests waiting at the barrier, and Bindings in flight;
+  it knows no reservation, a reservation's changes tell it what they mean for a bind;
+* `Ledger` (`_commit.py`): the door, which holds both (and `staleness`) and makes the
+  commit, where a gang's reserved and waiting members become Bindings.
 
-A reservation, keyed by its gang (or "pod <ns>/<name>" for a plain preemptor's own).
-Each arrow is named by the method that makes it, and who calls it:
+The filter, the bind verb, the queue, preemption and the manager hold the `Ledger` and
+call the part that owns what they ask (`ledger.reservations.release`,
+`ledger.binds.post_due`, `ledger.commit`), so no door stands between a caller and the
+method; the modules are private to this package. What the end of a reservation means for
+its gang (backoff, status, evicting a partial gang) is the queue's to say
+(`core/queue/timeouts.py`): the ledger keeps capacity and bind requests, and imports
+nothing of the queue above it.
+
+A reservation (`Reservations`), keyed by its gang (or "pod <ns>/<name>" for a plain
+preemptor's own). Each arrow is named by the method that makes it, and who calls it:
 
                        reserve (held=...)
      (absent) ----------------------------------------> Held
@@ -32,7 +42,7 @@ Inside a reservation a slot is added (reserve_one: a member short of one), moved
 repair/squeezed: the node was lost) and dropped (unreserve: its member bound there,
 deleted, finished or relabelled; or a lost node's slot fits nowhere else).
 
-A bind request, keyed by its pod's uid:
+A bind request (`Binds`; the commit is `Ledger.commit`), keyed by its pod's uid:
 
               wait                    commit: quorum assembled, every
    (none) ----------> Waiting ------------------------------------> Binding
@@ -47,10 +57,12 @@ A bind request, keyed by its pod's uid:
     |                                                               |     |
     |   (no request) --- commit, direct: a reserved member with ----+     |
     |                    nothing for kube-scheduler's plugins to do       |
-    |                    (`_direct`) once the rest of the quorum is ready |
+    |                    (`Ledger._direct`) once the rest of the quorum   |
+    |                    is ready                                         |
     +---------- finished: bound, or refused (kube-scheduler retries) -----+
 
-A Binding in flight, from the commit (or `bind_now`) that decides it to its answer:
+A Binding in flight (`Binds`), from the commit (or `bind_now`) that decides it to its
+answer:
 
     decided --- post_due: None, sent --> sent --- finished(error=None) --> bound
       |  ^  |                             |
@@ -67,7 +79,7 @@ A Binding in flight, from the commit (or `bind_now`) that decides it to its answ
 Its capacity is charged from the decision to the answer, whatever happens to its gang
 meanwhile: by its slot while the reservation lasts, then (released, deleted, recreated,
 quorum bound by a lower minMember) by an assumption on the Binding's node (`unreserve`,
-`_assume`), which the answer ends (`finished`) and the watch's bound pod replaces. A
+`assume`), which the answer ends (`finished`) and the watch's bound pod replaces. A
 released gang's Bindings not yet sent are withdrawn: `post_due` refuses them, and the
 adapter ends them with that error. `post_due` is asked right before every POST, so the
 first try, one held for kube-scheduler's bind request, one queued behind a big commit and
@@ -76,9 +88,10 @@ each retry are all decided against the cache as it is when they leave.
 
 from __future__ import annotations
 
-from extender.core.ledger._book import Reservation, Slot, plain_key
-from extender.core.ledger._ledger import Ledger
+from extender.core.ledger._binds import Binds
+from extender.core.ledger._commit import Ledger
+from extender.core.ledger._reservations import Reservation, Reservations, Slot, plain_key
 from extender.core.ledger._staleness import FRESH_LIMIT_SECONDS, FRESH_MARGIN_SECONDS
 
-__all__ = ["FRESH_LIMIT_SECONDS", "FRESH_MARGIN_SECONDS", "Ledger", "Reservation", "Slot",
-           "plain_key"]
+__all__ = ["FRESH_LIMIT_SECONDS", "FRESH_MARGIN_SECONDS", "Binds", "Ledger", "Reservation",
+           "Reservations", "Slot", "plain_key"]

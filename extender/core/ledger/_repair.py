@@ -14,15 +14,13 @@ loss: the shortfall of a node is counted without what held slots charge there. A
 reservation whose node is lost for another reason (deleted, cordoned, tainted) is
 released whole, and the gang queue plans it again.
 
-Pure functions of the cache: what to do about a loss is the ledger's (`_ledger.py`).
+Pure functions of the cache: what to do about a loss is the reservations' to say
+(`Reservations.repair`, `_reservations.py`), and the order in which slots give way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable
-
 from extender.core.cache import Cache
-from extender.core.ledger._book import Reservation, Slot
 from extender.core.model.constraints import node_matches
 from extender.core.model.resources import format_resources, sub
 from extender.core.model.types import PodInfo, Resources
@@ -98,18 +96,3 @@ def squeezed(cache: Cache, name: str) -> bool:
     a pod bound where nothing is reserved or that still fits."""
     return name in cache.reserved_nodes and any(
         v < 0 for v in cache.free.get(name, {}).values())
-
-
-def slots_on(name: str, reservations: Iterable[Reservation], waiting: Container[str],
-             in_flight: Container[str]) -> list[tuple[Reservation, Slot]]:
-    """The slots on `name` that can give way, in the order they do: those whose member
-    has no bind waiting first (moving them rejects nothing), then the youngest
-    reservation's. A slot whose member's Binding is `in_flight` cannot: that pod lands
-    on `name` whatever the book says, so moving its slot would only hide its charge
-    there, and a member still waiting on the node would be let through onto it."""
-    slots = [(res, slot) for res in reservations
-             for slot in res.slots.values()
-             if slot.node == name and slot.pod.uid not in in_flight]
-    slots.sort(key=lambda rs: (rs[1].pod.uid in waiting, -rs[0].created, rs[0].gang,
-                               rs[1].pod.name))
-    return slots

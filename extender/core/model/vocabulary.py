@@ -393,7 +393,7 @@ class Gauges:
     reasons: dict[str, int]  # gangs by the reason of their status
     held: int = 0  # reservations held ahead of capacity (`Reservation.held`)
     # Capacity free on held slots' nodes that nothing else may use yet: the cost of
-    # holding ahead (`Ledger.held_idle`).
+    # holding ahead (`Reservations.held_idle`).
     held_idle: Resources | None = None
     # Per DeviceClass (DRA): its devices free, reserved by slots, and allocated.
     devices: dict[str, tuple[int, int, int]] | None = None

@@ -14,7 +14,7 @@ were bound (kube-scheduler counts a member whose bind the extender holds as assu
 plan that passes in the planner's order passes in any order kube-scheduler takes the
 members in: anti-affinity because every member's domain holds no member it repels; the
 spread because whenever a member's own slot is in a domain the skew rules out, another
-member's slot in an allowed domain exists (`Ledger.move` swaps them).
+member's slot in an allowed domain exists (`Reservations.move` swaps them).
 
 Required pod affinity mostly decides the gang's domain (`planner/domains.py`). The
 exception is checked here: a term that ties a group of members to each other alone (each

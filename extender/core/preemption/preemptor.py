@@ -83,7 +83,7 @@ class Preemptions:
         self._on = view.config.preemption
         self._scheduler = view.config.scheduler_name
         self._cache = view.cache
-        self._ledger = ledger
+        self._reservations = ledger.reservations
         self._budgets = budgets
         self._explanations = explanations
         self._outbox = outbox
@@ -140,7 +140,7 @@ class Preemptions:
             key = plain_key(pod)
             memo = self._searched.get(key)
             if (memo is None or memo[0] != self._signature(key)) and (
-                    self._ledger.of(pod) is None):
+                    self._reservations.of(pod) is None):
                 return True
         return False
 
@@ -204,7 +204,7 @@ class Preemptions:
             return None  # cannot be: the search's last try was this very plan
         name = f"CompositePodGroup {composite.namespace}/{composite.name}"
         views = self._evict(composite.key, name, priority, chosen, now)
-        held = [(g, self._ledger.reserve(g.key, g.uid, out.plans[g.key], now, timeout,
+        held = [(g, self._reservations.reserve(g.key, g.uid, out.plans[g.key], now, timeout,
                                          held="preemption"))
                 for g, _ in children if g.key in out.plans]
         self._composites[composite.key] = tuple(g.key for g, _ in held)
@@ -279,7 +279,7 @@ class Preemptions:
         exclude: dict[str, object] = {key: True}
         exclude.update(dict.fromkeys(children, True))
         exclude.update(self.leaving.excluded(now, self._budgets.epoch))
-        units, protected = candidates(self._cache, self._ledger, self._budgets,
+        units, protected = candidates(self._cache, self._reservations, self._budgets,
                                       priority, exclude, self.leaving)
         chosen, result = self._choose(units, plan, keys)
         if chosen == []:
@@ -325,7 +325,7 @@ class Preemptions:
         if not self._on:
             return False
         running = self._cache.lowest_running_priority()
-        reserved = self._ledger.lowest_priority()
+        reserved = self._reservations.lowest_priority()
         return ((running is not None and running < priority)
                 or (reserved is not None and reserved < priority))
 
@@ -354,7 +354,7 @@ class Preemptions:
         else:
             assert pod is not None
             owner = pod.uid
-        res = self._ledger.reserve(key, owner, plan, now, timeout, held="preemption")
+        res = self._reservations.reserve(key, owner, plan, now, timeout, held="preemption")
         msg = self._words(name, priority, chosen, [res])
         if group is not None:
             self._explanations.set(key, Reason.PREEMPTING, msg, now)
@@ -392,9 +392,9 @@ class Preemptions:
             views.append(Victim(unit.name, unit.kind, unit.priority, gref,
                                 tuple(ref(p) for p in unit.pods)))
             if unit.kind == RESERVATION:
-                res = self._ledger.get(unit.key)
+                res = self._reservations.get(unit.key)
                 if res is not None:
-                    self._ledger.release(res, why)
+                    self._reservations.release(res, why)
                 self.released = True
             else:
                 self.leaving.evict(unit, key, f"{unit.name}: {why}, which needs its capacity")
@@ -413,9 +413,9 @@ class Preemptions:
         went has the rest of all of them go: `Leaving`). Reported child by child, as a
         gang or a reservation, so each PodGroup says it was preempted."""
         for gang in unit.releases:
-            res = self._ledger.get(gang)
+            res = self._reservations.get(gang)
             if res is not None:
-                self._ledger.release(res, f"{unit.name}: {why}")
+                self._reservations.release(res, f"{unit.name}: {why}")
             self.released = True
         if unit.pods:
             self.leaving.evict(unit, key, f"{unit.name}: {why}, which needs its capacity")
@@ -451,12 +451,12 @@ class Preemptions:
         # ever be placed (`composite`).
         holders = self._composites.pop(given_up.preemptor, None) or (given_up.preemptor,)
         held = [r for k in holders
-                if (r := self._ledger.get(k)) is not None and r.held == "preemption"]
+                if (r := self._reservations.get(k)) is not None and r.held == "preemption"]
         if not held:
             return
         name = given_up.unit.name
         for res in held:
-            self._ledger.release(
+            self._reservations.release(
                 res, f"the eviction of {name} was refused ({reason}); it chooses other "
                      f"victims, or waits")
         self._searched.pop(given_up.preemptor, None)

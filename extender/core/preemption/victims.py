@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 from extender.core.cache import Cache
 from extender.core.cache.snapshot import FreeOverlay, Snapshot
-from extender.core.ledger import Ledger
+from extender.core.ledger import Reservations
 from extender.core.model.order import gang_priority
 from extender.core.model.types import CompositeInfo, GroupInfo, PodInfo, Resources
 from extender.core.model.vocabulary import GANG, POD, RESERVATION
@@ -109,7 +109,7 @@ def _inherited(cache: Cache, group: GroupInfo | None) -> int | None:
 
 
 def _composites(
-    cache: Cache, reservations: Ledger, bound: Mapping[str, list[PodInfo]], below: int,
+    cache: Cache, reservations: Reservations, bound: Mapping[str, list[PodInfo]], below: int,
     exclude: Mapping[str, object], leaving: Mapping[str, object],
 ) -> tuple[list[Unit], set[str]]:
     """A unit for every composite with a gang policy that has something placed, and
@@ -154,7 +154,7 @@ def _composites(
 
 def candidates(
     cache: Cache,
-    reservations: Ledger,
+    reservations: Reservations,
     budgets: Budgets,
     below: int,
     exclude: Mapping[str, object],

@@ -66,7 +66,7 @@ class Starvation:
         self._after = view.config.starvation_after_seconds
         self._scheduler = view.config.scheduler_name
         self._cache = view.cache
-        self._ledger = ledger
+        self._reservations = ledger.reservations
         self._plan = view.planner
         # gang -> when it first failed to be planned (it waits for capacity since).
         self._since: dict[str, float] = {}
@@ -137,7 +137,7 @@ class Starvation:
 
     def holders(self) -> list[Reservation]:
         """The forward reservations still held."""
-        return [r for r in self._ledger.held() if r.held == STARVATION]
+        return [r for r in self._reservations.held() if r.held == STARVATION]
 
     def due(self, now: float) -> bool:
         """A waiting gang starves by now: a pass must run even if nothing else changed."""
@@ -191,7 +191,8 @@ class Starvation:
             self._no_plan[key] = signature
             return None
         self._take_over(f"gang {key}", behind, set(result.assignments.values()))
-        return self._ledger.reserve(group.key, group.uid, result, now, timeout, held=STARVATION)
+        return self._reservations.reserve(group.key, group.uid, result, now, timeout,
+                                          held=STARVATION)
 
     def guard_composite(
         self, composite: CompositeInfo, children: Sequence[tuple[GroupInfo, Sequence[PodInfo]]],
@@ -239,7 +240,7 @@ class Starvation:
             return None
         self._take_over(f"CompositePodGroup {composite.namespace}/{composite.name}", behind,
                         {n for p in out.plans.values() for n in p.assignments.values()})
-        return [(g, self._ledger.reserve(g.key, g.uid, out.plans[g.key], now, timeout,
+        return [(g, self._reservations.reserve(g.key, g.uid, out.plans[g.key], now, timeout,
                                          held=STARVATION))
                 for g, _ in children if g.key in out.plans]
 
@@ -250,7 +251,7 @@ class Starvation:
         parents = {p for g in lost if (p := self._parent(g))}
         for res in self.holders():
             if res.gang in lost or self._parent(res.gang) in parents:
-                self._ledger.release(
+                self._reservations.release(
                     res, f"{who}, ahead of it in the queue, has starved and takes over the "
                          f"capacity held for it")
                 self.taken_over.append(res.gang)

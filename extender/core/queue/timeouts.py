@@ -44,15 +44,15 @@ class Timeouts:
         """Release every reservation past its deadline, unless its Bindings are in
         flight (their answers decide) or it committed a moment ago (failed Bindings get
         kube-scheduler's retry first)."""
-        for res in self.ledger.expired(now):
-            if self.ledger.binding_in_flight(res.gang):
+        for res in self.ledger.reservations.expired(now):
+            if self.ledger.binds.binding_in_flight(res.gang):
                 continue
             if res.committed_at is not None and now < res.committed_at + COMMIT_GRACE_SECONDS:
                 continue
             if res.gang not in self.view.cache.groups and res.gang.startswith("pod "):
                 # A plain preemptor's own reservation: nothing to back off, it may
                 # preempt again if it is still unschedulable.
-                self.ledger.release(res, f"{res.gang} was not bound in time")
+                self.ledger.reservations.release(res, f"{res.gang} was not bound in time")
                 continue
             self._time_out(res, now)
 
@@ -76,11 +76,11 @@ class Timeouts:
         group = self.view.cache.groups.get(gang)
         # This runs on every event of every member: the count is kept, not walked
         # (cache/tally.py), and only gangs with a reservation have anything to finish.
-        if group is None or gang not in self.ledger:
+        if group is None or gang not in self.ledger.reservations:
             return
         if self.view.cache.tally(group).bound_or_succeeded < group.min_member:
             return
-        if self.ledger.bound(gang) is None:
+        if self.ledger.reservations.bound(gang) is None:
             return
         if self.backoffs.drop(gang):
             self.explanations.retry_limit_lifted(gang)
@@ -93,7 +93,7 @@ class Timeouts:
 
     def _time_out(self, res: Reservation, now: float) -> None:
         group = self.view.cache.groups.get(res.gang)
-        assembled = self.ledger.assembled(group) if group else 0
+        assembled = self.ledger.binds.assembled(group) if group else 0
         need = group.min_member if group else 0
         source, namespace, name = split_gang_key(res.gang)
         gref = GroupRef(namespace, name, res.group_uid, source)
@@ -123,7 +123,7 @@ class Timeouts:
                      f"the gang is placed again whole")
         msg = f"gang {res.gang}: {body}"
         slots, nodes = len(res.slots), len({s.node for s in res.slots.values()})
-        self.ledger.release(res, body)
+        self.ledger.reservations.release(res, body)
         self.queue.quorum_seconds(res.gang, now)  # the next attempt measures afresh
         self.explanations.set(res.gang, reason, msg, now)
         unbound = tuple(ref(m) for m in members if not m.node_name)

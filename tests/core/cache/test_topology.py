@@ -458,7 +458,7 @@ def test_a_spread_plan_keeps_every_member_within_max_skew(
 ) -> None:
     """Wherever a member goes, its zone holds at most the emptiest eligible zone's count
     plus maxSkew (the pods already there included): what makes the plan one that
-    kube-scheduler accepts in any order, with slots swapped (Ledger.move)."""
+    kube-scheduler accepts in any order, with slots swapped (Reservations.move)."""
     nodes = [node(f"n{i}", zone="abc"[i % 3]) for i in range(len(free))]
     snap = cluster(*nodes, free=dict(zip((x.name for x in nodes), free, strict=True)))
     old = [PodInfo(f"o{i}", "ml", f"o{i}", {"cpu": 1, "pods": 1}, labels=dict(JOB),

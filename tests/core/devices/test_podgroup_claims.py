@@ -46,7 +46,7 @@ def test_the_podgroups_claims_and_their_statuses_are_read() -> None:
 
 
 def _slots(sim: SimScheduler) -> dict[str, str]:
-    res = sim.core.ledger.get(gang_key(WORKLOAD_API, "ns", "train"))
+    res = sim.core.ledger.reservations.get(gang_key(WORKLOAD_API, "ns", "train"))
     return {} if res is None else {s.pod.name: s.node for s in res.slots.values()}
 
 

@@ -713,7 +713,7 @@ class CommitModel(RuleBasedStateMachine):
             if not self._settle_once() and not self.posts:
                 break
         if "stuck" in self.CHECKS:
-            left = sorted(self.core.ledger.in_flight)
+            left = sorted(self.core.ledger.binds.in_flight)
             assert not left, f"Bindings still in flight after the model drained: {left}"
             assert not [b for b in self.manager.reads.binds_in_progress() if b.in_flight]
         if "phantom" in self.CHECKS:
@@ -964,7 +964,7 @@ def plain_bind(sim: SimScheduler, target: str) -> BindDecision:
 
 @pytest.mark.parametrize("how", ["deleted", "recreated"])
 def test_a_released_gangs_bindings_keep_their_charge_and_are_not_posted(how: str) -> None:
-    """Finding 1 of issue 42: `Ledger.release` freed the slots of members whose Bindings
+    """Finding 1 of issue 42: `Reservations.release` freed the slots of members whose Bindings
     were in flight; the cache showed 8 CPU free on each node and a plain 6 CPU pod's
     bind onto one was answered with a Binding (12 of 8 CPU once both landed); and the
     released gang's Bindings still held or queued were posted afterwards. Now each keeps

@@ -65,7 +65,7 @@ def test_a_lowered_min_member_keeps_the_charge_of_bindings_in_flight() -> None:
     for uid in uids[:2]:
         sim.manager.binding_finished(uid, flying[uid], None, sim.now)
     sim.manager.on_group(group("g", 2), sim.now)
-    assert "ns/g" not in core(sim).ledger  # the quorum is bound: reservation over
+    assert "ns/g" not in core(sim).ledger.reservations  # the quorum is bound: reservation over
     assert plain_bind_refused(sim, flying[uids[2]])
 
 
@@ -108,7 +108,7 @@ def test_a_post_is_refused_on_a_node_taken_since_the_commit() -> None:
     why = sim.manager.post_due(uid, on)
     assert why is not None and f"node {on} is short of" in why
     sim.manager.binding_finished(uid, on, why, sim.now)
-    res = core(sim).ledger.get("ns/g")
+    res = core(sim).ledger.reservations.get("ns/g")
     assert res is not None and res.slots[uid].node == "spare"
 
 
@@ -208,7 +208,7 @@ def test_a_deleted_groups_bindings_are_withdrawn_after_its_quorum_bound() -> Non
     uids = sorted(flying)
     sim.manager.binding_finished(uids[0], flying[uids[0]], None, sim.now)
     sim.manager.on_group(group("g", 1), sim.now)
-    assert "ns/g" not in core(sim).ledger
+    assert "ns/g" not in core(sim).ledger.reservations
     sim.manager.on_group_deleted("ns/g")
     for uid in uids[1:]:
         why = sim.manager.post_due(uid, flying[uid])

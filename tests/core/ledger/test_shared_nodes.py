@@ -3,7 +3,7 @@ gang commit, and never leave a gang partly bound (architecture.md §11).
 
 Two mechanisms, each tested on its own: a slot on a node that is lost (a foreign pod,
 a cordon, a taint, a deletion, a smaller allocatable) is re-planned the moment the
-watch says so (`core/ledger/`: `Ledger.repair`), and the commit checks every waiting
+watch says so (`core/ledger/`: `Reservations.repair`), and the commit checks every waiting
 member's node once more before it lets anyone through (`Ledger.commit`).
 """
 
@@ -28,7 +28,7 @@ def cluster(n: int = 4, cpu: int = 4000) -> SimScheduler:
 
 
 def slot_node(sim: SimScheduler, gang: str, p: PodInfo) -> str:
-    return sim.core.ledger[gang].slots[p.uid].node
+    return sim.core.ledger.reservations[gang].slots[p.uid].node
 
 
 def test_the_issue_case_a_foreign_pod_fills_a_node_where_a_bind_waits() -> None:
@@ -43,8 +43,8 @@ def test_the_issue_case_a_foreign_pod_fills_a_node_where_a_bind_waits() -> None:
     assert sim.schedule(b.uid) == "held"
     lost = slot_node(sim, "ns/g", a)
     sim.bind_foreign(pod("intruder", cpu=4000), lost)
-    assert lost not in {s.node for s in sim.core.ledger["ns/g"].slots.values()}
-    assert a.uid not in sim.core.ledger.waiting
+    assert lost not in {s.node for s in sim.core.ledger.reservations["ns/g"].slots.values()}
+    assert a.uid not in sim.core.ledger.binds.waiting
     rejected = dict(sim.failed_binds)[a.uid]
     assert f"node {lost} is short of {{cpu: 3}}" in rejected, rejected
     assert "pod ns/g-0 is not bound there" in rejected, rejected
@@ -119,14 +119,14 @@ def test_no_room_elsewhere_drops_the_slot_and_the_gang_does_not_commit() -> None
     lost = slot_node(sim, "ns/g", a)
     other = "n1" if lost == "n0" else "n0"
     sim.bind_foreign(pod("intruder", cpu=4000), lost)
-    assert a.uid not in sim.core.ledger["ns/g"].slots
+    assert a.uid not in sim.core.ledger.reservations["ns/g"].slots
     assert "no other node has {cpu: 3" in dict(sim.failed_binds)[a.uid]
     assert sim.schedule(b.uid) == "held"  # b still fits on its own slot
     assert slot_node(sim, "ns/g", b) == other
     sim.run_all()  # a is turned away: nowhere to go, and b's bind keeps waiting
     assert not sim.bound("g") and sim.overcommits == []
     sim.tick(31)  # the deadline releases it whole
-    assert not sim.core.ledger and not sim.bound("g")
+    assert not sim.core.ledger.reservations and not sim.bound("g")
 
 
 def test_the_commit_checks_the_nodes_itself() -> None:
@@ -229,7 +229,7 @@ def test_a_bound_pod_seen_before_its_binding_reply_is_not_counted_twice() -> Non
     sim.add_group(group("g", 2))
     a, _ = (sim.add_pod(pod(f"g-{i}", "g", cpu=2000)) for i in range(2))
     sim.manager.filter(a, ["n0"], sim.now)  # a's slot on n0
-    slots_before = {u: s.node for u, s in sim.core.ledger["ns/g"].slots.items()}
+    slots_before = {u: s.node for u, s in sim.core.ledger.reservations["ns/g"].slots.items()}
     rest = sim.cache.free["n0"]["cpu"]
     plain = sim.add_pod(pod("plain", cpu=rest))  # exactly what n0 has left
     assert sim.manager.bind("ns", "plain", plain.uid, "n0", sim.now).outcome.value == "wait"
@@ -239,7 +239,8 @@ def test_a_bound_pod_seen_before_its_binding_reply_is_not_counted_twice() -> Non
     assert sim.cache.free["n0"]["cpu"] == 0
     sim.manager.binding_finished(plain.uid, "n0", None, sim.now)  # then the reply
     assert sim.cache.free["n0"]["cpu"] == 0
-    assert {u: s.node for u, s in sim.core.ledger["ns/g"].slots.items()} == slots_before
+    res = sim.core.ledger.reservations["ns/g"]
+    assert {u: s.node for u, s in res.slots.items()} == slots_before
 
 
 def test_a_slot_whose_binding_is_in_flight_is_not_the_one_moved() -> None:
@@ -347,7 +348,7 @@ def test_an_extra_is_not_bound_onto_a_node_kube_scheduler_has_not_seen_filled() 
     sim.add_group(group("g", 1))
     first, *extras = (sim.add_pod(pod(f"g-{i}", "g", cpu=2000)) for i in range(3))
     assert sim.schedule(first.uid) == "bound"
-    assert not sim.core.ledger
+    assert not sim.core.ledger.reservations
     full = "n1" if sim.cache.pods[first.uid].node_name == "n0" else "n0"
     sim.bind_foreign(pod("nb", cpu=6500), full)
     for p in extras:  # what a kube-scheduler that has not seen "nb" would ask

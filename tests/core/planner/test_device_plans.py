@@ -232,7 +232,7 @@ def test_a_big_dra_gang_reads_few_nodes_and_asks_each_selector_once_per_device(
 
 def test_a_member_bound_elsewhere_does_not_take_devices_another_gang_holds() -> None:
     """kube-scheduler may bind a member to another node than its slot's (the slot then
-    follows it, `Ledger.retarget`), but not onto devices another gang's slots hold: the
+    follows it, `Reservations.retarget`), but not onto devices another gang's slots hold: the
     bind is refused there, and kube-scheduler tries the member again."""
     sim = dra_sim((2, 2, 2))
     sim.add_group(group("a", 2, creation=1.0))

@@ -46,7 +46,7 @@ def members(sim: SimScheduler, n: int = 2, cpu: int = 2000) -> list[PodInfo]:
 
 
 def slots(sim: SimScheduler) -> dict[str, str]:
-    return {s.pod.name: s.node for s in sim.core.ledger["ns/g"].slots.values()}
+    return {s.pod.name: s.node for s in sim.core.ledger.reservations["ns/g"].slots.values()}
 
 
 def test_the_issue_case_is_split_without_a_topology() -> None:

@@ -224,7 +224,7 @@ def test_a_plain_pod_of_the_gang_scheduler_preempts_and_gets_the_capacity() -> N
     (report,) = preempting(sim)
     assert report.preemptor == "pod ns/high-0" and report.pod is not None
     assert [v.name for v in report.victims] == ["pod ns/low-0"]
-    assert not sim.core.ledger  # its own reservation ended with its binding
+    assert not sim.core.ledger.reservations  # its own reservation ended with its binding
 
 
 def test_the_filter_path_never_searches_for_victims() -> None:

@@ -106,7 +106,7 @@ def test_preemption_and_starvation_invariants(
             if key not in quorum_reached:
                 assert bound_now == 0, f"gang {key}: {bound_now} of {grp.min_member} bound"
         for key in list(holds):  # a hold given up (taken over, preempted): no bound
-            res = sim.core.ledger.get(key)
+            res = sim.core.ledger.reservations.get(key)
             if res is None or res.held != "starvation":
                 holds.pop(key)
                 continue

@@ -78,7 +78,7 @@ def test_candidates_are_whole_gangs_and_plain_pods_below_the_priority_in_harm_or
     old = sim.bind_foreign(pod("old", cpu=500, priority=1, creation=1.0), "n1")
     young = sim.bind_foreign(pod("young", cpu=500, priority=1, creation=9.0), "n1")
     zero = sim.bind_foreign(pod("zero", cpu=2000, priority=0), "n1")
-    units, protected = candidates(sim.cache, sim.core.ledger, sim.core.budgets, 5,
+    units, protected = candidates(sim.cache, sim.core.ledger.reservations, sim.core.budgets, 5,
                                   {}, {})
     assert not protected
     names = [u.name for u in units]
@@ -95,13 +95,13 @@ def test_a_budget_that_would_refuse_a_whole_gang_leaves_it_out() -> None:
         p = pod(f"low-{i}", "low", cpu=1000, priority=1, labels={"app": "low"})
         sim.manager.on_pod(dataclasses.replace(p, node_name=f"n{i}", phase="Running"), sim.now)
     sim.manager.on_budget(BudgetInfo("ns", "pdb", LabelSelector((("app", "low"),)), 1))
-    units, protected = candidates(sim.cache, sim.core.ledger, sim.core.budgets, 5,
+    units, protected = candidates(sim.cache, sim.core.ledger.reservations, sim.core.budgets, 5,
                                   {}, {})
     assert units == []
     assert protected == ["gang ns/low: PodDisruptionBudget ns/pdb allows 1 disruption(s) "
                          "and evicting the whole unit needs 2"]
     sim.manager.on_budget(BudgetInfo("ns", "pdb", LabelSelector((("app", "low"),)), 2))
-    units, _ = candidates(sim.cache, sim.core.ledger, sim.core.budgets, 5, {}, {})
+    units, _ = candidates(sim.cache, sim.core.ledger.reservations, sim.core.budgets, 5, {}, {})
     assert [u.key for u in units] == ["ns/low"]
 
 
@@ -110,9 +110,9 @@ def test_a_lower_priority_reservation_is_a_unit_that_evicts_nothing() -> None:
     sim.add_group(group("res", 2))
     a, _ = (sim.add_pod(pod(f"res-{i}", "res", cpu=3000, priority=1)) for i in range(2))
     sim.manager.filter(a, ["n0", "n1"], sim.now)
-    assert "ns/res" in sim.core.ledger
-    units, _ = candidates(sim.cache, sim.core.ledger, sim.core.budgets, 5, {}, {})
+    assert "ns/res" in sim.core.ledger.reservations
+    units, _ = candidates(sim.cache, sim.core.ledger.reservations, sim.core.budgets, 5, {}, {})
     assert [(u.kind, u.key, len(u.pods), len(u.frees)) for u in units] == [
         (RESERVATION, "ns/res", 0, 2)]
-    units, _ = candidates(sim.cache, sim.core.ledger, sim.core.budgets, 1, {}, {})
+    units, _ = candidates(sim.cache, sim.core.ledger.reservations, sim.core.budgets, 1, {}, {})
     assert units == []  # equal priority never

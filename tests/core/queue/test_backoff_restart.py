@@ -55,7 +55,7 @@ def test_a_failed_group_stays_failed_across_a_restart() -> None:
     assert recorded(first).requeue_count == 1
     second = restarted(first, policy, after=60)
     second.tick()
-    assert GANG not in second.core.ledger
+    assert GANG not in second.core.ledger.reservations
     assert second.status(GANG).reason == Reason.FAILED
     assert "retry limit 1 reached" in second.status(GANG).message
     assert second.schedule(uid_of(second, "g-0")) == "rejected"
@@ -72,14 +72,14 @@ def test_a_restarted_extender_waits_out_the_recorded_backoff() -> None:
     until = bo.until  # 20 s after the timeout; recorded rounded up to the second
     second = restarted(first, policy, after=5)
     second.tick()
-    assert GANG not in second.core.ledger
+    assert GANG not in second.core.ledger.reservations
     st = second.status(GANG)
     assert st.reason == Reason.BACKING_OFF and "carried over" in st.message, st.message
     assert second.schedule(uid_of(second, "g-0")) == "rejected"
     second.tick(until - second.now - 0.5)
-    assert GANG not in second.core.ledger
+    assert GANG not in second.core.ledger.reservations
     second.tick(1.6)  # past the recorded, rounded-up end
-    assert GANG in second.core.ledger
+    assert GANG in second.core.ledger.reservations
     # The next timeout is the second: the delay doubles, as it would have without the
     # restart.
     second.tick(10.1)
@@ -92,7 +92,7 @@ def test_a_raised_retry_limit_lets_a_failed_group_go_on() -> None:
     first = timed_out(BackoffPolicy(5, 8, retry_limit=1))
     second = restarted(first, BackoffPolicy(5, 8, retry_limit=3), after=1)
     second.tick()
-    assert GANG in second.core.ledger
+    assert GANG in second.core.ledger.reservations
     second.tick(10.1)
     bo = second.core.backoffs.get(GANG)
     assert bo is not None and (bo.attempts, bo.failed) == (2, False)
@@ -110,7 +110,7 @@ def test_a_standby_follows_the_leaders_writes_and_leads_with_them() -> None:
     standby.add_pod(pod("g-0", "g"))
     standby.add_pod(pod("g-1", "g"))
     standby.tick(1)  # now it leads
-    assert GANG not in standby.core.ledger
+    assert GANG not in standby.core.ledger.reservations
 
 
 def test_a_respecified_group_starts_over_though_its_status_still_shows_the_backoff() -> None:
@@ -121,7 +121,7 @@ def test_a_respecified_group_starts_over_though_its_status_still_shows_the_backo
     sim.add_group(dataclasses.replace(pg, min_member=1))  # status unchanged, spec changed
     assert sim.core.backoffs.get(GANG) is None
     sim.tick()
-    assert GANG in sim.core.ledger
+    assert GANG in sim.core.ledger.reservations
 
 
 def test_restore_never_goes_back_and_never_takes_an_unchanged_state_twice() -> None:

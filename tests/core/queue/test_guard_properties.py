@@ -87,13 +87,13 @@ def test_every_starving_gang_that_can_be_placed_is_guarded(
                 assert driver.t - held_at <= left + 3 * DT, (a.group.key, held_at, left)
         seen = len(sim.actions)
         assert sim.overcommits == [], sim.overcommits
-        held = [r for r in sim.core.ledger.values() if r.held == "starvation"]
+        held = [r for r in sim.core.ledger.reservations.values() if r.held == "starvation"]
         taken: dict[str, str] = {}
         for r in held:
             for s in r.slots.values():
                 assert taken.setdefault(s.node, r.gang) == r.gang, (s.node, taken, r.gang)
         for key in list(holds):  # a hold given up (taken over): no bound
-            res = sim.core.ledger.get(key)
+            res = sim.core.ledger.reservations.get(key)
             if res is None or res.held != "starvation":
                 holds.pop(key)
                 continue
@@ -113,7 +113,7 @@ def test_every_starving_gang_that_can_be_placed_is_guarded(
                 continue
             assert st_ is None or st_.reason != Reason.UNPLACEABLE, (key, st_)
             since = sim.manager.reads.waiting_since(key)
-            pending = key not in sim.core.ledger and driver.gang_bound_at(job) is None
+            pending = key not in sim.core.ledger.reservations and driver.gang_bound_at(job) is None
             ahead = holders_ahead[job.selector["pool"]]
             me = (sim.cache.groups[key].creation, key)
             if pending and since is not None and sim.now >= since + AFTER + DT and (

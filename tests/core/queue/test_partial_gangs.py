@@ -60,20 +60,20 @@ def test_a_late_commit_gets_a_grace_before_the_gang_is_called_partial() -> None:
     """kube-scheduler retries a failed Binding after its backoff: a commit that happened
     just before the deadline is not judged until the grace has passed."""
     sim, uids = committed_gang({"g-2"})
-    res = sim.core.ledger["ns/g"]
+    res = sim.core.ledger.reservations["ns/g"]
     res.deadline = sim.now + 1  # the commit was just now, the deadline a second away
     sim.tick(2)
-    assert "ns/g" in sim.core.ledger  # still within the grace
+    assert "ns/g" in sim.core.ledger.reservations  # still within the grace
     sim.failing.clear()
     sim.schedule(uids[2])  # kube-scheduler's retry, and it binds this time
     assert len(sim.bound("g")) == 3
     assert not [a for a in sim.actions if isinstance(a, EvictPods)]
-    assert not sim.core.ledger
+    assert not sim.core.ledger.reservations
 
 
 def test_grace_runs_out() -> None:
     sim, _ = committed_gang({"g-2"})
-    sim.core.ledger["ns/g"].deadline = sim.now + 1
+    sim.core.ledger.reservations["ns/g"].deadline = sim.now + 1
     sim.tick(COMMIT_GRACE_SECONDS + 0.5)
     assert [a for a in sim.actions if isinstance(a, EvictPods)]
 
@@ -101,7 +101,7 @@ def test_retried_members_do_not_push_the_grace_back() -> None:
     """kube-scheduler retries the refused member every few seconds, and each retry
     passes the barrier again: the grace still runs from the gang's first commit."""
     sim, uids = committed_gang({"g-2"})
-    sim.core.ledger["ns/g"].deadline = sim.now + 1
+    sim.core.ledger.reservations["ns/g"].deadline = sim.now + 1
     for _ in range(6):  # a retry every 3 s, each refused again
         sim.tick(3)
         sim.schedule(uids[2])

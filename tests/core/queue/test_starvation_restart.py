@@ -75,7 +75,7 @@ def test_the_status_records_the_wait_while_it_lasts() -> None:
     for uid in [p.uid for p in sim.cache.pods.values() if p.name.startswith("fill")]:
         sim.finish(uid)
     sim.tick(1)
-    assert GANG in sim.core.ledger
+    assert GANG in sim.core.ledger.reservations
     doc = written(sim).to_k8s()
     assert "waitingForCapacitySince" in doc and doc["waitingForCapacitySince"] is None
 

@@ -36,9 +36,9 @@ def test_a_long_schedule_timeout_is_capped_and_the_status_says_so() -> None:
     assert "for 60s (scheduleTimeoutSeconds 86400 capped at --max-schedule-timeout 60s)" \
         in st.message, st
     sim.tick(59)
-    assert "ns/g" in sim.core.ledger
+    assert "ns/g" in sim.core.ledger.reservations
     sim.tick(1.5)  # the cap, not the day the PodGroup asked for
-    assert "ns/g" not in sim.core.ledger
+    assert "ns/g" not in sim.core.ledger.reservations
     st = sim.status("ns/g")
     assert st.reason == Reason.BACKING_OFF
     assert "capped at --max-schedule-timeout 60s" in st.message, st
