@@ -31,6 +31,7 @@ class Job:
     selector: dict[str, str] = field(default_factory=dict)  # the members' nodeSelector
     gpu: int = 0
     uids: list[str] = field(default_factory=list)
+    parent: str = ""  # the key of the CompositePodGroup its PodGroup is a child of
 
 
 class Driver:
@@ -62,7 +63,7 @@ class Driver:
         sim = self.sim
         if not job.plain:
             sim.add_group(group(job.name, job.min_member or job.members, creation=sim.now,
-                                topology_required=job.required))
+                                topology_required=job.required, parent=job.parent))
         for i in range(job.members):
             p = pod(f"{job.name}-{i}", None if job.plain else job.name, cpu=job.cpu,
                     memory=1 << 20, creation=sim.now, priority=job.priority, gpu=job.gpu,

@@ -4,6 +4,11 @@ refused evictions, on the plain-data scheduler.
 
 * never a partial eviction: a preemption evicts every bound member of a victim gang
   (a refusal in a race is retried until the rest is gone), never some of them;
+* never a partial composite: some streams put two or three gangs in a
+  CompositePodGroup of minGroupCount 2 (at a spec.priority of its own or none, now and
+  then with preemptionPolicy Never); none of its children is bound before two of them
+  have their quorum bound, and a preemption that evicts any child's member evicts every
+  bound member of all its children, as one unit, never one child;
 * never an over-committed node: no Binding leaves a node with more requested than it
   has (held capacity is charged ahead, never bound ahead);
 * never a partial bind (before a gang's quorum is first bound, none of it is);
@@ -15,10 +20,13 @@ refused evictions, on the plain-data scheduler.
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from extender.core.model.config import Config
+from extender.core.model.types import CompositeInfo, composite_key
 from extender.core.model.vocabulary import EvictPods, GangHeld, GangReserved, Preempting
 from extender.core.wiring import Core
 from tests.core.sim import SimScheduler, node
@@ -26,10 +34,13 @@ from tests.core.workload import Driver, Job
 
 DT = 0.25
 AFTER = 2.0
+PARENT = composite_key("ns", "c")
+
+Stream = tuple[list[int], list[Job], set[int], CompositeInfo | None]
 
 
 @st.composite
-def streams(draw: st.DrawFn) -> tuple[list[int], list[Job], set[int]]:
+def streams(draw: st.DrawFn) -> Stream:
     nodes = draw(st.lists(st.sampled_from((2000, 4000)), min_size=2, max_size=4))
     jobs = []
     for i in range(draw(st.integers(3, 12))):
@@ -43,19 +54,37 @@ def streams(draw: st.DrawFn) -> tuple[list[int], list[Job], set[int]]:
             priority=draw(st.integers(0, 2)), never=draw(st.integers(0, 5)) == 0,
             plain=plain))
     refused = draw(st.sets(st.integers(0, 40), max_size=4))
-    return nodes, jobs, refused
+    gangs = [j for j in jobs if not j.plain]
+    composite = None
+    if len(gangs) >= 2 and draw(st.booleans()):
+        for i in draw(st.lists(st.sampled_from(range(len(gangs))), min_size=2, max_size=3,
+                               unique=True)):
+            # Low and long-running now and then, so that others preempt it.
+            low = draw(st.booleans())
+            gangs[i] = dataclasses.replace(
+                gangs[i], parent=PARENT, priority=0 if low else gangs[i].priority,
+                run=12.0 if low else gangs[i].run)
+        jobs = [next((g for g in gangs if g.name == j.name), j) for j in jobs]
+        composite = CompositeInfo("ns", "c", 2, uid="c-c",
+                                  priority=draw(st.sampled_from((None, 0, 1, 2))),
+                                  preemption_policy=draw(st.sampled_from(
+                                      ("PreemptLowerPriority",) * 3 + ("Never",))))
+    return nodes, jobs, refused, composite
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(streams())
-def test_preemption_and_starvation_invariants(
-    scenario: tuple[list[int], list[Job], set[int]],
-) -> None:
-    node_cpus, jobs, refused = scenario
+def test_preemption_and_starvation_invariants(scenario: Stream) -> None:
+    node_cpus, jobs, refused, composite = scenario
     sim = SimScheduler(Core.wire(Config(default_timeout_seconds=20,
                                         starvation_after_seconds=AFTER)))
     for i, cpu in enumerate(node_cpus):
         sim.add_node(node(f"n{i}", cpu=cpu))
+    if composite is not None:
+        sim.manager.on_group(composite, sim.now)
+    children = [j for j in jobs if j.parent]
+    child_keys = {f"ns/{j.name}" for j in children}
+    composite_placed = False
     driver = Driver(sim, jobs, dt=DT)
     driver.refuse_once = True
     quorum_reached: set[str] = set()
@@ -69,20 +98,35 @@ def test_preemption_and_starvation_invariants(
             driver.evict_refused = {all_uids[i % len(all_uids)] for i in refused}
             refused = set()
         new, seen = sim.actions[seen:], len(sim.actions)
+        held_children: list[str] = []
         for a in new:
             if isinstance(a, Preempting):
-                preemptor = next((j for j in jobs if f"ns/{j.name}" in a.preemptor
-                                  or f"pod ns/{j.name}-0" == a.preemptor), None)
-                assert preemptor is not None and not preemptor.never, a.preemptor
+                if a.preemptor == "CompositePodGroup ns/c":
+                    assert composite is not None
+                    assert composite.preemption_policy != "Never", a.preemptor
+                    # Nor for a child with a Never member it plans (its pods pending).
+                    assert not any(j.never and any(
+                        u in sim.cache.pods and not sim.cache.pods[u].node_name
+                        for u in j.uids) for j in children), a.preemptor
+                else:
+                    preemptor = next((j for j in jobs if f"ns/{j.name}" in a.preemptor
+                                      or f"pod ns/{j.name}-0" == a.preemptor), None)
+                    assert preemptor is not None and not preemptor.never, a.preemptor
+                    if preemptor.parent:
+                        assert composite is not None
+                        assert composite.preemption_policy != "Never", a.preemptor
                 for v in a.victims:
                     assert v.priority < a.priority, (a.preemptor, v)
             if isinstance(a, EvictPods) and a.preemptor and not a.gang.startswith("pod "):
                 g = a.gang
                 if "the rest of the gang" not in a.reason:
                     victims[g] = {p.uid for p in a.pods}
-                    job = next(j for j in jobs if f"ns/{j.name}" == g)
+                    # A child of the composite is never a victim alone: all of them are.
+                    owners = (children if g == PARENT
+                              else [j for j in jobs if f"ns/{j.name}" == g])
+                    assert all(not j.parent for j in owners) or g == PARENT, g
                     # Every member bound now is in it (none was let in since the choice).
-                    bound = {u for u in job.uids if u in sim.cache.pods
+                    bound = {u for job in owners for u in job.uids if u in sim.cache.pods
                              and sim.cache.pods[u].takes_capacity
                              and not sim.cache.pods[u].deleting}
                     assert bound <= victims[g] | {p.uid for p in a.pods}, (g, bound)
@@ -92,9 +136,17 @@ def test_preemption_and_starvation_invariants(
                             if uid in sim.cache.pods and sim.cache.pods[uid].node_name in nodes),
                            default=0.0)
                 holds[a.group.key] = (driver.t, max(left, 0.0))
+                if a.group.key in child_keys:
+                    held_children.append(a.group.key)
             if isinstance(a, GangReserved) and a.group.key in holds:
                 held_at, left = holds.pop(a.group.key)
                 assert driver.t - held_at <= left + 3 * DT, (a.group.key, held_at, left)
+        # A composite's children's holds are made together and become reservations
+        # together: each waits for the longest run on any of their nodes.
+        if held_children:
+            longest = max(holds[k][1] for k in held_children)
+            for k in held_children:
+                holds[k] = (holds[k][0], longest)
         # Never an over-committed node.
         assert sim.overcommits == [], sim.overcommits
         # Never a partial bind.
@@ -105,6 +157,13 @@ def test_preemption_and_starvation_invariants(
                 quorum_reached.add(key)
             if key not in quorum_reached:
                 assert bound_now == 0, f"gang {key}: {bound_now} of {grp.min_member} bound"
+        # Never a partial composite: no child bound before two of them have their quorum.
+        if children and not composite_placed:
+            placed = [j for j in children if driver.gang_bound_at(j) is not None]
+            composite_placed = len(placed) >= 2
+            started = [j.name for j in children
+                       if any(u in driver.bound_at for u in j.uids)]
+            assert composite_placed or not started, f"composite: only {started} bound"
         for key in list(holds):  # a hold given up (taken over, preempted): no bound
             res = sim.core.ledger.reservations.get(key)
             if res is None or res.held != "starvation":
