@@ -243,6 +243,7 @@ class WatchInput:
         if isinstance(group, CompositeInfo):
             # Its children are planned with it, and committed together
             # (`queue/composite_unit.py`): both look again at what it asks.
+            c.starvation.restore(self._cache.composites.get(group.key), group)
             self._cache.upsert_composite(group)
             c.queue.members_changed()
             c.disruptions.group_changed(group.key, now)  # its mode: its children with it

@@ -49,8 +49,10 @@ def key_of(obj: dict[str, Any]) -> str:
 
 
 def state(composite: CompositeInfo,
-          children: Sequence[tuple[GroupInfo, GroupStatus]]) -> CompositeState:
-    """What its children's statuses say of the composite (`CompositeState`)."""
+          children: Sequence[tuple[GroupInfo, GroupStatus]],
+          waiting_since: float | None = None) -> CompositeState:
+    """What its children's statuses say of the composite (`CompositeState`);
+    `waiting_since`, when it began waiting for capacity (None: it does not)."""
     if composite.error:
         return CompositeState(error=f"CompositePodGroup {composite.namespace}/"
                                     f"{composite.name}: {composite.error}")
@@ -61,7 +63,7 @@ def state(composite: CompositeInfo,
             f"{len(bound)} of its {len(children)} groups have their quorum bound "
             f"({', '.join(bound)}); {need} at least (minGroupCount)"))
     waiting = next((st.message for _, st in children if st.reason in _WAITING), "")
-    return CompositeState(waiting=waiting)
+    return CompositeState(waiting=waiting, waiting_since=waiting_since or 0.0)
 
 
 def disrupted(report: GangDisrupted, before: Disruption | None) -> Disruption:

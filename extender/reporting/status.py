@@ -390,8 +390,8 @@ class StatusWriter:
         if disruption is not None and upstream.evicted(self.reads, disruption, rec):
             del self._disrupted[key]  # evicted and said: placed again, it ends
             disruption = None
-        doc = composite_status.doc(rec, composite_status.state(composite, children),
-                                   disruption, now)
+        state = composite_status.state(composite, children, self.reads.waiting_since(key))
+        doc = composite_status.doc(rec, state, disruption, now)
         if doc is None or not isinstance(self.kube, UpstreamStatusApi):
             return None
         if now - rec.written_at < self.config.min_interval or now < rec.retry_at:

@@ -7,11 +7,13 @@ pods get name the composite."""
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from extender.core.model.phase import rfc3339
 from extender.core.model.types import WORKLOAD_API, Membership
 from extender.core.model.vocabulary import GangDisrupted, Report, StatusChanged
 from extender.kube.informer import Kind
@@ -199,3 +201,21 @@ def test_a_composite_of_mode_single_is_never_a_disruption_target() -> None:
     w.step()
     assert "DisruptionTarget" not in w.api.conditions(COMPOSITE)
     assert "DisruptionTarget" not in w.api.conditions("/podgroups/leader/status")
+
+
+def test_the_wait_for_capacity_is_kept_in_a_condition_of_ours() -> None:
+    """The composite's starvation wait, which a restarted extender reads back
+    (`CompositeInfo.waiting_since`): True from when its children's plan first failed,
+    False once they are placed."""
+    w = world(nodes=2)
+    w.sim.run_all()
+    began = w.now
+    w.step()
+    c = w.api.conditions(COMPOSITE)["gang-extender.x-k8s.io/WaitingForCapacity"]
+    assert (c["status"], c["reason"]) == ("True", "WaitingForCapacity"), c
+    assert c["lastTransitionTime"] == rfc3339(math.floor(began)), c
+    w.sim.add_node(node("n2", cpu=1000))
+    w.sim.run_all()
+    w.step()
+    c = w.api.conditions(COMPOSITE)["gang-extender.x-k8s.io/WaitingForCapacity"]
+    assert (c["status"], c["reason"]) == ("False", "NotWaitingForCapacity"), c

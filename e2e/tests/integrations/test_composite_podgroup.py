@@ -33,6 +33,7 @@ from e2e.harness.waiting import NotYet, wait_for
 pytestmark = pytest.mark.e2e
 
 GROUP = "scheduling.k8s.io"
+WAITING = "gang-extender.x-k8s.io/WaitingForCapacity"
 
 
 def served() -> bool:
@@ -111,6 +112,16 @@ def test_leader_and_workers_bound_together_or_not_at_all(
         c = wait_for(told, 30, "the leader told why it waits", logs=gang.logs())
         assert "part of CompositePodGroup" in c["message"], c
         assert "1 of its 2 groups with their pods fit together now" in c["message"], c
+
+        def waiting() -> dict[str, Any] | NotYet:
+            found = conditions(ns, "lw", "compositepodgroups")
+            w = found.get(WAITING)
+            return w if w is not None and w["status"] == "True" else NotYet(found)
+
+        # The composite's starvation clock, kept for a restart: the API keeps our type.
+        w = wait_for(waiting, 30, "the composite's wait for capacity recorded",
+                     logs=gang.logs())
+        assert w["reason"] == "WaitingForCapacity", w
         time.sleep(3)  # the leader alone fits: a second chance to (wrongly) bind it
         assert rec.bound() == {}, "nothing is bound while only the leader fits"
         fake_nodes.add_node(f"{ns}-b", cpu="4", memory="8Gi", labels=sel)

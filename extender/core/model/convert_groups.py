@@ -18,6 +18,7 @@ from extender.core.model.types import (
     DISRUPTION_MODE,
     MEMBER_DISRUPTED,
     VOLCANO,
+    WAITING_FOR_CAPACITY,
     WORKLOAD_API,
     CompositeInfo,
     GroupInfo,
@@ -312,7 +313,23 @@ def _build_composite(obj: Mapping[str, Any], _ident: str) -> CompositeInfo:
         disruption_mode=_composite_disruption_mode(spec.get("disruptionMode")),
         priority=None if priority is None else fields.as_int(priority, "spec.priority", 0),
         disrupted_since=_disrupted_since(obj.get("status")),
-        preemption_policy=_preemption_policy(spec.get("preemptionPolicy")))
+        preemption_policy=_preemption_policy(spec.get("preemptionPolicy")),
+        waiting_since=_waiting_condition(obj.get("status")))
+
+
+def _waiting_condition(status: Any) -> float:
+    """When the composite began waiting for capacity: the lastTransitionTime of our
+    `WAITING_FOR_CAPACITY` condition while it is True, 0 otherwise; lenient as
+    `_waiting_since` (an unreadable one only restarts the starvation guard's clock)."""
+    raw = status.get("conditions") if isinstance(status, Mapping) else None
+    for c in raw if isinstance(raw, list) else ():
+        if (isinstance(c, Mapping) and c.get("type") == WAITING_FOR_CAPACITY
+                and c.get("status") == "True"):
+            try:
+                return max(0.0, fields.parse_time(c.get("lastTransitionTime")))
+            except ValueError:
+                return 0.0
+    return 0.0
 
 
 def _preemption_policy(raw: Any) -> str:
@@ -343,7 +360,8 @@ def composite_from_k8s(obj: Any) -> CompositeInfo:
     whose policy and constraints have the same shape. spec.disruptionMode (`all`: its
     children are disrupted together), spec.priority (what admission resolved from
     spec.priorityClassName; the name itself is not resolved here), spec.preemptionPolicy
-    (`_preemption_policy`) and our
+    (`_preemption_policy`), our `WAITING_FOR_CAPACITY` condition (`_waiting_condition`)
+    and our
     `DisruptionTarget` condition read back for a restart, as a PodGroup's. workloadRef
     is not read: the children carry the policy copied from their templates."""
     return fields.guarded("compositepodgroup.scheduling.k8s.io", obj, _build_composite)

@@ -31,6 +31,12 @@ DISRUPT_SINGLE, DISRUPT_ALL = "single", "all"
 # whole after a member was lost (a preemption's is kube-scheduler's
 # "PreemptionByScheduler"); read back after a restart (`GroupInfo.disrupted_since`).
 MEMBER_DISRUPTED = "MemberDisrupted"
+# The condition in which a CompositePodGroup's status keeps when it began waiting for
+# capacity (True, its lastTransitionTime), the starvation guard's clock carried over a
+# restart (`CompositeInfo.waiting_since`). A condition, not a field: the composite is a
+# built-in API type, whose status holds only the fields it declares (its conditions),
+# so a `waitingForCapacitySince` as a scheduler-plugins PodGroup's would be dropped.
+WAITING_FOR_CAPACITY = "gang-extender.x-k8s.io/WaitingForCapacity"
 
 # Where a gang comes from: the API or operator convention that marked it
 # (core/model/sources.py has each one's keys and objects; docs/integrations.md and
@@ -368,6 +374,10 @@ class CompositeInfo:
     # from spec.priorityClassName: "Never" keeps the composite, and each of its
     # children, from evicting lower-priority work (`core/preemption/preemptor.py`).
     preemption_policy: str = "PreemptLowerPriority"
+    # When it began waiting for capacity, as its status recorded it (our
+    # `WAITING_FOR_CAPACITY` condition; epoch seconds, 0: not recorded): as
+    # `GroupInfo.waiting_since`, the starvation guard's clock over a restart.
+    waiting_since: float = 0.0
 
     @property
     def key(self) -> str:

@@ -48,17 +48,24 @@ name for the scheduling condition, True once `minGroupCount` of its children (1 
 "basic" one) have their quorum bound, terminal as the PodGroup's; False with reason
 `Unschedulable` and a waiting child's message before that, `SchedulerError` for what
 cannot be honoured; and `DisruptionTarget` as a PodGroup's, when it is disrupted whole
-(its disruption mode all).
+(its disruption mode all). And one of our own, `gang-extender.x-k8s.io/WaitingForCapacity`
+(`WAITING_FOR_CAPACITY`): True while the composite waits for capacity, its
+lastTransitionTime when that wait began (whole seconds, whatever the previous write
+said), so that a restarted extender's starvation guard counts from there
+(`CompositeInfo.waiting_since`); False once it stops waiting. A scheduler-plugins
+PodGroup keeps that time in `status.waitingForCapacitySince`, a field of the CRD this
+project ships; the composite's status, a built-in type's, holds only conditions.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from extender.core.model.phase import Condition, GroupStatus, Previous, rfc3339
-from extender.core.model.types import MEMBER_DISRUPTED
+from extender.core.model.types import MEMBER_DISRUPTED, WAITING_FOR_CAPACITY
 from extender.core.model.vocabulary import GANG, GangDisrupted, Preempting, Reason
 
 INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"  # scheduling.k8s.io/v1beta1 (1.37)
@@ -197,6 +204,8 @@ class CompositeState:
     placed: str = ""
     waiting: str = ""
     error: str = ""
+    # When it began waiting for capacity (`Starvation.since`), 0: it does not.
+    waiting_since: float = 0.0
 
 
 def composite_conditions(
@@ -218,8 +227,27 @@ def composite_conditions(
         out.append(setting.cond(sched, "False", SCHEDULER_ERROR, state.error))
     elif not was_true and state.waiting:
         out.append(setting.cond(sched, "False", UNSCHEDULABLE, state.waiting))
+    wait = _waiting(setting, state)
+    if wait is not None:
+        out.append(wait)
     target = setting.disruption_target(disruption, bool(state.placed), state.placed)
     return tuple(out) if target is None else (*out, target)
+
+
+def _waiting(setting: _Setting, state: CompositeState) -> Condition | None:
+    """Our `WAITING_FOR_CAPACITY`: True from when the wait began (the time said in
+    the message too, so that a wait begun again is written, since `differs` does not
+    look at lastTransitionTime); False once it ends; nothing if it never began."""
+    if state.waiting_since and not state.placed:
+        since = rfc3339(math.floor(state.waiting_since))
+        return Condition(WAITING_FOR_CAPACITY, "True", "WaitingForCapacity",
+                         f"waiting for capacity since {since}: gang-extender's starvation "
+                         f"guard counts --starvation-after from then", since,
+                         setting.generation)
+    if setting.was_true(WAITING_FOR_CAPACITY):
+        return setting.cond(WAITING_FOR_CAPACITY, "False", "NotWaitingForCapacity",
+                            "placed, or waiting for something other than capacity")
+    return None
 
 
 def differs(conditions: tuple[Condition, ...],

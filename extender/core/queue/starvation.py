@@ -39,8 +39,10 @@ each child in it made together, and a holder taken over with all its siblings' h
 (`_take_over`), so no part of a composite ever holds alone.
 
 The wait outlives the process: the status writer keeps it in the PodGroup's
-`status.waitingForCapacitySince`, and a restarted extender, or a standby that takes
-over, counts from there (`restore`), so failovers cannot keep postponing the bound.
+`status.waitingForCapacitySince` (a CompositePodGroup's, the one wait of its children,
+in a condition of ours: `WAITING_FOR_CAPACITY`), and a restarted extender, or a standby
+that takes over, counts from there (`restore`), so failovers cannot keep postponing the
+bound.
 """
 
 from __future__ import annotations
@@ -111,8 +113,10 @@ class Starvation:
         self._since.pop(gang, None)
         self._no_plan.pop(gang, None)
 
-    def restore(self, old: GroupInfo | None, new: GroupInfo) -> None:
-        """Take the wait the group's status records (`waiting_since`) when it is news:
+    def restore(self, old: GroupInfo | CompositeInfo | None,
+                new: GroupInfo | CompositeInfo) -> None:
+        """Take the wait the group's status records (`waiting_since`; a composite's, in
+        its condition `WAITING_FOR_CAPACITY`, the wait of all its children) when it is news:
         the group seen for the first time (a restart) or its recorded wait changed (the
         leader's writes, seen by a standby that may lead next). An unchanged record is
         never taken again: after the gang was placed, its status still shows the old
