@@ -5,7 +5,9 @@ topology key, both groups in one zone (issue 45, item 2; extender/core/queue/com
 A composite whose own spec.disruptionMode is all, both groups placed and running: one
 worker evicted through the Eviction API, the leader and the other worker are evicted
 within 10 s, and the composite and both groups are `DisruptionTarget`s (issue 45, item
-3; extender/core/preemption/disruption.py).
+3; extender/core/preemption/disruption.py). A low-priority composite of two one-pod
+groups, a higher-priority gang that needs one child's room: both children are evicted,
+never one (extender/core/preemption/victims.py, the composite victim unit).
 
 The local 1.37 control plane serves it (e2e/harness/versions.py: the gate and
 `scheduling.k8s.io/v1alpha3=true`); the children are v1beta1 PodGroups naming it in
@@ -25,12 +27,15 @@ from kubernetes.client.exceptions import ApiException
 
 from e2e.gang import GangStack, Recorder
 from e2e.harness.fixtures import NodeSet
-from e2e.harness.objects import GANG_SCHEDULER, create_pod
+from e2e.harness.objects import GANG_SCHEDULER, create_pod, create_podgroup
 from e2e.harness.queries import get_pod
 from e2e.harness.target import kube
 from e2e.harness.waiting import NotYet, wait_for
+from e2e.tests.gangs.priority_stack import classes, gone
 
 pytestmark = pytest.mark.e2e
+
+__all__ = ["classes"]  # a fixture of priority_stack.py, used here
 
 GROUP = "scheduling.k8s.io"
 WAITING = "gang-extender.x-k8s.io/WaitingForCapacity"
@@ -222,3 +227,46 @@ def test_a_composite_of_mode_all_is_evicted_whole_when_a_worker_is_lost(
         dt = wait_for(on_child, 10, f"DisruptionTarget on {name}", logs=gang.logs())
         assert dt["reason"] == "MemberDisrupted", dt
     print(f"composite of mode all: the rest evicted {took:.2f} s after the eviction")
+
+
+def test_a_higher_priority_gang_evicts_the_whole_composite_never_one_child(
+        gang: GangStack, fake_nodes: NodeSet, namespace: str,
+        classes: dict[str, str]) -> None:
+    """Two 2-CPU nodes held by a low-priority composite (minGroupCount 2: a leader and a
+    worker of one 2-CPU pod each). A high-priority gang of one 2-CPU pod needs the room
+    of one child: both children are evicted, never one (which would leave the composite
+    running with one of the two groups it needs), and the gang is bound. Fails without
+    the composite as one victim: only the cheapest child went."""
+    if not served():
+        pytest.skip("scheduling.k8s.io/v1alpha3 CompositePodGroups are not served")
+    ns, sel = namespace, {"composite-e2e": namespace}
+    fake_nodes.add_nodes(2, prefix=f"{ns}-n", cpu="2", memory="4Gi", labels=sel)
+    composite(ns, 2)
+    child(ns, "leader", 1)
+    child(ns, "workers", 1)
+    kids = ["leader-0", "workers-0"]
+    for name in kids:
+        create_pod(ns, name, cpu="2", scheduler_name=GANG_SCHEDULER, node_selector=sel,
+                   labels=sel, priority_class=classes["low"],
+                   spec_extra={"schedulingGroup": {"podGroupName": name.split("-")[0]}})
+    wait_for(lambda: all(running(ns, p) for p in kids) or NotYet(
+        [p for p in kids if not running(ns, p)]), 60, "the composite bound and running",
+        logs=gang.logs())
+    began = time.monotonic()
+    with Recorder(ns) as rec:
+        create_podgroup(ns, "high", 1)
+        create_pod(ns, "high-0", cpu="2", scheduler_name=GANG_SCHEDULER, pod_group="high",
+                   node_selector=sel, labels=sel, priority_class=classes["high"])
+        wait_for(lambda: len(rec.bound("high")) == 1 or NotYet(rec.bound()), 60,
+                 "the high gang bound", logs=gang.logs())
+    took = time.monotonic() - began
+    assert all(gone(ns, p) for p in kids), {p: gone(ns, p) for p in kids}
+    for name in ("leader", "workers"):
+        def target(n: str = name) -> dict[str, Any] | NotYet:
+            c = conditions(ns, n).get("DisruptionTarget")
+            return c if c is not None and c["status"] == "True" else NotYet(
+                conditions(ns, n))
+
+        dt = wait_for(target, 30, f"DisruptionTarget on {name}", logs=gang.logs())
+        assert dt["reason"] == "PreemptionByScheduler", dt
+    print(f"composite preempted whole: the high gang bound {took:.2f} s after it was made")
