@@ -12,7 +12,7 @@ import dataclasses
 
 from extender.core.model.config import Config
 from extender.core.model.types import BudgetInfo, CompositeInfo, LabelSelector, composite_key
-from extender.core.model.vocabulary import EvictPods, Preempting, Reason
+from extender.core.model.vocabulary import EvictPods, GangDisrupted, Preempting, Reason
 from extender.core.wiring import Core
 from tests.core.sim import SimScheduler, group, node, pod
 from tests.core.workload import Driver, Job
@@ -29,13 +29,14 @@ def cluster(nodes: int = 4) -> SimScheduler:
 
 
 def arrive_composite(driver: Driver, children: list[Job], priority: int | None = None,
-                     policy: str = "PreemptLowerPriority") -> None:
+                     policy: str = "PreemptLowerPriority", mode: str = "single") -> None:
     """The CompositePodGroup ns/lw of minGroupCount 2 (spec.priority `priority`,
-    spec.preemptionPolicy `policy`) and its children, one PodGroup per job, now; their
-    members tracked by `driver`."""
+    spec.preemptionPolicy `policy`, spec.disruptionMode `mode`) and its children, one
+    PodGroup per job, now; their members tracked by `driver`."""
     sim = driver.sim
     sim.manager.on_group(CompositeInfo("ns", "lw", 2, uid="c-lw", priority=priority,
-                                       preemption_policy=policy), sim.now)
+                                       preemption_policy=policy, disruption_mode=mode),
+                         sim.now)
     for job in children:
         sim.add_group(group(job.name, job.members, creation=sim.now, parent=PARENT))
         for i in range(job.members):
@@ -173,3 +174,25 @@ def test_preemption_policy_never_keeps_the_composite_from_preempting() -> None:
     assert not preemptions(sim)
     assert all(driver.gang_bound_at(k) is None for k in kids)
     assert "preemptionPolicy: Never" in sim.status("ns/leader").message
+
+
+def test_a_preempted_composite_of_mode_all_is_not_also_disrupted() -> None:
+    """Its children leave with the preemption's unit: their members going are not
+    losses for its disruption mode all, which would evict and report it a second time.
+    The pods stay terminating a while, as they do on a cluster."""
+    sim = cluster()
+    busy = Job("busy", at=0, run=1000, cpu=4000, members=2, priority=20)
+    driver = Driver(sim, [busy])
+    driver.run(0.3)
+    kids = pair()
+    arrive_composite(driver, kids, mode="all")
+    driver.run_until(lambda: all(driver.gang_bound_at(k) is not None for k in kids), 3)
+    driver.run(1)
+    driver.leave_now = False
+    arrive(driver, Job("high", at=0, run=10, cpu=4000, members=1, priority=10))
+    driver.run(1)
+    driver.leave()
+    driver.run(1)
+    assert [a.gang for a in preemptions(sim)] == [PARENT]
+    assert not [a for a in sim.actions if isinstance(a, GangDisrupted)]
+    assert not [a for a in sim.actions if isinstance(a, EvictPods) and not a.preemptor]
