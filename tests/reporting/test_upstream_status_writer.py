@@ -5,6 +5,7 @@ group whose pods name another scheduler."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +13,8 @@ import pytest
 
 from extender.core.manager import GangManager
 from extender.core.model.config import BackoffPolicy, Config
-from extender.core.model.types import WORKLOAD_API, Membership
+from extender.core.model.phase import rfc3339
+from extender.core.model.types import WAITING_FOR_CAPACITY, WORKLOAD_API, Membership
 from extender.core.model.vocabulary import GroupRef, PodRef, Preempting, Report, Victim
 from extender.core.wiring import Core
 from extender.kube.client import ApiError
@@ -200,3 +202,29 @@ def test_our_preemption_is_a_disruption_target_and_errors_are_retried() -> None:
     assert len(writes(api, "low")) == n + 1
     dt = conds(writes(api, "low")[-1][1])["DisruptionTarget"]
     assert (dt["status"], dt["reason"]) == ("False", "Scheduled")
+
+
+def test_the_wait_for_capacity_is_kept_in_a_condition_of_ours() -> None:
+    """The starvation guard's clock, which a restarted extender reads back
+    (`GroupInfo.waiting_since`; tests/core/queue/test_upstream_starvation_restart.py): a
+    built-in PodGroup's status would drop a `waitingForCapacitySince`, so it is our
+    condition, True from when the gang's plan first failed for capacity, False once it
+    is placed."""
+    env, api = make(nodes=2)  # 2 cpu each, one taken: room for 2 of 3
+    other = env.sim.add_pod(pod("other", cpu=2000, node_name="n1"))
+    env.sim.drain()
+    add_upstream(env, "up", 3)
+    for i in range(3):
+        add_member(env, f"up-{i}", "up")
+    env.sim.run_all()
+    began = env.sim.manager.reads.waiting_since("workload-api:ns/up")
+    assert began is not None
+    env.step(1)
+    c = conds(writes(api, "up")[-1][1])[WAITING_FOR_CAPACITY]
+    assert (c["status"], c["reason"]) == ("True", "WaitingForCapacity"), c
+    assert c["lastTransitionTime"] == rfc3339(math.floor(began)), c
+    env.sim.delete(other.uid)
+    env.sim.run_all()
+    env.step(3)
+    c = conds(writes(api, "up")[-1][1])[WAITING_FOR_CAPACITY]
+    assert (c["status"], c["reason"]) == ("False", "NotWaitingForCapacity"), c

@@ -34,6 +34,8 @@ from e2e.tests.gangs.priority_stack import (
     prio,
     queue_message,
 )
+from e2e.tests.integrations.upstream_podgroups import conditions, create_upstream, member
+from e2e.tests.integrations.upstream_podgroups import version as upstream_version
 from e2e.tests.metrics import metric
 
 pytestmark = pytest.mark.e2e
@@ -200,22 +202,37 @@ def test_the_starvation_stream_places_the_big_gang_within_the_bound(
     assert younger, "younger gangs kept running before the hold (backfill)"
 
 
+@pytest.mark.parametrize("kind", ["podgroup", "upstream"])
 def test_a_restart_does_not_start_the_starvation_clock_over(
-    prio: GangStack, fake_nodes: Nodes, namespace: str
+    prio: GangStack, fake_nodes: Nodes, namespace: str, kind: str
 ) -> None:
     """The gang waiting for capacity is held for after --starvation-after counted from
     when it began to wait, though the extender restarted halfway: the clock is kept in
-    the PodGroup's `status.waitingForCapacitySince` (which the CRD must not prune)."""
+    the PodGroup's `status.waitingForCapacitySince` (which the CRD must not prune); an
+    upstream PodGroup's (scheduling.k8s.io), whose built-in status would drop that field,
+    in our condition `gang-extender.x-k8s.io/WaitingForCapacity`, which the API keeps."""
     ns = namespace
     nodes_for(fake_nodes, ns, 2, "clock")
+    gang = f"{ns}/big" if kind == "podgroup" else f"workload-api:{ns}/big"
     with Recorder(ns) as rec:
         gang_of(ns, "fill", 2, "3", None)  # runs until the namespace goes
         wait_for(lambda: len(rec.bound("fill")) == 2 or NotYet(rec.bound()), 30,
                  "the fillers bound", logs=prio.logs())
         created = time.monotonic()
-        gang_of(ns, "big", 2, "4", None)
+        if kind == "podgroup":
+            gang_of(ns, "big", 2, "4", None)
+        else:
+            v = upstream_version()
+            create_upstream(ns, "big", 2, v)
+            for i in range(2):
+                member(ns, f"big-{i}", "big", "4", {"prio-e2e": ns}, scheduler=SCHED)
 
         def since() -> str | NotYet:
+            if kind == "upstream":
+                found = conditions(ns, "big", v)
+                w = found.get("gang-extender.x-k8s.io/WaitingForCapacity") or {}
+                return (str(w["lastTransitionTime"]) if w.get("status") == "True"
+                        else NotYet(found))
             status = (get_podgroup(ns, "big") or {}).get("status") or {}
             return status.get("waitingForCapacitySince") or NotYet(status)
 
@@ -226,8 +243,8 @@ def test_a_restart_does_not_start_the_starvation_clock_over(
         prio.extender.restart()
         prio.extender.wait_ready(30)
         ready = time.monotonic()
-        wait_for(lambda: "slot(s) held for it" in queue_message(prio, f"{ns}/big")
-                 or NotYet(queue_message(prio, f"{ns}/big")), 30,
+        wait_for(lambda: "slot(s) held for it" in queue_message(prio, gang)
+                 or NotYet(queue_message(prio, gang)), 30,
                  "the big gang's capacity held", logs=prio.logs())
         held = time.monotonic()
         print(f"MEASURED held {held - created:.1f}s after the gang was created "

@@ -197,7 +197,8 @@ def _build_workload(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
                                                        "spec.priorityClassName") or None,
                      disruption_mode=_workload_disruption_mode(spec.get("disruptionMode")),
                      disrupted_since=_disrupted_since(obj.get("status")),
-                     parent=composite_key(namespace, parent) if parent else "")
+                     parent=composite_key(namespace, parent) if parent else "",
+                     waiting_since=_waiting_condition(obj.get("status")))
 
 
 def _workload_disruption_mode(raw: Any) -> str:
@@ -279,7 +280,8 @@ def workload_group_from_k8s(obj: Any) -> GroupInfo:
     CompositePodGroup (`GroupInfo.parent`), which it is planned with.
     spec.resourceClaims and status.resourceClaimStatuses (1.37, DRAWorkloadResourceClaims)
     are the claims the members share (`GroupInfo.claims`), read as a pod's are: the
-    same fields, one allocation for the gang."""
+    same fields, one allocation for the gang. Our `WAITING_FOR_CAPACITY` condition is
+    read back for a restart (`_waiting_condition`), as a composite's."""
     return fields.guarded("podgroup.scheduling.k8s.io", obj, _build_workload)
 
 
@@ -318,9 +320,10 @@ def _build_composite(obj: Mapping[str, Any], _ident: str) -> CompositeInfo:
 
 
 def _waiting_condition(status: Any) -> float:
-    """When the composite began waiting for capacity: the lastTransitionTime of our
-    `WAITING_FOR_CAPACITY` condition while it is True, 0 otherwise; lenient as
-    `_waiting_since` (an unreadable one only restarts the starvation guard's clock)."""
+    """When the composite or upstream PodGroup began waiting for capacity: the
+    lastTransitionTime of our `WAITING_FOR_CAPACITY` condition while it is True, 0
+    otherwise; lenient as `_waiting_since` (an unreadable one only restarts the
+    starvation guard's clock)."""
     raw = status.get("conditions") if isinstance(status, Mapping) else None
     for c in raw if isinstance(raw, list) else ():
         if (isinstance(c, Mapping) and c.get("type") == WAITING_FOR_CAPACITY

@@ -31,11 +31,12 @@ DISRUPT_SINGLE, DISRUPT_ALL = "single", "all"
 # whole after a member was lost (a preemption's is kube-scheduler's
 # "PreemptionByScheduler"); read back after a restart (`GroupInfo.disrupted_since`).
 MEMBER_DISRUPTED = "MemberDisrupted"
-# The condition in which a CompositePodGroup's status keeps when it began waiting for
-# capacity (True, its lastTransitionTime), the starvation guard's clock carried over a
-# restart (`CompositeInfo.waiting_since`). A condition, not a field: the composite is a
-# built-in API type, whose status holds only the fields it declares (its conditions),
-# so a `waitingForCapacitySince` as a scheduler-plugins PodGroup's would be dropped.
+# The condition in which a CompositePodGroup's or an upstream PodGroup's status keeps
+# when it began waiting for capacity (True, its lastTransitionTime), the starvation
+# guard's clock carried over a restart (`CompositeInfo.waiting_since`,
+# `GroupInfo.waiting_since`). A condition, not a field: both are built-in API types,
+# whose status holds only the fields it declares (its conditions), so a
+# `waitingForCapacitySince` as a scheduler-plugins PodGroup's would be dropped.
 WAITING_FOR_CAPACITY = "gang-extender.x-k8s.io/WaitingForCapacity"
 
 # Where a gang comes from: the API or operator convention that marked it
@@ -295,8 +296,9 @@ class GroupInfo:
     requeue_count: int = 0
     requeue_at: float = 0.0
     # When the gang began waiting for capacity, as its status recorded it
-    # (`status.waitingForCapacitySince`, epoch seconds, 0: not recorded): the starvation
-    # guard's clock, carried over a restart (`queue/starvation.py`).
+    # (`status.waitingForCapacitySince`; an upstream PodGroup's, our condition
+    # `WAITING_FOR_CAPACITY`; epoch seconds, 0: not recorded): the starvation guard's
+    # clock, carried over a restart (`queue/starvation.py`).
     waiting_since: float = 0.0
     # DISRUPT_SINGLE or DISRUPT_ALL (`DISRUPTION_MODE`).
     disruption_mode: str = DISRUPT_SINGLE

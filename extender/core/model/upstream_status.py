@@ -38,6 +38,9 @@ Rules, following kube-scheduler's `updatePodGroupCondition` where it has one:
   `GangDisrupted` report; `core/preemption/disruption.py`); its `lastTransitionTime` is
   when that happened, which a restarted extender reads back (`GroupInfo.disrupted_since`).
   Ended as a preemption's is, once the gang is placed again.
+* our own `gang-extender.x-k8s.io/WaitingForCapacity` (`WAITING_FOR_CAPACITY`), as the
+  composite's below: True while the gang waits for capacity (`GroupStatus.waiting_since`),
+  False once it stops; read back after a restart (`GroupInfo.waiting_since`).
 
 `lastTransitionTime` moves only when a condition's status changes; `observedGeneration`
 is the PodGroup's generation, as kube-scheduler sets it.
@@ -190,6 +193,9 @@ def upstream_conditions(
         out.append(setting.cond(sched, "False", UNSCHEDULABLE, status.message))
     elif not was_true and status.reason in _SCHEDULER_ERROR:
         out.append(setting.cond(sched, "False", SCHEDULER_ERROR, status.message))
+    wait = _waiting(setting, status.waiting_since or 0.0, bound)
+    if wait is not None:
+        out.append(wait)
     target = setting.disruption_target(disruption, bound, status.message)
     return tuple(out) if target is None else (*out, target)
 
@@ -227,19 +233,19 @@ def composite_conditions(
         out.append(setting.cond(sched, "False", SCHEDULER_ERROR, state.error))
     elif not was_true and state.waiting:
         out.append(setting.cond(sched, "False", UNSCHEDULABLE, state.waiting))
-    wait = _waiting(setting, state)
+    wait = _waiting(setting, state.waiting_since, bool(state.placed))
     if wait is not None:
         out.append(wait)
     target = setting.disruption_target(disruption, bool(state.placed), state.placed)
     return tuple(out) if target is None else (*out, target)
 
 
-def _waiting(setting: _Setting, state: CompositeState) -> Condition | None:
+def _waiting(setting: _Setting, waiting_since: float, placed: bool) -> Condition | None:
     """Our `WAITING_FOR_CAPACITY`: True from when the wait began (the time said in
     the message too, so that a wait begun again is written, since `differs` does not
     look at lastTransitionTime); False once it ends; nothing if it never began."""
-    if state.waiting_since and not state.placed:
-        since = rfc3339(math.floor(state.waiting_since))
+    if waiting_since and not placed:
+        since = rfc3339(math.floor(waiting_since))
         return Condition(WAITING_FOR_CAPACITY, "True", "WaitingForCapacity",
                          f"waiting for capacity since {since}: gang-extender's starvation "
                          f"guard counts --starvation-after from then", since,

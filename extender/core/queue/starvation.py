@@ -39,10 +39,10 @@ each child in it made together, and a holder taken over with all its siblings' h
 (`_take_over`), so no part of a composite ever holds alone.
 
 The wait outlives the process: the status writer keeps it in the PodGroup's
-`status.waitingForCapacitySince` (a CompositePodGroup's, the one wait of its children,
-in a condition of ours: `WAITING_FOR_CAPACITY`), and a restarted extender, or a standby
-that takes over, counts from there (`restore`), so failovers cannot keep postponing the
-bound.
+`status.waitingForCapacitySince` (an upstream PodGroup's, and a CompositePodGroup's, the
+one wait of its children, in a condition of ours: `WAITING_FOR_CAPACITY`), and a
+restarted extender, or a standby that takes over, counts from there (`restore`), so
+failovers cannot keep postponing the bound.
 """
 
 from __future__ import annotations
