@@ -198,7 +198,8 @@ def _build_workload(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
                      disruption_mode=_workload_disruption_mode(spec.get("disruptionMode")),
                      disrupted_since=_disrupted_since(obj.get("status")),
                      parent=composite_key(namespace, parent) if parent else "",
-                     waiting_since=_waiting_condition(obj.get("status")))
+                     waiting_since=_waiting_condition(obj.get("status")),
+                     preemption_policy=_preemption_policy(spec.get("preemptionPolicy")))
 
 
 def _workload_disruption_mode(raw: Any) -> str:
@@ -280,8 +281,10 @@ def workload_group_from_k8s(obj: Any) -> GroupInfo:
     CompositePodGroup (`GroupInfo.parent`), which it is planned with.
     spec.resourceClaims and status.resourceClaimStatuses (1.37, DRAWorkloadResourceClaims)
     are the claims the members share (`GroupInfo.claims`), read as a pod's are: the
-    same fields, one allocation for the gang. Our `WAITING_FOR_CAPACITY` condition is
-    read back for a restart (`_waiting_condition`), as a composite's."""
+    same fields, one allocation for the gang. spec.preemptionPolicy (1.37,
+    PodGroupPreemptionPolicy) is the gang's own (`_preemption_policy`), and our
+    `WAITING_FOR_CAPACITY` condition is read back for a restart (`_waiting_condition`),
+    as a composite's."""
     return fields.guarded("podgroup.scheduling.k8s.io", obj, _build_workload)
 
 
@@ -336,9 +339,9 @@ def _waiting_condition(status: Any) -> float:
 
 
 def _preemption_policy(raw: Any) -> str:
-    """spec.preemptionPolicy of a CompositePodGroup (1.37, PodGroupPreemptionPolicy):
-    a pod's two values; absent (the gate off, or no PriorityClass) is
-    PreemptLowerPriority, as upstream defaults it."""
+    """spec.preemptionPolicy of a CompositePodGroup or a v1beta1 PodGroup (1.37,
+    PodGroupPreemptionPolicy): a pod's two values; absent (the gate off, or no
+    PriorityClass) is PreemptLowerPriority, as upstream defaults it."""
     value = fields.as_str(raw, "spec.preemptionPolicy") or PREEMPT_LOWER
     if value not in (PREEMPT_LOWER, PREEMPT_NEVER):
         raise ValueError(f"spec.preemptionPolicy: {value!r} is not one of "

@@ -302,6 +302,11 @@ class GroupInfo:
     waiting_since: float = 0.0
     # DISRUPT_SINGLE or DISRUPT_ALL (`DISRUPTION_MODE`).
     disruption_mode: str = DISRUPT_SINGLE
+    # An upstream PodGroup's spec.preemptionPolicy (1.37, PodGroupPreemptionPolicy), as
+    # admission resolved it: "Never" keeps the gang from evicting lower-priority work,
+    # as a member whose pod says Never does (`core/preemption/preemptor.py`). The other
+    # sources have no such field: their members' pods say it.
+    preemption_policy: str = "PreemptLowerPriority"
     # When this extender evicted the gang whole after it lost a member, as its status
     # recorded it (the `DisruptionTarget` condition of ours, True; epoch seconds, 0:
     # not disrupted): a restarted extender carries the disruption on, never starts

@@ -8,8 +8,9 @@ plain pods of the gang scheduler that kube-scheduler marked unschedulable (they 
 reach the extender's filter when no node fits them). A search whose inputs did not
 change since it found nothing is not made again.
 
-Rules: a preemptor with `preemptionPolicy: Never` (a gang: any member; a composite, or
-a child of one: the CompositePodGroup's own too) never evicts;
+Rules: a preemptor with `preemptionPolicy: Never` (a gang: any member, or an upstream
+PodGroup's own; a composite, or a child of one: the CompositePodGroup's own too) never
+evicts;
 only units of strictly lower priority are victims, chosen by `victims.select` (the
 rule is in its docstring and docs/preemption.md). A gang that must stay
 in one topology domain evicts only inside one domain (`preemption/domain_victims.py`).
@@ -161,7 +162,8 @@ class Preemptions:
         if not self.could_preempt(priority):
             return None
         parent = self._cache.composites.get(group.parent) if group.parent else None
-        never = (any(m.preemption_policy == "Never" for m in members)
+        never = (group.preemption_policy == "Never"
+                 or any(m.preemption_policy == "Never" for m in members)
                  or (parent is not None and parent.preemption_policy == "Never"))
         topo = topology_of(group, [m for m in members if not m.node_name])
         keys = topo.required if topo is not None else ()
@@ -192,6 +194,7 @@ class Preemptions:
             return Plan({u: n for p in out.plans.values() for u, n in p.assignments.items()})
 
         never = (composite.preemption_policy == "Never"
+                 or any(g.preemption_policy == "Never" for g, _ in children)
                  or any(m.preemption_policy == "Never" for _, ms in children for m in ms))
         keys = [g.key for g, _ in children]
         found = self._find(composite.key, priority, never, plan, now, children=keys)
