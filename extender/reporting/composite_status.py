@@ -23,7 +23,8 @@ from extender.core.model.upstream_status import (
     composite_conditions,
     differs,
 )
-from extender.core.model.vocabulary import GangDisrupted, Reason
+from extender.core.model.vocabulary import GANG, GangDisrupted, Preempting, Reason
+from extender.core.reads import Reads
 from extender.reporting import upstream
 from extender.reporting.status_records import GroupRecord
 
@@ -79,6 +80,35 @@ def disrupted(report: GangDisrupted, before: Disruption | None) -> Disruption:
     msg = (f"CompositePodGroup {g.namespace}/{report.composite} is disrupted whole (its "
            f"disruption mode is all), every child group with it: {report.message}")
     return Disruption(key, 0, pods, "", 0, lost=msg, since=report.since)
+
+
+def preempted(report: Preempting, reads: Reads) -> list[Disruption]:
+    """The composites a preemption evicts: a composite with a gang policy is one victim,
+    all its children together (core/preemption/victims.py), and upstream makes it a
+    `DisruptionTarget` with reason `PreemptionByScheduler` as it does each child, so that
+    its owner, who looks at the composite, learns the job as a whole is going. Its
+    children's evicted members are gathered; a composite whose children only had their
+    reservations released is not disrupted (nothing of it is evicted), as a child's."""
+    pods: dict[str, list[str]] = {}
+    found: dict[str, tuple[CompositeInfo, int]] = {}
+    for v in report.victims:
+        if v.kind != GANG or v.group is None or not v.pods:
+            continue
+        g = reads.group(v.group.key)
+        c = reads.composite(g.parent) if g is not None and g.parent else None
+        if c is None or not c.min_group_count:
+            continue  # a child of a "basic" composite is a victim on its own
+        pods.setdefault(c.key, []).extend(p.uid for p in v.pods)
+        found[c.key] = (c, v.priority)
+    out = []
+    for key, (c, priority) in found.items():
+        said = (f"CompositePodGroup {c.namespace}/{c.name} (priority {priority}): preempted "
+                f"by {report.preemptor} (priority {report.priority}) with every child "
+                f"group: their {len(pods[key])} bound member(s) are evicted; it is placed "
+                f"again whole when there is room")
+        out.append(Disruption(key, priority, tuple(pods[key]), report.preemptor,
+                              report.priority, said=said))
+    return out
 
 
 def doc(rec: GroupRecord, st: CompositeState, disruption: Disruption | None, now: float

@@ -190,6 +190,9 @@ class StatusWriter:
         elif isinstance(report, Preempting):
             self.dirty.update(g.key for g in report.groups())
             self._disrupted.update((d.gang, d) for d in disruptions(report))
+            for d in composite_status.preempted(report, self.reads):
+                self._disrupted[d.gang] = d  # one victim: the composite says so too
+                self.dirty.add(d.gang)
         elif isinstance(report, GangDisrupted):
             if report.group.source in (SCHEDULER_PLUGINS, WORKLOAD_API):  # status of ours
                 self._disrupted[report.group.key] = member_lost(report)

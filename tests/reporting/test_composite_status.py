@@ -15,7 +15,17 @@ import pytest
 
 from extender.core.model.phase import rfc3339
 from extender.core.model.types import WORKLOAD_API, Membership
-from extender.core.model.vocabulary import GangDisrupted, Report, StatusChanged
+from extender.core.model.vocabulary import (
+    GANG,
+    RESERVATION,
+    GangDisrupted,
+    GroupRef,
+    PodRef,
+    Preempting,
+    Report,
+    StatusChanged,
+    Victim,
+)
 from extender.kube.informer import Kind
 from extender.kube.recorder import EventRecorder, ObjectRef
 from extender.reporting.events import GangEvents
@@ -219,3 +229,56 @@ def test_the_wait_for_capacity_is_kept_in_a_condition_of_ours() -> None:
     w.step()
     c = w.api.conditions(COMPOSITE)["gang-extender.x-k8s.io/WaitingForCapacity"]
     assert (c["status"], c["reason"]) == ("False", "NotWaitingForCapacity"), c
+
+
+def test_preempted_the_composite_is_a_disruption_target_of_its_own() -> None:
+    """Our preemption evicts a composite with a gang policy as one victim, every child's
+    bound members (core/preemption/victims.py): upstream makes the composite a
+    `DisruptionTarget` (PreemptionByScheduler) as it makes each child, and so does the
+    writer, whatever the composite's disruption mode; False once it is placed again."""
+    w = world(mode="single")
+    w.sim.run_all()
+    w.step()
+    victims = tuple(
+        Victim(f"gang workload-api:ns/{child} (of CompositePodGroup ns/lw)", GANG, 0,
+               GroupRef("ns", child, f"uid-{child}", WORKLOAD_API),
+               tuple(PodRef("ns", n, u) for n, u in w.pods.items() if n.startswith(child)))
+        for child in ("leader", "workers"))
+    w.writer.on_report(Preempting("gang ns/high", GroupRef("ns", "high", "g-high"), None, 10,
+                                  "preempts", victims, ()))
+    for uid in list(w.pods.values()):  # evicted
+        w.sim.delete(uid)
+        w.writer.pod_deleted(uid, None)
+    w.step()
+    dt = w.api.conditions(COMPOSITE)["DisruptionTarget"]
+    assert (dt["status"], dt["reason"]) == ("True", "PreemptionByScheduler"), dt
+    assert dt["message"] == (
+        "CompositePodGroup ns/lw (priority 0): preempted by gang ns/high (priority 10) with "
+        "every child group: their 3 bound member(s) are evicted; it is placed again whole "
+        "when there is room")
+    for child in ("leader", "workers"):
+        cc = w.api.conditions(f"/podgroups/{child}/status")["DisruptionTarget"]
+        assert (cc["status"], cc["reason"]) == ("True", "PreemptionByScheduler"), (child, cc)
+    for name, count in (("leader", 1), ("workers", 2)):  # made again by their owner
+        for i in range(count):
+            w.member(f"{name}-new-{i}", name)
+    w.sim.run_all()
+    w.step()
+    dt = w.api.conditions(COMPOSITE)["DisruptionTarget"]
+    assert (dt["status"], dt["reason"]) == ("False", "Scheduled"), dt
+
+
+def test_a_composite_whose_children_were_only_released_is_not_disrupted() -> None:
+    """Reservations released, nothing of it evicted: as for a child, no DisruptionTarget;
+    its scheduling condition says why it waits."""
+    w = world(mode="single")
+    w.sim.run_all()
+    w.step()
+    victims = tuple(
+        Victim(f"reservation of gang workload-api:ns/{child} (of CompositePodGroup ns/lw)",
+               RESERVATION, 0, GroupRef("ns", child, f"uid-{child}", WORKLOAD_API), ())
+        for child in ("leader", "workers"))
+    w.writer.on_report(Preempting("gang ns/high", GroupRef("ns", "high", "g-high"), None, 10,
+                                  "preempts", victims, ()))
+    w.step()
+    assert "DisruptionTarget" not in w.api.conditions(COMPOSITE)

@@ -235,8 +235,9 @@ def test_a_higher_priority_gang_evicts_the_whole_composite_never_one_child(
     """Two 2-CPU nodes held by a low-priority composite (minGroupCount 2: a leader and a
     worker of one 2-CPU pod each). A high-priority gang of one 2-CPU pod needs the room
     of one child: both children are evicted, never one (which would leave the composite
-    running with one of the two groups it needs), and the gang is bound. Fails without
-    the composite as one victim: only the cheapest child went."""
+    running with one of the two groups it needs), and the gang is bound; the composite
+    and both children are DisruptionTargets. Fails without the composite as one victim:
+    only the cheapest child went."""
     if not served():
         pytest.skip("scheduling.k8s.io/v1alpha3 CompositePodGroups are not served")
     ns, sel = namespace, {"composite-e2e": namespace}
@@ -269,4 +270,14 @@ def test_a_higher_priority_gang_evicts_the_whole_composite_never_one_child(
 
         dt = wait_for(target, 30, f"DisruptionTarget on {name}", logs=gang.logs())
         assert dt["reason"] == "PreemptionByScheduler", dt
+
+    def on_composite() -> dict[str, Any] | NotYet:
+        found = conditions(ns, "lw", "compositepodgroups")
+        c = found.get("DisruptionTarget")
+        return c if c is not None and c["status"] == "True" else NotYet(found)
+
+    # The composite, one victim, says so itself, as upstream writes it.
+    dt = wait_for(on_composite, 30, "DisruptionTarget on the composite", logs=gang.logs())
+    assert dt["reason"] == "PreemptionByScheduler", dt
+    assert "preempted by gang" in dt["message"] and "with every child group" in dt["message"]
     print(f"composite preempted whole: the high gang bound {took:.2f} s after it was made")

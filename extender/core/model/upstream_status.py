@@ -51,11 +51,12 @@ name for the scheduling condition, True once `minGroupCount` of its children (1 
 "basic" one) have their quorum bound, terminal as the PodGroup's; False with reason
 `Unschedulable` and a waiting child's message before that, `SchedulerError` for what
 cannot be honoured; and `DisruptionTarget` as a PodGroup's, when it is disrupted whole
-(its disruption mode all). And one of our own, `gang-extender.x-k8s.io/WaitingForCapacity`
-(`WAITING_FOR_CAPACITY`): True while the composite waits for capacity, its
-lastTransitionTime when that wait began (whole seconds, whatever the previous write
-said), so that a restarted extender's starvation guard counts from there
-(`CompositeInfo.waiting_since`); False once it stops waiting. A scheduler-plugins
+(its disruption mode all) or our preemption evicts it (all its children, one victim).
+And one of our own, `gang-extender.x-k8s.io/WaitingForCapacity` (`WAITING_FOR_CAPACITY`):
+True while the composite waits for capacity, its lastTransitionTime when that wait
+began (whole seconds, whatever the previous write said), so that a restarted extender's
+starvation guard counts from there (`CompositeInfo.waiting_since`); False once it stops
+waiting. A scheduler-plugins
 PodGroup keeps that time in `status.waitingForCapacitySince`, a field of the CRD this
 project ships; the composite's status, a built-in type's, holds only conditions.
 """
@@ -109,6 +110,8 @@ class Disruption:
     preemptor_priority: int
     lost: str = ""  # the core's message about the member lost
     since: float = 0.0  # when the member was lost
+    # A preemption's own words ("": a gang's, made here): a composite's names its children.
+    said: str = ""
 
     @property
     def reason(self) -> str:
@@ -116,8 +119,8 @@ class Disruption:
 
     @property
     def message(self) -> str:
-        if self.lost:
-            return self.lost
+        if self.lost or self.said:
+            return self.lost or self.said
         return (f"gang {self.gang} (priority {self.priority}): preempted by "
                 f"{self.preemptor} (priority {self.preemptor_priority}): its {len(self.pods)} "
                 f"bound member(s) are evicted; it is placed again whole when there is room")
