@@ -5,6 +5,7 @@ no object: `sources.py` derives it from its pods). The same rules for untrusted 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,6 +14,7 @@ from extender.core.model.annotations import label_key_problem, topology_of
 from extender.core.model.claims import read_pod_claims
 from extender.core.model.resources import parse_resource_list
 from extender.core.model.types import (
+    BACKING_OFF,
     DISRUPT_ALL,
     DISRUPT_SINGLE,
     DISRUPTION_MODE,
@@ -189,6 +191,8 @@ def _build_workload(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
     claims = None
     if spec.get("resourceClaims"):
         claims = read_pod_claims(spec, fields.as_obj(obj.get("status"), "status"))
+    requeue_count, requeue_at = _backing_off(obj.get("status"))
+    priority = spec.get("priority")
     return GroupInfo(namespace=namespace, name=name, min_member=min_count, uid=uid,
                      creation=creation, source=WORKLOAD_API, topology_required=required,
                      claims=claims,
@@ -199,6 +203,9 @@ def _build_workload(obj: Mapping[str, Any], _ident: str) -> GroupInfo:
                      disrupted_since=_disrupted_since(obj.get("status")),
                      parent=composite_key(namespace, parent) if parent else "",
                      waiting_since=_waiting_condition(obj.get("status")),
+                     requeue_count=requeue_count, requeue_at=requeue_at,
+                     priority=(None if priority is None
+                               else fields.as_int(priority, "spec.priority", 0)),
                      preemption_policy=_preemption_policy(spec.get("preemptionPolicy")))
 
 
@@ -281,10 +288,11 @@ def workload_group_from_k8s(obj: Any) -> GroupInfo:
     CompositePodGroup (`GroupInfo.parent`), which it is planned with.
     spec.resourceClaims and status.resourceClaimStatuses (1.37, DRAWorkloadResourceClaims)
     are the claims the members share (`GroupInfo.claims`), read as a pod's are: the
-    same fields, one allocation for the gang. spec.preemptionPolicy (1.37,
+    same fields, one allocation for the gang. spec.priority (v1beta1) is the gang's where
+    its pods have none (`GroupInfo.priority`). spec.preemptionPolicy (1.37,
     PodGroupPreemptionPolicy) is the gang's own (`_preemption_policy`), and our
     `WAITING_FOR_CAPACITY` condition is read back for a restart (`_waiting_condition`),
-    as a composite's."""
+    as a composite's, and so is our `BACKING_OFF`, its backoff (`_backing_off`)."""
     return fields.guarded("podgroup.scheduling.k8s.io", obj, _build_workload)
 
 
@@ -336,6 +344,34 @@ def _waiting_condition(status: Any) -> float:
             except ValueError:
                 return 0.0
     return 0.0
+
+
+# `upstream_status.backoff_message`'s head, and only that: a count from 1 without
+# leading zeros, and the end as `rfc3339` writes it (whole seconds, UTC).
+_BACKOFF_HEAD = re.compile(r"count=([1-9][0-9]{0,8})"
+                           r"(?: requeueAt=([0-9]{4}-[0-9]{2}-[0-9]{2}"
+                           r"T[0-9]{2}:[0-9]{2}:[0-9]{2}Z))?; ")
+
+
+def _backing_off(status: Any) -> tuple[int, float]:
+    """An upstream PodGroup's backoff from our `BACKING_OFF` condition while it is True:
+    (timeouts, when the backoff ends, 0: not backing off), read from the head of its
+    message (`upstream_status.backoff_message` says why there, and why so strict);
+    lenient as `_requeue_state`: one it cannot read is dropped, the backoff starts over."""
+    raw = status.get("conditions") if isinstance(status, Mapping) else None
+    for c in raw if isinstance(raw, list) else ():
+        if not (isinstance(c, Mapping) and c.get("type") == BACKING_OFF
+                and c.get("status") == "True"):
+            continue
+        message = c.get("message")
+        m = _BACKOFF_HEAD.match(message) if isinstance(message, str) else None
+        if m is None:
+            return 0, 0.0
+        try:
+            return int(m[1]), fields.parse_time(m[2])
+        except ValueError:  # a date that does not exist (month 13)
+            return 0, 0.0
+    return 0, 0.0
 
 
 def _preemption_policy(raw: Any) -> str:

@@ -13,7 +13,8 @@ def gang_priority(members: list[PodInfo], inherited: int | None = None) -> int:
     """A gang runs at the priority of its most important member; where none of its
     members has a priority above 0 (none given by a PriorityClass, the common case for a
     child of a CompositePodGroup whose template alone names one), at the priority it
-    inherits, its composite's (`CompositeInfo.priority`), when that is set."""
+    inherits when that is set: an upstream PodGroup's own spec.priority
+    (`GroupInfo.priority`), else its composite's (`CompositeInfo.priority`)."""
     top = max((p.priority for p in members), default=0)
     return inherited if inherited is not None and top == 0 else top
 

@@ -38,6 +38,12 @@ MEMBER_DISRUPTED = "MemberDisrupted"
 # whose status holds only the fields it declares (its conditions), so a
 # `waitingForCapacitySince` as a scheduler-plugins PodGroup's would be dropped.
 WAITING_FOR_CAPACITY = "gang-extender.x-k8s.io/WaitingForCapacity"
+# The condition in which an upstream PodGroup's status keeps its backoff (True while
+# timeouts are counted against --backoff-limit: the count and the backoff's end in its
+# message, `upstream_status.backoff_message`), carried over a restart
+# (`GroupInfo.requeue_count`, `requeue_at`): what a scheduler-plugins PodGroup keeps in
+# `status.requeueState`, which a built-in type's status would drop.
+BACKING_OFF = "gang-extender.x-k8s.io/BackingOff"
 
 # Where a gang comes from: the API or operator convention that marked it
 # (core/model/sources.py has each one's keys and objects; docs/integrations.md and
@@ -289,10 +295,11 @@ class GroupInfo:
     # A Volcano PodGroup's spec.priorityClassName, as written; carried, not resolved:
     # the queue orders gangs by their members' pod priority (queue/order.py).
     priority_class_name: str | None = None
-    # The group's backoff as its status recorded it (`status.requeueState`, written by
-    # the active extender): timeouts so far and when it may be tried again (epoch
-    # seconds, 0: not backing off). A restarted or newly leading extender carries it on
-    # rather than retrying a timed-out gang at once, or a Failed one at all.
+    # The group's backoff as its status recorded it (`status.requeueState`; an upstream
+    # PodGroup's, our condition `BACKING_OFF`; written by the active extender): timeouts
+    # so far and when it may be tried again (epoch seconds, 0: not backing off). A
+    # restarted or newly leading extender carries it on rather than retrying a timed-out
+    # gang at once, or a Failed one at all.
     requeue_count: int = 0
     requeue_at: float = 0.0
     # When the gang began waiting for capacity, as its status recorded it
@@ -307,6 +314,10 @@ class GroupInfo:
     # as a member whose pod says Never does (`core/preemption/preemptor.py`). The other
     # sources have no such field: their members' pods say it.
     preemption_policy: str = "PreemptLowerPriority"
+    # An upstream PodGroup's spec.priority (v1beta1, 1.37), what admission resolved from
+    # spec.priorityClassName (None: absent; other sources: their pods say it): the gang's
+    # priority where none of its members has one of its own (`order.gang_priority`).
+    priority: int | None = None
     # When this extender evicted the gang whole after it lost a member, as its status
     # recorded it (the `DisruptionTarget` condition of ours, True; epoch seconds, 0:
     # not disrupted): a restarted extender carries the disruption on, never starts

@@ -41,6 +41,10 @@ Rules, following kube-scheduler's `updatePodGroupCondition` where it has one:
 * our own `gang-extender.x-k8s.io/WaitingForCapacity` (`WAITING_FOR_CAPACITY`), as the
   composite's below: True while the gang waits for capacity (`GroupStatus.waiting_since`),
   False once it stops; read back after a restart (`GroupInfo.waiting_since`).
+* our own `gang-extender.x-k8s.io/BackingOff` (`BACKING_OFF`): True while timeouts are
+  counted against --backoff-limit (`GroupStatus.requeue`), the count and the backoff's
+  end in its message (`_backing_off`); False once the count is dropped (the gang placed,
+  re-specified); read back after a restart (`GroupInfo.requeue_count`, `requeue_at`).
 
 `lastTransitionTime` moves only when a condition's status changes; `observedGeneration`
 is the PodGroup's generation, as kube-scheduler sets it.
@@ -69,7 +73,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.core.model.phase import Condition, GroupStatus, Previous, rfc3339
-from extender.core.model.types import MEMBER_DISRUPTED, WAITING_FOR_CAPACITY
+from extender.core.model.types import BACKING_OFF, MEMBER_DISRUPTED, WAITING_FOR_CAPACITY
 from extender.core.model.vocabulary import GANG, GangDisrupted, Preempting, Reason
 
 INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"  # scheduling.k8s.io/v1beta1 (1.37)
@@ -199,6 +203,9 @@ def upstream_conditions(
     wait = _waiting(setting, status.waiting_since or 0.0, bound)
     if wait is not None:
         out.append(wait)
+    backoff = _backing_off(setting, status.requeue)
+    if backoff is not None:
+        out.append(backoff)
     target = setting.disruption_target(disruption, bound, status.message)
     return tuple(out) if target is None else (*out, target)
 
@@ -287,3 +294,36 @@ def conditions_by_type(status: Any) -> dict[str, dict[str, Any]]:
             if isinstance(c, Mapping) and isinstance(c.get("type"), str):
                 out[c["type"]] = dict(c)
     return out
+
+
+def backoff_message(count: int, until: float) -> str:
+    """The message of our `BACKING_OFF`, which alone carries the backoff over a restart:
+    `count=N requeueAt=<RFC 3339, whole seconds, rounded up>; ` (no requeueAt once the
+    backoff ran out or the gang is out of retries), then words for people. Why there and
+    so: a condition's message is the only free text a built-in status keeps; its
+    lastTransitionTime is when the condition last turned True, so it cannot carry the
+    end of a later backoff (nor the count), and holds whole seconds only. The fields are
+    `status.requeueState`'s names and rounding (a backoff read back never ends early),
+    and `convert_groups._backing_off` accepts exactly this form and nothing looser: a
+    message edited by hand, or one a later version words otherwise, is dropped (the
+    backoff starts over) rather than half-read into a count or an end it did not mean."""
+    head = f"count={count}"
+    if until:
+        head += f" requeueAt={rfc3339(math.ceil(until))}"
+        said = f"backing off until then after {count} timeout(s)"
+    else:
+        said = f"{count} timeout(s) counted"
+    return (f"{head}; {said}: gang-extender counts them against --backoff-limit and "
+            f"carries them over a restart")
+
+
+def _backing_off(setting: _Setting, requeue: tuple[int, float] | None) -> Condition | None:
+    """Our `BACKING_OFF`: True while timeouts are counted (`backoff_message`), its
+    lastTransitionTime when that began; False once they are dropped; nothing if none was
+    ever counted."""
+    if requeue is not None and requeue[0] > 0:
+        return setting.cond(BACKING_OFF, "True", "BackingOff", backoff_message(*requeue))
+    if setting.was_true(BACKING_OFF):
+        return setting.cond(BACKING_OFF, "False", "NotBackingOff",
+                            "no timeouts counted: placed, or started over")
+    return None

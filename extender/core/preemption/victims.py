@@ -103,7 +103,10 @@ def together(cache: Cache, group: GroupInfo | None) -> CompositeInfo | None:
 
 
 def _inherited(cache: Cache, group: GroupInfo | None) -> int | None:
-    """The priority `group` inherits from its composite, as the queue reads it."""
+    """The priority `group` has where its members have none, as the queue reads it: its
+    own spec.priority, else its composite's."""
+    if group is not None and group.priority is not None:
+        return group.priority
     parent = cache.composites.get(group.parent) if group is not None and group.parent else None
     return parent.priority if parent is not None else None
 

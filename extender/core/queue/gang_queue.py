@@ -502,10 +502,12 @@ class GangQueue:
             self._outbox.append(WakePods(f"gang {group.key} reserved", parked, group.key))
 
     def _sort_key(self, group: GroupInfo, members: list[PodInfo]) -> QueueKey:
-        """Its place in the queue; a child of a CompositePodGroup inherits the
-        composite's priority where its members have none (`order.gang_priority`)."""
+        """Its place in the queue; where its members have no priority, an upstream
+        PodGroup's own spec.priority holds, else a child of a CompositePodGroup inherits
+        the composite's (`order.gang_priority`)."""
         parent = self._cache.composites.get(group.parent) if group.parent else None
-        return queue_sort_key(group, members, parent.priority if parent is not None else None)
+        return queue_sort_key(group, members, group.priority if group.priority is not None
+                              else parent.priority if parent is not None else None)
 
     # ----- view ------------------------------------------------------------------------------
 
