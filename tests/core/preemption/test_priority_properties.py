@@ -143,9 +143,11 @@ def test_preemption_and_starvation_invariants(scenario: Stream) -> None:
                 assert driver.t - held_at <= left + 3 * DT, (a.group.key, held_at, left)
         # A composite's children's holds are made together and become reservations
         # together: each waits for the longest run on any of their nodes.
-        if held_children:
-            longest = max(holds[k][1] for k in held_children)
-            for k in held_children:
+        # A child held and reserved in the same step has no hold left to wait for.
+        still_held = [k for k in held_children if k in holds]
+        if still_held:
+            longest = max(holds[k][1] for k in still_held)
+            for k in still_held:
                 holds[k] = (holds[k][0], longest)
         # Never an over-committed node.
         assert sim.overcommits == [], sim.overcommits
