@@ -206,6 +206,8 @@ class GangQueue:
         for sort_key, group, members, unit in waiting:
             key = group.key
             self._quorum_since.setdefault(key, now)
+            if self._composite_leaving(group, units.get(unit or "", []), now):
+                continue
             if unit is not None:
                 # 4'. A composite's children: planned together, reserved together or not
                 # at all (`queue/composite_unit.py`); victims evicted or capacity held for
@@ -283,6 +285,28 @@ class GangQueue:
         again = self.starvation.took_over or self._preemptions.released
         self._passed_at = None if again else (self._cache.capacity_epoch,
                                               self._members_version)
+
+    def _composite_leaving(self, group: GroupInfo,
+                           children: list[tuple[QueueKey, GroupInfo, list[PodInfo]]],
+                           now: float) -> bool:
+        """Whether `group` (with its siblings planned with it, `children`) waits because
+        its composite is being preempted whole. Its siblings being evicted still count
+        as placed until they are gone (`composite_unit.placed`), so a child planned in
+        the pass that chose them, or while they terminate, would be planned alone,
+        reserved and bound beside them, and left running alone once they went: a
+        composite below minGroupCount. Checked here, not at the filter, because a
+        direct commit binds with no filter call; keyed by the composite, so a child
+        created after the victims were chosen waits too."""
+        if not group.parent or not self._preemptions.leaving.gang_leaving(group.parent):
+            return False
+        name = group.parent.split(":", 1)[-1]
+        for g in [group, *(c[1] for c in children if c[1] is not group)]:
+            self._explanations.set(
+                g.key, Reason.PREEMPTED,
+                f"gang {g.key}: its CompositePodGroup {name} is being preempted, the "
+                f"members of its placed groups evicted; it is planned with the composite "
+                f"again once they are gone", now)
+        return True
 
     def _composite(self, key: str, children: list[tuple[QueueKey, GroupInfo, list[PodInfo]]],
                    now: float, scheduling: str | None, granted: list[str]) -> None:

@@ -196,3 +196,40 @@ def test_a_preempted_composite_of_mode_all_is_not_also_disrupted() -> None:
     assert [a.gang for a in preemptions(sim)] == [PARENT]
     assert not [a for a in sim.actions if isinstance(a, GangDisrupted)]
     assert not [a for a in sim.actions if isinstance(a, EvictPods) and not a.preemptor]
+
+
+def test_a_child_planned_as_its_composite_is_preempted_waits_for_the_composite() -> None:
+    """A child that arrives late, in the pass whose preemption takes its composite, is
+    not bound beside siblings already being evicted (they still count as placed until
+    they are gone, so it would be planned alone): bound after the composite's eviction
+    went out, it would be left running alone, a composite below minGroupCount. It
+    waits, and is planned with the composite again once the evicted members are gone
+    (here, with no sibling recreated, it stays pending). With direct commits (the
+    default), so no filter call sits between its reservation and its Binding."""
+    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30, preemption=True,
+                                        starvation_after_seconds=None)))
+    for i in range(4):
+        sim.add_node(node(f"n{i}", cpu=4000))
+    other = Job("other", at=0, run=1000, cpu=3000, members=1, priority=20)
+    driver = Driver(sim, [other])
+    driver.run(0.3)
+    kids = pair(priority=0)
+    arrive_composite(driver, kids)
+    driver.run_until(lambda: all(driver.gang_bound_at(k) is not None for k in kids), 3)
+    assert all(driver.gang_bound_at(k) is not None for k in kids)
+    # The room of two whole nodes (one free, one of the composite's), and a third
+    # child that fits beside `other` at once.
+    high = Job("high", at=0, run=10, cpu=4000, members=2, priority=10)
+    late = Job("late", at=0, run=1000, cpu=1000, members=1, priority=0, parent=PARENT)
+    arrive(driver, high)
+    arrive(driver, late)
+    driver.step()
+    (ev,) = preemptions(sim)
+    assert ev.gang == PARENT and {p.uid for p in ev.pods} == {u for k in kids for u in k.uids}
+    assert not any(sim.cache.pods[u].node_name for u in late.uids), "bound beside leavers"
+    st = sim.status("ns/late")
+    assert st is not None and "CompositePodGroup ns/lw is being preempted" in st.message, st
+    driver.run_until(lambda: driver.gang_bound_at(high) is not None, 3)
+    assert driver.gang_bound_at(high) is not None
+    driver.run(2)
+    assert not any(u in driver.bound_at for u in late.uids)
