@@ -47,7 +47,7 @@ failovers cannot keep postponing the bound.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from extender.core.cache.snapshot import Snapshot
 from extender.core.ledger import Ledger, Reservation
@@ -156,6 +156,34 @@ class Starvation:
 
     # ----- the guard -----------------------------------------------------------------------
 
+    def _starved(self, key: str, now: float) -> bool:
+        """Whether the wait of `key` (a gang's, or a composite's for all its children)
+        has lasted the starvation limit; one still short of it sets when the pass should
+        look again (`_due`), so a starving gang is guarded on time without a pass per
+        tick."""
+        since = self._since.get(key)
+        if self._after is None or since is None:
+            return False
+        due = since + self._after
+        if now < due:
+            self._due = due if self._due is None else min(self._due, due)
+            return False
+        return True
+
+    def _sides(self, mine: tuple[int, float, str], own: Callable[[str], bool]
+               ) -> tuple[list[Reservation], list[Reservation]] | None:
+        """The holders ahead of a starving gang in gang order (`mine`, its place),
+        whose nodes it leaves alone, and those behind it, which it may take over; None
+        when one of the holders is its own (`own`: it holds already)."""
+        ahead: list[Reservation] = []
+        behind: list[Reservation] = []
+        for res in self.holders():
+            if own(res.gang):
+                return None
+            theirs = self._sort_key(res.gang)
+            (ahead if theirs is not None and theirs <= mine else behind).append(res)
+        return ahead, behind
+
     def guard(
         self, group: GroupInfo, members: Sequence[PodInfo], now: float, timeout: float
     ) -> Reservation | None:
@@ -165,24 +193,12 @@ class Starvation:
         (`taken_over`)."""
         self.taken_over = []
         key = group.key
-        since = self._since.get(key)
-        if self._after is None or since is None:
+        if not self._starved(key, now):
             return None
-        if now < since + self._after:
-            due = since + self._after
-            self._due = due if self._due is None else min(self._due, due)
+        sides = self._sides(self._key_of(group, list(members)), lambda gang: gang == key)
+        if sides is None:
             return None
-        mine = self._key_of(group, list(members))
-        ahead: list[Reservation] = []
-        behind: list[Reservation] = []
-        for res in self.holders():
-            if res.gang == key:
-                return None
-            theirs = self._sort_key(res.gang)
-            if theirs is not None and theirs <= mine:
-                ahead.append(res)
-            else:
-                behind.append(res)
+        ahead, behind = sides
         cache = self._cache
         signature = (cache.capacity_epoch, cache.unreserve_epoch, cache.members_epoch.get(key, 0),
                      group.min_member, tuple(sorted(r.gang for r in ahead + behind)))
@@ -209,24 +225,14 @@ class Starvation:
         none. Each child held, with its hold; None otherwise."""
         self.taken_over = []
         key = composite.key
-        since = self._since.get(key)
-        if self._after is None or since is None:
+        if not self._starved(key, now):
             return None
-        if now < since + self._after:
-            due = since + self._after
-            self._due = due if self._due is None else min(self._due, due)
+        # Some of its children hold already: that hold is the composite's.
+        sides = self._sides(min(self._key_of(g, list(ms)) for g, ms in children),
+                            lambda gang: self._parent(gang) == key)
+        if sides is None:
             return None
-        mine = min(self._key_of(g, list(ms)) for g, ms in children)
-        ahead: list[Reservation] = []
-        behind: list[Reservation] = []
-        for res in self.holders():
-            if self._parent(res.gang) == key:
-                return None  # some of its children hold already
-            theirs = self._sort_key(res.gang)
-            if theirs is not None and theirs <= mine:
-                ahead.append(res)
-            else:
-                behind.append(res)
+        ahead, behind = sides
         cache = self._cache
         signature = (cache.capacity_epoch, cache.unreserve_epoch,
                      sum(cache.members_epoch.get(g.key, 0) for g, _ in children),
