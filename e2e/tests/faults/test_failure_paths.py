@@ -318,7 +318,8 @@ def _runtime(cp: ControlPlane) -> Any:
 
     core = Core.wire()
     # The client the CLI builds: Bindings through the transport's raw write path.
-    return Dispatcher(GangManager(core), make_kube(str(cp.kubeconfig))), core
+    client = make_kube(str(cp.kubeconfig))
+    return Dispatcher(GangManager(core), client), core, client
 
 
 def _read_node(name: str) -> dict[str, Any]:
@@ -355,7 +356,7 @@ def test_binding_rejected_by_the_api_server(
     n1, n2 = fake_nodes.add_nodes(2, prefix="rej", cpu="4", memory="8Gi")
     for name in ("elsewhere", "same", "recreated"):
         create_pod(ns, name, cpu="1", scheduler_name="nobody")  # no scheduler touches them
-    rt, core = _runtime(local_control_plane)
+    rt, core, client = _runtime(local_control_plane)
     _feed(rt, ns, ["elsewhere", "same", "recreated"], [n1, n2])
     uids = {n: (get_pod(ns, n) or {})["metadata"]["uid"] for n in ("elsewhere", "same",
                                                                     "recreated")}
@@ -368,12 +369,12 @@ def test_binding_rejected_by_the_api_server(
     async def go() -> dict[str, str | None]:
         try:
             return {
-                "elsewhere": await rt.bind(ns, "elsewhere", uids["elsewhere"], n2),
-                "same": await rt.bind(ns, "same", uids["same"], n2),
-                "recreated": await rt.bind(ns, "recreated", uids["recreated"], n1),
+                "elsewhere": await rt.bindings.bind(ns, "elsewhere", uids["elsewhere"], n2),
+                "same": await rt.bindings.bind(ns, "same", uids["same"], n2),
+                "recreated": await rt.bindings.bind(ns, "recreated", uids["recreated"], n1),
             }
         finally:
-            await rt.kube.http.aclose()
+            await client.http.aclose()
 
     errors = asyncio.run(go())
     print(f"MEASURED rejected bindings: {errors}")
