@@ -24,6 +24,9 @@ import pytest
 REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())
 README_MAX_LINES = 250
 DOC_MAX_LINES = 600
+# What a user reads to learn what the scheduler costs: the numbers and how to measure
+# them, not the history of getting there (lab/history/performance-history.md).
+PERFORMANCE_MAX_LINES = 399
 
 _FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.M | re.S)
 _CODE_SPAN = re.compile(r"`[^`\n]*`")
@@ -104,6 +107,11 @@ def test_the_readme_is_short() -> None:
 def test_a_docs_file_is_at_most_600_lines(path: Path) -> None:
     problem = too_long(path.read_text(), DOC_MAX_LINES)
     assert problem is None, f"{path.name}: {problem}"
+
+
+def test_the_performance_page_is_under_400_lines() -> None:
+    problem = too_long((REPO / "docs" / "performance.md").read_text(), PERFORMANCE_MAX_LINES)
+    assert problem is None, f"performance.md: {problem}"
 
 
 @pytest.mark.parametrize("path", USER_FILES, ids=lambda p: str(p.relative_to(REPO)))
