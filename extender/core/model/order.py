@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from extender.core.model.types import GroupInfo, PodInfo
+from extender.core.model.types import CompositeInfo, GroupInfo, PodInfo
 
 
 def gang_priority(members: list[PodInfo], inherited: int | None = None) -> int:
@@ -17,6 +17,15 @@ def gang_priority(members: list[PodInfo], inherited: int | None = None) -> int:
     (`GroupInfo.priority`), else its composite's (`CompositeInfo.priority`)."""
     top = max((p.priority for p in members), default=0)
     return inherited if inherited is not None and top == 0 else top
+
+
+def inherited_priority(group: GroupInfo | None, composite: CompositeInfo | None) -> int | None:
+    """The priority a gang runs at where its members have none (`gang_priority`): an
+    upstream PodGroup's own spec.priority, else its composite's; one rule for the queue,
+    the starvation guard and the victim choice, which must agree on gang order."""
+    if group is not None and group.priority is not None:
+        return group.priority
+    return composite.priority if composite is not None else None
 
 
 class QueueKey(NamedTuple):

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from extender.core.cache import Cache
 from extender.core.cache.snapshot import FreeOverlay, Snapshot
 from extender.core.ledger import Reservations
-from extender.core.model.order import gang_priority
+from extender.core.model.order import gang_priority, inherited_priority
 from extender.core.model.types import CompositeInfo, GroupInfo, PodInfo, Resources
 from extender.core.model.vocabulary import GANG, POD, RESERVATION
 from extender.core.preemption.budgets import Budgets
@@ -105,10 +105,8 @@ def together(cache: Cache, group: GroupInfo | None) -> CompositeInfo | None:
 def _inherited(cache: Cache, group: GroupInfo | None) -> int | None:
     """The priority `group` has where its members have none, as the queue reads it: its
     own spec.priority, else its composite's."""
-    if group is not None and group.priority is not None:
-        return group.priority
     parent = cache.composites.get(group.parent) if group is not None and group.parent else None
-    return parent.priority if parent is not None else None
+    return inherited_priority(group, parent)
 
 
 def _composites(

@@ -27,7 +27,7 @@ from extender.core.explain import Behind, Explanations, shortfall_words
 from extender.core.ledger import Ledger, Reservation
 from extender.core.model import messages
 from extender.core.model.constraints import term_matches
-from extender.core.model.order import QueueKey, queue_sort_key
+from extender.core.model.order import QueueKey, inherited_priority, queue_sort_key
 from extender.core.model.types import CompositeInfo, GroupInfo, PodInfo
 from extender.core.model.vocabulary import (
     GangHeld,
@@ -530,8 +530,7 @@ class GangQueue:
         PodGroup's own spec.priority holds, else a child of a CompositePodGroup inherits
         the composite's (`order.gang_priority`)."""
         parent = self._cache.composites.get(group.parent) if group.parent else None
-        return queue_sort_key(group, members, group.priority if group.priority is not None
-                              else parent.priority if parent is not None else None)
+        return queue_sort_key(group, members, inherited_priority(group, parent))
 
     # ----- view ------------------------------------------------------------------------------
 

@@ -51,7 +51,7 @@ from collections.abc import Callable, Sequence
 
 from extender.core.cache.snapshot import Snapshot
 from extender.core.ledger import Ledger, Reservation
-from extender.core.model.order import queue_sort_key
+from extender.core.model.order import inherited_priority, queue_sort_key
 from extender.core.model.types import CompositeInfo, GroupInfo, PodInfo, Resources
 from extender.core.planner import Plan, Shortfall
 from extender.core.planner.composite_plan import Child, plan_composite
@@ -281,10 +281,9 @@ class Starvation:
         return self._plan(group, members, succeeded, snapshot, explain=False)
 
     def _key_of(self, group: GroupInfo, members: list[PodInfo]) -> tuple[int, float, str]:
-        """Its place in gang order, as the queue reads it: a composite's child
-        inherits the composite's priority where its members have none."""
+        """Its place in gang order, as the queue reads it (`GangQueue._sort_key`)."""
         parent = self._cache.composites.get(group.parent) if group.parent else None
-        return queue_sort_key(group, members, parent.priority if parent is not None else None)
+        return queue_sort_key(group, members, inherited_priority(group, parent))
 
     def _sort_key(self, gang: str) -> tuple[int, float, str] | None:
         key = self._keys.get(gang)
