@@ -104,3 +104,13 @@ def test_spec_priority_is_read_and_a_bad_one_named() -> None:
     for bad in ("high", 1.5, True):
         with pytest.raises(ValueError, match=r"spec\.priority"):
             upstream("g", 1, bad)
+
+
+def test_the_starvation_guard_orders_starving_gangs_by_it_too() -> None:
+    """The guard lets a starving gang take over holds only of gangs behind it in gang
+    order; that order must be the queue's, or a gang the queue puts first would lose its
+    hold to one behind it. Before, the guard read only a composite's priority."""
+    sim = cluster(priority=1000)
+    cache, guard = sim.core.cache, sim.core.starvation
+    new, old = cache.groups[f"{WORKLOAD_API}:ns/new"], cache.groups["ns/old"]
+    assert guard._key_of(new, cache.members(new)) < guard._key_of(old, cache.members(old))
