@@ -1,11 +1,17 @@
 """A gang's backoff survives a restart of the extender and a change of leader: the status
-writer keeps it in `status.requeueState`, the converter reads it back and the gang
-manager carries it on (`Backoffs.restore`). Before, a restarted extender retried a
-timed-out gang at once and a Failed one as if it had never failed."""
+writer keeps it (in `status.requeueState` of a scheduler-plugins PodGroup, in a condition
+of ours on an upstream one), the converter reads it back and the gang manager carries
+it on (`Backoffs.restore`). Before, a restarted extender retried a timed-out gang at
+once and a Failed one as if it had never failed. The tests of what both kinds of
+PodGroup must do run once per kind (`SOURCES`); the upstream record's own format is
+tested in `test_upstream_backoff_restart.py`."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
+
+import pytest
 
 from extender.core.model.config import BackoffPolicy, Config
 from extender.core.model.convert_groups import group_from_k8s
@@ -13,84 +19,88 @@ from extender.core.model.phase import rfc3339
 from extender.core.model.vocabulary import GroupRef, Reason
 from extender.core.queue.backoff import Backoffs
 from extender.core.wiring import Core
-from tests.core.queue.restart import GANG, podgroup, recorded, written
+from tests.core.queue.restart import (
+    GANG,
+    PLUGINS,
+    UPSTREAM,
+    Source,
+    podgroup,
+    recorded,
+    uid_of,
+    written,
+)
 from tests.core.sim import SimScheduler, group, node, pod
 
-
-def uid_of(sim: SimScheduler, name: str) -> str:
-    return next(p.uid for p in sim.cache.pods.values() if p.name == name)
+SOURCES = [pytest.param(PLUGINS, id="scheduler-plugins"), pytest.param(UPSTREAM, id="upstream")]
 
 
 def timed_out(policy: BackoffPolicy) -> SimScheduler:
     """A gang of two on one node whose second member never comes to filter: its
     reservation times out (after 10 s) once."""
-    sim = SimScheduler(Core.wire(Config(10, policy, direct_commit=False)))
-    sim.add_node(node("n0"))
-    sim.add_group(group("g", 2))
-    sim.add_pod(pod("g-0", "g"))
-    sim.add_pod(pod("g-1", "g"))
-    sim.tick()
-    assert sim.schedule(uid_of(sim, "g-0")) == "held"
-    sim.tick(10.1)
-    return sim
+    return PLUGINS.timed_out(policy)
 
 
-def restarted(first: SimScheduler, policy: BackoffPolicy, after: float) -> SimScheduler:
-    """A new process `after` seconds later: it lists the node, the PodGroup with the
-    status the first one wrote, and the pods."""
-    pg = recorded(first)
-    sim = SimScheduler(Core.wire(Config(10, policy, direct_commit=False)))
-    sim.now = first.now + after
-    sim.add_node(node("n0"))
-    sim.add_group(pg)
-    sim.add_pod(pod("g-0", "g"))
-    sim.add_pod(pod("g-1", "g"))
-    return sim
-
-
-def test_a_failed_group_stays_failed_across_a_restart() -> None:
+@pytest.mark.parametrize("source", SOURCES)
+def test_a_failed_group_stays_failed_across_a_restart(source: Source) -> None:
+    gang = source.gang
     policy = BackoffPolicy(5, 8, retry_limit=1)
-    first = timed_out(policy)
-    assert first.status(GANG).reason == Reason.FAILED
-    assert recorded(first).requeue_count == 1
-    second = restarted(first, policy, after=60)
+    first = source.timed_out(policy)
+    assert first.status(gang).reason == Reason.FAILED
+    restored = source.recorded(first)
+    assert (restored.requeue_count, restored.requeue_at) == (1, 0.0)
+    second = source.restarted(first, policy, after=60)
     second.tick()
-    assert GANG not in second.core.ledger.reservations
-    assert second.status(GANG).reason == Reason.FAILED
-    assert "retry limit 1 reached" in second.status(GANG).message
+    assert gang not in second.core.ledger.reservations
+    assert second.status(gang).reason == Reason.FAILED
+    assert "retry limit 1 reached" in second.status(gang).message
     assert second.schedule(uid_of(second, "g-0")) == "rejected"
-    st = written(second)
+    st = written(second, gang)
     assert st.phase == "Failed" and st.reason == Reason.RETRY_LIMIT_REACHED
-    assert st.to_k8s()["requeueState"] == {"count": 1}
 
 
-def test_a_restarted_extender_waits_out_the_recorded_backoff() -> None:
-    policy = BackoffPolicy(20, 60)
-    first = timed_out(policy)
-    bo = first.core.backoffs.get(GANG)
+def test_a_restarted_extender_writes_the_failed_count_again() -> None:
+    """In `status.requeueState`, as the first process did: the count, and no end."""
+    policy = BackoffPolicy(5, 8, retry_limit=1)
+    second = PLUGINS.restarted(timed_out(policy), policy, after=60)
+    second.tick()
+    assert written(second).to_k8s()["requeueState"] == {"count": 1}
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_a_restarted_extender_waits_out_the_recorded_backoff(source: Source) -> None:
+    gang = source.gang
+    policy = BackoffPolicy(20, 60, retry_limit=3)
+    first = source.timed_out(policy)
+    bo = first.core.backoffs.get(gang)
     assert bo is not None and bo.attempts == 1
     until = bo.until  # 20 s after the timeout; recorded rounded up to the second
-    second = restarted(first, policy, after=5)
+    restored = source.recorded(first)
+    assert (restored.requeue_count, restored.requeue_at) == (1, math.ceil(until))
+    second = source.restarted(first, policy, after=5)
     second.tick()
-    assert GANG not in second.core.ledger.reservations
-    st = second.status(GANG)
+    assert gang not in second.core.ledger.reservations
+    st = second.status(gang)
     assert st.reason == Reason.BACKING_OFF and "carried over" in st.message, st.message
     assert second.schedule(uid_of(second, "g-0")) == "rejected"
     second.tick(until - second.now - 0.5)
-    assert GANG not in second.core.ledger.reservations
+    assert gang not in second.core.ledger.reservations
     second.tick(1.6)  # past the recorded, rounded-up end
-    assert GANG in second.core.ledger.reservations
-    # The next timeout is the second: the delay doubles, as it would have without the
-    # restart.
+    assert gang in second.core.ledger.reservations
+    # The next timeout is the second, as it would have been without the restart: the
+    # delay doubles, and the third is the last --backoff-limit allows.
     second.tick(10.1)
-    bo2 = second.core.backoffs.get(GANG)
-    assert bo2 is not None and bo2.attempts == 2
-    assert bo2.until - second.now == 40
+    bo2 = second.core.backoffs.get(gang)
+    assert bo2 is not None and (bo2.attempts, bo2.until - second.now) == (2, 40)
+    third = source.restarted(second, policy, after=41)
+    third.tick()
+    third.tick(10.1)
+    bo3 = third.core.backoffs.get(gang)
+    assert bo3 is not None and (bo3.attempts, bo3.failed) == (3, True)
 
 
 def test_a_raised_retry_limit_lets_a_failed_group_go_on() -> None:
     first = timed_out(BackoffPolicy(5, 8, retry_limit=1))
-    second = restarted(first, BackoffPolicy(5, 8, retry_limit=3), after=1)
+    second = PLUGINS.restarted(first, BackoffPolicy(5, 8, retry_limit=3), after=1)
     second.tick()
     assert GANG in second.core.ledger.reservations
     second.tick(10.1)
