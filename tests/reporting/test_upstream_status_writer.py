@@ -206,7 +206,7 @@ def test_our_preemption_is_a_disruption_target_and_errors_are_retried() -> None:
 
 def test_the_wait_for_capacity_is_kept_in_a_condition_of_ours() -> None:
     """The starvation guard's clock, which a restarted extender reads back
-    (`GroupInfo.waiting_since`; tests/core/queue/test_upstream_starvation_restart.py): a
+    (`GroupInfo.waiting_since`; tests/core/queue/test_starvation_condition_restart.py): a
     built-in PodGroup's status would drop a `waitingForCapacitySince`, so it is our
     condition, True from when the gang's plan first failed for capacity, False once it
     is placed."""
