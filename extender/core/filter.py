@@ -47,16 +47,18 @@ class Filter:
         explanations: Explanations,
         leaving: Leaving,
     ) -> None:
-        self._config = view.config
+        # Of the view, the cache and the three settings the filter obeys (the queue pass
+        # plans, not the filter). The ledger and the waiting gangs are used part by part
+        # (`ledger.binds`, `waiting.parked`, ...), so they are kept whole and their parts
+        # reached where used: one reference per collaborator, as the gang queue keeps them.
         self._cache = view.cache
+        self._assembly_limit = view.config.assembly_wait_seconds
+        self._assembly_gap = view.config.assembly_gap_seconds
+        self._direct_commit = view.config.direct_commit
         self._ledger = ledger
-        self._reservations = ledger.reservations
-        self._binds = ledger.binds
         self._queue = queue
-        self._backoffs = waiting.backoffs
-        self._arrivals = waiting.arrivals
+        self._waiting = waiting
         self._explanations = explanations
-        self._parked = waiting.parked
         self._leaving = leaving
 
     def filter(
@@ -70,9 +72,9 @@ class Filter:
         if result.wait:
             return result
         if result.nodes:
-            self._parked.passed(pod.uid)
+            self._waiting.parked.passed(pod.uid)
         else:
-            self._parked.turned_away(pod.uid)
+            self._waiting.parked.turned_away(pod.uid)
         return result
 
     def _member(
@@ -89,18 +91,20 @@ class Filter:
             # Quorum is bound: elastic extras are placed one by one like plain pods, in
             # the domain of the gang's topology while it has room.
             return self._extra(pod, group, node_names, now)
-        if self._backoffs.failed(gang):
+        backoffs = self._waiting.backoffs
+        if backoffs.failed(gang):
             return reject(node_names, self._explanations.message(gang))
-        res = self._reservations.get(gang)
+        reservations = self._ledger.reservations
+        res = reservations.get(gang)
         if res is None:
-            backing_off = self._backoffs.backing_off(gang, now)
+            backing_off = backoffs.backing_off(gang, now)
             if present < group.min_member:
                 if not backing_off:
                     wait = self._assembly_wait(gang, group.min_member - present, waited, now)
                     if wait > 0:
                         return FilterResult([], {}, wait=wait)
                     if waited > 0:
-                        self._arrivals.give_up(gang)  # created too slowly: not again
+                        self._waiting.arrivals.give_up(gang)  # created too slowly: not again
                 msg = messages.members_exist(gang, present, group.min_member)
                 self._explanations.set(gang, Reason.WAITING_FOR_MEMBERS, msg, now)
                 return reject(node_names, msg)
@@ -108,7 +112,7 @@ class Filter:
                 return reject(node_names, self._explanations.message(gang))
             self._queue.quorum_present(gang, now)
             self._queue.run(now, scheduling=pod.uid)
-            res = self._reservations.get(gang)
+            res = reservations.get(gang)
             if res is None:
                 return reject(node_names, self._explanations.message(gang))
         if res.held is not None:
@@ -125,11 +129,11 @@ class Filter:
         a rate that brings the `missing` ones within the budget left: a gang created
         slowly, e.g. by an operator at 20 requests per second, is turned away at once,
         as without the wait."""
-        budget = self._config.assembly_wait_seconds - waited
-        arrival = self._arrivals.get(gang)
+        budget = self._assembly_limit - waited
+        arrival = self._waiting.arrivals.get(gang)
         if budget <= 0 or arrival is None:
             return 0.0
-        left = arrival.last + self._config.assembly_gap_seconds - now
+        left = arrival.last + self._assembly_gap - now
         eta = arrival.seconds_to(missing)
         if left <= 0 or (eta is not None and arrival.last + eta - now > budget):
             return 0.0
@@ -139,7 +143,8 @@ class Filter:
         self, res: Reservation, group: GroupInfo, pod: PodInfo, node_names: list[str],
         now: float,
     ) -> FilterResult:
-        bind_node = self._binds.node_of(pod.uid)
+        binds = self._ledger.binds
+        bind_node = binds.node_of(pod.uid)
         if bind_node is None:
             result = self._slot(res, group, pod, node_names, now)
             if isinstance(result, FilterResult):
@@ -149,7 +154,7 @@ class Filter:
         # e.g. after a restart): that bind decides the node, so the slot must not move.
         if bind_node in node_names:
             return FilterResult([bind_node], {})
-        if pod.uid in self._binds.in_flight:
+        if pod.uid in binds.in_flight:
             return reject(
                 node_names,
                 f"gang {res.gang}: the extender is committing the gang; pod {pod.key} is "
@@ -169,25 +174,24 @@ class Filter:
         """The answer for a member with no bind in progress; or the node the gang's
         commit, run here because this member may complete it (a replacement's new slot,
         a retry after a failed Binding), has just started binding it to."""
+        reservations, binds = self._ledger.reservations, self._ledger.binds
         slot = res.slots.get(pod.uid)
         if slot is None:
-            if self._binds.assembled(group) + self._binds.open_slots(res.slots) >= (
-                group.min_member
-            ):
+            if binds.assembled(group) + binds.open_slots(res.slots) >= group.min_member:
                 return reject(
                     node_names,
                     f"gang {res.gang}: a quorum of {group.min_member} is being placed; "
                     f"pod {pod.key} waits until it is bound",
                 )
-            slot = self._reservations.reserve_one(res, pod, node_names)
+            slot = reservations.reserve_one(res, pod, node_names)
             if slot is None:
                 return _no_room(node_names, res, pod, "can take replacement member",
                                 "; reservation expires at its deadline")
-        if self._config.direct_commit and not pod.binds_via_scheduler:
+        if self._direct_commit and not pod.binds_via_scheduler:
             # Only a member the commit binds itself (`Ledger._direct`) can be the one that
             # completes its gang here, so any other filter call costs nothing.
             self._ledger.commit(group, now)
-        committed = self._binds.node_of(pod.uid)
+        committed = binds.node_of(pod.uid)
         if committed is not None:
             return committed
         # The commit's check of the members' nodes may have moved or dropped this slot.
@@ -199,7 +203,7 @@ class Filter:
         # of them would only cost time on the scheduler's serial loop.
         if slot.node in node_names:
             return FilterResult([slot.node], {})
-        moved = self._reservations.move(res, pod, node_names)
+        moved = reservations.move(res, pod, node_names)
         if moved is None:
             return reject(
                 node_names,
@@ -224,7 +228,8 @@ class Filter:
         direct commit bound pods on a moment ago (`Staleness.fresh_nodes`) and nodes with
         capacity nominated to a pod can disagree with kube-scheduler's own checks, so
         only those are examined (`core/node_claims.py`)."""
-        own = self._reservations.of(pod) if pod.gang is None else None
+        reservations = self._ledger.reservations
+        own = reservations.of(pod) if pod.gang is None else None
         if own is not None:
             # A plain pod that preempted: its own slot, once its victims are gone.
             slot = own.slots.get(pod.uid)
@@ -252,7 +257,7 @@ class Filter:
                 continue  # deleted a moment ago: "not yet known" below
             if not fits(pod.requests, room):
                 if by_node is None:
-                    by_node = self._reservations.gangs_by_node()
+                    by_node = reservations.gangs_by_node()
                 held_by = by_node.get(name, ())
                 failed[name] = (
                     messages.capacity_held(name, held_by, pod.key, pod.requests) if held_by
@@ -273,7 +278,7 @@ class Filter:
                     continue
                 why = devices.refusal(node, pod)
                 if why is not None:
-                    held_by = self._reservations.gangs_by_node().get(name, ())
+                    held_by = reservations.gangs_by_node().get(name, ())
                     failed[name] = (f"node {name}: the devices pod {pod.key} asks for are "
                                     f"held for gang(s) {', '.join(held_by)}: {why}"
                                     if held_by else f"node {name}: {why}")
@@ -288,7 +293,7 @@ class Filter:
             failed[name] = f"node {name} is not yet known to gang-extender"
         passed = [n for n in node_names if n not in failed] if failed else list(node_names)
         if not passed and reserved_out:
-            self._parked.plain_turned_away(pod)
+            self._waiting.parked.plain_turned_away(pod)
         else:
-            self._parked.plain_passed(pod.uid)
+            self._waiting.parked.plain_passed(pod.uid)
         return FilterResult(passed, failed)

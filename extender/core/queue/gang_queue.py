@@ -81,11 +81,11 @@ class GangQueue:
     ) -> None:
         self._config = view.config
         self._cache = cache = view.cache
+        # Used part by part (`ledger.reservations`, `waiting.backoffs`, ...): kept whole,
+        # their parts reached where used, as the filter keeps them.
         self._ledger = ledger
-        self._reservations = ledger.reservations
-        self._backoffs = waiting.backoffs
+        self._waiting = waiting
         self._explanations = explanations
-        self._parked = waiting.parked
         self._outbox = outbox
         self._plan = planner = view.planner
         # The starvation guard and the set-aside gangs are the queue pass's own: nothing
@@ -154,7 +154,8 @@ class GangQueue:
         kube-scheduler's scheduling cycle, so it needs no wake-up."""
         version = (self._cache.capacity_epoch, self._members_version)
         tick = scheduling is None
-        if (version == self._passed_at and not self._backoffs.any_ended(now)
+        reservations, backoffs = self._ledger.reservations, self._waiting.backoffs
+        if (version == self._passed_at and not backoffs.any_ended(now)
                 and not self.starvation.due(now)
                 and not (tick and (self._search_owed or self._preemptions.plain_due()))):
             return
@@ -162,24 +163,24 @@ class GangQueue:
         self.starvation.new_pass()
         if tick:
             self._search_owed = False
-        self._reservations.new_pass()
+        reservations.new_pass()
         # 0. Holds whose nodes have room now become reservations; a composite's
         # children's holds all at once (`_held_together`).
-        holds = self._reservations.held()
+        holds = reservations.held()
         for res in holds:
             together = self._held_together(res, holds)
-            if res is together[0] and all(self._reservations.has_room(r) for r in together):
+            if res is together[0] and all(reservations.has_room(r) for r in together):
                 for r in together:
                     self._promote(r, now, scheduling)
         # 1. The gangs that wait: complete, not reserved, not bound, not backing off.
-        for key in self._backoffs.ended(now):
-            if key in self._cache.groups and key not in self._reservations:
-                self._backoffs.clear_ended(key, now)  # eligible again
+        for key in backoffs.ended(now):
+            if key in self._cache.groups and key not in reservations:
+                backoffs.clear_ended(key, now)  # eligible again
         waiting: list[tuple[QueueKey, GroupInfo, list[PodInfo], str | None]] = []
         # Children of a composite, planned as one unit in their eldest's place (step 4).
         units: dict[str, list[tuple[QueueKey, GroupInfo, list[PodInfo]]]] = {}
         for key, group in self._cache.short_of_quorum():  # not every group ever created
-            if key in self._reservations or self._backoffs.blocks(key, now):
+            if key in reservations or backoffs.blocks(key, now):
                 continue
             pods, _, done = self._cache.summary(group)
             present = len(pods) + done
@@ -248,7 +249,8 @@ class GangQueue:
                 # 5. Complete but not placeable: wake its parked members once.
                 if key not in self._told_complete:
                     self._told_complete.add(key)
-                    parked = self._parked.members(members, self._ledger.binds.waiting, scheduling)
+                    parked = self._waiting.parked.members(members, self._ledger.binds.waiting,
+                                                          scheduling)
                     st = self._explanations.get(key)
                     if parked and st is not None:
                         self._outbox.append(WakePods(f"gang {key} complete: {st.reason}",
@@ -277,9 +279,9 @@ class GangQueue:
         # 8. Plain pods of the gang scheduler that no node fits may preempt too.
         if tick:
             for pod in self._preemptions.plain_waiting():
-                if self._reservations.of(pod) is None:
+                if reservations.of(pod) is None:
                     self._preemptions.pod(pod, now, self._config.default_timeout_seconds)
-        self._reservations.new_pass()
+        reservations.new_pass()
         # A gang whose hold was taken over, or whose reservation was preempted, waits
         # again: the next pass plans it.
         again = self.starvation.took_over or self._preemptions.released
@@ -342,7 +344,8 @@ class GangQueue:
                                          scheduling is None, granted)
             return
         self.starvation.placed(key)
-        reserved = [(g, self._reservations.reserve(g.key, g.uid, result.plans[g.key], now, timeout))
+        reserve = self._ledger.reservations.reserve
+        reserved = [(g, reserve(g.key, g.uid, result.plans[g.key], now, timeout))
                     for g in groups if g.key in result.plans]
         for g, res in reserved:  # all reserved before the first commit looks at them
             self._announce(g, res, now, scheduling)
@@ -402,11 +405,12 @@ class GangQueue:
         capacity only if it would not fit without the other gangs' reservations either
         (then it is waiting behind the first of them, in this pass's grants first)."""
         behind = None
-        holders = ([k for k in self._reservations if k != group.key]
+        reservations = self._ledger.reservations
+        holders = ([k for k in reservations if k != group.key]
                    if not (shortfall.invalid or shortfall.awaits) else [])
         if holders:
             without = plan_group(group, members, self._cache.succeeded(group),
-                                 self._reservations.without_reservations(), explain=False)
+                                 reservations.without_reservations(), explain=False)
             if isinstance(without, Plan):
                 ahead = sorted(holders, key=lambda k: (k not in granted_now, k))
                 # "older" only when the holder really is ahead in gang order; a younger
@@ -460,12 +464,12 @@ class GangQueue:
 
     def _reserve(self, group: GroupInfo, plan: Plan, now: float, scheduling: str | None) -> None:
         timeout = self._config.timeout_for(group.schedule_timeout_seconds)
-        res = self._reservations.reserve(group.key, group.uid, plan, now, timeout)
+        res = self._ledger.reservations.reserve(group.key, group.uid, plan, now, timeout)
         self._announce(group, res, now, scheduling)
 
     def _promote(self, res: Reservation, now: float, scheduling: str | None) -> None:
         group = self._cache.groups.get(res.gang)
-        self._reservations.promote(res, now)
+        self._ledger.reservations.promote(res, now)
         if group is not None:
             self._announce(group, res, now, scheduling)
             return
@@ -520,8 +524,8 @@ class GangQueue:
         # Members the commit binds now need no wake-up patch: only those kube-scheduler
         # must still place (volumes, claims) do (architecture.md §7).
         self._ledger.commit(group, now)
-        parked = self._parked.members(self._cache.members(group), self._ledger.binds.in_progress(),
-                                      scheduling)
+        parked = self._waiting.parked.members(self._cache.members(group),
+                                              self._ledger.binds.in_progress(), scheduling)
         if parked:
             self._outbox.append(WakePods(f"gang {group.key} reserved", parked, group.key))
 
