@@ -100,20 +100,25 @@ class WatchInput:
         pending = not (pod.node_name or pod.terminal or pod.deleting or pod.gated)
         if gang is not None and pending and (
             (old is None and now - pod.creation < _ARRIVAL_MAX_AGE_SECONDS)
-            or (old is not None and old.gated)
+            or (old is not None and (old.gated or old_gang != gang))
         ):
-            # Created just now, or its scheduling gates were lifted: the gang is arriving.
-            c.arrivals.member_arrived(gang, now)
+            # Created just now, its scheduling gates lifted, or labelled into the gang
+            # (by a controller that labels the pods it made, or moved from another
+            # gang): the gang is arriving. A relabel is seen as it happens (the pod was
+            # known before), so however old the pod, it joins the gang now.
+            c.arrivals.member_arrived(gang, pod.uid, now)
         self.pod_changed(pod, old, now)
 
-    def _left(self, pod: PodInfo, old_gang: str) -> None:
+    def _left(self, pod: PodInfo, old_gang: str) -> float | None:
         """Relabelled out of its gang (or moved by its JobSet's split): it no longer has
-        that gang's slot or bind."""
+        that gang's slot or bind, nor counts as its arrival. Returns when it had arrived
+        there (None: not seen arriving)."""
         left = f"pod {pod.key} left gang {old_gang}"
         old_res = self._reservations.get(old_gang)
         if old_res is not None and pod.uid in old_res.slots:
             self._reservations.unreserve(old_res, pod.uid, left)
         self._binds.reject(pod.uid, left)
+        return self._core.arrivals.member_left(old_gang, pod.uid)
 
     def _resolved(self, pod: PodInfo) -> PodInfo:
         """`pod` in the gang its JobSet's split gives it, as the JobSet's gang in the
@@ -136,8 +141,10 @@ class WatchInput:
             pod = self._resolved(old)
             if pod is old or pod.gang == old.gang:
                 continue
-            if old.gang is not None:
-                self._left(pod, old.gang)
+            arrived = self._left(pod, old.gang) if old.gang is not None else None
+            if arrived is not None and pod.gang is not None:
+                # Our own split moved it, not its creator: it arrived when it did.
+                self._core.arrivals.member_arrived(pod.gang, pod.uid, arrived)
             self.pod_changed(pod, old, now)
 
     def pod_changed(self, pod: PodInfo, old: PodInfo | None, now: float) -> None:

@@ -7,6 +7,7 @@ changes; and each gang is placed whole on its own."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 from extender.core.model.convert_jobset import JOBSET_GANG_ANNOTATION, jobset_groups_from_k8s
@@ -148,3 +149,22 @@ def test_an_old_attempts_pods_stay_out_of_the_new_attempts_gangs() -> None:
     assert sim.cache.pods[old.uid].gang == key(f"{SET}.a")
     assert sim.cache.pods[new.uid].gang == key("train.1.5b1d9e0a.a")
     assert [q.uid for q in sim.cache.gang_pods(key("train.1.5b1d9e0a.a"))] == [new.uid]
+
+
+def test_pods_moved_by_the_split_keep_their_arrival_in_their_new_gang() -> None:
+    """The filter's assembly wait reads each gang's arrival clock: pods created just now
+    and moved by the split arrive in their replicated Job's gang when they arrived in the
+    set's (our own split moved them, their creator did not), and the set's gang, left
+    with none of them, is no longer arriving."""
+    sim = SimScheduler()
+    t = sim.now
+    for k, r in enumerate(("a", "a", "b")):
+        sim.now = t + 0.01 * k
+        sim.add_pod(dataclasses.replace(jobset_pod(r, k), creation=sim.now))
+    assert sim.core.arrivals.get(SET_KEY) is not None
+    read(sim, the_jobset("per-replicated-job"))
+    a = sim.core.arrivals.get(key(f"{SET}.a"))
+    b = sim.core.arrivals.get(key(f"{SET}.b"))
+    assert a is not None and (a.count, a.first, a.last) == (2, t, t + 0.01)
+    assert b is not None and (b.count, b.first, b.last) == (1, t + 0.02, t + 0.02)
+    assert sim.core.arrivals.get(SET_KEY) is None
