@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from extender.core.model.types import PodInfo
+from extender.core.model.types import CompositeInfo, PodInfo
 from extender.core.model.vocabulary import EvictPods
 from tests.core.sim import SimScheduler, group, pod
 
@@ -72,6 +72,14 @@ class Driver:
             sim.add_pod(p)
             job.uids.append(p.uid)
             self.job_of[p.uid] = job
+
+    def arrive_composite(self, composite: CompositeInfo, children: list[Job]) -> None:
+        """The CompositePodGroup `composite` now, then each job as a child of it (its
+        PodGroup's parent), their members tracked like any job's."""
+        self.sim.manager.on_group(composite, self.sim.now)
+        for job in children:
+            job.parent = composite.key
+            self.arrive(job)
 
     def step(self) -> None:
         sim = self.sim

@@ -5,37 +5,15 @@ them up. Never a part of the composite placed, nor victims evicted for a part.""
 
 from __future__ import annotations
 
-from extender.core.model.config import Config
 from extender.core.model.types import CompositeInfo, composite_key
-from extender.core.model.vocabulary import EvictPods, GangReserved, Preempting, Reason
-from extender.core.wiring import Core
-from tests.core.sim import SimScheduler, group, node, pod
+from extender.core.model.vocabulary import GangReserved, Preempting, Reason
+from tests.core.preemption.preempting import cluster, evictions
+from tests.core.sim import SimScheduler
 from tests.core.workload import Driver, Job
 
 PARENT = composite_key("ns", "lw")
-
-
-def cluster(nodes: int = 4) -> SimScheduler:
-    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30, preemption=True,
-                                        starvation_after_seconds=None, direct_commit=False)))
-    for i in range(nodes):
-        sim.add_node(node(f"n{i}", cpu=4000))
-    return sim
-
-
-def arrive_composite(driver: Driver, children: list[Job], min_groups: int = 2) -> None:
-    """A CompositePodGroup ns/lw and its children, one PodGroup per job, now; their
-    members tracked by `driver` like its own jobs'."""
-    sim = driver.sim
-    sim.manager.on_group(CompositeInfo("ns", "lw", min_groups, uid="c-lw"), sim.now)
-    for job in children:
-        sim.add_group(group(job.name, job.members, creation=sim.now, parent=PARENT))
-        for i in range(job.members):
-            p = pod(f"{job.name}-{i}", job.name, cpu=job.cpu, memory=1 << 20,
-                    creation=sim.now, priority=job.priority)
-            sim.add_pod(p)
-            job.uids.append(p.uid)
-            driver.job_of[p.uid] = job
+# A CompositePodGroup ns/lw of minGroupCount 2, for the children `leader_and_workers`.
+COMPOSITE = CompositeInfo("ns", "lw", 2, uid="c-lw")
 
 
 def leader_and_workers(priority: int = 10) -> list[Job]:
@@ -57,10 +35,10 @@ def test_a_composite_evicts_lower_priority_work_for_all_its_children_at_once() -
     driver.run(0.5)
     assert driver.gang_bound_at(low) is not None
     kids = leader_and_workers()
-    arrive_composite(driver, kids)
+    driver.arrive_composite(COMPOSITE, kids)
     driver.run_until(lambda: all(driver.gang_bound_at(k) is not None for k in kids), 5)
     assert all(driver.gang_bound_at(k) is not None for k in kids)
-    (ev,) = [a for a in sim.actions if isinstance(a, EvictPods) and a.preemptor]
+    (ev,) = evictions(sim)
     assert ev.gang == "ns/low" and ev.preemptor == PARENT
     assert {p.uid for p in ev.pods} == set(low.uids)
     (report,) = [a for a in sim.actions if isinstance(a, Preempting)]
@@ -85,9 +63,9 @@ def test_no_victim_is_evicted_for_a_part_of_the_composite() -> None:
     driver = Driver(sim, [low, high])
     driver.run(0.5)
     kids = leader_and_workers()
-    arrive_composite(driver, kids)
+    driver.arrive_composite(COMPOSITE, kids)
     driver.run(3)
-    assert not [a for a in sim.actions if isinstance(a, EvictPods) and a.preemptor]
+    assert not evictions(sim)
     assert held(sim) == {}
     assert sim.status("ns/leader").reason == Reason.INSUFFICIENT_CAPACITY
 
@@ -104,7 +82,7 @@ def test_the_children_s_holds_become_reservations_together() -> None:
     driver.run(0.5)
     driver.leave_now = False
     kids = leader_and_workers()
-    arrive_composite(driver, kids)
+    driver.arrive_composite(COMPOSITE, kids)
     driver.run(0.5)
     assert held(sim) == {"ns/leader": "preemption", "ns/workers": "preemption"}
     leader_node = next(s.node for r in sim.manager.reads.reservations()
@@ -127,7 +105,7 @@ def test_a_refused_eviction_gives_up_every_child_s_hold() -> None:
     driver.run(0.5)
     driver.evict_refused = {low.uids[0]}
     kids = leader_and_workers()
-    arrive_composite(driver, kids)
+    driver.arrive_composite(COMPOSITE, kids)
     driver.step()
     assert held(sim) == {}
     for child in ("ns/leader", "ns/workers"):

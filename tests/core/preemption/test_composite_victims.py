@@ -14,41 +14,19 @@ from extender.core.model.config import Config
 from extender.core.model.types import BudgetInfo, CompositeInfo, LabelSelector, composite_key
 from extender.core.model.vocabulary import EvictPods, GangDisrupted, Preempting, Reason
 from extender.core.wiring import Core
-from tests.core.sim import SimScheduler, group, node, pod
+from tests.core.preemption.preempting import cluster, evictions
+from tests.core.sim import SimScheduler, node
 from tests.core.workload import Driver, Job
 
 PARENT = composite_key("ns", "lw")
 
 
-def cluster(nodes: int = 4) -> SimScheduler:
-    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30, preemption=True,
-                                        starvation_after_seconds=None, direct_commit=False)))
-    for i in range(nodes):
-        sim.add_node(node(f"n{i}", cpu=4000))
-    return sim
-
-
-def arrive_composite(driver: Driver, children: list[Job], priority: int | None = None,
-                     policy: str = "PreemptLowerPriority", mode: str = "single") -> None:
+def composite(priority: int | None = None, policy: str = "PreemptLowerPriority",
+              mode: str = "single") -> CompositeInfo:
     """The CompositePodGroup ns/lw of minGroupCount 2 (spec.priority `priority`,
-    spec.preemptionPolicy `policy`, spec.disruptionMode `mode`) and its children, one
-    PodGroup per job, now; their members tracked by `driver`."""
-    sim = driver.sim
-    sim.manager.on_group(CompositeInfo("ns", "lw", 2, uid="c-lw", priority=priority,
-                                       preemption_policy=policy, disruption_mode=mode),
-                         sim.now)
-    for job in children:
-        sim.add_group(group(job.name, job.members, creation=sim.now, parent=PARENT))
-        for i in range(job.members):
-            p = pod(f"{job.name}-{i}", job.name, cpu=job.cpu, memory=1 << 20,
-                    creation=sim.now, priority=job.priority)
-            sim.add_pod(p)
-            job.uids.append(p.uid)
-            driver.job_of[p.uid] = job
-
-
-def preemptions(sim: SimScheduler) -> list[EvictPods]:
-    return [a for a in sim.actions if isinstance(a, EvictPods) and a.preemptor]
+    spec.preemptionPolicy `policy`, spec.disruptionMode `mode`)."""
+    return CompositeInfo("ns", "lw", 2, uid="c-lw", priority=priority,
+                         preemption_policy=policy, disruption_mode=mode)
 
 
 def pair(priority: int = 1) -> list[Job]:
@@ -66,7 +44,7 @@ def running_composite(priority: int = 1, composite_priority: int | None = None,
     driver = Driver(sim, [busy])
     driver.run(0.3)
     kids = pair(priority)
-    arrive_composite(driver, kids, priority=composite_priority)
+    driver.arrive_composite(composite(priority=composite_priority), kids)
     driver.run_until(lambda: all(driver.gang_bound_at(k) is not None for k in kids), 3)
     assert all(driver.gang_bound_at(k) is not None for k in kids)
     return driver, kids
@@ -88,7 +66,7 @@ def test_one_child_s_room_evicts_the_whole_composite_never_one_child() -> None:
     arrive(driver, high)
     driver.run_until(lambda: driver.gang_bound_at(high) is not None, 3)
     assert driver.gang_bound_at(high) is not None
-    (ev,) = preemptions(sim)
+    (ev,) = evictions(sim)
     assert ev.gang == PARENT and ev.preemptor == "ns/high"
     assert {p.uid for p in ev.pods} == {u for k in kids for u in k.uids}
     (report,) = [a for a in sim.actions if isinstance(a, Preempting)]
@@ -112,7 +90,7 @@ def test_the_children_s_reservations_are_released_together() -> None:
     sim = cluster(nodes=2)
     driver = Driver(sim, [])
     kids = pair()
-    arrive_composite(driver, kids)
+    driver.arrive_composite(composite(), kids)
     sim.tick()
     assert {r.gang for r in sim.manager.reads.reservations()} == {"ns/leader", "ns/workers"}
     high = Job("high", at=0, run=10, cpu=4000, members=1, priority=10)
@@ -122,7 +100,7 @@ def test_the_children_s_reservations_are_released_together() -> None:
     assert [(v.name, v.kind) for v in report.victims] == [
         ("reservation of gang ns/leader (of CompositePodGroup ns/lw)", "reservation"),
         ("reservation of gang ns/workers (of CompositePodGroup ns/lw)", "reservation")]
-    assert not preemptions(sim)  # nothing bound: nothing to evict
+    assert not evictions(sim)  # nothing bound: nothing to evict
     left = {r.gang for r in sim.manager.reads.reservations()}
     assert left == {"ns/high"}, left
 
@@ -143,7 +121,7 @@ def test_a_budget_over_one_child_protects_the_whole_composite() -> None:
     high = Job("high", at=0, run=10, cpu=4000, members=1, priority=10)
     arrive(driver, high)
     driver.run(2)
-    assert not preemptions(sim) and driver.gang_bound_at(high) is None
+    assert not evictions(sim) and driver.gang_bound_at(high) is None
     assert ("protected, so it waits: CompositePodGroup ns/lw: PodDisruptionBudget "
             "ns/leader-pdb allows 0") in sim.status("ns/high").message
 
@@ -156,7 +134,7 @@ def test_the_composite_s_priority_keeps_its_children_from_lower_preemptors() -> 
     high = Job("high", at=0, run=10, cpu=4000, members=1, priority=10)
     arrive(driver, high)
     driver.run(2)
-    assert not preemptions(sim) and driver.gang_bound_at(high) is None
+    assert not evictions(sim) and driver.gang_bound_at(high) is None
 
 
 def test_preemption_policy_never_keeps_the_composite_from_preempting() -> None:
@@ -169,9 +147,9 @@ def test_preemption_policy_never_keeps_the_composite_from_preempting() -> None:
     driver.run(0.5)
     kids = [Job("leader", at=0, run=30, cpu=4000, members=1, priority=10),
             Job("workers", at=0, run=30, cpu=4000, members=3, priority=10)]
-    arrive_composite(driver, kids, policy="Never")
+    driver.arrive_composite(composite(policy="Never"), kids)
     driver.run(2)
-    assert not preemptions(sim)
+    assert not evictions(sim)
     assert all(driver.gang_bound_at(k) is None for k in kids)
     assert "preemptionPolicy: Never" in sim.status("ns/leader").message
 
@@ -185,7 +163,7 @@ def test_a_preempted_composite_of_mode_all_is_not_also_disrupted() -> None:
     driver = Driver(sim, [busy])
     driver.run(0.3)
     kids = pair()
-    arrive_composite(driver, kids, mode="all")
+    driver.arrive_composite(composite(mode="all"), kids)
     driver.run_until(lambda: all(driver.gang_bound_at(k) is not None for k in kids), 3)
     driver.run(1)
     driver.leave_now = False
@@ -193,7 +171,7 @@ def test_a_preempted_composite_of_mode_all_is_not_also_disrupted() -> None:
     driver.run(1)
     driver.leave()
     driver.run(1)
-    assert [a.gang for a in preemptions(sim)] == [PARENT]
+    assert [a.gang for a in evictions(sim)] == [PARENT]
     assert not [a for a in sim.actions if isinstance(a, GangDisrupted)]
     assert not [a for a in sim.actions if isinstance(a, EvictPods) and not a.preemptor]
 
@@ -214,7 +192,7 @@ def test_a_child_planned_as_its_composite_is_preempted_waits_for_the_composite()
     driver = Driver(sim, [other])
     driver.run(0.3)
     kids = pair(priority=0)
-    arrive_composite(driver, kids)
+    driver.arrive_composite(composite(), kids)
     driver.run_until(lambda: all(driver.gang_bound_at(k) is not None for k in kids), 3)
     assert all(driver.gang_bound_at(k) is not None for k in kids)
     # The room of two whole nodes (one free, one of the composite's), and a third
@@ -224,7 +202,7 @@ def test_a_child_planned_as_its_composite_is_preempted_waits_for_the_composite()
     arrive(driver, high)
     arrive(driver, late)
     driver.step()
-    (ev,) = preemptions(sim)
+    (ev,) = evictions(sim)
     assert ev.gang == PARENT and {p.uid for p in ev.pods} == {u for k in kids for u in k.uids}
     assert not any(sim.cache.pods[u].node_name for u in late.uids), "bound beside leavers"
     st = sim.status("ns/late")

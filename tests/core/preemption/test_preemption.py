@@ -7,24 +7,23 @@ from __future__ import annotations
 
 import dataclasses
 
-from extender.core.model.config import Config
 from extender.core.model.types import BudgetInfo, LabelSelector
 from extender.core.model.vocabulary import EvictPods, Preempting, Reason
-from extender.core.wiring import Core
+from tests.core.preemption.preempting import cluster, evictions
 from tests.core.sim import SimScheduler, group, node, pod
 from tests.core.workload import Driver, Job
 
 
-def cluster(nodes: int = 4, preemption: bool = True) -> SimScheduler:
-    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30, preemption=preemption,
-                                        starvation_after_seconds=None, direct_commit=False)))
-    for i in range(nodes):
-        sim.add_node(node(f"n{i}", cpu=4000))
-    return sim
-
-
-def evictions(sim: SimScheduler) -> list[EvictPods]:
-    return [a for a in sim.actions if isinstance(a, EvictPods) and a.preemptor]
+def low_then_high(nodes: int = 4, members: int = 4, run: float = 10,
+                  preemption: bool = True, never: bool = False
+                  ) -> tuple[SimScheduler, Driver, Job, Job]:
+    """The issue's priority inversion on `nodes` whole nodes: a gang `low` (priority 1,
+    `members` whole nodes, running long) at once, then a gang `high` as large (priority
+    10, running `run` s, its members' preemptionPolicy Never with `never`) 1 s later."""
+    sim = cluster(nodes, preemption)
+    low = Job("low", at=0, run=1000, cpu=4000, members=members, priority=1)
+    high = Job("high", at=1, run=run, cpu=4000, members=members, priority=10, never=never)
+    return sim, Driver(sim, [low, high]), low, high
 
 
 def preempting(sim: SimScheduler) -> list[Preempting]:
@@ -32,10 +31,7 @@ def preempting(sim: SimScheduler) -> list[Preempting]:
 
 
 def test_priority_inversion_is_resolved_by_evicting_the_whole_low_gang() -> None:
-    sim = cluster()
-    low = Job("low", at=0, run=1000, cpu=4000, members=4, priority=1)
-    high = Job("high", at=1, run=10, cpu=4000, members=4, priority=10)
-    driver = Driver(sim, [low, high])
+    sim, driver, low, high = low_then_high()
     driver.run(0.5)
     assert driver.gang_bound_at(low) is not None
     driver.run_until(lambda: driver.gang_bound_at(high) is not None, 5)
@@ -53,19 +49,13 @@ def test_priority_inversion_is_resolved_by_evicting_the_whole_low_gang() -> None
 
 
 def test_without_preemption_the_high_gang_waits() -> None:
-    sim = cluster(preemption=False)
-    low = Job("low", at=0, run=1000, cpu=4000, members=4, priority=1)
-    high = Job("high", at=1, run=10, cpu=4000, members=4, priority=10)
-    driver = Driver(sim, [low, high])
+    sim, driver, _, high = low_then_high(preemption=False)
     driver.run(10)
     assert driver.gang_bound_at(high) is None and not evictions(sim)
 
 
 def test_the_freed_capacity_is_held_for_the_preemptor_while_the_victims_leave() -> None:
-    sim = cluster()
-    low = Job("low", at=0, run=1000, cpu=4000, members=4, priority=1)
-    high = Job("high", at=1, run=10, cpu=4000, members=4, priority=10)
-    driver = Driver(sim, [low, high])
+    sim, driver, _, high = low_then_high()
     driver.leave_now = False  # victims terminate slowly
     driver.run(1.5)
     assert evictions(sim)
@@ -106,10 +96,7 @@ def test_least_harm_lowest_priority_then_fewest_pods_then_youngest() -> None:
 
 
 def test_preemption_policy_never_never_evicts_and_says_so() -> None:
-    sim = cluster()
-    low = Job("low", at=0, run=1000, cpu=4000, members=4, priority=1)
-    high = Job("high", at=1, run=10, cpu=4000, members=4, priority=10, never=True)
-    driver = Driver(sim, [low, high])
+    sim, driver, _, high = low_then_high(never=True)
     driver.run(5)
     assert driver.gang_bound_at(high) is None and not evictions(sim)
     assert "does not preempt lower-priority work (preemptionPolicy: Never)" in sim.status(
@@ -126,10 +113,7 @@ def test_equal_priority_never_preempts() -> None:
 
 
 def test_a_budget_protected_gang_is_not_a_victim_and_the_preemptor_says_why() -> None:
-    sim = cluster()
-    low = Job("low", at=0, run=1000, cpu=4000, members=4, priority=1)
-    high = Job("high", at=1, run=10, cpu=4000, members=4, priority=10)
-    driver = Driver(sim, [low, high])
+    sim, driver, low, high = low_then_high()
     driver.run(0.5)
     for uid in low.uids:  # Running, and labelled for the budget
         p = sim.cache.pods[uid]
@@ -163,10 +147,7 @@ def test_a_refused_eviction_makes_it_choose_other_victims() -> None:
 
 
 def test_a_gang_half_evicted_by_a_race_is_evicted_whole() -> None:
-    sim = cluster(nodes=2)
-    low = Job("low", at=0, run=1000, cpu=4000, members=2, priority=1)
-    high = Job("high", at=1, run=10, cpu=4000, members=2, priority=10)
-    driver = Driver(sim, [low, high])
+    sim, driver, low, high = low_then_high(nodes=2, members=2)
     driver.run(0.5)
     refused = low.uids[1]
     driver.evict_refused = {refused}
@@ -181,10 +162,7 @@ def test_a_gang_half_evicted_by_a_race_is_evicted_whole() -> None:
 
 
 def test_victim_gangs_go_back_to_the_queue_and_are_placed_again_whole() -> None:
-    sim = cluster(nodes=2)
-    low = Job("low", at=0, run=1000, cpu=4000, members=2, priority=1)
-    high = Job("high", at=1, run=3, cpu=4000, members=2, priority=10)
-    driver = Driver(sim, [low, high])
+    sim, driver, _, high = low_then_high(nodes=2, members=2, run=3)
     driver.run(2)
     assert driver.gang_bound_at(high) is not None
     # Its controller recreates the evicted members.

@@ -6,14 +6,15 @@ over one child's hold takes over the others' too."""
 from __future__ import annotations
 
 from extender.core.model.config import Config
-from extender.core.model.types import CompositeInfo, composite_key
+from extender.core.model.types import CompositeInfo
 from extender.core.model.vocabulary import GangHeld, Reason
 from extender.core.wiring import Core
-from tests.core.sim import SimScheduler, group, node, pod
+from tests.core.sim import SimScheduler, node
 from tests.core.workload import Driver, Job
 
 AFTER = 5.0
-PARENT = composite_key("ns", "lw")
+# A CompositePodGroup ns/lw whose minGroupCount is both `leader_and_workers`.
+COMPOSITE = CompositeInfo("ns", "lw", 2, uid="c-lw")
 
 
 def cluster() -> SimScheduler:
@@ -22,21 +23,6 @@ def cluster() -> SimScheduler:
     for i in range(4):
         sim.add_node(node(f"n{i}", cpu=4000))
     return sim
-
-
-def arrive_composite(driver: Driver, children: list[Job]) -> None:
-    """A CompositePodGroup ns/lw (minGroupCount: all of `children`) and its children,
-    one PodGroup per job, now; their members tracked by `driver` like its own jobs'."""
-    sim = driver.sim
-    sim.manager.on_group(CompositeInfo("ns", "lw", len(children), uid="c-lw"), sim.now)
-    for job in children:
-        sim.add_group(group(job.name, job.members, creation=sim.now, parent=PARENT))
-        for i in range(job.members):
-            p = pod(f"{job.name}-{i}", job.name, cpu=job.cpu, memory=1 << 20,
-                    creation=sim.now, priority=job.priority)
-            sim.add_pod(p)
-            job.uids.append(p.uid)
-            driver.job_of[p.uid] = job
 
 
 def leader_and_workers() -> list[Job]:
@@ -58,7 +44,7 @@ def test_a_starving_composite_holds_for_all_its_children_and_is_placed() -> None
     driver = Driver(sim, small)
     driver.run(2.0)
     kids = leader_and_workers()
-    arrive_composite(driver, kids)
+    driver.arrive_composite(COMPOSITE, kids)
     driver.run_until(lambda: any(isinstance(a, GangHeld) for a in sim.actions), 10)
     assert held(sim) == {"ns/leader": "starvation", "ns/workers": "starvation"}
     holds = [a for a in sim.actions if isinstance(a, GangHeld)]
@@ -83,7 +69,7 @@ def test_a_gang_ahead_that_takes_over_one_child_s_hold_takes_over_all() -> None:
     driver = Driver(sim, [*fillers, urgent])
     driver.run(0.5)
     kids = leader_and_workers()
-    arrive_composite(driver, kids)
+    driver.arrive_composite(COMPOSITE, kids)
     driver.run(6.0)
     assert held(sim) == {"ns/leader": "starvation", "ns/workers": "starvation"}
     driver.run_until(lambda: driver.gang_bound_at(urgent) is not None, 10)
