@@ -89,10 +89,9 @@ def _check(ops: list[tuple[str, object, object]]) -> None:
             assert cache.summary(g) == (tuple(members), *walked[1:]), g.key
 
 
-def test_a_pass_does_not_visit_groups_whose_quorum_is_bound(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The point of the index: 200 finished gangs beside one that waits, and the pass
-    counts the members of the one only (it counted all 201 before)."""
+def counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The groups whose members are counted (`Cache.summary`) from now on, in order:
+    what a pass visits."""
     seen: list[str] = []
     real = Cache.summary
 
@@ -101,9 +100,22 @@ def test_a_pass_does_not_visit_groups_whose_quorum_is_bound(
         return real(self, g)
 
     monkeypatch.setattr(Cache, "summary", counting)
-    core = Core.wire(Config(default_timeout_seconds=30))
-    mgr = GangManager(core)
+    return seen
+
+
+def one_node() -> GangManager:
+    """A gang manager that knows one 64-CPU node, n1."""
+    mgr = GangManager(Core.wire(Config(default_timeout_seconds=30)))
     mgr.on_node(node("n1", cpu=64000))
+    return mgr
+
+
+def test_a_pass_does_not_visit_groups_whose_quorum_is_bound(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The point of the index: 200 finished gangs beside one that waits, and the pass
+    counts the members of the one only (it counted all 201 before)."""
+    seen = counted(monkeypatch)
+    mgr = one_node()
     for i in range(200):
         mgr.on_group(group(f"done{i}", 1), 0.0)
         mgr.on_pod(pod(f"done{i}-0", f"done{i}", cpu=10, node_name="n1",
@@ -123,16 +135,8 @@ def test_a_pass_does_not_visit_groups_left_without_members(
     """PodGroups whose Jobs and pods are gone, left behind: nothing to plan or say, and
     every pass counted the members of each (issue 27: 100,000 of them slowed the
     planning of an ordinary gang)."""
-    seen: list[str] = []
-    real = Cache.summary
-
-    def counting(self: Cache, g: GroupInfo) -> tuple[tuple[PodInfo, ...], int, int]:
-        seen.append(g.key)
-        return real(self, g)
-
-    monkeypatch.setattr(Cache, "summary", counting)
-    mgr = GangManager(Core.wire(Config(default_timeout_seconds=30)))
-    mgr.on_node(node("n1", cpu=64000))
+    seen = counted(monkeypatch)
+    mgr = one_node()
     for i in range(200):
         mgr.on_group(group(f"empty{i}", 2), 0.0)
     mgr.on_group(group("gone", 2), 0.0)
@@ -159,19 +163,11 @@ def test_a_long_list_leaves_the_next_pass_little_to_count(
     """After a list of every group and pod, the first pass counted the members of all
     of them in one go (about 5 µs each: half a second at 100,000 groups); the index
     counts them as they come, a few hundred at a time."""
-    mgr = GangManager(Core.wire(Config(default_timeout_seconds=30)))
-    mgr.on_node(node("n1", cpu=64000))
+    mgr = one_node()
     for i in range(2000):
         mgr.on_group(group(f"g{i}", 2), 0.0)
         mgr.on_pod(pod(f"g{i}-0", f"g{i}", cpu=1, node_name="n1", phase="Succeeded"), 0.0)
         mgr.on_pod(pod(f"g{i}-1", f"g{i}", cpu=1, node_name="n1", phase="Succeeded"), 0.0)
-    seen: list[str] = []
-    real = Cache.summary
-
-    def counting(self: Cache, g: GroupInfo) -> tuple[tuple[PodInfo, ...], int, int]:
-        seen.append(g.key)
-        return real(self, g)
-
-    monkeypatch.setattr(Cache, "summary", counting)
+    seen = counted(monkeypatch)
     mgr.tick(1.0)
     assert len(seen) <= quorum._CATCH_UP_AT
