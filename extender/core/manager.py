@@ -42,7 +42,7 @@ class GangManager:
         on_devices(kind, key, obj | None)          a DRA slice, class, claim, template
         on_provisioning_request(request, now)      a ProvisioningRequest added or changed
         on_provisioning_request_deleted(key)       a ProvisioningRequest gone
-        watch_broken(kind)                         a list+watch broke: commits wait
+        watch_broken(kind)                         a watch broke or an answer was lost: wait
         watch_listed(kind, now)                    listed again: the waiting commits go
         pods_listed(uids, began, now)              a full list of pods: the unseen are gone
     the verbs, from kube-scheduler's requests:
@@ -101,8 +101,11 @@ class GangManager:
         self._watch.on_group_deleted(key)
 
     def watch_broken(self, kind: str) -> None:
-        """The list+watch of `kind` ("pods", "nodes") broke: no gang commits until it is
-        listed again (`Staleness.behind`)."""
+        """The list+watch of `kind` ("pods", "nodes") broke, or a Binding's try failed
+        so that the API server's state is unknown (its answer lost, a 5xx), which says
+        the watches may be behind before they know it themselves: no gang commits and no
+        Binding is posted until the informer has caught the kind up (`Staleness.behind`,
+        `watch_listed`). One command for both, since the core holds them alike."""
         self._ledger.staleness.behind(kind)
 
     def watch_listed(self, kind: str, now: float) -> None:

@@ -36,6 +36,15 @@ the last try's answer was lost, the pod is read back; when it cannot be, the out
 unknown, and the gang manager keeps the pod's capacity charged until its watch tells
 (`OutcomeUnknown`).
 
+A try that fails so that the API server's state is unknown (no answer, a refused or reset
+connection, a timeout, a 500/502/503/504: the server may be going down) makes the gang
+manager distrust its view at once (`BindingHooks.catch_up`): the pods and nodes are marked
+behind before the slot it frees can be taken by the next queued post, whose gate then
+refuses it, and the informer is asked to catch them up again (extender/kube/catch_up.py).
+Its own watches may notice the server's death only later, and a post let through in that
+gap may be held on its way and land after pods bound there meanwhile. A 429 or another
+answer says the server is there and what it did, so it changes nothing here.
+
 On standby (`Leadership`, extender/kube/leader.py) no Binding is posted: one the gang
 manager asks for is refused (`take`), one queued or held is refused before its try.
 """
@@ -54,6 +63,7 @@ import httpx
 
 from extender.core.manager import GangManager
 from extender.core.model.vocabulary import BindOutcome, BindPod, PodRef, RejectWaitingBind
+from extender.kube.catch_up import CatchUpRequests
 from extender.kube.client import ApiError
 from extender.kube.leader import Leadership
 
@@ -61,6 +71,10 @@ log = logging.getLogger("gang-extender")
 
 # API answers worth another try: the API server overloaded or restarting.
 _TRANSIENT = frozenset({429, 500, 502, 503, 504})
+# Those of them after which the API server's state is unknown: it failed mid-request or
+# is going away, so a write may have been made and others' changes not yet watched. A
+# 429 turned the request away whole.
+_UNSURE = _TRANSIENT - {429}
 # What the transport (extender/kube/transport.py, through httpx) raises when a request
 # may not have reached the API server or its answer was lost: connecting failed or timed
 # out, the connection was reset or closed before the answer, an answer that did not come
@@ -144,6 +158,10 @@ class BindingHooks:
     # (pod, node): kube-scheduler posts the pod's Scheduled Event only for pods it bound
     # through the bind verb, so the wiring posts one for these.
     on_bound_directly: Callable[[PodRef, str], None] | None = None
+    # Where a try that left the API server's state unknown asks for the pods and nodes
+    # to be caught up (the informer serves it); None (tests, benchmarks with no informer):
+    # nothing would ever catch them up, so nothing is marked behind either.
+    catch_up: CatchUpRequests | None = None
 
 
 class BindingCycle:
@@ -167,7 +185,8 @@ class BindingCycle:
         self.limits = limits
         self.hooks = hooks
         # Every try is decided when it is sent, by the gang manager behind the lease.
-        self.poster = BindingPoster(kube, limits.concurrency, self._post_due, clock)
+        self.poster = BindingPoster(kube, limits.concurrency, self._post_due, clock,
+                                    None if hooks.catch_up is None else self._api_unsure)
         self.held = HeldBindings(self.poster, self.send, limits.commit_wait)
         self._answers: dict[str, asyncio.Future[str | None]] = {}
         self._requested: set[str] = set()  # uids with a bind request being answered
@@ -287,6 +306,17 @@ class BindingCycle:
         if not self.leader.active:
             return self.leader.standby_error()
         return self.manager.post_due(uid, node)
+
+    def _api_unsure(self) -> None:
+        """A try failed so that the API server's state is unknown: the pods and nodes
+        are behind in the gang manager from this moment (its gate refuses every post
+        until the informer has caught them up: `post_due`), and the informer is asked to
+        catch them up (`CatchUpRequests`). Called before the failed try frees its slot."""
+        catch_up = self.hooks.catch_up
+        assert catch_up is not None
+        for kind in catch_up.kinds:
+            self.manager.watch_broken(kind)
+        catch_up.request()
 
     def _finished(self, action: BindPod, error: str | None, cancelled: bool,
                   unknown: bool = False) -> None:
@@ -452,7 +482,8 @@ class HeldBindings:
 
 class BindingPoster:
     def __init__(self, kube: BindingApi | None, concurrency: int,
-                 gate: PostGate = _always, clock: Callable[[], float] | None = None) -> None:
+                 gate: PostGate = _always, clock: Callable[[], float] | None = None,
+                 unsure: Callable[[], None] | None = None) -> None:
         self.kube = kube
         # The wall clock read when the gate says yes: each try's Binding says when it
         # was decided, so that whoever checks an over-commit afterwards can tell what
@@ -463,6 +494,10 @@ class BindingPoster:
         # retry follows a 429 by up to a second, long enough for the gang to be
         # released or the node taken meanwhile.
         self._gate = gate
+        # Told of a try after which the API server's state is unknown (`_UNSURE`,
+        # `TRANSIENT_ERRORS`), while the try still holds its slot: the posts waiting for
+        # a slot ask the gate only after it was told.
+        self._unsure = unsure
         self._slots = asyncio.Semaphore(concurrency)
         # Posts waiting for their first slot, by pod uid -> post number; and the numbers
         # of those withdrawn (a later post for the same pod is another number).
@@ -550,8 +585,17 @@ class BindingPoster:
                 refused = self._gate(uid, node)
                 if refused is not None:
                     raise _Refused(refused)
-                await kube.bind(namespace, name, uid, node,
-                                decided_at=self._clock() if self._clock is not None else None)
+                try:
+                    await kube.bind(namespace, name, uid, node,
+                                    decided_at=self._clock() if self._clock is not None
+                                    else None)
+                except (ApiError, *TRANSIENT_ERRORS) as exc:
+                    # Told here, inside the slot: the semaphore hands it on as this
+                    # block exits, and the next post must find the gate shut.
+                    if self._unsure is not None and (
+                            not isinstance(exc, ApiError) or exc.status in _UNSURE):
+                        self._unsure()
+                    raise
             return None, False
         except (Withdrawn, _Refused):
             raise

@@ -38,6 +38,7 @@ from extender.core.model.vocabulary import (
     StatusChanged,
     WakePods,
 )
+from extender.kube.catch_up import CatchUpRequests
 from extender.kube.leader import Leadership
 from extender.scheduler.binding import BindingApi, BindingCycle, BindingHooks, BindingLimits
 from extender.scheduler.evictions import Evictions
@@ -104,6 +105,9 @@ class Outlets:
     # gang's members or its commit (`FilterVerb`).
     on_assembly_wait: Callable[[bool, float], None] | None = None
     on_commit_wait: Callable[[bool, float], None] | None = None
+    # Where a Binding's try that left the API server's state unknown asks the informer
+    # to catch the pods and nodes up (`BindingHooks.catch_up`).
+    catch_up: CatchUpRequests | None = None
 
 
 @dataclass(frozen=True)
@@ -143,7 +147,7 @@ class Dispatcher:
             BindingLimits(self.config.bind_wait_limit, self.config.binding_concurrency,
                           self.config.commit_wait),
             BindingHooks(self.drain, self.cache_changed, on_binding=out.on_binding,
-                         on_bound_directly=out.on_bound_directly))
+                         on_bound_directly=out.on_bound_directly, catch_up=out.catch_up))
         self._filter = FilterVerb(manager, clock, self.drain, self.bindings.held,
                                   self.config.commit_wait,
                                   WaitListeners(out.on_assembly_wait, out.on_commit_wait))

@@ -203,10 +203,12 @@ class Binds:
         Asked right before every POST of it (the first, one held for kube-scheduler's
         bind request, one queued behind a big commit, a retry after 429 or 5xx), since
         each may come well after the commit decided it: the gang may have been released
-        since, the pod deleted, a watch broken, or the node taken by a pod bound there
-        meanwhile (a `spec.nodeName` pod, another scheduler's). A post refused here ends
-        as a failed Binding (`finished`): a member keeps its slot, or it moves off a
-        node that lost its room, and is bound by the gang's next commit."""
+        since, the pod deleted, a watch broken (or another try's answer lost, which the
+        adapter tells as a broken watch before the next post asks: the API server may be
+        going away, and a post sent into that may land late), or the node taken by a
+        pod bound there meanwhile (a `spec.nodeName` pod, another scheduler's). A post
+        refused here ends as a failed Binding (`finished`): a member keeps its slot, or
+        it moves off a node that lost its room, and is bound by the gang's next commit."""
         if self._binding.get(uid) != node:
             return f"the Binding of pod uid {uid} to node {node} is no longer wanted"
         withdrawn = self._withdrawn.get(uid)
@@ -222,9 +224,9 @@ class Binds:
         if pod.deleting or pod.terminal:
             return f"pod {pod.key} is being deleted; its Binding to node {node} is withdrawn"
         if self._staleness.is_behind():
-            return (f"a watch of the API is broken and not yet caught up, so node {node}'s "
-                    f"free capacity is not known; pod {pod.key} is bound by its gang's "
-                    f"next commit")
+            return (f"a watch of the API is broken, or an answer of the API server was "
+                    f"lost, and not yet caught up, so node {node}'s free capacity is not "
+                    f"known; pod {pod.key} is bound by its gang's next commit")
         short = (_repair.overcommitted(self._cache, node, pod)
                  or _repair.nominated_away(self._cache, node, pod))
         if short is not None:

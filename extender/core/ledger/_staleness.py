@@ -158,11 +158,15 @@ class Staleness:
         return [(e[0], e[1]) for e in fresh.values()]
 
     def behind(self, kind: str) -> None:
-        """The watch of `kind` (pods, nodes) broke: until it is listed again, the cache
-        may miss what others bound or changed meanwhile (a spec.nodeName pod made while
+        """The watch of `kind` (pods, nodes) broke, or a Binding's try lost its answer
+        (the API server failed mid-request or is going away, which its watches may
+        learn only later): until the informer has caught the kind up, the cache may miss
+        what others bound or changed meanwhile (a spec.nodeName pod made while
         kube-apiserver came back), and the commit's check of each member's node could
         not see it. So no gang commits until then: binds wait at the barrier, direct
-        members stay unbound (architecture.md §11)."""
+        members stay unbound, and no Binding decided earlier is posted (`Binds.post_due`:
+        one let through now could be held on its way and land after such a pod;
+        architecture.md §11)."""
         self._behind.add(kind)
 
     def is_behind(self) -> bool:
