@@ -12,12 +12,10 @@ from typing import Any
 
 import pytest
 
-from extender.core.model.config import Config
 from extender.core.model.convert_groups import workload_group_from_k8s
 from extender.core.model.types import WORKLOAD_API, CompositeInfo, Membership
-from extender.core.model.vocabulary import EvictPods
-from extender.core.wiring import Core
-from tests.core.sim import SimScheduler, group, node, pod
+from tests.core.preemption.preempting import cluster, evictions
+from tests.core.sim import SimScheduler, group, pod
 
 UP: dict[str, Any] = {
     "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
@@ -51,17 +49,21 @@ def test_a_malformed_preemption_policy_is_named(given: Any) -> None:
         workload_group_from_k8s(with_policy(given))
 
 
+def low_everywhere() -> SimScheduler:
+    """Four 4-CPU nodes, each taken by a member of the running priority-1 gang ns/low."""
+    sim = cluster()
+    sim.add_group(group("low", 4))
+    for i in range(4):
+        sim.add_pod(pod(f"low-{i}", "low", cpu=4000, priority=1, node_name=f"n{i}",
+                        phase="Running"))
+    return sim
+
+
 def run(policy: str) -> SimScheduler:
     """Four 4-CPU nodes, each taken by a member of the running priority-1 gang ns/low;
     then the upstream gang ns/up (4 pods of priority 10 and PreemptLowerPriority, a
     whole node each) whose PodGroup says `policy`."""
-    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30, preemption=True,
-                                        starvation_after_seconds=None, direct_commit=False)))
-    sim.add_group(group("low", 4))
-    for i in range(4):
-        sim.add_node(node(f"n{i}", cpu=4000))
-        sim.add_pod(pod(f"low-{i}", "low", cpu=4000, priority=1, node_name=f"n{i}",
-                        phase="Running"))
+    sim = low_everywhere()
     sim.add_group(workload_group_from_k8s(with_policy(policy)))
     for i in range(4):
         sim.add_pod(pod(f"up-{i}", cpu=4000, priority=10,
@@ -69,10 +71,6 @@ def run(policy: str) -> SimScheduler:
     for _ in range(4):
         sim.tick(0.5)
     return sim
-
-
-def evictions(sim: SimScheduler) -> list[EvictPods]:
-    return [a for a in sim.actions if isinstance(a, EvictPods) and a.preemptor]
 
 
 def test_never_on_the_podgroup_keeps_its_gang_from_preempting() -> None:
@@ -96,13 +94,7 @@ def test_a_never_child_keeps_its_composite_from_preempting(leader_policy: str,
     """A CompositePodGroup preempts as one unit for all its children: one child whose
     PodGroup says Never keeps the whole from preempting, as a child with a Never member
     does."""
-    sim = SimScheduler(Core.wire(Config(default_timeout_seconds=30, preemption=True,
-                                        starvation_after_seconds=None, direct_commit=False)))
-    sim.add_group(group("low", 4))
-    for i in range(4):
-        sim.add_node(node(f"n{i}", cpu=4000))
-        sim.add_pod(pod(f"low-{i}", "low", cpu=4000, priority=1, node_name=f"n{i}",
-                        phase="Running"))
+    sim = low_everywhere()
     sim.manager.on_group(CompositeInfo("ns", "lw", 2, uid="c-lw"), sim.now)
     for name, count, policy in (("leader", 1, leader_policy),
                                 ("workers", 3, "PreemptLowerPriority")):
