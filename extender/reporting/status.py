@@ -24,7 +24,9 @@ own controllers', and a Kueue pod group has no object; for those the status is c
 all the same, for the Events, /debug/podgroups and the metrics. An upstream PodGroup
 (`scheduling.k8s.io`) whose members name this scheduler gets the conditions kube-scheduler
 writes on its own gangs (`reporting/upstream.py`), through the same coalescing and rate
-limits; one any of whose pods name another scheduler never does.
+limits; one any of whose pods name another scheduler never does. A gang whose pods come
+to name another scheduler is that scheduler's from then on: let go of as a deleted gang
+is (`_disown`), and ours again once its pods name us.
 """
 
 from __future__ import annotations
@@ -232,6 +234,27 @@ class StatusWriter:
             self._counts.move(rec, None)
         self._live.discard(key)
 
+    def _disown(self, key: str, source: str, rec: GroupRecord) -> None:
+        """`key` is another scheduler's gang now (its pods were made again naming it,
+        or it never was ours): let go of it as of a deleted gang, keeping only what the
+        API shows. Counted under its last phase, it stayed in the gangs gauge and
+        /debug/podgroups for good; and what this process wrote before, laid over what its
+        new owner writes, would pass for the API's status once the gang is ours again,
+        and ours would not be written back."""
+        self._live.discard(key)
+        self._disrupted.pop(key, None)
+        if rec.counted is None and rec.current is None and rec.written_json is None and (
+                rec.api_written_json is None and rec.unwritten is None):
+            return  # nothing of ours to forget: the common case, kept cheap
+        self._counts.move(rec, None)
+        fresh = self.groups[key] = GroupRecord(
+            rec.uid, api_json=rec.api_json, generation=rec.generation)
+        if source == SCHEDULER_PLUGINS:  # only there is `observed` the API's own
+            fresh.observed_json = rec.observed_json
+            observed = fresh.observed
+            fresh.phase, fresh.reason = str(observed.get("phase", "")), _scheduled_reason(
+                observed)
+
     def compute(self, group: GroupInfo, now: float) -> GroupStatus | None:
         rec = self.groups.get(group.key)
         written = rec.written if rec is not None else None
@@ -327,13 +350,19 @@ class StatusWriter:
                 and not self.pods.foreign(key)
                 and (st.members > 0 or rec.api_written_json is not None
                      or disruption is not None))
-            if st is None or (not ours_upstream and st.members == 0 and (
-                    self.pods.foreign(key) or (rec.written_json is None
-                                               and rec.has_observed))):
-                # No member of ours, and pods of another scheduler labelled for it or a
-                # status someone else wrote: another scheduler's gang, whose status is
-                # its own (architecture.md §11; `reporting/labelled.py`).
+            if st is None:  # finished, its pods gone: its status stays as it is
                 self._live.discard(key)
+                continue
+            if not ours_upstream and st.members == 0 and (
+                    self.pods.foreign(key) or (group.source == SCHEDULER_PLUGINS
+                                               and rec.written_json is None
+                                               and rec.has_observed)):
+                # No member of ours, and pods of another scheduler labelled for it or a
+                # status someone else wrote (only a scheduler-plugins PodGroup's
+                # `observed` is the API's; the others' is what was computed here last):
+                # another scheduler's gang, whose status is its own (architecture.md §11;
+                # `reporting/labelled.py`).
+                self._disown(key, group.source, rec)
                 continue
             rec.current = st
             self._counts.move(rec, (st.phase, st.reason, group.source))
@@ -384,10 +413,15 @@ class StatusWriter:
         rec = self.groups.get(key)
         if composite is None or rec is None:
             return None  # not seen (yet): its watch event marks it again
-        children = [(g, st) for g in self.reads.children(key)
-                    if (st := self.compute(g, now)) is not None]
-        disruption = self._disrupted.get(key)
+        kin = self.reads.children(key)
+        children = [(g, st) for g in kin if (st := self.compute(g, now)) is not None]
         ours = any(st.members > 0 and not self.pods.foreign(g.key) for g, st in children)
+        if not ours and any(self.pods.foreign(g.key) for g in kin):
+            # Its children are another scheduler's now, so is it: what we wrote before
+            # is no reason to write there again (its generation bumped, our clock).
+            self._disown(key, COMPOSITE, rec)
+            return None
+        disruption = self._disrupted.get(key)
         if not (ours or rec.api_written_json is not None or disruption is not None):
             return None
         if disruption is not None and upstream.evicted(self.reads, disruption, rec):

@@ -81,13 +81,8 @@ class World:
         self.added: list[tuple[Kind, str]] = []
         for i in range(nodes):
             self.sim.add_node(node(f"n{i}", cpu=1000))
-        self.apply(ALPHA3, {
-            "apiVersion": ALPHA3, "kind": "CompositePodGroup",
-            "metadata": {"namespace": "ns", "name": "lw", "uid": "c-lw", "generation": 1,
-                         "creationTimestamp": "2027-01-15T08:00:00Z"},
-            "spec": {"workloadRef": {"workloadName": "lw", "templateName": "lw"},
-                     "schedulingPolicy": {"gang": {"minGroupCount": 2}},
-                     "disruptionMode": {mode: {}}}})
+        self.mode = mode
+        self.composite(generation=1)
         self.pods: dict[str, str] = {}
         for name, count in (("leader", 1), ("workers", 2)):
             self.apply(BETA, {
@@ -100,19 +95,37 @@ class World:
             for i in range(count):
                 self.member(f"{name}-{i}", name)
 
+    def composite(self, generation: int) -> None:
+        self.apply(ALPHA3, {
+            "apiVersion": ALPHA3, "kind": "CompositePodGroup",
+            "metadata": {"namespace": "ns", "name": "lw", "uid": "c-lw",
+                         "generation": generation, "creationTimestamp": "2027-01-15T08:00:00Z"},
+            "spec": {"workloadRef": {"workloadName": "lw", "templateName": "lw"},
+                     "schedulingPolicy": {"gang": {"minGroupCount": 2}},
+                     "disruptionMode": {self.mode: {}}}})
+
     def apply(self, version: str, obj: dict[str, Any]) -> None:
         kind = self.kinds[f"/apis/{version}"]
         kind.apply(self.sim.manager, obj, self.now)
         self.added.append((kind, kind.key(obj)))
         self.forward()
 
-    def member(self, name: str, group: str) -> None:
+    def member(self, name: str, group: str, scheduler: str = "gang-scheduler") -> None:
         p = self.sim.add_pod(pod(name, membership=Membership(WORKLOAD_API, group),
-                                 scheduler_name="gang-scheduler", creation=self.now - 60))
+                                 scheduler_name=scheduler, creation=self.now - 60))
         self.pods[name] = p.uid
         self.writer.observe_pod({"metadata": {"namespace": "ns", "name": name, "uid": p.uid},
-                                 "spec": {"schedulerName": "gang-scheduler",
+                                 "spec": {"schedulerName": scheduler,
                                           "schedulingGroup": {"podGroupName": group}}})
+
+    def remake(self, scheduler: str) -> None:
+        """Every pod deleted and made again naming `scheduler` (their owner's template
+        re-pointed), with no status pass in between."""
+        for name, uid in list(self.pods.items()):
+            gone = self.sim.manager.reads.pod(uid)
+            self.sim.delete(uid)
+            self.writer.pod_deleted(uid, gone)
+            self.member(name, name.rsplit("-", 1)[0], scheduler)
 
     def forward(self) -> None:
         """The gang manager's reports to the writer and the Events, as the dispatcher
@@ -282,3 +295,27 @@ def test_a_composite_whose_children_were_only_released_is_not_disrupted() -> Non
                                   "preempts", victims, ()))
     w.step()
     assert "DisruptionTarget" not in w.api.conditions(COMPOSITE)
+
+
+def test_a_composite_whose_children_become_the_in_tree_schedulers_is_let_go() -> None:
+    """Its pods made again naming the default scheduler: the composite is that
+    scheduler's, as its children are, and nothing of ours is written there, even when
+    its generation moves (before, our WaitingForCapacity was set again with the new
+    observedGeneration, because we had written the composite once). Made again naming
+    us, it is ours again."""
+    w = world(nodes=2)  # room for two of the three pods: neither group is placed
+    w.sim.run_all()
+    w.step()
+    assert w.api.conditions(COMPOSITE)[TYPE]["reason"] == "Unschedulable"
+    n = len(w.api.strategic)
+    w.remake("default-scheduler")
+    w.sim.run_all()
+    w.step()
+    w.composite(generation=2)  # its spec edited: kube-scheduler's to look at now
+    w.step(60)
+    assert w.api.strategic[n:] == []
+    w.remake("gang-scheduler")
+    w.sim.run_all()
+    w.step()
+    c = w.api.conditions(COMPOSITE)[TYPE]
+    assert (c["reason"], c["observedGeneration"]) == ("Unschedulable", 2), c

@@ -228,3 +228,47 @@ def test_the_wait_for_capacity_is_kept_in_a_condition_of_ours() -> None:
     env.step(3)
     c = conds(writes(api, "up")[-1][1])[WAITING_FOR_CAPACITY]
     assert (c["status"], c["reason"]) == ("False", "NotWaitingForCapacity"), c
+
+
+def test_a_gang_that_becomes_the_in_tree_schedulers_is_let_go_and_comes_back() -> None:
+    """Its pods made again naming the default scheduler (GenericWorkload on), which
+    writes its own conditions: none of ours over them, and the gang leaves the gangs
+    gauge. Made again naming us, it is ours again: our conditions written over
+    kube-scheduler's, though they are the ones we set before it changed hands (laid over
+    the API's, they had hidden kube-scheduler's, and nothing was written)."""
+    env, api = make(nodes=1)  # 2 cpu: 3 members of 1 cpu never fit
+    add_upstream(env, "up", 3)
+
+    def remake(uids: list[str], scheduler: str) -> list[str]:
+        for u in uids:
+            p = env.manager.reads.pod(u)
+            env.sim.delete(u)
+            env.writer.pod_deleted(u, p)
+        made = [add_member(env, f"up-{i}", "up", scheduler=scheduler) for i in range(3)]
+        for u in made:
+            env.sim.schedule(u)
+        return made
+
+    uids = remake([], "gang-scheduler")
+    env.step(1)
+    ((_, ours),) = writes(api, "up")
+    assert conds(ours)["PodGroupInitiallyScheduled"]["reason"] == "Unschedulable"
+    key = "workload-api:ns/up"
+    assert [k for k in env.writer.counts() if k[2] == WORKLOAD_API]
+
+    uids = remake(uids, "default-scheduler")
+    add_upstream(env, "up", 3, status={"conditions": [
+        {"type": "PodGroupInitiallyScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/1 nodes are available", "lastTransitionTime": "2027-01-15T08:00:00Z"}]})
+    for seconds in (1, 60):
+        env.step(seconds)
+    assert len(writes(api, "up")) == 1, "our conditions over kube-scheduler's"
+    assert env.writer.counts() == {}, "the in-tree scheduler's gang counted as ours"
+    assert env.writer.groups[key].current is None
+
+    remake(uids, "gang-scheduler")
+    env.step(1)
+    assert len(writes(api, "up")) == 2, "ours again: kube-scheduler's message left in place"
+    c = conds(writes(api, "up")[-1][1])["PodGroupInitiallyScheduled"]
+    assert c["message"] == conds(ours)["PodGroupInitiallyScheduled"]["message"]
+    assert [k for k in env.writer.counts() if k[2] == WORKLOAD_API]
