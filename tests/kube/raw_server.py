@@ -174,6 +174,18 @@ def client_for(url: str, transport: AsyncioTransport, timeout: float = 2.0) -> h
     return httpx.AsyncClient(base_url=url, transport=transport, timeout=timeout)
 
 
+@contextlib.asynccontextmanager
+async def connected(handler: Handler, timeout: float = 2.0, max_idle: int = 16
+                    ) -> AsyncIterator[tuple[RawServer, AsyncioTransport, httpx.AsyncClient]]:
+    """The server running `handler`, a transport of its own (`max_idle`) and a client on
+    it: what most transport tests start from. The client is closed, then the server
+    stopped, on the way out; the transport's stats and the server's record stay readable."""
+    async with serve(handler) as (server, url):
+        transport = AsyncioTransport(None, max_idle=max_idle)
+        async with client_for(url, transport, timeout) as client:
+            yield server, transport, client
+
+
 def kube_for(url: str, path_prefix: str = "") -> tuple[Kube, AsyncioTransport]:
     """The extender's kube client on this server, its writes on the raw request path with
     the headers serve.py gives it, and the transport, whose stats tell the connections."""

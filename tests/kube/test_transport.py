@@ -34,6 +34,7 @@ from tests.kube.raw_server import (
     answer_all,
     chunk,
     client_for,
+    connected,
     ok_json,
     response,
     run,
@@ -56,20 +57,18 @@ def test_content_length_response_status_headers_body_json() -> None:
         await peer.until_client_closes()
 
     async def go() -> None:
-        async with serve(handler) as (_, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t) as client:
-                r = await client.get("/api/v1/pods/p-0")
-            assert r.status_code == 201
-            assert r.reason_phrase == "Created"
-            assert r.http_version == "HTTP/1.1"
-            assert r.headers["content-type"] == "application/json"
-            assert r.headers["x-thing"] == "spaced value"
-            assert r.headers.get_list("set-cookie") == ["a=1", "b=2"]
-            assert r.headers["content-length"] == str(len(body))
-            assert r.content == body
-            assert r.json() == payload
-            assert t.stats.requests == 1 and t.stats.connects == 1
+        async with connected(handler) as (_, t, client):
+            r = await client.get("/api/v1/pods/p-0")
+        assert r.status_code == 201
+        assert r.reason_phrase == "Created"
+        assert r.http_version == "HTTP/1.1"
+        assert r.headers["content-type"] == "application/json"
+        assert r.headers["x-thing"] == "spaced value"
+        assert r.headers.get_list("set-cookie") == ["a=1", "b=2"]
+        assert r.headers["content-length"] == str(len(body))
+        assert r.content == body
+        assert r.json() == payload
+        assert t.stats.requests == 1 and t.stats.connects == 1
 
     run(go())
 
@@ -109,19 +108,17 @@ def test_chunked_response_body() -> None:
                                 + b"\r\n" + chunk(b"y" * 200_000) + b"0\r\n\r\n")
 
     async def go() -> None:
-        async with serve(handler) as (_, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t) as client:
-                r = await client.get("/chunked")
-                assert r.status_code == 200
-                assert "content-length" not in r.headers
-                assert r.content == b'{"items": [1, 2, 3]}'
-                assert r.json() == {"items": [1, 2, 3]}
-                # the second response follows on the same connection: the first one's
-                # trailers were consumed exactly
-                r = await client.get("/again")
-                assert r.content == b"x" * (2 * 0x1AB) + b"y" * 200_000
-            assert t.stats.connects == 1
+        async with connected(handler) as (_, t, client):
+            r = await client.get("/chunked")
+            assert r.status_code == 200
+            assert "content-length" not in r.headers
+            assert r.content == b'{"items": [1, 2, 3]}'
+            assert r.json() == {"items": [1, 2, 3]}
+            # the second response follows on the same connection: the first one's
+            # trailers were consumed exactly
+            r = await client.get("/again")
+            assert r.content == b"x" * (2 * 0x1AB) + b"y" * 200_000
+        assert t.stats.connects == 1
 
     run(go())
 
@@ -154,19 +151,17 @@ def test_chunked_watch_stream_delivers_lines_before_the_end() -> None:
             await peer.send(response(b"after"))
 
     async def go() -> None:
-        async with serve(handler) as (_, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t) as client:
-                got = []
-                async with client.stream("GET", "/api/v1/pods?watch=1") as r:
-                    assert r.status_code == 200
-                    async for line in r.aiter_lines():
-                        got.append(json.loads(line))
-                        seen[len(got) - 1].set()
-                assert got == events
-                # the finished stream returned its connection to the pool
-                assert (await client.get("/next")).content == b"after"
-            assert t.stats.connects == 1
+        async with connected(handler) as (_, t, client):
+            got = []
+            async with client.stream("GET", "/api/v1/pods?watch=1") as r:
+                assert r.status_code == 200
+                async for line in r.aiter_lines():
+                    got.append(json.loads(line))
+                    seen[len(got) - 1].set()
+            assert got == events
+            # the finished stream returned its connection to the pool
+            assert (await client.get("/next")).content == b"after"
+        assert t.stats.connects == 1
 
     run(go())
 
@@ -186,14 +181,12 @@ def test_chunks_that_arrive_together_are_delivered_as_one_piece() -> None:
             await peer.send(response(b"after"))
 
     async def go() -> None:
-        async with serve(handler) as (_, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t) as client:
-                async with client.stream("GET", "/w") as r:
-                    pieces = [p async for p in r.aiter_raw()]
-                assert pieces == [b"".join(lines), b"last\n"]
-                assert (await client.get("/next")).content == b"after"
-            assert t.stats.connects == 1
+        async with connected(handler) as (_, t, client):
+            async with client.stream("GET", "/w") as r:
+                pieces = [p async for p in r.aiter_raw()]
+            assert pieces == [b"".join(lines), b"last\n"]
+            assert (await client.get("/next")).content == b"after"
+        assert t.stats.connects == 1
 
     run(go())
 
@@ -229,13 +222,11 @@ def test_bytes_after_a_chunked_body_keep_its_connection_out_of_the_pool() -> Non
             await peer.send(CHUNKED_HEAD + chunk(b"body") + b"0\r\n\r\nHTTP/1.1 200 OK\r\n")
 
     async def go() -> None:
-        async with serve(handler) as (server, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t) as client:
-                assert (await client.get("/a")).content == b"body"
-                assert (await client.get("/b")).content == b"body"
-            assert t.stats.connects == 2
-            assert server.accepted == 2
+        async with connected(handler) as (server, t, client):
+            assert (await client.get("/a")).content == b"body"
+            assert (await client.get("/b")).content == b"body"
+        assert t.stats.connects == 2
+        assert server.accepted == 2
 
     run(go())
 
@@ -245,16 +236,14 @@ def test_bytes_after_a_chunked_body_keep_its_connection_out_of_the_pool() -> Non
 
 def test_sequential_requests_reuse_one_connection() -> None:
     async def go() -> None:
-        async with serve(answer_all(ok_json)) as (server, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t) as client:
-                for i in range(5):
-                    r = await client.get(f"/n/{i}")
-                    assert r.json() == {"path": f"/n/{i}", "conn": 0}
-            assert t.stats.connects == 1
-            assert t.stats.requests == 5
-            assert server.accepted == 1
-            assert t.stats.by_key == {("http", "127.0.0.1", server.port): 5}
+        async with connected(answer_all(ok_json)) as (server, t, client):
+            for i in range(5):
+                r = await client.get(f"/n/{i}")
+                assert r.json() == {"path": f"/n/{i}", "conn": 0}
+        assert t.stats.connects == 1
+        assert t.stats.requests == 5
+        assert server.accepted == 1
+        assert t.stats.by_key == {("http", "127.0.0.1", server.port): 5}
 
     run(go())
 
@@ -276,17 +265,15 @@ def test_concurrent_requests_open_more_connections() -> None:
             await peer.send(ok_json(req))
 
     async def go() -> None:
-        async with serve(handler) as (server, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t) as client:
-                rs = await asyncio.gather(*(client.get(f"/c/{i}") for i in range(n)))
-                assert sorted(r.json()["conn"] for r in rs) == list(range(n))
-                assert t.stats.connects == n
-                # all n are idle now; the next n concurrent requests reuse them
-                rs = await asyncio.gather(*(client.get(f"/d/{i}") for i in range(n)))
-                assert all(r.status_code == 200 for r in rs)
+        async with connected(handler) as (server, t, client):
+            rs = await asyncio.gather(*(client.get(f"/c/{i}") for i in range(n)))
+            assert sorted(r.json()["conn"] for r in rs) == list(range(n))
             assert t.stats.connects == n
-            assert server.accepted == n
+            # all n are idle now; the next n concurrent requests reuse them
+            rs = await asyncio.gather(*(client.get(f"/d/{i}") for i in range(n)))
+            assert all(r.status_code == 200 for r in rs)
+        assert t.stats.connects == n
+        assert server.accepted == n
 
     run(go())
 
@@ -307,21 +294,19 @@ def test_idle_pool_is_bounded_by_max_idle() -> None:
             await peer.send(ok_json(req))
 
     async def go() -> None:
-        async with serve(handler) as (server, url):
-            t = AsyncioTransport(None, max_idle=max_idle)
-            async with client_for(url, t) as client:
-                await asyncio.gather(*(client.get(f"/c/{i}") for i in range(n)))
-                assert t.stats.connects == n
-                key = ("http", "127.0.0.1", server.port)
-                assert len(t._idle[key]) == max_idle
-                # the surplus connections were closed, not leaked
-                await until(lambda: sum(p.client_closed.is_set() for p in server.peers)
-                            == n - max_idle)
-                kept = {p.index for p in server.peers if not p.client_closed.is_set()}
-                for i in range(4):
-                    r = await client.get(f"/s/{i}")
-                    assert r.json()["conn"] in kept
-                assert t.stats.connects == n
+        async with connected(handler, max_idle=max_idle) as (server, t, client):
+            await asyncio.gather(*(client.get(f"/c/{i}") for i in range(n)))
+            assert t.stats.connects == n
+            key = ("http", "127.0.0.1", server.port)
+            assert len(t._idle[key]) == max_idle
+            # the surplus connections were closed, not leaked
+            await until(lambda: sum(p.client_closed.is_set() for p in server.peers)
+                        == n - max_idle)
+            kept = {p.index for p in server.peers if not p.client_closed.is_set()}
+            for i in range(4):
+                r = await client.get(f"/s/{i}")
+                assert r.json()["conn"] in kept
+            assert t.stats.connects == n
 
     run(go())
 
@@ -354,20 +339,18 @@ def test_get_on_a_reused_connection_closed_before_answering_is_retried_once() ->
     sends it again on a new connection."""
 
     async def go() -> None:
-        async with serve(drops_second_request(Peer.close)) as (server, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t) as client:
-                assert (await client.get("/first")).json()["conn"] == 0
-                r = await client.get("/second")
-                assert r.status_code == 200
-                assert r.json() == {"path": "/second", "conn": 1}
-                assert t.stats.retries == 1
-                assert t.stats.connects == 2
-                assert t.stats.requests == 2
-                # and the fresh connection is pooled in turn
-                assert (await client.get("/third")).json()["conn"] == 1
-            assert [(q.conn, q.target) for q in server.requests] == [
-                (0, b"/first"), (0, b"/second"), (1, b"/second"), (1, b"/third")]
+        async with connected(drops_second_request(Peer.close)) as (server, t, client):
+            assert (await client.get("/first")).json()["conn"] == 0
+            r = await client.get("/second")
+            assert r.status_code == 200
+            assert r.json() == {"path": "/second", "conn": 1}
+            assert t.stats.retries == 1
+            assert t.stats.connects == 2
+            assert t.stats.requests == 2
+            # and the fresh connection is pooled in turn
+            assert (await client.get("/third")).json()["conn"] == 1
+        assert [(q.conn, q.target) for q in server.requests] == [
+            (0, b"/first"), (0, b"/second"), (1, b"/second"), (1, b"/third")]
 
     run(go())
 
@@ -385,18 +368,16 @@ def test_unsafe_request_read_then_dropped_on_a_reused_connection_is_not_resent(
     and the server sees the request exactly once."""
 
     async def go() -> None:
-        async with serve(drops_second_request(drop)) as (server, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t) as client:
-                assert (await client.get("/first")).json()["conn"] == 0
-                with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
-                    await client.request(method, "/second", content=b'{"x":1}')
-                # the error left nothing behind: the next request opens a new connection
-                assert (await client.get("/third")).json()["conn"] == 1
-            assert t.stats.retries == 0
-            assert [(q.conn, q.method, q.target) for q in server.requests] == [
-                (0, b"GET", b"/first"), (0, method.encode(), b"/second"),
-                (1, b"GET", b"/third")]
+        async with connected(drops_second_request(drop)) as (server, t, client):
+            assert (await client.get("/first")).json()["conn"] == 0
+            with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
+                await client.request(method, "/second", content=b'{"x":1}')
+            # the error left nothing behind: the next request opens a new connection
+            assert (await client.get("/third")).json()["conn"] == 1
+        assert t.stats.retries == 0
+        assert [(q.conn, q.method, q.target) for q in server.requests] == [
+            (0, b"GET", b"/first"), (0, method.encode(), b"/second"),
+            (1, b"GET", b"/third")]
 
     run(go())
 
@@ -429,13 +410,11 @@ def test_get_on_a_reused_connection_reset_by_server_is_retried_once() -> None:
     """Same race, but the server answers the request with an RST (OSError path)."""
 
     async def go() -> None:
-        async with serve(drops_second_request(Peer.reset)) as (_, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t) as client:
-                assert (await client.get("/first")).json()["conn"] == 0
-                assert (await client.get("/second")).json()["conn"] == 1
-            assert t.stats.retries == 1
-            assert t.stats.connects == 2
+        async with connected(drops_second_request(Peer.reset)) as (_, t, client):
+            assert (await client.get("/first")).json()["conn"] == 0
+            assert (await client.get("/second")).json()["conn"] == 1
+        assert t.stats.retries == 1
+        assert t.stats.connects == 2
 
     run(go())
 
@@ -456,19 +435,17 @@ def test_idle_connection_seen_closed_is_discarded_without_a_retry(method: str) -
             await peer.send(ok_json(req))
 
     async def go() -> None:
-        async with serve(handler) as (server, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t) as client:
-                await client.get("/first")
-                key = ("http", "127.0.0.1", server.port)
-                (idle,) = t._idle[key]
-                await until(lambda: not idle.reusable())
-                r = await client.request(method, "/second", content=b"{}")
-                assert r.json()["conn"] == 1
-            assert t.stats.retries == 0
-            assert t.stats.connects == 2
-            assert [(q.conn, q.method) for q in server.requests] == [
-                (0, b"GET"), (1, method.encode())]
+        async with connected(handler) as (server, t, client):
+            await client.get("/first")
+            key = ("http", "127.0.0.1", server.port)
+            (idle,) = t._idle[key]
+            await until(lambda: not idle.reusable())
+            r = await client.request(method, "/second", content=b"{}")
+            assert r.json()["conn"] == 1
+        assert t.stats.retries == 0
+        assert t.stats.connects == 2
+        assert [(q.conn, q.method) for q in server.requests] == [
+            (0, b"GET"), (1, method.encode())]
 
     run(go())
 
@@ -484,15 +461,13 @@ def test_retry_happens_at_most_once() -> None:
         await peer.request()  # then close without an answer, on every connection
 
     async def go() -> None:
-        async with serve(handler) as (server, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t) as client:
-                await client.get("/first")
-                with pytest.raises(httpx.RemoteProtocolError, match="without sending"):
-                    await client.get("/second")
-            assert t.stats.retries == 1
-            assert t.stats.connects == 2
-            assert server.accepted == 2
+        async with connected(handler) as (server, t, client):
+            await client.get("/first")
+            with pytest.raises(httpx.RemoteProtocolError, match="without sending"):
+                await client.get("/second")
+        assert t.stats.retries == 1
+        assert t.stats.connects == 2
+        assert server.accepted == 2
 
     run(go())
 
@@ -518,16 +493,14 @@ def test_response_that_ends_the_connection_is_not_reused(wire: bytes) -> None:
             await peer.send(wire[-3:])  # the body ends only with the close
 
     async def go() -> None:
-        async with serve(handler) as (server, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t) as client:
-                for _ in range(3):
-                    r = await client.get("/x")
-                    assert r.content == b"closing"
-            assert t.stats.connects == 3
-            assert server.accepted == 3
-            assert t.stats.retries == 0
-            assert not any(t._idle.values())
+        async with connected(handler) as (server, t, client):
+            for _ in range(3):
+                r = await client.get("/x")
+                assert r.content == b"closing"
+        assert t.stats.connects == 3
+        assert server.accepted == 3
+        assert t.stats.retries == 0
+        assert not any(t._idle.values())
 
     run(go())
 
@@ -676,14 +649,12 @@ def test_no_answer_within_read_timeout_is_read_timeout() -> None:
         await peer.until_client_closes()  # never answers
 
     async def go() -> None:
-        async with serve(handler) as (server, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t, timeout=0.2) as client:
-                with pytest.raises(httpx.ReadTimeout):
-                    await client.get("/slow")
-                # the timed-out connection is closed, never pooled with a late answer due
-                await asyncio.wait_for(server.peers[0].client_closed.wait(), 2)
-            assert not any(t._idle.values())
+        async with connected(handler, timeout=0.2) as (server, t, client):
+            with pytest.raises(httpx.ReadTimeout):
+                await client.get("/slow")
+            # the timed-out connection is closed, never pooled with a late answer due
+            await asyncio.wait_for(server.peers[0].client_closed.wait(), 2)
+        assert not any(t._idle.values())
 
     run(go())
 
@@ -736,13 +707,11 @@ def test_server_closing_mid_body_is_read_error(wire: bytes) -> None:
         await peer.send(wire)  # and close
 
     async def go() -> None:
-        async with serve(handler) as (_, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t) as client:
-                with pytest.raises(httpx.ReadError):
-                    await client.get("/x")
-            assert not any(t._idle.values())
-            assert t.stats.retries == 0
+        async with connected(handler) as (_, t, client):
+            with pytest.raises(httpx.ReadError):
+                await client.get("/x")
+        assert not any(t._idle.values())
+        assert t.stats.retries == 0
 
     run(go())
 
@@ -757,13 +726,11 @@ def test_fresh_connection_closed_without_response_is_remote_protocol_error(wire:
         await peer.send(wire)
 
     async def go() -> None:
-        async with serve(handler) as (server, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t) as client:
-                with pytest.raises(httpx.RemoteProtocolError, match="without sending"):
-                    await client.get("/x")
-            assert t.stats.retries == 0  # a fresh connection is never retried
-            assert server.accepted == 1
+        async with connected(handler) as (server, t, client):
+            with pytest.raises(httpx.RemoteProtocolError, match="without sending"):
+                await client.get("/x")
+        assert t.stats.retries == 0  # a fresh connection is never retried
+        assert server.accepted == 1
 
     run(go())
 
@@ -780,14 +747,12 @@ def assert_bad_answer_fails(wire: bytes, match: str | None = None) -> None:
         await peer.until_client_closes()
 
     async def go() -> None:
-        async with serve(handler) as (server, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t) as client:
-                with pytest.raises(httpx.RemoteProtocolError, match=match) as info:
-                    await client.get("/x")
-                assert info.value.request.url.path == "/x"
-                await asyncio.wait_for(server.peers[0].client_closed.wait(), 2)
-            assert not any(t._idle.values())
+        async with connected(handler) as (server, t, client):
+            with pytest.raises(httpx.RemoteProtocolError, match=match) as info:
+                await client.get("/x")
+            assert info.value.request.url.path == "/x"
+            await asyncio.wait_for(server.peers[0].client_closed.wait(), 2)
+        assert not any(t._idle.values())
 
     run(go())
 
@@ -854,21 +819,19 @@ def test_stream_closed_early_closes_its_connection() -> None:
             await peer.send(ok_json(req))
 
     async def go() -> None:
-        async with serve(handler) as (server, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t) as client:
-                async with client.stream("GET", "/watch") as r:
-                    async for line in r.aiter_lines():
-                        assert line == "line 1"
-                        break
-                # the unread rest of that response must not be mistaken for the next one's
-                await asyncio.wait_for(stop.wait(), 2)
-                assert not any(t._idle.values())
-                r2 = await client.get("/next")
-                assert r2.json() == {"path": "/next", "conn": 1}
-                assert (await client.get("/next2")).json()["conn"] == 1
-            assert t.stats.connects == 2
-            assert server.accepted == 2
+        async with connected(handler) as (server, t, client):
+            async with client.stream("GET", "/watch") as r:
+                async for line in r.aiter_lines():
+                    assert line == "line 1"
+                    break
+            # the unread rest of that response must not be mistaken for the next one's
+            await asyncio.wait_for(stop.wait(), 2)
+            assert not any(t._idle.values())
+            r2 = await client.get("/next")
+            assert r2.json() == {"path": "/next", "conn": 1}
+            assert (await client.get("/next2")).json()["conn"] == 1
+        assert t.stats.connects == 2
+        assert server.accepted == 2
 
     run(go())
 
@@ -885,13 +848,11 @@ def test_stream_closed_without_reading_closes_its_connection() -> None:
         await peer.until_client_closes()
 
     async def go() -> None:
-        async with serve(handler) as (server, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t) as client:
-                async with client.stream("GET", "/unread"):
-                    pass
-                await asyncio.wait_for(server.peers[0].client_closed.wait(), 2)
-                assert (await client.get("/next")).json()["conn"] == 1
+        async with connected(handler) as (server, _, client):
+            async with client.stream("GET", "/unread"):
+                pass
+            await asyncio.wait_for(server.peers[0].client_closed.wait(), 2)
+            assert (await client.get("/next")).json()["conn"] == 1
 
     run(go())
 
@@ -913,20 +874,18 @@ def test_cancelled_request_closes_its_connection() -> None:
         await peer.until_client_closes()
 
     async def go() -> None:
-        async with serve(handler) as (server, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t) as client:
-                task = asyncio.create_task(client.get("/slow"))
-                await until(lambda: len(server.requests) == 1)
-                task.cancel()
-                with pytest.raises(asyncio.CancelledError) as info:
-                    await task
-                # info keeps the traceback, and with it the request's frames, alive: the
-                # close must be explicit, not StreamWriter.__del__ at garbage collection
-                await asyncio.wait_for(answer.wait(), 2)
-                assert info.traceback
-                assert not any(t._idle.values())
-                assert (await client.get("/next")).json()["conn"] == 1
+        async with connected(handler) as (server, t, client):
+            task = asyncio.create_task(client.get("/slow"))
+            await until(lambda: len(server.requests) == 1)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError) as info:
+                await task
+            # info keeps the traceback, and with it the request's frames, alive: the
+            # close must be explicit, not StreamWriter.__del__ at garbage collection
+            await asyncio.wait_for(answer.wait(), 2)
+            assert info.traceback
+            assert not any(t._idle.values())
+            assert (await client.get("/next")).json()["conn"] == 1
 
     run(go())
 
@@ -949,22 +908,20 @@ def test_204_304_and_head_have_no_body_and_keep_the_connection() -> None:
         return response(b"real body")
 
     async def go() -> None:
-        async with serve(answer_all(make)) as (server, url):
-            t = AsyncioTransport(None)
-            async with client_for(url, t) as client:
-                r = await client.delete("/204")
-                assert (r.status_code, r.content, r.headers["x-a"]) == (204, b"", "1")
-                r = await client.get("/304")
-                assert (r.status_code, r.content) == (304, b"")
-                r = await client.head("/thing")
-                assert (r.status_code, r.content) == (200, b"")
-                assert r.headers["content-length"] == "1234"
-                r = await client.request("HEAD", "/head-chunked")
-                assert r.content == b""
-                r = await client.get("/body")
-                assert r.content == b"real body"  # nothing left over from the others
-            assert t.stats.connects == 1
-            assert server.accepted == 1
+        async with connected(answer_all(make)) as (server, t, client):
+            r = await client.delete("/204")
+            assert (r.status_code, r.content, r.headers["x-a"]) == (204, b"", "1")
+            r = await client.get("/304")
+            assert (r.status_code, r.content) == (304, b"")
+            r = await client.head("/thing")
+            assert (r.status_code, r.content) == (200, b"")
+            assert r.headers["content-length"] == "1234"
+            r = await client.request("HEAD", "/head-chunked")
+            assert r.content == b""
+            r = await client.get("/body")
+            assert r.content == b"real body"  # nothing left over from the others
+        assert t.stats.connects == 1
+        assert server.accepted == 1
 
     run(go())
 
@@ -1035,11 +992,17 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     exe = shutil.which("openssl")
     if exe is None:
         pytest.skip("neither openssl nor the cryptography package is available")
-    d = tmp_path_factory.mktemp("tls")
-    cert, key = d / "server.crt", d / "server.key"
+    return self_signed(exe, tmp_path_factory.mktemp("tls") / "server", "localhost",
+                       "DNS:localhost,IP:127.0.0.1")
+
+
+def self_signed(exe: str, stem: Path, name: str, alt_names: str) -> tuple[Path, Path]:
+    """A self-signed EC certificate for `name` (subjectAltName `alt_names`), valid a
+    day, made by openssl `exe`: its files `stem`.crt and `stem`.key."""
+    cert, key = stem.with_suffix(".crt"), stem.with_suffix(".key")
     subprocess.run([exe, "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                    "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", f"/CN={name}",
+                    "-addext", f"subjectAltName={alt_names}",
                     "-keyout", str(key), "-out", str(cert)],
                    check=True, capture_output=True)
     return cert, key
@@ -1087,13 +1050,8 @@ def test_tls_verifies_the_server_name(tls_files: tuple[Path, Path],
     """server_hostname is the URL's host: a certificate for another name is refused."""
     exe = shutil.which("openssl")
     assert exe is not None
-    cert, key = tmp_path / "other.crt", tmp_path / "other.key"
-    subprocess.run([exe, "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=other",
-                    "-addext", "subjectAltName=DNS:other.example",
-                    "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
-    server_ctx, client_ctx = tls_contexts(cert, key)
+    server_ctx, client_ctx = tls_contexts(*self_signed(exe, tmp_path / "other", "other",
+                                                       "DNS:other.example"))
     _, untrusting = tls_contexts(*tls_files)  # trusts only the localhost certificate
 
     async def handler(peer: Peer) -> None:
