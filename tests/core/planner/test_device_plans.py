@@ -21,13 +21,27 @@ from extender.core.devices.model import (
 from extender.core.model.claims import ClaimRef, PodClaims
 from extender.core.model.config import Config
 from extender.core.model.convert import pod_from_k8s
-from extender.core.model.types import GROUP_LABEL, PodInfo
+from extender.core.model.types import GROUP_LABEL, GroupInfo, PodInfo
 from extender.core.model.vocabulary import BindOutcome, Reason
 from extender.core.planner.device_plan import DevicePlan
 from extender.core.planner.plan import Plan, plan_gang
 from extender.core.wiring import Core
 from tests.core.dra_cluster import CLASS, dra_sim, gpu_member, gpu_slice, slots_of
 from tests.core.sim import SimScheduler, group, node, pod
+
+
+def a_holding(devices: tuple[int, ...], *others: GroupInfo) -> tuple[SimScheduler, set[str]]:
+    """Nodes of `devices` devices each; the PodGroups `others` and gang a (2 members × 2
+    devices), its first member filtered: a reserves and waits for its second, its slots
+    holding all the devices of the two nodes returned."""
+    sim = dra_sim(devices)
+    sim.add_group(group("a", 2, creation=1.0))
+    for other in others:
+        sim.add_group(other)
+    a0 = sim.add_pod(gpu_member("a-0", "a"))
+    sim.add_pod(gpu_member("a-1", "a"))
+    sim.schedule(a0.uid)
+    return sim, set(slots_of(sim, "a").values())
 
 
 def test_two_dra_gangs_created_interleaved_are_planned_one_whole_then_the_other() -> None:
@@ -64,13 +78,7 @@ def test_two_dra_gangs_created_interleaved_are_planned_one_whole_then_the_other(
 def test_devices_a_gangs_slots_hold_are_no_other_gangs() -> None:
     """Gang a (2 members × 2 devices) holds all four devices of nodes 0 and 1 while it
     waits for its last member; gang c (1 device each) finds only the other nodes'."""
-    sim = dra_sim((2, 2, 2, 0))
-    sim.add_group(group("a", 2, creation=1.0))
-    sim.add_group(group("c", 2, creation=2.0))
-    a0 = sim.add_pod(gpu_member("a-0", "a"))
-    sim.add_pod(gpu_member("a-1", "a"))
-    sim.schedule(a0.uid)
-    held = set(slots_of(sim, "a").values())
+    sim, held = a_holding((2, 2, 2, 0), group("c", 2, creation=2.0))
     assert len(held) == 2
     c = [sim.add_pod(gpu_member(f"c-{i}", "c", count=1)) for i in range(2)]
     sim.schedule(c[0].uid)
@@ -168,12 +176,7 @@ def test_a_plain_pod_with_claims_is_kept_off_devices_a_gang_holds() -> None:
     """kube-scheduler's DynamicResources plugin sees the devices a gang's slots hold as
     free; the filter keeps a plain pod of the gang scheduler whose claims need them off
     those nodes, as it keeps it off reserved CPU."""
-    sim = dra_sim((2, 2, 2))
-    sim.add_group(group("a", 2))
-    a0 = sim.add_pod(gpu_member("a-0", "a"))
-    sim.add_pod(gpu_member("a-1", "a"))
-    sim.schedule(a0.uid)
-    held = set(slots_of(sim, "a").values())
+    sim, held = a_holding((2, 2, 2))
     assert len(held) == 2
     plain = sim.add_pod(gpu_member("solo", "", count=1))
     result = sim.manager.filter(plain, sorted(sim.cache.nodes), sim.now)
@@ -234,13 +237,7 @@ def test_a_member_bound_elsewhere_does_not_take_devices_another_gang_holds() -> 
     """kube-scheduler may bind a member to another node than its slot's (the slot then
     follows it, `Reservations.retarget`), but not onto devices another gang's slots hold: the
     bind is refused there, and kube-scheduler tries the member again."""
-    sim = dra_sim((2, 2, 2))
-    sim.add_group(group("a", 2, creation=1.0))
-    sim.add_group(group("c", 2, creation=2.0))
-    a0 = sim.add_pod(gpu_member("a-0", "a"))
-    sim.add_pod(gpu_member("a-1", "a"))
-    sim.schedule(a0.uid)
-    held = set(slots_of(sim, "a").values())
+    sim, held = a_holding((2, 2, 2), group("c", 2, creation=2.0))
     c = [sim.add_pod(gpu_member(f"c-{i}", "c", count=1)) for i in range(2)]
     sim.manager.filter(c[0], sorted(sim.cache.nodes), sim.now)
     sim.drain()
