@@ -26,6 +26,7 @@ from extender.core.manager import GangManager
 from extender.core.model.config import Config
 from extender.core.model.vocabulary import PodRef, Report
 from extender.core.wiring import Core
+from extender.kube.catch_up import CatchUpRequests
 from extender.kube.client import Kube, make_kube
 from extender.kube.device_kinds import DEVICE_KINDS
 from extender.kube.informer import BUDGETS, Informer, InformerOptions
@@ -79,10 +80,12 @@ class Parts:
 def wire(args: argparse.Namespace, config: Config) -> Parts:
     """Every adapter, made with all it needs, each after the parts it needs; none is
     changed afterwards (tests/repo/test_layering.py checks that no attribute of another object
-    is set anywhere else). Two loops are cut here: the `synced` event is made first and
+    is set anywhere else). Three loops are cut here: the `synced` event is made first and
     handed to the informer, which sets it, and to the dispatcher and the servers, which
-    wait for it; the gauges read from parts that count into the metrics (the status
-    writer's counts, the watches behind) go to the scrape, made last."""
+    wait for it; the catch-up requests are made first and handed to the dispatcher's
+    binding cycle, which makes them, and to the informer, which serves them; the gauges
+    read from parts that count into the metrics (the status writer's counts, the watches
+    behind) go to the scrape, made last."""
     manager = GangManager(Core.wire(config, selectors=compile_selector))
     reads = manager.reads
     # Idle connections kept: one for each Binding in flight, and a few for the other
@@ -93,6 +96,9 @@ def wire(args: argparse.Namespace, config: Config) -> Parts:
     leader = Leadership(kube, args.leader_lease, args.leader_identity or socket.gethostname(),
                         on_lost=lambda why: lost.set())
     synced = asyncio.Event()
+    # A Binding's try that left the API server's state unknown asks through it for the
+    # pods and nodes to be caught up; the informer, made after the dispatcher, serves it.
+    catch_up = CatchUpRequests()
 
     def loop_error(loop: str) -> None:  # a loop's failed iteration, counted by loop name
         metrics.loop_errors.labels(loop).inc()
@@ -141,7 +147,7 @@ def wire(args: argparse.Namespace, config: Config) -> Parts:
         Outlets(wakeups=wakeups, evictions=evictions, provisioner=provisioner,
                 on_report=on_report, on_binding=metrics.on_binding,
                 on_bound_directly=bound_directly, on_assembly_wait=metrics.on_assembly_wait,
-                on_commit_wait=metrics.on_commit_wait),
+                on_commit_wait=metrics.on_commit_wait, catch_up=catch_up),
         Gates(leader=leader, synced=synced.is_set, tick_errors=LoopErrors("tick", loop_error),
               tick_fault=tick_faults_from_env()))
 
@@ -152,7 +158,7 @@ def wire(args: argparse.Namespace, config: Config) -> Parts:
         kinds=(*observed_kinds(status), *source_kinds(status), BUDGETS, *DEVICE_KINDS,
                *((PROVISIONING_REQUESTS,) if args.provisioning_requests == "on" else ())),
         options=InformerOptions(
-            protobuf=args.pod_watch == "protobuf", synced=synced,
+            protobuf=args.pod_watch == "protobuf", synced=synced, catch_up=catch_up,
             on_skip=lambda kind, why: metrics.skipped_objects.labels(kind, why).inc(),
             on_served=provisioner.served))
 

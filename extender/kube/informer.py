@@ -23,6 +23,15 @@ delivered all there was. Gang commits wait for a kind that decides fits
 (`Kind.holds_commits`) until then (`GangManager.watch_listed`); `behind` is the metric,
 and `health` fails /healthz once a kind has been behind for `behind_limit` seconds.
 
+A kind is behind too from a catch-up request (`InformerOptions.catch_up`, made by a
+Binding whose answer was lost, extender/kube/catch_up.py) until a watch begun after the
+request has delivered: the request counts as a break, and the kind's watch in progress is
+cut and started again from the last resourceVersion it delivered, in catch-up mode. No
+relist: a watch from there delivers everything since, and one too old for the API server
+(410) relists as any. A watch begun before the request never catches the kind up, even if
+what it delivers is read after it; a kind whose watch broke meanwhile is caught up once,
+by whichever watch comes after both.
+
 A relist deletes what it did not show, of what the informer applied (`_known`) and, for
 pods, of what the core learned otherwise (from filter calls) before the list began
 (`Kind.reconcile`, `GangManager.pods_listed`).
@@ -50,6 +59,7 @@ from typing import Any
 from extender.core.manager import GangManager
 from extender.core.model.convert import budget_from_k8s, node_from_k8s, pod_from_k8s
 from extender.core.model.convert_groups import group_from_k8s
+from extender.kube.catch_up import CatchUpRequests
 from extender.kube.client import PODGROUP_PATH, ApiError, Kube, ProtoDecoder, ResourceExpired
 from extender.kube.decode import UNDECODABLE, Undecodable
 from extender.kube.gc_freeze import FREEZE_EVERY, Freezer, keep_out_of_collections
@@ -188,6 +198,9 @@ class InformerOptions:
     freeze_every: int = FREEZE_EVERY
     idle_timeout: float = WATCH_IDLE_SECONDS
     behind_limit: float = BEHIND_UNHEALTHY_SECONDS
+    # Requests to catch the kinds it names up (a Binding's answer was lost); made by the
+    # wiring and handed to the binding cycle too. None: none come.
+    catch_up: CatchUpRequests | None = None
 
 
 class Informer:
@@ -228,6 +241,9 @@ class Informer:
         # Per kind, how many times its watch broke: a catch-up scheduled before a break
         # must not apply after it.
         self._breaks: dict[str, int] = {k.name: 0 for k in kinds}
+        # Each kind's watch request in progress, by the timeout a catch-up request cuts
+        # it short with (`_serve_catch_ups`).
+        self._cuts: dict[str, asyncio.Timeout] = {}
 
     @property
     def skipped(self) -> dict[str, int]:
@@ -235,7 +251,36 @@ class Informer:
         return {name: s.count for name, s in self._skips.items()}
 
     async def run(self) -> None:
-        await asyncio.gather(*(self._loop(k) for k in self.kinds))
+        catch_ups = () if self._options.catch_up is None else (self._serve_catch_ups(),)
+        await asyncio.gather(*(self._loop(k) for k in self.kinds), *catch_ups)
+
+    def _epoch(self, kind: Kind) -> tuple[int, int]:
+        """What a watch that would catch `kind` up must have begun after: its last break,
+        and the last catch-up request (read from the request itself, so a request counts
+        from the moment it is made, before `_serve_catch_ups` has woken to act on it)."""
+        requests = self._options.catch_up
+        return self._breaks[kind.name], 0 if requests is None else requests.count
+
+    async def _serve_catch_ups(self) -> None:
+        """Each catch-up request: the kinds it names are broken from now (behind, and
+        held in the gang manager), and the watch of each is cut and begun again."""
+        requests = self._options.catch_up
+        assert requests is not None
+        loop = asyncio.get_running_loop()
+        seen = 0
+        while True:
+            seen = await requests.next(seen)
+            for kind in self.kinds:
+                if kind.name not in requests.kinds:
+                    continue
+                if kind.name not in self._broken_at:
+                    log.info("%s: a Binding's answer was lost; watching again from the last "
+                             "event, gang commits wait until the new watch has delivered",
+                             kind.name)
+                self._broke(kind)
+                cut = self._cuts.get(kind.name)
+                if cut is not None:
+                    cut.reschedule(loop.time())
 
     def behind(self) -> dict[str, float]:
         """Seconds each kind has been behind (0: caught up), for the metric."""
@@ -416,9 +461,11 @@ class Informer:
         while True:
             proto = kind.proto() if self._options.protobuf and kind.proto else None
             behind = kind.name in self._broken_at
+            epoch = self._epoch(kind)
             idle = asyncio.timeout_at(deadline)
+            cut = self._cuts[kind.name] = asyncio.timeout(None)
             try:
-                async with idle:
+                async with idle, cut:
                     async for etype, obj in self.kube.watch(
                             kind.path, rv, proto=proto,
                             timeout_seconds=CATCH_UP_WATCH_SECONDS if behind else WATCH_SECONDS):
@@ -430,25 +477,34 @@ class Informer:
                         if behind:
                             behind = False
                             if etype == "BOOKMARK":  # everything up to it has come
-                                self._caught_up(kind, "delivered a bookmark")
+                                self._caught_up_unless_broken(kind, epoch, "delivered a "
+                                                              "bookmark")
                             else:
                                 # Once the events that came with this one are applied: the
                                 # loop runs its callbacks only when the stream has no more
                                 # bytes at hand.
-                                loop.call_soon(self._caught_up_unless_broken, kind,
-                                               self._breaks[kind.name])
+                                loop.call_soon(self._caught_up_unless_broken, kind, epoch,
+                                               "delivered events")
             except TimeoutError:
+                if cut.expired():
+                    continue  # a catch-up request: watched again from `rv`, behind
                 if idle.expired():
                     raise WatchIdle(kind.name) from None
                 raise
+            finally:
+                if self._cuts.get(kind.name) is cut:
+                    del self._cuts[kind.name]
             # Ended by the server: the connection was alive, and all it had was delivered.
             deadline = loop.time() + idle_timeout
             if behind:
-                self._caught_up(kind, "ended normally, nothing having changed since the list")
+                self._caught_up_unless_broken(
+                    kind, epoch, "ended normally, nothing having changed since the list")
 
-    def _caught_up_unless_broken(self, kind: Kind, breaks: int) -> None:
-        if self._breaks[kind.name] == breaks:
-            self._caught_up(kind, "delivered events")
+    def _caught_up_unless_broken(self, kind: Kind, epoch: tuple[int, int], how: str) -> None:
+        """Caught up, unless the kind broke or a catch-up was requested after the watch
+        that delivered began (`_epoch`): that watch may not have what changed since."""
+        if self._epoch(kind) == epoch:
+            self._caught_up(kind, how)
 
     def _event(self, kind: Kind, etype: str, obj: dict[str, Any], rv: str) -> str:
         """Apply one watch event; returns the resourceVersion to watch from after it."""
