@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from importlib import resources
+from itertools import pairwise
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -19,11 +24,6 @@ from extender.core.model.vocabulary import (
 )
 from extender.core.reads import Reads
 from extender.deprecated import METRICS
-
-_LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1,
-                    0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
-_LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
-_STARTUP_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300, 600)
 
 # new metric name → its deprecated old name, exported beside it for one release.
 _OLD_NAME = {new: old for old, new in METRICS.items()}
@@ -49,16 +49,22 @@ NO_SOURCES = GaugeSources()
 
 
 _Metric = Counter | Gauge | Histogram
+_Kind = type[Counter] | type[Gauge] | type[Histogram]
+_KINDS: dict[str, _Kind] = {"counter": Counter, "gauge": Gauge, "histogram": Histogram}
+_ENTRY_KEYS = {"name", "kind", "labels", "buckets", "help"}
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+CATALOGUE = "metrics.toml"  # beside this module, shipped as package data
 
 
 @dataclass(frozen=True, slots=True)
 class _Declared:
     """One metric of `Metrics`, as Prometheus shows it: its name, help and labels are
-    what users read (docs/observability.md lists them), so they stand here once, one
-    row a metric, rather than spread over a constructor."""
+    what users read (docs/observability.md lists them), so they stand once, in
+    `CATALOGUE`, one table a metric, rather than spread over a constructor."""
 
     attribute: str  # the `Metrics` attribute it is kept in
-    kind: type[Counter] | type[Gauge] | type[Histogram]
+    kind: _Kind
     name: str
     labels: tuple[str, ...]
     help: str
@@ -71,109 +77,118 @@ class _Declared:
         return self.kind(self.name, self.help, self.labels, registry=registry)
 
 
+class CatalogueError(ValueError):
+    """The metric catalogue is malformed. Raised when this module is imported, naming
+    the entry and what is wrong with it, so a bad edit stops the first test or the
+    start-up rather than a scrape in production."""
+
+
+def parse_catalogue(text: str, source: str = CATALOGUE) -> tuple[_Declared, ...]:
+    """The metrics `text` (the catalogue's TOML) declares, in its order."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise CatalogueError(f"{source}: not valid TOML: {e}") from None
+    unknown = sorted(data.keys() - {"buckets", "metric"})
+    if unknown:
+        raise CatalogueError(f"{source}: unknown key(s) {', '.join(unknown)}; expected "
+                             f"[buckets] and [metric.<attribute>] tables")
+    sets = {name: _bucket_set(bounds, f"{source}: buckets.{name}")
+            for name, bounds in _table(data.get("buckets", {}), f"{source}: [buckets]").items()}
+    entries = _table(data.get("metric", {}), f"{source}: [metric]")
+    if not entries:
+        raise CatalogueError(f"{source}: declares no metric ([metric.<attribute>] tables)")
+    rows = tuple(_entry(attribute, entry, sets, f"{source}: [metric.{attribute}]")
+                 for attribute, entry in entries.items())
+    seen: dict[str, str] = {}
+    for row in rows:
+        if row.name in seen:
+            raise CatalogueError(f"{source}: [metric.{row.attribute}] and "
+                                 f"[metric.{seen[row.name]}] both name {row.name}")
+        seen[row.name] = row.attribute
+    return rows
+
+
+def _table(value: object, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise CatalogueError(f"{where}: expected a table, got {value!r}")
+    return value
+
+
+def _bucket_set(bounds: object, where: str) -> tuple[float, ...]:
+    if (not isinstance(bounds, list) or not bounds
+            or not all(isinstance(b, int | float) and not isinstance(b, bool) for b in bounds)):
+        raise CatalogueError(f"{where}: expected a list of numbers, got {bounds!r}")
+    if any(b >= c for b, c in pairwise(bounds)):
+        raise CatalogueError(f"{where}: bounds must increase, got {bounds!r}")
+    return tuple(float(b) for b in bounds)
+
+
+def _entry(attribute: str, value: object, sets: dict[str, tuple[float, ...]],
+           where: str) -> _Declared:
+    entry = _table(value, where)
+    if not attribute.isidentifier() or attribute.startswith("_"):
+        raise CatalogueError(f"{where}: the attribute must be a public Python name")
+    unknown = sorted(entry.keys() - _ENTRY_KEYS)
+    if unknown:
+        raise CatalogueError(f"{where}: unknown key(s) {', '.join(unknown)}; expected "
+                             f"{', '.join(sorted(_ENTRY_KEYS))}")
+    name = entry.get("name")
+    if not isinstance(name, str) or not _METRIC_NAME.fullmatch(name):
+        raise CatalogueError(f"{where}: name must be a Prometheus metric name, got {name!r}")
+    kind_name = entry.get("kind")
+    kind = _KINDS.get(kind_name) if isinstance(kind_name, str) else None
+    if kind is None:
+        raise CatalogueError(f"{where}: kind must be one of {', '.join(_KINDS)}, "
+                             f"got {kind_name!r}")
+    labels = entry.get("labels", [])
+    if (not isinstance(labels, list)
+            or not all(isinstance(x, str) and _LABEL_NAME.fullmatch(x) for x in labels)
+            or len(set(labels)) != len(labels)):
+        raise CatalogueError(f"{where}: labels must be distinct label names, got {labels!r}")
+    text = entry.get("help")
+    if not isinstance(text, str) or not text.strip():
+        raise CatalogueError(f"{where}: help must be a non-empty string")
+    buckets = entry.get("buckets")
+    if (buckets is not None) != (kind is Histogram):
+        raise CatalogueError(f"{where}: a histogram names its buckets, and only a histogram")
+    if buckets is not None and (not isinstance(buckets, str) or buckets not in sets):
+        raise CatalogueError(f"{where}: buckets {buckets!r} is not a set of [buckets] "
+                             f"({', '.join(sets) or 'none declared'})")
+    return _Declared(attribute, kind, name, tuple(labels), text,
+                     sets[buckets] if buckets is not None else None)
+
+
+def _with_old_names(rows: tuple[_Declared, ...]) -> tuple[_Declared, ...]:
+    """`rows`, each renamed metric followed by the same metric under its deprecated old
+    name (kept in `<attribute>_old`): extender/deprecated.py is the one place old names
+    are written."""
+    named = {row.name for row in rows}
+    missing = sorted(new for new in _OLD_NAME if new not in named)
+    if missing:
+        raise CatalogueError(f"extender/deprecated.py renames metric(s) to "
+                             f"{', '.join(missing)}, which {CATALOGUE} does not declare")
+    out: list[_Declared] = []
+    for row in rows:
+        out.append(row)
+        old = _OLD_NAME.get(row.name)
+        if old is not None:
+            out.append(replace(row, attribute=f"{row.attribute}_old", name=old,
+                               help=f"Deprecated: {row.name}."))
+    return tuple(out)
+
+
+def _read_catalogue() -> str:
+    path = resources.files("extender.reporting").joinpath(CATALOGUE)
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise CatalogueError(f"{path}: cannot be read ({e.strerror}); it is package data "
+                             f"of extender.reporting (pyproject.toml)") from e
+
+
 # In the order the scrape lists them.
-DECLARED: tuple[_Declared, ...] = (
-    _Declared("verb_latency", Histogram, "gang_extender_verb_duration_seconds", ("verb", "result"),
-              "Time to answer a kube-scheduler extender call (bind includes the time it waited).",
-              buckets=_LATENCY_BUCKETS),
-    _Declared("gangs", Gauge, "gang_extender_gangs", ("phase", "reason", "source"),
-              "Gangs by status phase, Scheduled condition reason and source (scheduler-plugins, "
-              "workload-api, volcano, kueue)."),
-    _Declared("reservations", Gauge, "gang_extender_reservations", (),
-              "Reservations currently held."),
-    _Declared("reserved_slots", Gauge, "gang_extender_reserved_slots", (),
-              "Pod slots held by reservations."),
-    _Declared("held_ahead", Gauge, "gang_extender_capacity_held_reservations", (),
-              "Reservations held ahead of capacity: a starving gang's forward reservation, or a "
-              "preemptor's while its victims leave."),
-    _Declared("held_idle", Gauge, "gang_extender_capacity_held_idle", ("resource",),
-              "Capacity already free on the nodes of held reservations that nothing else may use "
-              "yet (cpu in cores, others in their units): what holding ahead costs right now."),
-    _Declared("devices", Gauge, "gang_extender_devices", ("device_class", "state"),
-              "Devices (DRA) each DeviceClass selects, by state: free, reserved (held by a "
-              "gang's slots, not allocated yet) or allocated (to a claim)."),
-    _Declared("unplaceable", Gauge, "gang_extender_unplaceable_gangs", (),
-              "Gangs that fit no set of the cluster's nodes even emptied (reason Unplaceable): set"
-              " aside until nodes change."),
-    _Declared("waiting_binds", Gauge, "gang_extender_waiting_binds", (),
-              "Bind requests waiting at the permit barrier until their gang is complete."),
-    # The same gauge under its deprecated name (extender/deprecated.py).
-    _Declared("waiting_binds_old", Gauge, _OLD_NAME["gang_extender_waiting_binds"], (),
-              "Deprecated: gang_extender_waiting_binds."),
-    _Declared("transitions", Counter, "gang_extender_gang_transitions_total", ("reason", "source"),
-              "Gang transitions (Reserved, Bound, TimedOut, ...) by the gang's source."),
-    _Declared("timeouts", Counter, "gang_extender_timeouts_total", (),
-              "Reservations released at their deadline."),
-    _Declared("backoffs", Counter, "gang_extender_backoffs_total", (),
-              "Gangs sent to back off after a timeout."),
-    _Declared("partial_gangs", Counter, "gang_extender_partial_gangs_total", (),
-              "Gangs that ended below their quorum after their commit (their bound members are "
-              "evicted)."),
-    _Declared("disruptions", Counter, "gang_extender_gang_disruptions_total", ("source",),
-              "Started gangs of disruption mode all evicted whole after they lost a member, by the"
-              " gang's source."),
-    _Declared("disrupted_pods", Counter, "gang_extender_disrupted_pods_total", (),
-              "Members evicted because their started gang (disruption mode all) lost one."),
-    _Declared("evictions", Counter, "gang_extender_evictions_total", ("result",),
-              "Evictions of a partial or disrupted gang's members and of preemption victims: "
-              "evicted, gone, refused (a PodDisruptionBudget or an error, at the last attempt), "
-              "error."),
-    _Declared("preemptions", Counter, "gang_extender_preemptions_total", ("preemptor",),
-              "Preemptions started, by preemptor: gang or pod."),
-    _Declared("preemption_victims", Counter, "gang_extender_preemption_victims_total", ("kind",),
-              "Victim units of preemptions, by kind: gang, pod, reservation."),
-    _Declared("preempted_pods", Counter, "gang_extender_preempted_pods_total", (),
-              "Pods evicted by preemptions."),
-    _Declared("retry_limit", Counter, "gang_extender_retry_limit_reached_total", (),
-              "Gangs marked Failed after their last allowed timeout."),
-    _Declared("status_writes", Counter, "gang_extender_podgroup_status_writes_total", ("result",),
-              "PodGroup status patches."),
-    _Declared("events", Counter, "gang_extender_events_total", ("result",),
-              "Kubernetes Events posted (created, updated = a repeat folded into an existing "
-              "Event, dropped, error)."),
-    _Declared("quorum_to_bound", Histogram, "gang_extender_quorum_to_bound_seconds", (),
-              "From the gang's quorum being present to the quorum being bound.",
-              buckets=_STARTUP_BUCKETS),
-    _Declared("bindings", Counter, "gang_extender_bindings_total", ("result",),
-              "Binding POSTs made, by outcome."),
-    _Declared("provisioning", Counter, "gang_extender_provisioning_requests_total", ("outcome",),
-              "ProvisioningRequests of gangs, by outcome: requested, provisioned, failed, "
-              "booking-expired, capacity-revoked, not-created."),
-    _Declared("wakeups", Counter, "gang_extender_wakeups_total", (),
-              "Pods touched so kube-scheduler retries them."),
-    _Declared("assembly_waits", Histogram, "gang_extender_assembly_wait_seconds", ("outcome",),
-              "Time a member's filter call waited for the rest of its gang to be created; outcome "
-              "placed (the gang was complete and got its reservation) or turned_away.",
-              buckets=_LATENCY_BUCKETS),
-    _Declared("commit_waits", Histogram, "gang_extender_commit_wait_seconds", ("outcome",),
-              "Time a member's filter call waited for the Bindings of the commits under way (its "
-              "gang's and any other's) to be seen by the watch: answered with its node, or turned "
-              "away though bound on a node kube-scheduler did not pass; outcome landed or "
-              "timed_out.", buckets=_LATENCY_BUCKETS),
-    # Supervised work (extender/scheduler/supervise.py).
-    _Declared("loop_errors", Counter, "gang_extender_loop_errors_total", ("loop",),
-              "Iterations of a background loop (tick, wake, podgroup-status) that raised: logged "
-              "and skipped."),
-    _Declared("event_loop_lag", Histogram, "gang_extender_event_loop_lag_seconds", (),
-              "How much later than asked a fixed 0.25 s sleep woke: the time every verb and the "
-              "tick waited behind other work.", buckets=_LAG_BUCKETS),
-    _Declared("skipped_objects", Counter, "gang_extender_skipped_objects_total", ("kind", "reason"),
-              "Watched objects skipped because they could not be read (a malformed or hostile "
-              "object: its error is logged), by kind, and by reason: decode (its JSON or protobuf "
-              "could not be decoded, e.g. nested deeper than 1,024 levels) or convert (decoded, "
-              "but not a valid object of its kind)."),
-    _Declared("watch_behind", Gauge, "gang_extender_watch_behind_seconds", ("kind",),
-              "Seconds since the kind's watch broke, until the watch after its relist has "
-              "delivered (0: caught up). Gang commits wait while pods or nodes are behind; "
-              "/healthz fails once a kind has been behind for 180 s."),
-    _Declared("connections", Counter, "gang_extender_api_connections_total", ("opened",),
-              "Connections opened to the API server: ahead, for the Bindings of a gang whose "
-              "members are being created (scheduler/warm.py), or on_demand, by a request (a "
-              "Binding, a write, a list, a watch) that found none idle."),
-    _Declared("leader", Gauge, "gang_extender_leader", (),
-              "1 while this replica acts (its kube-scheduler holds the leader lease, or election "
-              "is off), 0 on standby."),
-)
+DECLARED: tuple[_Declared, ...] = _with_old_names(parse_catalogue(_read_catalogue()))
 
 
 class Metrics:

@@ -1,19 +1,24 @@
-"""The metrics are declared once, in `DECLARED`: each row becomes a `Metrics` attribute
-whose annotation gives callers its type, and each name is one users can look up."""
+"""The metrics are declared once, in extender/reporting/metrics.toml (`DECLARED`): each
+row becomes a `Metrics` attribute whose annotation gives callers its type, a malformed
+catalogue is refused when the module is imported, and docs/observability.md's metrics
+table lists exactly what the scrape serves, with the same kinds and labels."""
 
 from __future__ import annotations
 
+import re
 import typing
 from pathlib import Path
 
 import pytest
 from prometheus_client import Counter, Gauge, Histogram
 
+from extender.deprecated import METRICS
 from extender.reporting import metrics
-from extender.reporting.metrics import DECLARED, Metrics
+from extender.reporting.metrics import DECLARED, CatalogueError, Metrics, parse_catalogue
 
 _KINDS = (Counter, Gauge, Histogram)
 _DOCS = Path(__file__).resolve().parents[2] / "docs" / "observability.md"
+_SECTION = "## Metrics (`/metrics`)"
 
 
 def kind_mismatches(cls: type, declared: tuple[metrics._Declared, ...]) -> list[str]:
@@ -48,6 +53,160 @@ def test_histograms_and_only_histograms_have_buckets() -> None:
         assert (d.buckets is not None) == (d.kind is Histogram), d.attribute
 
 
-@pytest.mark.parametrize("name", sorted({d.name for d in DECLARED}))
-def test_every_metric_is_documented(name: str) -> None:
-    assert f"`{name}`" in _DOCS.read_text(), f"{name} is not in docs/observability.md"
+def documented(docs: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """docs/observability.md's metrics table: metric name -> (its type, its labels). A row
+    names one or more metrics, then their type, then their labels, each label in
+    backquotes, optionally followed by its values in parentheses, then the prose."""
+    section = docs.split(_SECTION, 1)[1].split("\n## ", 1)[0]
+    table: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for line in section.splitlines():
+        if not line.startswith("| `"):
+            continue
+        names, kind, rest = (cell.strip() for cell in line.strip().strip("|").split("|"))
+        labels: list[str] = []
+        while (label := re.match(r"`(\w+)`(?: \([^()]*\))?", rest)) is not None:
+            labels.append(label.group(1))
+            rest = rest[label.end():]
+            if not rest.startswith(", "):
+                break
+            rest = rest[2:]
+        for name in re.findall(r"`(\w+)`", names):
+            table[name] = (kind, tuple(labels))
+    return table
+
+
+def docs_mismatches(docs: str, declared: tuple[metrics._Declared, ...]) -> list[str]:
+    """Where the docs' metrics table and the catalogue disagree; a deprecated old name is
+    listed under "Deprecated names", not in the table."""
+    table = documented(docs)
+    out = []
+    for d in declared:
+        if d.name in METRICS:
+            if f"| `{d.name}` | `{METRICS[d.name]}` | metric |" not in docs:
+                out.append(f"{d.name}: a deprecated name missing from \"Deprecated names\"")
+            continue
+        served = (d.kind.__name__.lower(), d.labels)
+        got = table.pop(d.name, None)
+        if got is None:
+            out.append(f"{d.name}: served, not in the metrics table")
+        elif got != served:
+            out.append(f"{d.name}: documented as {got}, served as {served}")
+    out += [f"{name}: in the metrics table, not served" for name in table]
+    return out
+
+
+def test_the_docs_list_every_metric_served_with_its_kind_and_labels() -> None:
+    assert docs_mismatches(_DOCS.read_text(), DECLARED) == []
+
+
+def test_the_docs_check_fails_on_a_table_out_of_step() -> None:
+    docs = _DOCS.read_text()
+    row = "| `gang_extender_wakeups_total` | counter |"
+    assert docs_mismatches(docs.replace(row, "| `gang_extender_wakeups_total` | gauge |"),
+                           DECLARED) == [
+        "gang_extender_wakeups_total: documented as ('gauge', ()), served as ('counter', ())"]
+    assert docs_mismatches(docs.replace("| `loop` (tick, wake", "| `loop`, `kind` (tick, wake"),
+                           DECLARED) == [
+        "gang_extender_loop_errors_total: documented as ('counter', ('loop', 'kind')), "
+        "served as ('counter', ('loop',))"]
+    assert docs_mismatches(docs.replace(row, "| `gang_extender_wakeup_total` | counter |"),
+                           DECLARED) == [
+        "gang_extender_wakeups_total: served, not in the metrics table",
+        "gang_extender_wakeup_total: in the metrics table, not served"]
+    old = "| `gang_extender_held_binds` | `gang_extender_waiting_binds` | metric |"
+    assert docs_mismatches(docs.replace(old, ""), DECLARED) == [
+        "gang_extender_held_binds: a deprecated name missing from \"Deprecated names\""]
+
+
+def test_the_deprecated_old_name_is_the_renamed_metric_under_its_old_name() -> None:
+    rows = {d.name: d for d in DECLARED}
+    for old, new in METRICS.items():
+        assert (rows[old].kind, rows[old].labels) == (rows[new].kind, rows[new].labels)
+        assert rows[old].attribute == f"{rows[new].attribute}_old"
+
+
+def test_a_rename_of_a_metric_the_catalogue_does_not_declare_is_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metrics, "_OLD_NAME", {"gang_extender_nothing": "gang_extender_old"})
+    with pytest.raises(CatalogueError, match=re.escape(
+            "renames metric(s) to gang_extender_nothing, which metrics.toml does not declare")):
+        metrics._with_old_names(DECLARED)
+
+
+_GOOD = """
+[buckets]
+fast = [0.1, 1]
+
+[metric.calls]
+name = "x_calls_total"
+kind = "counter"
+labels = ["verb"]
+help = "Calls."
+
+[metric.seconds]
+name = "x_seconds"
+kind = "histogram"
+buckets = "fast"
+help = "Time."
+"""
+
+
+def test_a_catalogue_is_read_in_its_order() -> None:
+    calls, seconds = parse_catalogue(_GOOD)
+    assert calls == metrics._Declared("calls", Counter, "x_calls_total", ("verb",), "Calls.")
+    assert seconds == metrics._Declared("seconds", Histogram, "x_seconds", (), "Time.",
+                                        (0.1, 1.0))
+
+
+def _refused(old: str, new: str) -> str:
+    """The error `_GOOD` with `old` replaced by `new` is refused with."""
+    assert _GOOD.count(old) == 1
+    with pytest.raises(CatalogueError) as refused:
+        parse_catalogue(_GOOD.replace(old, new))
+    return str(refused.value)
+
+
+def test_a_catalogue_that_is_not_one_is_refused() -> None:
+    assert _refused("[metric.calls]", "[metric.calls").startswith("metrics.toml: not valid TOML")
+    assert _refused("[buckets]", "[bucket]") == (
+        "metrics.toml: unknown key(s) bucket; expected [buckets] and [metric.<attribute>] tables")
+    with pytest.raises(CatalogueError, match="declares no metric"):
+        parse_catalogue("[buckets]\n")
+    with pytest.raises(CatalogueError, match=r"\[metric\]: expected a table, got 1"):
+        parse_catalogue("metric = 1\n")
+
+
+# A metric's entry, edited: (what is replaced, by what, the end of the error).
+@pytest.mark.parametrize(("old", "new", "error"), [
+    ('"x_calls_total"', '"x-calls"', "name must be a Prometheus metric name, got 'x-calls'"),
+    ('kind = "counter"', 'kind = "summary"', "kind must be one of counter, gauge, histogram, "
+                                             "got 'summary'"),
+    ('kind = "counter"', 'kind = ["counter"]', "kind must be one of counter, gauge, histogram, "
+                                               "got ['counter']"),
+    ('["verb"]', '["verb", "verb"]', "labels must be distinct label names, got ['verb', 'verb']"),
+    ('["verb"]', '["the verb"]', "labels must be distinct label names, got ['the verb']"),
+    ('help = "Calls."', 'help = " "', "help must be a non-empty string"),
+    ('help = "Calls."', 'help = "Calls."\nunit = "s"',
+     "unknown key(s) unit; expected buckets, help, kind, labels, name"),
+])
+def test_a_malformed_entry_is_refused_by_name(old: str, new: str, error: str) -> None:
+    assert _refused(old, new) == f"metrics.toml: [metric.calls]: {error}"
+
+
+def test_malformed_buckets_are_refused() -> None:
+    entry = "metrics.toml: [metric.seconds]: "
+    assert _refused('buckets = "fast"\n', "") == (
+        entry + "a histogram names its buckets, and only a histogram")
+    assert _refused('buckets = "fast"', 'buckets = "slow"') == (
+        entry + "buckets 'slow' is not a set of [buckets] (fast)")
+    assert _refused("fast = [0.1, 1]", "fast = [1, 0.1]") == (
+        "metrics.toml: buckets.fast: bounds must increase, got [1, 0.1]")
+    assert _refused("fast = [0.1, 1]", 'fast = ["0.1"]') == (
+        "metrics.toml: buckets.fast: expected a list of numbers, got ['0.1']")
+
+
+def test_an_entry_is_named_by_its_attribute_and_its_name_by_one_entry() -> None:
+    assert _refused("[metric.calls]", "[metric._calls]") == (
+        "metrics.toml: [metric._calls]: the attribute must be a public Python name")
+    assert _refused('"x_seconds"', '"x_calls_total"') == (
+        "metrics.toml: [metric.seconds] and [metric.calls] both name x_calls_total")
