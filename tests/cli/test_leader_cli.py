@@ -8,24 +8,20 @@ lease watch hands the lease to another holder when the test says so."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
 import pytest
-import yaml
 
 from extender.cli import DEFAULT_LEASE, build_parser
 from extender.kube.leader import LeaseRef
 from tests.kube.leases import lease
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.serve_process import stand_in, start_serve, wait_until, write_kubeconfig
 
 
 def test_leader_flags() -> None:
@@ -79,50 +75,21 @@ class LeaseApi(BaseHTTPRequestHandler):
 def lease_api() -> Iterator[str]:
     LeaseApi.handover.clear()
     LeaseApi.paths.clear()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), LeaseApi)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        LeaseApi.handover.set()
-        server.shutdown()
-        server.server_close()
+    with stand_in(LeaseApi) as url:
+        try:
+            yield url
+        finally:
+            LeaseApi.handover.set()
 
 
 def test_losing_the_lease_while_active_exits_with_status_1(lease_api: str,
                                                           tmp_path: Path) -> None:
-    from e2e.harness.process import free_port
-
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "t",
-        "clusters": [{"name": "t", "cluster": {"server": lease_api}}],
-        "users": [{"name": "t", "user": {"token": "t"}}],
-        "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}],
-    }))
-    port = free_port()
     log_path = tmp_path / "extender.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "extender.cli", "serve", "--kubeconfig", str(kubeconfig),
-             "--listen", f"127.0.0.1:{port}", "--leader-lease", "ns/gang-scheduler",
-             "--leader-identity", "me"],
-            stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    proc, url = start_serve(write_kubeconfig(tmp_path / "kubeconfig", lease_api), log_path,
+                            "--leader-lease", "ns/gang-scheduler", "--leader-identity", "me")
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(url + "/debug/gangs", timeout=1).json()["leader"]["mode"] == (
-                        "active"):
-                    break
-            except (httpx.HTTPError, ValueError, KeyError):
-                pass
-            assert proc.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, log_path.read_text()
-            time.sleep(0.1)
+        wait_until(lambda: httpx.get(url + "/debug/gangs", timeout=1).json()["leader"][
+            "mode"] == "active", 30, "the extender never became active", log_path, proc)
         assert "gang_extender_leader 1.0" in httpx.get(url + "/metrics", timeout=5).text
         LeaseApi.handover.set()
         code = proc.wait(15)

@@ -9,25 +9,21 @@ import json
 import logging
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
 import pytest
-import yaml
 
 from e2e.harness.process import free_port
 from extender.kube.source_kinds import VOLCANO_PATH, WORKLOAD_PATH
 from extender.scheduler.http import NOT_SYNCED
 from extender.scheduler.supervise import EXIT_TASK_ENDED, TICK_FAULTS_ENV
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.serve_process import stand_in, start_serve, wait_until, write_kubeconfig
 
 PODGROUP = {
     "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
@@ -100,37 +96,12 @@ def slow_list_api(tmp_path: Path) -> Iterator[Path]:
     SlowListApi.release.clear()
     SlowListApi.stop.clear()
     SlowListApi.writes.clear()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), SlowListApi)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "t",
-        "clusters": [{"name": "t", "cluster": {
-            "server": f"http://127.0.0.1:{server.server_address[1]}"}}],
-        "users": [{"name": "t", "user": {"token": "t"}}],
-        "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}],
-    }))
-    try:
-        yield kubeconfig
-    finally:
-        SlowListApi.release.set()
-        SlowListApi.stop.set()
-        server.shutdown()
-        server.server_close()
-
-
-def wait_until(check: Any, timeout: float, what: str, log: Path) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
+    with stand_in(SlowListApi) as url:
         try:
-            value = check()
-            if value:
-                return value
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, f"{what}\n{log.read_text()}"
-        time.sleep(0.05)
+            yield write_kubeconfig(tmp_path / "kubeconfig", url)
+        finally:
+            SlowListApi.release.set()
+            SlowListApi.stop.set()
 
 
 def test_nothing_acts_before_the_first_lists_are_applied(slow_list_api: Path,
@@ -140,15 +111,9 @@ def test_nothing_acts_before_the_first_lists_are_applied(slow_list_api: Path,
     is written, no tick acts (the test-only fault injected into the first tick that acts
     fires only after the sync). Once the list arrives, the same filter call places the
     pod."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     log_path = tmp_path / "extender.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "extender.cli", "serve", "--kubeconfig", str(slow_list_api),
-             "--listen", f"127.0.0.1:{port}", "--leader-lease", "off"],
-            stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
-            env={**os.environ, TICK_FAULTS_ENV: "1"})
+    proc, url = start_serve(slow_list_api, log_path, "--leader-lease", "off",
+                            env={**os.environ, TICK_FAULTS_ENV: "1"})
     tick_errors = 'gang_extender_loop_errors_total{loop="tick"}'
     try:
         wait_until(lambda: httpx.get(url + "/healthz", timeout=1).status_code == 200, 30,

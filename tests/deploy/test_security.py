@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -34,9 +33,9 @@ import httpx
 import pytest
 import yaml
 
-from e2e.harness.process import free_port
 from extender.cli import build_parser
 from tests.deploy.accounts import EXTENDER_SA, NS, SCHEDULER_SA
+from tests.support.serve_process import stand_in, start_serve, wait_until, write_kubeconfig
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "s3cr3t-token-" + "7f1d2c9e4b8a"  # a marker searched for in logs
@@ -151,45 +150,21 @@ class FakeApi(BaseHTTPRequestHandler):
 @pytest.fixture
 def fake_api() -> Iterator[str]:
     FakeApi.stop.clear()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeApi)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        FakeApi.stop.set()
-        server.shutdown()
-        server.server_close()
+    with stand_in(FakeApi) as url:
+        try:
+            yield url
+        finally:
+            FakeApi.stop.set()
 
 
 def test_no_token_in_logs_or_answers(fake_api: str, tmp_path: Path) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "t",
-        "clusters": [{"name": "t", "cluster": {"server": fake_api}}],
-        "users": [{"name": "t", "user": {"token": TOKEN}}],
-        "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}],
-    }))
-    port = free_port()
     log_path = tmp_path / "extender.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "extender.cli", "serve", "--kubeconfig", str(kubeconfig),
-             "--listen", f"127.0.0.1:{port}", "--log-level", "DEBUG", "--leader-lease", "off"],
-            stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    proc, url = start_serve(write_kubeconfig(tmp_path / "kubeconfig", fake_api, TOKEN),
+                            log_path, "--log-level", "DEBUG", "--leader-lease", "off")
     answers = []
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(url + "/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, log_path.read_text()
-            time.sleep(0.1)
+        wait_until(lambda: httpx.get(url + "/readyz", timeout=1).status_code == 200, 30,
+                   "the extender never became ready", log_path, proc)
         args = {"Pod": POD, "NodeNames": ["n1"], "Nodes": None}
         answers.append(httpx.post(url + "/filter", json=args, timeout=5).text)
         answers.append(httpx.post(url + "/bind", json={
