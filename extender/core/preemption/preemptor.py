@@ -98,6 +98,9 @@ class Preemptions:
         # A composite that preempted -> its children holding its victims' capacity:
         # a refused eviction releases all of their holds (`eviction_refused`).
         self._composites: dict[str, tuple[str, ...]] = {}
+        # ... and the words of its preemption, for a child of it complete only after
+        # (`composite_preempting`).
+        self._composite_words: dict[str, str] = {}
 
     def new_pass(self) -> None:
         """The queue starts a pass, which sees every release so far: only one made
@@ -126,8 +129,16 @@ class Preemptions:
         self.leaving.gone(uid)
 
     def drop(self, key: str) -> None:
-        """The gang is gone."""
+        """The gang (or the composite) is gone."""
         self._searched.pop(key, None)
+        self._composite_words.pop(key, None)
+
+    def composite_preempting(self, key: str) -> str | None:
+        """What the composite `key`'s last preemption said (its victims, the nodes they
+        free), for its children that did not take part in it: a child complete only
+        after, which waits for it (`composite_unit.not_planned`). None if it made none
+        (or its eviction was refused)."""
+        return self._composite_words.get(key)
 
     def plain_waiting(self) -> list[PodInfo]:
         """Plain preemptors, highest priority first, then oldest."""
@@ -212,6 +223,7 @@ class Preemptions:
                 for g, _ in children if g.key in out.plans]
         self._composites[composite.key] = tuple(g.key for g, _ in held)
         msg = self._words(name, priority, chosen, [r for _, r in held])
+        self._composite_words[composite.key] = msg
         for g, _ in children:
             if g.key in out.plans:
                 self._explanations.set(g.key, Reason.PREEMPTING, f"gang {g.key}: {msg}", now)
@@ -453,6 +465,7 @@ class Preemptions:
         # A composite's children hold together: all of their holds go, or none would
         # ever be placed (`composite`).
         holders = self._composites.pop(given_up.preemptor, None) or (given_up.preemptor,)
+        self._composite_words.pop(given_up.preemptor, None)
         held = [r for k in holders
                 if (r := self._reservations.get(k)) is not None and r.held == "preemption"]
         if not held:

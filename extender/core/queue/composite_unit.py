@@ -12,11 +12,16 @@ a child that starts later, or lost members and waits again, is then a gang of it
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from extender.core.cache import Cache
+from extender.core.ledger import Reservations
 from extender.core.model.types import CompositeInfo, GroupInfo
 from extender.core.model.vocabulary import Reason
 from extender.core.planner.plan import Shortfall
+from extender.core.preemption.preemptor import Preemptions
+
+PREEMPTION = "preemption"  # `Reservation.held` of a preemptor's plan (`Preemptions`)
 
 
 def unit_of(group: GroupInfo, cache: Cache) -> str | None:
@@ -44,10 +49,44 @@ def _name(key: str) -> str:
     return key.split(":", 1)[-1]
 
 
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """Children of a composite that hold the capacity of its plan (`holding`)."""
+
+    children: tuple[str, ...]  # their keys
+    # What the composite's preemption said, if the holds wait for its victims to leave
+    # ("": the starvation guard's holds).
+    preempting: str
+
+
+def holding(key: str, cache: Cache, reservations: Reservations,
+            preemptions: Preemptions) -> Holding | None:
+    """What the composite `key` holds capacity for while it is not placed yet: the
+    children whose plan is held (by a preemption, or by the starvation guard). None: no
+    child holds."""
+    held = [(g.key, res.held) for g in cache.children(key)
+            if (res := reservations.get(g.key)) is not None and res.held is not None]
+    if not held:
+        return None
+    words = ""
+    if any(kind == PREEMPTION for _, kind in held):
+        words = preemptions.composite_preempting(key) or (
+            f"CompositePodGroup {_name(key)} preempts lower-priority work; the capacity "
+            f"it frees is held for it until the victims are gone")
+    return Holding(tuple(k for k, _ in held), words)
+
+
 def not_planned(key: str, composite: CompositeInfo | None,
-                complete: Sequence[GroupInfo]) -> tuple[Reason, str] | None:
+                complete: Sequence[GroupInfo],
+                holds: Holding | None = None) -> tuple[Reason, str] | None:
     """Why the complete children `complete` of the composite `key` are not planned at
-    all this pass (their reason, the message after "gang <key>: "); None: they are."""
+    all this pass (their reason, the message after "gang <key>: "); None: they are.
+
+    `holds`: children of the composite that already hold capacity for its plan. Too few
+    children complete besides them (one created late, or whose pods came late) wait
+    for that plan, not for "the others' pods": the others exist and hold. Once the
+    composite is placed each is planned on its own (`unit_of`). They say what the
+    holders say: waiting for a preemption is not being a victim of one."""
     if composite is None:
         return (Reason.WAITING_FOR_MEMBERS,
                 f"part of CompositePodGroup {_name(key)}, which is not seen (yet); its "
@@ -56,14 +95,23 @@ def not_planned(key: str, composite: CompositeInfo | None,
         return (Reason.INVALID_TOPOLOGY,
                 f"CompositePodGroup {_name(key)}: {composite.error}; none of its groups "
                 f"is placed until it is fixed")
-    if len(complete) < composite.min_group_count:
-        names = ", ".join(_name(g.key) for g in complete)
-        return (Reason.WAITING_FOR_MEMBERS,
-                f"part of CompositePodGroup {_name(key)}, whose groups are placed together, "
-                f"{composite.min_group_count} at least (minGroupCount); {len(complete)} "
-                f"ha{'s' if len(complete) == 1 else 've'} its quorum of pods ({names}): "
-                f"waiting for the others' pods")
-    return None
+    if len(complete) >= composite.min_group_count:
+        return None
+    if holds is not None:
+        names = ", ".join(_name(k) for k in holds.children)
+        them = f"{len(holds.children)} of its groups ({names})"
+        after = "this one is placed on its own once they are, when it fits"
+        if holds.preempting:
+            return Reason.PREEMPTING, f"{holds.preempting}, for {them}; {after}"
+        return (Reason.CAPACITY_HELD,
+                f"part of CompositePodGroup {_name(key)}, which starved and holds capacity "
+                f"for {them} as it frees up; {after}")
+    names = ", ".join(_name(g.key) for g in complete)
+    return (Reason.WAITING_FOR_MEMBERS,
+            f"part of CompositePodGroup {_name(key)}, whose groups are placed together, "
+            f"{composite.min_group_count} at least (minGroupCount); {len(complete)} "
+            f"ha{'s' if len(complete) == 1 else 've'} its quorum of pods ({names}): "
+            f"waiting for the others' pods")
 
 
 def short_words(key: str, composite: CompositeInfo, fit: Sequence[str], complete: int,

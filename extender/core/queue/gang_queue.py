@@ -46,6 +46,7 @@ from extender.core.preemption.preemptor import Preemptions
 from extender.core.provisioning import Provisioning
 from extender.core.queue.composite_unit import (
     child_words,
+    holding,
     not_planned,
     short_words,
     unit_of,
@@ -320,7 +321,8 @@ class GangQueue:
         children = sorted(children, key=lambda c: c[1].name)
         groups = [g for _, g, _ in children]
         composite = self._cache.composites.get(key)
-        why = not_planned(key, composite, groups)
+        why = not_planned(key, composite, groups, holding(
+            key, self._cache, self._ledger.reservations, self._preemptions))
         if why is not None or composite is None:
             reason, msg = why or (Reason.WAITING_FOR_MEMBERS, "")
             for g in groups:

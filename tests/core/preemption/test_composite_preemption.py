@@ -113,3 +113,38 @@ def test_a_refused_eviction_gives_up_every_child_s_hold() -> None:
         assert st.reason == Reason.INSUFFICIENT_CAPACITY
         assert "the eviction of gang ns/low was refused" in st.message
     assert all(driver.gang_bound_at(k) is None for k in kids)
+
+
+def test_a_child_late_while_its_composite_preempts_says_the_composite_preempts() -> None:
+    """The leader and the workers hold the room their victims free; a third child
+    arrives while the victims terminate. It is not planned on its own beside them (the
+    composite is not placed yet), and it is no victim: it waits for its composite's
+    preemption, as a gang waits for its own, so it says Preempting, naming the composite,
+    its victims and the children they make room for, not "waiting for the others' pods"
+    (they exist and hold). Once the composite is placed it is placed on its own."""
+    sim = cluster(5)
+    low = Job("low", at=0, run=1000, cpu=4000, members=5, priority=1)
+    driver = Driver(sim, [low])
+    driver.run(0.5)
+    driver.leave_now = False
+    kids = leader_and_workers()
+    driver.arrive_composite(COMPOSITE, kids)
+    driver.run(0.3)
+    assert held(sim) == {"ns/leader": "preemption", "ns/workers": "preemption"}
+    late = Job("late", at=0, run=1000, cpu=1000, members=1, priority=10, parent=PARENT)
+    driver.jobs.append(late)
+    driver.arrive(late)
+    driver.jobs.remove(late)
+    driver.run(0.3)
+    st = sim.status("ns/late")
+    assert st is not None and st.reason == Reason.PREEMPTING, st
+    assert st.message == (
+        "gang ns/late: CompositePodGroup ns/lw (priority 10) preempts 1 lower-priority "
+        "unit(s): gang ns/low (priority 1, 5 pod(s)); the capacity they free on node(s) "
+        "n0, n1, n2, n3 is held for it until they are gone, for 2 of its groups "
+        "(ns/leader, ns/workers); this one is placed on its own once they are, when it fits")
+    assert held(sim) == {"ns/leader": "preemption", "ns/workers": "preemption"}
+    driver.leave()
+    driver.run_until(lambda: driver.gang_bound_at(late) is not None, 3)
+    assert all(driver.gang_bound_at(k) is not None for k in [*kids, late])
+    assert sim.overcommits == []

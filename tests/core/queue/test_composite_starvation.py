@@ -81,3 +81,37 @@ def test_a_gang_ahead_that_takes_over_one_child_s_hold_takes_over_all() -> None:
     driver.run_until(lambda: all(driver.gang_bound_at(k) is not None for k in kids), 40)
     assert all(driver.gang_bound_at(k) is not None for k in kids)
     assert sim.overcommits == []
+
+
+def test_a_child_late_while_its_composite_holds_says_the_composite_holds() -> None:
+    """A third child complete only once its siblings hold the composite's forward plan:
+    it is not planned alone (the composite is not placed yet) and does not wait for
+    "the others' pods" (they exist and hold); it says its composite holds capacity, for
+    which of its groups, and is planned on its own once the composite is placed."""
+    sim = cluster()
+    small = [Job(f"s{i:03d}", at=i * 0.6, run=4.0) for i in range(200)]
+    driver = Driver(sim, small)
+    driver.run(2.0)
+    kids = leader_and_workers()
+    driver.arrive_composite(COMPOSITE, kids)
+    driver.run_until(lambda: any(isinstance(a, GangHeld) for a in sim.actions), 10)
+    assert held(sim) == {"ns/leader": "starvation", "ns/workers": "starvation"}
+    late = Job("late", at=0, run=30, cpu=1000, parent=COMPOSITE.key)
+    driver.jobs.append(late)
+    driver.arrive(late)
+    driver.jobs.remove(late)
+    driver.run(0.2)
+    st = sim.status("ns/late")
+    assert st is not None and st.reason == Reason.CAPACITY_HELD, st
+    assert st.message == (
+        "gang ns/late: part of CompositePodGroup ns/lw, which starved and holds capacity "
+        "for 2 of its groups (ns/leader, ns/workers) as it frees up; this one is placed "
+        "on its own once they are, when it fits")
+    driver.run_until(lambda: all(driver.gang_bound_at(k) is not None for k in kids), 10)
+    assert all(driver.gang_bound_at(k) is not None for k in kids)
+    driver.run(0.2)
+    # The composite is placed, every node taken: the late child waits as a gang alone.
+    st = sim.status("ns/late")
+    assert st is not None and st.reason == Reason.INSUFFICIENT_CAPACITY, st
+    assert "CompositePodGroup" not in st.message
+    assert sim.overcommits == []
