@@ -17,6 +17,7 @@ from extender.core.model.config import Config
 from extender.core.model.convert import pod_from_k8s
 from extender.core.model.types import GroupInfo
 from extender.core.wiring import Core
+from extender.kube.leader import Leadership
 from extender.kube.recorder import EventRecorder, ObjectRef
 from extender.reporting.metrics import GaugeSources, Metrics
 from extender.reporting.status import StatusConfig, StatusWriter
@@ -80,19 +81,32 @@ def test_standby_answers_every_verb_with_the_standby_error_and_changes_nothing(
     asyncio.run(go())
 
 
+def trio() -> tuple[dict[str, Any], GangManager, list[dict[str, Any]], RecordingKube]:
+    """The gang trio of 3 pods on the sampled nodes, its reservations timing out after
+    0.3 s and its binds waiting at the barrier, and a kube that records what it is sent:
+    the start of the test of a loss and of its control."""
+    base, manager = sampled(Config(default_timeout_seconds=0.3, direct_commit=False))
+    return base, manager, add_gang(manager, base, "trio", 3), RecordingKube()
+
+
+def ticking_every_20ms(manager: GangManager, kube: RecordingKube, leader: Leadership
+                       ) -> tuple[Wakeups, Dispatcher]:
+    """Wake-ups, and a dispatcher sending them whose tick loop runs every 20 ms while
+    `leader` is active."""
+    wakeups = Wakeups(manager.reads, kube, time.time)
+    return wakeups, Dispatcher(manager, kube, DispatchConfig(tick_interval=0.02),
+                               outlets=Outlets(wakeups=wakeups), gates=Gates(leader=leader))
+
+
 def test_after_losing_leadership_no_deadline_expires_no_binding_or_wakeup_goes_out() -> None:
     """Between the loss and the exit: the tick loop stops, a commit a watch event sets off
     creates no Binding (the held binds are answered with the standby error), and
     wake-ups are dropped."""
-    base, manager = sampled(Config(default_timeout_seconds=0.3, direct_commit=False))
-    pods = add_gang(manager, base, "trio", 3)
-    kube = RecordingKube()
+    base, manager, pods, kube = trio()
 
     async def go() -> None:
         leader = leadership("me_1")
-        wakeups = Wakeups(manager.reads, kube, time.time)
-        dispatcher = Dispatcher(manager, kube, DispatchConfig(tick_interval=0.02),
-                                outlets=Outlets(wakeups=wakeups), gates=Gates(leader=leader))
+        wakeups, dispatcher = ticking_every_20ms(manager, kube, leader)
         names = base["NodeNames"]
         nodes = [(await dispatcher.filter(pod_from_k8s(p), names)).nodes[0] for p in pods[:2]]
         held = [asyncio.create_task(dispatcher.bindings.bind(
@@ -128,15 +142,11 @@ def test_after_losing_leadership_no_deadline_expires_no_binding_or_wakeup_goes_o
 
 def test_an_active_replica_does_expire_deadlines_and_wake_pods() -> None:
     """The control for the test above: the same steps while active."""
-    base, manager = sampled(Config(default_timeout_seconds=0.3, direct_commit=False))
-    pods = add_gang(manager, base, "trio", 3)
-    kube = RecordingKube()
+    base, manager, pods, kube = trio()
 
     async def go() -> None:
         leader = leadership("me_1")
-        wakeups = Wakeups(manager.reads, kube, time.time)
-        dispatcher = Dispatcher(manager, kube, DispatchConfig(tick_interval=0.02),
-                                outlets=Outlets(wakeups=wakeups), gates=Gates(leader=leader))
+        wakeups, dispatcher = ticking_every_20ms(manager, kube, leader)
         await dispatcher.filter(pod_from_k8s(pods[0]), base["NodeNames"])
         assert len(manager.reads.reservations()) == 1
         ticking = asyncio.create_task(dispatcher.tick_loop())
