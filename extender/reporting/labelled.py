@@ -1,7 +1,8 @@
 """What the status writer keeps of the pods it watches beyond the gang manager's view:
 who owns each member (for scheduler-plugins' `occupiedBy`), and which pods carry a
-scheduler-plugins PodGroup's label, or name an upstream PodGroup in spec.schedulingGroup,
-but name another scheduler.
+gang's keys (a scheduler-plugins PodGroup's label, an upstream PodGroup in
+spec.schedulingGroup, a Volcano annotation, a JobSet's or Kueue's labels) but name
+another scheduler.
 
 The latter say whose a PodGroup is. In a shared cluster Coscheduling's gangs use the same
 PodGroup kind and label as ours; the gang manager never counts their pods as members
@@ -10,7 +11,9 @@ and once its grace ran out say "0 of N members exist" on another scheduler's Pod
 and keep saying it while that scheduler ran the gang. A group with pods of another
 scheduler labelled for it and no member of ours is left to its owner, even one that
 writes no status at all. The same holds for an upstream PodGroup whose pods name the
-in-tree scheduler (`GenericWorkload` on): its conditions are kube-scheduler's.
+in-tree scheduler (`GenericWorkload` on): its conditions are kube-scheduler's, and for a
+Volcano PodGroup or a JobSet whose pods name Volcano's or the default scheduler: they
+are not gangs of ours, waiting for members, in the gangs gauge.
 """
 
 from __future__ import annotations
@@ -19,29 +22,32 @@ from collections.abc import Mapping
 from typing import Any
 
 from extender.core.keyed_sets import KeyedSets
-from extender.core.model.types import (
-    GROUP_LABEL,
-    NOT_A_MEMBER,
-    SCHEDULER_PLUGINS,
-    WORKLOAD_API,
-    PodInfo,
-    gang_key,
-)
+from extender.core.model.sources import JOBSET, membership
+from extender.core.model.types import NOT_A_MEMBER, GroupInfo, PodInfo, gang_key
 
 
 def _named(namespace: str, meta: Mapping[str, Any], spec: Any) -> str | None:
-    """The group a pod of another scheduler names, by `core/model/sources.PRECEDENCE`: the
-    scheduler-plugins label, else the upstream spec.schedulingGroup (the in-tree
-    scheduler's gangs, whose status it writes itself)."""
-    labels = meta.get("labels")
-    label = labels.get(GROUP_LABEL) if isinstance(labels, Mapping) else None
-    if isinstance(label, str) and label:
-        return gang_key(SCHEDULER_PLUGINS, namespace, label)
+    """The group a pod of another scheduler names, by `core/model/sources.membership`,
+    the rule the gang manager reads a member of ours with: a scheduler-plugins label, an
+    upstream spec.schedulingGroup, a Volcano annotation, a JobSet's labels (the gang of
+    its JobSet's attempt: `theirs` looks there for the JobSet's split gangs too) or a
+    Kueue label. With the first two alone, a Volcano or JobSet gang whose pods name
+    their own scheduler (every JobSet of the default scheduler) counted in the gangs
+    gauge as one of ours waiting for its members."""
+    labels, annotations = _strings(meta.get("labels")), meta.get("annotations")
     group = spec.get("schedulingGroup") if isinstance(spec, Mapping) else None
     name = group.get("podGroupName") if isinstance(group, Mapping) else None
-    if isinstance(name, str) and name:
-        return gang_key(WORKLOAD_API, namespace, name)
-    return None
+    m = membership(labels, annotations if isinstance(annotations, Mapping) else {},
+                   name if isinstance(name, str) else "")
+    if m is None:
+        return None
+    return gang_key(m.source, namespace, m.jobset.set_gang if m.jobset else m.name)
+
+
+def _strings(labels: Any) -> dict[str, str]:
+    if not isinstance(labels, Mapping):
+        return {}
+    return {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 class LabelledPods:
@@ -77,6 +83,19 @@ class LabelledPods:
     def foreign(self, key: str) -> bool:
         """Pods of another scheduler are labelled for this group."""
         return bool(self._foreign.under(key))
+
+    def theirs(self, group: GroupInfo) -> bool:
+        """Pods of another scheduler name `group`: for a gang a JobSet's split made, its
+        JobSet's (their pods name the JobSet's attempt, `_named`)."""
+        if self._foreign.under(group.key):
+            return True
+        if group.source != JOBSET:
+            return False
+        parts = group.name.split(".")
+        # The split gangs' names extend the attempt's, "<jobset>.<attempt>.<uid>", with
+        # dot-free names (`sources.jobset_job_gang_name`, `jobset_rjob_gang_name`).
+        return len(parts) > 3 and bool(self._foreign.under(
+            gang_key(JOBSET, group.namespace, ".".join(parts[:3]))))
 
     def _set_foreign(self, uid: str, key: str | None) -> str | None:
         return self._foreign.drop(uid) if key is None else self._foreign.put(uid, key)

@@ -347,14 +347,14 @@ class StatusWriter:
             # another scheduler (the in-tree scheduler's gangs are its own).
             ours_upstream = (
                 group.source == WORKLOAD_API and st is not None
-                and not self.pods.foreign(key)
+                and not self.pods.theirs(group)
                 and (st.members > 0 or rec.api_written_json is not None
                      or disruption is not None))
             if st is None:  # finished, its pods gone: its status stays as it is
                 self._live.discard(key)
                 continue
             if not ours_upstream and st.members == 0 and (
-                    self.pods.foreign(key) or (group.source == SCHEDULER_PLUGINS
+                    self.pods.theirs(group) or (group.source == SCHEDULER_PLUGINS
                                                and rec.written_json is None
                                                and rec.has_observed)):
                 # No member of ours, and pods of another scheduler labelled for it or a
@@ -415,8 +415,8 @@ class StatusWriter:
             return None  # not seen (yet): its watch event marks it again
         kin = self.reads.children(key)
         children = [(g, st) for g in kin if (st := self.compute(g, now)) is not None]
-        ours = any(st.members > 0 and not self.pods.foreign(g.key) for g, st in children)
-        if not ours and any(self.pods.foreign(g.key) for g in kin):
+        ours = any(st.members > 0 and not self.pods.theirs(g) for g, st in children)
+        if not ours and any(self.pods.theirs(g) for g in kin):
             # Its children are another scheduler's now, so is it: what we wrote before
             # is no reason to write there again (its generation bumped, our clock).
             self._disown(key, COMPOSITE, rec)

@@ -11,9 +11,12 @@ the gang stayed in the gauge under its last phase for as long as the process liv
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 from prometheus_client import generate_latest
 
+from extender.core.model.sources import VOLCANO_GROUP_ANNOTATION
 from extender.core.model.types import VOLCANO, GroupInfo, Membership
 from extender.reporting.status_debug import status_debug
 from tests.core.sim import pod
@@ -41,9 +44,9 @@ def gauge(env: Env) -> dict[tuple[str, str, str], float]:
     return out
 
 
-def debug_row(env: Env, name: str) -> dict[str, object]:
+def debug_row(env: Env, key: str) -> dict[str, object]:
     (row,) = [r for r in status_debug(env.writer, env.clock.now)["podGroups"]
-              if r["gang"] == f"ns/{name}"]
+              if r["gang"] == key]
     return row
 
 
@@ -67,14 +70,14 @@ def test_a_gang_that_becomes_another_schedulers_leaves_the_gauge_as_a_deleted_on
     env.step(1)
     queued = ("Pending", "Queued", "scheduler-plugins")
     assert gauge(env) == {queued: 2.0}
-    assert debug_row(env, "g")["phase"] == "Pending"
+    assert debug_row(env, "ns/g")["phase"] == "Pending"
 
     env.manager.on_group_deleted("ns/gone")  # what a deleted gang does
     env.writer.group_deleted("ns/gone")
     remake_pods(env, ours, "g", 2, THEIRS)
     env.step(1)
     assert gauge(env) == {}, "the gang now Coscheduling's is still counted as ours"
-    row = debug_row(env, "g")
+    row = debug_row(env, "ns/g")
     assert "phase" not in row and "reason" not in row, row
     env.step(60)  # a resync changes nothing
     assert gauge(env) == {}
@@ -106,7 +109,34 @@ def test_a_gang_that_becomes_another_schedulers_is_never_written_and_comes_back(
     assert cond(last(env, "g"))["message"] == cond(before)["message"] == (
         "gang ns/g: 2 members present, waiting to be planned")
     assert gauge(env) == {("Pending", "Queued", "scheduler-plugins"): 1.0}
-    assert debug_row(env, "g")["phase"] == "Pending"
+    assert debug_row(env, "ns/g")["phase"] == "Pending"
+
+
+def volcano_pods(env: Env, scheduler: str, gone: Sequence[str] = ()) -> list[str]:
+    """`gone` deleted, and the Volcano gang v's two pods made naming `scheduler`,
+    carrying Volcano's annotation as its controllers set it."""
+    for uid in gone:
+        p = env.manager.reads.pod(uid)
+        env.sim.delete(uid)
+        env.writer.pod_deleted(uid, p)
+    made = []
+    for i in range(2):
+        p = env.sim.add_pod(pod(f"v-{i}", membership=Membership(VOLCANO, "v"),
+                                scheduler_name=scheduler))
+        env.sim.drain()
+        env.writer.observe_pod({"metadata": {
+            "namespace": "ns", "name": p.name, "uid": p.uid,
+            "annotations": {VOLCANO_GROUP_ANNOTATION: "v"}}})
+        made.append(p.uid)
+    return made
+
+
+def add_volcano_group(env: Env) -> str:
+    g = GroupInfo("ns", "v", 2, uid="volcano-v", creation=T0, source=VOLCANO)
+    env.sim.add_group(g)
+    env.sim.drain()
+    env.writer.group_changed(g.key)  # its PodGroup's watch event
+    return g.key
 
 
 def test_a_volcano_gang_whose_pods_are_gone_is_counted_as_it_is_now(env: Env) -> None:
@@ -116,17 +146,8 @@ def test_a_volcano_gang_whose_pods_are_gone_is_counted_as_it_is_now(env: Env) ->
     waiting for its members, steadily; before, it stayed counted under the state it had
     with its pods ("Queued"), and letting go of every gang with such a status made it
     come and go at each recompute."""
-    g = GroupInfo("ns", "v", 2, uid="volcano-v", creation=T0, source=VOLCANO)
-    env.sim.add_group(g)
-    env.sim.drain()
-    env.writer.group_changed(g.key)
-    uids = []
-    for i in range(2):
-        p = env.sim.add_pod(pod(f"v-{i}", membership=Membership(VOLCANO, "v")))
-        env.sim.drain()
-        env.writer.observe_pod({"metadata": {"namespace": "ns", "name": p.name,
-                                             "uid": p.uid}})
-        uids.append(p.uid)
+    key = add_volcano_group(env)
+    uids = volcano_pods(env, "gang-scheduler")
     env.step(1)
     assert gauge(env) == {("Pending", "Queued", "volcano"): 1.0}
     for uid in uids:
@@ -136,5 +157,24 @@ def test_a_volcano_gang_whose_pods_are_gone_is_counted_as_it_is_now(env: Env) ->
     for _ in range(3):
         env.step(6)
         assert gauge(env) == {("Pending", "WaitingForMembers", "volcano"): 1.0}
-        env.writer.group_changed(g.key)  # its PodGroup's watch event
+        env.writer.group_changed(key)
     assert env.api.patches == [], "a Volcano PodGroup's status is Volcano's"
+
+
+def test_a_volcano_gang_handed_to_volcanos_scheduler_leaves_the_gauge(env: Env) -> None:
+    """Its pods made again naming Volcano's own scheduler: Volcano's gang, not one of
+    ours waiting for members (the writer knew another scheduler's pods only by the
+    scheduler-plugins label and the upstream spec.schedulingGroup); named for us again,
+    it is counted again."""
+    key = add_volcano_group(env)
+    uids = volcano_pods(env, "gang-scheduler")
+    env.step(1)
+    assert gauge(env) == {("Pending", "Queued", "volcano"): 1.0}
+    uids = volcano_pods(env, "volcano", gone=uids)
+    for seconds in (1, 60):
+        env.step(seconds)
+        assert gauge(env) == {}
+    assert "phase" not in debug_row(env, key)
+    volcano_pods(env, "gang-scheduler", gone=uids)
+    env.step(1)
+    assert gauge(env) == {("Pending", "Queued", "volcano"): 1.0}

@@ -166,3 +166,42 @@ def test_a_jobset_split_again_or_deleted_is_reported_again(world: World) -> None
     world.env.step(1)
     assert world.gauge() == {}
     assert world.env.writer.groups == {}
+
+
+def theirs_pod(rjob: str, k: int) -> dict[str, Any]:
+    """A pod of the JobSet that names the default scheduler: a JobSet made with no gang
+    in mind, as most are."""
+    pod = jobset_pod(rjob, k)
+    return {**pod, "spec": {**pod["spec"], "schedulerName": "default-scheduler"}}
+
+
+@pytest.mark.parametrize("split", [None, "per-job", "per-replicated-job"])
+def test_a_jobset_of_the_default_scheduler_is_no_gang_of_ours(split: str | None) -> None:
+    """Every JobSet's pods carry its labels; its gangs are ours only where its pods name
+    the gang scheduler. Before, a JobSet of the default scheduler was counted in the
+    gauge, and shown in /debug, as a gang of ours waiting for its members."""
+    w = World()
+    w.apply("jobsets", jobset(split))
+    for r in ("a", "b"):
+        for k in range(2):
+            w.apply("pods", theirs_pod(r, k))
+    w.settle()
+    w.env.step(60)
+    assert w.gauge() == {}
+    assert [r for r in w.debug_rows().values() if "phase" in r] == []
+    assert w.env.api.events == {}
+
+
+def test_a_split_jobset_with_one_replicated_job_of_the_default_scheduler() -> None:
+    """A driver left to the default scheduler beside workers placed as a gang: the
+    workers' gang is ours and counted, the driver's is not."""
+    w = World()
+    w.apply("jobsets", jobset("per-replicated-job"))
+    for k in range(2):
+        w.apply("pods", jobset_pod("a", k))
+        w.apply("pods", theirs_pod("b", k))
+    w.settle()
+    rows = w.debug_rows()
+    assert rows[f"{SET}.a"]["reason"] == "Bound"
+    assert "phase" not in rows[f"{SET}.b"], rows[f"{SET}.b"]
+    assert w.gauge() == {("Scheduling", "Bound"): 1.0}
