@@ -324,15 +324,22 @@ def test_a_pod_of_a_per_job_template_joins_its_jobs_gang() -> None:
     assert pod_from_k8s(obj).gang == jobset_group_from_k8s(TRAIN).key
 
 
-def test_per_job_gangs_are_placed_each_whole_on_their_own() -> None:
-    """Three 4-CPU nodes: the driver's gang (1) and one worker Job (2) fit, the other
-    worker Job waits whole; two more nodes, and it is bound."""
+def driver_and(workers: dict[str, Any]) -> SimScheduler:
+    """Three 4-CPU nodes and the gangs of the JobSet of a driver (1 pod) and the
+    replicated Job `workers`."""
     sim = SimScheduler()
     for i in range(3):
         sim.add_node(node(f"n{i}", cpu=4000))
     for g in jobset_groups_from_k8s(jobset(spec__replicatedJobs=[rjob("driver", 1, 1),
-                                                                 per_job_workers()])):
+                                                                 workers])):
         sim.add_group(g)
+    return sim
+
+
+def test_per_job_gangs_are_placed_each_whole_on_their_own() -> None:
+    """Three 4-CPU nodes: the driver's gang (1) and one worker Job (2) fit, the other
+    worker Job waits whole; two more nodes, and it is bound."""
+    sim = driver_and(per_job_workers())
     base = jobset_gang_name("train", UID, 0)
     pods = [sim.add_pod(pod("train-driver-0-0", cpu=4000, ns="ml",
                             membership=Membership(JOBSET, base)))]
@@ -497,12 +504,7 @@ def test_a_pod_of_a_per_replicated_job_template_joins_its_replicated_jobs_gang()
 def test_a_replicated_job_split_off_by_its_template_is_placed_whole_on_its_own() -> None:
     """Three 4-CPU nodes, 4-CPU pods: the driver (the set's gang) is bound, the 4 workers
     (one gang) none; two more nodes, and they are bound whole."""
-    sim = SimScheduler()
-    for i in range(3):
-        sim.add_node(node(f"n{i}", cpu=4000))
-    for g in jobset_groups_from_k8s(jobset(spec__replicatedJobs=[rjob("driver", 1, 1),
-                                                                 per_rjob_workers()])):
-        sim.add_group(g)
+    sim = driver_and(per_rjob_workers())
     driver = controller_pod("driver", 0)
     workers = [controller_pod("workers", j, **PER_RJOB) for j in range(2) for _ in range(2)]
     for i, obj in enumerate([driver, *workers]):
