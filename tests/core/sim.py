@@ -261,3 +261,16 @@ class SimScheduler:
 def in_flight(binds: Binds) -> dict[str, str]:
     """Pod uid -> node of every Binding in flight (the ledger's view of binds)."""
     return dict(binds.in_flight)
+
+
+FOUR_NODES = ["n0", "n1", "n2", "n3"]
+
+
+def four_nodes(**config: object) -> SimScheduler:
+    """The nodes `FOUR_NODES`, of the default size, and a gang manager of a 30 s timeout
+    and `config`: the cluster the filter's arrival tests (the assembly wait, the arrival
+    clock) ask their questions of."""
+    sim = SimScheduler(Core.wire(Config(30, **config)))  # type: ignore[arg-type]
+    for name in FOUR_NODES:
+        sim.add_node(node(name))
+    return sim
