@@ -174,7 +174,7 @@ class Filter:
         """The answer for a member with no bind in progress; or the node the gang's
         commit, run here because this member may complete it (a replacement's new slot,
         a retry after a failed Binding), has just started binding it to."""
-        reservations, binds = self._ledger.reservations, self._ledger.binds
+        binds = self._ledger.binds
         slot = res.slots.get(pod.uid)
         if slot is None:
             if binds.assembled(group) + binds.open_slots(res.slots) >= group.min_member:
@@ -183,7 +183,7 @@ class Filter:
                     f"gang {res.gang}: a quorum of {group.min_member} is being placed; "
                     f"pod {pod.key} waits until it is bound",
                 )
-            slot = reservations.reserve_one(res, pod, node_names)
+            slot = self._ledger.reservations.reserve_one(res, pod, node_names)
             if slot is None:
                 return _no_room(node_names, res, pod, "can take replacement member",
                                 "; reservation expires at its deadline")
@@ -203,7 +203,7 @@ class Filter:
         # of them would only cost time on the scheduler's serial loop.
         if slot.node in node_names:
             return FilterResult([slot.node], {})
-        moved = reservations.move(res, pod, node_names)
+        moved = self._ledger.reservations.move(res, pod, node_names)
         if moved is None:
             return reject(
                 node_names,
