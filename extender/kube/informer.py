@@ -279,7 +279,7 @@ class Informer:
                              kind.name)
                 self._broke(kind)
                 cut = self._cuts.get(kind.name)
-                if cut is not None:
+                if cut is not None and not cut.expired():  # not already being cut
                     cut.reschedule(loop.time())
 
     def behind(self) -> dict[str, float]:
@@ -463,9 +463,10 @@ class Informer:
             behind = kind.name in self._broken_at
             epoch = self._epoch(kind)
             idle = asyncio.timeout_at(deadline)
-            cut = self._cuts[kind.name] = asyncio.timeout(None)
+            cut = asyncio.timeout(None)
             try:
                 async with idle, cut:
+                    self._cuts[kind.name] = cut  # entered: it may be rescheduled now
                     async for etype, obj in self.kube.watch(
                             kind.path, rv, proto=proto,
                             timeout_seconds=CATCH_UP_WATCH_SECONDS if behind else WATCH_SECONDS):

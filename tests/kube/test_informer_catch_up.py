@@ -210,3 +210,21 @@ def test_a_kind_the_requests_do_not_name_is_left_alone() -> None:
             await task
 
     asyncio.run(go())
+
+
+def test_requests_in_a_burst_never_stop_the_informer() -> None:
+    """Every Binding in flight fails together when kube-apiserver dies: requests come
+    while the watch's cut is still on its way (`Timeout.reschedule` then raises, which
+    ended the informer, and the process with it)."""
+    async def scenario(inf: Informer, kube: LiveKube, manager: Told,
+                       requests: CatchUpRequests, now: list[float]) -> None:
+        for _ in range(30):
+            requests.request()
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.05)  # every request served
+        assert len(kube.watches) > 1 and not kube.watches[-1].cut
+        kube.watches[-1].steps.put_nowait(bookmark("40"))
+        await until(lambda: manager.told[-1:] == ["listed things"])
+        assert manager.told == ["broken things", "listed things"]
+
+    run(scenario)
