@@ -425,17 +425,29 @@ async def send(env: Env, req: Request) -> None:
     check_reply(env, req, resp)
 
 
+async def let_run() -> None:
+    """A few turns of the loop: a request just started gets as far as it can (a bind to
+    where it is held) before the next one is sent."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def finish(env: Env, tasks: list[asyncio.Task[None]]) -> None:
+    """Every request sent answered, then the dispatcher idle and its actions carried
+    out."""
+    await asyncio.gather(*tasks)
+    await env.dispatcher.idle()
+    env.dispatcher.drain()
+
+
 async def run_sequence(env: Env, reqs: list[Request]) -> None:
     """Requests in order, each started before the previous answer when it is held (binds
     are held open until the gang's quorum is there, as kube-scheduler sends them)."""
     tasks = []
     for req in reqs:
         tasks.append(asyncio.create_task(send(env, req)))
-        for _ in range(5):
-            await asyncio.sleep(0)
-    await asyncio.gather(*tasks)
-    await env.dispatcher.idle()
-    env.dispatcher.drain()
+        await let_run()
+    await finish(env, tasks)
     health = await env.client.get("/healthz")
     assert health.status_code == 200 and health.text == "ok"
     debug = await env.client.get("/debug/gangs")
@@ -490,11 +502,8 @@ async def run_with_followups(env: Env, reqs: list[Request]) -> None:
                 tasks.append(asyncio.create_task(send(env, follow)))
         else:
             tasks.append(asyncio.create_task(send(env, req)))
-        for _ in range(5):
-            await asyncio.sleep(0)
-    await asyncio.gather(*tasks)
-    await env.dispatcher.idle()
-    env.dispatcher.drain()
+        await let_run()
+    await finish(env, tasks)
 
 
 @FUZZ
