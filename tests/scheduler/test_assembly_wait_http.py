@@ -37,7 +37,10 @@ def member(name: str) -> dict[str, Any]:
 
 
 def stack(fast: bool, **config: float) -> tuple[Core, GangManager, Dispatcher, Metrics,
-                                                 httpx.AsyncClient]:
+                                                 httpx.AsyncClient, dict[str, Any]]:
+    """The extender's verbs over HTTP (`fast`: the fast verbs in front of the routes) on
+    the sample's nodes, the PodGroup trainer of 3 listed and none of its pods yet, and
+    the filter request of its first member, trainer-0."""
     core = Core.wire(Config(**config))  # type: ignore[arg-type]
     manager = GangManager(core)
     metrics = Metrics()
@@ -46,7 +49,10 @@ def stack(fast: bool, **config: float) -> tuple[Core, GangManager, Dispatcher, M
     app = create_app(dispatcher, metrics)
     served = with_fast_verbs(app) if fast else app
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=served), base_url="http://t")
-    return core, manager, dispatcher, metrics, client
+    first = member("trainer-0")
+    fake_nodes(manager, first["NodeNames"])
+    manager.on_group(GroupInfo("default", "trainer", 3, uid="g1"), time.time())
+    return core, manager, dispatcher, metrics, client, first
 
 
 def waits(metrics: Metrics, outcome: str) -> float:
@@ -58,11 +64,8 @@ def waits(metrics: Metrics, outcome: str) -> float:
 @pytest.mark.parametrize("fast", [True, False], ids=["fast-verbs", "fastapi-routes"])
 def test_filter_answers_with_the_slot_as_soon_as_the_gang_is_complete(fast: bool) -> None:
     # Budget and gap far longer than the test: only the arrival can end the wait early.
-    core, manager, dispatcher, metrics, client = stack(fast, assembly_wait_seconds=60,
-                                                       assembly_gap_seconds=60)
-    first = member("trainer-0")
-    fake_nodes(manager, first["NodeNames"])
-    manager.on_group(GroupInfo("default", "trainer", 3, uid="g1"), time.time())
+    core, manager, dispatcher, metrics, client, first = stack(
+        fast, assembly_wait_seconds=60, assembly_gap_seconds=60)
 
     async def go() -> dict[str, Any]:
         call = asyncio.create_task(client.post("/filter", json=first))
@@ -85,11 +88,8 @@ def test_filter_answers_with_the_slot_as_soon_as_the_gang_is_complete(fast: bool
 
 
 def test_filter_turns_the_member_away_after_the_gap_when_no_one_arrives() -> None:
-    _, manager, _, metrics, client = stack(True, assembly_wait_seconds=5,
-                                           assembly_gap_seconds=0.2)
-    first = member("trainer-0")
-    fake_nodes(manager, first["NodeNames"])
-    manager.on_group(GroupInfo("default", "trainer", 3, uid="g1"), time.time())
+    *_, metrics, client, first = stack(True, assembly_wait_seconds=5,
+                                       assembly_gap_seconds=0.2)
 
     async def go() -> dict[str, Any]:
         return (await client.post("/filter", json=first)).json()  # type: ignore[no-any-return]
