@@ -11,7 +11,7 @@ record the same thing through two writers and two readers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,13 +75,13 @@ def add_upstream(sim: SimScheduler, pg: Any) -> None:
 
 
 def composite_waiting(since: float | None, previous: Previous, now: float, generation: int
-                      ) -> list[Condition]:
+                      ) -> tuple[Condition, ...]:
     state = CompositeState(waiting="its groups wait", waiting_since=since or 0.0)
     return composite_conditions(state, None, previous, now, generation)
 
 
 def upstream_waiting(since: float | None, previous: Previous, now: float, generation: int
-                     ) -> list[Condition]:
+                     ) -> tuple[Condition, ...]:
     status = GroupStatus("Pending", 0, 0, 0, 0, 4, "", "", (), waiting_since=since)
     return upstream_conditions(status, None, BETA, previous, now, generation)
 
@@ -96,10 +96,10 @@ class Kind:
     key: str
     held: list[str]
     read: Callable[[dict[str, Any]], GroupInfo | CompositeInfo]
-    conditions: Callable[[float | None, Previous, float, int], list[Condition]]
+    conditions: Callable[[float | None, Previous, float, int], tuple[Condition, ...]]
     add: Callable[[SimScheduler, Any], None]
 
-    def since(self, conditions: list[Condition]) -> float:
+    def since(self, conditions: Sequence[Condition]) -> float:
         """The wait's start a restarted extender reads from `conditions`."""
         return self.read({"conditions": [c.to_k8s() for c in conditions]}).waiting_since
 
