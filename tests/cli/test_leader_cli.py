@@ -75,11 +75,8 @@ class LeaseApi(BaseHTTPRequestHandler):
 def lease_api() -> Iterator[str]:
     LeaseApi.handover.clear()
     LeaseApi.paths.clear()
-    with stand_in(LeaseApi) as url:
-        try:
-            yield url
-        finally:
-            LeaseApi.handover.set()
+    with stand_in(LeaseApi, release=LeaseApi.handover.set) as url:
+        yield url
 
 
 def test_losing_the_lease_while_active_exits_with_status_1(lease_api: str,

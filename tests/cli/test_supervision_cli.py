@@ -96,12 +96,12 @@ def slow_list_api(tmp_path: Path) -> Iterator[Path]:
     SlowListApi.release.clear()
     SlowListApi.stop.clear()
     SlowListApi.writes.clear()
-    with stand_in(SlowListApi) as url:
-        try:
-            yield write_kubeconfig(tmp_path / "kubeconfig", url)
-        finally:
-            SlowListApi.release.set()
-            SlowListApi.stop.set()
+    def release() -> None:
+        SlowListApi.release.set()
+        SlowListApi.stop.set()
+
+    with stand_in(SlowListApi, release) as url:
+        yield write_kubeconfig(tmp_path / "kubeconfig", url)
 
 
 def test_nothing_acts_before_the_first_lists_are_applied(slow_list_api: Path,

@@ -150,11 +150,8 @@ class FakeApi(BaseHTTPRequestHandler):
 @pytest.fixture
 def fake_api() -> Iterator[str]:
     FakeApi.stop.clear()
-    with stand_in(FakeApi) as url:
-        try:
-            yield url
-        finally:
-            FakeApi.stop.set()
+    with stand_in(FakeApi, release=FakeApi.stop.set) as url:
+        yield url
 
 
 def test_no_token_in_logs_or_answers(fake_api: str, tmp_path: Path) -> None:

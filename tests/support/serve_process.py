@@ -25,16 +25,18 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @contextlib.contextmanager
-def stand_in(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+def stand_in(handler: type[BaseHTTPRequestHandler],
+             release: Callable[[], None] = lambda: None) -> Iterator[str]:
     """A threaded HTTP server on a free loopback port answering with `handler`, its base
-    URL yielded; shut down and closed on the way out (a test whose handler blocks
-    releases it first, in its own `finally`)."""
+    URL yielded; on the way out `release()` (what ends the handler's open watches, so
+    that the shutdown does not wait on them), then shut down and closed."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
+        release()
         server.shutdown()
         server.server_close()
 
