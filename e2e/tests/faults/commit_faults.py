@@ -56,7 +56,26 @@ def cpu_bound_per_node(ns: str) -> dict[str, int]:
     return used
 
 
-def _handler(prefix: str, seconds: float) -> type[BaseHTTPRequestHandler]:
+class HeldBindings:
+    """How many Bindings of the slowed pods have reached the webhook so far: those the
+    API server is holding for it (a test that kills the API server under its Bindings
+    waits until every one it sent is there)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._arrived = 0
+
+    def arrived(self) -> int:
+        with self._lock:
+            return self._arrived
+
+    def count(self) -> None:
+        with self._lock:
+            self._arrived += 1
+
+
+def _handler(prefix: str, seconds: float, held: HeldBindings
+             ) -> type[BaseHTTPRequestHandler]:
     class Slow(BaseHTTPRequestHandler):
         """Allows every Binding; those of pods named `prefix`* after `seconds`."""
 
@@ -64,6 +83,7 @@ def _handler(prefix: str, seconds: float) -> type[BaseHTTPRequestHandler]:
             review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             request = review["request"]
             if str(request.get("name", "")).startswith(prefix):
+                held.count()
                 time.sleep(seconds)
             body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                                "response": {"uid": request["uid"], "allowed": True}}).encode()
@@ -80,12 +100,13 @@ def _handler(prefix: str, seconds: float) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def slow_bindings(ns: str, prefix: str, seconds: float) -> Iterator[None]:
+def slow_bindings(ns: str, prefix: str, seconds: float) -> Iterator[HeldBindings]:
     """Bindings of the pods of `ns` named `prefix`* answered `seconds` late, by a
-    validating webhook on pods/binding that this test serves."""
+    validating webhook on pods/binding that this test serves; yields their count."""
+    held = HeldBindings()
     with tempfile.TemporaryDirectory() as d:
         ca, pair = generate_serving_pki(Path(d), "slow-bindings", ["IP:127.0.0.1"])
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(prefix, seconds))
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(prefix, seconds, held))
         server.daemon_threads = True
         tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         tls.load_cert_chain(str(pair.cert), str(pair.key))
@@ -111,7 +132,7 @@ def slow_bindings(ns: str, prefix: str, seconds: float) -> Iterator[None]:
         admission.create_validating_webhook_configuration(webhook, _preload_content=False)
         try:
             time.sleep(1.0)  # the API server's webhook informer picks it up
-            yield
+            yield held
         finally:
             admission.delete_validating_webhook_configuration(name, _preload_content=False)
             server.shutdown()
