@@ -56,26 +56,7 @@ def cpu_bound_per_node(ns: str) -> dict[str, int]:
     return used
 
 
-class HeldBindings:
-    """How many Bindings of the slowed pods have reached the webhook so far: those the
-    API server is holding for it (a test that kills the API server under its Bindings
-    waits until every one it sent is there)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._arrived = 0
-
-    def arrived(self) -> int:
-        with self._lock:
-            return self._arrived
-
-    def count(self) -> None:
-        with self._lock:
-            self._arrived += 1
-
-
-def _handler(prefix: str, seconds: float, held: HeldBindings
-             ) -> type[BaseHTTPRequestHandler]:
+def _handler(prefix: str, seconds: float) -> type[BaseHTTPRequestHandler]:
     class Slow(BaseHTTPRequestHandler):
         """Allows every Binding; those of pods named `prefix`* after `seconds`."""
 
@@ -83,7 +64,6 @@ def _handler(prefix: str, seconds: float, held: HeldBindings
             review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             request = review["request"]
             if str(request.get("name", "")).startswith(prefix):
-                held.count()
                 time.sleep(seconds)
             body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                                "response": {"uid": request["uid"], "allowed": True}}).encode()
@@ -100,13 +80,12 @@ def _handler(prefix: str, seconds: float, held: HeldBindings
 
 
 @contextmanager
-def slow_bindings(ns: str, prefix: str, seconds: float) -> Iterator[HeldBindings]:
+def slow_bindings(ns: str, prefix: str, seconds: float) -> Iterator[None]:
     """Bindings of the pods of `ns` named `prefix`* answered `seconds` late, by a
-    validating webhook on pods/binding that this test serves; yields their count."""
-    held = HeldBindings()
+    validating webhook on pods/binding that this test serves."""
     with tempfile.TemporaryDirectory() as d:
         ca, pair = generate_serving_pki(Path(d), "slow-bindings", ["IP:127.0.0.1"])
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(prefix, seconds, held))
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(prefix, seconds))
         server.daemon_threads = True
         tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         tls.load_cert_chain(str(pair.cert), str(pair.key))
@@ -132,7 +111,7 @@ def slow_bindings(ns: str, prefix: str, seconds: float) -> Iterator[HeldBindings
         admission.create_validating_webhook_configuration(webhook, _preload_content=False)
         try:
             time.sleep(1.0)  # the API server's webhook informer picks it up
-            yield held
+            yield
         finally:
             admission.delete_validating_webhook_configuration(name, _preload_content=False)
             server.shutdown()
