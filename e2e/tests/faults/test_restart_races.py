@@ -69,14 +69,17 @@ _MEMBERS = 200  # 1500m each: 10 per node, 15 of its 16 CPU
 # loaded machine, where a gang timed out before would prove nothing.
 _TIMEOUT = 60
 _HOLD_SECONDS = 5.0  # how long the webhook keeps each of the gang's Bindings
+# How long a connection opened while kube-apiserver is down waits for it to come back.
+_RECONNECT_SECONDS = 30.0
 # A request line: which list a connection asked for last (a watch is no list).
 _REQUEST = re.compile(rb"(?:GET|POST|PUT|PATCH|DELETE) /api/v1/(\w+)(\S*) HTTP/1\.1\r\n")
 
 
 class HeldAnswers:
     """127.0.0.1:<port>, plain HTTP -> kube-apiserver over TLS as the admin: the
-    extender's requests go through as they come; while `hold()` is on, the answers wait
-    here. `listed[kind]` is set once a list of `kind` ("pods", "nodes") was answered by
+    extender's requests go through as they come (a connection opened while kube-apiserver
+    is down waits until it is back); while `hold()` is on, the answers wait here.
+    `listed[kind]` is set once a list of `kind` ("pods", "nodes") was answered by
     kube-apiserver meanwhile: from then on its snapshot is taken. `bindings_sent` counts
     the Binding POSTs passed on to kube-apiserver. The proxy speaks plain HTTP to the
     extender so that it can read which request each connection made."""
@@ -124,12 +127,20 @@ class HeldAnswers:
 
     async def _connection(self, down_r: asyncio.StreamReader,
                           down_w: asyncio.StreamWriter) -> None:
-        try:
-            up_r, up_w = await asyncio.wait_for(
-                asyncio.open_connection("127.0.0.1", self._target, ssl=self._tls), 5)
-        except Exception:  # kube-apiserver is down: the extender's request fails
-            down_w.close()
-            return
+        # A connection the extender opens while kube-apiserver is down waits here until it
+        # is back, as behind a load balancer that queues them: what the extender sends
+        # then reaches the restarted API server.
+        deadline = time.monotonic() + _RECONNECT_SECONDS
+        while True:
+            try:
+                up_r, up_w = await asyncio.wait_for(
+                    asyncio.open_connection("127.0.0.1", self._target, ssl=self._tls), 5)
+                break
+            except Exception:
+                if time.monotonic() >= deadline:
+                    down_w.close()
+                    return
+                await asyncio.sleep(0.05)
         asked: list[str | None] = [None]
 
         async def requests() -> None:
