@@ -523,17 +523,20 @@ class BindingPoster:
         self._queued[uid] = number
         try:
             delay = _BINDING_RETRY_DELAY
+            error: str | None = None
             for attempt in range(1, _BINDING_ATTEMPTS + 1):
                 try:
                     error, transient = await self._once(self.kube, namespace, name, uid,
                                                         node, number if attempt == 1 else None)
                 except _Refused as refused:
-                    if attempt == 1:
+                    if error is None:
                         return str(refused)
                     # An earlier try lost its answer and may have taken effect: read the
                     # pod back rather than give its capacity back on the refusal's word.
+                    # The answer names that try's failure first: it is what went wrong,
+                    # the refusal only why it was not tried again.
                     return await self._read_back(self.kube, namespace, name, node,
-                                                 str(refused))
+                                                 f"{error}; not tried again: {refused}")
                 if error is None or not transient:
                     return error
                 if attempt == _BINDING_ATTEMPTS:
