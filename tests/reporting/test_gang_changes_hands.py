@@ -45,8 +45,9 @@ def gauge(env: Env) -> dict[tuple[str, str, str], float]:
 
 
 def debug_row(env: Env, key: str) -> dict[str, object]:
-    (row,) = [r for r in status_debug(env.writer, env.clock.now)["podGroups"]
-              if r["gang"] == key]
+    rows: list[dict[str, object]] = [
+        r for r in status_debug(env.writer, env.clock.now)["podGroups"] if r["gang"] == key]
+    (row,) = rows
     return row
 
 
