@@ -25,6 +25,19 @@ def held(sim: SimScheduler) -> dict[str, str | None]:
     return {r.gang: r.held for r in sim.manager.reads.reservations()}
 
 
+def preempting_slowly(driver: Driver, wait: float) -> list[Job]:
+    """The composite arrives over the lower-priority work `driver` runs, whose evicted
+    pods terminate slowly (they stay until `driver.leave()`); returned `wait` seconds
+    later, its children holding the room their victims free."""
+    driver.run(0.5)
+    driver.leave_now = False
+    kids = leader_and_workers()
+    driver.arrive_composite(COMPOSITE, kids)
+    driver.run(wait)
+    assert held(driver.sim) == {"ns/leader": "preemption", "ns/workers": "preemption"}
+    return kids
+
+
 def test_a_composite_evicts_lower_priority_work_for_all_its_children_at_once() -> None:
     """A low-priority gang fills the 4 nodes; the composite (a leader and 3 workers,
     each a whole node) at priority 10 evicts it whole, in one preemption for both
@@ -79,12 +92,7 @@ def test_the_children_s_holds_become_reservations_together() -> None:
     one = Job("one", at=0, run=1000, cpu=4000, members=1, priority=1)
     three = Job("three", at=0, run=1000, cpu=4000, members=3, priority=2)
     driver = Driver(sim, [one, three])
-    driver.run(0.5)
-    driver.leave_now = False
-    kids = leader_and_workers()
-    driver.arrive_composite(COMPOSITE, kids)
-    driver.run(0.5)
-    assert held(sim) == {"ns/leader": "preemption", "ns/workers": "preemption"}
+    kids = preempting_slowly(driver, 0.5)
     leader_node = next(s.node for r in sim.manager.reads.reservations()
                        if r.gang == "ns/leader" for s in r.slots)
     for uid, p in list(sim.cache.pods.items()):
@@ -125,16 +133,9 @@ def test_a_child_late_while_its_composite_preempts_says_the_composite_preempts()
     sim = cluster(5)
     low = Job("low", at=0, run=1000, cpu=4000, members=5, priority=1)
     driver = Driver(sim, [low])
-    driver.run(0.5)
-    driver.leave_now = False
-    kids = leader_and_workers()
-    driver.arrive_composite(COMPOSITE, kids)
-    driver.run(0.3)
-    assert held(sim) == {"ns/leader": "preemption", "ns/workers": "preemption"}
+    kids = preempting_slowly(driver, 0.3)
     late = Job("late", at=0, run=1000, cpu=1000, members=1, priority=10, parent=PARENT)
-    driver.jobs.append(late)
-    driver.arrive(late)
-    driver.jobs.remove(late)
+    driver.arrive(late)  # now, outside the driver's schedule
     driver.run(0.3)
     st = sim.status("ns/late")
     assert st is not None and st.reason == Reason.PREEMPTING, st

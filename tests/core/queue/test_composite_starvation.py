@@ -34,11 +34,10 @@ def held(sim: SimScheduler) -> dict[str, str | None]:
     return {r.gang: r.held for r in sim.manager.reads.reservations()}
 
 
-def test_a_starving_composite_holds_for_all_its_children_and_is_placed() -> None:
+def starving_composite() -> tuple[SimScheduler, Driver, list[Job]]:
     """1-CPU gangs arrive every 0.6 s and run 4 s: some node is always busy, so the
-    composite (a leader and 3 workers, each a whole node) never fits on free capacity.
-    After --starvation-after its children's holds are made together, and both are
-    bound once the small gangs on those nodes finish."""
+    composite (a leader and 3 workers, each a whole node) never fits on free capacity;
+    returned once, after --starvation-after, its children hold together."""
     sim = cluster()
     small = [Job(f"s{i:03d}", at=i * 0.6, run=4.0) for i in range(200)]
     driver = Driver(sim, small)
@@ -47,6 +46,15 @@ def test_a_starving_composite_holds_for_all_its_children_and_is_placed() -> None
     driver.arrive_composite(COMPOSITE, kids)
     driver.run_until(lambda: any(isinstance(a, GangHeld) for a in sim.actions), 10)
     assert held(sim) == {"ns/leader": "starvation", "ns/workers": "starvation"}
+    return sim, driver, kids
+
+
+def test_a_starving_composite_holds_for_all_its_children_and_is_placed() -> None:
+    """1-CPU gangs arrive every 0.6 s and run 4 s: some node is always busy, so the
+    composite (a leader and 3 workers, each a whole node) never fits on free capacity.
+    After --starvation-after its children's holds are made together, and both are
+    bound once the small gangs on those nodes finish."""
+    sim, driver, kids = starving_composite()
     holds = [a for a in sim.actions if isinstance(a, GangHeld)]
     assert sorted(a.group.key for a in holds) == ["ns/leader", "ns/workers"]
     assert all(AFTER <= a.waited <= AFTER + 0.5 for a in holds)
@@ -88,18 +96,9 @@ def test_a_child_late_while_its_composite_holds_says_the_composite_holds() -> No
     it is not planned alone (the composite is not placed yet) and does not wait for
     "the others' pods" (they exist and hold); it says its composite holds capacity, for
     which of its groups, and is planned on its own once the composite is placed."""
-    sim = cluster()
-    small = [Job(f"s{i:03d}", at=i * 0.6, run=4.0) for i in range(200)]
-    driver = Driver(sim, small)
-    driver.run(2.0)
-    kids = leader_and_workers()
-    driver.arrive_composite(COMPOSITE, kids)
-    driver.run_until(lambda: any(isinstance(a, GangHeld) for a in sim.actions), 10)
-    assert held(sim) == {"ns/leader": "starvation", "ns/workers": "starvation"}
+    sim, driver, kids = starving_composite()
     late = Job("late", at=0, run=30, cpu=1000, parent=COMPOSITE.key)
-    driver.jobs.append(late)
-    driver.arrive(late)
-    driver.jobs.remove(late)
+    driver.arrive(late)  # now, outside the driver's schedule
     driver.run(0.2)
     st = sim.status("ns/late")
     assert st is not None and st.reason == Reason.CAPACITY_HELD, st
