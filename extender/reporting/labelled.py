@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from extender.core.keyed_sets import KeyedSets
-from extender.core.model.sources import JOBSET, membership
+from extender.core.model.sources import JOBSET, jobset_set_gang_of, membership
 from extender.core.model.types import NOT_A_MEMBER, GroupInfo, PodInfo, gang_key
 
 
@@ -91,11 +91,9 @@ class LabelledPods:
             return True
         if group.source != JOBSET:
             return False
-        parts = group.name.split(".")
-        # The split gangs' names extend the attempt's, "<jobset>.<attempt>.<uid>", with
-        # dot-free names (`sources.jobset_job_gang_name`, `jobset_rjob_gang_name`).
-        return len(parts) > 3 and bool(self._foreign.under(
-            gang_key(JOBSET, group.namespace, ".".join(parts[:3]))))
+        set_gang = jobset_set_gang_of(group.name)
+        return set_gang is not None and bool(self._foreign.under(
+            gang_key(JOBSET, group.namespace, set_gang)))
 
     def _set_foreign(self, uid: str, key: str | None) -> str | None:
         return self._foreign.drop(uid) if key is None else self._foreign.put(uid, key)

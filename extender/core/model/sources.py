@@ -78,6 +78,7 @@ __all__ = [
     "jobset_job_gang_name",
     "jobset_resolve",
     "jobset_rjob_gang_name",
+    "jobset_set_gang_of",
     "kueue_group",
     "membership",
     "missing_group_message",
@@ -168,6 +169,15 @@ def jobset_rjob_gang_name(set_gang: str, replicated_job: str) -> str:
     equal to a Job's gang of another replicated Job (one named "workers-0" beside
     "workers" split per Job): `convert_jobset` refuses such a JobSet."""
     return f"{set_gang}.{replicated_job}"
+
+
+def jobset_set_gang_of(split_gang: str) -> str | None:
+    """The gang of the JobSet attempt a split gang lies within (`jobset_job_gang_name`,
+    `jobset_rjob_gang_name`): its first three dot-separated parts; None for a name with
+    no part after them (the attempt's own gang, or no JobSet's). The inverse of the two
+    above, kept beside them so that the names and their reading change together."""
+    parts = split_gang.split(".")
+    return ".".join(parts[:3]) if len(parts) > 3 else None
 
 
 def jobset_resolve(m: Membership,

@@ -23,6 +23,9 @@ from extender.core.model.sources import (
     PRECEDENCE,
     VOLCANO_GROUP_ANNOTATION,
     jobset_gang_name,
+    jobset_job_gang_name,
+    jobset_rjob_gang_name,
+    jobset_set_gang_of,
     membership,
 )
 from extender.core.model.types import (
@@ -350,3 +353,13 @@ def test_a_pod_with_keys_of_two_sources_counts_for_one_gang_only() -> None:
     assert [p.name for p in sim.bound()] == ["both"]
     rows = {r.gang: r.members for r in sim.manager.reads.queue()}
     assert rows.get("volcano:ns/g", 0) == 0
+
+
+def test_a_split_gang_is_read_back_to_its_jobset_attempt_s_gang() -> None:
+    """The reading of a split gang's name is the inverse of the names the split makes,
+    and the attempt's own gang is no split gang."""
+    set_gang = jobset_gang_name("train", "0123456789ab", 2)
+    assert jobset_set_gang_of(jobset_job_gang_name(set_gang, "workers", 3)) == set_gang
+    assert jobset_set_gang_of(jobset_rjob_gang_name(set_gang, "driver")) == set_gang
+    assert jobset_set_gang_of(set_gang) is None
+    assert jobset_set_gang_of("plain") is None
