@@ -257,9 +257,11 @@ class Informer:
     def _epoch(self, kind: Kind) -> tuple[int, int]:
         """What a watch that would catch `kind` up must have begun after: its last break,
         and the last catch-up request (read from the request itself, so a request counts
-        from the moment it is made, before `_serve_catch_ups` has woken to act on it)."""
+        from the moment it is made, before `_serve_catch_ups` has woken to act on it),
+        if it names `kind`: a kind it does not name is not behind by it."""
         requests = self._options.catch_up
-        return self._breaks[kind.name], 0 if requests is None else requests.count
+        asked = requests is not None and kind.name in requests.kinds
+        return self._breaks[kind.name], requests.count if asked else 0
 
     async def _serve_catch_ups(self) -> None:
         """Each catch-up request: the kinds it names are broken from now (behind, and

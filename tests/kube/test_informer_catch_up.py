@@ -212,6 +212,29 @@ def test_a_kind_the_requests_do_not_name_is_left_alone() -> None:
     asyncio.run(go())
 
 
+def test_a_kind_the_requests_do_not_name_catches_up_on_its_own_watch() -> None:
+    """Behind from its own break, a kind no request names is caught up by the watch after
+    its relist, whatever requests for other kinds came meanwhile."""
+    async def go() -> None:
+        kube, manager = LiveKube(), Told()
+        requests = CatchUpRequests(("pods", "nodes"))
+        inf = Informer(kube, manager, lambda: 0.0, lambda: None,  # type: ignore[arg-type]
+                       kinds=(KIND,), options=InformerOptions(catch_up=requests))
+        task = asyncio.create_task(inf.run())
+        await until(lambda: len(kube.watches) == 1)
+        kube.watches[0].steps.put_nowait(OSError("connection reset"))
+        await until(lambda: len(kube.watches) == 2)
+        requests.request()  # for pods and nodes, after the catch-up watch began
+        kube.watches[1].steps.put_nowait(bookmark("21"))
+        await until(lambda: manager.told[-1:] == ["listed things"])
+        assert manager.told == ["broken things", "listed things"]
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+
+
 def test_requests_in_a_burst_never_stop_the_informer() -> None:
     """Every Binding in flight fails together when kube-apiserver dies: requests come
     while the watch's cut is still on its way (`Timeout.reschedule` then raises, which
