@@ -260,8 +260,9 @@ class Informer:
         from the moment it is made, before `_serve_catch_ups` has woken to act on it),
         if it names `kind`: a kind it does not name is not behind by it."""
         requests = self._options.catch_up
-        asked = requests is not None and kind.name in requests.kinds
-        return self._breaks[kind.name], requests.count if asked else 0
+        if requests is None or kind.name not in requests.kinds:
+            return self._breaks[kind.name], 0
+        return self._breaks[kind.name], requests.count
 
     async def _serve_catch_ups(self) -> None:
         """Each catch-up request: the kinds it names are broken from now (behind, and
