@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 from extender.core.asking import Asking, foreign
 from extender.core.explain import Explanations
-from extender.core.ledger import Ledger
+from extender.core.ledger import Reservations
 from extender.core.model.phase import rfc3339
 from extender.core.model.provisioning_request import (
     BOOKING_EXPIRED,
@@ -97,11 +97,11 @@ class ProvisioningView:
 
 
 class Provisioning:
-    def __init__(self, view: ClusterView, ledger: Ledger, backoffs: Backoffs,
+    def __init__(self, view: ClusterView, reservations: Reservations, backoffs: Backoffs,
                  explanations: Explanations, outbox: Outbox) -> None:
         self._config = view.config
         self._cache = view.cache
-        self._ledger = ledger
+        self._reservations = reservations
         self._backoffs = backoffs
         self._explanations = explanations
         self._outbox = outbox
@@ -112,7 +112,7 @@ class Provisioning:
         self._deleting: dict[str, int] = {}  # request key -> its templates: asked to go
         self._short: set[str] = set()  # gangs last explained as short of capacity
         self._retry: set[str] = set()  # gangs backing off because their request ended
-        self._guard = ScaleDownGuard(view.cache, ledger, outbox)
+        self._guard = ScaleDownGuard(view.cache, reservations, outbox)
         # gang -> (its members' epoch, node epoch) when it last had nothing to ask for
         # (members missing, another controller's request, too many shapes): a tick
         # looks at it again only once one of them moved.
@@ -182,7 +182,7 @@ class Provisioning:
                 gref, req.key, outcome, f"gang {req.gang}: ProvisioningRequest {req.key} "
                 f"is {req.state}" + (f": {req.message}" if req.message else "")))
         if req.state in ENDED:
-            if req.gang not in self._ledger.reservations:
+            if req.gang not in self._reservations:
                 self._ended(group, gref, req, now)
         else:
             self._explain(req.gang, now)
@@ -254,7 +254,7 @@ class Provisioning:
         group = self._cache.groups.get(gang)
         st = self._explanations.get(gang)
         retry = gang in self._retry
-        if (group is None or gang in self._ledger.reservations or st is None
+        if (group is None or gang in self._reservations or st is None
                 or not (st.reason in _ASKING or (retry and st.reason == Reason.BACKING_OFF))):
             self.drop(gang)  # placed, held, preempting, set aside, or gone
             return
@@ -325,7 +325,7 @@ class Provisioning:
         group = self._cache.groups.get(gang)
         req = self._requests.get(gang)
         if (req is not None and req.state in ENDED and req.key not in self._deleting
-                and group is not None and gang not in self._ledger.reservations):
+                and group is not None and gang not in self._reservations):
             gref = GroupRef(group.namespace, group.name, group.uid, group.source)
             self._ended(group, gref, req, now)
             return

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from extender.core.cache import Cache
-from extender.core.ledger import Ledger
+from extender.core.ledger import Reservations
 from extender.core.model.vocabulary import ProtectNode
 from extender.core.outbox import Outbox
 
@@ -23,9 +23,9 @@ PROTECT_RETRY_SECONDS = 30.0
 
 
 class ScaleDownGuard:
-    def __init__(self, cache: Cache, ledger: Ledger, outbox: Outbox) -> None:
+    def __init__(self, cache: Cache, reservations: Reservations, outbox: Outbox) -> None:
         self._cache = cache
-        self._ledger = ledger
+        self._reservations = reservations
         self._outbox = outbox
         self._marking: dict[str, tuple[bool, float]] = {}  # node -> (on, asked at)
         self._protected_at = -math.inf
@@ -39,7 +39,7 @@ class ScaleDownGuard:
         """Nodes with a reserved slot carry the scale-down-disabled annotation (with ours
         beside it); nodes we marked that have none lose both (all of them once the API is
         no longer served). A node someone else marked is left alone either way."""
-        want = self._ledger.reservations.gangs_by_node() if served else {}
+        want = self._reservations.gangs_by_node() if served else {}
         for name, node in self._cache.nodes.items():
             on = name in want
             if node.scale_down_ours == on:

@@ -68,7 +68,7 @@ class Core:
         ledger = Ledger(cache, parked, outbox, config.direct_commit)
         explanations = Explanations(outbox)
         preemptions = Preemptions(view, ledger, budgets, explanations, outbox)
-        provisioning = Provisioning(view, ledger, backoffs, explanations, outbox)
+        provisioning = Provisioning(view, ledger.reservations, backoffs, explanations, outbox)
         queue = GangQueue(view, ledger, waiting, explanations, outbox,
                           Remedies(preemptions, provisioning))
         return cls(
