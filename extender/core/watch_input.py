@@ -203,6 +203,11 @@ class WatchInput:
         c.preemptions.pod_deleted(uid)
         self._binds.reject(uid, messages.pod_deleted(pod.key))
         c.parked.drop(uid)
+        if pod.gang is not None:
+            # Gone, it no longer says its gang is being created: the assembly wait would
+            # hold a member's filter call on it, and connections be opened ahead for a
+            # commit that is not coming, until the gang's clock aged out.
+            c.arrivals.member_left(pod.gang, uid)
         nominated = self._cache.nominated_to(uid)
         self._cache.remove_pod(uid)
         if nominated:

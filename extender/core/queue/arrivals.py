@@ -24,8 +24,9 @@ class Arrival:
     first: float  # when the first member still in the gang was seen (since this entry was made)
     last: float  # when the newest one was
     gave_up: bool = False  # a wait ran out before the gang was complete
-    # Each member's arrival, by pod uid: a pod relabelled out of the gang takes its own
-    # arrival with it, and one relabelled back in is one member again, not two.
+    # Each member's arrival, by pod uid: a pod relabelled out of the gang, or deleted,
+    # takes its own arrival with it, and one relabelled back in is one member again, not
+    # two.
     times: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -73,10 +74,10 @@ class Arrivals:
         entry.add(uid, now)
 
     def member_left(self, gang: str, uid: str) -> float | None:
-        """The pod `uid` is no longer a member of `gang` (relabelled out, or moved by
-        its JobSet's split): its arrival no longer says the gang is being created, nor
-        counts toward its rate. Returns when it had arrived, None if it was not seen
-        arriving. A gang none of whose arrivals is left is not arriving (unless a wait
+        """The pod `uid` is no longer a member of `gang` (relabelled out, moved by its
+        JobSet's split, or deleted): its arrival no longer says the gang is being
+        created, nor counts toward its rate. Returns when it had arrived, None if it was
+        not seen arriving. A gang none of whose arrivals is left is not arriving (unless a wait
         gave up on it: it is still not waited for again)."""
         entry = self._gangs.get(gang)
         when = entry.remove(uid) if entry is not None else None
