@@ -67,7 +67,7 @@ class Core:
         waiting = Waiting(backoffs, arrivals, parked)
         ledger = Ledger(cache, parked, outbox, config.direct_commit)
         explanations = Explanations(outbox)
-        preemptions = Preemptions(view, ledger, budgets, explanations, outbox)
+        preemptions = Preemptions(view, ledger.reservations, budgets, explanations, outbox)
         provisioning = Provisioning(view, ledger.reservations, backoffs, explanations, outbox)
         queue = GangQueue(view, ledger, waiting, explanations, outbox,
                           Remedies(preemptions, provisioning))

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from extender.core.cache.snapshot import Snapshot
 from extender.core.cache.topology import Domain, word
 from extender.core.explain import Explanations
-from extender.core.ledger import Ledger, Reservation, plain_key
+from extender.core.ledger import Reservation, Reservations, plain_key
 from extender.core.model.types import CompositeInfo, GroupInfo, PodInfo
 from extender.core.model.vocabulary import GANG, RESERVATION, GroupRef, Preempting, Reason, Victim
 from extender.core.outbox import Outbox
@@ -76,7 +76,7 @@ class Preemptions:
     def __init__(
         self,
         view: ClusterView,
-        ledger: Ledger,
+        reservations: Reservations,
         budgets: Budgets,
         explanations: Explanations,
         outbox: Outbox,
@@ -84,7 +84,7 @@ class Preemptions:
         self._on = view.config.preemption
         self._scheduler = view.config.scheduler_name
         self._cache = view.cache
-        self._reservations = ledger.reservations
+        self._reservations = reservations
         self._budgets = budgets
         self._explanations = explanations
         self._outbox = outbox
