@@ -16,6 +16,11 @@ answers every request 201, and back to the reply. Three walks:
 * `bind`: the bind barrier (`--direct-commit=false`): two members of a gang of three
   wait in their bind requests; the third member's bind request, walked, commits the
   gang: its own Binding and the two others' are posted, and it is answered.
+* `bind-held`: the bind request as deploy/ ships the extender (the direct commit,
+  `--commit-wait=1`): the filter call of the member that completed its gang committed
+  it and held that member's Binding for kube-scheduler's bind request (posted before
+  kube-scheduler assumed the pod, it would fail the cycle); the bind request, walked,
+  posts it and is answered with its outcome.
 * `filter`: a member's filter call against a gang that holds a reservation.
 * `commit`: the direct commit (the default): the filter call of the member whose
   arrival lets the gang be placed, which plans it, reserves it and posts its Bindings
@@ -68,7 +73,7 @@ ROOT = str(Path(extender.__file__).resolve().parent) + "/"
 _EXPRESSIONS = frozenset({"<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>", "<lambda>"})
 _IN_PROPERTY = -2  # the stack's mark for a frame inside a property getter
 _OUTSIDE = -1  # the stack's mark for a frame with no counted stop above it
-WALKS = ("bind", "filter", "commit")
+WALKS = ("bind", "bind-held", "filter", "commit")
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,7 +311,7 @@ class _Cluster:
 
 
 @contextlib.asynccontextmanager
-async def _cluster(direct_commit: bool) -> AsyncIterator[_Cluster]:
+async def _cluster(direct_commit: bool, commit_wait: float = 0.0) -> AsyncIterator[_Cluster]:
     """A gang of three 1-CPU members and three 4-CPU nodes, behind the app the CLI
     serves, its Bindings posted to `_AcceptAll`."""
     server = _AcceptAll()
@@ -321,7 +326,7 @@ async def _cluster(direct_commit: bool) -> AsyncIterator[_Cluster]:
         pods = [_pod(i) for i in range(3)]
         for pod in pods[:2]:
             manager.on_pod(pod_from_k8s(pod), 0.0)
-        dispatcher = Dispatcher(manager, kube, config=DispatchConfig(commit_wait=0))
+        dispatcher = Dispatcher(manager, kube, config=DispatchConfig(commit_wait=commit_wait))
         try:
             yield _Cluster(with_fast_verbs(create_app(dispatcher)), dispatcher, server, pods,
                            names)
@@ -404,6 +409,19 @@ async def _walk_bind(recorder: Recorder) -> None:
             assert not done.get("Error"), f"a waiting bind failed: {done}"
 
 
+async def _walk_bind_held(recorder: Recorder) -> None:
+    # The commit wait ends when the watch shows the gang bound; with no watch here, the
+    # filter call answers after it (1 s), its member's Binding held meanwhile.
+    async with _cluster(direct_commit=True, commit_wait=1.0) as c:
+        c.dispatcher.manager.on_pod(pod_from_k8s(c.pods[2]), 0.0)
+        node = (await _filter(c, 2))["NodeNames"][0]  # the third member: the gang is whole
+        posted = c.server.requests
+        assert posted == 2, f"{posted} Bindings posted before the bind, not the 2 not held"
+        reply = await _walked(recorder, _bind(c, 2, node), c)
+        assert not reply.get("Error"), f"the walked bind failed: {reply}"
+        assert c.server.requests == 3, "the walked bind did not post the held Binding"
+
+
 async def _walk_filter(recorder: Recorder) -> None:
     async with _cluster(direct_commit=False) as c:
         c.dispatcher.manager.on_pod(pod_from_k8s(c.pods[2]), 0.0)
@@ -421,7 +439,8 @@ async def _walk_commit(recorder: Recorder) -> None:
 
 # Each walk, and the uid of the pod whose request it walks.
 _WALKERS: dict[str, tuple[Callable[[Recorder], Coroutine[Any, Any, None]], str]] = {
-    "bind": (_walk_bind, "u2"), "filter": (_walk_filter, "u1"), "commit": (_walk_commit, "u2"),
+    "bind": (_walk_bind, "u2"), "bind-held": (_walk_bind_held, "u2"),
+    "filter": (_walk_filter, "u1"), "commit": (_walk_commit, "u2"),
 }
 
 
