@@ -145,7 +145,7 @@ class Bind:
                         f"bound there lately that kube-scheduler has not seen yet)")
             return _error(why + "; kube-scheduler will retry")
         claim = nominated_short(pod, node, self._cache) or fresh_conflicts(
-            pod, [node], self._cache, self._ledger, now).get(node)
+            pod, [node], self._cache, self._ledger.staleness, now).get(node)
         if claim is not None:
             return _error(claim + "; kube-scheduler will retry")
         self._binds.bind_now(pod, node)

@@ -285,8 +285,8 @@ class Filter:
         if fresh:
             # kube-scheduler's InterPodAffinity and PodTopologySpread filters ran
             # without the fresh pods too.
-            for name, why in fresh_conflicts(pod, names, self._cache, self._ledger,
-                                             now).items():
+            for name, why in fresh_conflicts(pod, names, self._cache,
+                                             self._ledger.staleness, now).items():
                 failed.setdefault(name, why)
         reserved_out = bool(failed)
         for name in [n for n in node_names if n not in nodes]:

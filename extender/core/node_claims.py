@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from extender.core.cache import Cache
-from extender.core.ledger import Ledger
+from extender.core.ledger import Staleness
 from extender.core.model.constraints import (
     HOSTNAME,
     anti_affinity_conflict,
@@ -50,13 +50,13 @@ def nominated_short(pod: PodInfo, node: str, cache: Cache) -> str | None:
             f"more), and pod {pod.key} needs {format_resources(pod.requests)}")
 
 
-def fresh_conflicts(pod: PodInfo, names: Iterable[str], cache: Cache, ledger: Ledger,
+def fresh_conflicts(pod: PodInfo, names: Iterable[str], cache: Cache, staleness: Staleness,
                     now: float) -> dict[str, str]:
     """Node -> why, for the nodes of `names` where `pod` clashes with a fresh pod by
     required anti-affinity or spread. A pod with neither constraint looks only at the
     fresh pods with anti-affinity of their own (nearly always none): O(1) then."""
     own = bool(pod.required_anti_affinity or pod.spread_constraints)
-    fresh = [(n, p) for n, p in ledger.staleness.fresh_pods(now, repelling=not own)
+    fresh = [(n, p) for n, p in staleness.fresh_pods(now, repelling=not own)
              if p.uid != pod.uid]
     if not fresh:
         return {}

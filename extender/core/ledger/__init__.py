@@ -91,7 +91,7 @@ from __future__ import annotations
 from extender.core.ledger._binds import Binds
 from extender.core.ledger._commit import Ledger
 from extender.core.ledger._reservations import Reservation, Reservations, Slot, plain_key
-from extender.core.ledger._staleness import FRESH_LIMIT_SECONDS, FRESH_MARGIN_SECONDS
+from extender.core.ledger._staleness import FRESH_LIMIT_SECONDS, FRESH_MARGIN_SECONDS, Staleness
 
 __all__ = ["FRESH_LIMIT_SECONDS", "FRESH_MARGIN_SECONDS", "Binds", "Ledger", "Reservation",
-           "Reservations", "Slot", "plain_key"]
+           "Reservations", "Slot", "Staleness", "plain_key"]
