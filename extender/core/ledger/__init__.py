@@ -9,10 +9,13 @@ its own, and the commit between them:
 * `Ledger` (`_commit.py`): the door, which holds both (and `staleness`) and makes the
   commit, where a gang's reserved and waiting members become Bindings.
 
-The filter, the bind verb, the queue, preemption and the manager hold the `Ledger` and
+The filter, the bind verb, the queue, its timeouts and the manager hold the `Ledger` and
 call the part that owns what they ask (`ledger.reservations.release`,
 `ledger.binds.post_due`, `ledger.commit`), so no door stands between a caller and the
-method; the modules are private to this package. What the end of a reservation means for
+method; the modules are private to this package. A caller that reads one part only is
+given that part, so its constructor shows what it can touch: preemption and
+provisioning take the `Reservations`, the filter's and bind's check of fresh pods
+(`core/node_claims.py`) the `Staleness`. What the end of a reservation means for
 its gang (backoff, status, evicting a partial gang) is the queue's to say
 (`core/queue/timeouts.py`): the ledger keeps capacity and bind requests, and imports
 nothing of the queue above it.

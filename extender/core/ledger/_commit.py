@@ -26,8 +26,9 @@ from extender.core.parked import Parked, ref
 
 
 class Ledger:
-    """The door of the reservation ledger: the filter, bind, the queue pass, timeouts,
-    preemption and the manager hold it, and reach the part that owns what they ask:
+    """The door of the reservation ledger: the filter, bind, the queue pass, timeouts
+    and the manager hold it (preemption and provisioning, which read only the
+    reservations, are given that part alone), and reach the part that owns what they ask:
 
         reservations                       capacity held for gangs (`Reservations`)
         binds                              bind requests: waiting and in flight (`Binds`)
