@@ -8,9 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from importlib import resources
 from itertools import pairwise
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from extender.core.model.types import SCHEDULER_PLUGINS
 from extender.core.model.vocabulary import (
@@ -51,9 +53,6 @@ NO_SOURCES = GaugeSources()
 _Metric = Counter | Gauge | Histogram
 _Kind = type[Counter] | type[Gauge] | type[Histogram]
 _KINDS: dict[str, _Kind] = {"counter": Counter, "gauge": Gauge, "histogram": Histogram}
-_ENTRY_KEYS = {"name", "kind", "labels", "buckets", "help"}
-_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 CATALOGUE = "metrics.toml"  # beside this module, shipped as package data
 
 
@@ -83,80 +82,113 @@ class CatalogueError(ValueError):
     start-up rather than a scrape in production."""
 
 
+# The catalogue's shape, checked by Pydantic (strict: TOML already has types, so a string
+# where a number belongs is an error, not a conversion). A check of one value raises a
+# PydanticCustomError so its words stand without Pydantic's "Value error, " prefix.
+
+def _check(holds: Callable[[Any], object], kind: str, words: str) -> AfterValidator:
+    def check(value: Any) -> Any:
+        if not holds(value):
+            raise PydanticCustomError(kind, words)
+        return value
+    return AfterValidator(check)
+
+
+_MetricName = Annotated[str, _check(re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*").fullmatch,
+                                    "metric_name", "not a Prometheus metric name")]
+_LabelName = Annotated[str, _check(re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*").fullmatch,
+                                   "label_name", "not a Prometheus label name")]
+# The table's name becomes an attribute of `Metrics`.
+_Attribute = Annotated[str, _check(lambda a: a.isidentifier() and not a.startswith("_"),
+                                   "attribute", "must be a public Python name (it becomes "
+                                   "an attribute of Metrics)")]
+_Bounds = Annotated[list[float], Field(min_length=1),
+                    _check(lambda b: all(x < y for x, y in pairwise(b)), "bounds_order",
+                           "bounds must increase")]
+
+
+class _Entry(BaseModel):
+    """One [metric.<attribute>] table. Extra keys are refused, so a misspelt one (`lables`)
+    stops the start-up instead of leaving a metric silently without its labels."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    name: _MetricName
+    kind: Literal["counter", "gauge", "histogram"]
+    labels: Annotated[list[_LabelName], _check(lambda ls: len(set(ls)) == len(ls),
+                                               "labels_distinct", "must be distinct")
+                      ] = Field(default_factory=list)
+    buckets: str | None = None  # a set of [buckets]: the catalogue checks it is one
+    help: Annotated[str, _check(str.strip, "help_blank", "must not be blank")]
+
+    @model_validator(mode="after")
+    def _buckets_for_histograms(self) -> _Entry:
+        if (self.buckets is not None) != (self.kind == "histogram"):
+            raise PydanticCustomError("buckets_kind",
+                                      "a histogram names its buckets, and only a histogram")
+        return self
+
+
+class _Catalogue(BaseModel):
+    """The whole file: the shared bucket sets, and the metrics in the scrape's order
+    (TOML tables keep the order they are written in)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    buckets: dict[str, _Bounds] = Field(default_factory=dict)
+    metric: dict[_Attribute, _Entry] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _across_entries(self) -> _Catalogue:
+        """What no single entry can check, so the error names the entries itself."""
+        named: dict[str, str] = {}
+        sets = ", ".join(self.buckets) or "none declared"
+        for attribute, entry in self.metric.items():
+            if entry.buckets is not None and entry.buckets not in self.buckets:
+                raise PydanticCustomError("buckets_unknown", f"[metric.{attribute}] buckets: "
+                                          f"{entry.buckets!r} is not a set of [buckets] ({sets})")
+            if entry.name in named:
+                raise PydanticCustomError("name_twice", f"[metric.{attribute}] and "
+                                          f"[metric.{named[entry.name]}] both name {entry.name}")
+            named[entry.name] = attribute
+        return self
+
+
 def parse_catalogue(text: str, source: str = CATALOGUE) -> tuple[_Declared, ...]:
     """The metrics `text` (the catalogue's TOML) declares, in its order."""
     try:
-        data = tomllib.loads(text)
+        catalogue = _Catalogue.model_validate(tomllib.loads(text))
     except tomllib.TOMLDecodeError as e:
         raise CatalogueError(f"{source}: not valid TOML: {e}") from None
-    unknown = sorted(data.keys() - {"buckets", "metric"})
-    if unknown:
-        raise CatalogueError(f"{source}: unknown key(s) {', '.join(unknown)}; expected "
-                             f"[buckets] and [metric.<attribute>] tables")
-    sets = {name: _bucket_set(bounds, f"{source}: buckets.{name}")
-            for name, bounds in _table(data.get("buckets", {}), f"{source}: [buckets]").items()}
-    entries = _table(data.get("metric", {}), f"{source}: [metric]")
-    if not entries:
-        raise CatalogueError(f"{source}: declares no metric ([metric.<attribute>] tables)")
-    rows = tuple(_entry(attribute, entry, sets, f"{source}: [metric.{attribute}]")
-                 for attribute, entry in entries.items())
-    seen: dict[str, str] = {}
-    for row in rows:
-        if row.name in seen:
-            raise CatalogueError(f"{source}: [metric.{row.attribute}] and "
-                                 f"[metric.{seen[row.name]}] both name {row.name}")
-        seen[row.name] = row.attribute
-    return rows
+    except ValidationError as e:
+        raise CatalogueError("\n".join(_said(source, error) for error in e.errors())) from None
+    return tuple(
+        _Declared(attribute, _KINDS[entry.kind], entry.name, tuple(entry.labels), entry.help,
+                  None if entry.buckets is None else tuple(catalogue.buckets[entry.buckets]))
+        for attribute, entry in catalogue.metric.items())
 
 
-def _table(value: object, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise CatalogueError(f"{where}: expected a table, got {value!r}")
-    return value
-
-
-def _bucket_set(bounds: object, where: str) -> tuple[float, ...]:
-    if (not isinstance(bounds, list) or not bounds
-            or not all(isinstance(b, int | float) and not isinstance(b, bool) for b in bounds)):
-        raise CatalogueError(f"{where}: expected a list of numbers, got {bounds!r}")
-    if any(b >= c for b, c in pairwise(bounds)):
-        raise CatalogueError(f"{where}: bounds must increase, got {bounds!r}")
-    return tuple(float(b) for b in bounds)
-
-
-def _entry(attribute: str, value: object, sets: dict[str, tuple[float, ...]],
-           where: str) -> _Declared:
-    entry = _table(value, where)
-    if not attribute.isidentifier() or attribute.startswith("_"):
-        raise CatalogueError(f"{where}: the attribute must be a public Python name")
-    unknown = sorted(entry.keys() - _ENTRY_KEYS)
-    if unknown:
-        raise CatalogueError(f"{where}: unknown key(s) {', '.join(unknown)}; expected "
-                             f"{', '.join(sorted(_ENTRY_KEYS))}")
-    name = entry.get("name")
-    if not isinstance(name, str) or not _METRIC_NAME.fullmatch(name):
-        raise CatalogueError(f"{where}: name must be a Prometheus metric name, got {name!r}")
-    kind_name = entry.get("kind")
-    kind = _KINDS.get(kind_name) if isinstance(kind_name, str) else None
-    if kind is None:
-        raise CatalogueError(f"{where}: kind must be one of {', '.join(_KINDS)}, "
-                             f"got {kind_name!r}")
-    labels = entry.get("labels", [])
-    if (not isinstance(labels, list)
-            or not all(isinstance(x, str) and _LABEL_NAME.fullmatch(x) for x in labels)
-            or len(set(labels)) != len(labels)):
-        raise CatalogueError(f"{where}: labels must be distinct label names, got {labels!r}")
-    text = entry.get("help")
-    if not isinstance(text, str) or not text.strip():
-        raise CatalogueError(f"{where}: help must be a non-empty string")
-    buckets = entry.get("buckets")
-    if (buckets is not None) != (kind is Histogram):
-        raise CatalogueError(f"{where}: a histogram names its buckets, and only a histogram")
-    if buckets is not None and (not isinstance(buckets, str) or buckets not in sets):
-        raise CatalogueError(f"{where}: buckets {buckets!r} is not a set of [buckets] "
-                             f"({', '.join(sets) or 'none declared'})")
-    return _Declared(attribute, kind, name, tuple(labels), text,
-                     sets[buckets] if buckets is not None else None)
+def _said(source: str, error: ErrorDetails) -> str:
+    """One of Pydantic's errors as a line naming the file, the entry ([metric.calls]) or
+    [buckets], the field and the value at fault: Pydantic's `loc` is a path of keys and
+    list indexes that a reader of the TOML file would not recognise as such."""
+    loc = [p if isinstance(p, str) else f"[{p}]" for p in error["loc"] if p != "[key]"]
+    if loc[:1] == ["metric"] and len(loc) > 1:
+        table, rest = f"[metric.{loc[1]}]", loc[2:]
+    elif loc[:1] in (["metric"], ["buckets"]):
+        table, rest = f"[{loc[0]}]", loc[1:]
+    else:
+        table, rest = "", loc
+    where = " ".join(part for part in (table, "".join(rest)) if part)
+    said = error["msg"]
+    if error["type"] == "extra_forbidden":
+        expected = _Entry.model_fields if table.startswith("[metric.") else _Catalogue.model_fields
+        said = f"unknown key; expected {', '.join(sorted(expected))}"
+    elif error["type"] in ("dict_type", "model_type"):  # not "instance of _Entry"
+        said = f"must be a table, got {error['input']!r}"
+    elif error["type"] != "missing" and not isinstance(error["input"], dict | BaseModel):
+        said = f"{said}, got {error['input']!r}"  # a value, not a whole table
+    return f"{source}: {where}: {said}" if where else f"{source}: {said}"
 
 
 def _with_old_names(rows: tuple[_Declared, ...]) -> tuple[_Declared, ...]:

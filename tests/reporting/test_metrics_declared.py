@@ -169,44 +169,70 @@ def _refused(old: str, new: str) -> str:
 def test_a_catalogue_that_is_not_one_is_refused() -> None:
     assert _refused("[metric.calls]", "[metric.calls").startswith("metrics.toml: not valid TOML")
     assert _refused("[buckets]", "[bucket]") == (
-        "metrics.toml: unknown key(s) bucket; expected [buckets] and [metric.<attribute>] tables")
-    with pytest.raises(CatalogueError, match="declares no metric"):
+        "metrics.toml: bucket: unknown key; expected buckets, metric")
+    with pytest.raises(CatalogueError, match=re.escape("metrics.toml: [metric]: Field required")):
         parse_catalogue("[buckets]\n")
-    with pytest.raises(CatalogueError, match=r"\[metric\]: expected a table, got 1"):
+    with pytest.raises(CatalogueError, match=re.escape(
+            "metrics.toml: [metric]: Dictionary should have at least 1 item")):
+        parse_catalogue("[metric]\n")
+    with pytest.raises(CatalogueError, match=re.escape("metrics.toml: [metric]: must be a "
+                                                       "table, got 1")):
         parse_catalogue("metric = 1\n")
+    with pytest.raises(CatalogueError, match=re.escape("metrics.toml: [metric.calls]: must be a "
+                                                       "table, got 1")):
+        parse_catalogue("[metric]\ncalls = 1\n")
 
 
-# A metric's entry, edited: (what is replaced, by what, the end of the error).
+# A metric's entry, edited: (what is replaced, by what, the error after the entry's name).
 @pytest.mark.parametrize(("old", "new", "error"), [
-    ('"x_calls_total"', '"x-calls"', "name must be a Prometheus metric name, got 'x-calls'"),
-    ('kind = "counter"', 'kind = "summary"', "kind must be one of counter, gauge, histogram, "
-                                             "got 'summary'"),
-    ('kind = "counter"', 'kind = ["counter"]', "kind must be one of counter, gauge, histogram, "
-                                               "got ['counter']"),
-    ('["verb"]', '["verb", "verb"]', "labels must be distinct label names, got ['verb', 'verb']"),
-    ('["verb"]', '["the verb"]', "labels must be distinct label names, got ['the verb']"),
-    ('help = "Calls."', 'help = " "', "help must be a non-empty string"),
+    ('"x_calls_total"', '"x-calls"', " name: not a Prometheus metric name, got 'x-calls'"),
+    ('name = "x_calls_total"\n', "", " name: Field required"),
+    ('kind = "counter"', 'kind = "summary"', " kind: Input should be 'counter', 'gauge' or "
+                                             "'histogram', got 'summary'"),
+    ('kind = "counter"', 'kind = ["counter"]', " kind: Input should be 'counter', 'gauge' or "
+                                               "'histogram', got ['counter']"),
+    ('["verb"]', '["verb", "verb"]', " labels: must be distinct, got ['verb', 'verb']"),
+    ('["verb"]', '["verb", "the verb"]', " labels[1]: not a Prometheus label name, got 'the verb'"),
+    ('["verb"]', '"verb"', " labels: Input should be a valid list, got 'verb'"),
+    ('help = "Calls."', 'help = " "', " help: must not be blank, got ' '"),
+    ('help = "Calls."', "help = 3", " help: Input should be a valid string, got 3"),
     ('help = "Calls."', 'help = "Calls."\nunit = "s"',
-     "unknown key(s) unit; expected buckets, help, kind, labels, name"),
+     " unit: unknown key; expected buckets, help, kind, labels, name"),
+    ('kind = "counter"', 'kind = "histogram"', ": a histogram names its buckets, and only a "
+                                               "histogram"),
 ])
-def test_a_malformed_entry_is_refused_by_name(old: str, new: str, error: str) -> None:
-    assert _refused(old, new) == f"metrics.toml: [metric.calls]: {error}"
+def test_a_malformed_entry_is_refused_naming_the_entry_and_the_field(
+        old: str, new: str, error: str) -> None:
+    assert _refused(old, new) == f"metrics.toml: [metric.calls]{error}"
+
+
+def test_every_fault_of_a_catalogue_is_named_on_a_line_of_its_own() -> None:
+    assert _refused('kind = "counter"', 'kind = "summary"\nunit = "s"').splitlines() == [
+        "metrics.toml: [metric.calls] kind: Input should be 'counter', 'gauge' or 'histogram', "
+        "got 'summary'",
+        "metrics.toml: [metric.calls] unit: unknown key; expected buckets, help, kind, labels, "
+        "name"]
 
 
 def test_malformed_buckets_are_refused() -> None:
-    entry = "metrics.toml: [metric.seconds]: "
+    entry = "metrics.toml: [metric.seconds]"
     assert _refused('buckets = "fast"\n', "") == (
-        entry + "a histogram names its buckets, and only a histogram")
+        entry + ": a histogram names its buckets, and only a histogram")
     assert _refused('buckets = "fast"', 'buckets = "slow"') == (
-        entry + "buckets 'slow' is not a set of [buckets] (fast)")
+        entry + " buckets: 'slow' is not a set of [buckets] (fast)")
     assert _refused("fast = [0.1, 1]", "fast = [1, 0.1]") == (
-        "metrics.toml: buckets.fast: bounds must increase, got [1, 0.1]")
-    assert _refused("fast = [0.1, 1]", 'fast = ["0.1"]') == (
-        "metrics.toml: buckets.fast: expected a list of numbers, got ['0.1']")
+        "metrics.toml: [buckets] fast: bounds must increase, got [1, 0.1]")
+    assert _refused("fast = [0.1, 1]", 'fast = [0.1, "1"]') == (
+        "metrics.toml: [buckets] fast[1]: Input should be a valid number, got '1'")
+    assert _refused("fast = [0.1, 1]", "fast = [true]") == (
+        "metrics.toml: [buckets] fast[0]: Input should be a valid number, got True")
+    assert _refused("fast = [0.1, 1]", "fast = []").startswith(
+        "metrics.toml: [buckets] fast: List should have at least 1 item")
 
 
 def test_an_entry_is_named_by_its_attribute_and_its_name_by_one_entry() -> None:
     assert _refused("[metric.calls]", "[metric._calls]") == (
-        "metrics.toml: [metric._calls]: the attribute must be a public Python name")
+        "metrics.toml: [metric._calls]: must be a public Python name (it becomes an attribute "
+        "of Metrics), got '_calls'")
     assert _refused('"x_seconds"', '"x_calls_total"') == (
         "metrics.toml: [metric.seconds] and [metric.calls] both name x_calls_total")
