@@ -320,6 +320,10 @@ class Cache:
         """Every pod that joins the gang with this key, including finished ones."""
         return list(self._group_pods.get(key, {}).values())
 
+    def has_pods(self, key: str) -> bool:
+        """Some pod joins the gang with this key (finished ones included), in O(1)."""
+        return key in self._group_pods
+
     def summary(self, group: GroupInfo) -> GangPods:
         """The gang's members, how many of them are bound, and its succeeded pods;
         the members listed once until one of its pods changes, the counts the kept

@@ -51,7 +51,7 @@ from extender.core.queue.composite_unit import (
     short_words,
     unit_of,
 )
-from extender.core.queue.starvation import Starvation
+from extender.core.queue.starvation import STARVATION, Starvation
 from extender.core.queue.unplaceable import Unplaceable, message
 from extender.core.queue.waiting import Waiting
 from extender.core.view import ClusterView
@@ -147,6 +147,27 @@ class GangQueue:
         self._quorum_since.pop(gang, None)
         self.starvation.drop(gang)
         self._preemptions.drop(gang)
+
+    def composite_left(self, key: str) -> None:
+        """No pod of ours is left in any child of the CompositePodGroup `key`: they name
+        another scheduler now (a pod's schedulerName cannot change, so ours were
+        deleted), or are all gone. Its wait for capacity ends as a deleted composite's
+        does; kept, it went on counting while the composite was not ours, and pods of
+        ours brought back later starved at once, the guard holding capacity for them
+        before --starvation-after. The holds its starvation made for its children go
+        too (a composite with a gang policy's: a "basic" one's children hold on their
+        own clocks): every slot in them went with its pod, and an empty hold would
+        become a reservation of nothing at the next pass, blocking those children until
+        it timed out and counting that timeout against their backoff."""
+        composite = self._cache.composites.get(key)
+        if composite is not None and composite.min_group_count:  # else each child's own
+            reservations = self._ledger.reservations
+            for child in self._cache.children(key):
+                res = reservations.get(child.key)
+                if res is not None and res.held == STARVATION:
+                    reservations.release(res, f"CompositePodGroup {composite.namespace}/"
+                                              f"{composite.name} has no pod of ours left")
+        self.drop(key)
 
     # ----- the pass ------------------------------------------------------------------------
 

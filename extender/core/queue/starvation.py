@@ -36,7 +36,10 @@ each hold from when it is made.
 A CompositePodGroup waits, starves and holds as one unit (`guard_composite`): one wait
 (the composite's key), one forward plan of at least minGroupCount children, a hold for
 each child in it made together, and a holder taken over with all its siblings' holds
-(`_take_over`), so no part of a composite ever holds alone.
+(`_take_over`), so no part of a composite ever holds alone. A composite none of whose
+children has a pod of ours left (they name another scheduler now) no longer waits here:
+its wait and its holds end as a deleted composite's (`GangQueue.composite_left`), and
+pods of ours brought back later start a new wait.
 
 The wait outlives the process: the status writer keeps it in the PodGroup's
 `status.waitingForCapacitySince` (an upstream PodGroup's, and a CompositePodGroup's, the

@@ -9,7 +9,7 @@ from extender.core.model.config import Config
 from extender.core.model.types import CompositeInfo
 from extender.core.model.vocabulary import GangHeld, Reason
 from extender.core.wiring import Core
-from tests.core.sim import SimScheduler, node
+from tests.core.sim import SimScheduler, node, pod
 from tests.core.workload import Driver, Job
 
 AFTER = 5.0
@@ -113,4 +113,53 @@ def test_a_child_late_while_its_composite_holds_says_the_composite_holds() -> No
     st = sim.status("ns/late")
     assert st is not None and st.reason == Reason.INSUFFICIENT_CAPACITY, st
     assert "CompositePodGroup" not in st.message
+    assert sim.overcommits == []
+
+
+def replace_pods(sim: SimScheduler, kids: list[Job], scheduler: str) -> list[str]:
+    """Every pod of the composite's children deleted and created again naming
+    `scheduler`, as a user moving the workload to another scheduler (or back) does:
+    a pod's schedulerName cannot change. Returns the new pods' uids; another
+    scheduler's are left pending (this simulated kube-scheduler does not place them)."""
+    new = []
+    for job in kids:
+        for uid in job.uids:
+            if uid in sim.cache.pods:
+                sim.delete(uid)
+        job.uids = []
+        for i in range(job.members):
+            p = sim.add_pod(pod(f"{job.name}-{scheduler}-{i}", job.name, cpu=job.cpu,
+                                memory=1 << 20, creation=sim.now, scheduler_name=scheduler))
+            job.uids.append(p.uid)
+            new.append(p.uid)
+    if scheduler != "gang-scheduler":
+        sim.held.update(new)
+    return new
+
+
+def test_a_composite_whose_pods_went_to_another_scheduler_starts_its_wait_afresh() -> None:
+    """The composite starved and holds; then its children's pods are another scheduler's.
+    Its wait ends, as a deleted composite's does, and the holds it made (no slot left in
+    them: each went with its pod) go with it instead of becoming reservations of nothing
+    that block its children until they time out. Ours again much later, it is
+    planned at once and holds only after waiting --starvation-after anew: the time it
+    was another scheduler's is not counted as waiting here."""
+    sim, driver, kids = starving_composite()
+    theirs = replace_pods(sim, kids, "other-scheduler")
+    assert held(sim) == {}
+    assert sim.manager.reads.waiting_since(COMPOSITE.key) is None
+    driver.run(3 * AFTER)
+    assert held(sim) == {}
+    assert sim.manager.reads.waiting_since(COMPOSITE.key) is None
+    for uid in theirs:
+        sim.delete(uid)
+    replace_pods(sim, kids, "gang-scheduler")
+    back = sim.now
+    before = len([a for a in sim.actions if isinstance(a, GangHeld)])
+    driver.run_until(lambda: len([a for a in sim.actions if isinstance(a, GangHeld)]) > before,
+                     3 * AFTER)
+    holds = [a for a in sim.actions if isinstance(a, GangHeld)][before:]
+    assert sorted(a.group.key for a in holds) == ["ns/leader", "ns/workers"]
+    assert all(AFTER <= a.waited <= AFTER + 0.5 for a in holds), [a.waited for a in holds]
+    assert sim.now - back >= AFTER
     assert sim.overcommits == []
