@@ -33,6 +33,7 @@ from extender.core.model.fields import (
     required_str,
     sections,
     shared,
+    shown,
 )
 from extender.core.model.quantity import parse_quantity, shorten
 from extender.core.model.types import NodeSelectorTerm, Taint
@@ -235,7 +236,7 @@ def _scalar(kind: str, v: Any, where: str) -> int | bool | str:
         return as_int(v, where, 0)
     if kind == "bool":
         if not isinstance(v, bool):
-            raise ValueError(f"{where} must be a boolean, got {v!r}")
+            raise ValueError(f"{where} must be a boolean, got {shown(v)}")
         return v
     s = as_str(v, where)
     if kind == "version" and not semver_ok(s):

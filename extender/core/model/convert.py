@@ -300,7 +300,8 @@ def _build_node(obj: Mapping[str, Any], _ident: str) -> types.NodeInfo:
         )
     unschedulable = spec.get("unschedulable")
     if unschedulable is not None and not isinstance(unschedulable, bool):
-        raise ValueError(f"spec.unschedulable must be a boolean, got {unschedulable!r}")
+        raise ValueError(f"spec.unschedulable must be a boolean, got "
+                         f"{fields.shown(unschedulable)}")
     annotations = fields.as_str_map(meta.get("annotations"), "metadata.annotations")
     return types.NodeInfo(
         name=name,

@@ -124,7 +124,7 @@ def _build(obj: Mapping[str, Any], _ident: str) -> RequestInfo:
         templates.append(fields.as_str(ref.get("name"), f"{w}.name"))
         n = pod_set.get("count", 0)
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-            raise ValueError(f"spec.podSets[{i}].count is not a count: {n!r}")
+            raise ValueError(f"spec.podSets[{i}].count is not a count: {fields.shown(n)}")
         count += n
     waiting = ""
     if st in (PENDING, ACCEPTED) and not_yet:

@@ -27,6 +27,8 @@ import re
 from fractions import Fraction
 from functools import lru_cache
 
+from extender.core.model.fields import shown
+
 __all__ = ["INT64_MAX", "SATURATED", "SATURATED_VALUE", "parse_quantity", "shorten"]
 
 INT64_MAX = (1 << 63) - 1
@@ -65,8 +67,9 @@ _MEMO_MAX_CHARS = 64
 
 
 def shorten(text: object, limit: int = 40) -> str:
-    """The text for an error message: a 10 MB quantity must not become a 10 MB log line."""
-    s = text if isinstance(text, str) else repr(text)
+    """The text for an error message: a 10 MB quantity must not become a 10 MB log line,
+    nor a list nested 1,000 deep a RecursionError (`fields.shown`)."""
+    s = text if isinstance(text, str) else shown(text)
     if len(s) <= limit:
         return s
     return f"{s[:limit - 8]}...({len(s)} characters)"
