@@ -92,6 +92,10 @@ class Condition:
         }
 
 
+def _text(v: Any) -> str:
+    return v if isinstance(v, str) else ""
+
+
 @dataclass(frozen=True, slots=True)
 class Previous:
     """What the PodGroup's status says now (as written last, or as read from the API)."""
@@ -104,7 +108,10 @@ class Previous:
 
     @staticmethod
     def from_k8s(status: Any) -> Previous:
-        """Tolerant: a status someone else wrote may be partial or odd."""
+        """Tolerant: a status someone else wrote may be partial or odd. A field that is
+        not a string reads as absent (`str()` of a list nested 1,000 deep, which the
+        API lets anyone with write access to the status put there, raised
+        RecursionError)."""
         if not isinstance(status, Mapping):
             return Previous()
         conds: dict[str, tuple[str, str]] = {}
@@ -112,8 +119,8 @@ class Previous:
         if isinstance(raw, list):
             for c in raw:
                 if isinstance(c, Mapping) and isinstance(c.get("type"), str):
-                    conds[c["type"]] = (str(c.get("status", "")),
-                                        str(c.get("lastTransitionTime", "")))
+                    conds[c["type"]] = (_text(c.get("status")),
+                                        _text(c.get("lastTransitionTime")))
 
         def text(name: str) -> str:
             v = status.get(name)

@@ -266,3 +266,18 @@ def test_a_megabyte_string_is_cut_in_the_message() -> None:
     with pytest.raises(ValueError) as e:
         group_from_k8s(obj)
     assert len(str(e.value)) < 200 and "spec.minMember must be an integer, got '777" in str(e.value)
+
+
+def test_every_field_of_a_group_status_deleted_or_replaced_is_read_leniently() -> None:
+    for path, changed in every_replacement(PODGROUP["status"]):
+        try:
+            Previous.from_k8s(changed)
+        except Exception as e:
+            raise AssertionError(f"status at {path}: {type(e).__name__}: {e}") from e
+
+
+def test_a_deep_condition_status_reads_as_absent() -> None:
+    """`str()` of it raised RecursionError in the status writer's step, which dropped
+    the status of every other gang computed in that round."""
+    cond = {"type": "Scheduled", "status": _DEEP_JSON, "lastTransitionTime": _DEEP_JSON}
+    assert Previous.from_k8s({"conditions": [cond]}).conditions == {"Scheduled": ("", "")}
