@@ -129,7 +129,8 @@ def wire(args: argparse.Namespace, config: Config) -> Parts:
     # the core, whose new actions the dispatcher drains.
     wakeups = Wakeups(reads, kube, clock, on_wake=metrics.wakeups.inc,
                       loop_errors=LoopErrors("wake", loop_error))
-    evictions = Evictions(kube, on_result=lambda r: metrics.evictions.labels(r).inc())
+    evictions = Evictions(kube, on_result=lambda r: metrics.evictions.labels(r).inc(),
+                          active=lambda: leader.active)
     provisioner = Provisioner(manager, kube, recorder,
                               on_result=lambda r: metrics.provisioning.labels(r).inc(),
                               clock=clock)

@@ -13,6 +13,12 @@ error or a 5xx a few times, quickly), and every answer goes straight back to the
 manager (through the `answer` the dispatcher passes with the action): a refusal there
 means choosing other victims or waiting, which only the core can decide, not retrying
 here for minutes.
+
+Only the leader evicts (extender/kube/leader.py): the dispatcher hands nothing over on
+standby, and each try, a retry seconds later included, asks `active` first. A replica
+that lost its lease keeps running for a few seconds before it exits; an eviction it
+decided before may be wrong by then (the new leader may have placed the gang again, or
+chosen other victims), so it is dropped, and a victim's is answered as refused.
 """
 
 from __future__ import annotations
@@ -34,6 +40,14 @@ log = logging.getLogger("gang-extender")
 Answer = Callable[[str, str | None], None]
 
 
+def _always() -> bool:
+    return True
+
+
+# Why an eviction decided while leading is not sent once the lease is lost.
+NOT_LEADING = "not sent: this replica no longer holds the lease"
+
+
 class EvictionApi(Protocol):
     async def evict(self, namespace: str, name: str, uid: str) -> None: ...
 
@@ -53,10 +67,13 @@ class Evictions:
         kube: EvictionApi,
         config: EvictionConfig | None = None,
         on_result: Callable[[str], None] | None = None,
+        active: Callable[[], bool] = _always,
     ) -> None:
         self.kube = kube
         self.config = config or EvictionConfig()
         self.on_result = on_result  # "evicted", "gone", "refused", "error"
+        # Whether this replica leads now (`Leadership.active`): asked before every try.
+        self.active = active
         self._tasks: set[asyncio.Task[None]] = set()
 
     def add(self, action: EvictPods, answer: Answer | None = None) -> None:
@@ -82,6 +99,9 @@ class Evictions:
     async def _evict(self, pod: PodRef, gang: str) -> None:
         delay = self.config.first_delay
         for attempt in range(1, self.config.attempts + 1):
+            if not self.active():
+                log.warning("eviction of pod %s (gang %s) %s", pod.key, gang, NOT_LEADING)
+                return
             try:
                 await self.kube.evict(pod.namespace, pod.name, pod.uid)
             except ApiError as exc:
@@ -113,6 +133,11 @@ class Evictions:
         error = "no attempt allowed (preemption_attempts is 0)"
         delay = self.config.preemption_delay
         for attempt in range(1, self.config.preemption_attempts + 1):
+            if not self.active():
+                log.warning("eviction of pod %s (%s) for %s %s", pod.key, unit, preemptor,
+                            NOT_LEADING)
+                _tell(answer, pod.uid, NOT_LEADING)
+                return
             try:
                 await self.kube.evict(pod.namespace, pod.name, pod.uid)
             except ApiError as exc:

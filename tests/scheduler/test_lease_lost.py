@@ -1,0 +1,74 @@
+"""Between the loss of the lease and the exit (extender/serve.py waits up to
+`LOST_BINDINGS_GRACE_SECONDS` for the Bindings in flight, then closes the servers), every
+background writer still runs. What it queued or was about to retry while this replica
+led must not be sent then: the new leader may already be deciding otherwise. Each test
+loses the lease with a write queued or due for a retry, and counts what reaches the API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from extender.core.model.vocabulary import EvictPods, PodRef
+from extender.kube.client import ApiError
+from extender.scheduler.evictions import NOT_LEADING, EvictionConfig, Evictions
+from tests.scheduler.fakes import ScriptedKube
+
+
+class Lease:
+    """Whether this replica leads: `active` for the writers, `lose()` to step down."""
+
+    def __init__(self) -> None:
+        self.held = True
+
+    def active(self) -> bool:
+        return self.held
+
+    def lose(self) -> None:
+        self.held = False
+
+
+class LosesOnFirstCall(ScriptedKube):
+    """Answers each eviction with the next scripted outcome, and the lease is lost while
+    the first is on its way."""
+
+    def __init__(self, outcomes: list[BaseException | None], lease: Lease) -> None:
+        super().__init__(outcomes)
+        self.lease = lease
+
+    async def evict(self, namespace: str, name: str, uid: str) -> None:
+        self.lease.lose()
+        await super().evict(namespace, name, uid)
+
+
+def test_an_eviction_refused_by_a_budget_is_not_tried_again_once_the_lease_is_lost() -> None:
+    lease = Lease()
+    kube = LosesOnFirstCall([ApiError(429, "TooManyRequests", "budget")] * 3, lease)
+    results: list[str] = []
+    evictions = Evictions(kube, EvictionConfig(attempts=3, first_delay=0.001),
+                          results.append, active=lease.active)
+
+    async def go() -> None:
+        evictions.add(EvictPods("ns/g", (PodRef("ns", "g-0", "u0"),), "partial"))
+        await evictions.idle()
+
+    asyncio.run(go())
+    assert kube.calls == [("evict", "g-0")]
+    assert results == []  # neither evicted nor refused: not tried
+
+
+def test_a_victim_is_not_tried_again_once_the_lease_is_lost_and_the_core_hears_why() -> None:
+    lease = Lease()
+    kube = LosesOnFirstCall([ApiError(503, "ServiceUnavailable", "restarting")] * 3, lease)
+    answers: list[tuple[str, str | None]] = []
+    evictions = Evictions(kube, EvictionConfig(preemption_delay=0.001), active=lease.active)
+
+    async def go() -> None:
+        evictions.add(EvictPods("ns/low", (PodRef("ns", "low-0", "u0"),), "preempted",
+                                preemptor="ns/high"),
+                      lambda uid, error: answers.append((uid, error)))
+        await evictions.idle()
+
+    asyncio.run(go())
+    assert kube.calls == [("evict", "low-0")]
+    assert answers == [("u0", NOT_LEADING)]
