@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -16,16 +17,35 @@ from extender.core.manager import GangManager
 from extender.core.model.config import Config
 from extender.core.model.convert import pod_from_k8s
 from extender.core.model.types import GroupInfo
+from extender.core.model.vocabulary import (
+    Action,
+    DeleteRequest,
+    EvictPods,
+    PodRef,
+    ProtectNode,
+    ProvisioningAction,
+    WakePods,
+)
 from extender.core.wiring import Core
 from extender.kube.leader import Leadership
 from extender.kube.recorder import EventRecorder, ObjectRef
 from extender.reporting.metrics import GaugeSources, Metrics
 from extender.reporting.status import StatusConfig, StatusWriter
 from extender.scheduler.dispatch import DispatchConfig, Dispatcher, Gates, Outlets
+from extender.scheduler.evictions import Answer, Evictions
 from extender.scheduler.http import create_app, with_fast_verbs
+from extender.scheduler.provisioner import Provisioner
 from extender.scheduler.wakeups import Wakeups
 from tests.kube.leases import lease
-from tests.scheduler.fakes import RecordingKube, add_gang, leadership, member, sampled, standby
+from tests.scheduler.fakes import (
+    RecordingKube,
+    ScriptedKube,
+    add_gang,
+    leadership,
+    member,
+    sampled,
+    standby,
+)
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["fast-verbs", "fastapi-routes"])
@@ -290,3 +310,55 @@ def test_a_standby_never_commits_a_gang_directly() -> None:
         ticking.cancel()
 
     asyncio.run(go())
+
+
+class Scripted(GangManager):
+    """A gang manager whose next actions are given: which actions the core asks for is
+    tested in tests/core; here, only where the dispatcher sends them."""
+
+    def __init__(self, actions: list[Action]) -> None:
+        super().__init__(Core.wire())
+        self.actions = actions
+
+    def take_actions(self) -> list[Action]:
+        out, self.actions = self.actions, []
+        return out
+
+
+@pytest.mark.parametrize("holder", ["me_1", "other_1"], ids=["active", "standby"])
+def test_a_standby_hands_no_eviction_wakeup_or_provisioning_action_to_its_writer(
+        holder: str) -> None:
+    """The dispatcher's routes are the gate of the writers fed by the core's actions:
+    on standby (a watch event on a replica that never led, or one that lost its lease)
+    nothing reaches them, so nothing is queued to be sent later. The active replica is
+    the control."""
+    pod = PodRef("ns", "p-0", "u0")
+    actions: list[Action] = [
+        EvictPods("ns/p", (pod,), "partial"), WakePods("gang complete", (pod,)),
+        DeleteRequest("ns", "p-capacity", (), "gang deleted", "uid-r", "ns/p"),
+        ProtectNode("n0", True, "ns/p")]
+    handed: list[object] = []
+
+    class Evicting(Evictions):
+        def add(self, action: EvictPods, answer: Answer | None = None) -> None:
+            handed.append(action)
+
+    class Waking(Wakeups):
+        def add(self, action: WakePods) -> None:
+            handed.append(action)
+
+    class Provisioning(Provisioner):
+        def add(self, action: ProvisioningAction,
+                changed: Callable[[], None] = lambda: None) -> None:
+            handed.append(action)
+
+    async def go() -> None:
+        manager = Scripted(list(actions))
+        outlets = Outlets(evictions=Evicting(ScriptedKube([])),
+                          wakeups=Waking(manager.reads, None, time.time),
+                          provisioner=Provisioning(manager, None))
+        Dispatcher(manager, None, outlets=outlets,
+                   gates=Gates(leader=leadership(holder))).drain()
+
+    asyncio.run(go())
+    assert handed == (actions if holder == "me_1" else [])
