@@ -212,7 +212,7 @@ async def serve(args: argparse.Namespace, config: Config) -> int:
     tasks = [
         asyncio.create_task(parts.informer.run(), name="informer"),
         asyncio.create_task(dispatcher.tick_loop(), name="tick"),
-        asyncio.create_task(parts.wakeups.run(), name="wake"),
+        asyncio.create_task(parts.wakeups.run(lambda: leader.active), name="wake"),
         asyncio.create_task(parts.provisioner.run(), name="provisioning"),
         asyncio.create_task(parts.status.run(lambda: leader.active and synced.is_set()),
                             name="podgroup-status"),

@@ -1,6 +1,11 @@
 """Wake-ups: a merge patch of an annotation on pods kube-scheduler parked, so it retries
 them now instead of after its 5-minute flush (architecture.md §6), rate-limited (field lesson:
-over-eager wake-ups flood the API and the logs)."""
+over-eager wake-ups flood the API and the logs).
+
+Only the leader wakes pods (extender/kube/leader.py): the dispatcher queues none on
+standby, and the sender asks `active` before each patch. A replica that lost its lease
+runs a few seconds more before it exits; the pods still queued then (the rate limit
+spreads a big gang's over seconds) are the new leader's to wake, so they are dropped."""
 
 from __future__ import annotations
 
@@ -59,14 +64,20 @@ class Wakeups:
             self._queue[pod] = action.reason
         self._signal.set()
 
-    async def run(self) -> None:
-        """Wake the queued pods, rate-limited. A pod whose turn raises is reported and
+    async def run(self, active: Callable[[], bool] = lambda: True) -> None:
+        """Wake the queued pods, rate-limited, while `active` (`Leadership.active`): once
+        it is not, what is queued is dropped. A pod whose turn raises is reported and
         dropped (supervise.LoopErrors); the loop goes on with the next."""
         interval = 1.0 / self.config.rate
         while True:
             await self._signal.wait()
             self._signal.clear()
             while self._queue:
+                if not active():
+                    log.info("%d wake-up(s) dropped: this replica no longer holds the lease",
+                             len(self._queue))
+                    self._queue.clear()
+                    break
                 pod, reason = next(iter(self._queue.items()))
                 del self._queue[pod]
                 try:

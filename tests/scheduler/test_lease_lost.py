@@ -8,10 +8,14 @@ loses the lease with a write queued or due for a retry, and counts what reaches 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
-from extender.core.model.vocabulary import EvictPods, PodRef
+from extender.core.manager import GangManager
+from extender.core.model.types import PodInfo
+from extender.core.model.vocabulary import EvictPods, PodRef, WakePods
 from extender.kube.client import ApiError
 from extender.scheduler.evictions import NOT_LEADING, EvictionConfig, Evictions
+from extender.scheduler.wakeups import WakeConfig, Wakeups
 from tests.scheduler.fakes import ScriptedKube
 
 
@@ -72,3 +76,29 @@ def test_a_victim_is_not_tried_again_once_the_lease_is_lost_and_the_core_hears_w
     asyncio.run(go())
     assert kube.calls == [("evict", "low-0")]
     assert answers == [("u0", NOT_LEADING)]
+
+
+def test_wakeups_queued_behind_the_rate_limit_are_dropped_once_the_lease_is_lost() -> None:
+    lease = Lease()
+    manager = GangManager()
+    pods = [PodRef("ns", f"p-{i}", f"u{i}") for i in range(3)]
+    for p in pods:  # pending: each may still be woken
+        manager.on_pod(PodInfo(p.uid, p.namespace, p.name, {"cpu": 100},
+                               scheduler_name="gang-scheduler"), 0.0)
+    patched: list[str] = []
+
+    class Patches:
+        async def merge_patch(self, path: str, patch: dict[str, Any]) -> None:
+            patched.append(path)
+            lease.lose()  # while the first patch is on its way
+
+    wakeups = Wakeups(manager.reads, Patches(), lambda: 100.0, WakeConfig(rate=1000.0))
+
+    async def go() -> None:
+        wakeups.add(WakePods("gang complete", tuple(pods)))
+        sender = asyncio.create_task(wakeups.run(lease.active))
+        await asyncio.sleep(0.1)
+        sender.cancel()
+
+    asyncio.run(go())
+    assert patched == ["/api/v1/namespaces/ns/pods/p-0"]
