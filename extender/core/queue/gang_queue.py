@@ -494,6 +494,11 @@ class GangQueue:
         group = self._cache.groups.get(res.gang)
         self._ledger.reservations.promote(res, now)
         if group is not None:
+            if group.parent:
+                # A composite's holds become reservations together: its wait is over, as
+                # when it is reserved without starving (`_composite`). Kept, it would
+                # make the composite starve at once the next time it waits.
+                self.starvation.placed(group.parent)
             self._announce(group, res, now, scheduling)
             return
         # A plain preemptor: kube-scheduler parked it (no node fitted), wake it.

@@ -163,3 +163,37 @@ def test_a_composite_whose_pods_went_to_another_scheduler_starts_its_wait_afresh
     assert all(AFTER <= a.waited <= AFTER + 0.5 for a in holds), [a.waited for a in holds]
     assert sim.now - back >= AFTER
     assert sim.overcommits == []
+
+
+def composite_holds(sim: SimScheduler) -> list[GangHeld]:
+    """The holds made for the composite's children so far (not the small gangs')."""
+    return [a for a in sim.actions
+            if isinstance(a, GangHeld) and a.group.key in ("ns/leader", "ns/workers")]
+
+
+def test_a_composite_placed_by_its_hold_waits_afresh_when_it_waits_again() -> None:
+    """The composite starved, its holds became reservations and its children were bound:
+    its wait is over, as when it is reserved without starving. Then its pods are
+    replaced, the leader's first (a small gang takes its node meanwhile), then the
+    workers': it waits again behind the small gangs, and its new hold comes
+    --starvation-after later, not at once on the wait that ended when it was placed."""
+    sim, driver, kids = starving_composite()
+    driver.run_until(lambda: all(driver.gang_bound_at(k) is not None for k in kids), 10)
+    assert all(driver.gang_bound_at(k) is not None for k in kids)
+    assert sim.manager.reads.waiting_since(COMPOSITE.key) is None
+    for job in kids:
+        for uid in job.uids:
+            sim.delete(uid)
+        if job.name == "leader":
+            driver.run(0.3)  # the workers still run: the composite has pods all along
+        job.uids = [sim.add_pod(pod(f"{job.name}-again-{i}", job.name, cpu=job.cpu,
+                                    memory=1 << 20, creation=sim.now)).uid
+                    for i in range(job.members)]
+    again = sim.now
+    before = len(composite_holds(sim))
+    driver.run_until(lambda: len(composite_holds(sim)) > before, 3 * AFTER)
+    holds = composite_holds(sim)[before:]
+    assert sorted(a.group.key for a in holds) == ["ns/leader", "ns/workers"]
+    assert all(AFTER <= a.waited <= AFTER + 0.5 for a in holds), [a.waited for a in holds]
+    assert sim.now - again >= AFTER
+    assert sim.overcommits == []
