@@ -493,11 +493,16 @@ class StatusWriter:
             self.on_write("ok")
         return True
 
-    async def step(self) -> int:
+    async def step(self, active: Callable[[], bool] = lambda: True) -> int:
         """One round: scan, recompute, write what is due. Returns the writes made.
         The dirty groups are worked through `batch` at a time (a finished group costs
         about 100 µs), the event loop let run
-        in between: after a restart's list every group is dirty at once."""
+        in between: after a restart's list every group is dirty at once.
+
+        `active` (`Leadership.active`) is asked before each write: the writes are paced
+        (`max_writes_per_second`), so a round with a backlog lasts seconds, and once the
+        lease is lost the status is the new leader's to write. The round then ends, its
+        groups left dirty."""
         self._resync(self.clock())
         keys, self.dirty = list(self.dirty), set()
         written = tried = 0
@@ -511,6 +516,9 @@ class StatusWriter:
                     continue  # --podgroup-status off: computed, never written nor waited for
                 if tried:
                     await asyncio.sleep(gap)
+                if not active():
+                    self.dirty.update(keys)
+                    return written
                 tried += 1
                 if await self.write(group, doc):
                     written += 1
@@ -520,7 +528,7 @@ class StatusWriter:
         while True:
             try:
                 if active():
-                    await self.step()
+                    await self.step(active)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # never let the status loop die: logged, rate-limited

@@ -8,12 +8,14 @@ loses the lease with a write queued or due for a retry, and counts what reaches 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from extender.core.manager import GangManager
-from extender.core.model.types import PodInfo
+from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.model.vocabulary import EvictPods, PodRef, WakePods
 from extender.kube.client import ApiError
+from extender.reporting.status import StatusConfig, StatusWriter
 from extender.scheduler.evictions import NOT_LEADING, EvictionConfig, Evictions
 from extender.scheduler.wakeups import WakeConfig, Wakeups
 from tests.scheduler.fakes import ScriptedKube
@@ -102,3 +104,33 @@ def test_wakeups_queued_behind_the_rate_limit_are_dropped_once_the_lease_is_lost
 
     asyncio.run(go())
     assert patched == ["/api/v1/namespaces/ns/pods/p-0"]
+
+
+def test_status_writes_paced_in_a_round_stop_once_the_lease_is_lost() -> None:
+    """A round with a backlog (three PodGroups' statuses due at once) paces its writes;
+    the lease is lost while the first is on its way, and the others are not written."""
+    lease = Lease()
+    manager = GangManager()
+    now = time.time()
+    patched: list[str] = []
+
+    class Patches:
+        async def merge_patch(self, path: str, patch: dict[str, Any]) -> None:
+            patched.append(path)
+            lease.lose()
+
+    writer = StatusWriter(manager.reads, Patches(),
+                          config=StatusConfig(settle=0, max_writes_per_second=1000.0))
+    for name in ("a", "b", "c"):
+        manager.on_group(GroupInfo("ns", name, 2, uid=f"uid-{name}", creation=now - 60), now)
+        writer.observe_group({"metadata": {"namespace": "ns", "name": name,
+                                           "uid": f"uid-{name}"}})
+
+    async def go() -> None:
+        loop = asyncio.create_task(writer.run(lease.active))
+        await asyncio.sleep(0.2)
+        loop.cancel()
+
+    asyncio.run(go())
+    assert len(patched) == 1
+    assert writer.dirty == {"ns/a", "ns/b", "ns/c"}  # left for a leader's round
