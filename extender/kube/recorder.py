@@ -6,7 +6,11 @@ for the same object and reason within `window` seconds updates the existing Even
 (count, lastTimestamp, latest message) instead of creating a new one, so a gang that
 waits or times out again and again shows one line "x7 over 3m" in `kubectl describe`,
 not a flood. Which transition becomes which Event is `extender.reporting.events`.
-On standby (`active` false) nothing is queued, so nothing is posted later either.
+On standby (`active` false) nothing is queued, so nothing is posted later either; and
+the sender asks `active` before each call, so what a replica queued while it led is
+dropped once it has lost the lease (it runs a few seconds more before it exits): the
+status and the Events are the new leader's from then on, and an Event sent now would
+interleave with its own about the same gangs.
 
 Events recorded as `background` (one `Scheduled` per pod the direct commit binds) wait in
 a lane of their own, sent only while nothing else is queued: a 1,000-pod gang's commit
@@ -184,7 +188,24 @@ class EventRecorder:
         while self._pending or self._background:
             await self._send_one()
 
+    def _leading(self) -> bool:
+        """Whether this replica may post now; when it may not, everything queued is
+        dropped (counted), as nothing queued will ever be due again."""
+        if self.active is None or self.active():
+            return True
+        queued = len(self._pending) + len(self._background)
+        self._pending.clear()
+        self._background.clear()
+        for _ in range(queued):
+            self._drop()
+        if queued:
+            log.info("%d queued Event(s) dropped: this replica no longer holds the lease",
+                     queued)
+        return False
+
     async def _send_one(self) -> None:
+        if not self._leading():
+            return
         lane = self._pending or self._background
         key = next(iter(lane))
         ev = lane.pop(key)
@@ -240,6 +261,9 @@ class EventRecorder:
                 if exc.status != 404:
                     raise
                 del self._sent[key]  # the Event expired (TTL): create a new one
+                if not self._leading():  # lost while the patch was on its way
+                    self._drop()
+                    return
         body = {
             "apiVersion": "v1",
             "kind": "Event",

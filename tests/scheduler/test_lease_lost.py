@@ -15,6 +15,7 @@ from extender.core.manager import GangManager
 from extender.core.model.types import GroupInfo, PodInfo
 from extender.core.model.vocabulary import EvictPods, PodRef, WakePods
 from extender.kube.client import ApiError
+from extender.kube.recorder import EventRecorder, ObjectRef, RecorderLimits
 from extender.reporting.status import StatusConfig, StatusWriter
 from extender.scheduler.evictions import NOT_LEADING, EvictionConfig, Evictions
 from extender.scheduler.wakeups import WakeConfig, Wakeups
@@ -134,3 +135,68 @@ def test_status_writes_paced_in_a_round_stop_once_the_lease_is_lost() -> None:
     asyncio.run(go())
     assert len(patched) == 1
     assert writer.dirty == {"ns/a", "ns/b", "ns/c"}  # left for a leader's round
+
+
+class Events:
+    """The Event API: creates named e1, e2, ...; every patch answers 404 (the Event's TTL
+    ran out). The lease is lost on the first call of kind `losing` (create or patch)."""
+
+    def __init__(self, lease: Lease, losing: str) -> None:
+        self.lease = lease
+        self.losing = losing
+        self.calls: list[str] = []
+
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(f"create {body['message']}")
+        if self.losing == "create":
+            self.lease.lose()
+        return {"metadata": {"name": f"e{len(self.calls)}"}}
+
+    async def merge_patch(self, path: str, patch: dict[str, Any]) -> None:
+        self.calls.append(f"patch {patch['message']}")
+        if self.losing == "patch":
+            self.lease.lose()
+        raise ApiError(404, "NotFound", "expired")
+
+
+def ref(name: str) -> ObjectRef:
+    return ObjectRef("Pod", "v1", "ns", name, f"uid-{name}")
+
+
+def test_events_queued_while_leading_are_dropped_once_the_lease_is_lost() -> None:
+    """A big commit queues a Scheduled Event per pod (sent at the recorder's rate, in a
+    background lane) and a warning: the lease is lost while the first is posted."""
+    lease = Lease()
+    api = Events(lease, "create")
+    recorder = EventRecorder(api, limits=RecorderLimits(rate=1000.0), active=lease.active)
+
+    async def go() -> None:
+        recorder.record(ref("a"), "GangTimedOut", "first", warning=True)
+        for name in ("b", "c"):
+            recorder.record(ref(name), "Scheduled", f"bound {name}", background=True)
+        sender = asyncio.create_task(recorder.run())
+        await asyncio.sleep(0.1)
+        sender.cancel()
+
+    asyncio.run(go())
+    assert api.calls == ["create first"]
+    assert recorder.debug()["pending"] == recorder.debug()["background"] == 0
+    assert recorder.stats.dropped == 2
+
+
+def test_an_expired_event_is_not_made_again_once_the_lease_is_lost() -> None:
+    """A repeat updates the Event sent before; when that Event is gone (404) a new one is
+    made, unless the lease was lost while the update was on its way."""
+    lease = Lease()
+    api = Events(lease, "patch")
+    recorder = EventRecorder(api, active=lease.active)
+
+    async def go() -> None:
+        recorder.record(ref("a"), "GangWaiting", "first")
+        await recorder.flush()
+        recorder.record(ref("a"), "GangWaiting", "again")
+        await recorder.flush()
+
+    asyncio.run(go())
+    assert api.calls == ["create first", "patch again"]
+    assert recorder.stats.dropped == 1
