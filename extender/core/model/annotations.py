@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from extender.core.model.fields import shown
 from extender.core.model.types import TOPOLOGY_PREFERRED, TOPOLOGY_REQUIRED
 
 # Kubernetes' qualified name (validation.IsQualifiedName): an optional DNS-1123
@@ -63,7 +64,7 @@ def topology_of(annotations: Mapping[str, str]) -> tuple[str, tuple[str, ...], s
             key = part.strip()
             problem = label_key_problem(key)
             if problem is not None:
-                what = f"key {key!r}: {problem}" if key else "an empty key"
+                what = f"key {shown(key)}: {problem}" if key else "an empty key"
                 return "", (), _bad(TOPOLOGY_PREFERRED, preferred, what)
             if key not in keys:
                 keys.append(key)
@@ -71,5 +72,5 @@ def topology_of(annotations: Mapping[str, str]) -> tuple[str, tuple[str, ...], s
 
 
 def _bad(annotation: str, value: str, problem: str) -> str:
-    return (f"annotation {annotation}: {value!r} is not a node label key ({problem}); "
+    return (f"annotation {annotation}: {shown(value)} is not a node label key ({problem}); "
             f"the gang is not placed until the annotation is fixed")

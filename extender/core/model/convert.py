@@ -38,7 +38,7 @@ def _requirement(v: Any, where: str, ops: frozenset[str]) -> types.Requirement:
     r = fields.as_obj(v, where)
     op = fields.as_str(r.get("operator"), f"{where}.operator")
     if op not in ops:
-        raise ValueError(f"{where}.operator: unknown operator {op!r}")
+        raise ValueError(f"{where}.operator: unknown operator {fields.shown(op)}")
     values = tuple(fields.as_str(x, f"{where}.values")
                    for x in fields.as_list(r.get("values"), f"{where}.values"))
     return types.Requirement(fields.as_str(r.get("key"), f"{where}.key"), op, values)

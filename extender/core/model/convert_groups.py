@@ -82,7 +82,7 @@ def _annotated_disruption_mode(annotations: Mapping[str, str]) -> str:
         return DISRUPT_SINGLE
     mode = raw.strip()
     if mode not in (DISRUPT_SINGLE, DISRUPT_ALL):
-        raise ValueError(f"metadata.annotations[{DISRUPTION_MODE}]: {raw!r} is not "
+        raise ValueError(f"metadata.annotations[{DISRUPTION_MODE}]: {fields.shown(raw)} is not "
                          f"{DISRUPT_SINGLE!r} or {DISRUPT_ALL!r}")
     return mode
 
@@ -219,7 +219,7 @@ def _workload_disruption_mode(raw: Any) -> str:
     if isinstance(raw, str):
         modes = {"Pod": DISRUPT_SINGLE, "PodGroup": DISRUPT_ALL}
         if raw not in modes:
-            raise ValueError(f"{w}: {raw!r} is not 'Pod' or 'PodGroup'")
+            raise ValueError(f"{w}: {fields.shown(raw)} is not 'Pod' or 'PodGroup'")
         return modes[raw]
     members = [k for k, v in fields.as_obj(raw, w).items() if v is not None]
     if members == [DISRUPT_ALL]:
@@ -243,7 +243,7 @@ def _workload_topology(keys: list[str]) -> tuple[str, str]:
                     f"fixed")
     problem = label_key_problem(keys[0])
     if problem is not None:
-        return "", (f"{w}[0].key: {keys[0]!r} is not a node label key ({problem}); the "
+        return "", (f"{w}[0].key: {fields.shown(keys[0])} is not a node label key ({problem}); the "
                     f"gang is not placed until it is fixed")
     return keys[0], ""
 
@@ -311,12 +311,13 @@ def _build_composite(obj: Mapping[str, Any], _ident: str) -> CompositeInfo:
         if problem is None:
             required = keys[0]
         else:
-            error = f"{w}[0].key: {keys[0]!r} is not a node label key ({problem})"
+            error = f"{w}[0].key: {fields.shown(keys[0])} is not a node label key ({problem})"
     outer = fields.as_str(spec.get("parentCompositePodGroupName"),
                           "spec.parentCompositePodGroupName")
     if outer:
-        error = (f"spec.parentCompositePodGroupName: {outer!r}: a CompositePodGroup inside "
-                 f"another is not supported by gang-extender (one level of composites only)")
+        error = (f"spec.parentCompositePodGroupName: {fields.shown(outer)}: a "
+                 f"CompositePodGroup inside another is not supported by gang-extender (one "
+                 f"level of composites only)")
     priority = spec.get("priority")
     return CompositeInfo(
         namespace=fields.as_str(meta.get("namespace"), "metadata.namespace", "default"),
@@ -380,7 +381,7 @@ def _preemption_policy(raw: Any) -> str:
     PriorityClass) is PreemptLowerPriority, as upstream defaults it."""
     value = fields.as_str(raw, "spec.preemptionPolicy") or PREEMPT_LOWER
     if value not in (PREEMPT_LOWER, PREEMPT_NEVER):
-        raise ValueError(f"spec.preemptionPolicy: {value!r} is not one of "
+        raise ValueError(f"spec.preemptionPolicy: {fields.shown(value)} is not one of "
                          f"{PREEMPT_NEVER!r}, {PREEMPT_LOWER!r}")
     return value
 
@@ -390,8 +391,8 @@ def _composite_disruption_mode(raw: Any) -> str:
     one-of object of a v1beta1 PodGroup's, `{"all": {}}` or `{"single": {}}`, never a
     string (v1alpha3 has no v1alpha2 spelling to carry)."""
     if isinstance(raw, str):
-        raise ValueError(f"spec.disruptionMode: {raw!r} is not an object with 'single' or "
-                         f"'all'")
+        raise ValueError(f"spec.disruptionMode: {fields.shown(raw)} is not an object with "
+                         f"'single' or 'all'")
     return _workload_disruption_mode(raw)
 
 

@@ -82,8 +82,8 @@ def _mode(annotations: Mapping[str, str]) -> str:
         return JOBSET_SET
     mode = raw.strip()
     if mode not in JOBSET_MODES:
-        raise ValueError(f"metadata.annotations[{JOBSET_GANG_ANNOTATION}]: {raw!r} is not "
-                         f"one of {', '.join(map(repr, JOBSET_MODES))}")
+        raise ValueError(f"metadata.annotations[{JOBSET_GANG_ANNOTATION}]: "
+                         f"{fields.shown(raw)} is not one of {', '.join(map(repr, JOBSET_MODES))}")
     return mode
 
 
@@ -105,7 +105,7 @@ def _template_split(template: Mapping[str, Any], w: str) -> str | None:
     if raw is None:
         return None
     if raw not in (JOBSET_PER_JOB, JOBSET_PER_RJOB):
-        raise ValueError(f"{where}[{JOBSET_GANG_ANNOTATION}]: {raw!r} is not "
+        raise ValueError(f"{where}[{JOBSET_GANG_ANNOTATION}]: {fields.shown(raw)} is not "
                          f"{JOBSET_PER_JOB!r} or {JOBSET_PER_RJOB!r}, the values a pod "
                          f"template takes; {JOBSET_SET!r} and {JOBSET_OFF!r} go on the "
                          f"JobSet's own metadata.annotations")
@@ -222,8 +222,9 @@ def _build_jobset(obj: Mapping[str, Any], _ident: str) -> list[GroupInfo]:
     for gang, _ in parts:
         if gang in seen:
             raise ValueError(f"{JOBSET_GANG_ANNOTATION}: two gangs of this JobSet would be "
-                             f"named {gang!r} (a replicated Job's name is another's split "
-                             f"per Job with its index): rename one, or split both alike")
+                             f"named {fields.shown(gang)} (a replicated Job's name is "
+                             f"another's split per Job with its index): rename one, or "
+                             f"split both alike")
         seen.add(gang)
     # "off": gangs of one, each pod placed alone. A gang of no pods at all is the same:
     # a quorum of 0 would let nothing count as short of it. The set's gang comes first,

@@ -34,6 +34,8 @@ __all__ = ["DEEP", "assert_named_or_value", "every_replacement", "hostile_settin
 # As deep as orjson decodes (it refuses 1,025 levels): what the informer and the HTTP
 # verbs can hand a converter.
 DEEP = 1000
+# A log line, not a copy of the object: values in messages are cut (`fields.shown`).
+MAX_MESSAGE = 2000
 
 
 def hostile_settings(examples: int = 200) -> settings:
@@ -195,3 +197,4 @@ def assert_named_or_value(convert: Callable[[Any], Any], obj: Any, kind: str) ->
         convert(obj)
     except ValueError as e:
         assert str(e).startswith(kind), f"the error does not name the {kind}: {e}"
+        assert len(str(e)) <= MAX_MESSAGE, f"a message of {len(str(e))} characters: {str(e)[:300]}"

@@ -281,3 +281,39 @@ def test_a_deep_condition_status_reads_as_absent() -> None:
     the status of every other gang computed in that round."""
     cond = {"type": "Scheduled", "status": _DEEP_JSON, "lastTransitionTime": _DEEP_JSON}
     assert Previous.from_k8s({"conditions": [cond]}).conditions == {"Scheduled": ("", "")}
+
+
+_LONG = "x" * (200 << 10)  # an annotation may hold 256 KiB
+
+
+@pytest.mark.parametrize(("case", "path"), [
+    ("pod", ("spec", "affinity", "podAntiAffinity",
+             "requiredDuringSchedulingIgnoredDuringExecution", 0, "labelSelector",
+             "matchExpressions", 0, "operator")),
+    ("podgroup", ("metadata", "annotations", DISRUPTION_MODE)),
+    ("workload-v1beta1", ("spec", "preemptionPolicy")),
+    ("workload-v1alpha2", ("spec", "disruptionMode")),
+    ("composite", ("spec", "disruptionMode")),
+    ("jobset-staged", ("metadata", "annotations", JOBSET_GANG_ANNOTATION)),
+])
+def test_a_long_value_is_cut_in_the_error(case: str, path: tuple[Any, ...]) -> None:
+    """The value was repeated whole: one such object made a 200 KiB log line each time
+    the informer skipped it."""
+    convert, kind, valid, _extra = CASES[case]
+    obj = copy.deepcopy(valid)
+    at: Any = obj
+    for step in path[:-1]:
+        at = at[step]
+    at[path[-1]] = _LONG
+    with pytest.raises(ValueError, match=f"^{kind} .*'x+\\.\\.\\.x+'") as e:
+        convert(obj)
+    assert len(str(e.value)) < 400
+
+
+@pytest.mark.parametrize("annotation", [TOPOLOGY_REQUIRED, TOPOLOGY_PREFERRED])
+def test_a_long_topology_annotation_is_cut_in_the_reason(annotation: str) -> None:
+    """Kept on the group and written to its status and Events, whole before."""
+    obj = copy.deepcopy(PODGROUP)
+    obj["metadata"]["annotations"][annotation] = _LONG
+    error = group_from_k8s(obj).topology_error
+    assert "'xxx" in error and len(error) < 400, error[:400]
