@@ -133,7 +133,7 @@ def wire(args: argparse.Namespace, config: Config) -> Parts:
                           active=lambda: leader.active)
     provisioner = Provisioner(manager, kube, recorder,
                               on_result=lambda r: metrics.provisioning.labels(r).inc(),
-                              clock=clock)
+                              clock=clock, active=lambda: leader.active)
 
     def bound_directly(pod: PodRef, node: str) -> None:
         # kube-scheduler posts a pod's Scheduled Event only when it binds the pod itself.

@@ -23,6 +23,15 @@ before it may be deleted).
 
 The watch of the requests (`PROVISIONING_REQUESTS`) is an optional kind: discovered,
 watched only while served, and the core is told whether it is (`served`).
+
+Only the leader writes (extender/kube/leader.py): the dispatcher hands nothing over on
+standby, and `active` is asked right before each write. A replica that lost its lease
+runs a few seconds more before it exits; the actions still queued then, and the rest of
+the one under way, are dropped: the new leader decides them again from what it sees.
+Even the clean-up of a create cut short is not sent: the new leader may already have
+adopted the PodTemplates it made (a 409, read back carrying our marker for the gang).
+Left behind, those are owned by the PodGroup and go with it, or are adopted or deleted
+by the new leader when it asks for that gang again.
 """
 
 from __future__ import annotations
@@ -76,6 +85,14 @@ class EventSink(Protocol):
 
 def _nothing() -> None:
     pass
+
+
+def _always() -> bool:
+    return True
+
+
+class _NotLeading(Exception):
+    """The lease is lost: no further write of this action is sent."""
 
 
 def _apply(manager: GangManager, obj: dict[str, Any], now: float) -> None:
@@ -155,12 +172,14 @@ class Provisioner:
     def __init__(self, manager: GangManager, kube: ProvisioningApi | None,
                  events: EventSink | None = None,
                  on_result: Callable[[str], None] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 active: Callable[[], bool] = _always) -> None:
         self.manager = manager
         self.kube = kube
         self.events = events
         self.on_result = on_result  # the outcome of each report, for the metric
         self.clock = clock
+        self.active = active  # whether this replica leads (`Leadership.active`)
         self._queue: asyncio.Queue[tuple[ProvisioningAction, Callable[[], None]]] = (
             asyncio.Queue())
 
@@ -191,6 +210,21 @@ class Provisioner:
                  changed: Callable[[], None] = _nothing) -> None:
         if self.kube is None:
             return
+        try:
+            await self._do(action, changed)
+        except _NotLeading:
+            log.warning("provisioning action %s not carried out (further): this replica no "
+                        "longer holds the lease", action)
+
+    def _lead(self) -> None:
+        """Asked before each write, with no await between: at the start of an action
+        (its first write, when it makes no read before), and before each later one."""
+        if not self.active():
+            raise _NotLeading
+
+    async def _do(self, action: ProvisioningAction, changed: Callable[[], None]) -> None:
+        assert self.kube is not None
+        self._lead()
         if isinstance(action, CreateRequest):
             error = await self._create(action)
             if error is not None:
@@ -230,9 +264,11 @@ class Provisioner:
             error = str(exc)
         if error is not None:
             for path, uid in made:  # PodTemplates only: the request is made last
+                self._lead()
                 await self._quiet(self.kube.delete(path, uid=uid), ok=(404, 409))
             return error
         for ref in action.annotate:
+            self._lead()
             await self._quiet(self.kube.merge_patch(
                 f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}",
                 {"metadata": {"annotations": {CONSUME_ANNOTATION: action.name,
@@ -254,6 +290,7 @@ class Provisioner:
         name, ns = str(meta["name"]), str(meta["namespace"])
         path = f"{collection}/{name}"
         try:
+            self._lead()
             created = await self.kube.create(collection, body)
         except ApiError as exc:
             if exc.status != 409:
@@ -280,7 +317,7 @@ class Provisioner:
         if not action.uid:  # never by name alone (the core sends none such)
             log.warning("ProvisioningRequest %s/%s not deleted: no uid seen", ns, action.name)
             return
-        try:
+        try:  # asked in `_do` just before, with no await between
             await self.kube.delete(f"{API_PATH}/namespaces/{ns}/{RESOURCE}/{action.name}",
                                    uid=action.uid)
         except ApiError as exc:
@@ -305,6 +342,7 @@ class Provisioner:
                 log.warning("PodTemplate %s/%s left alone: not the extender's for gang %s",
                             ns, name, action.gang)
                 continue
+            self._lead()
             await self._quiet(self.kube.delete(path, uid=uid), ok=(404, 409))
         log.info("ProvisioningRequest %s/%s deleted: %s", ns, action.name, action.reason)
 

@@ -11,13 +11,27 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
+
 from extender.core.manager import GangManager
+from extender.core.model.provisioning_request import ATOMIC_CLASS, GANG_ANNOTATION
 from extender.core.model.types import GroupInfo, PodInfo
-from extender.core.model.vocabulary import EvictPods, PodRef, WakePods
+from extender.core.model.vocabulary import (
+    CreateRequest,
+    DeleteRequest,
+    EvictPods,
+    GroupRef,
+    PodRef,
+    PodSet,
+    ProtectNode,
+    ProvisioningAction,
+    WakePods,
+)
 from extender.kube.client import ApiError
 from extender.kube.recorder import EventRecorder, ObjectRef, RecorderLimits
 from extender.reporting.status import StatusConfig, StatusWriter
 from extender.scheduler.evictions import NOT_LEADING, EvictionConfig, Evictions
+from extender.scheduler.provisioner import Provisioner
 from extender.scheduler.wakeups import WakeConfig, Wakeups
 from tests.scheduler.fakes import ScriptedKube
 
@@ -200,3 +214,88 @@ def test_an_expired_event_is_not_made_again_once_the_lease_is_lost() -> None:
     asyncio.run(go())
     assert api.calls == ["create first", "patch again"]
     assert recorder.stats.dropped == 1
+
+
+class Provisioning:
+    """The API server's side for the provisioner: members and our objects are there
+    (read back carrying our marker for the gang); each write is recorded and the lease
+    lost with the `losing`-th; a create of the ProvisioningRequest is answered 403 when
+    `refused`."""
+
+    def __init__(self, lease: Lease, losing: int, refused: bool = False) -> None:
+        self.lease = lease
+        self.losing = losing
+        self.refused = refused
+        self.writes: list[str] = []
+
+    def _write(self, verb: str, path: str) -> None:
+        self.writes.append(f"{verb} {path.rsplit('/', 1)[1]}")
+        if len(self.writes) == self.losing:
+            self.lease.lose()
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return {"metadata": {"name": name}, "spec": {}}
+
+    async def get(self, path: str) -> dict[str, Any] | None:
+        return {"metadata": {"uid": "uid-t", "annotations": {GANG_ANNOTATION: "ns/train"}}}
+
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        name = body["metadata"]["name"]
+        self._write("create", f"{path}/{name}")
+        if self.refused and body["kind"] == "ProvisioningRequest":
+            raise ApiError(403, "Forbidden", "no")
+        return {"metadata": {"name": name, "uid": f"uid-{name}"}}
+
+    async def delete(self, path: str, uid: str = "") -> None:
+        self._write("delete", path)
+
+    async def merge_patch(self, path: str, patch: dict[str, Any]) -> None:
+        self._write("patch", path)
+
+
+TRAIN = [PodRef("ns", "train-0", "u0"), PodRef("ns", "train-3", "u3")]
+CREATE = CreateRequest(GroupRef("ns", "train", "uid-train"), "ns/train", "cap",
+                       ATOMIC_CLASS, (PodSet(TRAIN[0], 3), PodSet(TRAIN[1], 1)),
+                       tuple(TRAIN))
+# Each action, whether its request's create is refused, and every write it makes when
+# the lease holds throughout.
+SCENARIOS: list[tuple[str, ProvisioningAction, bool, list[str]]] = [
+    ("create", CREATE, False,
+     ["create cap-0", "create cap-1", "create cap", "patch train-0", "patch train-3"]),
+    ("create-refused", CREATE, True,  # then the PodTemplates it made are deleted again
+     ["create cap-0", "create cap-1", "create cap", "delete cap-0", "delete cap-1"]),
+    ("delete", DeleteRequest("ns", "cap", ("cap-0", "cap-1"), "gang deleted", "uid-cap",
+                             "ns/train"),
+     False, ["delete cap", "delete cap-0", "delete cap-1"]),
+]
+
+
+@pytest.mark.parametrize(("action", "refused", "writes", "losing"), [
+    pytest.param(action, refused, writes, losing, id=f"{name}-lost-at-{losing}")
+    for name, action, refused, writes in SCENARIOS for losing in range(1, len(writes) + 1)])
+def test_a_provisioning_action_under_way_sends_no_write_once_the_lease_is_lost(
+        action: ProvisioningAction, refused: bool, writes: list[str], losing: int) -> None:
+    lease = Lease()
+    kube = Provisioning(lease, losing, refused)
+    provisioner = Provisioner(GangManager(), kube, clock=lambda: 0.0, active=lease.active)
+    asyncio.run(provisioner.do(action))
+    assert kube.writes == writes[:losing]
+
+
+def test_provisioning_actions_queued_while_leading_are_dropped_once_the_lease_is_lost(
+        ) -> None:
+    """Scale-down protection of two nodes, queued together: the lease is lost while the
+    first node's annotation is on its way."""
+    lease = Lease()
+    kube = Provisioning(lease, losing=1)
+    provisioner = Provisioner(GangManager(), kube, clock=lambda: 0.0, active=lease.active)
+
+    async def go() -> None:
+        for node in ("n0", "n1"):
+            provisioner.add(ProtectNode(node, True, "ns/train"))
+        worker = asyncio.create_task(provisioner.run())
+        await asyncio.sleep(0.1)
+        worker.cancel()
+
+    asyncio.run(go())
+    assert kube.writes == ["patch n0"]
