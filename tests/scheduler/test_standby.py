@@ -278,7 +278,8 @@ def test_a_standby_never_commits_a_gang_directly() -> None:
     """The direct commit binds without a bind request, so only the holding back of the
     tick and of every Binding keeps a standby from committing: a complete gang is never
     reserved there (no tick, no pass), and a commit a watch event sets off after the
-    loss posts nothing."""
+    loss posts nothing: its Bindings are refused when the core asks for them, not handed
+    to the poster (whose own gate would refuse them too, but counted as failed POSTs)."""
     base, manager = sampled(Config(direct_commit=True))
     now = time.time()
     manager.on_group(GroupInfo("default", "mixed", 3, uid="g2"), now)
@@ -290,7 +291,9 @@ def test_a_standby_never_commits_a_gang_directly() -> None:
 
     async def go() -> None:
         leader = leadership("me_1")
+        posts: list[str | None] = []  # the outcome of each Binding POST (the metric's)
         dispatcher = Dispatcher(manager, kube, config=DispatchConfig(tick_interval=0.02),
+                                outlets=Outlets(on_binding=posts.append),
                                 gates=Gates(leader=leader))
         # Active: a filter call reserves "mixed", which waits for its PVC member.
         await dispatcher.filter(pod_from_k8s(mixed[0]), base["NodeNames"])
@@ -306,7 +309,8 @@ def test_a_standby_never_commits_a_gang_directly() -> None:
         manager.on_group(GroupInfo("default", "mixed", 2, uid="g2"), time.time())
         dispatcher.cache_changed()
         await dispatcher.idle()
-        assert kube.bindings == []
+        assert kube.bindings == [] and posts == []
+        assert not any(b.in_flight for b in manager.reads.binds_in_progress())
         ticking.cancel()
 
     asyncio.run(go())
