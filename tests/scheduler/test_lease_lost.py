@@ -15,7 +15,7 @@ import pytest
 
 from extender.core.manager import GangManager
 from extender.core.model.provisioning_request import ATOMIC_CLASS, GANG_ANNOTATION
-from extender.core.model.types import GroupInfo, PodInfo
+from extender.core.model.types import GroupInfo, NodeInfo, PodInfo
 from extender.core.model.vocabulary import (
     CreateRequest,
     DeleteRequest,
@@ -30,10 +30,12 @@ from extender.core.model.vocabulary import (
 from extender.kube.client import ApiError
 from extender.kube.recorder import EventRecorder, ObjectRef, RecorderLimits
 from extender.reporting.status import StatusConfig, StatusWriter
+from extender.scheduler.dispatch import DispatchConfig, Dispatcher, Gates
 from extender.scheduler.evictions import NOT_LEADING, EvictionConfig, Evictions
 from extender.scheduler.provisioner import Provisioner
 from extender.scheduler.wakeups import WakeConfig, Wakeups
-from tests.scheduler.fakes import ScriptedKube
+from tests.kube.leases import lease
+from tests.scheduler.fakes import ScriptedKube, leadership
 
 
 class Lease:
@@ -299,3 +301,44 @@ def test_provisioning_actions_queued_while_leading_are_dropped_once_the_lease_is
 
     asyncio.run(go())
     assert kube.writes == ["patch n0"]
+
+
+def plain_pods(names: list[str]) -> GangManager:
+    """A gang manager that knows node n0 and pending plain pods of ours, `names`."""
+    manager = GangManager()
+    manager.on_node(NodeInfo("n0", {"cpu": 8000, "pods": 10}))
+    for name in names:
+        manager.on_pod(PodInfo(f"uid-{name}", "ns", name, {"cpu": 1000, "pods": 1},
+                               scheduler_name="gang-scheduler"), 0.0)
+    return manager
+
+
+@pytest.mark.parametrize("second", ["retry", "queued"])
+def test_no_binding_try_is_sent_once_the_lease_is_lost(second: str) -> None:
+    """Each try of a Binding is decided when it is sent (`BindingCycle._post_due`): the
+    retry after a 503, or a post that waited for a slot behind another, comes after the
+    lease was lost while the first try was on its way, and is not sent. (A held Binding:
+    tests/scheduler/test_post_decided_when_sent.py.)"""
+    names = ["p"] if second == "retry" else ["p", "q"]
+    manager = plain_pods(names)
+
+    async def go() -> tuple[list[tuple[str, str]], list[str | None]]:
+        leader = leadership("me_1")
+
+        class Losing(ScriptedKube):
+            async def bind(self, namespace: str, name: str, uid: str, node: str,
+                           decided_at: float | None = None) -> None:
+                leader.observe(lease("other_1", time.time()))
+                await asyncio.sleep(0.01)  # the other post waits for the only slot
+                await super().bind(namespace, name, uid, node)
+
+        kube = Losing([ApiError(503, "ServiceUnavailable", "restarting")] * 2)
+        dispatcher = Dispatcher(manager, kube, DispatchConfig(binding_concurrency=1),
+                                clock=lambda: 0.0, gates=Gates(leader=leader))
+        answers = await asyncio.gather(*(dispatcher.bindings.bind("ns", n, f"uid-{n}", "n0")
+                                         for n in names))
+        return kube.calls, list(answers)
+
+    calls, answers = asyncio.run(go())
+    assert [c for c in calls if c[0] == "bind"] == [("bind", "p")]
+    assert all(a is not None and "is on standby" in a for a in answers)
