@@ -168,18 +168,23 @@ class Binds:
 
     def bind_now(self, pod: PodInfo, node: str) -> None:
         """A plain pod or an elastic extra: no barrier. Charged at once so the next bind
-        and every plan see it (architecture.md §8: placements not yet bound count)."""
+        and every plan see it (architecture.md §8: placements not yet bound count). A
+        new decision for a pod whose earlier Binding's outcome was unknown replaces that
+        charge: the pod is still unbound as far as a caught-up watch tells, which it
+        would not be had that Binding landed."""
+        self.settle(pod.uid)
         self._binding[pod.uid] = node
         self._parked.passed(pod.uid)
         self.assume(pod.uid, node, pod)
         self._outbox.append(BindPod(ref(pod), node, pod.gang))
 
     def assume(self, uid: str, node: str, pod: PodInfo) -> None:
-        """Charge `pod` to `node` until its Binding's answer (`finished`). A new decision
-        for a pod whose earlier Binding's outcome was unknown replaces that charge: the
-        pod is still unbound as far as a caught-up watch tells, which it would not be
-        had that Binding landed."""
-        self.settle(uid)
+        """Charge `pod` to `node` until its Binding's answer (`finished`), or, for a
+        Binding whose outcome is unknown, until the pod is seen (`settle`). A dropped
+        slot hands its charge here without ending that wait: were it ended, the
+        assumption would outlive every event that could end it, and the node would stay
+        short of the pod's requests for good (a gang released, timed out or recreated
+        after its member's Binding ended unknown)."""
         self._assumed[uid] = (node, pod)
         self._cache.assume(node, pod)
 
