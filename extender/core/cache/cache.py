@@ -353,7 +353,8 @@ class Cache:
     def succeeded(self, group: GroupInfo) -> int:
         """Labelled pods that ran to success: they were bound as part of a quorum, so
         they keep counting toward it (a Job with more completions than parallelism must
-        not hang once its first pods finish)."""
+        not hang once its first pods finish); until they are being deleted
+        (`tally.counts_as_succeeded`)."""
         return self.summary(group).succeeded
 
     def quorum_counts(self, group: GroupInfo) -> QuorumCounts:

@@ -18,7 +18,8 @@ from extender.core.model.types import PodInfo
 
 class GangPods(NamedTuple):
     """A gang's pods as they are: `bound_members` are members with a node; succeeded
-    pods are not members (they finished) and are counted apart."""
+    pods are not members (they finished) and are counted apart, those being deleted
+    not at all (`counts_as_succeeded`)."""
     members: tuple[PodInfo, ...]
     bound_members: int
     succeeded: int
@@ -55,6 +56,20 @@ def is_member(pod: PodInfo) -> bool:
     return not (pod.terminal or pod.deleting or pod.gated)
 
 
+def counts_as_succeeded(pod: PodInfo) -> bool:
+    """Whether the pod counts toward its gang's quorum as one that ran to success.
+
+    Not once it is being deleted, as no pod being deleted counts for its gang
+    (architecture.md §1). A job restarted whole deletes its old pods and creates new
+    ones at once; a worker that exits 0 on SIGTERM is written Succeeded by the kubelet
+    while its deletion is still in progress. Counted, those dying pods made up the
+    quorum of the new attempt, whose pods were then bound one by one as elastic
+    extras as far as room went: part of the new gang bound, the rest without room,
+    the hung job gang scheduling exists to prevent. A finished pod nobody deletes
+    (a Job with more completions than parallelism) still counts."""
+    return pod.phase == "Succeeded" and not pod.deleting
+
+
 class Tallies:
     """gang key -> its `Tally`, told of every copy of a gang's pod that comes and goes."""
 
@@ -75,7 +90,7 @@ class Tallies:
         old = self._counts.get(key, NONE)
         new = Tally(old.members + sign * member,
                     old.bound_members + sign * (member and bool(pod.node_name)),
-                    old.succeeded + sign * (pod.phase == "Succeeded"))
+                    old.succeeded + sign * counts_as_succeeded(pod))
         if new == NONE:
             self._counts.pop(key, None)  # no entry per gang ever seen
         else:

@@ -84,7 +84,7 @@ def _check(ops: list[tuple[str, object, object]]) -> None:
             pods = cache.gang_pods(g.key)
             members = [p for p in pods if not (p.terminal or p.deleting or p.gated)]
             walked = (len(members), sum(1 for m in members if m.node_name),
-                      sum(1 for p in pods if p.phase == "Succeeded"))
+                      sum(1 for p in pods if p.phase == "Succeeded" and not p.deleting))
             assert cache.tally(g) == walked, g.key
             assert cache.summary(g) == (tuple(members), *walked[1:]), g.key
 
