@@ -11,7 +11,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
@@ -163,7 +163,7 @@ def test_a_long_running_task_that_ends_makes_the_process_exit_non_zero(
 
     SlowListApi.release.set()
 
-    async def broken(self: Wakeups) -> None:
+    async def broken(self: Wakeups, active: Callable[[], bool]) -> None:
         await asyncio.sleep(0.5)
         raise RuntimeError("wake loop broke")
 
