@@ -131,9 +131,14 @@ def missing_lease_warning(lease: LeaseRef, seconds: float) -> str:
 class Leadership:
     """Whether this extender may act, from a watch of its kube-scheduler's lease.
 
-    `active` is read on every verb, tick and write, so it is a plain attribute check;
-    the watch and a timer at the lease's expiry keep it true. With no lease (`--leader-lease
-    off`, one replica without election) it is always active.
+    `active` is read on every verb, tick and write, so it is cheap: the verdict of the
+    last copy of the lease seen, and the clock against that lease's expiry. The watch
+    keeps it true; at the expiry a timer reads the lease once more and steps down when no
+    renewal was missed. Between the expiry and that read's answer the replica does not
+    act: another replica's kube-scheduler may take the lease from that moment, the read
+    can take as long as the API server is slow, and a busy event loop runs the timer late
+    (a big commit's Bindings, ready before it, would all be posted first). With no lease
+    (`--leader-lease off`, one replica without election) it is always active.
     """
 
     def __init__(
@@ -165,7 +170,16 @@ class Leadership:
 
     @property
     def active(self) -> bool:
-        return self.lease is None or (self._verdict.active and not self.lost)
+        if self.lease is None:
+            return True
+        v = self._verdict
+        return (self._leading() and v.expires is not None
+                and self.clock() < v.expires)
+
+    def _leading(self) -> bool:
+        """Leading as last judged, whatever the clock says now: whether a verdict that
+        is not active is a loss (`_judge`)."""
+        return self._verdict.active and not self.lost
 
     def standby_error(self) -> str:
         return (f"gang-extender {self.identity} is on standby: its kube-scheduler does not "
@@ -232,7 +246,7 @@ class Leadership:
             log.warning("%s", warning)
 
     def _judge(self, verdict: Verdict) -> None:
-        was = self.active
+        was = self.lease is None or self._leading()
         first = not self._judged
         self._verdict, self._judged = verdict, True
         if self._timer is not None:

@@ -127,12 +127,47 @@ def test_renewals_missed_by_a_stalled_watch_do_not_end_leadership() -> None:
         task = asyncio.create_task(leader.run())
         await asyncio.sleep(0.05)
         assert leader.active
-        # kube-scheduler keeps renewing, but the watch delivers nothing.
-        for _ in range(4):
-            await asyncio.sleep(0.5)
+        # kube-scheduler keeps renewing, but the watch delivers nothing. Renewed every
+        # 0.3 s, the copy each second read finds has 0.7 s or more to run, and no expiry
+        # falls near the check below (past its expiry the lease is not acted on).
+        for _ in range(7):
+            await asyncio.sleep(0.3)
             api.current = lease("me_1", time.time(), duration=1)
         assert leader.active and not lost
         assert api.lists >= 2  # read again at each apparent expiry
+        task.cancel()
+
+    asyncio.run(go())
+
+
+def test_past_its_expiry_the_lease_is_not_acted_on_while_it_is_read_again() -> None:
+    """The lease as last seen has run out: another replica's kube-scheduler may take it
+    from now on, so this one stops acting at once, not when the second read answers (a
+    slow API server) or the timer runs (a busy event loop). A renewal that read finds
+    makes it act again: it never lost."""
+    async def go() -> None:
+        answer = asyncio.Event()
+
+        class SlowSecondRead(LeaseServer):
+            async def list(self, path: str, limit: int = 2000,
+                           params: Mapping[str, str] | None = None
+                           ) -> tuple[list[dict[str, Any]], str]:
+                if self.lists:
+                    await answer.wait()
+                return await super().list(path, limit, params)
+
+        api = SlowSecondRead(lease("me_1", time.time(), duration=1))
+        lost: list[str] = []
+        leader = Leadership(api, REF, "me", on_lost=lost.append)
+        task = asyncio.create_task(leader.run())
+        await asyncio.sleep(0.05)
+        assert leader.active
+        await asyncio.sleep(1.0)  # past the expiry; the second read does not answer
+        assert not leader.active and not lost
+        api.current = lease("me_1", time.time())  # renewed all along (a stalled watch)
+        answer.set()
+        await asyncio.sleep(0.05)
+        assert leader.active and not lost and leader.view()["mode"] == "active"
         task.cancel()
 
     asyncio.run(go())
