@@ -180,7 +180,7 @@ class WatchInput:
         c.queue.members_changed(pod)  # a gang waiting for this pod (its affinity) plans
         if old_gang != gang:
             self._derive_group(old_gang, now)
-            self._left_composite(old_gang)
+            self._left_gang(old_gang)
         self._derive_group(gang, now)
         if gang is not None:
             c.timeouts.check_quorum_bound(gang, now)
@@ -216,20 +216,25 @@ class WatchInput:
         c.queue.members_changed()
         c.disruptions.pod_deleted(pod, now if now is not None else 0.0)
         self._derive_group(pod.gang, now if now is not None else 0.0)
-        self._left_composite(pod.gang)
+        self._left_gang(pod.gang)
 
-    def _left_composite(self, gang: str | None) -> None:
+    def _left_gang(self, gang: str | None) -> None:
         """A pod left `gang` (deleted, relabelled out, moved by its JobSet's split): if
-        that was the last pod of ours in any child of its CompositePodGroup, the
-        composite is no longer waiting here (its pods name another scheduler now, or
-        are all gone), and its wait ends (`GangQueue.composite_left`). Walks the
+        that was its last pod of ours, the gang is no longer waiting here (its pods name
+        another scheduler now, or are all gone), and its wait ends
+        (`GangQueue.gang_left`); and if it was the last in every child of its
+        CompositePodGroup, the composite's (`GangQueue.composite_left`). Walks the
         composite's children only when `gang` has no pod left, which is rare."""
         group = self._cache.groups.get(gang) if gang is not None else None
-        if group is None or not group.parent or self._cache.has_pods(group.key):
+        if group is None or self._cache.has_pods(group.key):
+            return
+        queue = self._core.queue
+        queue.gang_left(group)
+        if not group.parent:
             return
         if any(self._cache.has_pods(g.key) for g in self._cache.children(group.parent)):
             return
-        self._core.queue.composite_left(group.parent)
+        queue.composite_left(group.parent)
 
     def _nomination_ended(self, now: float) -> None:
         """Capacity nominated to a pod is no longer kept for it (bound, deleted, its

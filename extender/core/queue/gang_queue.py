@@ -148,6 +148,19 @@ class GangQueue:
         self.starvation.drop(gang)
         self._preemptions.drop(gang)
 
+    def gang_left(self, group: GroupInfo) -> None:
+        """No pod of ours is left in the gang: they were all deleted, or the pods that
+        replaced them name another scheduler (a pod's schedulerName cannot change). Its
+        wait for capacity ends as a deleted gang's does; kept, it went on counting while
+        the gang had nothing here to wait for, and pods of ours created later starved
+        at once, the guard holding capacity for them before --starvation-after. A child
+        of a CompositePodGroup with a gang policy has no wait of its own (the composite
+        waits for all its children: `composite_left`)."""
+        parent = self._cache.composites.get(group.parent) if group.parent else None
+        if parent is not None and parent.min_group_count:
+            return
+        self.drop(group.key)
+
     def composite_left(self, key: str) -> None:
         """No pod of ours is left in any child of the CompositePodGroup `key`: they name
         another scheduler now (a pod's schedulerName cannot change, so ours were

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from extender.core.model.config import Config
+from extender.core.model.types import CompositeInfo
 from extender.core.model.vocabulary import GangHeld, GangReserved, Reason
 from extender.core.wiring import Core
 from tests.core.queue.held_capacity import held_cluster
@@ -178,3 +181,69 @@ def test_the_hold_and_its_idle_capacity_are_gauges() -> None:
     assert value("gang_extender_capacity_held_reservations") == 1
     # Two nodes held for 4 cpu each, 3 taken by the fillers on each: 1 cpu idle each.
     assert value("gang_extender_capacity_held_idle", {"resource": "cpu"}) == 2.0
+
+
+# How a gang's pods all leave: deleted, or deleted and created again naming another
+# scheduler (a pod's schedulerName cannot change), as a user moving the job does.
+LEAVING = pytest.mark.parametrize("theirs", [False, True], ids=["deleted", "other-scheduler"])
+# A plain gang, or a child of a CompositePodGroup whose policy is basic (minGroupCount
+# 0: each child waits and holds on its own clock).
+KINDS = pytest.mark.parametrize("child", [False, True], ids=["plain", "basic-child"])
+
+
+def big_gang(child: bool) -> tuple[SimScheduler, Driver, Job]:
+    sim, driver, big = stream_cluster(after=AFTER)
+    if child:
+        basic = CompositeInfo("ns", "lw", 0, uid="c-lw")
+        sim.manager.on_group(basic, sim.now)
+        big.parent = basic.key
+    return sim, driver, big
+
+
+def replace_pods(sim: SimScheduler, big: Job, scheduler: str | None) -> list[str]:
+    """Every pod of `big` deleted; with `scheduler`, as many created again naming it.
+    Returns the new pods' uids; another scheduler's are left pending (this simulated
+    kube-scheduler does not place them)."""
+    for uid in big.uids:
+        if uid in sim.cache.pods:
+            sim.delete(uid)
+    big.uids = []
+    if scheduler is None:
+        return []
+    for i in range(big.members):
+        p = sim.add_pod(pod(f"big-{scheduler}-{i}", "big", cpu=big.cpu, memory=1 << 20,
+                            creation=sim.now, scheduler_name=scheduler))
+        big.uids.append(p.uid)
+    if scheduler != "gang-scheduler":
+        sim.held.update(big.uids)
+    return list(big.uids)
+
+
+def big_holds(sim: SimScheduler) -> list[GangHeld]:
+    return [a for a in sim.actions if isinstance(a, GangHeld) and a.group.key == "ns/big"]
+
+
+@LEAVING
+@KINDS
+def test_a_gang_whose_pods_all_left_starts_its_wait_afresh(theirs: bool, child: bool) -> None:
+    """The big gang waits for capacity, not starving yet; then none of its pods is ours.
+    Its wait ends, as a deleted gang's does: kept, it went on counting while the gang
+    had nothing waiting here, and pods of ours created much later were held for at
+    once, before --starvation-after."""
+    sim, driver, big = big_gang(child)
+    driver.run_until(lambda: sim.manager.reads.waiting_since("ns/big") is not None, 10)
+    driver.run(1.0)
+    assert not big_holds(sim)
+    other = replace_pods(sim, big, "other-scheduler" if theirs else None)
+    assert sim.manager.reads.waiting_since("ns/big") is None
+    driver.run(3 * AFTER)
+    assert sim.manager.reads.waiting_since("ns/big") is None and not big_holds(sim)
+    for uid in other:
+        sim.delete(uid)
+    replace_pods(sim, big, "gang-scheduler")
+    back = sim.now
+    driver.run_until(lambda: bool(big_holds(sim)), 3 * AFTER)
+    (hold,) = big_holds(sim)
+    assert AFTER <= hold.waited <= AFTER + 0.5, hold.waited
+    assert sim.now - back >= AFTER
+    assert sim.overcommits == []
