@@ -153,12 +153,19 @@ class GangQueue:
         replaced them name another scheduler (a pod's schedulerName cannot change). Its
         wait for capacity ends as a deleted gang's does; kept, it went on counting while
         the gang had nothing here to wait for, and pods of ours created later starved
-        at once, the guard holding capacity for them before --starvation-after. A child
-        of a CompositePodGroup with a gang policy has no wait of its own (the composite
-        waits for all its children: `composite_left`)."""
+        at once, the guard holding capacity for them before --starvation-after. The
+        hold its starvation made goes too: every slot in it went with its pod, and an
+        empty hold became a reservation of nothing at the next pass, which timed out
+        and counted against the gang's backoff, so its pods of ours created later
+        waited out a backoff they had not earned. A child of a CompositePodGroup with a
+        gang policy has no wait or hold of its own (the composite waits and holds for
+        all its children: `composite_left`)."""
         parent = self._cache.composites.get(group.parent) if group.parent else None
         if parent is not None and parent.min_group_count:
             return
+        res = self._ledger.reservations.get(group.key)
+        if res is not None and res.held == STARVATION:
+            self._ledger.reservations.release(res, "no pod of it is ours any more")
         self.drop(group.key)
 
     def composite_left(self, key: str) -> None:

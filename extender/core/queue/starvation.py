@@ -39,8 +39,9 @@ each child in it made together, and a holder taken over with all its siblings' h
 (`_take_over`), so no part of a composite ever holds alone. A composite none of whose
 children has a pod of ours left (they name another scheduler now) no longer waits here:
 its wait and its holds end as a deleted composite's (`GangQueue.composite_left`), and
-pods of ours brought back later start a new wait. So does a gang's own wait (a plain
-gang's, a basic composite's child's) once none of its pods is ours (`GangQueue.gang_left`).
+pods of ours brought back later start a new wait. So do a gang's own wait and hold (a
+plain gang's, a basic composite's child's) once none of its pods is ours
+(`GangQueue.gang_left`).
 
 The wait outlives the process: the status writer keeps it in the PodGroup's
 `status.waitingForCapacitySince` (an upstream PodGroup's, and a CompositePodGroup's, the

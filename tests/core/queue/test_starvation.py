@@ -14,7 +14,7 @@ import pytest
 
 from extender.core.model.config import Config
 from extender.core.model.types import CompositeInfo
-from extender.core.model.vocabulary import GangHeld, GangReserved, Reason
+from extender.core.model.vocabulary import GangHeld, GangReserved, GangTimedOut, Reason
 from extender.core.wiring import Core
 from tests.core.queue.held_capacity import held_cluster
 from tests.core.sim import SimScheduler, node, pod
@@ -246,4 +246,28 @@ def test_a_gang_whose_pods_all_left_starts_its_wait_afresh(theirs: bool, child: 
     (hold,) = big_holds(sim)
     assert AFTER <= hold.waited <= AFTER + 0.5, hold.waited
     assert sim.now - back >= AFTER
+    assert sim.overcommits == []
+
+
+@LEAVING
+@KINDS
+def test_a_starving_gang_whose_pods_all_left_gives_its_hold_up(theirs: bool,
+                                                                 child: bool) -> None:
+    """The big gang starved and holds; then none of its pods is ours. Its hold goes:
+    every slot went with its pod, and kept, the empty hold became a reservation of
+    nothing at the next pass, timed out, and counted against the gang's backoff."""
+    sim, driver, big = big_gang(child)
+    driver.run_until(lambda: bool(big_holds(sim)), 10)
+    assert [r.held for r in sim.manager.reads.reservations()] == ["starvation"]
+    other = replace_pods(sim, big, "other-scheduler" if theirs else None)
+    assert not sim.manager.reads.reservations()
+    driver.run(40.0)  # past the gang's 30 s timeout
+    assert not [a for a in sim.actions if isinstance(a, (GangReserved, GangTimedOut))
+                and a.group.key == "ns/big"]
+    assert sim.core.backoffs.get("ns/big") is None
+    for uid in other:
+        sim.delete(uid)
+    replace_pods(sim, big, "gang-scheduler")
+    driver.run_until(lambda: driver.gang_bound_at(big) is not None, 3 * AFTER + 10)
+    assert driver.gang_bound_at(big) is not None
     assert sim.overcommits == []
