@@ -29,11 +29,13 @@ preemptor's own). Each arrow is named by the method that makes it, and who calls
       |  |  +------------------ release ------------------+  | promote: every slot's
       |  |     a victim's eviction refused, a lost node      |  node has room (queue
       |  |     (repair), a takeover, group deleted/recreated |  pass); deadline from now
-      |  |                                                   v
+      |  |     or left with no pod of ours (gang_left)       v
       |  +--------------------- release ------------------ Reserved
       |  |     deadline passed, no Binding in flight, the   ^  |
       |  |     commit's grace over (Timeouts.expire);       |  |
-      |  |     preempted; group deleted or recreated        |  |
+      |  |     preempted; group deleted or recreated, or    |  |
+      |  |     left with no pod of ours (gang_left,         |  |
+      |  |     composite_left): nothing waits, no backoff   |  |
       |  +--------------------- bound ----------------------|--+
       |        quorum bound (Timeouts.check_quorum_bound),  |
       |        a plain preemptor's pod bound                |

@@ -51,7 +51,7 @@ from extender.core.queue.composite_unit import (
     short_words,
     unit_of,
 )
-from extender.core.queue.starvation import STARVATION, Starvation
+from extender.core.queue.starvation import Starvation
 from extender.core.queue.unplaceable import Unplaceable, message
 from extender.core.queue.waiting import Waiting
 from extender.core.view import ClusterView
@@ -153,20 +153,30 @@ class GangQueue:
         replaced them name another scheduler (a pod's schedulerName cannot change). Its
         wait for capacity ends as a deleted gang's does; kept, it went on counting while
         the gang had nothing here to wait for, and pods of ours created later starved
-        at once, the guard holding capacity for them before --starvation-after. The
-        hold its starvation made goes too: every slot in it went with its pod, and an
-        empty hold became a reservation of nothing at the next pass, which timed out
-        and counted against the gang's backoff, so its pods of ours created later
-        waited out a backoff they had not earned. A child of a CompositePodGroup with a
-        gang policy has no wait or hold of its own (the composite waits and holds for
-        all its children: `composite_left`)."""
+        at once, the guard holding capacity for them before --starvation-after. Its
+        reservation ends too, whatever it is (a hold, or capacity reserved for a plan):
+        every slot in it went with its pod, so nothing waits for it and nothing is
+        rejected. Kept, it stayed a reservation of nothing (a hold became one at the
+        next pass) until its deadline, timed out, and counted against the gang's
+        backoff (architecture.md §4), so its pods of ours created later (a job
+        recreating its workers) waited out a backoff they had not earned. A Binding in
+        flight for a pod that left keeps its charge: its slot handed it to an
+        assumption on the node as the pod left (`Reservations.unreserve`). A gang whose
+        commit bound members still has those pods, and is not here: at its deadline it
+        is evicted whole (§11).
+
+        A child of a CompositePodGroup with a gang policy has no wait or hold of its
+        own, and is reserved with its siblings until the composite is placed (the
+        composite waits, holds and is reserved for all its children together, and
+        ends it all once none has a pod of ours: `composite_left`); a child planned on
+        its own after that (`composite_unit.unit_of`) has its reservation ended here."""
         parent = self._cache.composites.get(group.parent) if group.parent else None
-        if parent is not None and parent.min_group_count:
-            return
+        together = parent is not None and parent.min_group_count > 0
         res = self._ledger.reservations.get(group.key)
-        if res is not None and res.held == STARVATION:
+        if res is not None and (not together or unit_of(group, self._cache) is None):
             self._ledger.reservations.release(res, "no pod of it is ours any more")
-        self.drop(group.key)
+        if not together:
+            self.drop(group.key)
 
     def composite_left(self, key: str) -> None:
         """No pod of ours is left in any child of the CompositePodGroup `key`: they name
@@ -174,17 +184,18 @@ class GangQueue:
         deleted), or are all gone. Its wait for capacity ends as a deleted composite's
         does; kept, it went on counting while the composite was not ours, and pods of
         ours brought back later starved at once, the guard holding capacity for them
-        before --starvation-after. The holds its starvation made for its children go
-        too (a composite with a gang policy's: a "basic" one's children hold on their
-        own clocks): every slot in them went with its pod, and an empty hold would
-        become a reservation of nothing at the next pass, blocking those children until
-        it timed out and counting that timeout against their backoff."""
+        before --starvation-after. Its children's reservations end too, holds and
+        reserved plans alike (a composite with a gang policy's: a "basic" one's children
+        are reserved on their own, `gang_left`): every slot in them went with its pod,
+        and kept, each stayed a reservation of nothing (a hold became one at the next
+        pass), blocking those children until it timed out and counting that timeout
+        against their backoff."""
         composite = self._cache.composites.get(key)
         if composite is not None and composite.min_group_count:  # else each child's own
             reservations = self._ledger.reservations
             for child in self._cache.children(key):
                 res = reservations.get(child.key)
-                if res is not None and res.held == STARVATION:
+                if res is not None:
                     reservations.release(res, f"CompositePodGroup {composite.namespace}/"
                                               f"{composite.name} has no pod of ours left")
         self.drop(key)
