@@ -45,7 +45,7 @@ ADAPTERS = ("kube", "scheduler", "reporting")
 # httpx, fastapi, kubernetes, ...) is I/O, a clock or a framework: it belongs in an adapter.
 CORE_ALLOWED = frozenset({
     "__future__", "bisect", "collections", "dataclasses", "datetime", "enum", "fractions",
-    "functools", "heapq", "itertools", "math", "re", "typing",
+    "functools", "heapq", "itertools", "math", "re", "reprlib", "typing",
 })
 
 

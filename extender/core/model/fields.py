@@ -24,10 +24,15 @@ _T = TypeVar("_T")
 # 1,024 levels) makes it raise RecursionError, which escaped every converter in place of
 # its ValueError, and a 10 MB string becomes a 10 MB log line. reprlib stops at a depth
 # and a width instead.
-_SHOWN = reprlib.Repr()
-_SHOWN.maxlevel = 3
-_SHOWN.maxstring = _SHOWN.maxother = _SHOWN.maxlong = 40
-_SHOWN.maxlist = _SHOWN.maxdict = 4
+class _Shown(reprlib.Repr):
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel = 3
+        self.maxstring = self.maxother = self.maxlong = 40
+        self.maxlist = self.maxdict = 4
+
+
+_SHOWN = _Shown()
 _SHOWN_MAX = 80
 
 
