@@ -45,11 +45,71 @@ from tests.core.model.hostile import (
     hostile_settings,
     mutate,
 )
-from tests.core.model.test_composite_model import LEADER_WORKERS
-from tests.core.model.test_convert_jobset import TRAIN, rjob
-from tests.core.model.test_sources import VOLCANO_PG
-from tests.core.model.test_workload_versions import V1ALPHA2, V1BETA1
 from tests.wire import sample
+
+# The group objects as each API server returns them, as the model tests read them
+# (test_sources, test_workload_versions, test_composite_model, test_convert_jobset).
+VOLCANO_PG: dict[str, Any] = {
+    "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+    "metadata": {"name": "mpi", "namespace": "ml", "uid": "v-1",
+                 "creationTimestamp": "2026-11-24T10:00:00Z"},
+    "spec": {"minMember": 5, "minResources": {"cpu": "10", "memory": "20Gi"},
+             "priorityClassName": "high", "queue": "default"},
+}
+_META = {"name": "train", "namespace": "ml", "uid": "pg-1",
+         "creationTimestamp": "2026-11-24T10:25:29Z",
+         "finalizers": ["scheduling.k8s.io/podgroup-protection"]}
+V1ALPHA2: dict[str, Any] = {
+    "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": _META,
+    "spec": {"disruptionMode": "Pod",
+             "podGroupTemplateRef": {"workload": {"workloadName": "train",
+                                                  "podGroupTemplateName": "workers"}},
+             "schedulingPolicy": {"gang": {"minCount": 4}},
+             "schedulingConstraints": {"topology": [{"key": "example.com/rack"}]}},
+    "status": {},
+}
+V1BETA1: dict[str, Any] = {
+    "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": _META,
+    "spec": {"disruptionMode": {"single": {}},
+             "workloadRef": {"workloadName": "train", "templateName": "workers"},
+             "schedulingPolicy": {"gang": {"minCount": 4}},
+             "schedulingConstraints": {"topology": [{"key": "example.com/rack"}]},
+             "priorityClassName": "batch-high", "priority": 1000},
+    "status": {},
+}
+LEADER_WORKERS: dict[str, Any] = {
+    "apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+    "metadata": {"name": "lw", "namespace": "ml", "uid": "c-1",
+                 "creationTimestamp": "2026-11-29T03:10:08Z"},
+    "spec": {"workloadRef": {"workloadName": "w", "templateName": "t"},
+             "schedulingPolicy": {"gang": {"minGroupCount": 2}},
+             "schedulingConstraints": {"topology": [{"key": "topology.kubernetes.io/zone"}]},
+             "disruptionMode": {"single": {}}, "priority": 0},
+    "status": {},
+}
+
+
+def rjob(name: str, replicas: int, parallelism: int, completions: int | None = None,
+         annotations: dict[str, str] | None = None, **more: Any) -> dict[str, Any]:
+    """A replicated Job of a JobSet: `replicas` Jobs of `parallelism` pods."""
+    spec: dict[str, Any] = {"parallelism": parallelism,
+                            "template": {"spec": {"containers": [{"name": "c"}]}}}
+    if completions is not None:
+        spec["completions"] = completions
+    template: dict[str, Any] = {"spec": spec}
+    if annotations:
+        template["metadata"] = {"annotations": annotations}
+    return {"name": name, "replicas": replicas, "template": template, **more}
+
+
+TRAIN: dict[str, Any] = {
+    "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+    "metadata": {"name": "train", "namespace": "ml",
+                 "uid": "0f6a3c2e-8d41-4b7a-9e10-5c2d7f3b9a61",
+                 "creationTimestamp": "2026-11-29T03:00:00Z"},
+    "spec": {"replicatedJobs": [rjob("driver", 1, 1), rjob("workers", 2, 2)],
+             "successPolicy": {"operator": "Any", "targetReplicatedJobs": ["driver"]}},
+}
 
 _TERMS = {"nodeSelectorTerms": [{
     "matchExpressions": [{"key": "pool", "operator": "In", "values": ["gpu"]}],
