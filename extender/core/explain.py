@@ -54,6 +54,13 @@ def shortfall_words(gang: str, shortfall: Shortfall, behind: Behind | None) -> t
     return Reason.INSUFFICIENT_CAPACITY, f"gang {gang}: {shortfall.message}"
 
 
+# What a gang says that stays true once none of its pods is ours (`members_left`): its
+# backoff, which its next pods wait out (`Failed` at the retry limit keeps the group
+# Failed), as one carried over in a group's status is said for a group read anew
+# (`Timeouts.restored`); and why its pods went, evicted for a higher priority.
+_OUTLIVES_PODS = frozenset({Reason.BACKING_OFF, Reason.FAILED, Reason.PREEMPTED})
+
+
 class Explanations:
     def __init__(self, outbox: Outbox) -> None:
         self._outbox = outbox
@@ -80,6 +87,19 @@ class Explanations:
         cur = self._status.get(gang)
         if cur is not None and cur.retry_limit_reached:
             self._publish(gang, Decision(cur.reason, cur.message, cur.since, False))
+
+    def members_left(self, gang: str) -> None:
+        """No pod of ours is left in the gang (all deleted, or replaced by pods naming
+        another scheduler): it says what a PodGroup created without pods says, nothing
+        of ours (the status writer counts its members: "0 of N members exist"). Its
+        last word was about pods and capacity that are gone ("CapacityHeld ... 4
+        slot(s) held" with nothing held, `Unplaceable` counted in the gauge for a gang
+        with nothing to place), and stayed until a pass judged the gang again, which
+        only its next pods bring; those pods' status showed it meanwhile. A word that
+        outlives the pods stays (`_OUTLIVES_PODS`)."""
+        cur = self._status.get(gang)
+        if cur is not None and cur.reason not in _OUTLIVES_PODS:
+            self.drop(gang)
 
     def drop(self, gang: str) -> None:
         old = self._status.pop(gang, None)

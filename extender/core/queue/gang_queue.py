@@ -169,7 +169,10 @@ class GangQueue:
         own, and is reserved with its siblings until the composite is placed (the
         composite waits, holds and is reserved for all its children together, and
         ends it all once none has a pod of ours: `composite_left`); a child planned on
-        its own after that (`composite_unit.unit_of`) has its reservation ended here."""
+        its own after that (`composite_unit.unit_of`) has its reservation ended here.
+        Every gang, a child of either policy too, says then what a PodGroup without
+        pods says (`Explanations.members_left`)."""
+        self._explanations.members_left(group.key)
         parent = self._cache.composites.get(group.parent) if group.parent else None
         together = parent is not None and parent.min_group_count > 0
         res = self._ledger.reservations.get(group.key)

@@ -6,15 +6,24 @@ recreating its workers) are planned afresh. Kept, it stayed a reservation of no 
 until its deadline, timed out, and counted against the gang's backoff, so the next
 attempt waited out a backoff it had not earned (architecture.md §2, §4; issue 42: the core
 keeps no state about what is gone). A Binding in flight keeps its pod's charge until it is
-answered, whatever happens to the gang (§11)."""
+answered, whatever happens to the gang (§11).
+
+Its status says then what a PodGroup created without pods says: nothing of the gang
+manager's own (the status writer counts "0 of N members exist"), not its last word about
+pods and capacity that are gone; a backoff's word stays, since the backoff does."""
 
 from __future__ import annotations
 
 import pytest
 
+from extender.core.model.config import BackoffPolicy, Config
+from extender.core.model.phase import compute_status
 from extender.core.model.types import CompositeInfo
-from extender.core.model.vocabulary import BindOutcome, GangReserved, GangTimedOut
+from extender.core.model.vocabulary import BindOutcome, GangReserved, GangTimedOut, Reason
+from extender.core.wiring import Core
+from extender.reporting.metrics import Metrics
 from tests.core.ledger.direct_commit_sim import binds, direct_sim, run_pass, taken
+from tests.core.queue.held_capacity import held_cluster
 from tests.core.sim import SimScheduler, group, node, pod
 
 # How a gang's pods all leave: deleted, or deleted and created again naming another
@@ -187,3 +196,84 @@ def test_a_child_reserved_alone_after_its_composite_was_placed_is_released_at_on
     assert timed_out(sim, "ns/late") == []
     assert sim.core.backoffs.get("ns/late") is None
     assert sim.cache.pods[leader].node_name
+
+
+def gangs_by_reason(sim: SimScheduler) -> dict[str, int]:
+    """The gang manager's reasons as the metrics count them (the unplaceable gauge reads
+    these whatever the status writer counts)."""
+    return sim.manager.reads.gauges().reasons
+
+
+def unplaceable_gauge(sim: SimScheduler) -> float | None:
+    m = Metrics()
+    m.refresh(sim.manager.reads)
+    return m.registry.get_sample_value("gang_extender_unplaceable_gangs")
+
+
+@LEAVING
+def test_a_reserved_gang_whose_pods_all_left_says_what_a_fresh_podgroup_says(
+        theirs: bool) -> None:
+    sim = cluster()
+    sim.add_group(group("fresh", 3))
+    sim.tick(0.1)
+    assert sim.decision("ns/fresh") is None  # a PodGroup without pods: no word of ours
+    sim.add_group(group("g", 3))
+    first = add_members(sim, "g", 3)
+    sim.tick(0.1)
+    assert sim.status("ns/g").reason == Reason.RESERVED
+    other = leave(sim, first, "g", theirs)
+    sim.tick(0.1)
+    assert sim.decision("ns/g") is None
+    assert gangs_by_reason(sim) == {}
+    for uid in other:
+        sim.delete(uid)
+    # The job's new pods, as the status writer sees them before the next pass: not
+    # "Reserved 3 slot(s)" (nothing is), but present and not yet looked at.
+    second = [sim.cache.pods[uid] for uid in add_members(sim, "g", 3, tag="new-")]
+    st = compute_status(sim.cache.groups["ns/g"], second, sim.decision("ns/g"), sim.now)
+    assert st is not None and (st.phase, st.reason) == ("Pending", Reason.QUEUED)
+
+
+@LEAVING
+def test_a_starving_gang_whose_pods_all_left_no_longer_says_capacity_is_held(
+        theirs: bool) -> None:
+    sim, driver, big = held_cluster()
+    assert sim.status("ns/big").reason == Reason.CAPACITY_HELD
+    leave(sim, list(big.uids), "big", theirs)
+    big.uids = []
+    driver.run(1.0)
+    assert sim.decision("ns/big") is None
+    assert Reason.CAPACITY_HELD not in gangs_by_reason(sim)
+
+
+@LEAVING
+def test_an_unplaceable_gang_whose_pods_all_left_is_no_longer_counted(theirs: bool) -> None:
+    sim = cluster()
+    sim.add_group(group("huge", 2))
+    uids = [sim.add_pod(pod(f"huge-{i}", "huge", cpu=16000)).uid for i in range(2)]
+    sim.tick(0.1)
+    assert sim.status("ns/huge").reason == Reason.UNPLACEABLE
+    assert unplaceable_gauge(sim) == 1
+    leave(sim, uids, "huge", theirs)
+    assert sim.decision("ns/huge") is None
+    assert unplaceable_gauge(sim) == 0
+
+
+@pytest.mark.parametrize("limit", [None, 1], ids=["backing-off", "retry-limit"])
+def test_a_backing_off_gang_whose_pods_all_left_still_says_it_backs_off(
+        limit: int | None) -> None:
+    """The backoff outlives the pods (the next ones wait it out), as one carried over in
+    a PodGroup's status does for a group read anew: its word stays, and a group Failed
+    at its retry limit stays Failed."""
+    sim = cluster(SimScheduler(Core.wire(Config(default_timeout_seconds=30,
+                                                direct_commit=False,
+                                                backoff=BackoffPolicy(retry_limit=limit)))))
+    sim.add_group(group("g", 3))
+    first = add_members(sim, "g", 3)
+    sim.tick(0.1)
+    assert sim.schedule(first[0]) == "held"
+    sim.tick(31.0)  # one member only: the reservation times out
+    before = sim.status("ns/g")
+    assert before.reason == (Reason.FAILED if limit else Reason.BACKING_OFF)
+    leave(sim, first, "g", theirs=False)
+    assert sim.decision("ns/g") == before
