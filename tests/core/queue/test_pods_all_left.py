@@ -169,6 +169,7 @@ def test_a_reserved_composite_whose_pods_all_left_is_released_at_once(theirs: bo
     for name, uids in pods.items():
         leave(sim, uids, name, theirs)
     assert reservations(sim) == {}
+    assert sim.decision("ns/leader") is sim.decision("ns/workers") is None
     sim.tick(40.0)
     assert timed_out(sim, "ns/leader") == timed_out(sim, "ns/workers") == []
     assert sim.core.backoffs.get("ns/leader") is None
