@@ -157,7 +157,7 @@ def test_a_status_round_that_raises_goes_through_the_loop_errors() -> None:
     writer = StatusWriter(GangManager().reads, None,
                           hooks=StatusHooks(on_loop_error=counted.append))
 
-    async def broken(active: Callable[[], bool]) -> int:
+    async def broken(active: Callable[[], bool] = lambda: True) -> int:
         raise RuntimeError("status broke")
 
     writer.step = broken  # type: ignore[method-assign]
