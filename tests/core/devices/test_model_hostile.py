@@ -21,54 +21,13 @@ from extender.core.devices.model import (
     pod_claims_from_k8s,
     resource_slice_from_k8s,
 )
+from tests.core.devices.samples import CLAIM, SLICE
 from tests.core.model.hostile import (
     assert_named_or_value,
     every_replacement,
     hostile_settings,
     mutate,
 )
-
-# As the resource.k8s.io/v1 API returns them (the shapes test_model.py reads).
-SLICE: dict[str, Any] = {
-    "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-    "metadata": {"name": "node-1-gpu"},
-    "spec": {
-        "driver": "gpu.example.com",
-        "pool": {"name": "node-1", "generation": 3, "resourceSliceCount": 1},
-        "nodeName": "node-1",
-        "devices": [
-            {"name": "gpu-0",
-             "attributes": {"model": {"string": "a100"}, "numa.example.com/node": {"int": 0},
-                            "links": {"strings": ["nvl-0", "nvl-1"]}},
-             "capacity": {"memory": {"value": "40Gi"}},
-             "taints": [{"key": "maintenance", "effect": "NoSchedule"}]},
-            {"name": "gpu-1", "allowMultipleAllocations": True},
-        ],
-    },
-}
-CLAIM: dict[str, Any] = {
-    "metadata": {"name": "trainer-0-gpu", "namespace": "ml", "uid": "u-1"},
-    "spec": {"devices": {
-        "requests": [
-            {"name": "gpus", "exactly": {"deviceClassName": "gpu", "count": 2,
-                                         "selectors": [{"cel": {"expression": "true"}}]}},
-            {"name": "nic", "firstAvailable": [
-                {"name": "fast", "deviceClassName": "nic-fast"},
-                {"name": "any", "deviceClassName": "nic", "allocationMode": "All"}]},
-        ],
-        "constraints": [{"requests": ["gpus"], "matchAttribute": "numa.example.com/node"}],
-    }},
-    "status": {
-        "allocation": {
-            "devices": {"results": [
-                {"request": "gpus", "driver": "gpu.example.com", "pool": "node-1",
-                 "device": "gpu-0"}]},
-            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
-                {"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}]},
-        },
-        "reservedFor": [{"resource": "pods", "name": "trainer-0", "uid": "p-1"}],
-    },
-}
 
 
 def _slice() -> dict[str, Any]:
