@@ -11,18 +11,7 @@ import pytest
 
 from extender.core.model.convert_groups import composite_from_k8s
 from extender.core.model.types import composite_key
-
-# As the 1.37.2 API server returns one (defaults filled in).
-LEADER_WORKERS: dict[str, Any] = {
-    "apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
-    "metadata": {"name": "lw", "namespace": "ml", "uid": "c-1",
-                 "creationTimestamp": "2026-11-29T03:10:08Z"},
-    "spec": {"workloadRef": {"workloadName": "w", "templateName": "t"},
-             "schedulingPolicy": {"gang": {"minGroupCount": 2}},
-             "schedulingConstraints": {"topology": [{"key": "topology.kubernetes.io/zone"}]},
-             "disruptionMode": {"single": {}}, "priority": 0},
-    "status": {},
-}
+from tests.core.model.samples import LEADER_WORKERS
 
 
 def test_the_quorum_of_groups_and_the_topology_are_read() -> None:

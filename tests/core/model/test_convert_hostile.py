@@ -5,7 +5,7 @@ another exception, so the informer logs and skips the one object and the HTTP ve
 answer with an error instead of a 500.
 
 The valid objects are the repo's own: the pod and node kube-scheduler sent (tests/wire),
-and the group objects the model tests read, made to carry every field the converters
+and the group objects the model tests read (samples.py), made to carry every field the converters
 read (affinity, spread, claims, status conditions, stages) so that each is reached.
 """
 
@@ -45,71 +45,8 @@ from tests.core.model.hostile import (
     hostile_settings,
     mutate,
 )
+from tests.core.model.samples import LEADER_WORKERS, TRAIN, V1ALPHA2, V1BETA1, VOLCANO_PG, rjob
 from tests.wire import sample
-
-# The group objects as each API server returns them, as the model tests read them
-# (test_sources, test_workload_versions, test_composite_model, test_convert_jobset).
-VOLCANO_PG: dict[str, Any] = {
-    "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-    "metadata": {"name": "mpi", "namespace": "ml", "uid": "v-1",
-                 "creationTimestamp": "2026-11-24T10:00:00Z"},
-    "spec": {"minMember": 5, "minResources": {"cpu": "10", "memory": "20Gi"},
-             "priorityClassName": "high", "queue": "default"},
-}
-_META = {"name": "train", "namespace": "ml", "uid": "pg-1",
-         "creationTimestamp": "2026-11-24T10:25:29Z",
-         "finalizers": ["scheduling.k8s.io/podgroup-protection"]}
-V1ALPHA2: dict[str, Any] = {
-    "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": _META,
-    "spec": {"disruptionMode": "Pod",
-             "podGroupTemplateRef": {"workload": {"workloadName": "train",
-                                                  "podGroupTemplateName": "workers"}},
-             "schedulingPolicy": {"gang": {"minCount": 4}},
-             "schedulingConstraints": {"topology": [{"key": "example.com/rack"}]}},
-    "status": {},
-}
-V1BETA1: dict[str, Any] = {
-    "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": _META,
-    "spec": {"disruptionMode": {"single": {}},
-             "workloadRef": {"workloadName": "train", "templateName": "workers"},
-             "schedulingPolicy": {"gang": {"minCount": 4}},
-             "schedulingConstraints": {"topology": [{"key": "example.com/rack"}]},
-             "priorityClassName": "batch-high", "priority": 1000},
-    "status": {},
-}
-LEADER_WORKERS: dict[str, Any] = {
-    "apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
-    "metadata": {"name": "lw", "namespace": "ml", "uid": "c-1",
-                 "creationTimestamp": "2026-11-29T03:10:08Z"},
-    "spec": {"workloadRef": {"workloadName": "w", "templateName": "t"},
-             "schedulingPolicy": {"gang": {"minGroupCount": 2}},
-             "schedulingConstraints": {"topology": [{"key": "topology.kubernetes.io/zone"}]},
-             "disruptionMode": {"single": {}}, "priority": 0},
-    "status": {},
-}
-
-
-def rjob(name: str, replicas: int, parallelism: int, completions: int | None = None,
-         annotations: dict[str, str] | None = None, **more: Any) -> dict[str, Any]:
-    """A replicated Job of a JobSet: `replicas` Jobs of `parallelism` pods."""
-    spec: dict[str, Any] = {"parallelism": parallelism,
-                            "template": {"spec": {"containers": [{"name": "c"}]}}}
-    if completions is not None:
-        spec["completions"] = completions
-    template: dict[str, Any] = {"spec": spec}
-    if annotations:
-        template["metadata"] = {"annotations": annotations}
-    return {"name": name, "replicas": replicas, "template": template, **more}
-
-
-TRAIN: dict[str, Any] = {
-    "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-    "metadata": {"name": "train", "namespace": "ml",
-                 "uid": "0f6a3c2e-8d41-4b7a-9e10-5c2d7f3b9a61",
-                 "creationTimestamp": "2026-11-29T03:00:00Z"},
-    "spec": {"replicatedJobs": [rjob("driver", 1, 1), rjob("workers", 2, 2)],
-             "successPolicy": {"operator": "Any", "targetReplicatedJobs": ["driver"]}},
-}
 
 _TERMS = {"nodeSelectorTerms": [{
     "matchExpressions": [{"key": "pool", "operator": "In", "values": ["gpu"]}],
@@ -283,6 +220,17 @@ def test_every_field_deleted_or_replaced_by_each_hostile_value(case: str) -> Non
             raise AssertionError(f"{case} at {path}: {type(e).__name__}: {e}") from e
 
 
+def _replaced(valid: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    """A copy of `valid` with the field at `path` set to `value`; the valid object stays
+    as it is for the other cases."""
+    obj = copy.deepcopy(valid)
+    at: Any = obj
+    for step in path[:-1]:
+        at = at[step]
+    at[path[-1]] = value
+    return obj
+
+
 # A list nested as deep as orjson decodes (1,024 levels; the informer and the HTTP
 # verbs decode every object with it): a plain repr of it in an error message raised
 # RecursionError, which escaped each of these converters in place of its ValueError.
@@ -311,11 +259,7 @@ def test_a_value_nested_as_deep_as_orjson_reads_is_named_not_a_recursion_error(
     case: str, path: tuple[Any, ...], message: str
 ) -> None:
     convert, _kind, valid, _extra = CASES[case]
-    obj = copy.deepcopy(valid)
-    at: Any = obj
-    for step in path[:-1]:
-        at = at[step]
-    at[path[-1]] = _DEEP_JSON
+    obj = _replaced(valid, path, _DEEP_JSON)
     with pytest.raises(ValueError, match=message):
         convert(obj)
 
@@ -360,11 +304,7 @@ def test_a_long_value_is_cut_in_the_error(case: str, path: tuple[Any, ...]) -> N
     """The value was repeated whole: one such object made a 200 KiB log line each time
     the informer skipped it."""
     convert, kind, valid, _extra = CASES[case]
-    obj = copy.deepcopy(valid)
-    at: Any = obj
-    for step in path[:-1]:
-        at = at[step]
-    at[path[-1]] = _LONG
+    obj = _replaced(valid, path, _LONG)
     with pytest.raises(ValueError, match=f"^{kind} .*'x+\\.\\.\\.x+'") as e:
         convert(obj)
     assert len(str(e.value)) < 400

@@ -27,42 +27,8 @@ from extender.core.model.sources import (
     jobset_resolve,
 )
 from extender.core.model.types import Membership
+from tests.core.model.samples import TRAIN, TRAIN_UID, rjob
 from tests.core.sim import SimScheduler, node, pod
-
-UID = "0f6a3c2e-8d41-4b7a-9e10-5c2d7f3b9a61"
-
-
-def job_template(parallelism: int | None = None, completions: int | None = None,
-                 annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"template": {"spec": {"containers": [{"name": "c"}]}}}
-    if parallelism is not None:
-        spec["parallelism"] = parallelism
-    if completions is not None:
-        spec["completions"] = completions
-    t: dict[str, Any] = {"spec": spec}
-    if annotations:
-        t["metadata"] = {"annotations": annotations}
-    return t
-
-
-def rjob(name: str, replicas: int | None, parallelism: int | None = None,
-         **kw: Any) -> dict[str, Any]:
-    template = job_template(parallelism, kw.pop("completions", None), kw.pop("annotations", None))
-    r: dict[str, Any] = {"name": name, "template": template}
-    if replicas is not None:
-        r["replicas"] = replicas
-    r.update(kw)
-    return r
-
-
-# The JobSet of issue 45: a driver (1 Job x 1 pod) and workers (2 Jobs x 2 pods).
-TRAIN: dict[str, Any] = {
-    "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-    "metadata": {"name": "train", "namespace": "ml", "uid": UID,
-                 "creationTimestamp": "2026-11-29T03:00:00Z"},
-    "spec": {"replicatedJobs": [rjob("driver", 1, 1), rjob("workers", 2, 2)],
-             "successPolicy": {"operator": "Any", "targetReplicatedJobs": ["driver"]}},
-}
 
 
 def jobset(**changes: Any) -> dict[str, Any]:
@@ -79,8 +45,8 @@ def jobset(**changes: Any) -> dict[str, Any]:
 def test_the_quorum_is_every_pod_of_every_replicated_job() -> None:
     """1 x 1 + 2 x 2; the success policy (the driver alone) does not lower it."""
     g = jobset_group_from_k8s(TRAIN)
-    assert (g.source, g.namespace, g.min_member, g.uid) == (JOBSET, "ml", 5, UID)
-    assert g.name == jobset_gang_name("train", UID, 0) == "train.0.0f6a3c2e"
+    assert (g.source, g.namespace, g.min_member, g.uid) == (JOBSET, "ml", 5, TRAIN_UID)
+    assert g.name == jobset_gang_name("train", TRAIN_UID, 0) == "train.0.0f6a3c2e"
     assert g.key == "jobset:ml/train.0.0f6a3c2e"
 
 
@@ -101,7 +67,7 @@ def test_each_restart_attempt_is_its_own_gang() -> None:
     again = jobset_group_from_k8s(jobset(status__restarts=1))
     assert again.name == "train.1.0f6a3c2e" and again.key != first.key
     assert again.min_member == 5  # placed whole again
-    other = jobset(metadata__uid="9b2e" + UID[4:])  # made again under its name
+    other = jobset(metadata__uid="9b2e" + TRAIN_UID[4:])  # made again under its name
     assert jobset_group_from_k8s(other).key != first.key
 
 
@@ -191,7 +157,7 @@ def test_the_topology_annotations_are_the_whole_sets() -> None:
 POD: dict[str, Any] = {
     "metadata": {"name": "train-workers-0-0-x", "namespace": "ml", "uid": "p-0",
                  "creationTimestamp": "2026-11-29T03:00:01Z",
-                 "labels": {JOBSET_NAME_LABEL: "train", JOBSET_UID_LABEL: UID,
+                 "labels": {JOBSET_NAME_LABEL: "train", JOBSET_UID_LABEL: TRAIN_UID,
                             JOBSET_ATTEMPT_LABEL: "0"}},
     "spec": {"schedulerName": "gang-scheduler", "containers": [{"name": "c"}]},
 }
@@ -226,7 +192,7 @@ def test_a_pod_without_the_controllers_three_labels_is_no_member(
 
 
 def jobset_pods(attempt: int = 0) -> list[Any]:
-    name = jobset_gang_name("train", UID, attempt)
+    name = jobset_gang_name("train", TRAIN_UID, attempt)
     return [pod(f"train-{r}-{attempt}", cpu=4000, ns="ml", membership=Membership(JOBSET, name))
             for r in ("driver-0-0", "workers-0-0", "workers-0-1", "workers-1-0", "workers-1-1")]
 
@@ -340,7 +306,7 @@ def test_per_job_gangs_are_placed_each_whole_on_their_own() -> None:
     """Three 4-CPU nodes: the driver's gang (1) and one worker Job (2) fit, the other
     worker Job waits whole; two more nodes, and it is bound."""
     sim = driver_and(per_job_workers())
-    base = jobset_gang_name("train", UID, 0)
+    base = jobset_gang_name("train", TRAIN_UID, 0)
     pods = [sim.add_pod(pod("train-driver-0-0", cpu=4000, ns="ml",
                             membership=Membership(JOBSET, base)))]
     for j in range(2):

@@ -41,6 +41,7 @@ from extender.core.model.types import (
     split_gang_key,
 )
 from extender.core.model.vocabulary import GroupRef
+from tests.core.model.samples import VOLCANO_PG
 from tests.core.sim import SimScheduler, group, node, pod
 
 POD: dict[str, Any] = {
@@ -206,15 +207,6 @@ def test_malformed_upstream_podgroups_are_named(spec: dict[str, Any], where: str
     obj["spec"] = spec
     with pytest.raises(ValueError, match=f"default/pg1: .*{where}"):
         workload_group_from_k8s(obj)
-
-
-VOLCANO_PG: dict[str, Any] = {
-    "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-    "metadata": {"name": "mpi", "namespace": "ml", "uid": "v-1",
-                 "creationTimestamp": "2026-11-24T10:00:00Z"},
-    "spec": {"minMember": 5, "minResources": {"cpu": "10", "memory": "20Gi"},
-             "priorityClassName": "high", "queue": "default"},
-}
 
 
 def test_volcano_podgroup() -> None:

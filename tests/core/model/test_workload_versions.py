@@ -14,37 +14,8 @@ from extender.core.model.convert_groups import workload_group_from_k8s
 from extender.core.model.sources import missing_group_message
 from extender.core.model.types import WORKLOAD_API
 from extender.core.model.vocabulary import Reason
+from tests.core.model.samples import V1ALPHA2, V1BETA1
 from tests.core.sim import SimScheduler, node, pod
-
-META = {"name": "train", "namespace": "ml", "uid": "pg-1",
-        "creationTimestamp": "2026-11-24T10:25:29Z",
-        "finalizers": ["scheduling.k8s.io/podgroup-protection"]}
-
-# As each API server returns them (field names from k8s.io/api v0.36.3 and v0.37.2,
-# scheduling/v1alpha2 and scheduling/v1beta1 types.go; kube-apiserver v1.37.2 added the
-# finalizer, disruptionMode {"single": {}} and priority 0 to a v1beta1 one on create):
-# v1alpha2 names its Workload by podGroupTemplateRef and has a string disruptionMode;
-# v1beta1 by workloadRef, with a one-of object disruptionMode and a priority of its own.
-V1ALPHA2: dict[str, Any] = {
-    "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": META,
-    "spec": {"disruptionMode": "Pod",
-             "podGroupTemplateRef": {"workload": {"workloadName": "train",
-                                                  "podGroupTemplateName": "workers"}},
-             "schedulingPolicy": {"gang": {"minCount": 4}},
-             "schedulingConstraints": {"topology": [{"key": "example.com/rack"}]}},
-    "status": {},
-}
-V1BETA1: dict[str, Any] = {
-    "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": META,
-    "spec": {"disruptionMode": {"single": {}},
-             "workloadRef": {"workloadName": "train", "templateName": "workers"},
-             "schedulingPolicy": {"gang": {"minCount": 4}},
-             "schedulingConstraints": {"topology": [{"key": "example.com/rack"}]},
-             "priorityClassName": "batch-high", "priority": 1000},
-    "status": {"conditions": [{"type": "PodGroupInitiallyScheduled", "status": "False",
-                               "reason": "Unschedulable", "message": "m",
-                               "lastTransitionTime": "2026-11-24T10:25:30Z"}]},
-}
 
 
 @pytest.mark.parametrize("obj", [V1ALPHA2, V1BETA1], ids=["v1alpha2", "v1beta1"])
