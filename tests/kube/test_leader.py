@@ -86,13 +86,20 @@ class LeaseServer:
             yield await self.events.get()
 
 
+async def following(api: LeaseServer) -> tuple[Leadership, list[str], asyncio.Task[None]]:
+    """A Leadership of "me" following `api`'s lease, given a moment to read it first;
+    `lost` gathers what it reports when it loses leadership."""
+    lost: list[str] = []
+    leader = Leadership(api, REF, "me", on_lost=lost.append)
+    task = asyncio.create_task(leader.run())
+    await asyncio.sleep(0.05)
+    return leader, lost, task
+
+
 def test_follows_the_lease_by_watch_and_steps_down_when_it_expires() -> None:
     async def go() -> None:
         api = LeaseServer(lease("other_1", time.time()))
-        lost: list[str] = []
-        leader = Leadership(api, REF, "me", on_lost=lost.append)
-        task = asyncio.create_task(leader.run())
-        await asyncio.sleep(0.05)
+        leader, lost, task = await following(api)
         assert not leader.active
         assert leader.standby_error() == (
             "gang-extender me is on standby: its kube-scheduler does not hold lease "
@@ -122,10 +129,7 @@ def test_follows_the_lease_by_watch_and_steps_down_when_it_expires() -> None:
 def test_renewals_missed_by_a_stalled_watch_do_not_end_leadership() -> None:
     async def go() -> None:
         api = LeaseServer(lease("me_1", time.time(), duration=1))
-        lost: list[str] = []
-        leader = Leadership(api, REF, "me", on_lost=lost.append)
-        task = asyncio.create_task(leader.run())
-        await asyncio.sleep(0.05)
+        leader, lost, task = await following(api)
         assert leader.active
         # kube-scheduler keeps renewing, but the watch delivers nothing. Renewed every
         # 0.3 s, the copy each second read finds has 0.7 s or more to run, and no expiry
@@ -157,10 +161,7 @@ def test_past_its_expiry_the_lease_is_not_acted_on_while_it_is_read_again() -> N
                 return await super().list(path, limit, params)
 
         api = SlowSecondRead(lease("me_1", time.time(), duration=1))
-        lost: list[str] = []
-        leader = Leadership(api, REF, "me", on_lost=lost.append)
-        task = asyncio.create_task(leader.run())
-        await asyncio.sleep(0.05)
+        leader, lost, task = await following(api)
         assert leader.active
         await asyncio.sleep(1.0)  # past the expiry; the second read does not answer
         assert not leader.active and not lost
@@ -179,10 +180,7 @@ def test_a_new_holder_or_a_released_lease_ends_leadership_at_once() -> None:
                    ("DELETED", lease("me_1", time.time()))):
         async def go(change: tuple[str, dict[str, Any]] = change) -> list[str]:
             api = LeaseServer(lease("me_1", time.time()))
-            lost: list[str] = []
-            leader = Leadership(api, REF, "me", on_lost=lost.append)
-            task = asyncio.create_task(leader.run())
-            await asyncio.sleep(0.05)
+            leader, lost, task = await following(api)
             assert leader.active
             await api.events.put(change)
             await asyncio.sleep(0.05)
@@ -196,10 +194,7 @@ def test_a_new_holder_or_a_released_lease_ends_leadership_at_once() -> None:
 def test_a_standby_never_counts_as_losing() -> None:
     async def go() -> None:
         api = LeaseServer(None)
-        lost: list[str] = []
-        leader = Leadership(api, REF, "me", on_lost=lost.append)
-        task = asyncio.create_task(leader.run())
-        await asyncio.sleep(0.05)
+        leader, lost, task = await following(api)
         assert "(lease not found)" in leader.standby_error()
         for i in range(3):
             await api.events.put(("MODIFIED", lease(f"other_{i}", time.time(), duration=1)))

@@ -63,6 +63,19 @@ def dying(sim: SimScheduler, pods: list[PodInfo], phase: str) -> None:
     sim.drain()
 
 
+def bound_gang(direct: bool, min_member: int, count: int
+               ) -> tuple[SimScheduler, list[PodInfo]]:
+    """Gang ns/g of `count` pods of 6 CPUs (quorum `min_member`), one pod a node, placed
+    and bound: the attempt whose pods the job then deletes."""
+    sim = cluster(direct)
+    sim.add_group(group("g", min_member))
+    old = [sim.add_pod(pod(f"g-{i}", "g", cpu=6000)) for i in range(count)]
+    sim.run_all()
+    sim.tick()
+    assert len(sim.bound("g")) == count
+    return sim, old
+
+
 def new_names(sim: SimScheduler) -> list[str]:
     return sorted(p.name for p in sim.bound() if "-new" in p.name)
 
@@ -88,12 +101,7 @@ def placed_whole(sim: SimScheduler, old: list[PodInfo], blocker: PodInfo,
 @DYING
 def test_a_restarted_gang_is_placed_whole_not_on_a_quorum_of_dying_pods(
         direct: bool, phase: str) -> None:
-    sim = cluster(direct)
-    sim.add_group(group("g", 4))
-    old = [sim.add_pod(pod(f"g-{i}", "g", cpu=6000)) for i in range(4)]
-    sim.run_all()
-    sim.tick()
-    assert len(sim.bound("g")) == 4
+    sim, old = bound_gang(direct, 4, 4)
     dying(sim, old, phase)
     # A pod that takes one node's room once the dying one there leaves it: three of
     # the four replacements would fit, not all.
@@ -146,12 +154,7 @@ def test_an_elastic_gang_binds_extras_on_its_live_quorum_alone(direct: bool) -> 
     two live bound members, so a new pod is an extra, bound at once. Two more dying
     leave one live bound member: the next new pod completes a quorum, and is placed
     with a reservation like any gang short of its quorum, not as an extra."""
-    sim = cluster(direct)
-    sim.add_group(group("g", 2))
-    old = [sim.add_pod(pod(f"g-{i}", "g", cpu=6000)) for i in range(3)]
-    sim.run_all()
-    sim.tick()
-    assert len(sim.bound("g")) == 3
+    sim, old = bound_gang(direct, 2, 3)
 
     def reservations() -> int:
         return sum(isinstance(a, GangReserved) for a in sim.actions)
