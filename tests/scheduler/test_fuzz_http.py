@@ -50,6 +50,7 @@ from extender.reporting.status import StatusWriter
 from extender.scheduler.debug import install_podgroups_route
 from extender.scheduler.dispatch import DispatchConfig, Dispatcher, Outlets
 from extender.scheduler.http import MAX_BODY, create_app, with_fast_verbs
+from tests.core.model.hostile import paths
 from tests.core.sim import in_flight
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
@@ -278,17 +279,6 @@ def bind_bodies(draw: st.DrawFn) -> dict[str, Any]:
     uid = draw(st.sampled_from([f"uid-{name}", f"uid-{name}", "uid-g3-0", "other", ""]))
     return {"PodName": name, "PodNamespace": draw(st.sampled_from([NS, NS, "default", ""])),
             "PodUID": uid, "Node": draw(node_names)}
-
-
-def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(value, dict):
-        for k, v in value.items():
-            out += paths(v, (*prefix, k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            out += paths(v, (*prefix, i))
-    return out
 
 
 @st.composite

@@ -23,6 +23,7 @@ from extender.core.model.types import (
     Taint,
     Toleration,
 )
+from tests.core.model.hostile import paths
 from tests.wire import created_pod, sample
 
 Gi = 1 << 30
@@ -359,17 +360,6 @@ _json = st.recursive(
 )
 
 
-def _paths(obj: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            out += _paths(v, (*prefix, k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            out += _paths(v, (*prefix, i))
-    return out
-
-
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=300)
 @given(data=st.data())
 def test_any_corruption_of_a_pod_gives_a_pod_or_value_error(
@@ -389,7 +379,7 @@ def test_any_corruption_of_a_pod_gives_a_pod_or_value_error(
         },
     }
     obj["spec"]["initContainers"] = [{"name": "i", "restartPolicy": "Always"}]
-    path = data.draw(st.sampled_from(_paths(obj)[1:]))
+    path = data.draw(st.sampled_from(paths(obj)[1:]))
     value = data.draw(_json)
     target: Any = obj
     for k in path[:-1]:
