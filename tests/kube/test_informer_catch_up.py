@@ -100,9 +100,11 @@ KIND = Kind("things", "/things", lambda o: str(o["metadata"]["name"]),
 
 
 def run(scenario: Callable[[Informer, LiveKube, Told, CatchUpRequests, list[float]],
-                           Awaitable[None]]) -> None:
+                           Awaitable[None]],
+        named: tuple[str, ...] = ("things",)) -> None:
+    """`scenario` against an informer of KIND whose catch-up requests name `named`."""
     async def go() -> None:
-        kube, manager, requests, now = LiveKube(), Told(), CatchUpRequests(("things",)), [0.0]
+        kube, manager, requests, now = LiveKube(), Told(), CatchUpRequests(named), [0.0]
         inf = Informer(kube, manager, lambda: now[0], lambda: None,  # type: ignore[arg-type]
                        kinds=(KIND,), options=InformerOptions(catch_up=requests))
         task = asyncio.create_task(inf.run())
@@ -194,45 +196,29 @@ def test_a_watch_that_breaks_after_the_request_is_caught_up_once_with_it() -> No
 
 
 def test_a_kind_the_requests_do_not_name_is_left_alone() -> None:
-    async def go() -> None:
-        kube, manager = LiveKube(), Told()
-        requests = CatchUpRequests(("pods", "nodes"))
-        inf = Informer(kube, manager, lambda: 0.0, lambda: None,  # type: ignore[arg-type]
-                       kinds=(KIND,), options=InformerOptions(catch_up=requests))
-        task = asyncio.create_task(inf.run())
-        await until(lambda: len(kube.watches) == 1)
+    async def scenario(inf: Informer, kube: LiveKube, manager: Told,
+                       requests: CatchUpRequests, now: list[float]) -> None:
         requests.request()
         for _ in range(20):
             await asyncio.sleep(0)
         assert manager.told == [] and len(kube.watches) == 1
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
 
-    asyncio.run(go())
+    run(scenario, named=("pods", "nodes"))
 
 
 def test_a_kind_the_requests_do_not_name_catches_up_on_its_own_watch() -> None:
     """Behind from its own break, a kind no request names is caught up by the watch after
     its relist, whatever requests for other kinds came meanwhile."""
-    async def go() -> None:
-        kube, manager = LiveKube(), Told()
-        requests = CatchUpRequests(("pods", "nodes"))
-        inf = Informer(kube, manager, lambda: 0.0, lambda: None,  # type: ignore[arg-type]
-                       kinds=(KIND,), options=InformerOptions(catch_up=requests))
-        task = asyncio.create_task(inf.run())
-        await until(lambda: len(kube.watches) == 1)
+    async def scenario(inf: Informer, kube: LiveKube, manager: Told,
+                       requests: CatchUpRequests, now: list[float]) -> None:
         kube.watches[0].steps.put_nowait(OSError("connection reset"))
         await until(lambda: len(kube.watches) == 2)
         requests.request()  # for pods and nodes, after the catch-up watch began
         kube.watches[1].steps.put_nowait(bookmark("21"))
         await until(lambda: manager.told[-1:] == ["listed things"])
         assert manager.told == ["broken things", "listed things"]
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
 
-    asyncio.run(go())
+    run(scenario, named=("pods", "nodes"))
 
 
 def test_requests_in_a_burst_never_stop_the_informer() -> None:
